@@ -1,0 +1,135 @@
+"""The server process: composes the core, the worker supervisor and the front-ends, and runs them.
+
+`Server` is the programmatic API (async start/stop); `run()` runs one until SIGINT/SIGTERM and stops it
+gracefully: new requests are refused, in-flight ones finish (bounded by `exit_timeout_s`), workers exit,
+and the run directory, sockets and shared-memory segments are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+
+from pytriton.core.server_core import ServerCore
+from pytriton.frontend.grpc.server import GrpcFrontend
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
+from pytriton.proxy.router import DEFAULT_INLINE_MAX
+
+logger = logging.getLogger("pytriton.server")
+
+
+@dataclasses.dataclass
+class ModelSpec:
+    """A model to serve: its configuration and the import path of its inference callable."""
+
+    config: TritonModelConfig
+    callable_target: str
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    models: list[ModelSpec]
+    grpc_address: str = "0.0.0.0"
+    grpc_port: int = 8001
+    http_address: str = "0.0.0.0"
+    http_port: int = 8000
+    metrics_port: int = 8002
+    log_level: str = "INFO"
+    exit_timeout_s: float = 30.0
+    inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
+
+
+class Server:
+    """One pytriton server in this process's event loop."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.tag = secrets.token_hex(4)
+        self.run_dir: str | None = None
+        self.core: ServerCore | None = None
+        self.grpc: GrpcFrontend | None = None
+
+    @property
+    def grpc_port(self) -> int | None:
+        return self.grpc.port if self.grpc else None
+
+    async def start(self) -> None:
+        """Start workers and front-ends; on any failure everything started so far is stopped again."""
+        sweep_dead_segments()
+        self.run_dir = tempfile.mkdtemp(prefix=f"pytriton-{self.tag}-")
+        try:
+            self.core = ServerCore(self.run_dir, self.tag, self.config.inline_max_bytes, self.config.log_level)
+            await self.core.start()
+            for spec in self.config.models:
+                await self.core.add_model(spec.config, spec.callable_target)
+            self.grpc = GrpcFrontend(self.core, self.config.grpc_address, self.config.grpc_port)
+            await self.grpc.start()
+            await self.grpc.set_serving(True)
+        except BaseException:
+            await self.stop(drain_timeout_s=0)
+            raise
+        logger.info("pytriton server ready")
+
+    async def stop(self, drain_timeout_s: float | None = None) -> None:
+        """Drain in-flight requests, stop front-ends and workers, remove every resource of ours."""
+        timeout = self.config.exit_timeout_s if drain_timeout_s is None else drain_timeout_s
+        if self.core is not None:
+            if self.grpc is not None:
+                await self.grpc.set_serving(False)
+            await self.core.drain(timeout)
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s=1.0)
+            self.grpc = None
+        if self.core is not None:
+            await self.core.stop(timeout_s=max(5.0, min(timeout, 30.0)))
+            self.core = None
+        unlink_segments(self.tag)
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None
+        logger.info("pytriton server stopped")
+
+
+async def serve_until_signal(config: ServerConfig) -> None:
+    """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    server = Server(config)
+
+    def on_signal() -> None:
+        if stop.is_set():
+            logger.warning("second signal: not waiting for in-flight requests any longer")
+            if server.core is not None:
+                server.core.cancel_drain()
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+    try:
+        start = asyncio.ensure_future(server.start())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({start, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not start.done():
+            logger.info("signal received while starting; stopping")
+            start.cancel()
+            await asyncio.gather(start, return_exceptions=True)
+            return
+        start.result()
+        await stopped
+        logger.info("signal received; stopping (waiting up to %.0f s for in-flight requests)", config.exit_timeout_s)
+        await server.stop()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def run(config: ServerConfig) -> None:
+    """Blocking entry point used by the CLI."""
+    asyncio.run(serve_until_signal(config))

@@ -1,0 +1,123 @@
+"""Entry point of a worker process: `python -m pytriton.backends.worker '<json spec>'`.
+
+Connects to the server, imports the callable, then serves INFER messages one batch at a time until the
+server says STOP, the server process disappears, or SIGTERM arrives.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+from pytriton.backends.callable_backend import CallableBackend, InferenceCallableError, load_callable
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.endpoint import WorkerEndpoint
+from pytriton.proxy.messages import ServerToWorker
+from pytriton.proxy.types import Request
+
+logger = logging.getLogger("pytriton.backends")
+
+PARENT_CHECK_MS = 1000
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the server process goes (Linux only; a poll covers the rest)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _format_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def serve(spec: dict[str, Any]) -> int:
+    """Run the worker loop described by `spec`; return the exit code."""
+    config = TritonModelConfig.from_dict(spec["config"])
+    label = f"model '{config.model_name}' instance {spec.get('instance', 0)}"
+    server_pid = int(spec["server_pid"])
+    endpoint = WorkerEndpoint(
+        spec["address"], spec["identity"].encode(), spec["tag"], server_pid, inline_max=int(spec["inline_max"])
+    )
+    try:
+        try:
+            backend = CallableBackend(load_callable(spec["callable"]), config)
+        except BaseException as exc:  # noqa: BLE001 - reported to the server, which explains it to the user
+            logger.error("%s: cannot load inference callable '%s': %s", label, spec["callable"], exc)
+            endpoint.send_fatal(f"cannot load inference callable '{spec['callable']}': {_format_error(exc)}")
+            return 3
+        endpoint.send_hello()
+        logger.debug("%s ready (pid %d)", label, os.getpid())
+        while True:
+            received = endpoint.receive(PARENT_CHECK_MS)
+            if received is None:
+                if os.getppid() != server_pid:
+                    logger.warning("%s: server process is gone; exiting", label)
+                    return 0
+                continue
+            message, frames = received
+            if message.kind == ServerToWorker.STOP:
+                return 0
+            if message.kind != ServerToWorker.INFER:
+                continue
+            _execute(endpoint, backend, message, frames, label)
+    finally:
+        endpoint.close()
+
+
+def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, label: str) -> None:
+    start = time.perf_counter_ns()
+    try:
+        decoded = endpoint.decode(message, frames)
+        requests = [Request(d.inputs, d.parameters, None, d.requested_outputs or None) for d in decoded]
+    except Exception as exc:  # noqa: BLE001
+        logger.exception("%s: cannot decode request", label)
+        endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
+        return
+    t_input = time.perf_counter_ns()
+    try:
+        raw = backend(requests)
+    except Exception as exc:  # noqa: BLE001 - the callable's error goes back to the client
+        logger.debug("%s: inference callable raised", label, exc_info=True)
+        endpoint.send_result(message.id, None, error=_format_error(exc))
+        return
+    t_infer = time.perf_counter_ns()
+    try:
+        responses = backend.check_outputs(requests, raw)
+    except InferenceCallableError as exc:
+        endpoint.send_result(message.id, None, error=str(exc))
+        return
+    del requests, decoded, raw
+    endpoint.send_result(message.id, responses, timings=(t_input - start, t_infer - t_input), output_started_ns=t_infer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = json.loads(args[0])
+    logging.basicConfig(
+        level=spec.get("log_level", "INFO"),
+        format=f"%(asctime)s %(levelname)s worker[{os.getpid()}] %(name)s: %(message)s",
+    )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group; the server drains and stops us
+    signal.signal(signal.SIGTERM, _terminate)
+    _die_with_parent()
+    if os.getppid() != int(spec["server_pid"]):
+        return 0
+    return serve(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""`pytriton serve module:infer_fn ...` — a thin shell over `pytriton.app`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from pytriton.app import ModelSpec, ServerConfig, run
+from pytriton.backends.callable_backend import load_callable
+from pytriton.exceptions import PyTritonError
+from pytriton.model_config.datatypes import parse_datatype
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+
+logger = logging.getLogger("pytriton.cli")
+
+
+def parse_tensor(text: str, kind: str) -> TensorSpec:
+    """NAME:DTYPE:SHAPE, e.g. INPUT0:int32:16 or TEXT:bytes:-1 or X:FP32:2,3 (shape without batch dim)."""
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0]:
+        raise click.BadParameter(f"expected NAME:DTYPE:SHAPE (e.g. {kind.upper()}0:int32:16), got '{text}'")
+    name, dtype_text, shape_text = parts
+    try:
+        datatype = parse_datatype(dtype_text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    try:
+        shape = tuple(int(d) for d in shape_text.split(",")) if shape_text.strip() else ()
+    except ValueError:
+        raise click.BadParameter(f"shape of {kind} '{name}' must be comma-separated integers, got '{shape_text}'")
+    try:
+        return TensorSpec(name, datatype, shape)
+    except PyTritonError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def parse_gpus(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(g) for g in text.split(",") if g.strip()]
+    except ValueError:
+        raise click.BadParameter(f"--gpus takes comma-separated device ids, got '{text}'") from None
+
+
+@click.group()
+@click.version_option(package_name="pytriton")
+def main() -> None:
+    """pytriton: a Triton-compatible inference server for Python callables."""
+
+
+@main.command()
+@click.argument("target", metavar="MODULE:CALLABLE")
+@click.option("--model-name", help="Name of the model (default: the callable's name).")
+@click.option("--model-version", type=int, default=1, show_default=True)
+@click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model input; repeatable.")
+@click.option("--output", "outputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model output; repeatable.")
+@click.option("--max-batch-size", type=click.IntRange(min=0), default=0, show_default=True, help="0 = no batching.")
+@click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True, help="Instances per GPU (or CPU).")
+@click.option("--gpus", help="Comma-separated GPU ids; each gets --instances workers.")
+@click.option("--grpc-address", default="0.0.0.0", show_default=True)
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0 = any free port.")
+@click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True)
+@click.option("--exit-timeout", type=float, default=30.0, show_default=True, help="Seconds to drain on stop.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+def serve(
+    target: str,
+    model_name: str | None,
+    model_version: int,
+    inputs: tuple[str, ...],
+    outputs: tuple[str, ...],
+    max_batch_size: int,
+    instances: int,
+    gpus: str | None,
+    grpc_address: str,
+    grpc_port: int,
+    http_port: int,
+    metrics_port: int,
+    exit_timeout: float,
+    log_level: str,
+) -> None:
+    """Serve the inference callable MODULE:CALLABLE over Triton's gRPC protocol."""
+    log_level = log_level.upper()
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        fn = load_callable(target)
+    except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
+        raise click.ClickException(f"cannot load '{target}': {type(exc).__name__}: {exc}") from None
+    name = model_name or getattr(fn, "__name__", None) or type(fn).__name__
+    if not outputs:
+        raise click.UsageError("at least one --output NAME:DTYPE:SHAPE is required")
+    try:
+        config = TritonModelConfig(
+            model_name=name,
+            model_version=model_version,
+            inputs=[parse_tensor(t, "input") for t in inputs],
+            outputs=[parse_tensor(t, "output") for t in outputs],
+            max_batch_size=max_batch_size,
+            instance_count=instances,
+            gpus=parse_gpus(gpus),
+        )
+    except PyTritonError as exc:
+        raise click.UsageError(str(exc)) from None
+    if http_port or metrics_port:
+        logger.warning("the HTTP and metrics front-ends are not available yet; serving gRPC only")
+    server_config = ServerConfig(
+        models=[ModelSpec(config, target)],
+        grpc_address=grpc_address,
+        grpc_port=grpc_port,
+        http_port=http_port,
+        metrics_port=metrics_port,
+        log_level=log_level,
+        exit_timeout_s=exit_timeout,
+    )
+    try:
+        run(server_config)
+    except (OSError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The models a server serves, looked up by name and version string as clients give them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from pytriton.core.statistics import ModelStatistics
+from pytriton.exceptions import invalid_arg, not_found
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.scheduler.dispatcher import InstanceDispatcher
+from pytriton.supervisor.worker_pool import WorkerPool
+
+
+@dataclasses.dataclass
+class Model:
+    """One served model version with its scheduler, workers and statistics."""
+
+    config: TritonModelConfig
+    dispatcher: InstanceDispatcher
+    pool: WorkerPool
+    stats: ModelStatistics = dataclasses.field(default_factory=ModelStatistics)
+    ready: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.config.model_name
+
+    @property
+    def version(self) -> int:
+        return self.config.model_version
+
+
+def parse_version(version: str) -> int:
+    """-1 for '' (latest); else the integer, or Triton's INVALID_ARG error."""
+    if version == "":
+        return -1
+    try:
+        value = int(version)
+    except ValueError:
+        value = -2
+    if value < 0 or not version.strip().isdigit():
+        raise invalid_arg(f"failed to get model version from specified version string '{version}' (details: stoll)")
+    return value
+
+
+class ModelRegistry:
+    """Models by name; one version each (the one given in the config)."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, Model] = {}
+
+    def add(self, model: Model) -> None:
+        if model.name in self._models:
+            raise ValueError(f"model '{model.name}' is already registered")
+        self._models[model.name] = model
+
+    def remove(self, name: str) -> Model | None:
+        return self._models.pop(name, None)
+
+    def get(self, name: str, version: str = "") -> Model:
+        """The model for a request, or Triton's NOT_FOUND error."""
+        number = parse_version(version)
+        model = self._models.get(name)
+        if model is None:
+            raise not_found(f"Request for unknown model: '{name}' is not found")
+        if number != -1 and number != model.version:
+            raise not_found(f"Request for unknown model: '{name}' version {number} is not found")
+        return model
+
+    def __iter__(self) -> Iterator[Model]:
+        return iter(sorted(self._models.values(), key=lambda m: m.name))
+
+    def __len__(self) -> int:
+        return len(self._models)

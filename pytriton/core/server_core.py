@@ -1,0 +1,212 @@
+"""The protocol-free heart of the server: models, their lifecycle, inference and statistics.
+
+Front-ends convert wire formats into `InferRequest`s and call `infer`; every error comes out as a
+`ServerError` with a Triton status, which each front-end maps to its own codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from pytriton.core.registry import Model, ModelRegistry
+from pytriton.core.types import InferRequest, InferResponse
+from pytriton.core.validation import validate_request
+from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.arena import ArenaExhaustedError
+from pytriton.proxy.messages import RequestData
+from pytriton.proxy.router import ProxyRouter, WorkerGoneError
+from pytriton.scheduler.dispatcher import InstanceDispatcher
+from pytriton.supervisor.worker_pool import WorkerPool
+
+logger = logging.getLogger("pytriton.core")
+
+SERVER_NAME = "triton"
+# The Triton release whose protocol this server follows (tritonclient 2.73.0).
+SERVER_VERSION = "2.73.0"
+
+
+class ServerCore:
+    """Owns the model registry, the worker transport and the in-flight request count."""
+
+    def __init__(self, run_dir: str, tag: str, inline_max: int, log_level: str = "INFO"):
+        self.run_dir = run_dir
+        self.tag = tag
+        self.inline_max = inline_max
+        self.log_level = log_level
+        self.registry = ModelRegistry()
+        self.extensions: list[str] = ["model_configuration", "parameters", "statistics"]
+        self.router: ProxyRouter | None = None
+        self.live = False
+        self.accepting = False
+        self._in_flight = 0
+        self._drained: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self.live = True
+        self.accepting = True
+
+    @property
+    def ready(self) -> bool:
+        return self.live and self.accepting and all(m.ready for m in self.registry)
+
+    # ---- models ------------------------------------------------------------------------------
+    async def add_model(self, config: TritonModelConfig, callable_target: str) -> Model:
+        """Start the workers of a model and register it once they are all up."""
+        assert self.router is not None, "start() first"
+        dispatcher = InstanceDispatcher(config.model_name, self.router)
+        pool = WorkerPool(
+            self.router,
+            config,
+            callable_target,
+            on_ready=dispatcher.add_instance,
+            on_lost=dispatcher.remove_instance,
+            on_broken=dispatcher.fail_waiters,
+            log_level=self.log_level,
+        )
+        model = Model(config=config, dispatcher=dispatcher, pool=pool)
+        await pool.start()
+        self.registry.add(model)
+        model.ready = True
+        logger.info(
+            "model '%s' version %d ready (%d instance(s), max_batch_size %d)",
+            config.model_name,
+            config.model_version,
+            len(pool.instances),
+            config.max_batch_size,
+        )
+        return model
+
+    # ---- metadata ----------------------------------------------------------------------------
+    def server_metadata(self) -> dict[str, Any]:
+        return {"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": list(self.extensions)}
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        return self.registry.get(name, version).ready and self.accepting
+
+    def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        model = self.registry.get(name, version)
+        config = model.config
+        lead = [-1] if config.max_batch_size > 0 else []
+
+        def tensors(specs):
+            return [{"name": s.name, "datatype": s.datatype, "shape": lead + list(s.shape)} for s in specs]
+
+        return {
+            "name": config.model_name,
+            "versions": [str(config.model_version)],
+            "platform": "python",
+            "inputs": tensors(config.inputs),
+            "outputs": tensors(config.outputs),
+        }
+
+    def model_config(self, name: str, version: str = "") -> dict[str, Any]:
+        return self.registry.get(name, version).config.to_triton_dict()
+
+    def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
+        if not name:
+            return [m.stats.to_dict(m.name, str(m.version)) for m in self.registry if m.ready]
+        try:
+            model = self.registry.get(name)
+        except ServerError:
+            raise invalid_arg(f"requested model '{name}' is not available") from None
+        if version and version != str(model.version):
+            raise invalid_arg(f"requested model version is not available for model '{name}'")
+        return [model.stats.to_dict(model.name, str(model.version))]
+
+    # ---- inference ---------------------------------------------------------------------------
+    async def infer(self, request: InferRequest) -> InferResponse:
+        """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
+        start = time.perf_counter_ns()
+        model = self.registry.get(request.model_name, request.model_version)
+        if not self.accepting:
+            raise unavailable("Server not ready")
+        batch_size = validate_request(model.config, request)
+        item = RequestData(
+            inputs=request.inputs,
+            requested_outputs=[o.name for o in request.outputs],
+            parameters=request.parameters,
+        )
+        self._in_flight += 1
+        self._drained.clear()  # type: ignore[union-attr]
+        try:
+            try:
+                result, queue_ns, link = await model.dispatcher.execute([item])
+            except WorkerGoneError as exc:
+                raise unavailable(str(exc)) from None
+            except ArenaExhaustedError as exc:
+                raise unavailable(f"cannot take the request for model '{model.name}': {exc}") from None
+            error = result.error or (result.responses[0].error if result.responses else "no response from worker")
+            if error:
+                result.release_buffers()
+                raise internal(f"Failed to process the request(s) for model '{link.label}', message: {error}")
+            response = result.responses[0]
+            model.stats.record_execution(
+                batch_size, result.compute_input_ns, result.compute_infer_ns, result.compute_output_ns
+            )
+            model.stats.record_success(
+                batch_size,
+                time.perf_counter_ns() - start,
+                queue_ns,
+                result.compute_input_ns,
+                result.compute_infer_ns,
+                result.compute_output_ns,
+            )
+            return InferResponse(
+                model_name=model.name,
+                model_version=str(model.version),
+                id=request.id,
+                outputs=response.outputs,
+                parameters=response.parameters,
+                _release=result.release_buffers,
+            )
+        except ServerError:
+            model.stats.record_failure(time.perf_counter_ns() - start)
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug of ours must become a clear error, not a dropped call
+            logger.exception("inference on model '%s' failed", model.name)
+            model.stats.record_failure(time.perf_counter_ns() - start)
+            raise ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {exc}") from exc
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._drained.set()  # type: ignore[union-attr]
+
+    # ---- shutdown ----------------------------------------------------------------------------
+    async def drain(self, timeout_s: float) -> bool:
+        """Stop taking requests and wait up to `timeout_s` for in-flight ones; True if all finished."""
+        self.accepting = False
+        if self._drained is None:
+            return True
+        try:
+            await asyncio.wait_for(self._drained.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            logger.warning("%d request(s) still in flight after %.0f s; stopping anyway", self._in_flight, timeout_s)
+            return False
+
+    def cancel_drain(self) -> None:
+        """Make a running `drain` return now."""
+        if self._drained is not None:
+            self._drained.set()
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the workers of every model and release the transport."""
+        self.accepting = False
+        await asyncio.gather(*(m.pool.stop(timeout_s) for m in self.registry), return_exceptions=True)
+        for model in self.registry:
+            model.ready = False
+        if self.router is not None:
+            self.router.close()
+        self.live = False
+
+
+__all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]

@@ -1,0 +1,70 @@
+"""Per-model inference statistics in Triton's schema (what ModelStatistics and /stats report)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+
+
+class ModelStatistics:
+    """Counters of one model version; all durations in nanoseconds."""
+
+    def __init__(self) -> None:
+        self.durations: dict[str, list[int]] = {name: [0, 0] for name in _DURATIONS}
+        self.inference_count = 0
+        self.execution_count = 0
+        self.last_inference_ms = 0
+        self.batch: dict[int, dict[str, list[int]]] = {}
+
+    def record_success(
+        self, batch_size: int, total_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """One request answered successfully."""
+        d = self.durations
+        for name, ns in (
+            ("success", total_ns),
+            ("queue", queue_ns),
+            ("compute_input", input_ns),
+            ("compute_infer", infer_ns),
+            ("compute_output", output_ns),
+        ):
+            entry = d[name]
+            entry[0] += 1
+            entry[1] += ns
+        self.inference_count += batch_size
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_execution(self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int) -> None:
+        """One execution of the model on a batch of `batch_size`."""
+        self.execution_count += 1
+        stats = self.batch.get(batch_size)
+        if stats is None:
+            stats = self.batch[batch_size] = {"compute_input": [0, 0], "compute_infer": [0, 0], "compute_output": [0, 0]}
+        for name, ns in (("compute_input", input_ns), ("compute_infer", infer_ns), ("compute_output", output_ns)):
+            stats[name][0] += 1
+            stats[name][1] += ns
+
+    def record_failure(self, total_ns: int) -> None:
+        entry = self.durations["fail"]
+        entry[0] += 1
+        entry[1] += total_ns
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def to_dict(self, name: str, version: str) -> dict[str, Any]:
+        """The model's entry of Triton's `model_stats` (proto field names; numbers as ints)."""
+        return {
+            "name": name,
+            "version": version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {k: {"count": c, "ns": ns} for k, (c, ns) in self.durations.items()},
+            "response_stats": {},
+            "batch_stats": [
+                {"batch_size": size, **{k: {"count": c, "ns": ns} for k, (c, ns) in stats.items()}}
+                for size, stats in sorted(self.batch.items())
+            ],
+            "memory_usage": [],
+        }

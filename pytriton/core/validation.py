@@ -1,0 +1,173 @@
+"""Checks an inference request against the model configuration, in Triton's order and wording.
+
+Runs in the server before anything reaches a worker. Messages follow Triton core's
+(`infer_request.cc`, `model.cc`) because clients and tests match on them.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pytriton.exceptions import ServerError, invalid_arg
+from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.core.types import InferRequest
+
+INT64_MAX = (1 << 63) - 1
+_LEN = struct.Struct("<I")
+
+BATCH_NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended "
+    "to each input shape. If you want to specify the full shape including the batch dim in your input dims "
+    "config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
+)
+
+
+def dims_str(dims) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _names(names) -> str:
+    return "[" + ",".join(f"'{n}'" for n in names) + "]"
+
+
+def _prefix(request: InferRequest) -> str:
+    return f"[request id: {request.id or '<id_unknown>'}] "
+
+
+def _err(request: InferRequest, message: str) -> ServerError:
+    return invalid_arg(_prefix(request) + message)
+
+
+def check_duplicates(request: InferRequest) -> None:
+    """Duplicate input or requested-output names (Triton rejects them when they are added)."""
+    seen: set[str] = set()
+    for tensor in request.inputs:
+        if tensor.name in seen:
+            raise _err(request, f"input '{tensor.name}' already exists in request")
+        seen.add(tensor.name)
+    seen.clear()
+    for output in request.outputs:
+        if output.name in seen:
+            raise _err(request, f"output '{output.name}' already exists in request")
+        seen.add(output.name)
+
+
+def validate_request(config: TritonModelConfig, request: InferRequest) -> int:
+    """Raise ServerError(INVALID_ARG) if the request does not fit the model; return its batch size."""
+    model = config.model_name
+    check_duplicates(request)
+    for output in request.outputs:
+        if output.name not in config.output_by_name:
+            raise invalid_arg(f"unexpected inference output '{output.name}' for model '{model}'")
+
+    given = [t.name for t in request.inputs]
+    required = [s.name for s in config.inputs if not s.optional]
+    given_set = set(given)
+    if len(given) > len(config.inputs) or len(given_set & set(required)) < len(required):
+        missing = [name for name in required if name not in given_set]
+        if len(required) == len(config.inputs):
+            head = f"expected {len(config.inputs)} inputs"
+        else:
+            head = f"expected number of inputs between {len(required)} and {len(config.inputs)}"
+        # Triton renders an empty "missing" list as a lone ']' — keep that quirk; clients match on it.
+        missing_text = _names(missing) if missing else "]"
+        raise _err(
+            request,
+            f"{head} but got {len(given)} inputs for model '{model}'. Got input(s) {_names(given)}, "
+            f"but missing required input(s) {missing_text}. Please provide all required input(s).",
+        )
+
+    batch_size = 0
+    for tensor in request.inputs:
+        if tensor.name not in config.input_by_name:
+            raise invalid_arg(f"unexpected inference input '{tensor.name}' for model '{model}'")
+        if config.max_batch_size > 0:
+            if not tensor.shape:
+                raise _err(request, f"input '{tensor.name}' has no shape but model requires batch dimension for '{model}'")
+            this_batch = tensor.shape[0] & 0xFFFFFFFF  # Triton keeps the batch size as uint32
+            if tensor is request.inputs[0]:
+                batch_size = this_batch
+            elif this_batch != batch_size:
+                raise _err(request, f"input '{tensor.name}' batch size does not match other inputs for '{model}'")
+    if batch_size > config.max_batch_size:
+        raise _err(request, f"inference request batch-size must be <= {config.max_batch_size} for '{model}'")
+
+    for tensor in request.inputs:
+        spec = config.input_by_name[tensor.name]
+        if tensor.datatype != spec.datatype:
+            shown = tensor.datatype if tensor.datatype in TRITON_TO_NUMPY else "<invalid>"
+            raise _err(
+                request,
+                f"inference input '{tensor.name}' data-type is '{shown}', but model '{model}' expects '{spec.datatype}'",
+            )
+        shape = tensor.shape
+        dims = shape[1:] if config.max_batch_size > 0 else shape
+        if len(dims) != len(spec.shape) or any(w != -1 and w != g for w, g in zip(spec.shape, dims)):
+            expected = ([-1] if config.max_batch_size > 0 else []) + list(spec.shape)
+            note = BATCH_NOTE if config.max_batch_size > 0 else ""
+            raise _err(
+                request,
+                f"unexpected shape for input '{tensor.name}' for model '{model}'. "
+                f"Expected {dims_str(expected)}, got {dims_str(shape)}. {note}",
+            )
+        if any(d == -1 for d in dims):
+            raise _err(
+                request,
+                f"All input dimensions should be specified for input '{tensor.name}' for model '{model}', "
+                f"got {dims_str(shape)}",
+            )
+        if any(d < 0 for d in shape):
+            kind = "in shape " if spec.datatype == "BYTES" else ""
+            raise invalid_arg(f"tensor '{tensor.name}' contains an invalid dimension {kind}{dims_str(shape)}")
+        count = 1
+        for d in shape:
+            count *= d
+        if count > INT64_MAX:
+            raise invalid_arg(f"element count for tensor '{tensor.name}' exceeds maximum size of {INT64_MAX}")
+        if tensor.data is None:  # lives in a client region; its size was given with the region reference
+            actual = tensor.nbytes
+        else:
+            actual = tensor.data.nbytes if isinstance(tensor.data, memoryview) else len(tensor.data)
+        if spec.datatype == "BYTES":
+            if tensor.data is not None:
+                _check_bytes(request, model, tensor.name, tensor.data, count)
+            continue
+        expected_bytes = count * ITEMSIZE[spec.datatype]
+        if expected_bytes > INT64_MAX:
+            raise invalid_arg(f"byte size for tensor '{tensor.name}' exceeds maximum size of {INT64_MAX}")
+        if actual != expected_bytes:
+            raise _err(
+                request,
+                f"input byte size mismatch for input '{tensor.name}' for model '{model}'. "
+                f"Expected {expected_bytes}, got {actual}",
+            )
+    return batch_size if config.max_batch_size > 0 else 1
+
+
+def _check_bytes(request: InferRequest, model: str, name: str, data, expected: int) -> None:
+    view = memoryview(data).cast("B")
+    size = len(view)
+    pos = 0
+    count = 0
+    while pos < size:
+        if size - pos < 4:
+            raise _err(
+                request,
+                f"incomplete string length indicator for inference input '{name}' for model '{model}', "
+                f"expecting 4 bytes but only {size - pos} bytes available. "
+                "Please make sure the string length indicator is in one buffer.",
+            )
+        if count == expected:
+            raise _err(
+                request,
+                f"unexpected number of string elements {expected + 1} for inference input '{name}' "
+                f"for model '{model}', expecting {expected}",
+            )
+        (length,) = _LEN.unpack_from(view, pos)
+        pos += 4 + length
+        count += 1
+    if count != expected:
+        raise _err(
+            request, f"expected {expected} string elements for inference input '{name}' for model '{model}', got {count}"
+        )

@@ -1,0 +1,241 @@
+"""Conversions between Triton's gRPC messages and the core's types, and status mapping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
+
+from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
+from pytriton.exceptions import ServerError, Status, invalid_arg, not_found, unsupported
+from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
+from pytriton.proxy.messages import TensorData
+
+STATUS_TO_GRPC = {
+    Status.UNKNOWN: grpc.StatusCode.UNKNOWN,
+    Status.INTERNAL: grpc.StatusCode.INTERNAL,
+    Status.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Status.INVALID_ARG: grpc.StatusCode.INVALID_ARGUMENT,
+    Status.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Status.UNSUPPORTED: grpc.StatusCode.UNIMPLEMENTED,
+    Status.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    Status.CANCELLED: grpc.StatusCode.CANCELLED,
+}
+
+ALLOWED_TRITON_PARAMS = ("triton_enable_empty_final_response",)
+SHM_KEYS = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
+
+# InferTensorContents field -> (datatypes it may carry, name used in errors)
+_CONTENT_FIELDS = (
+    ("bool_contents", ("BOOL",), "BOOL"),
+    ("int_contents", ("INT8", "INT16", "INT32"), "INT32"),
+    ("int64_contents", ("INT64",), "INT64"),
+    ("uint_contents", ("UINT8", "UINT16", "UINT32"), "UINT32"),
+    ("uint64_contents", ("UINT64",), "UINT64"),
+    ("fp32_contents", ("FP32",), "FP32"),
+    ("fp64_contents", ("FP64",), "FP64"),
+    ("bytes_contents", ("BYTES",), "BYTES"),
+)
+
+
+def param_value(param: Any) -> Any:
+    kind = param.WhichOneof("parameter_choice")
+    return getattr(param, kind) if kind else None
+
+
+def request_parameters(request: Any) -> dict[str, Any]:
+    """Request-level parameters with Triton's checks of reserved keys and value types."""
+    out: dict[str, Any] = {}
+    for key, param in request.parameters.items():
+        kind = param.WhichOneof("parameter_choice")
+        if key == "sequence_id":
+            if kind not in ("int64_param", "string_param"):
+                raise invalid_arg("invalid value type for 'sequence_id' parameter, expected int64_param or string_param.")
+        elif key in ("sequence_start", "sequence_end"):
+            if kind != "bool_param":
+                raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
+        elif key == "priority":
+            if kind == "int64_param":
+                if param.int64_param < 0:
+                    raise invalid_arg("invalid value for 'priority', expected value >= 0.")
+            elif kind != "uint64_param":
+                raise invalid_arg("invalid value type for 'priority' parameter, expected int64_param or uint64_param.")
+        elif key == "timeout":
+            if kind != "int64_param":
+                raise invalid_arg("invalid value type for 'timeout' parameter, expected int64_param.")
+        elif key.startswith("triton_"):
+            if key not in ALLOWED_TRITON_PARAMS:
+                raise invalid_arg(
+                    "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys "
+                    "starting with 'triton_' are allowed: " + " ".join(ALLOWED_TRITON_PARAMS)
+                )
+            if kind != "bool_param":
+                raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
+            continue
+        elif kind not in ("int64_param", "bool_param", "string_param", "double_param"):
+            raise invalid_arg(
+                f"invalid value type for '{key}' parameter, expected int64_param, bool_param, or string_param."
+            )
+        out[key] = getattr(param, kind)
+    return out
+
+
+def _contents_to_bytes(tensor: Any, model_name: str) -> bytes:
+    contents = tensor.contents
+    found = None
+    for field, datatypes, field_type in _CONTENT_FIELDS:
+        values = getattr(contents, field)
+        if not len(values):
+            continue
+        if found is not None:
+            raise invalid_arg(
+                f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model_name}', "
+                "binary data was already supplied."
+            )
+        if tensor.datatype not in datatypes:
+            shown = field_type
+            raise invalid_arg(
+                f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model_name}' "
+                f"of type '{shown}', expected datatype '{tensor.datatype}'"
+            )
+        found = (field, values)
+    if found is None:
+        return b""
+    field, values = found
+    if field == "bytes_contents":
+        array = np.empty(len(values), dtype=object)
+        array[:] = list(values)
+        return serialize_bytes_tensor(array)
+    return np.asarray(values, dtype=TRITON_TO_NUMPY[tensor.datatype]).tobytes()
+
+
+def _shm_reference(tensor: Any, kind: str) -> tuple[str, int, int] | None:
+    """(region, byte size, offset) if the tensor refers to shared memory, with Triton's parameter checks."""
+    params = tensor.parameters
+    if not any(key in params for key in SHM_KEYS):
+        return None
+    if "shared_memory_region" not in params:
+        if "shared_memory_offset" in params:
+            raise invalid_arg(
+                "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter "
+                f"for {kind} '{tensor.name}'"
+            )
+        raise invalid_arg(
+            "'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter "
+            f"for {kind} '{tensor.name}'"
+        )
+    region = params["shared_memory_region"]
+    if region.WhichOneof("parameter_choice") != "string_param":
+        raise invalid_arg(
+            f"invalid value type for 'shared_memory_region' parameter for {kind} '{tensor.name}', expected string_param."
+        )
+    if "shared_memory_byte_size" not in params:
+        raise invalid_arg(
+            "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter "
+            f"for {kind} '{tensor.name}'"
+        )
+    size = params["shared_memory_byte_size"]
+    if size.WhichOneof("parameter_choice") != "int64_param":
+        raise invalid_arg(
+            f"invalid value type for 'shared_memory_byte_size' parameter for {kind} '{tensor.name}', "
+            "expected int64_param."
+        )
+    offset = 0
+    if "shared_memory_offset" in params:
+        off = params["shared_memory_offset"]
+        if off.WhichOneof("parameter_choice") != "int64_param":
+            raise invalid_arg(
+                f"invalid value type for 'shared_memory_offset' parameter for {kind} '{tensor.name}', "
+                "expected int64_param."
+            )
+        offset = off.int64_param
+    return region.string_param, size.int64_param, offset
+
+
+def to_infer_request(request: Any) -> InferRequest:
+    """ModelInferRequest -> InferRequest (raw contents indexed over inputs that carry data inline)."""
+    model_name = request.model_name
+    raw = request.raw_input_contents
+    raw_index = 0
+    inputs = []
+    for tensor in request.inputs:
+        shm = _shm_reference(tensor, "tensor") if tensor.parameters else None
+        if shm is not None:
+            if tensor.HasField("contents"):
+                raise invalid_arg(
+                    f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
+                    f"for model '{model_name}'"
+                )
+            raise not_found(f"Unable to find shared memory region: '{shm[0]}'")
+        if tensor.HasField("contents"):
+            if len(raw):
+                raise invalid_arg(
+                    f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
+                    f"for model '{model_name}'"
+                )
+            data: Any = _contents_to_bytes(tensor, model_name)
+        else:
+            if raw_index >= len(raw):
+                raise invalid_arg(
+                    f"unable to find data for input tensor '{tensor.name}' for model '{model_name}' in request."
+                )
+            data = raw[raw_index]
+            raw_index += 1
+        inputs.append(TensorData(tensor.name, tensor.datatype, tuple(tensor.shape), data))
+    outputs = []
+    for output in request.outputs:
+        parameters = {}
+        if output.parameters:
+            shm = _shm_reference(output, "tensor")
+            if shm is not None:
+                raise not_found(f"Unable to find shared memory region: '{shm[0]}'")
+            if "classification" in output.parameters:
+                raise unsupported(
+                    f"classification of output '{output.name}' is not supported by this server yet"
+                )
+            parameters = {k: param_value(v) for k, v in output.parameters.items()}
+        outputs.append(RequestedOutput(output.name, parameters))
+    return InferRequest(
+        model_name=model_name,
+        model_version=request.model_version,
+        id=request.id,
+        inputs=inputs,
+        outputs=outputs,
+        parameters=request_parameters(request) if request.parameters else {},
+    )
+
+
+def to_infer_response(response: InferResponse) -> Any:
+    """InferResponse -> ModelInferResponse: one raw_output_contents entry per output, in order."""
+    message = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version, id=response.id)
+    outputs = message.outputs
+    raw = message.raw_output_contents
+    try:
+        for tensor in response.outputs:
+            out = outputs.add()
+            out.name = tensor.name
+            out.datatype = tensor.datatype
+            out.shape.extend(tensor.shape)
+            raw.append(b"" if tensor.data is None else bytes(tensor.data))
+    finally:
+        response.release()
+    for key, value in response.parameters.items():
+        set_param(message.parameters[key], value)
+    return message
+
+
+def set_param(param: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        param.bool_param = value
+    elif isinstance(value, int):
+        param.int64_param = value
+    elif isinstance(value, float):
+        param.double_param = value
+    else:
+        param.string_param = str(value)
+
+
+def grpc_code(error: ServerError) -> grpc.StatusCode:
+    return STATUS_TO_GRPC.get(error.status, grpc.StatusCode.UNKNOWN)

@@ -1,0 +1,62 @@
+"""The gRPC front-end: a grpc.aio server with the inference service and grpc.health.v1."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from tritonclient.grpc import service_pb2_grpc
+
+from pytriton.core.server_core import ServerCore
+from pytriton.frontend.grpc.servicer import InferenceServicer
+
+logger = logging.getLogger("pytriton.frontend")
+
+MAX_MESSAGE_BYTES = 2**31 - 1
+SERVICE_NAME = "inference.GRPCInferenceService"
+
+
+class GrpcFrontend:
+    """Serves `inference.GRPCInferenceService` and Health/Check on one address."""
+
+    def __init__(self, core: ServerCore, address: str, port: int):
+        self.core = core
+        self.address = address
+        self.requested_port = port
+        self.port: int | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+
+    async def start(self) -> int:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(self.core), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        target = f"{self.address}:{self.requested_port}"
+        try:
+            port = server.add_insecure_port(target)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
+        if not port:
+            raise OSError(f"cannot listen for gRPC on {target}: address in use or not available")
+        await server.start()
+        self._server = server
+        self.port = port
+        logger.info("Started GRPCInferenceService at %s:%d", self.address, port)
+        return port
+
+    async def set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        await self._health.set("", status)
+        await self._health.set(SERVICE_NAME, status)
+
+    async def stop(self, grace_s: float | None = 5.0) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None

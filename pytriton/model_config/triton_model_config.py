@@ -1,0 +1,163 @@
+"""The server-side description of one model: what the core validates against and reports.
+
+`to_triton_dict` renders it as Triton's model configuration (model_config.proto in JSON form, with the
+fields Triton always prints), which the gRPC front-end parses into `ModelConfig` and HTTP returns as is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from pytriton.exceptions import PyTritonModelConfigError
+from pytriton.model_config.datatypes import TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One input or output: name, Triton datatype and shape without the batch dimension (-1 = variable)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise PyTritonModelConfigError("tensor name must not be empty")
+        if self.datatype not in TRITON_TO_NUMPY:
+            raise PyTritonModelConfigError(f"tensor '{self.name}': unknown datatype '{self.datatype}'")
+        shape = tuple(int(d) for d in self.shape)
+        if any(d < -1 for d in shape):
+            raise PyTritonModelConfigError(f"tensor '{self.name}': dimensions must be >= -1, got {list(shape)}")
+        object.__setattr__(self, "shape", shape)
+
+    @classmethod
+    def from_numpy(cls, name: str, dtype: Any, shape: tuple[int, ...], optional: bool = False) -> TensorSpec:
+        return cls(name=name, datatype=numpy_to_triton(dtype), shape=tuple(shape), optional=optional)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return TRITON_TO_NUMPY[self.datatype]
+
+
+@dataclasses.dataclass
+class TritonModelConfig:
+    """What the server knows about a model it serves."""
+
+    model_name: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    model_version: int = 1
+    max_batch_size: int = 0
+    instance_count: int = 1
+    gpus: list[int] = dataclasses.field(default_factory=list)
+    decoupled: bool = False
+    backend_parameters: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.model_name or "/" in self.model_name:
+            raise PyTritonModelConfigError(f"invalid model name '{self.model_name}'")
+        if self.max_batch_size < 0:
+            raise PyTritonModelConfigError(f"model '{self.model_name}': max_batch_size must be >= 0")
+        if self.model_version < 0:
+            raise PyTritonModelConfigError(f"model '{self.model_name}': model_version must be >= 0")
+        if self.instance_count < 1:
+            raise PyTritonModelConfigError(f"model '{self.model_name}': instance count must be >= 1")
+        for kind, specs in (("input", self.inputs), ("output", self.outputs)):
+            names = [s.name for s in specs]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise PyTritonModelConfigError(f"model '{self.model_name}': duplicate {kind} names {duplicates}")
+        if not self.outputs:
+            raise PyTritonModelConfigError(f"model '{self.model_name}': at least one output is required")
+        self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
+        self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 0
+
+    def instance_devices(self) -> list[int | None]:
+        """The device of each instance: `instance_count` per listed GPU, or CPU instances (None)."""
+        if not self.gpus:
+            return [None] * self.instance_count
+        return [gpu for gpu in self.gpus for _ in range(self.instance_count)]
+
+    def to_triton_dict(self) -> dict[str, Any]:
+        """Triton's JSON model configuration (model_config.proto field names, int64 as numbers)."""
+
+        def tensor(spec: TensorSpec, is_input: bool) -> dict[str, Any]:
+            entry: dict[str, Any] = {
+                "name": spec.name,
+                "data_type": TRITON_TO_CONFIG[spec.datatype],
+                "dims": list(spec.shape),
+                "is_shape_tensor": False,
+                "is_non_linear_format_io": False,
+            }
+            if is_input:
+                entry.update({"format": "FORMAT_NONE", "allow_ragged_batch": False, "optional": spec.optional})
+            else:
+                entry["label_filename"] = ""
+            return entry
+
+        devices = self.instance_devices()
+        if self.gpus:
+            groups = [
+                {"name": f"{self.model_name}_{gpu}", "kind": "KIND_GPU", "count": self.instance_count, "gpus": [gpu]}
+                for gpu in self.gpus
+            ]
+        else:
+            groups = [{"name": self.model_name, "kind": "KIND_CPU", "count": len(devices), "gpus": []}]
+        for group in groups:
+            group.update({"secondary_devices": [], "profile": [], "passive": False, "host_policy": ""})
+
+        return {
+            "name": self.model_name,
+            "platform": "",
+            "backend": "python",
+            "runtime": "",
+            "version_policy": {"specific": {"versions": [self.model_version]}},
+            "max_batch_size": self.max_batch_size,
+            "input": [tensor(s, True) for s in self.inputs],
+            "output": [tensor(s, False) for s in self.outputs],
+            "batch_input": [],
+            "batch_output": [],
+            "optimization": {
+                "priority": "PRIORITY_DEFAULT",
+                "input_pinned_memory": {"enable": True},
+                "output_pinned_memory": {"enable": True},
+                "gather_kernel_buffer_threshold": 0,
+                "eager_batching": False,
+            },
+            "instance_group": groups,
+            "default_model_filename": "",
+            "cc_model_filenames": {},
+            "metric_tags": {},
+            "parameters": {k: {"string_value": v} for k, v in self.backend_parameters.items()},
+            "model_warmup": [],
+            "model_transaction_policy": {"decoupled": self.decoupled},
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict that `from_dict` turns back into an equal config (used to configure workers)."""
+        return {
+            "model_name": self.model_name,
+            "model_version": self.model_version,
+            "max_batch_size": self.max_batch_size,
+            "instance_count": self.instance_count,
+            "gpus": list(self.gpus),
+            "decoupled": self.decoupled,
+            "backend_parameters": dict(self.backend_parameters),
+            "inputs": [dataclasses.asdict(s) for s in self.inputs],
+            "outputs": [dataclasses.asdict(s) for s in self.outputs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TritonModelConfig:
+        fields = dict(data)
+        fields["inputs"] = [TensorSpec(**s) for s in data["inputs"]]
+        fields["outputs"] = [TensorSpec(**s) for s in data["outputs"]]
+        return cls(**fields)

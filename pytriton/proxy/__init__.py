@@ -1,0 +1,1 @@
+"""Transport between the server and its workers: ZMQ control messages, tensors in POSIX shared memory."""

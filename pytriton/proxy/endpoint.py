@@ -1,0 +1,185 @@
+"""Worker side of the transport: a ZMQ DEALER, the worker's response arena and the server's segments.
+
+Blocking and single-threaded on purpose: a model instance executes one batch at a time, and a blocking
+recv costs fewer wake-ups than an event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import zmq
+
+from pytriton.model_config.datatypes import (
+    CODE_TO_NUMPY,
+    CODE_TO_TRITON,
+    TRITON_TO_CODE,
+    deserialize_bytes_tensor,
+    serialize_bytes_tensor,
+)
+from pytriton.proxy.arena import SegmentMap, ShmArena
+from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
+from pytriton.proxy.router import DEFAULT_INLINE_MAX
+
+logger = logging.getLogger("pytriton.proxy")
+
+
+class DecodedRequest:
+    """One request as the worker sees it: numpy inputs (views where possible), parameters, outputs wanted."""
+
+    __slots__ = ("inputs", "parameters", "requested_outputs", "output_regions")
+
+    def __init__(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any], requested: list[str]):
+        self.inputs = inputs
+        self.parameters = parameters
+        self.requested_outputs = requested
+        self.output_regions: dict[str, Any] = {}
+
+
+class WorkerEndpoint:
+    """Connects a worker to the server's ROUTER and moves tensors in and out of shared memory."""
+
+    def __init__(
+        self,
+        address: str,
+        identity: bytes,
+        tag: str,
+        server_pid: int,
+        inline_max: int = DEFAULT_INLINE_MAX,
+        context: zmq.Context | None = None,
+    ):
+        self.inline_max = inline_max
+        self._ctx = context or zmq.Context.instance()
+        self._socket = self._ctx.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.IDENTITY, identity)
+        self._socket.setsockopt(zmq.LINGER, 2000)
+        self._socket.setsockopt(zmq.SNDHWM, 0)
+        self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.connect(address)
+        self.arena = ShmArena(tag, "rsp")
+        self.request_segments = SegmentMap(tag, server_pid, "req")
+        self._dedicated_in_use: list[int] = []
+
+    # ---- control -----------------------------------------------------------------------------
+    def send_hello(self) -> None:
+        self._socket.send(WorkerToServer(kind=WorkerToServer.HELLO, pid=os.getpid()).SerializeToString())
+
+    def send_fatal(self, error: str) -> None:
+        message = WorkerToServer(kind=WorkerToServer.FATAL, pid=os.getpid(), error=error)
+        self._socket.send(message.SerializeToString())
+
+    def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
+        """Wait for the next message; apply the slot releases it carries. None on timeout."""
+        if not self._socket.poll(timeout_ms, zmq.POLLIN):
+            return None
+        frames = self._socket.recv_multipart(copy=False)
+        message = ServerToWorker.FromString(frames[0].bytes)
+        for key in message.freed:
+            self.arena.free_key(key)
+        return message, frames[1:]
+
+    # ---- requests ----------------------------------------------------------------------------
+    def _input_buffer(self, ref: Any, frames: Sequence[zmq.Frame]) -> Any:
+        if ref.frame:
+            return frames[ref.frame - 1].buffer
+        if ref.region:
+            raise NotImplementedError("client shared-memory regions are not supported by this worker yet")
+        if ref.segment >= (1 << 20):
+            self._dedicated_in_use.append(ref.segment)
+        return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
+
+    def decode(self, message: Any, frames: Sequence[zmq.Frame]) -> list[DecodedRequest]:
+        """Turn an INFER message into requests with numpy inputs (read-only views for fixed-size types)."""
+        decoded = []
+        for item in message.requests:
+            inputs: dict[str, np.ndarray] = {}
+            for ref in item.inputs:
+                buffer = self._input_buffer(ref, frames)
+                shape = tuple(ref.shape)
+                if CODE_TO_TRITON[ref.dtype] == "BYTES":
+                    array = deserialize_bytes_tensor(buffer, shape)
+                else:
+                    array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[ref.dtype]).reshape(shape)
+                    array.flags.writeable = False
+                inputs[ref.name] = array
+            parameters = params_from_proto(item.parameters) if item.parameters else {}
+            decoded.append(DecodedRequest(inputs, parameters, list(item.requested_outputs)))
+        return decoded
+
+    # ---- responses ---------------------------------------------------------------------------
+    def _encode_output(self, ref: Any, name: str, datatype: str, array: np.ndarray, frames: list[Any]) -> None:
+        ref.name = name
+        ref.dtype = TRITON_TO_CODE[datatype]
+        ref.shape.extend(array.shape)
+        if datatype == "BYTES":
+            data: Any = serialize_bytes_tensor(array)
+            nbytes = len(data)
+        else:
+            nbytes = array.nbytes
+            data = array
+        ref.nbytes = nbytes
+        if nbytes <= self.inline_max:
+            if datatype != "BYTES":
+                data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
+            frames.append(data)
+            ref.frame = len(frames)
+            return
+        segment_id, offset, view = self.arena.allocate(nbytes)
+        if datatype == "BYTES":
+            view[:] = data
+        else:
+            np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
+        ref.segment = segment_id
+        ref.offset = offset
+
+    def send_result(
+        self,
+        call_id: int,
+        responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]] | None,
+        error: str = "",
+        timings: tuple[int, int] = (0, 0),
+        output_started_ns: int = 0,
+    ) -> None:
+        """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
+
+        `timings` are the input and infer durations; the output duration runs from `output_started_ns`
+        until the outputs are in place.
+        """
+        message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=True, error=error)
+        message.compute_input_ns, message.compute_infer_ns = timings
+        frames: list[Any] = []
+        try:
+            for outputs, item_error, parameters in responses or ():
+                item = message.responses.add()
+                if item_error:
+                    item.error = item_error
+                    continue
+                for name, datatype, array in outputs:
+                    self._encode_output(item.outputs.add(), name, datatype, array, frames)
+                if parameters:
+                    params_to_proto(parameters, item.parameters)
+        except MemoryError as exc:
+            for ref_item in message.responses:
+                for ref in ref_item.outputs:
+                    if not ref.frame and not ref.region and ref.nbytes:
+                        self.arena.free(ref.segment, ref.offset)
+            message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=True, error=str(exc))
+            frames = []
+        if output_started_ns:
+            message.compute_output_ns = time.perf_counter_ns() - output_started_ns
+        self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
+        self._release_dedicated()
+
+    def _release_dedicated(self) -> None:
+        for segment_id in self._dedicated_in_use:
+            self.request_segments.release_dedicated(segment_id)
+        self._dedicated_in_use.clear()
+
+    def close(self) -> None:
+        self._socket.close()
+        self.request_segments.close()
+        self.arena.close()

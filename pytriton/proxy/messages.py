@@ -1,0 +1,97 @@
+"""Typed messages of the worker protocol (protos/worker.proto) and the values they carry."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from pytriton.proxy._generated.worker_pb2 import (  # noqa: F401  (re-exported)
+    Param,
+    RequestItem,
+    ResponseItem,
+    ServerToWorker,
+    TensorRef,
+    WorkerToServer,
+)
+
+ParamValue = "bool | int | float | str"
+
+
+def params_to_proto(values: dict[str, Any], target: Any) -> None:
+    """Fill a protobuf map<string, Param> from a dict of bool/int/float/str."""
+    for key, value in values.items():
+        param = target[key]
+        if isinstance(value, bool):
+            param.bool_value = value
+        elif isinstance(value, int):
+            if value >= 1 << 63:
+                param.uint_value = value
+            else:
+                param.int_value = value
+        elif isinstance(value, float):
+            param.double_value = value
+        else:
+            param.string_value = str(value)
+
+
+def params_from_proto(source: Any) -> dict[str, Any]:
+    """Turn a protobuf map<string, Param> back into a dict."""
+    out: dict[str, Any] = {}
+    for key, param in source.items():
+        kind = param.WhichOneof("value")
+        out[key] = getattr(param, kind) if kind else None
+    return out
+
+
+@dataclasses.dataclass
+class TensorData:
+    """A tensor as the transport moves it: wire datatype, shape and a buffer with its bytes.
+
+    `data` is None for a tensor that lives in a client-registered region (`region`, `offset`, `nbytes`).
+    """
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: Any = None
+    region: str = ""
+    region_size: int = 0
+    offset: int = 0
+    nbytes: int = 0
+
+
+@dataclasses.dataclass
+class RequestData:
+    """One request for a worker: inputs, requested outputs and parameters."""
+
+    inputs: list[TensorData]
+    requested_outputs: list[str]
+    parameters: dict[str, Any]
+    output_regions: list[TensorData] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ResponseData:
+    """One response from a worker: outputs or an error, and response parameters."""
+
+    outputs: list[TensorData]
+    error: str = ""
+    parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ExecutionResult:
+    """What one execution on a worker produced, with the timings the worker measured."""
+
+    responses: list[ResponseData]
+    error: str = ""
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+    release: Callable[[], None] | None = None
+
+    def release_buffers(self) -> None:
+        """Give the response-arena slots back to the worker; call once the bytes have been consumed."""
+        release, self.release = self.release, None
+        if release is not None:
+            release()

@@ -1,0 +1,311 @@
+"""Server side of the worker transport: one ZMQ ROUTER socket, the request arena, one link per worker.
+
+Runs on the server's event loop without zmq.asyncio: the socket's file descriptor is watched with
+`loop.add_reader` and drained until empty (ZMQ signals edge-triggered), which costs fewer wake-ups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from typing import Any
+
+import zmq
+
+from pytriton.model_config.datatypes import CODE_TO_TRITON, TRITON_TO_CODE
+from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, ShmArena
+from pytriton.proxy.messages import (
+    ExecutionResult,
+    RequestData,
+    ResponseData,
+    ServerToWorker,
+    TensorData,
+    WorkerToServer,
+    params_from_proto,
+    params_to_proto,
+)
+
+logger = logging.getLogger("pytriton.proxy")
+
+DEFAULT_INLINE_MAX = 64 * 1024
+FREE_FLUSH_THRESHOLD = 256
+
+
+class WorkerGoneError(ConnectionError):
+    """The worker of a link died or was removed while a request was in flight."""
+
+
+class WorkerLink:
+    """The server's view of one worker process: its identity, pid, response segments and pending calls."""
+
+    def __init__(self, router: ProxyRouter, identity: bytes, label: str):
+        self.router = router
+        self.identity = identity
+        self.label = label
+        self.pid: int | None = None
+        self.hello: asyncio.Future[int] = router.loop.create_future()
+        self.pending: dict[int, tuple[asyncio.Future, list[int]]] = {}
+        self.pending_free: list[int] = []
+        self.segments: SegmentMap | None = None
+        self.closed = False
+
+    def release(self, keys: list[int]) -> None:
+        """Queue response-arena slots for release; they ride on the next request to the worker
+        (which frees them before it allocates), or go alone once many have piled up."""
+        if self.closed or not keys:
+            return
+        self.pending_free.extend(keys)
+        if len(self.pending_free) >= FREE_FLUSH_THRESHOLD:
+            self.router._send_free(self)
+
+
+class ProxyRouter:
+    """Owns the ROUTER socket and the request arena; executes request batches on workers."""
+
+    def __init__(self, address: str, tag: str, inline_max: int = DEFAULT_INLINE_MAX):
+        self.address = address
+        self.tag = tag
+        self.inline_max = inline_max
+        self.loop = asyncio.get_running_loop()
+        self.arena = ShmArena(tag, "req")
+        self._ctx = zmq.Context.instance()
+        self._socket = self._ctx.socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SNDHWM, 0)
+        self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self._socket.bind(address)
+        self._fd = self._socket.getsockopt(zmq.FD)
+        self.loop.add_reader(self._fd, self._drain)
+        self._links: dict[bytes, WorkerLink] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    # ---- links -------------------------------------------------------------------------------
+    def add_link(self, identity: bytes, label: str) -> WorkerLink:
+        link = WorkerLink(self, identity, label)
+        self._links[identity] = link
+        return link
+
+    def drop_link(self, link: WorkerLink, reason: str) -> None:
+        """Forget a worker: fail its in-flight calls with `reason` and free their request slots."""
+        link.closed = True
+        self._links.pop(link.identity, None)
+        pending, link.pending = link.pending, {}
+        for future, slots in pending.values():
+            self._free_request_slots(slots)
+            if not future.done():
+                future.set_exception(WorkerGoneError(reason))
+        if not link.hello.done():
+            link.hello.set_exception(WorkerGoneError(reason))
+            link.hello.exception()  # mark retrieved; the supervisor reports the failure itself
+        if link.segments is not None:
+            link.segments.close()
+        link.pending_free.clear()
+
+    # ---- sending -----------------------------------------------------------------------------
+    def _send(self, link: WorkerLink, frames: list[Any]) -> None:
+        try:
+            self._socket.send_multipart([link.identity, *frames], copy=False)
+        except zmq.ZMQError as exc:
+            raise WorkerGoneError(f"model instance '{link.label}' is not connected ({exc})") from exc
+        finally:
+            # A send can consume the edge that announces pending input: check for it now.
+            if self._socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                self.loop.call_soon(self._drain)
+
+    def _send_free(self, link: WorkerLink) -> None:
+        message = ServerToWorker(kind=ServerToWorker.FREE)
+        message.freed.extend(link.pending_free)
+        link.pending_free.clear()
+        try:
+            self._send(link, [message.SerializeToString()])
+        except WorkerGoneError:
+            pass
+
+    def stop_worker(self, link: WorkerLink) -> None:
+        """Ask a worker to finish and exit."""
+        try:
+            self._send(link, [ServerToWorker(kind=ServerToWorker.STOP).SerializeToString()])
+        except WorkerGoneError:
+            pass
+
+    def _free_request_slots(self, slots: list[int]) -> None:
+        for key in slots:
+            self.arena.free_key(key)
+
+    def _encode_tensor(self, tensor: TensorData, ref: Any, frames: list[Any], slots: list[int]) -> None:
+        ref.name = tensor.name
+        ref.dtype = TRITON_TO_CODE[tensor.datatype]
+        ref.shape.extend(tensor.shape)
+        if tensor.region:
+            ref.region = tensor.region
+            ref.region_size = tensor.region_size
+            ref.offset = tensor.offset
+            ref.nbytes = tensor.nbytes
+            return
+        data = tensor.data
+        nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
+        ref.nbytes = nbytes
+        if nbytes <= self.inline_max:
+            frames.append(data)
+            ref.frame = len(frames)
+            return
+        segment_id, offset, view = self.arena.allocate(nbytes)
+        slots.append(self.arena.key(segment_id, offset))
+        view[:] = memoryview(data).cast("B")
+        ref.segment = segment_id
+        ref.offset = offset
+
+    async def execute(self, link: WorkerLink, requests: list[RequestData]) -> ExecutionResult:
+        """Send a batch of requests to a worker and wait for its result."""
+        if link.closed:
+            raise WorkerGoneError(f"model instance '{link.label}' is not running")
+        call_id = next(self._ids)
+        message = ServerToWorker(kind=ServerToWorker.INFER, id=call_id)
+        frames: list[Any] = []
+        slots: list[int] = []
+        try:
+            for request in requests:
+                item = message.requests.add()
+                for tensor in request.inputs:
+                    self._encode_tensor(tensor, item.inputs.add(), frames, slots)
+                item.requested_outputs.extend(request.requested_outputs)
+                for region in request.output_regions:
+                    self._encode_tensor(region, item.output_regions.add(), frames, slots)
+                if request.parameters:
+                    params_to_proto(request.parameters, item.parameters)
+        except ArenaExhaustedError:
+            self._free_request_slots(slots)
+            raise
+        if link.pending_free:
+            message.freed.extend(link.pending_free)
+            link.pending_free.clear()
+        future: asyncio.Future = self.loop.create_future()
+        link.pending[call_id] = (future, slots)
+        try:
+            self._send(link, [message.SerializeToString(), *frames])
+        except WorkerGoneError:
+            link.pending.pop(call_id, None)
+            self._free_request_slots(slots)
+            raise
+        try:
+            reply, reply_frames = await future
+        except asyncio.CancelledError:
+            # The caller gave up; the worker's answer will be dropped when it comes.
+            raise
+        return self._decode_result(link, reply, reply_frames)
+
+    # ---- receiving ---------------------------------------------------------------------------
+    def _drain(self) -> None:
+        socket = self._socket
+        while not self._closed:
+            try:
+                frames = socket.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            except zmq.ZMQError:
+                if self._closed:
+                    return
+                raise
+            try:
+                self._dispatch(frames)
+            except Exception:  # a bad message must not stop the loop
+                logger.exception("dropping malformed message from a worker")
+
+    def _dispatch(self, frames: list[zmq.Frame]) -> None:
+        identity = frames[0].bytes
+        link = self._links.get(identity)
+        if link is None:
+            return
+        message = WorkerToServer.FromString(frames[1].bytes)
+        if message.kind == WorkerToServer.RESULT:
+            entry = link.pending.pop(message.id, None)
+            if entry is None:
+                # Nobody waits (cancelled): free what the worker allocated for it.
+                link.release(_response_slots(message))
+                return
+            future, slots = entry
+            self._free_request_slots(slots)
+            if not future.done():
+                future.set_result((message, frames[2:]))
+            else:
+                link.release(_response_slots(message))
+        elif message.kind == WorkerToServer.HELLO:
+            link.pid = message.pid
+            link.segments = SegmentMap(self.tag, message.pid, "rsp")
+            if not link.hello.done():
+                link.hello.set_result(message.pid)
+        elif message.kind == WorkerToServer.FATAL:
+            if not link.hello.done():
+                link.hello.set_exception(WorkerGoneError(message.error))
+
+    def _decode_result(self, link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> ExecutionResult:
+        responses: list[ResponseData] = []
+        slots: list[int] = []
+        segments = link.segments
+        for item in message.responses:
+            outputs = []
+            for ref in item.outputs:
+                datatype = CODE_TO_TRITON[ref.dtype]
+                if ref.region:
+                    outputs.append(
+                        TensorData(ref.name, datatype, tuple(ref.shape), None, ref.region, 0, ref.offset, ref.nbytes)
+                    )
+                    continue
+                if ref.frame:
+                    data: Any = frames[ref.frame - 1].buffer
+                else:
+                    assert segments is not None
+                    data = segments.view(ref.segment, ref.offset, ref.nbytes)
+                    slots.append((ref.segment << 40) | ref.offset)
+                outputs.append(TensorData(ref.name, datatype, tuple(ref.shape), data))
+            responses.append(ResponseData(outputs, item.error, params_from_proto(item.parameters)))
+        result = ExecutionResult(
+            responses=responses,
+            error=message.error,
+            compute_input_ns=message.compute_input_ns,
+            compute_infer_ns=message.compute_infer_ns,
+            compute_output_ns=message.compute_output_ns,
+        )
+        if slots:
+
+            def release() -> None:
+                if segments is not None:
+                    for key in slots:
+                        segments.release_dedicated(key >> 40)
+                link.release(slots)
+
+            result.release = release
+        return result
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for link in list(self._links.values()):
+            self.drop_link(link, "server is shutting down")
+        try:
+            self.loop.remove_reader(self._fd)
+        except Exception:  # loop already closed
+            pass
+        self._socket.close(linger=0)
+        self.arena.close()
+        if self.address.startswith("ipc://"):
+            try:
+                os.unlink(self.address[len("ipc://") :])
+            except FileNotFoundError:
+                pass
+
+
+def _response_slots(message: Any) -> list[int]:
+    return [
+        (ref.segment << 40) | ref.offset
+        for item in message.responses
+        for ref in item.outputs
+        if not ref.frame and not ref.region
+    ]

@@ -1,0 +1,226 @@
+"""Spawns the worker processes of one model, restarts the ones that die, stops them all on shutdown.
+
+A worker is `python -m pytriton.backends.worker <spec>` started with asyncio's subprocess support
+(a fresh interpreter: nothing is forked from the server). A worker that dies fails its in-flight
+requests through the router, its shared-memory segments are unlinked, and a new one is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Callable
+
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.arena import unlink_segments
+from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink
+
+logger = logging.getLogger("pytriton.supervisor")
+
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
+RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not start (the callable failed to import, or the process exited)."""
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "is not running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return f"was killed by {name}"
+    return f"exited with code {returncode}"
+
+
+class WorkerInstance:
+    """One model instance: its process, its router link, and how often it was restarted."""
+
+    def __init__(self, index: int, device: int | None):
+        self.index = index
+        self.device = device
+        self.generation = 0
+        self.restarts = 0
+        self.process: asyncio.subprocess.Process | None = None
+        self.link: WorkerLink | None = None
+        self.watcher: asyncio.Task | None = None
+
+
+class WorkerPool:
+    """The worker processes of one model."""
+
+    def __init__(
+        self,
+        router: ProxyRouter,
+        config: TritonModelConfig,
+        callable_target: str,
+        on_ready: Callable[[WorkerLink], None],
+        on_lost: Callable[[WorkerLink], None],
+        on_broken: Callable[[str], None],
+        log_level: str = "INFO",
+        start_timeout_s: float = 120.0,
+        extra_env: dict[str, str] | None = None,
+    ):
+        self.router = router
+        self.config = config
+        self.callable_target = callable_target
+        self.on_ready = on_ready
+        self.on_lost = on_lost
+        self.on_broken = on_broken
+        self.log_level = log_level
+        self.start_timeout_s = start_timeout_s
+        self.extra_env = extra_env or {}
+        self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
+        self._stopping = False
+
+    def _label(self, instance: WorkerInstance) -> str:
+        """Triton's instance name: <model>_<group>_<index>."""
+        return f"{self.config.model_name}_0_{instance.index}"
+
+    def _env(self, instance: WorkerInstance) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
+        if instance.device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(instance.device)
+        env.update(self.extra_env)
+        # The worker must import the same pytriton and the user's module as the server does.
+        path = [p for p in sys.path if p]
+        if os.getcwd() not in path:
+            path.insert(0, os.getcwd())
+        env["PYTHONPATH"] = os.pathsep.join(path)
+        return env
+
+    async def _spawn(self, instance: WorkerInstance) -> None:
+        """Start one worker process and wait until it says hello (or fails)."""
+        instance.generation += 1
+        identity = f"{self.config.model_name}#{instance.index}#{instance.generation}"
+        label = self._label(instance)
+        link = self.router.add_link(identity.encode(), label)
+        spec = {
+            "address": self.router.address,
+            "identity": identity,
+            "tag": self.router.tag,
+            "server_pid": os.getpid(),
+            "inline_max": self.router.inline_max,
+            "callable": self.callable_target,
+            "config": self.config.to_dict(),
+            "instance": instance.index,
+            "log_level": self.log_level,
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pytriton.backends.worker", json.dumps(spec), env=self._env(instance)
+        )
+        instance.process = process
+        instance.link = link
+        exited = asyncio.ensure_future(process.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {link.hello, exited}, timeout=self.start_timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if link.hello in done and link.hello.exception() is None:
+                logger.info("model instance '%s' started (pid %d)", label, process.pid)
+                instance.watcher = asyncio.ensure_future(self._watch(instance, link, process, exited))
+                self.on_ready(link)
+                return
+            reason = (
+                str(link.hello.exception())
+                if link.hello.done() and link.hello.exception() is not None
+                else f"worker {_describe_exit(process.returncode)} before it was ready"
+                if exited.done()
+                else f"worker did not become ready within {self.start_timeout_s:.0f} s"
+            )
+        except BaseException:
+            await self._kill(process)
+            self.router.drop_link(link, f"model instance '{label}' failed to start")
+            raise
+        await self._kill(process)
+        if not exited.done():
+            exited.cancel()
+        self.router.drop_link(link, f"model instance '{label}' failed to start: {reason}")
+        unlink_segments(self.router.tag, process.pid)
+        raise WorkerStartError(f"model instance '{label}' failed to start: {reason}")
+
+    async def _kill(self, process: asyncio.subprocess.Process) -> None:
+        if process.returncode is None:
+            try:
+                process.kill()
+            except ProcessLookupError:
+                pass
+            await process.wait()
+
+    async def _watch(
+        self, instance: WorkerInstance, link: WorkerLink, process: asyncio.subprocess.Process, exited: asyncio.Future
+    ) -> None:
+        """Wait for the worker to exit; if it was not asked to, fail its requests and start a new one."""
+        await exited
+        label = self._label(instance)
+        self.on_lost(link)
+        what = f"worker process of model instance '{label}' (pid {process.pid}) {_describe_exit(process.returncode)}"
+        if self._stopping:
+            self.router.drop_link(link, f"{what} while the server was stopping")
+            unlink_segments(self.router.tag, process.pid)
+            return
+        self.router.drop_link(
+            link,
+            f"Failed to process the request(s) for model instance '{label}', message: {what}; it is being restarted",
+        )
+        unlink_segments(self.router.tag, process.pid)
+        logger.error("%s; restarting it", what)
+        attempt = 0
+        while not self._stopping:
+            delay = RESTART_BACKOFF_S[min(attempt, len(RESTART_BACKOFF_S) - 1)]
+            await asyncio.sleep(delay)
+            if self._stopping:
+                return
+            instance.restarts += 1
+            try:
+                await self._spawn(instance)
+                return
+            except WorkerStartError as exc:
+                attempt += 1
+                logger.error("%s", exc)
+                if not any(i.link is not None and not i.link.closed for i in self.instances):
+                    self.on_broken(str(exc))
+
+    async def start(self) -> None:
+        """Start every instance; raise WorkerStartError (after stopping the others) if one cannot start."""
+        results = await asyncio.gather(*(self._spawn(i) for i in self.instances), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.stop(timeout_s=5.0)
+            raise errors[0]
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask every worker to exit; kill the ones that do not within the timeout; remove their segments."""
+        self._stopping = True
+        processes = []
+        for instance in self.instances:
+            if instance.link is not None and not instance.link.closed:
+                self.router.stop_worker(instance.link)
+            if instance.process is not None and instance.process.returncode is None:
+                processes.append(instance.process)
+        if processes:
+            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in processes], timeout=timeout_s)
+            for p in processes:
+                if p.returncode is None:
+                    logger.warning("worker pid %d did not stop within %.0f s; killing it", p.pid, timeout_s)
+                    await self._kill(p)
+        # Watchers that are between restarts are cancelled; a spawn in progress kills its process.
+        watchers = [i.watcher for i in self.instances if i.watcher is not None]
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+        for instance in self.instances:
+            if instance.process is not None:
+                await self._kill(instance.process)
+                unlink_segments(self.router.tag, instance.process.pid)
+            if instance.link is not None and not instance.link.closed:
+                self.router.drop_link(instance.link, f"{self._label(instance)} stopped")
