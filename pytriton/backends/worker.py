@@ -49,6 +49,7 @@ def serve(spec: dict[str, Any]) -> int:
     config = TritonModelConfig.from_dict(spec["config"])
     label = f"model '{config.model_name}' instance {spec.get('instance', 0)}"
     server_pid = int(spec["server_pid"])
+    watch_parent = spec.get("watch_parent", True)  # off when a test runs the loop in a thread
     endpoint = WorkerEndpoint(
         spec["address"], spec["identity"].encode(), spec["tag"], server_pid, inline_max=int(spec["inline_max"])
     )
@@ -64,7 +65,7 @@ def serve(spec: dict[str, Any]) -> int:
         while True:
             received = endpoint.receive(PARENT_CHECK_MS)
             if received is None:
-                if os.getppid() != server_pid:
+                if watch_parent and os.getppid() != server_pid:
                     logger.warning("%s: server process is gone; exiting", label)
                     return 0
                 continue

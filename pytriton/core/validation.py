@@ -64,7 +64,8 @@ def validate_request(config: TritonModelConfig, request: InferRequest) -> int:
     given = [t.name for t in request.inputs]
     required = [s.name for s in config.inputs if not s.optional]
     given_set = set(given)
-    if len(given) > len(config.inputs) or len(given_set & set(required)) < len(required):
+    # Triton compares counts only; a misnamed input then fails as "unexpected inference input" below.
+    if len(given) > len(config.inputs) or len(given) < len(required):
         missing = [name for name in required if name not in given_set]
         if len(required) == len(config.inputs):
             head = f"expected {len(config.inputs)} inputs"

@@ -1,0 +1,140 @@
+"""Fixtures that start real `pytriton serve` processes and check that nothing of ours is left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+READY_RE = re.compile(r"Started GRPCInferenceService at [^:]+:(\d+)")
+PID_RE = re.compile(r"started \(pid (\d+)\)")
+
+_started_pids: set[int] = set()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def shm_segments_of(pids: set[int]) -> list[str]:
+    """Our shared-memory segments (pytriton_<tag>_<pid>_...) owned by one of `pids`."""
+    found = []
+    for entry in os.listdir("/dev/shm"):
+        match = re.match(r"^pytriton_[0-9a-f]+_(\d+)_", entry)
+        if match and int(match.group(1)) in pids:
+            found.append(entry)
+    return found
+
+
+class ServerProcess:
+    """A `pytriton serve` process with its log; `grpc_url` once it is ready."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0):
+        cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args, "--grpc-port", "0", "--grpc-address", "127.0.0.1"]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.process = subprocess.Popen(
+            cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        _started_pids.add(self.process.pid)
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self.port: int | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        if not self._ready.wait(timeout_s) or self.port is None:
+            self.stop()
+            raise RuntimeError(f"server did not become ready; log:\n{self.log}")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            match = READY_RE.search(line)
+            if match:
+                self.port = int(match.group(1))
+            for pid in PID_RE.findall(line):
+                _started_pids.add(int(pid))
+            if "pytriton server ready" in line:
+                self._ready.set()
+        self._ready.set()
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def worker_pids(self) -> list[int]:
+        return [int(p) for p in PID_RE.findall(self.log)]
+
+    def wait_for_log(self, text: str, timeout_s: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.log:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, sig: int = signal.SIGINT, timeout_s: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(5)
+        return self.process.returncode
+
+
+@contextlib.contextmanager
+def serve(target: str, *args: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    server = ServerProcess([target, *args], env=env)
+    try:
+        yield server
+    finally:
+        code = server.stop()
+        assert code == 0, f"server exited with {code}; log:\n{server.log}"
+
+
+def tensor_args(kind: str, specs: list[tuple[str, str, str]]) -> list[str]:
+    args = []
+    for name, dtype, shape in specs:
+        args += [f"--{kind}", f"{name}:{dtype}:{shape}"]
+    return args
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    """After the session: no process we started is alive and /dev/shm has no segment they owned."""
+    yield
+    deadline = time.monotonic() + 10
+    alive = [p for p in _started_pids if _pid_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in _started_pids if _pid_alive(p)]
+    leftovers = shm_segments_of(_started_pids)
+    assert not alive, f"processes still alive after the tests: {alive}"
+    assert not leftovers, f"shared-memory segments left in /dev/shm: {leftovers}"

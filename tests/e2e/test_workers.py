@@ -1,0 +1,142 @@
+"""Worker processes: several instances, a worker killed mid-request, graceful stop, crash clean-up."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import ServerProcess, _pid_alive, serve, shm_segments_of, tensor_args
+
+SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
+
+
+def pid_request(client, sleep=0.0, **kwargs):
+    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    return client.infer("slow_pid", [tensor], parameters={"sleep": str(sleep)}, **kwargs)
+
+
+def async_pid_request(client, sleep):
+    results: queue.Queue = queue.Queue()
+    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    client.async_infer(
+        "slow_pid", [tensor], callback=lambda result, error: results.put((result, error)),
+        parameters={"sleep": str(sleep)},
+    )
+    return results
+
+
+def test_instances_run_in_parallel_processes():
+    with serve("tests.models:slow_pid", "--instances", "3", *SLOW_PID) as server:
+        assert len(server.worker_pids()) == 3
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        pending = [async_pid_request(client, 0.5) for _ in range(3)]
+        pids = set()
+        for results in pending:
+            result, error = results.get(timeout=20)
+            assert error is None
+            pids.add(int(result.as_numpy("PID")[0]))
+        assert pids == set(server.worker_pids())
+        config = client.get_model_config("slow_pid", as_json=True)["config"]
+        assert config["instance_group"][0]["count"] == 3
+
+
+def test_worker_killed_mid_request_fails_it_and_is_restarted():
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        (old_pid,) = server.worker_pids()
+        assert int(pid_request(client).as_numpy("PID")[0]) == old_pid
+
+        results = async_pid_request(client, 30)
+        time.sleep(0.5)  # the worker is now inside the callable
+        os.kill(old_pid, signal.SIGKILL)
+        started = time.monotonic()
+        result, error = results.get(timeout=10)
+        assert result is None
+        assert time.monotonic() - started < 5
+        assert error.status() == "StatusCode.UNAVAILABLE"
+        assert "slow_pid_0_0" in error.message() and "killed by SIGKILL" in error.message()
+
+        assert server.wait_for_log("started (pid", timeout_s=20)
+        deadline = time.monotonic() + 20
+        while len(server.worker_pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        new_pid = server.worker_pids()[-1]
+        assert new_pid != old_pid
+        assert int(pid_request(client).as_numpy("PID")[0]) == new_pid
+        assert shm_segments_of({old_pid}) == []
+        assert client.is_server_ready()
+        stats = client.get_inference_statistics("slow_pid", as_json=True)["model_stats"][0]
+        assert int(stats["inference_stats"]["fail"]["count"]) == 1
+
+
+def test_requests_wait_for_a_restarting_worker():
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        (old_pid,) = server.worker_pids()
+        os.kill(old_pid, signal.SIGKILL)
+        # Sent while the only instance is dead or restarting: waits for the new one instead of failing.
+        result = pid_request(client, client_timeout=30)
+        assert int(result.as_numpy("PID")[0]) != old_pid
+
+
+def test_graceful_stop_finishes_in_flight_requests_and_cleans_up():
+    server = ServerProcess(["tests.models:slow_pid", *SLOW_PID])
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    workers = server.worker_pids()
+    results = async_pid_request(client, 1.0)
+    time.sleep(0.3)
+    assert server.stop(signal.SIGTERM) == 0
+    result, error = results.get(timeout=10)
+    assert error is None, error
+    assert int(result.as_numpy("PID")[0]) == workers[0]
+    pids = {server.process.pid, *workers}
+    assert not any(_pid_alive(p) for p in pids)
+    assert shm_segments_of(pids) == []
+    assert "pytriton server stopped" in server.log
+
+
+def test_killed_server_takes_workers_down_and_next_server_sweeps_its_segments():
+    args = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+    server = ServerProcess(["tests.models:slow_pid", *args])
+    try:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        big = grpcclient.InferInput("INPUT", [1 << 18], "FP32")
+        big.set_data_from_numpy(np.zeros(1 << 18, dtype=np.float32))  # 1 MiB: travels through the request arena
+        client.infer("slow_pid", [big])
+        workers = server.worker_pids()
+        server_pid = server.process.pid
+        assert shm_segments_of({server_pid}), "the server's request arena should exist"
+    finally:
+        server.stop(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(_pid_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_pid_alive(p) for p in workers), "workers must exit when their server dies"
+    assert shm_segments_of(set(workers)) == []
+    assert shm_segments_of({server_pid})  # a SIGKILLed server cannot clean up ...
+    with serve("tests.models:slow_pid", *SLOW_PID):
+        assert shm_segments_of({server_pid}) == []  # ... the next one sweeps it
+
+
+def test_async_callable():
+    args = tensor_args("input", [("IN_X", "int16", "-1")]) + tensor_args("output", [("OUT_X", "int16", "-1")])
+    with serve("tests.models:async_identity", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        tensor = grpcclient.InferInput("IN_X", [3], "INT16")
+        data = np.array([1, -2, 3], dtype=np.int16)
+        tensor.set_data_from_numpy(data)
+        np.testing.assert_array_equal(client.infer("async_identity", [tensor]).as_numpy("OUT_X"), data)
+
+
+def test_unloadable_callable_fails_start_with_clear_error():
+    with pytest.raises(RuntimeError, match="has no attribute 'missing'"):
+        ServerProcess(["tests.models:missing", *SLOW_PID], timeout_s=30)

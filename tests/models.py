@@ -1,0 +1,65 @@
+"""Inference callables the tests serve with `pytriton serve tests.models:<name>`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import numpy as np
+
+# Datatype name (as the CLI takes it) for every Triton datatype.
+ALL_DATATYPES = ["BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
+                 "FP16", "FP32", "FP64", "BF16", "BYTES"]
+
+
+def identity(requests):
+    """OUT_<X> = IN_<X> for every input IN_<X>."""
+    return [{"OUT_" + name[3:]: array for name, array in r.items()} for r in requests]
+
+
+async def async_identity(requests):
+    await asyncio.sleep(0)
+    return identity(requests)
+
+
+def add_sub(requests):
+    return [{"OUTPUT0": r["INPUT0"] + r["INPUT1"], "OUTPUT1": r["INPUT0"] - r["INPUT1"]} for r in requests]
+
+
+def raises(requests):
+    raise ValueError("the callable failed on purpose")
+
+
+def slow_pid(requests):
+    """Sleeps `sleep` seconds (request parameter), then returns the worker's pid as PID (INT64 [1])."""
+    out = []
+    for r in requests:
+        time.sleep(float(r.parameters.get("sleep", 0)))
+        out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
+    return out
+
+
+def echo_parameters(requests):
+    """Returns the request parameters as one BYTES element 'k=v;...' (sorted)."""
+    out = []
+    for r in requests:
+        text = ";".join(f"{k}={v!r}" for k, v in sorted(r.parameters.items()))
+        out.append({"PARAMS": np.array([text.encode()], dtype=object)})
+    return out
+
+
+def wrong_dtype(requests):
+    return [{"OUTPUT": np.zeros((4,), dtype=np.float64)} for _ in requests]
+
+
+def wrong_shape(requests):
+    return [{"OUTPUT": np.zeros((5,), dtype=np.float32)} for _ in requests]
+
+
+def unknown_output(requests):
+    return [{"NOPE": np.zeros((4,), dtype=np.float32)} for _ in requests]
+
+
+def not_a_list(requests):
+    return {"OUTPUT": np.zeros((4,), dtype=np.float32)}
