@@ -93,19 +93,21 @@ def serve(
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    input_specs = [parse_tensor(t, "input") for t in inputs]
+    output_specs = [parse_tensor(t, "output") for t in outputs]
+    if not output_specs:
+        raise click.UsageError("at least one --output NAME:DTYPE:SHAPE is required")
     try:
         fn = load_callable(target)
     except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
         raise click.ClickException(f"cannot load '{target}': {type(exc).__name__}: {exc}") from None
     name = model_name or getattr(fn, "__name__", None) or type(fn).__name__
-    if not outputs:
-        raise click.UsageError("at least one --output NAME:DTYPE:SHAPE is required")
     try:
         config = TritonModelConfig(
             model_name=name,
             model_version=model_version,
-            inputs=[parse_tensor(t, "input") for t in inputs],
-            outputs=[parse_tensor(t, "output") for t in outputs],
+            inputs=input_specs,
+            outputs=output_specs,
             max_batch_size=max_batch_size,
             instance_count=instances,
             gpus=parse_gpus(gpus),

@@ -63,3 +63,9 @@ def unknown_output(requests):
 
 def not_a_list(requests):
     return {"OUTPUT": np.zeros((4,), dtype=np.float32)}
+
+
+def visible_devices(requests):
+    """DEVICES = the worker's CUDA_VISIBLE_DEVICES (BYTES [1])."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES", "").encode()
+    return [{"DEVICES": np.array([value], dtype=object)} for _ in requests]
