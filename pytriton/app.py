@@ -17,7 +17,11 @@ import signal
 import tempfile
 
 from pytriton.core.server_core import ServerCore
+from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend
+from pytriton.frontend.http.app import HttpApp
+from pytriton.frontend.http.server import HttpFrontend
+from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -36,11 +40,19 @@ class ModelSpec:
 @dataclasses.dataclass
 class ServerConfig:
     models: list[ModelSpec]
+    allow_grpc: bool = True
     grpc_address: str = "0.0.0.0"
     grpc_port: int = 8001
+    grpc_header_forward_pattern: str | None = None
+    allow_http: bool = True
     http_address: str = "0.0.0.0"
     http_port: int = 8000
+    http_header_forward_pattern: str | None = None
+    http_max_input_bytes: int = 64 * 1024 * 1024
+    allow_metrics: bool = True
+    metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
+    trace_file: str = ""
     log_level: str = "INFO"
     exit_timeout_s: float = 30.0
     inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
@@ -55,10 +67,22 @@ class Server:
         self.run_dir: str | None = None
         self.core: ServerCore | None = None
         self.grpc: GrpcFrontend | None = None
+        self.http: HttpFrontend | None = None
+        self.metrics: HttpFrontend | None = None
+        self.log_settings = LogSettings(config.log_level)
+        self.trace_settings = TraceSettings(config.trace_file)
 
     @property
     def grpc_port(self) -> int | None:
         return self.grpc.port if self.grpc else None
+
+    @property
+    def http_port(self) -> int | None:
+        return self.http.port if self.http else None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.metrics.port if self.metrics else None
 
     async def start(self) -> None:
         """Start workers and front-ends; on any failure everything started so far is stopped again."""
@@ -69,9 +93,32 @@ class Server:
             await self.core.start()
             for spec in self.config.models:
                 await self.core.add_model(spec.config, spec.callable_target)
-            self.grpc = GrpcFrontend(self.core, self.config.grpc_address, self.config.grpc_port)
-            await self.grpc.start()
-            await self.grpc.set_serving(True)
+            config = self.config
+            if config.allow_grpc:
+                self.grpc = GrpcFrontend(
+                    self.core,
+                    config.grpc_address,
+                    config.grpc_port,
+                    self.log_settings,
+                    self.trace_settings,
+                    header_forward_pattern=config.grpc_header_forward_pattern,
+                )
+                await self.grpc.start()
+                await self.grpc.set_serving(True)
+            if config.allow_http:
+                app = HttpApp(
+                    self.core,
+                    self.log_settings,
+                    self.trace_settings,
+                    header_forward_pattern=config.http_header_forward_pattern,
+                    max_input_bytes=config.http_max_input_bytes,
+                )
+                self.http = HttpFrontend(app, config.http_address, config.http_port, "HTTPService")
+                await self.http.start()
+            if config.allow_metrics:
+                self.metrics = HttpFrontend(MetricsApp(self.core), config.metrics_address, config.metrics_port,
+                                            "Metrics Service")
+                await self.metrics.start()
         except BaseException:
             await self.stop(drain_timeout_s=0)
             raise
@@ -87,6 +134,10 @@ class Server:
         if self.grpc is not None:
             await self.grpc.stop(grace_s=1.0)
             self.grpc = None
+        for frontend in (self.http, self.metrics):
+            if frontend is not None:
+                await frontend.stop()
+        self.http = self.metrics = None
         if self.core is not None:
             await self.core.stop(timeout_s=max(5.0, min(timeout, 30.0)))
             self.core = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 import click
@@ -63,8 +64,17 @@ def main() -> None:
 @click.option("--gpus", help="Comma-separated GPU ids; each gets --instances workers.")
 @click.option("--grpc-address", default="0.0.0.0", show_default=True)
 @click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0 = any free port.")
-@click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True)
+@click.option("--http-address", default="0.0.0.0", show_default=True)
+@click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0 = any free port.")
+@click.option("--metrics-address", default="0.0.0.0", show_default=True)
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True, help="0 = any free port.")
+@click.option("--allow-grpc/--no-allow-grpc", default=True, show_default=True)
+@click.option("--allow-http/--no-allow-http", default=True, show_default=True)
+@click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
+@click.option("--http-header-forward-pattern", help="Regex; matching HTTP headers are passed to the callable as parameters.")
+@click.option("--grpc-header-forward-pattern", help="Regex; matching gRPC metadata is passed to the callable as parameters.")
+@click.option("--http-max-input-size", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
+              help="Largest HTTP request body, in bytes.")
 @click.option("--exit-timeout", type=float, default=30.0, show_default=True, help="Seconds to drain on stop.")
 @click.option(
     "--log-level",
@@ -83,12 +93,20 @@ def serve(
     gpus: str | None,
     grpc_address: str,
     grpc_port: int,
+    http_address: str,
     http_port: int,
+    metrics_address: str,
     metrics_port: int,
+    allow_grpc: bool,
+    allow_http: bool,
+    allow_metrics: bool,
+    http_header_forward_pattern: str | None,
+    grpc_header_forward_pattern: str | None,
+    http_max_input_size: int,
     exit_timeout: float,
     log_level: str,
 ) -> None:
-    """Serve the inference callable MODULE:CALLABLE over Triton's gRPC protocol."""
+    """Serve the inference callable MODULE:CALLABLE over Triton's gRPC and HTTP protocols."""
     log_level = log_level.upper()
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path and os.getcwd() not in sys.path:
@@ -114,13 +132,28 @@ def serve(
         )
     except PyTritonError as exc:
         raise click.UsageError(str(exc)) from None
-    if http_port or metrics_port:
-        logger.warning("the HTTP and metrics front-ends are not available yet; serving gRPC only")
+    if not (allow_grpc or allow_http):
+        raise click.UsageError("at least one of gRPC and HTTP must be allowed")
+    for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),
+                            ("--grpc-header-forward-pattern", grpc_header_forward_pattern)):
+        if pattern:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise click.BadParameter(f"invalid regular expression: {exc}", param_hint=option) from None
     server_config = ServerConfig(
         models=[ModelSpec(config, target)],
+        allow_grpc=allow_grpc,
         grpc_address=grpc_address,
         grpc_port=grpc_port,
+        grpc_header_forward_pattern=grpc_header_forward_pattern,
+        allow_http=allow_http,
+        http_address=http_address,
         http_port=http_port,
+        http_header_forward_pattern=http_header_forward_pattern,
+        http_max_input_bytes=http_max_input_size,
+        allow_metrics=allow_metrics,
+        metrics_address=metrics_address,
         metrics_port=metrics_port,
         log_level=log_level,
         exit_timeout_s=exit_timeout,

@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-READY_RE = re.compile(r"Started GRPCInferenceService at [^:]+:(\d+)")
+PORT_RE = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service) at [^:]+:(\d+)")
 PID_RE = re.compile(r"started \(pid (\d+)\)")
 
 _started_pids: set[int] = set()
@@ -49,7 +49,9 @@ class ServerProcess:
     """A `pytriton serve` process with its log; `grpc_url` once it is ready."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0):
-        cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args, "--grpc-port", "0", "--grpc-address", "127.0.0.1"]
+        cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args]
+        for service in ("grpc", "http", "metrics"):
+            cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.process = subprocess.Popen(
@@ -58,10 +60,10 @@ class ServerProcess:
         _started_pids.add(self.process.pid)
         self.lines: list[str] = []
         self._ready = threading.Event()
-        self.port: int | None = None
+        self.ports: dict[str, int] = {}
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        if not self._ready.wait(timeout_s) or self.port is None:
+        if not self._ready.wait(timeout_s) or not self.ports:
             self.stop()
             raise RuntimeError(f"server did not become ready; log:\n{self.log}")
 
@@ -69,9 +71,9 @@ class ServerProcess:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line)
-            match = READY_RE.search(line)
+            match = PORT_RE.search(line)
             if match:
-                self.port = int(match.group(1))
+                self.ports[match.group(1)] = int(match.group(2))
             for pid in PID_RE.findall(line):
                 _started_pids.add(int(pid))
             if "pytriton server ready" in line:
@@ -83,8 +85,20 @@ class ServerProcess:
         return "".join(self.lines)
 
     @property
+    def port(self) -> int:
+        return self.ports["GRPCInferenceService"]
+
+    @property
     def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.ports['GRPCInferenceService']}"
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.ports['HTTPService']}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['Metrics Service']}/metrics"
 
     def worker_pids(self) -> list[int]:
         return [int(p) for p in PID_RE.findall(self.log)]

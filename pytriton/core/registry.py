@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Iterator
 
 from pytriton.core.statistics import ModelStatistics
@@ -31,16 +32,22 @@ class Model:
         return self.config.model_version
 
 
+_LEADING_INT = re.compile(r"\s*([+-]?\d+)")
+
+
 def parse_version(version: str) -> int:
-    """-1 for '' (latest); else the integer, or Triton's INVALID_ARG error."""
+    """-1 for '' (latest); else the leading integer as C++'s std::stol reads it, or Triton's INVALID_ARG."""
     if version == "":
         return -1
-    try:
-        value = int(version)
-    except ValueError:
-        value = -2
-    if value < 0 or not version.strip().isdigit():
-        raise invalid_arg(f"failed to get model version from specified version string '{version}' (details: stoll)")
+    match = _LEADING_INT.match(version)
+    if match is None:
+        raise invalid_arg(
+            f"failed to get model version from specified version string '{version}' (details: stol), "
+            "version should be an integral value > 0"
+        )
+    value = int(match.group(1))
+    if value < 0:
+        raise invalid_arg(f"invalid model version specified '{version}' , version should be an integral value > 0")
     return value
 
 

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+from pytriton.core.classification import classify
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.core.validation import validate_request
@@ -38,7 +39,7 @@ class ServerCore:
         self.inline_max = inline_max
         self.log_level = log_level
         self.registry = ModelRegistry()
-        self.extensions: list[str] = ["model_configuration", "parameters", "statistics"]
+        self.extensions: list[str] = ["classification", "model_configuration", "parameters", "statistics"]
         self.router: ProxyRouter | None = None
         self.live = False
         self.accepting = False
@@ -147,6 +148,13 @@ class ServerCore:
                 result.release_buffers()
                 raise internal(f"Failed to process the request(s) for model '{link.label}', message: {error}")
             response = result.responses[0]
+            outputs = response.outputs
+            if any("classification" in o.parameters for o in request.outputs):
+                try:
+                    outputs = self._classify(model, request, outputs)
+                except BaseException:
+                    result.release_buffers()
+                    raise
             model.stats.record_execution(
                 batch_size, result.compute_input_ns, result.compute_infer_ns, result.compute_output_ns
             )
@@ -162,7 +170,7 @@ class ServerCore:
                 model_name=model.name,
                 model_version=str(model.version),
                 id=request.id,
-                outputs=response.outputs,
+                outputs=outputs,
                 parameters=response.parameters,
                 _release=result.release_buffers,
             )
@@ -179,6 +187,11 @@ class ServerCore:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._drained.set()  # type: ignore[union-attr]
+
+    @staticmethod
+    def _classify(model: Model, request: InferRequest, outputs: list) -> list:
+        counts = {o.name: int(o.parameters["classification"]) for o in request.outputs if "classification" in o.parameters}
+        return [classify(t, counts[t.name], model.config.batching) if t.name in counts else t for t in outputs]
 
     # ---- shutdown ----------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:

@@ -155,14 +155,23 @@ def test_zero_size_tensors_are_valid():
     assert validate_request(BATCHED, request) == 0
 
 
-@pytest.mark.parametrize("text", ["x", "-1", "1.5"])
-def test_bad_version_strings(text):
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("x", "failed to get model version from specified version string 'x' (details: stol), "
+              "version should be an integral value > 0"),
+        ("-1", "invalid model version specified '-1' , version should be an integral value > 0"),
+    ],
+)
+def test_bad_version_strings(text, message):
     with pytest.raises(ServerError) as info:
         parse_version(text)
     assert info.value.status is Status.INVALID_ARG
-    assert info.value.message.startswith(f"failed to get model version from specified version string '{text}'")
+    assert info.value.message == message
 
 
-def test_version_strings():
+def test_version_strings_read_like_stol():
     assert parse_version("") == -1
     assert parse_version("3") == 3
+    assert parse_version(" 2") == 2
+    assert parse_version("1.5") == 1

@@ -108,32 +108,46 @@ def _contents_to_bytes(tensor: Any, model_name: str) -> bytes:
         array = np.empty(len(values), dtype=object)
         array[:] = list(values)
         return serialize_bytes_tensor(array)
+    if field in ("int_contents", "uint_contents"):
+        # INT8/INT16/UINT8/UINT16 ride in 32-bit fields: keep the low bytes of each value, as Triton does.
+        wide = np.asarray(values, dtype=np.int32 if field == "int_contents" else np.uint32)
+        return wide.astype(TRITON_TO_NUMPY[tensor.datatype]).tobytes()
     return np.asarray(values, dtype=TRITON_TO_NUMPY[tensor.datatype]).tobytes()
 
 
 def _shm_reference(tensor: Any, kind: str) -> tuple[str, int, int] | None:
-    """(region, byte size, offset) if the tensor refers to shared memory, with Triton's parameter checks."""
+    """(region, byte size, offset) if the tensor refers to shared memory, with Triton's checks in Triton's order."""
     params = tensor.parameters
     if not any(key in params for key in SHM_KEYS):
         return None
-    if "shared_memory_region" not in params:
-        if "shared_memory_offset" in params:
+    region = params.get("shared_memory_region")
+    if region is not None and region.WhichOneof("parameter_choice") != "string_param":
+        raise invalid_arg(
+            f"invalid value type for 'shared_memory_region' parameter for {kind} '{tensor.name}', expected string_param."
+        )
+    offset = 0
+    if "shared_memory_offset" in params:
+        if region is None:
             raise invalid_arg(
                 "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter "
                 f"for {kind} '{tensor.name}'"
             )
-        raise invalid_arg(
-            "'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter "
-            f"for {kind} '{tensor.name}'"
-        )
-    region = params["shared_memory_region"]
-    if region.WhichOneof("parameter_choice") != "string_param":
-        raise invalid_arg(
-            f"invalid value type for 'shared_memory_region' parameter for {kind} '{tensor.name}', expected string_param."
-        )
+        off = params["shared_memory_offset"]
+        if off.WhichOneof("parameter_choice") != "int64_param":
+            raise invalid_arg(
+                f"invalid value type for 'shared_memory_offset' parameter for {kind} '{tensor.name}', "
+                "expected int64_param."
+            )
+        offset = off.int64_param
     if "shared_memory_byte_size" not in params:
+        # a region without a byte size (with neither a region nor a byte size, the offset check above fired)
         raise invalid_arg(
             "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter "
+            f"for {kind} '{tensor.name}'"
+        )
+    if region is None:
+        raise invalid_arg(
+            "'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter "
             f"for {kind} '{tensor.name}'"
         )
     size = params["shared_memory_byte_size"]
@@ -142,21 +156,14 @@ def _shm_reference(tensor: Any, kind: str) -> tuple[str, int, int] | None:
             f"invalid value type for 'shared_memory_byte_size' parameter for {kind} '{tensor.name}', "
             "expected int64_param."
         )
-    offset = 0
-    if "shared_memory_offset" in params:
-        off = params["shared_memory_offset"]
-        if off.WhichOneof("parameter_choice") != "int64_param":
-            raise invalid_arg(
-                f"invalid value type for 'shared_memory_offset' parameter for {kind} '{tensor.name}', "
-                "expected int64_param."
-            )
-        offset = off.int64_param
     return region.string_param, size.int64_param, offset
 
 
 def to_infer_request(request: Any) -> InferRequest:
     """ModelInferRequest -> InferRequest (raw contents indexed over inputs that carry data inline)."""
     model_name = request.model_name
+    # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
+    parameters = request_parameters(request) if request.parameters else {}
     raw = request.raw_input_contents
     raw_index = 0
     inputs = []
@@ -203,7 +210,7 @@ def to_infer_request(request: Any) -> InferRequest:
         id=request.id,
         inputs=inputs,
         outputs=outputs,
-        parameters=request_parameters(request) if request.parameters else {},
+        parameters=parameters,
     )
 
 

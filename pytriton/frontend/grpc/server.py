@@ -9,6 +9,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2_grpc
 
 from pytriton.core.server_core import ServerCore
+from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.servicer import InferenceServicer
 
 logger = logging.getLogger("pytriton.frontend")
@@ -20,8 +21,17 @@ SERVICE_NAME = "inference.GRPCInferenceService"
 class GrpcFrontend:
     """Serves `inference.GRPCInferenceService` and Health/Check on one address."""
 
-    def __init__(self, core: ServerCore, address: str, port: int):
+    def __init__(
+        self,
+        core: ServerCore,
+        address: str,
+        port: int,
+        log_settings: LogSettings | None = None,
+        trace_settings: TraceSettings | None = None,
+        header_forward_pattern: str | None = None,
+    ):
         self.core = core
+        self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern)
         self.address = address
         self.requested_port = port
         self.port: int | None = None
@@ -36,7 +46,7 @@ class GrpcFrontend:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(self.core), server)
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"
         try:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any, AsyncIterator
 
 import grpc
 from google.protobuf import json_format
-from tritonclient.grpc import model_config_pb2, service_pb2 as pb, service_pb2_grpc
+from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc
 
 from pytriton.core.server_core import ServerCore
-from pytriton.exceptions import ServerError, unsupported
+from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.exceptions import ServerError, invalid_arg, unsupported
 from pytriton.frontend.grpc._convert import grpc_code, to_infer_request, to_infer_response
+from pytriton.frontend.model_config_json import model_config_proto
 
 logger = logging.getLogger("pytriton.frontend")
 
@@ -24,9 +27,25 @@ async def _abort(context: grpc.aio.ServicerContext, error: ServerError) -> None:
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     """Implements the Triton gRPC service methods this server supports; the rest answer UNIMPLEMENTED."""
 
-    def __init__(self, core: ServerCore):
+    def __init__(
+        self,
+        core: ServerCore,
+        log_settings: LogSettings | None = None,
+        trace_settings: TraceSettings | None = None,
+        header_forward_pattern: str | None = None,
+    ):
         self.core = core
+        self.log_settings = log_settings or LogSettings()
+        self.trace_settings = trace_settings or TraceSettings()
+        self.forward = re.compile(header_forward_pattern) if header_forward_pattern else None
         self._config_cache: dict[tuple[str, str], Any] = {}
+
+    def _forward_headers(self, infer_request: Any, context: grpc.aio.ServicerContext) -> None:
+        if self.forward is None:
+            return
+        for key, value in context.invocation_metadata() or ():
+            if self.forward.match(key) and isinstance(value, str):
+                infer_request.parameters[key] = value
 
     async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return pb.ServerLiveResponse(live=self.core.live)
@@ -61,7 +80,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         key = (model.name, str(model.version))
         cached = self._config_cache.get(key)
         if cached is None or cached[0] is not model:
-            config = json_format.ParseDict(model.config.to_triton_dict(), model_config_pb2.ModelConfig())
+            config = model_config_proto(model.config)
             cached = self._config_cache[key] = (model, pb.ModelConfigResponse(config=config))
         return cached[1]
 
@@ -73,17 +92,18 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             return None
         return json_format.ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
-    async def _infer(self, request: Any) -> Any:
-        infer_request = to_infer_request(request)
-        model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
+    async def _infer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        model = self.core.registry.get(request.model_name, request.model_version)
         if model.config.decoupled:
             raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
+        infer_request = to_infer_request(request)
+        self._forward_headers(infer_request, context)
         response = await self.core.infer(infer_request)
         return to_infer_response(response)
 
     async def ModelInfer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await self._infer(request)
+            return await self._infer(request, context)
         except ServerError as exc:
             await _abort(context, exc)
 
@@ -95,6 +115,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         async def handle(request: Any) -> None:
             try:
                 infer_request = to_infer_request(request)
+                self._forward_headers(infer_request, context)
                 response = await self.core.infer(infer_request)
                 message = to_infer_response(response)
                 message.parameters["triton_final_response"].bool_param = True
@@ -127,3 +148,56 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             reader.cancel()
             for task in list(tasks):
                 task.cancel()
+
+    async def TraceSetting(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        model = request.model_name or None
+        try:
+            if model is not None:
+                try:
+                    self.core.registry.get(model)
+                except ServerError:
+                    raise invalid_arg(f"Request for unknown model : {model}") from None
+            if request.settings:
+                changes: dict[str, Any] = {}
+                for key, setting in request.settings.items():
+                    values = list(setting.value)
+                    if not values:
+                        changes[key] = None
+                    elif key == "trace_level":
+                        changes[key] = values
+                    else:
+                        changes[key] = values[0]
+                current = self.trace_settings.update(changes, model)
+            else:
+                current = self.trace_settings.get(model)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
+        response = pb.TraceSettingResponse()
+        for key, value in current.items():
+            response.settings[key].value.extend(value if isinstance(value, list) else [value])
+        return response
+
+    async def LogSettings(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            if request.settings:
+                changes = {}
+                for key, setting in request.settings.items():
+                    kind = setting.WhichOneof("parameter_choice")
+                    changes[key] = getattr(setting, kind) if kind else None
+                current = self.log_settings.update(changes)
+            else:
+                current = self.log_settings.get()
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
+        response = pb.LogSettingsResponse()
+        for key, value in current.items():
+            setting = response.settings[key]
+            if isinstance(value, bool):
+                setting.bool_param = value
+            elif isinstance(value, int):
+                setting.uint32_param = value
+            else:
+                setting.string_param = value
+        return response

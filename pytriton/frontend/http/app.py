@@ -1,0 +1,319 @@
+"""Triton's HTTP/REST routes on top of the core; errors become `{"error": msg}` with Triton's codes."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+import zlib
+from typing import Any, Awaitable, Callable
+from urllib.parse import unquote
+
+import orjson
+
+from pytriton.core.server_core import ServerCore
+from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
+from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
+from pytriton.frontend.http.protocol import HttpRequest, HttpResponse
+from pytriton.frontend.model_config_json import model_config_json
+
+logger = logging.getLogger("pytriton.frontend")
+
+STATUS_TO_HTTP = {
+    Status.UNKNOWN: 400,
+    Status.INTERNAL: 500,
+    Status.NOT_FOUND: 404,
+    Status.INVALID_ARG: 400,
+    Status.UNAVAILABLE: 503,
+    Status.UNSUPPORTED: 501,
+    Status.ALREADY_EXISTS: 400,
+    Status.CANCELLED: 400,
+}
+JSON = [("Content-Type", "application/json")]
+
+
+def error_response(status: int, message: str) -> HttpResponse:
+    return HttpResponse(status, [orjson.dumps({"error": message})], list(JSON))
+
+
+def json_response(value: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(status, [orjson.dumps(value)], list(JSON))
+
+
+def _accepted_encoding(header: str | None) -> str | None:
+    """The best of gzip/deflate the client accepts (q-values honoured), or None for identity."""
+    if not header:
+        return None
+    best, best_q = None, 0.0
+    for item in header.split(","):
+        name, _, params = item.strip().partition(";")
+        name = name.strip().lower()
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if name in ("gzip", "deflate") and q > best_q:
+            best, best_q = name, q
+    return best
+
+
+def _compress(data: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data, compresslevel=6)
+    return zlib.compress(data)
+
+
+def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    if not encoding or encoding == "identity":
+        return body
+    encoding = encoding.strip().lower()
+    if encoding not in ("gzip", "deflate"):
+        raise unsupported(f"unsupported Content-Encoding '{encoding}'")
+    try:
+        decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+        data = decompressor.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise invalid_arg(f"failed to decompress the {encoding} request body: {exc}") from None
+    if len(data) > limit:
+        raise invalid_arg(
+            f"request JSON size of more than {limit} bytes exceeds the maximum allowed input size of {limit} bytes. "
+            "Use --http-max-input-size to increase the limit."
+        )
+    return data
+
+
+class HttpApp:
+    """Maps Triton's REST routes to the core."""
+
+    def __init__(
+        self,
+        core: ServerCore,
+        log_settings: LogSettings,
+        trace_settings: TraceSettings,
+        header_forward_pattern: str | None = None,
+        max_input_bytes: int = 64 * 1024 * 1024,
+    ):
+        self.core = core
+        self.log_settings = log_settings
+        self.trace_settings = trace_settings
+        self.forward = re.compile(header_forward_pattern) if header_forward_pattern else None
+        self.max_input_bytes = max_input_bytes
+        self._config_cache: dict[str, tuple[Any, bytes]] = {}
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return await self._route(request)
+        except ServerError as exc:
+            return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
+
+    # ---- routing -----------------------------------------------------------------------------
+    async def _route(self, request: HttpRequest) -> HttpResponse:
+        parts = [unquote(p) for p in request.path.split("/")[1:]]
+        if not parts or parts[0] != "v2":
+            return error_response(404, "Not Found")
+        rest = parts[1:]
+        method = request.method
+        if rest and rest[-1] == "" and len(rest) > 1:
+            rest = rest[:-1]
+        if not rest or rest == [""]:
+            return self._only(method, "GET") or json_response(self.core.server_metadata())
+        head = rest[0]
+        if head == "health" and len(rest) == 2 and rest[1] in ("live", "ready"):
+            if bad := self._only(method, "GET"):
+                return bad
+            ok = self.core.live if rest[1] == "live" else self.core.ready
+            return HttpResponse(200 if ok else 400)
+        if head == "models":
+            return await self._models(request, rest[1:])
+        if head == "trace" and rest[1:] == ["setting"]:
+            return self._trace(request, None)
+        if head == "logging" and len(rest) == 1:
+            return self._logging(request)
+        if head == "repository":
+            return self._repository(request, rest[1:])
+        return error_response(404, "Not Found")
+
+    @staticmethod
+    def _only(method: str, *allowed: str) -> HttpResponse | None:
+        return None if method in allowed else error_response(405, "Method Not Allowed")
+
+    async def _models(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
+        method = request.method
+        if rest == ["stats"]:
+            return self._only(method, "GET") or json_response({"model_stats": self.core.statistics()})
+        if not rest or not rest[0]:
+            return error_response(404, "Not Found")
+        name, rest = rest[0], rest[1:]
+        version = ""
+        if len(rest) >= 2 and rest[0] == "versions":
+            if not rest[1].isdigit():
+                return error_response(404, "Not Found")
+            version, rest = rest[1], rest[2:]
+        action = "/".join(rest)
+        if action == "infer":
+            return self._only(method, "POST") or await self._infer(request, name, version)
+        if action == "":
+            return self._only(method, "GET") or json_response(self.core.model_metadata(name, version))
+        if action == "ready":
+            if bad := self._only(method, "GET"):
+                return bad
+            if self.core.model_ready(name, version):
+                return HttpResponse(200)
+            return error_response(400, "Model version not ready")
+        if action == "config":
+            return self._only(method, "GET") or self._config(name, version)
+        if action == "stats":
+            return self._only(method, "GET") or json_response({"model_stats": self.core.statistics(name, version)})
+        if action == "trace/setting":
+            return self._trace(request, name)
+        if action in ("generate", "generate_stream"):
+            return self._only(method, "POST") or error_response(501, f"'{action}' is not supported by this server")
+        return error_response(404, "Not Found")
+
+    def _config(self, name: str, version: str) -> HttpResponse:
+        model = self.core.registry.get(name, version)
+        cached = self._config_cache.get(model.name)
+        if cached is None or cached[0] is not model:
+            cached = self._config_cache[model.name] = (model, orjson.dumps(model_config_json(model.config)))
+        return HttpResponse(200, [cached[1]], list(JSON))
+
+    def _json_body(self, request: HttpRequest) -> Any:
+        body = _decompress(request.body, request.headers.get("content-encoding"), self.max_input_bytes)
+        if not body.strip():
+            return {}
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+
+    def _trace(self, request: HttpRequest, model: str | None) -> HttpResponse:
+        if bad := self._only(request.method, "GET", "POST"):
+            return bad
+        if model is not None:
+            try:
+                self.core.registry.get(model)
+            except ServerError:
+                raise invalid_arg(f"Request for unknown model : {model}") from None
+        if request.method == "GET":
+            return json_response(self.trace_settings.get(model))
+        changes = self._json_body(request)
+        if not isinstance(changes, dict):
+            raise invalid_arg("trace settings must be a JSON object")
+        return json_response(self.trace_settings.update(changes, model))
+
+    def _logging(self, request: HttpRequest) -> HttpResponse:
+        if bad := self._only(request.method, "GET", "POST"):
+            return bad
+        if request.method == "GET":
+            return json_response(self.log_settings.get())
+        changes = self._json_body(request)
+        if not isinstance(changes, dict):
+            raise invalid_arg("log settings must be a JSON object")
+        return json_response(self.log_settings.update(changes))
+
+    def _repository(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
+        if bad := self._only(request.method, "POST"):
+            return bad
+        if rest == ["index"]:
+            body = self._json_body(request)
+            ready_only = bool(body.get("ready", False)) if isinstance(body, dict) else False
+            return json_response(
+                [
+                    {"name": m.name, "version": str(m.version), "state": "READY" if m.ready else "UNAVAILABLE"}
+                    for m in self.core.registry
+                    if m.ready or not ready_only
+                ]
+            )
+        if len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"):
+            raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        if len(rest) >= 2 and rest[0] not in ("models", "index"):
+            raise unsupported("'repository_name' specification is not supported")
+        return error_response(404, "Not Found")
+
+    # ---- inference ---------------------------------------------------------------------------
+    def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:
+        """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`)."""
+        config = self.core.registry.get(name, version).config
+        if len(config.inputs) != 1:
+            raise invalid_arg(
+                f"Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} inputs "
+                f"in '{config.model_name}' model configuration"
+            )
+        spec = config.inputs[0]
+        lead = (1,) if config.batching else ()
+        if spec.datatype == "BYTES":
+            if spec.shape not in ((1,), (-1,)):
+                raise invalid_arg(f"For BYTE datatype raw input '{spec.name}', the model must have input shape [1]")
+            return spec.name, spec.datatype, lead + (1,)
+        variable = [i for i, d in enumerate(spec.shape) if d == -1]
+        if len(variable) > 1:
+            raise invalid_arg(
+                f"The shape of the raw input '{spec.name}' can not be deduced because there are more than one "
+                "variable-sized dimension"
+            )
+        from pytriton.model_config.datatypes import ITEMSIZE
+
+        shape = list(spec.shape)
+        if variable:
+            fixed = ITEMSIZE[spec.datatype]
+            for d in shape:
+                if d != -1:
+                    fixed *= d
+            if fixed == 0 or body_size % fixed:
+                raise invalid_arg(
+                    f"The shape of the raw input '{spec.name}' can not be deduced from {body_size} bytes of data"
+                )
+            shape[variable[0]] = body_size // fixed
+        return spec.name, spec.datatype, lead + tuple(shape)
+
+    async def _infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
+        headers = request.headers
+        body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
+        if len(body) > self.max_input_bytes:
+            raise invalid_arg(
+                f"request JSON size of {len(body)} bytes exceeds the maximum allowed input size of "
+                f"{self.max_input_bytes} bytes. Use --http-max-input-size to increase the limit."
+            )
+        length_text = headers.get("inference-header-content-length")
+        header_length = None
+        if length_text is not None:
+            try:
+                header_length = int(length_text)
+            except ValueError:
+                raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {length_text}")
+        raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
+        infer_request, binary_default = parse_infer_request(name, version, body, header_length, raw)
+        if self.forward is not None:
+            for key, value in headers.items():
+                if self.forward.match(key):
+                    infer_request.parameters[key] = value
+        model = self.core.registry.get(name, version)
+        if model.config.decoupled:
+            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
+        response = await self.core.infer(infer_request)
+        try:
+            parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
+        except BaseException:
+            response.release()
+            raise
+        out_headers: list[tuple[str, str]] = []
+        if json_length is None:
+            out_headers.append(("Content-Type", "application/json"))
+        else:
+            out_headers.append(("Content-Type", "application/octet-stream"))
+            out_headers.append(("Inference-Header-Content-Length", str(json_length)))
+        encoding = _accepted_encoding(headers.get("accept-encoding"))
+        if encoding is not None:
+            data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in parts)
+            response.release()
+            out_headers.append(("Content-Encoding", encoding))
+            return HttpResponse(200, [_compress(data, encoding)], out_headers)
+        return HttpResponse(200, parts, out_headers, on_sent=response.release)
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]

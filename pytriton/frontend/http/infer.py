@@ -1,0 +1,268 @@
+"""Triton's HTTP/REST inference format <-> the core's types: JSON and the binary tensor extension."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
+from pytriton.exceptions import ServerError, Status, internal, invalid_arg, not_found, unsupported
+from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY, deserialize_bytes_tensor, serialize_bytes_tensor
+from pytriton.proxy.messages import TensorData
+
+RESERVED_PARAMS = ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output")
+SHM_KEYS = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
+
+
+def _bad(message: str) -> ServerError:
+    return invalid_arg(message)
+
+
+def _parse_json(buffer: Any) -> Any:
+    try:
+        return orjson.loads(buffer)
+    except orjson.JSONDecodeError as exc:
+        raise _bad(f"failed to parse the request JSON buffer: {exc}") from None
+
+
+def _shape(value: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        raise _bad(f"Unable to parse 'shape' of input '{name}': expected an array of unsigned integers")
+    for d in value:
+        if d < 0:
+            raise _bad(f"Unable to parse 'shape' of input '{name}': dimension {d} is negative")
+        if d >= 1 << 63:
+            raise _bad(f"Unable to parse 'shape' of input '{name}': dimension {d} is too large")
+    return tuple(value)
+
+
+def _params(obj: dict, where: str) -> dict[str, Any]:
+    params = obj.get("parameters", {})
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise _bad(f"Unable to parse 'parameters' of {where}: expected a JSON object")
+    return params
+
+
+def _request_params(params: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if key.startswith("triton_"):
+            raise _bad("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.")
+        if key == "binary_data_output":
+            continue
+        if not isinstance(value, (bool, int, float, str)):
+            raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
+        out[key] = value
+    return out
+
+
+def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: str) -> bytes:
+    count = 1
+    for d in shape:
+        count *= d
+    if datatype in ("FP16", "BF16"):
+        raise _bad(f"receiving {datatype} data via JSON is not supported. Please use the binary data format for input {name}")
+    if datatype == "BYTES":
+        flat = _flatten(data)
+        if len(flat) != count:
+            raise internal("Unable to parse 'data': Shape does not match true shape of 'data' field")
+        array = np.empty(len(flat), dtype=object)
+        for i, item in enumerate(flat):
+            if not isinstance(item, str):
+                raise _bad(f"Unable to parse 'data' of input '{name}': BYTES elements must be strings")
+            array[i] = item.encode("utf-8")
+        return serialize_bytes_tensor(array)
+    dtype = TRITON_TO_NUMPY.get(datatype)
+    if dtype is None:
+        raise _bad(f"invalid datatype for input {name}")
+    try:
+        array = np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise _bad(f"Unable to parse 'data' of input '{name}': {exc}") from None
+    if array.size != count:
+        raise internal("Unable to parse 'data': Shape does not match true shape of 'data' field")
+    if array.dtype == object:
+        raise _bad(f"Unable to parse 'data' of input '{name}': nested lists of different lengths")
+    return array.tobytes()
+
+
+def _flatten(data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        return [data]
+    out: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            out.append(item)
+        else:
+            stack.pop()
+    return out
+
+
+def parse_infer_request(
+    model_name: str, version: str, body: bytes, header_length: int | None, raw_input: tuple[str, str, tuple] | None
+) -> tuple[InferRequest, bool]:
+    """Decode an HTTP infer body; return the request and whether outputs default to binary.
+
+    `raw_input` (name, datatype, shape) is given for `Inference-Header-Content-Length: 0` requests, whose
+    whole body is the data of the model's single input.
+    """
+    size = len(body)
+    if header_length == 0:
+        assert raw_input is not None
+        name, datatype, shape = raw_input
+        return (
+            InferRequest(model_name, version, "", [TensorData(name, datatype, shape, body)], [], {}),
+            True,
+        )
+    if header_length is None:
+        header, binary = body, memoryview(b"")
+    else:
+        if header_length < 0 or header_length > size:
+            raise _bad(f"inference header size should be in range (0, {size}), got: {header_length}")
+        view = memoryview(body)
+        header, binary = view[:header_length], view[header_length:]
+    obj = _parse_json(header)
+    if not isinstance(obj, dict):
+        raise _bad("failed to parse the request JSON buffer: expected a JSON object")
+    request_id = obj.get("id", "")
+    if not isinstance(request_id, str):
+        raise _bad("Unable to parse 'id': expected a string")
+    params = _params(obj, "the request")
+    binary_default = params.get("binary_data_output", False)
+    if not isinstance(binary_default, bool):
+        raise _bad("Unable to parse 'binary_data_output': expected a boolean")
+    raw_inputs = obj.get("inputs", [])
+    if not isinstance(raw_inputs, list):
+        raise _bad("Unable to parse 'inputs': expected an array")
+    inputs = []
+    offset = 0
+    for entry in raw_inputs:
+        if not isinstance(entry, dict):
+            raise _bad("Unable to parse 'inputs': expected an array of objects")
+        name = entry.get("name")
+        datatype = entry.get("datatype")
+        if not isinstance(name, str):
+            raise _bad("Unable to parse 'name' of an input: expected a string")
+        if not isinstance(datatype, str):
+            raise _bad(f"Unable to parse 'datatype' of input '{name}': expected a string")
+        shape = _shape(entry.get("shape"), name)
+        tparams = _params(entry, f"input '{name}'")
+        has_data = "data" in entry
+        has_binary = "binary_data_size" in tparams
+        has_shm = "shared_memory_region" in tparams
+        if has_data + has_binary + has_shm != 1:
+            got = " ".join(
+                n for n, on in (("'data'", has_data), ("'binary_data_size'", has_binary),
+                                ("'shared_memory_region'", has_shm)) if on
+            )
+            raise _bad(
+                "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+                "'shared_memory_region' in 'parameters'. But " + (f"set {got}" if got else "no field is set")
+            )
+        if has_shm:
+            raise not_found(f"Unable to find shared memory region: '{tparams['shared_memory_region']}'")
+        if has_binary:
+            nbytes = tparams["binary_data_size"]
+            if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+                raise _bad(f"Unable to parse 'binary_data_size' of input '{name}': expected an unsigned integer")
+            if offset + nbytes > len(binary):
+                raise _bad(
+                    f"unexpected size for input '{name}', expecting {nbytes - (len(binary) - offset)} "
+                    f"additional bytes for model '{model_name}'"
+                )
+            data: Any = binary[offset : offset + nbytes]
+            offset += nbytes
+        else:
+            data = _json_data_to_bytes(entry["data"], datatype, shape, name)
+        inputs.append(TensorData(name, datatype, shape, data))
+    if offset != len(binary):
+        raise _bad(f"unexpected additional input data for model '{model_name}'")
+    outputs = []
+    raw_outputs = obj.get("outputs", [])
+    if not isinstance(raw_outputs, list):
+        raise _bad("Unable to parse 'outputs': expected an array")
+    for entry in raw_outputs:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise _bad("Unable to parse 'outputs': expected objects with a 'name'")
+        oparams = _params(entry, f"output '{entry['name']}'")
+        if "shared_memory_region" in oparams:
+            if oparams.get("binary_data"):
+                raise _bad("Output can't set both 'shared_memory_region' and 'binary_data'")
+            if "classification" in oparams:
+                raise _bad("Output can't set both 'shared_memory_region' and 'classification'")
+            raise not_found(f"Unable to find shared memory region: '{oparams['shared_memory_region']}'")
+        if "binary_data" in oparams and not isinstance(oparams["binary_data"], bool):
+            raise _bad(f"Unable to parse 'binary_data' of output '{entry['name']}': expected a boolean")
+        if "classification" in oparams:
+            count = oparams["classification"]
+            if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+                raise _bad(f"Unable to parse 'classification' of output '{entry['name']}': expected a positive integer")
+        outputs.append(RequestedOutput(entry["name"], oparams))
+    request = InferRequest(model_name, version, request_id, inputs, outputs, _request_params(params))
+    return request, binary_default
+
+
+def _json_values(tensor: TensorData) -> list[Any]:
+    if tensor.datatype in ("FP16", "BF16"):
+        raise invalid_arg(
+            f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"
+        )
+    if tensor.datatype == "BYTES":
+        values = deserialize_bytes_tensor(tensor.data).tolist()
+        return [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v for v in values]
+    array = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype]) if tensor.data is not None else []
+    return array.tolist() if len(array) else []
+
+
+def encode_infer_response(
+    response: InferResponse, requested: list[RequestedOutput], binary_default: bool
+) -> tuple[list[Any], int | None]:
+    """The response body parts and the JSON header length (None when the body is JSON only)."""
+    wanted = {o.name: o.parameters for o in requested}
+    entries = []
+    binary_parts: list[Any] = []
+    for tensor in response.outputs:
+        entry: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
+        params = wanted.get(tensor.name, {})
+        if tensor.data is None:  # written to a client region
+            entries.append(entry)
+            continue
+        binary = params.get("binary_data", binary_default)
+        if binary:
+            nbytes = tensor.data.nbytes if isinstance(tensor.data, memoryview) else len(tensor.data)
+            entry["parameters"] = {"binary_data_size": nbytes}
+            if nbytes:
+                binary_parts.append(tensor.data)
+        else:
+            entry["data"] = _json_values(tensor)
+        entries.append(entry)
+    head: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
+    if response.id:
+        head["id"] = response.id
+    if response.parameters:
+        head["parameters"] = response.parameters
+    head["outputs"] = entries
+    header = orjson.dumps(head)
+    if binary_parts or any("parameters" in e for e in entries):
+        return [header, *binary_parts], len(header)
+    return [header], None
+
+
+def byte_size(datatype: str, shape: tuple[int, ...]) -> int | None:
+    if datatype == "BYTES":
+        return None
+    count = 1
+    for d in shape:
+        count *= d
+    return count * ITEMSIZE[datatype]
+
+
+__all__ = ["parse_infer_request", "encode_infer_response", "Status", "unsupported"]

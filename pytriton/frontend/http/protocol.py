@@ -1,0 +1,217 @@
+"""A small HTTP/1.1 server on asyncio + httptools (the parser uvicorn uses), without a framework.
+
+Keep-alive, pipelining (responses leave in request order), chunked request bodies (decoded by the
+parser), a body-size limit, and Content-Length responses. One handler coroutine answers every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+from http import HTTPStatus
+from typing import Any, Awaitable, Callable
+
+import httptools
+
+logger = logging.getLogger("pytriton.frontend")
+
+MAX_PIPELINED = 32
+
+
+class HttpRequest:
+    __slots__ = ("method", "path", "query", "headers", "body")
+
+    def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes):
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers  # lower-case names
+        self.body = body
+
+
+class HttpResponse:
+    """Status, headers and body parts (any buffers); `on_sent` runs once the parts have been handed over."""
+
+    __slots__ = ("status", "headers", "parts", "on_sent", "close")
+
+    def __init__(
+        self,
+        status: int = 200,
+        parts: list[Any] | None = None,
+        headers: list[tuple[str, str]] | None = None,
+        on_sent: Callable[[], None] | None = None,
+    ):
+        self.status = status
+        self.parts = parts or []
+        self.headers = headers or []
+        self.on_sent = on_sent
+        self.close = False
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+ErrorResponder = Callable[[int, str], HttpResponse]
+
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+def _plain_error(status: int, message: str) -> HttpResponse:
+    return HttpResponse(status, [json.dumps({"error": message}).encode()], [("Content-Type", "application/json")])
+
+
+class HttpProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, handler: Handler, max_body_bytes: int, on_error: ErrorResponder = _plain_error):
+        self.handler = handler
+        self.max_body_bytes = max_body_bytes
+        self.on_error = on_error
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.queue: collections.deque[tuple[HttpRequest | HttpResponse, bool]] = collections.deque()
+        self.task: asyncio.Task | None = None
+        self.paused = False
+        self.connections: set[HttpProtocol] | None = None  # the server's registry of open connections
+        self._reset()
+
+    def _reset(self) -> None:
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._size = 0
+        self._too_large = False
+
+    # ---- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if self.connections is not None:
+            self.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.connections is not None:
+            self.connections.discard(self)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        for item, _ in self.queue:
+            if isinstance(item, HttpResponse) and item.on_sent:
+                item.on_sent()
+        self.queue.clear()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._enqueue(self.on_error(400, "protocol upgrade is not supported"), keep_alive=False)
+        except httptools.HttpParserError as exc:
+            self._enqueue(self.on_error(400, f"malformed HTTP request: {exc}"), keep_alive=False)
+            if self.transport is not None:
+                self.transport.pause_reading()
+
+    # ---- httptools callbacks -----------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._reset()
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        previous = self._headers.get(key)
+        self._headers[key] = text if previous is None else f"{previous}, {text}"
+
+    def on_headers_complete(self) -> None:
+        length = self._headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            self._too_large = True
+
+    def on_body(self, body: bytes) -> None:
+        if self._too_large:
+            return
+        self._size += len(body)
+        if self._size > self.max_body_bytes:
+            self._too_large = True
+            self._body.clear()
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        keep_alive = self.parser.should_keep_alive()
+        if self._too_large:
+            size = self._headers.get("content-length", str(self._size))
+            self._enqueue(
+                self.on_error(
+                    413,
+                    f"request size of {size} bytes exceeds the maximum allowed input size of "
+                    f"{self.max_body_bytes} bytes",
+                ),
+                keep_alive=False,
+            )
+            return
+        url = httptools.parse_url(self._url)
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        request = HttpRequest(
+            self.parser.get_method().decode("ascii"),
+            url.path.decode("utf-8", "replace"),
+            url.query.decode("utf-8", "replace") if url.query else "",
+            self._headers,
+            body,
+        )
+        self._enqueue(request, keep_alive)
+
+    # ---- request pipeline --------------------------------------------------------------------
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool) -> None:
+        self.queue.append((item, keep_alive))
+        if len(self.queue) > MAX_PIPELINED and self.transport is not None and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        if self.task is None:
+            self.task = self.loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while self.queue and self.transport is not None:
+                item, keep_alive = self.queue.popleft()
+                if isinstance(item, HttpResponse):
+                    response = item
+                else:
+                    try:
+                        response = await self.handler(item)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the connection
+                        logger.exception("HTTP handler failed for %s %s", item.method, item.path)
+                        response = self.on_error(500, f"internal error: {exc}")
+                self._write(response, keep_alive and not response.close)
+                if not keep_alive or response.close:
+                    if self.transport is not None:
+                        self.transport.close()
+                    return
+                if self.paused and len(self.queue) <= MAX_PIPELINED // 2 and self.transport is not None:
+                    self.paused = False
+                    self.transport.resume_reading()
+        finally:
+            self.task = None
+
+    def _write(self, response: HttpResponse, keep_alive: bool) -> None:
+        transport = self.transport
+        try:
+            if transport is None:
+                return
+            length = 0
+            for part in response.parts:
+                length += part.nbytes if isinstance(part, memoryview) else len(part)
+            reason = _REASONS.get(response.status, "")
+            lines = [f"HTTP/1.1 {response.status} {reason}\r\nContent-Length: {length}\r\n"]
+            for name, value in response.headers:
+                lines.append(f"{name}: {value}\r\n")
+            if not keep_alive:
+                lines.append("Connection: close\r\n")
+            lines.append("\r\n")
+            transport.writelines([("".join(lines)).encode("latin-1"), *response.parts])
+        finally:
+            if response.on_sent is not None:
+                response.on_sent()

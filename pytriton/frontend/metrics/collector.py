@@ -1,0 +1,144 @@
+"""A prometheus-client collector over the core: counters are the statistics themselves, so the two agree."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from prometheus_client import CollectorRegistry, Metric, generate_latest
+
+from pytriton.core.server_core import ServerCore
+
+# (metric name, help, statistic, divisor) — durations are exported in microseconds as Triton does.
+_COUNTERS = (
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", "success.count", 1),
+    ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "fail.count", 1),
+    ("nv_inference_count", "Number of inferences performed (does not include cached requests)", "inference_count", 1),
+    ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)",
+     "execution_count", 1),
+    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached "
+     "requests)", "success.ns", 1000),
+    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached "
+     "requests)", "queue.ns", 1000),
+    ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include "
+     "cached requests)", "compute_input.ns", 1000),
+    ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not "
+     "include cached requests)", "compute_infer.ns", 1000),
+    ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does "
+     "not include cached requests)", "compute_output.ns", 1000),
+)
+
+
+def _stat(stats, key: str) -> int:
+    if "." in key:
+        name, field = key.split(".")
+        count, ns = stats.durations[name]
+        return count if field == "count" else ns
+    return getattr(stats, key)
+
+
+class _CpuSampler:
+    """CPU utilisation of the machine between two scrapes, from /proc/stat."""
+
+    def __init__(self) -> None:
+        self._last = self._read()
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields), idle
+
+    def utilization(self) -> float:
+        now = self._read()
+        last, self._last = self._last, now
+        if now is None or last is None or now[0] == last[0]:
+            return 0.0
+        total, idle = now[0] - last[0], now[1] - last[1]
+        return max(0.0, min(1.0, 1.0 - idle / total))
+
+
+def _memory() -> tuple[int, int]:
+    info = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                info[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    total = info.get("MemTotal", 0)
+    return total, total - info.get("MemAvailable", 0)
+
+
+class TritonMetricsCollector:
+    """Yields Triton's nv_* metrics per model plus pytriton's worker health, when scraped."""
+
+    def __init__(self, core: ServerCore):
+        self.core = core
+        self.cpu = _CpuSampler()
+
+    def collect(self) -> Iterator[Metric]:
+        models = list(self.core.registry)
+        for name, doc, key, divisor in _COUNTERS:
+            metric = Metric(name, doc, "counter")
+            for model in models:
+                value = _stat(model.stats, key)
+                metric.add_sample(name, {"model": model.name, "version": str(model.version)},
+                                  value / divisor if divisor != 1 else value)
+            yield metric
+        pending = Metric("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting "
+                         "execution per-model.", "gauge")
+        for model in models:
+            pending.add_sample("nv_inference_pending_request_count",
+                               {"model": model.name, "version": str(model.version)}, model.dispatcher.queue_size)
+        yield pending
+
+        up = Metric("pytriton_model_instance_up", "1 if the worker process of the model instance is serving", "gauge")
+        restarts = Metric("pytriton_model_instance_restarts", "Times the worker process of the model instance was "
+                          "restarted after it died", "counter")
+        for model in models:
+            for instance in model.pool.instances:
+                labels = {"model": model.name, "version": str(model.version),
+                          "instance": f"{model.name}_0_{instance.index}"}
+                alive = instance.link is not None and not instance.link.closed
+                up.add_sample("pytriton_model_instance_up", labels, 1 if alive else 0)
+                restarts.add_sample("pytriton_model_instance_restarts", labels, instance.restarts)
+        yield up
+        yield restarts
+
+        cpu = Metric("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", "gauge")
+        cpu.add_sample("nv_cpu_utilization", {}, self.cpu.utilization())
+        yield cpu
+        total, used = _memory()
+        mem_total = Metric("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", "gauge")
+        mem_total.add_sample("nv_cpu_memory_total_bytes", {}, total)
+        yield mem_total
+        mem_used = Metric("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", "gauge")
+        mem_used.add_sample("nv_cpu_memory_used_bytes", {}, used)
+        yield mem_used
+        rss = Metric("pytriton_server_resident_memory_bytes", "Resident memory of the server process and its "
+                     "workers, in bytes", "gauge")
+        pids = [os.getpid()] + [i.process.pid for m in models for i in m.pool.instances
+                                if i.process is not None and i.process.returncode is None]
+        rss.add_sample("pytriton_server_resident_memory_bytes", {}, sum(_rss(p) for p in pids))
+        yield rss
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def render_metrics(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)
+
+
+__all__ = ["TritonMetricsCollector", "render_metrics"]

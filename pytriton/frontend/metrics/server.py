@@ -1,0 +1,27 @@
+"""Serves `/metrics` (Prometheus text format) on the metrics port."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+
+from pytriton.core.server_core import ServerCore
+from pytriton.frontend.http.app import error_response
+from pytriton.frontend.http.protocol import HttpRequest, HttpResponse
+from pytriton.frontend.metrics.collector import TritonMetricsCollector, render_metrics
+
+
+class MetricsApp:
+    """GET /metrics; anything else is 404/405."""
+
+    max_input_bytes = 64 * 1024
+
+    def __init__(self, core: ServerCore):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(TritonMetricsCollector(core))
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        if request.path.rstrip("/") != "/metrics":
+            return error_response(404, "Not Found")
+        if request.method != "GET":
+            return error_response(405, "Method Not Allowed")
+        return HttpResponse(200, [render_metrics(self.registry)], [("Content-Type", CONTENT_TYPE_LATEST)])

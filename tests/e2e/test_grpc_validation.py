@@ -1,0 +1,759 @@
+"""Request validation over gRPC: Triton's status codes and exact messages, and the server keeps serving.
+
+Requests come from the real tritonclient where it can build them, and as hand-built `ModelInferRequest`s
+(sent with the generated stub) where tritonclient would refuse or compute sizes itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any, Callable
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import serve, tensor_args
+
+P = "[request id: <id_unknown>] "
+NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended "
+    "to each input shape. If you want to specify the full shape including the batch dim in your input dims "
+    "config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
+)
+TIMEOUT_S = 30
+
+BAD_CALLABLES = ["raises", "wrong_dtype", "wrong_shape", "unknown_output", "not_a_list"]
+FP32_4 = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("OUTPUT", "fp32", "4")])
+SERVERS: dict[str, tuple[str, list[str]]] = {
+    # batching model with two inputs: INPUT0/INPUT1 INT32 [-1,16]
+    "add_sub": (
+        "tests.models:add_sub",
+        ["--max-batch-size", "8"]
+        + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")])
+        + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")]),
+    ),
+    # non-batching model: IN_X FP32 [4], IN_S BYTES [2]
+    "identity": (
+        "tests.models:identity",
+        tensor_args("input", [("IN_X", "fp32", "4"), ("IN_S", "bytes", "2")])
+        + tensor_args("output", [("OUT_X", "fp32", "4"), ("OUT_S", "bytes", "2")]),
+    ),
+    "echo_parameters": (
+        "tests.models:echo_parameters",
+        tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PARAMS", "bytes", "1")]),
+    ),
+    **{name: (f"tests.models:{name}", FP32_4) for name in BAD_CALLABLES},
+}
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """Servers of this module by name, each started the first time a test asks for it (about a second each)."""
+    with contextlib.ExitStack() as stack:
+
+        class Lazy(dict):
+            def __missing__(self, name: str):
+                target, args = SERVERS[name]
+                server = self[name] = stack.enter_context(serve(target, *args))
+                return server
+
+        yield Lazy()
+
+
+class Target:
+    """A tritonclient client and a raw stub on one server, and a known-good request for it."""
+
+    def __init__(self, server):
+        self.url = server.grpc_url
+        self.client = grpcclient.InferenceServerClient(self.url)
+        self.channel = grpc.insecure_channel(self.url)
+        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+
+    def close(self) -> None:
+        self.client.close()
+        self.channel.close()
+
+
+@pytest.fixture(scope="module")
+def add_sub(servers):
+    target = Target(servers["add_sub"])
+    yield target
+    target.close()
+
+
+@pytest.fixture(scope="module")
+def identity(servers):
+    target = Target(servers["identity"])
+    yield target
+    target.close()
+
+
+def int_input(name: str, shape: list[int], datatype: str = "INT32") -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput(name, shape, datatype)
+    dtype = {"INT32": np.int32, "FP32": np.float32, "INT64": np.int64}[datatype]
+    tensor.set_data_from_numpy(np.ones(shape, dtype=dtype))
+    return tensor
+
+
+def good_inputs(batch: int = 1) -> list[grpcclient.InferInput]:
+    return [int_input("INPUT0", [batch, 16]), int_input("INPUT1", [batch, 16])]
+
+
+def check_add_sub_serves(target: Target) -> None:
+    a = np.arange(32, dtype=np.int32).reshape(2, 16)
+    b = np.full((2, 16), 3, dtype=np.int32)
+    inputs = []
+    for name, array in (("INPUT0", a), ("INPUT1", b)):
+        tensor = grpcclient.InferInput(name, [2, 16], "INT32")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    result = target.client.infer("add_sub", inputs, client_timeout=TIMEOUT_S)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+
+def check_identity_serves(target: Target) -> None:
+    x = grpcclient.InferInput("IN_X", [4], "FP32")
+    x.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    s = grpcclient.InferInput("IN_S", [2], "BYTES")
+    s.set_data_from_numpy(np.array([b"a", b""], dtype=np.object_))
+    result = target.client.infer("identity", [x, s], client_timeout=TIMEOUT_S)
+    np.testing.assert_array_equal(result.as_numpy("OUT_X"), np.arange(4, dtype=np.float32))
+    assert result.as_numpy("OUT_S").tolist() == [b"a", b""]
+
+
+def expect_error(call: Callable[[], Any], status: str, message: str | re.Pattern) -> str:
+    """`call` fails with gRPC status `status` and exactly `message` (or a full match of the pattern)."""
+    with pytest.raises((InferenceServerException, grpc.RpcError)) as info:
+        call()
+    error = info.value
+    if isinstance(error, InferenceServerException):
+        got_status, got_message = error.status(), error.message()
+    else:
+        got_status, got_message = str(error.code()), error.details()
+    assert got_status == f"StatusCode.{status}", got_message
+    if isinstance(message, re.Pattern):
+        assert message.fullmatch(got_message), got_message
+    else:
+        assert got_message == message
+    return got_message
+
+
+def raw_request(model: str, tensors: list[tuple[str, str, list[int], bytes | None]], **fields) -> Any:
+    """ModelInferRequest with the given inputs; raw bytes go to raw_input_contents in order (None: none)."""
+    request = service_pb2.ModelInferRequest(model_name=model, **fields)
+    for name, datatype, shape, raw in tensors:
+        request.inputs.add(name=name, datatype=datatype, shape=shape)
+        if raw is not None:
+            request.raw_input_contents.append(raw)
+    return request
+
+
+def add_sub_request(model: str = "add_sub", **fields) -> Any:
+    ones = np.ones((1, 16), dtype=np.int32).tobytes()
+    return raw_request(model, [("INPUT0", "INT32", [1, 16], ones), ("INPUT1", "INT32", [1, 16], ones)], **fields)
+
+
+def raw_infer(target: Target, request: Any) -> Any:
+    return target.stub.ModelInfer(request, timeout=TIMEOUT_S)
+
+
+# ---- model lookup ---------------------------------------------------------------------------------------------
+
+def test_unknown_model(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("foo", good_inputs()), "NOT_FOUND", "Request for unknown model: 'foo' is not found"
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_unknown_version(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", good_inputs(), model_version="2"),
+        "NOT_FOUND",
+        "Request for unknown model: 'add_sub' version 2 is not found",
+    )
+    assert add_sub.client.infer("add_sub", good_inputs(), model_version="1").get_response().model_version == "1"
+
+
+def test_unknown_model_metadata_calls(add_sub):
+    message = "Request for unknown model: 'foo' is not found"
+    expect_error(lambda: add_sub.client.is_model_ready("foo"), "NOT_FOUND", message)
+    expect_error(lambda: add_sub.client.get_model_metadata("foo"), "NOT_FOUND", message)
+    expect_error(lambda: add_sub.client.get_model_config("foo"), "NOT_FOUND", message)
+    expect_error(
+        lambda: add_sub.client.is_model_ready("add_sub", "3"),
+        "NOT_FOUND",
+        "Request for unknown model: 'add_sub' version 3 is not found",
+    )
+    assert add_sub.client.is_model_ready("add_sub")
+
+
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        ("abc", "failed to get model version from specified version string 'abc' (details: stol), "
+                "version should be an integral value > 0"),
+        ("-1", "invalid model version specified '-1' , version should be an integral value > 0"),
+    ],
+)
+def test_bad_version_string(add_sub, version, message):
+    """Triton parses the version with std::stol (what() is 'stol'); a negative number has its own message."""
+    expect_error(lambda: add_sub.client.infer("add_sub", good_inputs(), model_version=version), "INVALID_ARGUMENT",
+                 message)
+    expect_error(lambda: add_sub.client.is_model_ready("add_sub", version), "INVALID_ARGUMENT", message)
+    check_add_sub_serves(add_sub)
+
+
+def test_unknown_model_is_checked_before_the_data(add_sub):
+    """Triton looks the model up before it reads any tensor data."""
+    request = raw_request("foo", [("INPUT0", "INT32", [1, 16], None)])
+    expect_error(lambda: raw_infer(add_sub, request), "NOT_FOUND", "Request for unknown model: 'foo' is not found")
+    check_add_sub_serves(add_sub)
+
+
+# ---- inputs ---------------------------------------------------------------------------------------------------
+
+def test_missing_input(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [1, 16])]),
+        "INVALID_ARGUMENT",
+        P + "expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required "
+        "input(s) ['INPUT1']. Please provide all required input(s).",
+    )
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [], request_id="my-id"),
+        "INVALID_ARGUMENT",
+        "[request id: my-id] expected 2 inputs but got 0 inputs for model 'add_sub'. Got input(s) [], but missing "
+        "required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_too_many_inputs(add_sub):
+    inputs = good_inputs() + [int_input("EXTRA", [1, 16])]
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", inputs),
+        "INVALID_ARGUMENT",
+        re.compile(
+            re.escape(P + "expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) [")
+            + r"('(INPUT0|INPUT1|EXTRA)',?){3}"
+            + re.escape("], but missing required input(s) ]. Please provide all required input(s).")
+        ),
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_unexpected_input(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [1, 16]), int_input("INPUTX", [1, 16])]),
+        "INVALID_ARGUMENT",
+        "unexpected inference input 'INPUTX' for model 'add_sub'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_wrong_datatype(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [1, 16], "FP32"), int_input("INPUT1", [1, 16])]),
+        "INVALID_ARGUMENT",
+        P + "inference input 'INPUT0' data-type is 'FP32', but model 'add_sub' expects 'INT32'",
+    )
+    request = add_sub_request()
+    request.inputs[1].datatype = "NOPE"
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        P + "inference input 'INPUT1' data-type is '<invalid>', but model 'add_sub' expects 'INT32'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+@pytest.mark.parametrize("shape", [[1, 15], [4], [2, 16, 1]])
+def test_wrong_shape_batching(add_sub, shape):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", shape), int_input("INPUT1", [shape[0], 16])]),
+        "INVALID_ARGUMENT",
+        P + f"unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], "
+        f"got [{','.join(map(str, shape))}]. " + NOTE,
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_no_shape_for_batching_model(add_sub):
+    request = add_sub_request()
+    request.inputs[0].ClearField("shape")
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        P + "input 'INPUT0' has no shape but model requires batch dimension for 'add_sub'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+@pytest.mark.parametrize("shape", [[5], [1, 4], []])
+def test_wrong_shape_non_batching(identity, shape):
+    x = grpcclient.InferInput("IN_X", shape, "FP32")
+    x.set_data_from_numpy(np.zeros(shape, dtype=np.float32))
+    s = grpcclient.InferInput("IN_S", [2], "BYTES")
+    s.set_data_from_numpy(np.array([b"a", b"b"], dtype=np.object_))
+    expect_error(
+        lambda: identity.client.infer("identity", [x, s]),
+        "INVALID_ARGUMENT",
+        P + f"unexpected shape for input 'IN_X' for model 'identity'. Expected [4], got [{','.join(map(str, shape))}]. ",
+    )
+    check_identity_serves(identity)
+
+
+@pytest.mark.parametrize("batch", [9, 100])
+def test_batch_size_too_large(add_sub, batch):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", good_inputs(batch)),
+        "INVALID_ARGUMENT",
+        P + "inference request batch-size must be <= 8 for 'add_sub'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_batch_size_mismatch(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [2, 16]), int_input("INPUT1", [3, 16])]),
+        "INVALID_ARGUMENT",
+        re.compile(re.escape(P) + r"input 'INPUT[01]' batch size does not match other inputs for 'add_sub'"),
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_duplicate_input(add_sub):
+    inputs = [int_input("INPUT0", [1, 16]), int_input("INPUT0", [1, 16]), int_input("INPUT1", [1, 16])]
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", inputs),
+        "INVALID_ARGUMENT",
+        P + "input 'INPUT0' already exists in request",
+    )
+    check_add_sub_serves(add_sub)
+
+
+# ---- tensor data ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [60, 68, 0])
+def test_raw_byte_size_mismatch(add_sub, size):
+    request = add_sub_request()
+    request.raw_input_contents[0] = b"\0" * size
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        P + f"input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 64, got {size}",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_byte_size_mismatch_carries_request_id(add_sub):
+    request = add_sub_request(id="req-7")
+    request.raw_input_contents[1] = b"\0" * 128
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        "[request id: req-7] input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 64, got 128",
+    )
+
+
+def test_missing_raw_contents(add_sub):
+    request = add_sub_request()
+    del request.raw_input_contents[1]
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        "unable to find data for input tensor 'INPUT1' for model 'add_sub' in request.",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_surplus_raw_contents_are_ignored(add_sub):
+    request = add_sub_request()
+    request.raw_input_contents.append(b"extra")
+    response = raw_infer(add_sub, request)
+    assert [o.name for o in response.outputs] == ["OUTPUT0", "OUTPUT1"]
+
+
+def test_typed_contents_with_raw_contents(add_sub):
+    request = add_sub_request()
+    del request.raw_input_contents[0]
+    request.inputs[0].contents.int_contents.extend([1] * 16)
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'add_sub'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def typed_add_sub_request() -> Any:
+    request = raw_request("add_sub", [("INPUT0", "INT32", [1, 16], None), ("INPUT1", "INT32", [1, 16], None)])
+    for tensor in request.inputs:
+        tensor.contents.int_contents.extend(range(16))
+    return request
+
+
+def test_typed_contents_are_accepted(add_sub):
+    response = raw_infer(add_sub, typed_add_sub_request())
+    result = grpcclient.InferResult(response)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * np.arange(16, dtype=np.int32).reshape(1, 16))
+
+
+@pytest.mark.parametrize(
+    "field, values, shown",
+    [
+        ("fp32_contents", [1.0] * 16, "FP32"),
+        ("int64_contents", [1] * 16, "INT64"),
+        ("uint_contents", [1] * 16, "UINT32"),
+        ("bool_contents", [True] * 16, "BOOL"),
+        ("bytes_contents", [b"a"] * 16, "BYTES"),
+    ],
+)
+def test_typed_contents_of_wrong_type(add_sub, field, values, shown):
+    request = typed_add_sub_request()
+    request.inputs[0].contents.ClearField("int_contents")
+    getattr(request.inputs[0].contents, field).extend(values)
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        f"unexpected explicit tensor data for input tensor 'INPUT0' for model 'add_sub' of type '{shown}', "
+        "expected datatype 'INT32'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_typed_contents_in_two_fields(add_sub):
+    request = typed_add_sub_request()
+    request.inputs[1].contents.fp32_contents.extend([1.0] * 16)
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        "unexpected explicit tensor data for input tensor 'INPUT1' for model 'add_sub', binary data was already "
+        "supplied.",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_typed_contents_wrong_count(add_sub):
+    request = typed_add_sub_request()
+    request.inputs[1].contents.int_contents.append(99)
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        P + "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 64, got 68",
+    )
+
+
+def bytes_request(elements: list[bytes], tail: bytes = b"") -> Any:
+    raw = b"".join(len(e).to_bytes(4, "little") + e for e in elements) + tail
+    return raw_request(
+        "identity",
+        [("IN_X", "FP32", [4], np.zeros(4, dtype=np.float32).tobytes()), ("IN_S", "BYTES", [2], raw)],
+    )
+
+
+@pytest.mark.parametrize(
+    "elements, tail, message",
+    [
+        ([b"a", b"b", b"c"], b"",
+         "unexpected number of string elements 3 for inference input 'IN_S' for model 'identity', expecting 2"),
+        ([b"a"], b"", "expected 2 string elements for inference input 'IN_S' for model 'identity', got 1"),
+        ([], b"", "expected 2 string elements for inference input 'IN_S' for model 'identity', got 0"),
+        ([b"a"], b"\x01\x00",
+         "incomplete string length indicator for inference input 'IN_S' for model 'identity', expecting 4 bytes but "
+         "only 2 bytes available. Please make sure the string length indicator is in one buffer."),
+    ],
+)
+def test_bytes_element_count(identity, elements, tail, message):
+    expect_error(lambda: raw_infer(identity, bytes_request(elements, tail)), "INVALID_ARGUMENT", P + message)
+    check_identity_serves(identity)
+
+
+def test_bytes_element_longer_than_the_buffer_is_not_an_error(identity):
+    """Triton only counts elements: a last element that claims more bytes than remain just ends the tensor."""
+    request = bytes_request([b"a"], tail=(100).to_bytes(4, "little") + b"xyz")
+    response = raw_infer(identity, request)
+    assert [o.name for o in response.outputs] == ["OUT_X", "OUT_S"]
+
+
+# ---- requested outputs ----------------------------------------------------------------------------------------
+
+def test_duplicate_requested_output(add_sub):
+    outputs = [grpcclient.InferRequestedOutput("OUTPUT0"), grpcclient.InferRequestedOutput("OUTPUT0")]
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", good_inputs(), outputs=outputs),
+        "INVALID_ARGUMENT",
+        P + "output 'OUTPUT0' already exists in request",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_unknown_requested_output(add_sub):
+    outputs = [grpcclient.InferRequestedOutput("OUTPUT0"), grpcclient.InferRequestedOutput("OUTPUTX")]
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", good_inputs(), outputs=outputs),
+        "INVALID_ARGUMENT",
+        "unexpected inference output 'OUTPUTX' for model 'add_sub'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_unknown_requested_output_is_checked_before_inputs(add_sub):
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", [], outputs=[grpcclient.InferRequestedOutput("OUTPUTX")]),
+        "INVALID_ARGUMENT",
+        "unexpected inference output 'OUTPUTX' for model 'add_sub'",
+    )
+
+
+# ---- request parameters ---------------------------------------------------------------------------------------
+
+def param_request(key: str, kind: str, value: Any) -> Any:
+    request = add_sub_request()
+    param = request.parameters[key]
+    if kind == "unset":
+        param.SetInParent()
+    else:
+        setattr(param, kind, value)
+    return request
+
+
+RESERVED = (
+    "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with "
+    "'triton_' are allowed: triton_enable_empty_final_response"
+)
+
+
+@pytest.mark.parametrize(
+    "key, kind, value, message",
+    [
+        ("triton_foo", "bool_param", True, RESERVED),
+        ("triton_", "string_param", "x", RESERVED),
+        ("triton_enable_empty_final_response", "string_param", "yes",
+         "invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param."),
+        ("custom", "uint64_param", 5,
+         "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."),
+        ("custom", "unset", None,
+         "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."),
+        ("sequence_id", "bool_param", True,
+         "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."),
+        ("sequence_start", "int64_param", 1, "invalid value type for 'sequence_start' parameter, expected bool_param."),
+        ("sequence_end", "string_param", "x", "invalid value type for 'sequence_end' parameter, expected bool_param."),
+        ("priority", "int64_param", -1, "invalid value for 'priority', expected value >= 0."),
+        ("priority", "double_param", 1.0,
+         "invalid value type for 'priority' parameter, expected int64_param or uint64_param."),
+        ("timeout", "uint64_param", 10, "invalid value type for 'timeout' parameter, expected int64_param."),
+    ],
+)
+def test_bad_request_parameter(add_sub, key, kind, value, message):
+    expect_error(lambda: raw_infer(add_sub, param_request(key, kind, value)), "INVALID_ARGUMENT", message)
+    check_add_sub_serves(add_sub)
+
+
+def test_reserved_parameter_allowed_key(add_sub):
+    response = raw_infer(add_sub, param_request("triton_enable_empty_final_response", "bool_param", True))
+    assert [o.name for o in response.outputs] == ["OUTPUT0", "OUTPUT1"]
+
+
+def test_parameters_are_checked_before_the_data(add_sub):
+    """Triton reads the request parameters before any tensor data."""
+    request = param_request("custom", "uint64_param", 5)
+    del request.raw_input_contents[:]
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param.",
+    )
+
+
+# ---- shared-memory references ---------------------------------------------------------------------------------
+
+def shm_request(params: dict[str, tuple[str, Any]], output: bool = False) -> Any:
+    request = add_sub_request()
+    if output:
+        tensor = request.outputs.add(name="OUTPUT0")
+    else:
+        tensor = request.inputs[0]
+        del request.raw_input_contents[0]
+    for key, (kind, value) in params.items():
+        setattr(tensor.parameters[key], kind, value)
+    return request
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["input", "output"])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"shared_memory_offset": ("int64_param", 0)},
+         "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter for tensor '{}'"),
+        ({"shared_memory_byte_size": ("int64_param", 64)},
+         "'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter for tensor '{}'"),
+        ({"shared_memory_region": ("string_param", "r")},
+         "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '{}'"),
+        ({"shared_memory_region": ("string_param", "r"), "shared_memory_offset": ("int64_param", 0)},
+         "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '{}'"),
+        ({"shared_memory_region": ("int64_param", 1), "shared_memory_byte_size": ("int64_param", 64)},
+         "invalid value type for 'shared_memory_region' parameter for tensor '{}', expected string_param."),
+        ({"shared_memory_region": ("string_param", "r"), "shared_memory_byte_size": ("uint64_param", 64)},
+         "invalid value type for 'shared_memory_byte_size' parameter for tensor '{}', expected int64_param."),
+        ({"shared_memory_region": ("string_param", "r"), "shared_memory_byte_size": ("int64_param", 64),
+          "shared_memory_offset": ("string_param", "0")},
+         "invalid value type for 'shared_memory_offset' parameter for tensor '{}', expected int64_param."),
+        # Triton checks the offset's type before it looks for the byte size.
+        ({"shared_memory_region": ("string_param", "r"), "shared_memory_offset": ("bool_param", True)},
+         "invalid value type for 'shared_memory_offset' parameter for tensor '{}', expected int64_param."),
+    ],
+)
+def test_shared_memory_parameter_errors(add_sub, params, message, output):
+    name = "OUTPUT0" if output else "INPUT0"
+    expect_error(lambda: raw_infer(add_sub, shm_request(params, output)), "INVALID_ARGUMENT", message.format(name))
+    check_add_sub_serves(add_sub)
+
+
+def test_unregistered_region(add_sub):
+    inputs = good_inputs()
+    inputs[0].set_shared_memory("r", 64)
+    expect_error(lambda: add_sub.client.infer("add_sub", inputs), "NOT_FOUND", "Unable to find shared memory region: 'r'")
+    output = grpcclient.InferRequestedOutput("OUTPUT0")
+    output.set_shared_memory("out-region", 64, offset=16)
+    expect_error(
+        lambda: add_sub.client.infer("add_sub", good_inputs(), outputs=[output]),
+        "NOT_FOUND",
+        "Unable to find shared memory region: 'out-region'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+def test_shared_memory_input_with_contents(add_sub):
+    request = typed_add_sub_request()
+    tensor = request.inputs[0]
+    tensor.parameters["shared_memory_region"].string_param = "r"
+    tensor.parameters["shared_memory_byte_size"].int64_param = 64
+    expect_error(
+        lambda: raw_infer(add_sub, request),
+        "INVALID_ARGUMENT",
+        "unexpected 'content' provided when using shared memory for input tensor 'INPUT0' for model 'add_sub'",
+    )
+    check_add_sub_serves(add_sub)
+
+
+# ---- errors on the stream -------------------------------------------------------------------------------------
+
+def test_errors_on_the_stream_keep_it_open(add_sub):
+    """A failing request answers in-band (error_message) and the stream goes on serving."""
+    bad = add_sub_request()
+    del bad.raw_input_contents[1]
+    good = add_sub_request(id="good")
+    unknown = add_sub_request("foo")
+    responses = list(add_sub.stub.ModelStreamInfer(iter([bad, unknown, good]), timeout=TIMEOUT_S))
+    assert len(responses) == 3
+    errors = sorted(r.error_message for r in responses if r.error_message)
+    assert errors == [
+        "Request for unknown model: 'foo' is not found",
+        "unable to find data for input tensor 'INPUT1' for model 'add_sub' in request.",
+    ]
+    [ok] = [r.infer_response for r in responses if not r.error_message]
+    assert ok.id == "good"
+    assert ok.parameters["triton_final_response"].bool_param is True
+
+
+def test_errors_on_the_stream_reach_the_tritonclient_callback(add_sub):
+    import queue
+
+    done: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(add_sub.url)
+    client.start_stream(callback=lambda result, error: done.put((result, error)))
+    try:
+        client.async_stream_infer("add_sub", good_inputs(10))
+        result, error = done.get(timeout=TIMEOUT_S)
+        assert result is None
+        assert error.message() == P + "inference request batch-size must be <= 8 for 'add_sub'"
+        client.async_stream_infer("add_sub", good_inputs(2))
+        result, error = done.get(timeout=TIMEOUT_S)
+        assert error is None
+        assert result.as_numpy("OUTPUT0").shape == (2, 16)
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+# ---- callables that fail --------------------------------------------------------------------------------------
+
+def fp32_input() -> list[grpcclient.InferInput]:
+    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+    tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+    return [tensor]
+
+
+FAILURE_PATTERNS = {
+    "raises": r"ValueError: the callable failed on purpose.*",
+    "wrong_dtype": r".*'OUTPUT'.*(FP64|float64).*",
+    "wrong_shape": r".*'OUTPUT'.*shape.*",
+    "unknown_output": r".*'NOPE'.*",
+    "not_a_list": r".*list.*",
+}
+
+
+@pytest.mark.parametrize("name", BAD_CALLABLES)
+def test_failing_callable(servers, name):
+    url = servers[name].grpc_url
+    pattern = re.compile(
+        re.escape(f"Failed to process the request(s) for model '") + r"[^']*" + re.escape("', message: ")
+        + FAILURE_PATTERNS[name],
+        re.DOTALL,
+    )
+    with grpcclient.InferenceServerClient(url) as client:
+        for _ in range(2):  # the worker survives and fails the same way again
+            message = expect_error(lambda: client.infer(name, fp32_input()), "INTERNAL", pattern)
+            assert name in message
+        if name == "raises":
+            assert "the callable failed on purpose" in message
+        assert client.is_server_live()
+        assert client.is_model_ready(name)
+        stats = client.get_inference_statistics(name, as_json=True)["model_stats"][0]
+        assert int(stats["inference_stats"]["fail"]["count"]) >= 2
+        assert int(stats["inference_stats"].get("success", {}).get("count", 0)) == 0
+
+
+# ---- parameters reach the callable ----------------------------------------------------------------------------
+
+def test_parameters_reach_the_callable(servers):
+    with grpcclient.InferenceServerClient(servers["echo_parameters"].grpc_url) as client:
+        result = client.infer(
+            "echo_parameters",
+            fp32_input(),
+            parameters={"s": "text", "i": -7, "big": 2**62, "b": True, "f": False, "d": 2.5, "empty": ""},
+        )
+        [text] = result.as_numpy("PARAMS").tolist()
+        assert text.decode() == "b=True;big=4611686018427387904;d=2.5;empty='';f=False;i=-7;s='text'"
+        result = client.infer("echo_parameters", fp32_input())
+        assert result.as_numpy("PARAMS").tolist() == [b""]
+
+
+def test_parameters_reach_the_callable_over_the_stream(servers):
+    request = raw_request("echo_parameters", [("INPUT", "FP32", [4], np.zeros(4, dtype=np.float32).tobytes())])
+    request.parameters["n"].int64_param = 3
+    request.parameters["u"].string_param = "ünï"
+    with grpc.insecure_channel(servers["echo_parameters"].grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        [response] = list(stub.ModelStreamInfer(iter([request]), timeout=TIMEOUT_S))
+    assert response.error_message == ""
+    result = grpcclient.InferResult(response.infer_response)
+    assert result.as_numpy("PARAMS").tolist() == ["n=3;u='ünï'".encode()]
+
+
+# ---- still serving --------------------------------------------------------------------------------------------
+
+def test_still_serving_after_all_errors(add_sub, identity):
+    check_add_sub_serves(add_sub)
+    check_identity_serves(identity)
+    assert add_sub.client.is_server_ready()
+    stats = add_sub.client.get_inference_statistics("add_sub", as_json=True)["model_stats"][0]
+    assert int(stats["inference_stats"]["success"]["count"]) >= 1
