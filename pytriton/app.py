@@ -16,6 +16,7 @@ import shutil
 import signal
 import tempfile
 
+from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend
@@ -53,9 +54,21 @@ class ServerConfig:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     trace_file: str = ""
+    allow_client_shm: bool = True
+    shm_local_only: bool = True
+    http_restricted_api: list[str] = dataclasses.field(default_factory=list)
+    grpc_restricted_protocol: list[str] = dataclasses.field(default_factory=list)
     log_level: str = "INFO"
     exit_timeout_s: float = 30.0
     inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
+
+
+def gpu_available() -> bool:
+    """A GPU device node exists and cupy (extra "gpu") is installed: CUDA shared memory can work."""
+    import glob
+    import importlib.util
+
+    return bool(glob.glob("/dev/nvidia[0-9]*")) and importlib.util.find_spec("cupy") is not None
 
 
 class Server:
@@ -89,7 +102,14 @@ class Server:
         sweep_dead_segments()
         self.run_dir = tempfile.mkdtemp(prefix=f"pytriton-{self.tag}-")
         try:
-            self.core = ServerCore(self.run_dir, self.tag, self.config.inline_max_bytes, self.config.log_level)
+            self.core = ServerCore(
+                self.run_dir,
+                self.tag,
+                self.config.inline_max_bytes,
+                self.config.log_level,
+                allow_client_shm=self.config.allow_client_shm,
+                gpu_available=gpu_available(),
+            )
             await self.core.start()
             for spec in self.config.models:
                 await self.core.add_model(spec.config, spec.callable_target)
@@ -102,6 +122,9 @@ class Server:
                     self.log_settings,
                     self.trace_settings,
                     header_forward_pattern=config.grpc_header_forward_pattern,
+                    access=AccessPolicy.from_specs(
+                        config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX
+                    ),
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -112,6 +135,7 @@ class Server:
                     self.trace_settings,
                     header_forward_pattern=config.http_header_forward_pattern,
                     max_input_bytes=config.http_max_input_bytes,
+                    access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
                 )
                 self.http = HttpFrontend(app, config.http_address, config.http_port, "HTTPService")
                 await self.http.start()

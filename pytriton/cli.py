@@ -11,6 +11,7 @@ import click
 
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.callable_backend import load_callable
+from pytriton.core.access import AccessPolicy
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -73,6 +74,16 @@ def main() -> None:
 @click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
 @click.option("--http-header-forward-pattern", help="Regex; matching HTTP headers are passed to the callable as parameters.")
 @click.option("--grpc-header-forward-pattern", help="Regex; matching gRPC metadata is passed to the callable as parameters.")
+@click.option("--allow-client-shm/--no-allow-client-shm", default=True, show_default=True,
+              help="Let clients register system/CUDA shared-memory regions.")
+@click.option("--shm-local-only/--shm-allow-remote", default=True, show_default=True,
+              help="Serve shared-memory endpoints (and requests that use regions) only to clients on this host, "
+                   "unless 'shared-memory' is restricted with an access token.")
+@click.option("--http-restricted-api", multiple=True, metavar="GROUPS:KEY=VALUE",
+              help="Require header KEY=VALUE for these endpoint groups over HTTP, e.g. "
+                   "'shared-memory,statistics:triton-access-token=SECRET'. Repeatable.")
+@click.option("--grpc-restricted-protocol", multiple=True, metavar="GROUPS:KEY=VALUE",
+              help="The same for gRPC (clients send the header 'triton-grpc-protocol-KEY'). Repeatable.")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
               help="Largest HTTP request body, in bytes.")
 @click.option("--exit-timeout", type=float, default=30.0, show_default=True, help="Seconds to drain on stop.")
@@ -102,6 +113,10 @@ def serve(
     allow_metrics: bool,
     http_header_forward_pattern: str | None,
     grpc_header_forward_pattern: str | None,
+    allow_client_shm: bool,
+    shm_local_only: bool,
+    http_restricted_api: tuple[str, ...],
+    grpc_restricted_protocol: tuple[str, ...],
     http_max_input_size: int,
     exit_timeout: float,
     log_level: str,
@@ -141,6 +156,12 @@ def serve(
                 re.compile(pattern)
             except re.error as exc:
                 raise click.BadParameter(f"invalid regular expression: {exc}", param_hint=option) from None
+    for option, specs in (("--http-restricted-api", http_restricted_api),
+                          ("--grpc-restricted-protocol", grpc_restricted_protocol)):
+        try:
+            AccessPolicy.from_specs(list(specs))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from None
     server_config = ServerConfig(
         models=[ModelSpec(config, target)],
         allow_grpc=allow_grpc,
@@ -153,6 +174,10 @@ def serve(
         http_header_forward_pattern=http_header_forward_pattern,
         http_max_input_bytes=http_max_input_size,
         allow_metrics=allow_metrics,
+        allow_client_shm=allow_client_shm,
+        shm_local_only=shm_local_only,
+        http_restricted_api=list(http_restricted_api),
+        grpc_restricted_protocol=list(grpc_restricted_protocol),
         metrics_address=metrics_address,
         metrics_port=metrics_port,
         log_level=log_level,

@@ -112,7 +112,7 @@ class CallableBackend:
                         f"inference callable of model '{model}' did not return requested output '{name}'"
                     )
                 array = response[name]
-                if not isinstance(array, np.ndarray):
+                if not isinstance(array, np.ndarray) and not hasattr(array, "__cuda_array_interface__"):
                     raise InferenceCallableError(
                         f"output '{name}' of model '{model}' must be a numpy array, got {type(array).__name__}"
                     )

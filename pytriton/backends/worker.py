@@ -101,8 +101,15 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
     except InferenceCallableError as exc:
         endpoint.send_result(message.id, None, error=str(exc))
         return
+    regions = [d.output_regions for d in decoded] if any(d.output_regions for d in decoded) else None
     del requests, decoded, raw
-    endpoint.send_result(message.id, responses, timings=(t_input - start, t_infer - t_input), output_started_ns=t_infer)
+    endpoint.send_result(
+        message.id,
+        responses,
+        regions,
+        timings=(t_input - start, t_infer - t_input),
+        output_started_ns=t_infer,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

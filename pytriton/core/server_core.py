@@ -13,12 +13,13 @@ from typing import Any
 
 from pytriton.core.classification import classify
 from pytriton.core.registry import Model, ModelRegistry
+from pytriton.core.shm_registry import CudaShmRegion, Region, SharedMemoryRegistry
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import ArenaExhaustedError
-from pytriton.proxy.messages import RequestData
+from pytriton.proxy.messages import RequestData, TensorData
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError
 from pytriton.scheduler.dispatcher import InstanceDispatcher
 from pytriton.supervisor.worker_pool import WorkerPool
@@ -33,13 +34,30 @@ SERVER_VERSION = "2.73.0"
 class ServerCore:
     """Owns the model registry, the worker transport and the in-flight request count."""
 
-    def __init__(self, run_dir: str, tag: str, inline_max: int, log_level: str = "INFO"):
+    def __init__(
+        self,
+        run_dir: str,
+        tag: str,
+        inline_max: int,
+        log_level: str = "INFO",
+        allow_client_shm: bool = True,
+        gpu_available: bool = False,
+    ):
         self.run_dir = run_dir
         self.tag = tag
         self.inline_max = inline_max
         self.log_level = log_level
         self.registry = ModelRegistry()
-        self.extensions: list[str] = ["classification", "model_configuration", "parameters", "statistics"]
+        self.extensions: list[str] = [
+            "classification",
+            "model_configuration",
+            "system_shared_memory",
+            "cuda_shared_memory",
+            "parameters",
+            "statistics",
+        ]
+        self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
+        self.shm.on_removed.append(self._region_removed)
         self.router: ProxyRouter | None = None
         self.live = False
         self.accepting = False
@@ -52,6 +70,10 @@ class ServerCore:
         self._drained.set()
         self.live = True
         self.accepting = True
+
+    def _region_removed(self, region: Region) -> None:
+        if self.router is not None:
+            self.router.broadcast_unmap([region.id])
 
     @property
     def ready(self) -> bool:
@@ -128,12 +150,19 @@ class ServerCore:
         model = self.registry.get(request.model_name, request.model_version)
         if not self.accepting:
             raise unavailable("Server not ready")
+        regions: list[Region] = []
+        inputs = request.inputs
+        output_regions: list[TensorData] = []
+        if any(t.data is None for t in inputs) or any(o.parameters for o in request.outputs):
+            inputs, output_regions, regions = self._resolve_regions(request)
         batch_size = validate_request(model.config, request)
         item = RequestData(
-            inputs=request.inputs,
+            inputs=inputs,
             requested_outputs=[o.name for o in request.outputs],
             parameters=request.parameters,
+            output_regions=output_regions,
         )
+        self.shm.acquire(regions)
         self._in_flight += 1
         self._drained.clear()  # type: ignore[union-attr]
         try:
@@ -143,10 +172,13 @@ class ServerCore:
                 raise unavailable(str(exc)) from None
             except ArenaExhaustedError as exc:
                 raise unavailable(f"cannot take the request for model '{model.name}': {exc}") from None
-            error = result.error or (result.responses[0].error if result.responses else "no response from worker")
-            if error:
+            if result.error or not result.responses:
                 result.release_buffers()
+                error = result.error or "no response from the worker"
                 raise internal(f"Failed to process the request(s) for model '{link.label}', message: {error}")
+            if result.responses[0].error:  # the model's own answer for this request (e.g. output region too small)
+                result.release_buffers()
+                raise internal(result.responses[0].error)
             response = result.responses[0]
             outputs = response.outputs
             if any("classification" in o.parameters for o in request.outputs):
@@ -184,9 +216,34 @@ class ServerCore:
             model.stats.record_failure(time.perf_counter_ns() - start)
             raise ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {exc}") from exc
         finally:
+            self.shm.release(regions)
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._drained.set()  # type: ignore[union-attr]
+
+    def _resolve_regions(self, request: InferRequest) -> tuple[list[TensorData], list[TensorData], list[Region]]:
+        """Turn region references (name, relative offset) into what a worker maps; check their bounds."""
+        regions: list[Region] = []
+        inputs = []
+        for tensor in request.inputs:
+            if tensor.data is not None:
+                inputs.append(tensor)
+                continue
+            region = self.shm.lookup(tensor.region, tensor.offset, tensor.nbytes)
+            regions.append(region)
+            inputs.append(_transport_ref(tensor.name, tensor.datatype, tensor.shape, region, tensor.offset,
+                                         tensor.nbytes))
+        outputs = []
+        for output in request.outputs:
+            name = output.parameters.get("shared_memory_region")
+            if name is None:
+                continue
+            offset = int(output.parameters.get("shared_memory_offset", 0))
+            size = int(output.parameters["shared_memory_byte_size"])
+            region = self.shm.lookup(name, offset, size)
+            regions.append(region)
+            outputs.append(_transport_ref(output.name, "", (), region, offset, size))
+        return inputs, outputs, regions
 
     @staticmethod
     def _classify(model: Model, request: InferRequest, outputs: list) -> list:
@@ -220,6 +277,16 @@ class ServerCore:
         if self.router is not None:
             self.router.close()
         self.live = False
+
+
+def _transport_ref(
+    name: str, datatype: str, shape: tuple[int, ...], region: Region, offset: int, nbytes: int
+) -> TensorData:
+    if isinstance(region, CudaShmRegion):
+        return TensorData(name, datatype, shape, None, "", region.byte_size, offset, nbytes, region.id,
+                          region.raw_handle, region.device_id)
+    return TensorData(name, datatype, shape, None, region.key, region.offset + region.byte_size,
+                      region.offset + offset, nbytes, region.id)
 
 
 __all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]

@@ -23,9 +23,30 @@ from pytriton.model_config.datatypes import (
 )
 from pytriton.proxy.arena import SegmentMap, ShmArena
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
+from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
 
 logger = logging.getLogger("pytriton.proxy")
+
+
+class OutputRegionError(Exception):
+    """An output does not fit the client region it was requested into."""
+
+
+def _too_small(name: str, have: int, need: int) -> str:
+    return (
+        f"shared memory size specified with the request for output '{name}' ({have} bytes) should be at least "
+        f"{need} bytes to hold the results"
+    )
+
+
+def _to_host(array: Any) -> np.ndarray:
+    """numpy arrays pass through; device arrays (cupy, or anything with __cuda_array_interface__) are copied."""
+    if isinstance(array, np.ndarray):
+        return array
+    if hasattr(array, "__cuda_array_interface__"):
+        return __import__("cupy").asnumpy(array)
+    return np.asarray(array)
 
 
 class DecodedRequest:
@@ -62,6 +83,7 @@ class WorkerEndpoint:
         self._socket.connect(address)
         self.arena = ShmArena(tag, "rsp")
         self.request_segments = SegmentMap(tag, server_pid, "req")
+        self.regions = ClientRegions()
         self._dedicated_in_use: list[int] = []
 
     # ---- control -----------------------------------------------------------------------------
@@ -80,6 +102,8 @@ class WorkerEndpoint:
         message = ServerToWorker.FromString(frames[0].bytes)
         for key in message.freed:
             self.arena.free_key(key)
+        if message.unmap_regions:
+            self.regions.unmap(list(message.unmap_regions))
         return message, frames[1:]
 
     # ---- requests ----------------------------------------------------------------------------
@@ -87,7 +111,7 @@ class WorkerEndpoint:
         if ref.frame:
             return frames[ref.frame - 1].buffer
         if ref.region:
-            raise NotImplementedError("client shared-memory regions are not supported by this worker yet")
+            return self.regions.system_view(ref).toreadonly()
         if ref.segment >= (1 << 20):
             self._dedicated_in_use.append(ref.segment)
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
@@ -98,8 +122,11 @@ class WorkerEndpoint:
         for item in message.requests:
             inputs: dict[str, np.ndarray] = {}
             for ref in item.inputs:
-                buffer = self._input_buffer(ref, frames)
                 shape = tuple(ref.shape)
+                if ref.cuda_handle:
+                    inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[ref.dtype], shape)
+                    continue
+                buffer = self._input_buffer(ref, frames)
                 if CODE_TO_TRITON[ref.dtype] == "BYTES":
                     array = deserialize_bytes_tensor(buffer, shape)
                 else:
@@ -107,14 +134,23 @@ class WorkerEndpoint:
                     array.flags.writeable = False
                 inputs[ref.name] = array
             parameters = params_from_proto(item.parameters) if item.parameters else {}
-            decoded.append(DecodedRequest(inputs, parameters, list(item.requested_outputs)))
+            request = DecodedRequest(inputs, parameters, list(item.requested_outputs))
+            for ref in item.output_regions:
+                request.output_regions[ref.name] = ref
+            decoded.append(request)
         return decoded
 
     # ---- responses ---------------------------------------------------------------------------
-    def _encode_output(self, ref: Any, name: str, datatype: str, array: np.ndarray, frames: list[Any]) -> None:
+    def _encode_output(
+        self, ref: Any, name: str, datatype: str, array: Any, frames: list[Any], region: Any = None
+    ) -> None:
         ref.name = name
         ref.dtype = TRITON_TO_CODE[datatype]
         ref.shape.extend(array.shape)
+        if region is not None and region.cuda_handle:
+            self._write_cuda_region(ref, region, array)
+            return
+        array = _to_host(array)
         if datatype == "BYTES":
             data: Any = serialize_bytes_tensor(array)
             nbytes = len(data)
@@ -122,6 +158,18 @@ class WorkerEndpoint:
             nbytes = array.nbytes
             data = array
         ref.nbytes = nbytes
+        if region is not None:
+            if nbytes > region.nbytes:
+                raise OutputRegionError(_too_small(name, region.nbytes, nbytes))
+            target = self.regions.system_view(region)
+            if datatype == "BYTES":
+                target[:nbytes] = data
+            elif nbytes:
+                np.copyto(np.frombuffer(target, dtype=array.dtype, count=array.size).reshape(array.shape), array)
+            ref.region = region.region
+            ref.region_id = region.region_id
+            ref.offset = region.offset
+            return
         if nbytes <= self.inline_max:
             if datatype != "BYTES":
                 data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
@@ -136,10 +184,26 @@ class WorkerEndpoint:
         ref.segment = segment_id
         ref.offset = offset
 
+    def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
+        nbytes = array.nbytes
+        if nbytes > region.nbytes:
+            raise OutputRegionError(_too_small(ref.name, region.nbytes, nbytes))
+        cupy = __import__("cupy")
+        target = cupy.ndarray(array.shape, dtype=array.dtype, memptr=self.regions.cuda_pointer(region))
+        if isinstance(array, np.ndarray):
+            target.set(np.ascontiguousarray(array))  # host to device
+        else:
+            target[...] = array  # device to device
+        ref.nbytes = nbytes
+        ref.cuda_handle = region.cuda_handle
+        ref.region_id = region.region_id
+        ref.offset = region.offset
+
     def send_result(
         self,
         call_id: int,
         responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]] | None,
+        output_regions: list[dict[str, Any]] | None = None,
         error: str = "",
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
@@ -153,20 +217,25 @@ class WorkerEndpoint:
         message.compute_input_ns, message.compute_infer_ns = timings
         frames: list[Any] = []
         try:
-            for outputs, item_error, parameters in responses or ():
+            for index, (outputs, item_error, parameters) in enumerate(responses or ()):
                 item = message.responses.add()
                 if item_error:
                     item.error = item_error
                     continue
-                for name, datatype, array in outputs:
-                    self._encode_output(item.outputs.add(), name, datatype, array, frames)
+                regions = output_regions[index] if output_regions else {}
+                try:
+                    for name, datatype, array in outputs:
+                        self._encode_output(item.outputs.add(), name, datatype, array, frames, regions.get(name))
+                except (OutputRegionError, RegionError) as exc:
+                    self._free_refs(item)
+                    del item.outputs[:]
+                    item.error = str(exc)
+                    continue
                 if parameters:
                     params_to_proto(parameters, item.parameters)
         except MemoryError as exc:
             for ref_item in message.responses:
-                for ref in ref_item.outputs:
-                    if not ref.frame and not ref.region and ref.nbytes:
-                        self.arena.free(ref.segment, ref.offset)
+                self._free_refs(ref_item)
             message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=True, error=str(exc))
             frames = []
         if output_started_ns:
@@ -174,12 +243,18 @@ class WorkerEndpoint:
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
         self._release_dedicated()
 
+    def _free_refs(self, item: Any) -> None:
+        for ref in item.outputs:
+            if not ref.frame and not ref.region and not ref.cuda_handle and ref.nbytes:
+                self.arena.free(ref.segment, ref.offset)
+
     def _release_dedicated(self) -> None:
         for segment_id in self._dedicated_in_use:
             self.request_segments.release_dedicated(segment_id)
         self._dedicated_in_use.clear()
 
     def close(self) -> None:
+        self.regions.close()
         self._socket.close()
         self.request_segments.close()
         self.arena.close()

@@ -47,7 +47,9 @@ def params_from_proto(source: Any) -> dict[str, Any]:
 class TensorData:
     """A tensor as the transport moves it: wire datatype, shape and a buffer with its bytes.
 
-    `data` is None for a tensor that lives in a client-registered region (`region`, `offset`, `nbytes`).
+    `data` is None for a tensor that lives in a client-registered region. From a front-end, `region` is the
+    region's name and `offset` is relative to it; the core turns that into the transport's form: the
+    system-shm key (or a CUDA handle), the bytes to map, and the offset within the shared-memory object.
     """
 
     name: str
@@ -58,6 +60,9 @@ class TensorData:
     region_size: int = 0
     offset: int = 0
     nbytes: int = 0
+    region_id: int = 0
+    cuda_handle: bytes = b""
+    cuda_device: int = -1
 
 
 @dataclasses.dataclass

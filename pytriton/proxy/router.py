@@ -126,6 +126,18 @@ class ProxyRouter:
         except WorkerGoneError:
             pass
 
+    def broadcast_unmap(self, region_ids: list[int]) -> None:
+        """Tell every worker to drop its mappings of these client regions (after they were unregistered)."""
+        message = ServerToWorker(kind=ServerToWorker.UNMAP)
+        message.unmap_regions.extend(region_ids)
+        data = message.SerializeToString()
+        for link in list(self._links.values()):
+            if link.pid is not None and not link.closed:
+                try:
+                    self._send(link, [data])
+                except WorkerGoneError:
+                    pass
+
     def stop_worker(self, link: WorkerLink) -> None:
         """Ask a worker to finish and exit."""
         try:
@@ -141,11 +153,15 @@ class ProxyRouter:
         ref.name = tensor.name
         ref.dtype = TRITON_TO_CODE[tensor.datatype]
         ref.shape.extend(tensor.shape)
-        if tensor.region:
+        if tensor.region or tensor.cuda_handle:
             ref.region = tensor.region
             ref.region_size = tensor.region_size
+            ref.region_id = tensor.region_id
             ref.offset = tensor.offset
             ref.nbytes = tensor.nbytes
+            if tensor.cuda_handle:
+                ref.cuda_handle = tensor.cuda_handle
+                ref.cuda_device = tensor.cuda_device
             return
         data = tensor.data
         nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
@@ -251,9 +267,10 @@ class ProxyRouter:
             outputs = []
             for ref in item.outputs:
                 datatype = CODE_TO_TRITON[ref.dtype]
-                if ref.region:
+                if ref.region or ref.cuda_handle:  # written into the client's region by the worker
                     outputs.append(
-                        TensorData(ref.name, datatype, tuple(ref.shape), None, ref.region, 0, ref.offset, ref.nbytes)
+                        TensorData(ref.name, datatype, tuple(ref.shape), None, ref.region, 0, ref.offset, ref.nbytes,
+                                   ref.region_id)
                     )
                     continue
                 if ref.frame:
@@ -307,5 +324,5 @@ def _response_slots(message: Any) -> list[int]:
         (ref.segment << 40) | ref.offset
         for item in message.responses
         for ref in item.outputs
-        if not ref.frame and not ref.region
+        if not ref.frame and not ref.region and not ref.cuda_handle
     ]

@@ -83,7 +83,8 @@ def test_requests_wait_for_a_restarting_worker():
         client = grpcclient.InferenceServerClient(server.grpc_url)
         (old_pid,) = server.worker_pids()
         os.kill(old_pid, signal.SIGKILL)
-        # Sent while the only instance is dead or restarting: waits for the new one instead of failing.
+        assert server.wait_for_log("restarting it")
+        # Sent while the only instance is restarting: waits for the new one instead of failing.
         result = pid_request(client, client_timeout=30)
         assert int(result.as_numpy("PID")[0]) != old_pid
 

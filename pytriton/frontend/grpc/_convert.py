@@ -9,7 +9,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
-from pytriton.exceptions import ServerError, Status, invalid_arg, not_found, unsupported
+from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 from pytriton.proxy.messages import TensorData
 
@@ -175,7 +175,9 @@ def to_infer_request(request: Any) -> InferRequest:
                     f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
                     f"for model '{model_name}'"
                 )
-            raise not_found(f"Unable to find shared memory region: '{shm[0]}'")
+            region, size, offset = shm
+            inputs.append(TensorData(tensor.name, tensor.datatype, tuple(tensor.shape), None, region, 0, offset, size))
+            continue
         if tensor.HasField("contents"):
             if len(raw):
                 raise invalid_arg(
@@ -195,14 +197,21 @@ def to_infer_request(request: Any) -> InferRequest:
     for output in request.outputs:
         parameters = {}
         if output.parameters:
+            parameters = {k: param_value(v) for k, v in output.parameters.items()}
             shm = _shm_reference(output, "tensor")
             if shm is not None:
-                raise not_found(f"Unable to find shared memory region: '{shm[0]}'")
-            if "classification" in output.parameters:
-                raise unsupported(
-                    f"classification of output '{output.name}' is not supported by this server yet"
+                if "classification" in parameters:
+                    raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
+                parameters.update(
+                    shared_memory_region=shm[0], shared_memory_byte_size=shm[1], shared_memory_offset=shm[2]
                 )
-            parameters = {k: param_value(v) for k, v in output.parameters.items()}
+            elif "classification" in parameters:
+                count = parameters["classification"]
+                if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+                    raise invalid_arg(
+                        f"invalid value type for 'classification' parameter for output '{output.name}', expected "
+                        "int64_param > 0."
+                    )
         outputs.append(RequestedOutput(output.name, parameters))
     return InferRequest(
         model_name=model_name,

@@ -8,6 +8,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2_grpc
 
+from pytriton.core.access import AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.servicer import InferenceServicer
@@ -29,9 +30,10 @@ class GrpcFrontend:
         log_settings: LogSettings | None = None,
         trace_settings: TraceSettings | None = None,
         header_forward_pattern: str | None = None,
+        access: AccessPolicy | None = None,
     ):
         self.core = core
-        self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern)
+        self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access)
         self.address = address
         self.requested_port = port
         self.port: int | None = None

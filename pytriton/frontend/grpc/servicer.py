@@ -11,9 +11,11 @@ import grpc
 from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc
 
+from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
-from pytriton.exceptions import ServerError, invalid_arg, unsupported
+from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
+from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.grpc._convert import grpc_code, to_infer_request, to_infer_response
 from pytriton.frontend.model_config_json import model_config_proto
 
@@ -22,6 +24,12 @@ logger = logging.getLogger("pytriton.frontend")
 
 async def _abort(context: grpc.aio.ServicerContext, error: ServerError) -> None:
     await context.abort(grpc_code(error), error.message)
+
+
+def _uses_shm(request: Any) -> bool:
+    return any(t.data is None for t in request.inputs) or any(
+        "shared_memory_region" in o.parameters for o in request.outputs
+    )
 
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -33,12 +41,30 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         log_settings: LogSettings | None = None,
         trace_settings: TraceSettings | None = None,
         header_forward_pattern: str | None = None,
+        access: AccessPolicy | None = None,
     ):
         self.core = core
+        self.access = access or AccessPolicy(header_prefix=GRPC_HEADER_PREFIX)
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
         self.forward = re.compile(header_forward_pattern) if header_forward_pattern else None
         self._config_cache: dict[tuple[str, str], Any] = {}
+
+    def _check_access(self, group: str, context: grpc.aio.ServicerContext) -> None:
+        access = self.access
+        if group not in access.restrictions and group != "shared-memory":
+            return
+        headers = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        denied = access.check(group, headers, context.peer())
+        if denied is None:
+            return
+        if denied:
+            raise ServerError(Status.UNAVAILABLE, f"This protocol is restricted, expecting header '{denied}'")
+        raise ServerError(
+            Status.UNAVAILABLE,
+            "This protocol is restricted to clients on the server's host; restrict 'shared-memory' with an access "
+            "token (--grpc-restricted-protocol) to let remote clients use it",
+        )
 
     def _forward_headers(self, infer_request: Any, context: grpc.aio.ServicerContext) -> None:
         if self.forward is None:
@@ -48,22 +74,47 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 infer_request.parameters[key] = value
 
     async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("health", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         return pb.ServerLiveResponse(live=self.core.live)
 
     async def ServerReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("health", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         return pb.ServerReadyResponse(ready=self.core.ready)
 
     async def ModelReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("health", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         try:
             return pb.ModelReadyResponse(ready=self.core.model_ready(request.name, request.version))
         except ServerError as exc:
             await _abort(context, exc)
 
     async def ServerMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("metadata", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         meta = self.core.server_metadata()
         return pb.ServerMetadataResponse(name=meta["name"], version=meta["version"], extensions=meta["extensions"])
 
     async def ModelMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("metadata", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         try:
             meta = self.core.model_metadata(request.name, request.version)
         except ServerError as exc:
@@ -72,6 +123,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return json_format.ParseDict(meta, pb.ModelMetadataResponse())
 
     async def ModelConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("model-config", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         try:
             model = self.core.registry.get(request.name, request.version)
         except ServerError as exc:
@@ -86,6 +142,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def ModelStatistics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            self._check_access("statistics", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
+        try:
             stats = self.core.statistics(request.name, request.version)
         except ServerError as exc:
             await _abort(context, exc)
@@ -93,10 +154,13 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return json_format.ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
     async def _infer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self._check_access("inference", context)
         model = self.core.registry.get(request.model_name, request.model_version)
         if model.config.decoupled:
             raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
         infer_request = to_infer_request(request)
+        if _uses_shm(infer_request):
+            self._check_access("shared-memory", context)
         self._forward_headers(infer_request, context)
         response = await self.core.infer(infer_request)
         return to_infer_response(response)
@@ -114,7 +178,10 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
         async def handle(request: Any) -> None:
             try:
+                self._check_access("inference", context)
                 infer_request = to_infer_request(request)
+                if _uses_shm(infer_request):
+                    self._check_access("shared-memory", context)
                 self._forward_headers(infer_request, context)
                 response = await self.core.infer(infer_request)
                 message = to_infer_response(response)
@@ -150,6 +217,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 task.cancel()
 
     async def TraceSetting(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("trace", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
         model = request.model_name or None
         try:
             if model is not None:
@@ -180,6 +252,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def LogSettings(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            self._check_access("logging", context)
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
+        try:
             if request.settings:
                 changes = {}
                 for key, setting in request.settings.items():
@@ -201,3 +278,61 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             else:
                 setting.string_param = value
         return response
+
+    # ---- shared memory -----------------------------------------------------------------------
+    async def _shm_call(self, context: grpc.aio.ServicerContext, call: Any) -> Any:
+        try:
+            self._check_access("shared-memory", context)
+            return call()
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
+
+    async def SystemSharedMemoryStatus(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def call() -> Any:
+            response = pb.SystemSharedMemoryStatusResponse()
+            for status in self.core.shm.system_status(request.name):
+                region = response.regions[status["name"]]
+                region.name, region.key = status["name"], status["key"]
+                region.offset, region.byte_size = status["offset"], status["byte_size"]
+            return response
+
+        return await self._shm_call(context, call)
+
+    async def SystemSharedMemoryRegister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def call() -> Any:
+            self.core.shm.register_system(request.name, request.key, request.offset, request.byte_size)
+            return pb.SystemSharedMemoryRegisterResponse()
+
+        return await self._shm_call(context, call)
+
+    async def SystemSharedMemoryUnregister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def call() -> Any:
+            self.core.shm.unregister(SystemShmRegion, request.name)
+            return pb.SystemSharedMemoryUnregisterResponse()
+
+        return await self._shm_call(context, call)
+
+    async def CudaSharedMemoryStatus(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def call() -> Any:
+            response = pb.CudaSharedMemoryStatusResponse()
+            for status in self.core.shm.cuda_status(request.name):
+                region = response.regions[status["name"]]
+                region.name, region.device_id, region.byte_size = status["name"], status["device_id"], status["byte_size"]
+            return response
+
+        return await self._shm_call(context, call)
+
+    async def CudaSharedMemoryRegister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def call() -> Any:
+            self.core.shm.register_cuda(request.name, request.raw_handle, request.device_id, request.byte_size)
+            return pb.CudaSharedMemoryRegisterResponse()
+
+        return await self._shm_call(context, call)
+
+    async def CudaSharedMemoryUnregister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def call() -> Any:
+            self.core.shm.unregister(CudaShmRegion, request.name)
+            return pb.CudaSharedMemoryUnregisterResponse()
+
+        return await self._shm_call(context, call)

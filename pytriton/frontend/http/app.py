@@ -11,8 +11,10 @@ from urllib.parse import unquote
 
 import orjson
 
+from pytriton.core.access import AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
 from pytriton.frontend.http.protocol import HttpRequest, HttpResponse
@@ -87,6 +89,27 @@ def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     return data
 
 
+_MODEL_ROUTE_GROUPS = {
+    "infer": "inference",
+    "ready": "health",
+    "config": "model-config",
+    "stats": "statistics",
+    "trace/setting": "trace",
+    "generate": "inference",
+    "generate_stream": "inference",
+}
+
+
+class _Forbidden(Exception):
+    """The client may not use this endpoint (answered with 403)."""
+
+
+def _uint(value: Any, field: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise invalid_arg(f"Unable to parse '{field}': expected an unsigned integer")
+    return value
+
+
 class HttpApp:
     """Maps Triton's REST routes to the core."""
 
@@ -97,8 +120,10 @@ class HttpApp:
         trace_settings: TraceSettings,
         header_forward_pattern: str | None = None,
         max_input_bytes: int = 64 * 1024 * 1024,
+        access: AccessPolicy | None = None,
     ):
         self.core = core
+        self.access = access or AccessPolicy()
         self.log_settings = log_settings
         self.trace_settings = trace_settings
         self.forward = re.compile(header_forward_pattern) if header_forward_pattern else None
@@ -110,6 +135,22 @@ class HttpApp:
             return await self._route(request)
         except ServerError as exc:
             return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
+        except _Forbidden as exc:
+            return error_response(403, str(exc))
+
+    def _check(self, group: str, request: HttpRequest) -> None:
+        access = self.access
+        if group not in access.restrictions and group != "shared-memory":
+            return
+        denied = access.check(group, request.headers, request.peer)
+        if denied is None:
+            return
+        if denied:
+            raise _Forbidden(f"This API is restricted, expecting header '{denied}'")
+        raise _Forbidden(
+            "This API is restricted to clients on the server's host; restrict 'shared-memory' with an access "
+            "token (--http-restricted-api) to let remote clients use it"
+        )
 
     # ---- routing -----------------------------------------------------------------------------
     async def _route(self, request: HttpRequest) -> HttpResponse:
@@ -121,22 +162,72 @@ class HttpApp:
         if rest and rest[-1] == "" and len(rest) > 1:
             rest = rest[:-1]
         if not rest or rest == [""]:
+            self._check("metadata", request)
             return self._only(method, "GET") or json_response(self.core.server_metadata())
         head = rest[0]
         if head == "health" and len(rest) == 2 and rest[1] in ("live", "ready"):
             if bad := self._only(method, "GET"):
                 return bad
+            self._check("health", request)
             ok = self.core.live if rest[1] == "live" else self.core.ready
             return HttpResponse(200 if ok else 400)
         if head == "models":
             return await self._models(request, rest[1:])
         if head == "trace" and rest[1:] == ["setting"]:
+            self._check("trace", request)
             return self._trace(request, None)
         if head == "logging" and len(rest) == 1:
+            self._check("logging", request)
             return self._logging(request)
         if head == "repository":
+            self._check("model-repository", request)
             return self._repository(request, rest[1:])
+        if head in ("systemsharedmemory", "cudasharedmemory"):
+            return self._shared_memory(request, head, rest[1:])
         return error_response(404, "Not Found")
+
+    def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
+        name = ""
+        if len(rest) >= 2 and rest[0] == "region":
+            name, rest = rest[1], rest[2:]
+        if len(rest) != 1 or rest[0] not in ("status", "register", "unregister"):
+            return error_response(404, "Not Found")
+        action = rest[0]
+        if bad := self._only(request.method, "GET" if action == "status" else "POST"):
+            return bad
+        self._check("shared-memory", request)
+        shm = self.core.shm
+        system = head == "systemsharedmemory"
+        if action == "status":
+            return json_response(shm.system_status(name) if system else shm.cuda_status(name))
+        if action == "unregister":
+            shm.unregister(SystemShmRegion if system else CudaShmRegion, name)
+            return HttpResponse(200)
+        kind = "system" if system else "cuda"
+        if not name:
+            raise invalid_arg(f"'region name' is necessary to register {kind} shared memory region")
+        body = self._json_body(request)
+        if not isinstance(body, dict):
+            raise invalid_arg("Shared memory register request must be a JSON object")
+        if system:
+            if "key" not in body:
+                raise invalid_arg("Shared memory register request has no 'key' field")
+            if "byte_size" not in body:
+                raise invalid_arg("Shared memory register request has no 'byte_size' field")
+            key = body["key"]
+            if not isinstance(key, str):
+                raise invalid_arg("Unable to parse 'key': expected a string")
+            shm.register_system(name, key, _uint(body.get("offset", 0), "offset"), _uint(body["byte_size"], "byte_size"))
+        else:
+            raw = body.get("raw_handle")
+            if not isinstance(raw, dict) or not isinstance(raw.get("b64"), str):
+                raise invalid_arg("Shared memory register request has no 'raw_handle' field")
+            if "device_id" not in body:
+                raise invalid_arg("Shared memory register request has no 'device_id' field")
+            if "byte_size" not in body:
+                raise invalid_arg("Shared memory register request has no 'byte_size' field")
+            shm.register_cuda(name, raw["b64"], _uint(body["device_id"], "device_id"), _uint(body["byte_size"], "byte_size"))
+        return HttpResponse(200)
 
     @staticmethod
     def _only(method: str, *allowed: str) -> HttpResponse | None:
@@ -145,6 +236,7 @@ class HttpApp:
     async def _models(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
         method = request.method
         if rest == ["stats"]:
+            self._check("statistics", request)
             return self._only(method, "GET") or json_response({"model_stats": self.core.statistics()})
         if not rest or not rest[0]:
             return error_response(404, "Not Found")
@@ -155,6 +247,7 @@ class HttpApp:
                 return error_response(404, "Not Found")
             version, rest = rest[1], rest[2:]
         action = "/".join(rest)
+        self._check(_MODEL_ROUTE_GROUPS.get(action, "metadata"), request)
         if action == "infer":
             return self._only(method, "POST") or await self._infer(request, name, version)
         if action == "":
@@ -288,6 +381,10 @@ class HttpApp:
                 raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {length_text}")
         raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
         infer_request, binary_default = parse_infer_request(name, version, body, header_length, raw)
+        if any(t.data is None for t in infer_request.inputs) or any(
+            "shared_memory_region" in o.parameters for o in infer_request.outputs
+        ):
+            self._check("shared-memory", request)
         if self.forward is not None:
             for key, value in headers.items():
                 if self.forward.match(key):

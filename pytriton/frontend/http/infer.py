@@ -60,6 +60,25 @@ def _request_params(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _shm_params(params: dict[str, Any], name: str) -> tuple[str, int, int]:
+    """(region, byte size, offset) of a tensor in shared memory, with Triton's parameter checks."""
+    region = params.get("shared_memory_region")
+    if not isinstance(region, str):
+        raise _bad(f"invalid value type for 'shared_memory_region' parameter for tensor '{name}', expected string.")
+    if "shared_memory_byte_size" not in params:
+        raise _bad(
+            f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor "
+            f"'{name}'"
+        )
+    values = []
+    for key, default in (("shared_memory_byte_size", None), ("shared_memory_offset", 0)):
+        value = params.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _bad(f"Unable to parse '{key}' of tensor '{name}': expected an unsigned integer")
+        values.append(value)
+    return region, values[0], values[1]
+
+
 def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: str) -> bytes:
     count = 1
     for d in shape:
@@ -168,7 +187,9 @@ def parse_infer_request(
                 "'shared_memory_region' in 'parameters'. But " + (f"set {got}" if got else "no field is set")
             )
         if has_shm:
-            raise not_found(f"Unable to find shared memory region: '{tparams['shared_memory_region']}'")
+            region, size, region_offset = _shm_params(tparams, name)
+            inputs.append(TensorData(name, datatype, shape, None, region, 0, region_offset, size))
+            continue
         if has_binary:
             nbytes = tparams["binary_data_size"]
             if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
@@ -198,7 +219,9 @@ def parse_infer_request(
                 raise _bad("Output can't set both 'shared_memory_region' and 'binary_data'")
             if "classification" in oparams:
                 raise _bad("Output can't set both 'shared_memory_region' and 'classification'")
-            raise not_found(f"Unable to find shared memory region: '{oparams['shared_memory_region']}'")
+            region, size, region_offset = _shm_params(oparams, entry["name"])
+            oparams = dict(oparams, shared_memory_region=region, shared_memory_byte_size=size,
+                           shared_memory_offset=region_offset)
         if "binary_data" in oparams and not isinstance(oparams["binary_data"], bool):
             raise _bad(f"Unable to parse 'binary_data' of output '{entry['name']}': expected a boolean")
         if "classification" in oparams:

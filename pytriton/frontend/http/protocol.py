@@ -21,14 +21,17 @@ MAX_PIPELINED = 32
 
 
 class HttpRequest:
-    __slots__ = ("method", "path", "query", "headers", "body")
+    __slots__ = ("method", "path", "query", "headers", "body", "peer")
 
-    def __init__(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes):
+    def __init__(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes, peer: str | None = None
+    ):
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers  # lower-case names
         self.body = body
+        self.peer = peer  # client address (host), "" for a Unix socket
 
 
 class HttpResponse:
@@ -73,6 +76,7 @@ class HttpProtocol(asyncio.Protocol):
         self.queue: collections.deque[tuple[HttpRequest | HttpResponse, bool]] = collections.deque()
         self.task: asyncio.Task | None = None
         self.paused = False
+        self.peer: str | None = None
         self.connections: set[HttpProtocol] | None = None  # the server's registry of open connections
         self._reset()
 
@@ -86,6 +90,8 @@ class HttpProtocol(asyncio.Protocol):
     # ---- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peername = transport.get_extra_info("peername")
+        self.peer = peername[0] if isinstance(peername, tuple) else ("" if peername is not None else None)
         if self.connections is not None:
             self.connections.add(self)
 
@@ -159,6 +165,7 @@ class HttpProtocol(asyncio.Protocol):
             url.query.decode("utf-8", "replace") if url.query else "",
             self._headers,
             body,
+            self.peer,
         )
         self._enqueue(request, keep_alive)
 

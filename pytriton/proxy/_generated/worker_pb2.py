@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cworker.proto\x12\x0fpytriton.worker\"\x81\x01\n\x05Param\x12\x14\n\nbool_value\x18\x01 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x02 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x03 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x04 \x01(\tH\x00\x12\x14\n\nuint_value\x18\x05 \x01(\x04H\x00\x42\x07\n\x05value\"\x9c\x01\n\tTensorRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\r\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0e\n\x06nbytes\x18\x04 \x01(\x04\x12\r\n\x05\x66rame\x18\x05 \x01(\x05\x12\x0f\n\x07segment\x18\x06 \x01(\r\x12\x0e\n\x06offset\x18\x07 \x01(\x04\x12\x0e\n\x06region\x18\x08 \x01(\t\x12\x13\n\x0bregion_size\x18\t \x01(\x04\"\x95\x02\n\x0bRequestItem\x12*\n\x06inputs\x18\x01 \x03(\x0b\x32\x1a.pytriton.worker.TensorRef\x12\x19\n\x11requested_outputs\x18\x02 \x03(\t\x12@\n\nparameters\x18\x03 \x03(\x0b\x32,.pytriton.worker.RequestItem.ParametersEntry\x12\x32\n\x0eoutput_regions\x18\x04 \x03(\x0b\x32\x1a.pytriton.worker.TensorRef\x1aI\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.pytriton.worker.Param:\x02\x38\x01\"\xb6\x01\n\x0eServerToWorker\x12\x32\n\x04kind\x18\x01 \x01(\x0e\x32$.pytriton.worker.ServerToWorker.Kind\x12\n\n\x02id\x18\x02 \x01(\x04\x12.\n\x08requests\x18\x03 \x03(\x0b\x32\x1c.pytriton.worker.RequestItem\x12\r\n\x05\x66reed\x18\x04 \x03(\x04\"%\n\x04Kind\x12\t\n\x05INFER\x10\x00\x12\x08\n\x04STOP\x10\x01\x12\x08\n\x04\x46REE\x10\x02\"\xd8\x01\n\x0cResponseItem\x12+\n\x07outputs\x18\x01 \x03(\x0b\x32\x1a.pytriton.worker.TensorRef\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x41\n\nparameters\x18\x03 \x03(\x0b\x32-.pytriton.worker.ResponseItem.ParametersEntry\x1aI\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.pytriton.worker.Param:\x02\x38\x01\"\xa6\x02\n\x0eWorkerToServer\x12\x32\n\x04kind\x18\x01 \x01(\x0e\x32$.pytriton.worker.WorkerToServer.Kind\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x30\n\tresponses\x18\x03 \x03(\x0b\x32\x1d.pytriton.worker.ResponseItem\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\r\n\x05\x66inal\x18\x05 \x01(\x08\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x18\n\x10\x63ompute_input_ns\x18\x07 \x01(\x04\x12\x18\n\x10\x63ompute_infer_ns\x18\x08 \x01(\x04\x12\x19\n\x11\x63ompute_output_ns\x18\t \x01(\x04\"(\n\x04Kind\x12\n\n\x06RESULT\x10\x00\x12\t\n\x05HELLO\x10\x01\x12\t\n\x05\x46\x41TAL\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cworker.proto\x12\x0fpytriton.worker\"\x81\x01\n\x05Param\x12\x14\n\nbool_value\x18\x01 \x01(\x08H\x00\x12\x13\n\tint_value\x18\x02 \x01(\x03H\x00\x12\x16\n\x0c\x64ouble_value\x18\x03 \x01(\x01H\x00\x12\x16\n\x0cstring_value\x18\x04 \x01(\tH\x00\x12\x14\n\nuint_value\x18\x05 \x01(\x04H\x00\x42\x07\n\x05value\"\xd9\x01\n\tTensorRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\r\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0e\n\x06nbytes\x18\x04 \x01(\x04\x12\r\n\x05\x66rame\x18\x05 \x01(\x05\x12\x0f\n\x07segment\x18\x06 \x01(\r\x12\x0e\n\x06offset\x18\x07 \x01(\x04\x12\x0e\n\x06region\x18\x08 \x01(\t\x12\x13\n\x0bregion_size\x18\t \x01(\x04\x12\x11\n\tregion_id\x18\n \x01(\x04\x12\x13\n\x0b\x63uda_handle\x18\x0b \x01(\x0c\x12\x13\n\x0b\x63uda_device\x18\x0c \x01(\x03\"\x95\x02\n\x0bRequestItem\x12*\n\x06inputs\x18\x01 \x03(\x0b\x32\x1a.pytriton.worker.TensorRef\x12\x19\n\x11requested_outputs\x18\x02 \x03(\t\x12@\n\nparameters\x18\x03 \x03(\x0b\x32,.pytriton.worker.RequestItem.ParametersEntry\x12\x32\n\x0eoutput_regions\x18\x04 \x03(\x0b\x32\x1a.pytriton.worker.TensorRef\x1aI\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.pytriton.worker.Param:\x02\x38\x01\"\xd8\x01\n\x0eServerToWorker\x12\x32\n\x04kind\x18\x01 \x01(\x0e\x32$.pytriton.worker.ServerToWorker.Kind\x12\n\n\x02id\x18\x02 \x01(\x04\x12.\n\x08requests\x18\x03 \x03(\x0b\x32\x1c.pytriton.worker.RequestItem\x12\r\n\x05\x66reed\x18\x04 \x03(\x04\x12\x15\n\runmap_regions\x18\x05 \x03(\x04\"0\n\x04Kind\x12\t\n\x05INFER\x10\x00\x12\x08\n\x04STOP\x10\x01\x12\x08\n\x04\x46REE\x10\x02\x12\t\n\x05UNMAP\x10\x03\"\xd8\x01\n\x0cResponseItem\x12+\n\x07outputs\x18\x01 \x03(\x0b\x32\x1a.pytriton.worker.TensorRef\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x41\n\nparameters\x18\x03 \x03(\x0b\x32-.pytriton.worker.ResponseItem.ParametersEntry\x1aI\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.pytriton.worker.Param:\x02\x38\x01\"\xa6\x02\n\x0eWorkerToServer\x12\x32\n\x04kind\x18\x01 \x01(\x0e\x32$.pytriton.worker.WorkerToServer.Kind\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x30\n\tresponses\x18\x03 \x03(\x0b\x32\x1d.pytriton.worker.ResponseItem\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\r\n\x05\x66inal\x18\x05 \x01(\x08\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x18\n\x10\x63ompute_input_ns\x18\x07 \x01(\x04\x12\x18\n\x10\x63ompute_infer_ns\x18\x08 \x01(\x04\x12\x19\n\x11\x63ompute_output_ns\x18\t \x01(\x04\"(\n\x04Kind\x12\n\n\x06RESULT\x10\x00\x12\t\n\x05HELLO\x10\x01\x12\t\n\x05\x46\x41TAL\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,21 +38,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARAM']._serialized_start=34
   _globals['_PARAM']._serialized_end=163
   _globals['_TENSORREF']._serialized_start=166
-  _globals['_TENSORREF']._serialized_end=322
-  _globals['_REQUESTITEM']._serialized_start=325
-  _globals['_REQUESTITEM']._serialized_end=602
-  _globals['_REQUESTITEM_PARAMETERSENTRY']._serialized_start=529
-  _globals['_REQUESTITEM_PARAMETERSENTRY']._serialized_end=602
-  _globals['_SERVERTOWORKER']._serialized_start=605
-  _globals['_SERVERTOWORKER']._serialized_end=787
-  _globals['_SERVERTOWORKER_KIND']._serialized_start=750
-  _globals['_SERVERTOWORKER_KIND']._serialized_end=787
-  _globals['_RESPONSEITEM']._serialized_start=790
-  _globals['_RESPONSEITEM']._serialized_end=1006
-  _globals['_RESPONSEITEM_PARAMETERSENTRY']._serialized_start=529
-  _globals['_RESPONSEITEM_PARAMETERSENTRY']._serialized_end=602
-  _globals['_WORKERTOSERVER']._serialized_start=1009
-  _globals['_WORKERTOSERVER']._serialized_end=1303
-  _globals['_WORKERTOSERVER_KIND']._serialized_start=1263
-  _globals['_WORKERTOSERVER_KIND']._serialized_end=1303
+  _globals['_TENSORREF']._serialized_end=383
+  _globals['_REQUESTITEM']._serialized_start=386
+  _globals['_REQUESTITEM']._serialized_end=663
+  _globals['_REQUESTITEM_PARAMETERSENTRY']._serialized_start=590
+  _globals['_REQUESTITEM_PARAMETERSENTRY']._serialized_end=663
+  _globals['_SERVERTOWORKER']._serialized_start=666
+  _globals['_SERVERTOWORKER']._serialized_end=882
+  _globals['_SERVERTOWORKER_KIND']._serialized_start=834
+  _globals['_SERVERTOWORKER_KIND']._serialized_end=882
+  _globals['_RESPONSEITEM']._serialized_start=885
+  _globals['_RESPONSEITEM']._serialized_end=1101
+  _globals['_RESPONSEITEM_PARAMETERSENTRY']._serialized_start=590
+  _globals['_RESPONSEITEM_PARAMETERSENTRY']._serialized_end=663
+  _globals['_WORKERTOSERVER']._serialized_start=1104
+  _globals['_WORKERTOSERVER']._serialized_end=1398
+  _globals['_WORKERTOSERVER_KIND']._serialized_start=1358
+  _globals['_WORKERTOSERVER_KIND']._serialized_end=1398
 # @@protoc_insertion_point(module_scope)

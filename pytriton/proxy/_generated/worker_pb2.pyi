@@ -22,7 +22,7 @@ class Param(_message.Message):
     def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
 
 class TensorRef(_message.Message):
-    __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size")
+    __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,9 @@ class TensorRef(_message.Message):
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     REGION_FIELD_NUMBER: _ClassVar[int]
     REGION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    REGION_ID_FIELD_NUMBER: _ClassVar[int]
+    CUDA_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    CUDA_DEVICE_FIELD_NUMBER: _ClassVar[int]
     name: str
     dtype: int
     shape: _containers.RepeatedScalarFieldContainer[int]
@@ -41,7 +44,10 @@ class TensorRef(_message.Message):
     offset: int
     region: str
     region_size: int
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ...) -> None: ...
+    region_id: int
+    cuda_handle: bytes
+    cuda_device: int
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ...) -> None: ...
 
 class RequestItem(_message.Message):
     __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions")
@@ -63,24 +69,28 @@ class RequestItem(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
         STOP: _ClassVar[ServerToWorker.Kind]
         FREE: _ClassVar[ServerToWorker.Kind]
+        UNMAP: _ClassVar[ServerToWorker.Kind]
     INFER: ServerToWorker.Kind
     STOP: ServerToWorker.Kind
     FREE: ServerToWorker.Kind
+    UNMAP: ServerToWorker.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     FREED_FIELD_NUMBER: _ClassVar[int]
+    UNMAP_REGIONS_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
     freed: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ...) -> None: ...
+    unmap_regions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
     __slots__ = ("outputs", "error", "parameters")

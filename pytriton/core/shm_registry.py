@@ -1,0 +1,222 @@
+"""Client shared-memory regions (Triton's system and CUDA shared-memory extensions).
+
+The server only validates and records a region; the workers that execute a request map it themselves
+(by key, cached per worker) and read inputs from / write outputs to it directly. A region referenced by
+in-flight requests is removed only after they finish; the workers are then told to unmap it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import itertools
+import logging
+import os
+import stat
+from typing import Callable
+
+from pytriton.exceptions import ServerError, Status, invalid_arg, not_found
+
+logger = logging.getLogger("pytriton.core")
+
+RESERVED_PREFIXES = ("triton_python_backend_shm_region_", "pytriton_")
+CUDA_IPC_HANDLE_SIZE = 64
+INT64_MAX = (1 << 63) - 1
+UINT64_MAX = (1 << 64) - 1
+
+
+@dataclasses.dataclass
+class SystemShmRegion:
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+    id: int
+    in_use: int = 0
+    removing: bool = False
+
+    def status(self) -> dict:
+        return {"name": self.name, "key": self.key, "offset": self.offset, "byte_size": self.byte_size}
+
+
+@dataclasses.dataclass
+class CudaShmRegion:
+    name: str
+    raw_handle: bytes
+    device_id: int
+    byte_size: int
+    id: int
+    in_use: int = 0
+    removing: bool = False
+
+    def status(self) -> dict:
+        return {"name": self.name, "device_id": self.device_id, "byte_size": self.byte_size}
+
+
+Region = SystemShmRegion | CudaShmRegion
+
+
+def shm_path(key: str) -> str:
+    """/dev/shm path of a POSIX shm key, as glibc's shm_open resolves it (leading slashes stripped)."""
+    return "/dev/shm/" + key.lstrip("/")
+
+
+def check_key(name: str, key: str) -> None:
+    stripped = key.lstrip("/")
+    if not stripped or "/" in stripped or stripped in (".", ".."):
+        raise invalid_arg(f"cannot register shared memory region '{name}' - invalid shm key '{key}'")
+    for prefix in RESERVED_PREFIXES:
+        if stripped.startswith(prefix):
+            raise invalid_arg(
+                f"cannot register shared memory region '{name}' with key '{key}' as the key contains the reserved "
+                f"prefix '{prefix}'"
+            )
+
+
+def decode_cuda_handle(raw_handle: bytes | str) -> bytes:
+    """The 64 bytes of a cudaIpcMemHandle_t, from raw bytes (gRPC) or base64 text (HTTP `{"b64": ...}`)."""
+    if isinstance(raw_handle, str):
+        try:
+            raw_handle = base64.b64decode(raw_handle, validate=True)
+        except (binascii.Error, ValueError):
+            raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t") from None
+    if len(raw_handle) != CUDA_IPC_HANDLE_SIZE:
+        raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    return bytes(raw_handle)
+
+
+class SharedMemoryRegistry:
+    """Registered regions by name (one namespace for system and CUDA), with in-flight reference counts."""
+
+    def __init__(self, gpu_available: Callable[[], bool] = lambda: False, allow_client_shm: bool = True):
+        self._regions: dict[str, Region] = {}
+        self._ids = itertools.count(1)
+        self.gpu_available = gpu_available
+        self.allow_client_shm = allow_client_shm
+        self.on_removed: list[Callable[[Region], None]] = []
+
+    def _check_allowed(self) -> None:
+        if not self.allow_client_shm:
+            raise ServerError(
+                Status.UNSUPPORTED,
+                "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable.",
+            )
+
+    # ---- registration ------------------------------------------------------------------------
+    def register_system(self, name: str, key: str, offset: int, byte_size: int) -> SystemShmRegion:
+        self._check_allowed()
+        check_key(name, key)
+        if name in self._regions:
+            raise ServerError(Status.ALREADY_EXISTS, f"shared memory region '{name}' already in manager")
+        if not (0 <= offset <= UINT64_MAX and 0 <= byte_size <= UINT64_MAX):
+            raise invalid_arg(f"failed to register shared memory region '{name}': invalid args")
+        try:
+            fd = os.open(shm_path(key), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            raise ServerError(Status.INTERNAL, f"Unable to open shared memory region: '{key}'") from None
+        try:
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ServerError(Status.INTERNAL, f"Unable to open shared memory region: '{key}'")
+        if info.st_uid != os.geteuid():
+            raise invalid_arg(
+                f"failed to register shared memory region '{name}': the shared memory object '{key}' belongs to "
+                f"another user (uid {info.st_uid}); only objects of the server's user (uid {os.geteuid()}) "
+                "can be registered"
+            )
+        if offset + byte_size > info.st_size:
+            raise invalid_arg(f"failed to register shared memory region '{name}': invalid args")
+        region = SystemShmRegion(name, key, offset, byte_size, next(self._ids))
+        self._regions[name] = region
+        logger.debug("registered system shared memory region '%s' (key %s, offset %d, %d bytes)",
+                     name, key, offset, byte_size)
+        return region
+
+    def register_cuda(self, name: str, raw_handle: bytes | str, device_id: int, byte_size: int) -> CudaShmRegion:
+        self._check_allowed()
+        handle = decode_cuda_handle(raw_handle)
+        if not self.gpu_available():
+            raise invalid_arg(f"failed to register CUDA shared memory region: '{name}', GPUs not supported")
+        if name in self._regions:
+            raise ServerError(Status.ALREADY_EXISTS, f"shared memory region '{name}' already in manager")
+        if device_id < 0 or byte_size < 0:
+            raise invalid_arg(f"failed to register shared memory region '{name}': invalid args")
+        region = CudaShmRegion(name, handle, device_id, byte_size, next(self._ids))
+        self._regions[name] = region
+        return region
+
+    # ---- status ------------------------------------------------------------------------------
+    def system_status(self, name: str = "") -> list[dict]:
+        if name:
+            region = self._regions.get(name)
+            if region is None or region.removing:
+                raise not_found(f"Unable to find system shared memory region: '{name}'")
+            if isinstance(region, CudaShmRegion):
+                raise not_found(f"The region named '{name}' is registered as CUDA shared memory, not system shared memory")
+            return [region.status()]
+        return [r.status() for r in self._regions.values() if isinstance(r, SystemShmRegion) and not r.removing]
+
+    def cuda_status(self, name: str = "") -> list[dict]:
+        if name:
+            region = self._regions.get(name)
+            if region is None or region.removing:
+                raise not_found(f"Unable to find cuda shared memory region: '{name}'")
+            if isinstance(region, SystemShmRegion):
+                raise not_found(f"The region named '{name}' is registered as system shared memory, not CUDA shared memory")
+            return [region.status()]
+        return [r.status() for r in self._regions.values() if isinstance(r, CudaShmRegion) and not r.removing]
+
+    # ---- unregistration ----------------------------------------------------------------------
+    def unregister(self, kind: type, name: str = "") -> None:
+        """Unregister one region of `kind` (unknown names succeed silently) or all of them (empty name)."""
+        self._check_allowed()
+        if name:
+            region = self._regions.get(name)
+            targets = [region] if isinstance(region, kind) else []
+        else:
+            targets = [r for r in self._regions.values() if isinstance(r, kind)]
+        for region in targets:
+            region.removing = True
+            if region.in_use == 0:
+                self._remove(region)
+
+    def _remove(self, region: Region) -> None:
+        if self._regions.get(region.name) is region:
+            del self._regions[region.name]
+        for callback in self.on_removed:
+            callback(region)
+
+    # ---- per-request use ---------------------------------------------------------------------
+    def lookup(self, name: str, offset: int, byte_size: int) -> Region:
+        """The region for a tensor reference, with Triton's bounds checks (offset relative to the region)."""
+        region = self._regions.get(name)
+        if region is None or region.removing:
+            raise not_found(f"Unable to find shared memory region: '{name}'")
+        if offset < 0 or offset >= region.byte_size and not (offset == 0 and region.byte_size == 0):
+            raise invalid_arg(f"Invalid offset for shared memory region: '{name}'")
+        if byte_size < 0:
+            raise invalid_arg(f"Invalid offset + byte size for shared memory region: '{name}'")
+        if byte_size + offset > INT64_MAX:
+            raise invalid_arg(
+                f"Integer overflow detected: byte_size ({byte_size}) + offset ({offset}) exceeds maximum value "
+                f"({INT64_MAX}) for region '{name}'"
+            )
+        if offset + byte_size > region.byte_size:
+            raise invalid_arg(f"Invalid offset + byte size for shared memory region: '{name}'")
+        return region
+
+    def acquire(self, regions: list[Region]) -> None:
+        for region in regions:
+            region.in_use += 1
+
+    def release(self, regions: list[Region]) -> None:
+        for region in regions:
+            region.in_use -= 1
+            if region.in_use == 0 and region.removing:
+                self._remove(region)
+
+    def __len__(self) -> int:
+        return len(self._regions)
