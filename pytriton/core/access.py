@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from urllib.parse import unquote
 from typing import Mapping
 
 ENDPOINT_GROUPS = (
@@ -37,7 +38,7 @@ class Restriction:
 
 def parse_restriction(spec: str) -> tuple[list[str], Restriction]:
     """`group1,group2:key=value` -> (groups, Restriction); ValueError with a clear message otherwise."""
-    groups_text, sep, pair = spec.rpartition(":")
+    groups_text, sep, pair = spec.partition(":")  # the value may contain colons, group names cannot
     key, eq, value = pair.partition("=")
     if not sep or not eq or not key or not groups_text:
         raise ValueError(f"restricted API must be given as '<group>[,<group>...]:<key>=<value>', got '{spec}'")
@@ -52,6 +53,7 @@ def is_local_peer(peer: str | None) -> bool:
     """True for loopback and Unix-socket peers. Accepts a bare host or gRPC's `ipv4:h:p`/`ipv6:[h]:p`/`unix:`."""
     if peer is None:
         return False
+    peer = unquote(peer)  # grpc percent-encodes IPv6 brackets: ipv6:%5B::1%5D:port
     if peer.startswith("unix:") or peer == "":
         return True
     host = peer

@@ -151,7 +151,8 @@ class ProxyRouter:
 
     def _encode_tensor(self, tensor: TensorData, ref: Any, frames: list[Any], slots: list[int]) -> None:
         ref.name = tensor.name
-        ref.dtype = TRITON_TO_CODE[tensor.datatype]
+        if tensor.datatype:  # output regions carry no datatype
+            ref.dtype = TRITON_TO_CODE[tensor.datatype]
         ref.shape.extend(tensor.shape)
         if tensor.region or tensor.cuda_handle:
             ref.region = tensor.region

@@ -308,20 +308,17 @@ FIELD = {
 
 
 @pytest.fixture(scope="module")
-def typed_server():
-    with serve("tests.models:identity", *server_args(0, datatypes=TYPED)) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def typed_stub(typed_server):
-    channel = grpc.insecure_channel(typed_server.grpc_url)
+def typed_stub(plain_server):
+    channel = grpc.insecure_channel(plain_server.grpc_url)
     yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
     channel.close()
 
 
 def typed_request(arrays: dict[str, np.ndarray]) -> service_pb2.ModelInferRequest:
+    """Every input as typed contents; FP16 and BF16 have no typed field, so they go as empty contents of shape [0]."""
     request = service_pb2.ModelInferRequest(model_name=MODEL)
+    for datatype in ("FP16", "BF16"):
+        request.inputs.add(name=f"IN_{datatype}", datatype=datatype, shape=[0]).contents.SetInParent()
     for datatype, array in arrays.items():
         tensor = request.inputs.add(name=f"IN_{datatype}", datatype=datatype, shape=list(array.shape))
         values = array.reshape(-1).tolist()
@@ -346,7 +343,9 @@ def test_typed_contents_round_trip(typed_stub):
     arrays["FP64"] = np.array([np.nan, -0.0, np.inf, 5e-324, 1.7976931348623157e308, -1.5], dtype=np.float64)
     response = typed_stub.ModelInfer(typed_request(arrays), timeout=TIMEOUT_S)
     outputs = raw_outputs(response)
-    assert set(outputs) == set(TYPED)
+    assert set(outputs) == set(ALL_DATATYPES)
+    for datatype in ("FP16", "BF16"):
+        assert_same(outputs[datatype], np.empty(0, dtype=NUMPY[datatype]), datatype)
     for datatype, array in arrays.items():
         assert_same(outputs[datatype], array, datatype)
 
@@ -397,12 +396,13 @@ def test_typed_contents_keep_low_bytes(typed_stub):
 def test_typed_contents_zero_size(typed_stub):
     """An input with `contents` present but no values is a zero-element tensor."""
     request = service_pb2.ModelInferRequest(model_name=MODEL)
-    for datatype in TYPED:
+    for datatype in ALL_DATATYPES:
         tensor = request.inputs.add(name=f"IN_{datatype}", datatype=datatype, shape=[0])
         tensor.contents.SetInParent()
     response = typed_stub.ModelInfer(request, timeout=TIMEOUT_S)
     outputs = raw_outputs(response)
-    for datatype in TYPED:
+    assert set(outputs) == set(ALL_DATATYPES)
+    for datatype in ALL_DATATYPES:
         assert outputs[datatype].shape == (0,)
         assert outputs[datatype].dtype == NUMPY[datatype]
 

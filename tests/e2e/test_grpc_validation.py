@@ -37,15 +37,11 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
         + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")])
         + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")]),
     ),
-    # non-batching model: IN_X FP32 [4], IN_S BYTES [2]
-    "identity": (
-        "tests.models:identity",
-        tensor_args("input", [("IN_X", "fp32", "4"), ("IN_S", "bytes", "2")])
-        + tensor_args("output", [("OUT_X", "fp32", "4"), ("OUT_S", "bytes", "2")]),
-    ),
+    # non-batching model: INPUT FP32 [4], TEXT BYTES [2]; answers with its request parameters
     "echo_parameters": (
         "tests.models:echo_parameters",
-        tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PARAMS", "bytes", "1")]),
+        tensor_args("input", [("INPUT", "fp32", "4"), ("TEXT", "bytes", "2")])
+        + tensor_args("output", [("PARAMS", "bytes", "1")]),
     ),
     **{name: (f"tests.models:{name}", FP32_4) for name in BAD_CALLABLES},
 }
@@ -87,8 +83,8 @@ def add_sub(servers):
 
 
 @pytest.fixture(scope="module")
-def identity(servers):
-    target = Target(servers["identity"])
+def echo(servers):
+    target = Target(servers["echo_parameters"])
     yield target
     target.close()
 
@@ -117,14 +113,18 @@ def check_add_sub_serves(target: Target) -> None:
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
 
 
-def check_identity_serves(target: Target) -> None:
-    x = grpcclient.InferInput("IN_X", [4], "FP32")
-    x.set_data_from_numpy(np.arange(4, dtype=np.float32))
-    s = grpcclient.InferInput("IN_S", [2], "BYTES")
-    s.set_data_from_numpy(np.array([b"a", b""], dtype=np.object_))
-    result = target.client.infer("identity", [x, s], client_timeout=TIMEOUT_S)
-    np.testing.assert_array_equal(result.as_numpy("OUT_X"), np.arange(4, dtype=np.float32))
-    assert result.as_numpy("OUT_S").tolist() == [b"a", b""]
+def echo_inputs(x_shape: list[int] | None = None) -> list[grpcclient.InferInput]:
+    shape = [4] if x_shape is None else x_shape
+    x = grpcclient.InferInput("INPUT", shape, "FP32")
+    x.set_data_from_numpy(np.zeros(shape, dtype=np.float32))
+    text = grpcclient.InferInput("TEXT", [2], "BYTES")
+    text.set_data_from_numpy(np.array([b"a", b""], dtype=np.object_))
+    return [x, text]
+
+
+def check_echo_serves(target: Target) -> None:
+    result = target.client.infer("echo_parameters", echo_inputs(), parameters={"k": 1}, client_timeout=TIMEOUT_S)
+    assert result.as_numpy("PARAMS").tolist() == [b"k=1"]
 
 
 def expect_error(call: Callable[[], Any], status: str, message: str | re.Pattern) -> str:
@@ -297,17 +297,14 @@ def test_no_shape_for_batching_model(add_sub):
 
 
 @pytest.mark.parametrize("shape", [[5], [1, 4], []])
-def test_wrong_shape_non_batching(identity, shape):
-    x = grpcclient.InferInput("IN_X", shape, "FP32")
-    x.set_data_from_numpy(np.zeros(shape, dtype=np.float32))
-    s = grpcclient.InferInput("IN_S", [2], "BYTES")
-    s.set_data_from_numpy(np.array([b"a", b"b"], dtype=np.object_))
+def test_wrong_shape_non_batching(echo, shape):
     expect_error(
-        lambda: identity.client.infer("identity", [x, s]),
+        lambda: echo.client.infer("echo_parameters", echo_inputs(shape)),
         "INVALID_ARGUMENT",
-        P + f"unexpected shape for input 'IN_X' for model 'identity'. Expected [4], got [{','.join(map(str, shape))}]. ",
+        P + "unexpected shape for input 'INPUT' for model 'echo_parameters'. Expected [4], "
+        f"got [{','.join(map(str, shape))}]. ",
     )
-    check_identity_serves(identity)
+    check_echo_serves(echo)
 
 
 @pytest.mark.parametrize("batch", [9, 100])
@@ -454,33 +451,35 @@ def test_typed_contents_wrong_count(add_sub):
 def bytes_request(elements: list[bytes], tail: bytes = b"") -> Any:
     raw = b"".join(len(e).to_bytes(4, "little") + e for e in elements) + tail
     return raw_request(
-        "identity",
-        [("IN_X", "FP32", [4], np.zeros(4, dtype=np.float32).tobytes()), ("IN_S", "BYTES", [2], raw)],
+        "echo_parameters",
+        [("INPUT", "FP32", [4], np.zeros(4, dtype=np.float32).tobytes()), ("TEXT", "BYTES", [2], raw)],
     )
+
+
+BYTES_AT = "for inference input 'TEXT' for model 'echo_parameters'"
 
 
 @pytest.mark.parametrize(
     "elements, tail, message",
     [
-        ([b"a", b"b", b"c"], b"",
-         "unexpected number of string elements 3 for inference input 'IN_S' for model 'identity', expecting 2"),
-        ([b"a"], b"", "expected 2 string elements for inference input 'IN_S' for model 'identity', got 1"),
-        ([], b"", "expected 2 string elements for inference input 'IN_S' for model 'identity', got 0"),
+        ([b"a", b"b", b"c"], b"", f"unexpected number of string elements 3 {BYTES_AT}, expecting 2"),
+        ([b"a"], b"", f"expected 2 string elements {BYTES_AT}, got 1"),
+        ([], b"", f"expected 2 string elements {BYTES_AT}, got 0"),
         ([b"a"], b"\x01\x00",
-         "incomplete string length indicator for inference input 'IN_S' for model 'identity', expecting 4 bytes but "
-         "only 2 bytes available. Please make sure the string length indicator is in one buffer."),
+         f"incomplete string length indicator {BYTES_AT}, expecting 4 bytes but only 2 bytes available. "
+         "Please make sure the string length indicator is in one buffer."),
     ],
 )
-def test_bytes_element_count(identity, elements, tail, message):
-    expect_error(lambda: raw_infer(identity, bytes_request(elements, tail)), "INVALID_ARGUMENT", P + message)
-    check_identity_serves(identity)
+def test_bytes_element_count(echo, elements, tail, message):
+    expect_error(lambda: raw_infer(echo, bytes_request(elements, tail)), "INVALID_ARGUMENT", P + message)
+    check_echo_serves(echo)
 
 
-def test_bytes_element_longer_than_the_buffer_is_not_an_error(identity):
+def test_bytes_element_longer_than_the_buffer_is_not_an_error(echo):
     """Triton only counts elements: a last element that claims more bytes than remain just ends the tensor."""
     request = bytes_request([b"a"], tail=(100).to_bytes(4, "little") + b"xyz")
-    response = raw_infer(identity, request)
-    assert [o.name for o in response.outputs] == ["OUT_X", "OUT_S"]
+    response = raw_infer(echo, request)
+    assert [o.name for o in response.outputs] == ["PARAMS"]
 
 
 # ---- requested outputs ----------------------------------------------------------------------------------------
@@ -724,26 +723,23 @@ def test_failing_callable(servers, name):
 
 # ---- parameters reach the callable ----------------------------------------------------------------------------
 
-def test_parameters_reach_the_callable(servers):
-    with grpcclient.InferenceServerClient(servers["echo_parameters"].grpc_url) as client:
-        result = client.infer(
-            "echo_parameters",
-            fp32_input(),
-            parameters={"s": "text", "i": -7, "big": 2**62, "b": True, "f": False, "d": 2.5, "empty": ""},
-        )
-        [text] = result.as_numpy("PARAMS").tolist()
-        assert text.decode() == "b=True;big=4611686018427387904;d=2.5;empty='';f=False;i=-7;s='text'"
-        result = client.infer("echo_parameters", fp32_input())
-        assert result.as_numpy("PARAMS").tolist() == [b""]
+def test_parameters_reach_the_callable(echo):
+    result = echo.client.infer(
+        "echo_parameters",
+        echo_inputs(),
+        parameters={"s": "text", "i": -7, "big": 2**62, "b": True, "f": False, "d": 2.5, "empty": ""},
+    )
+    [text] = result.as_numpy("PARAMS").tolist()
+    assert text.decode() == "b=True;big=4611686018427387904;d=2.5;empty='';f=False;i=-7;s='text'"
+    result = echo.client.infer("echo_parameters", echo_inputs())
+    assert result.as_numpy("PARAMS").tolist() == [b""]
 
 
-def test_parameters_reach_the_callable_over_the_stream(servers):
-    request = raw_request("echo_parameters", [("INPUT", "FP32", [4], np.zeros(4, dtype=np.float32).tobytes())])
+def test_parameters_reach_the_callable_over_the_stream(echo):
+    request = bytes_request([b"a", b"b"])
     request.parameters["n"].int64_param = 3
     request.parameters["u"].string_param = "ünï"
-    with grpc.insecure_channel(servers["echo_parameters"].grpc_url) as channel:
-        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        [response] = list(stub.ModelStreamInfer(iter([request]), timeout=TIMEOUT_S))
+    [response] = list(echo.stub.ModelStreamInfer(iter([request]), timeout=TIMEOUT_S))
     assert response.error_message == ""
     result = grpcclient.InferResult(response.infer_response)
     assert result.as_numpy("PARAMS").tolist() == ["n=3;u='ünï'".encode()]
@@ -751,9 +747,9 @@ def test_parameters_reach_the_callable_over_the_stream(servers):
 
 # ---- still serving --------------------------------------------------------------------------------------------
 
-def test_still_serving_after_all_errors(add_sub, identity):
+def test_still_serving_after_all_errors(add_sub, echo):
     check_add_sub_serves(add_sub)
-    check_identity_serves(identity)
+    check_echo_serves(echo)
     assert add_sub.client.is_server_ready()
     stats = add_sub.client.get_inference_statistics("add_sub", as_json=True)["model_stats"][0]
     assert int(stats["inference_stats"]["success"]["count"]) >= 1

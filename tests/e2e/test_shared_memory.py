@@ -1,0 +1,338 @@
+"""System and CUDA shared memory with tritonclient.utils.shared_memory: registration, zero copy, clean-up."""
+
+from __future__ import annotations
+
+import base64
+import os
+import queue
+import signal
+import time
+import uuid
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import serve, shm_segments_of, tensor_args
+
+IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
+WHERE = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
+    "output", [("OUT_X", "fp32", "-1"), ("WHERE", "bytes", "1"), ("WRITABLE", "bool", "1")]
+)
+PROTOCOLS = ["grpc", "http"]
+
+
+@pytest.fixture(scope="module")
+def identity_server():
+    with serve("tests.models:identity", *IDENTITY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def where_server():
+    with serve("tests.models:where_is", *WHERE) as server:
+        yield server
+
+
+def client_for(server, protocol: str):
+    if protocol == "grpc":
+        return grpcclient, grpcclient.InferenceServerClient(server.grpc_url)
+    return httpclient, httpclient.InferenceServerClient(server.http_url)
+
+
+class Regions:
+    """Client-side regions created for one test, destroyed (unlinked) at the end."""
+
+    def __init__(self):
+        self.handles = []
+        self.prefix = f"pt_test_{uuid.uuid4().hex[:8]}"
+
+    def create(self, name: str, size: int):
+        key = f"/{self.prefix}_{name}"
+        handle = shm.create_shared_memory_region(name, key, size)
+        self.handles.append(handle)
+        return key, handle
+
+    def close(self):
+        for handle in self.handles:
+            shm.destroy_shared_memory_region(handle)
+
+
+@pytest.fixture
+def regions():
+    r = Regions()
+    yield r
+    r.close()
+
+
+def error_of(call) -> InferenceServerException:
+    with pytest.raises(InferenceServerException) as info:
+        call()
+    return info.value
+
+
+def status_names(client, protocol):
+    status = client.get_system_shared_memory_status()
+    if protocol == "grpc":
+        return sorted(status.regions.keys())
+    return sorted(r["name"] for r in status)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_register_status_unregister(identity_server, regions, protocol):
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    key_a, _ = regions.create("a", 4096)
+    key_b, _ = regions.create("b", 8192)
+    client.register_system_shared_memory("a", key_a, 4096)
+    client.register_system_shared_memory("b", key_b, 4096, offset=4096)
+    assert status_names(client, protocol) == ["a", "b"]
+    one = client.get_system_shared_memory_status("b")
+    if protocol == "grpc":
+        region = one.regions["b"]
+        assert (region.key, region.offset, region.byte_size) == (key_b, 4096, 4096)
+    else:
+        assert one == [{"name": "b", "key": key_b, "offset": 4096, "byte_size": 4096}]
+    client.unregister_system_shared_memory("a")
+    client.unregister_system_shared_memory("never-registered")  # unknown names succeed silently
+    assert status_names(client, protocol) == ["b"]
+    client.unregister_system_shared_memory()
+    assert status_names(client, protocol) == []
+    err = error_of(lambda: client.get_system_shared_memory_status("a"))
+    assert err.message() == "Unable to find system shared memory region: 'a'"
+    assert err.status() == ("StatusCode.NOT_FOUND" if protocol == "grpc" else "404")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_registration_errors(identity_server, regions, protocol):
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    key, _ = regions.create("r", 4096)
+    invalid = "StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400"
+
+    err = error_of(lambda: client.register_system_shared_memory("r", "/", 16))
+    assert (err.status(), err.message()) == (invalid, "cannot register shared memory region 'r' - invalid shm key '/'")
+    err = error_of(lambda: client.register_system_shared_memory("r", "/triton_python_backend_shm_region_x", 16))
+    assert err.message() == (
+        "cannot register shared memory region 'r' with key '/triton_python_backend_shm_region_x' as the key "
+        "contains the reserved prefix 'triton_python_backend_shm_region_'"
+    )
+    err = error_of(lambda: client.register_system_shared_memory("r", "/../etc/passwd", 16))
+    assert "invalid shm key" in err.message()
+    err = error_of(lambda: client.register_system_shared_memory("r", "/pytriton_abcd_1_req0", 16))
+    assert "reserved prefix 'pytriton_'" in err.message()
+    err = error_of(lambda: client.register_system_shared_memory("r", "/no_such_key_" + uuid.uuid4().hex, 16))
+    assert err.message().startswith("Unable to open shared memory region: '/no_such_key_")
+    assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
+    err = error_of(lambda: client.register_system_shared_memory("r", key, 4096, offset=8))
+    assert (err.status(), err.message()) == (invalid, "failed to register shared memory region 'r': invalid args")
+
+    client.register_system_shared_memory("r", key, 4096)
+    err = error_of(lambda: client.register_system_shared_memory("r", key, 16))
+    assert err.message() == "shared memory region 'r' already in manager"
+    assert err.status() == ("StatusCode.ALREADY_EXISTS" if protocol == "grpc" else "400")
+    client.unregister_system_shared_memory()
+
+
+def infer_in_shm(mod, client, in_region, in_size, in_offset, out_region, out_size, out_offset, model="identity"):
+    tensor = mod.InferInput("IN_X", [in_size // 4], "FP32")
+    tensor.set_shared_memory(in_region, in_size, offset=in_offset)
+    output = mod.InferRequestedOutput("OUT_X")
+    output.set_shared_memory(out_region, out_size, offset=out_offset)
+    return client.infer(model, [tensor], outputs=[output])
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_inference_with_offsets_and_region_reuse(identity_server, regions, protocol):
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    in_key, in_handle = regions.create("in", 3 * 4096)
+    out_key, out_handle = regions.create("out", 3 * 4096)
+    # registered at a non-zero offset; tensors at a non-zero offset within the region
+    client.register_system_shared_memory("in", in_key, 8192, offset=4096)
+    client.register_system_shared_memory("out", out_key, 8192, offset=4096)
+    for i in range(20):
+        data = np.arange(256, dtype=np.float32) + i
+        shm.set_shared_memory_region(in_handle, [data], offset=4096 + 128)
+        result = infer_in_shm(mod, client, "in", 1024, 128, "out", 1024, 512)
+        got = shm.get_contents_as_numpy(out_handle, np.float32, [256], offset=4096 + 512)
+        np.testing.assert_array_equal(got, data)
+    output = result.get_output("OUT_X")
+    if protocol == "grpc":
+        assert list(output.shape) == [256] and output.datatype == "FP32"
+        assert result.get_response().raw_output_contents[0] == b""  # no tensor bytes in the response
+    else:
+        assert output == {"name": "OUT_X", "datatype": "FP32", "shape": [256]}
+    client.unregister_system_shared_memory()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_mixed_inline_and_shm(identity_server, regions, protocol):
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    out_key, out_handle = regions.create("out", 4096)
+    client.register_system_shared_memory("out", out_key, 4096)
+    data = np.linspace(0, 1, 100, dtype=np.float32)
+    tensor = mod.InferInput("IN_X", [100], "FP32")
+    tensor.set_data_from_numpy(data)
+    output = mod.InferRequestedOutput("OUT_X")
+    output.set_shared_memory("out", 400)
+    client.infer("identity", [tensor], outputs=[output])
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [100]), data)
+
+    in_key, in_handle = regions.create("in", 4096)
+    client.register_system_shared_memory("in", in_key, 4096)
+    shm.set_shared_memory_region(in_handle, [data])
+    tensor = mod.InferInput("IN_X", [100], "FP32")
+    tensor.set_shared_memory("in", 400)
+    result = client.infer("identity", [tensor])  # input in shm, output inline
+    np.testing.assert_array_equal(result.as_numpy("OUT_X"), data)
+    client.unregister_system_shared_memory()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_per_request_errors(identity_server, regions, protocol):
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    key, _ = regions.create("r", 4096)
+    client.register_system_shared_memory("r", key, 1024)
+    invalid = "StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400"
+
+    err = error_of(lambda: infer_in_shm(mod, client, "nope", 64, 0, "r", 64, 0))
+    assert err.message() == "Unable to find shared memory region: 'nope'"
+    assert err.status() == ("StatusCode.NOT_FOUND" if protocol == "grpc" else "404")
+    err = error_of(lambda: infer_in_shm(mod, client, "r", 64, 1024, "r", 64, 0))
+    assert (err.status(), err.message()) == (invalid, "Invalid offset for shared memory region: 'r'")
+    err = error_of(lambda: infer_in_shm(mod, client, "r", 64, 1000, "r", 64, 0))
+    assert err.message() == "Invalid offset + byte size for shared memory region: 'r'"
+    err = error_of(lambda: infer_in_shm(mod, client, "r", 64, 0, "r", 64, 2**62))
+    assert err.message() == "Invalid offset for shared memory region: 'r'"
+    # the output does not fit the space given for it
+    err = error_of(lambda: infer_in_shm(mod, client, "r", 64, 0, "r", 32, 512))
+    assert err.message() == (
+        "shared memory size specified with the request for output 'OUT_X' (32 bytes) should be at least 64 bytes "
+        "to hold the results"
+    )
+    assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
+    # input byte size is checked like any input
+    tensor = mod.InferInput("IN_X", [16], "FP32")
+    tensor.set_shared_memory("r", 32)
+    err = error_of(lambda: client.infer("identity", [tensor]))
+    assert err.message().endswith("input byte size mismatch for input 'IN_X' for model 'identity'. Expected 64, got 32")
+    client.unregister_system_shared_memory()
+    # the server still serves
+    tensor = mod.InferInput("IN_X", [2], "FP32")
+    tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+    np.testing.assert_array_equal(client.infer("identity", [tensor]).as_numpy("OUT_X"), np.ones(2))
+
+
+def test_grpc_shm_parameter_type_errors(identity_server):
+    from tritonclient.grpc import service_pb2
+
+    client = grpcclient.InferenceServerClient(identity_server.grpc_url)
+    request = service_pb2.ModelInferRequest(model_name="identity")
+    tensor = request.inputs.add(name="IN_X", datatype="FP32", shape=[1])
+    tensor.parameters["shared_memory_offset"].int64_param = 8
+    with pytest.raises(Exception) as info:
+        client._client_stub.ModelInfer(request)
+    assert info.value.details() == (
+        "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter for tensor 'IN_X'"
+    )
+    tensor.parameters["shared_memory_region"].int64_param = 1
+    with pytest.raises(Exception) as info:
+        client._client_stub.ModelInfer(request)
+    assert info.value.details() == (
+        "invalid value type for 'shared_memory_region' parameter for tensor 'IN_X', expected string_param."
+    )
+    tensor.parameters["shared_memory_region"].string_param = "r"
+    del tensor.parameters["shared_memory_offset"]
+    with pytest.raises(Exception) as info:
+        client._client_stub.ModelInfer(request)
+    assert info.value.details() == (
+        "'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor 'IN_X'"
+    )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_zero_copy_input_and_output(where_server, regions, protocol):
+    """The callable's input array lies in the client's own shm object; its output lands in the client's region."""
+    mod, client = client_for(where_server, protocol)
+    client.unregister_system_shared_memory()
+    in_key, in_handle = regions.create("in", 1 << 20)
+    out_key, out_handle = regions.create("out", 1 << 20)
+    client.register_system_shared_memory("in", in_key, 1 << 20)
+    client.register_system_shared_memory("out", out_key, 1 << 20)
+    data = np.random.default_rng(0).random(1 << 16, dtype=np.float32)
+    shm.set_shared_memory_region(in_handle, [data], offset=4096)
+    tensor = mod.InferInput("IN_X", [1 << 16], "FP32")
+    tensor.set_shared_memory("in", 1 << 18, offset=4096)
+    outputs = [mod.InferRequestedOutput("OUT_X"), mod.InferRequestedOutput("WHERE"),
+               mod.InferRequestedOutput("WRITABLE")]
+    outputs[0].set_shared_memory("out", 1 << 18, offset=1000)
+    result = client.infer("where_is", [tensor], outputs=outputs)
+    assert result.as_numpy("WHERE")[0].decode() == "/dev/shm" + in_key
+    assert not result.as_numpy("WRITABLE")[0]
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [1 << 16], offset=1000), data * 2)
+    client.unregister_system_shared_memory()
+
+
+def test_unregister_during_in_flight_request(regions):
+    args = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+    with serve("tests.models:slow_pid", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        key, handle = regions.create("in", 4096)
+        out_key, out_handle = regions.create("out", 4096)
+        client.register_system_shared_memory("in", key, 4096)
+        client.register_system_shared_memory("out", out_key, 4096)
+        tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+        tensor.set_shared_memory("in", 16)
+        output = grpcclient.InferRequestedOutput("PID")
+        output.set_shared_memory("out", 8)
+        results: queue.Queue = queue.Queue()
+        client.async_infer("slow_pid", [tensor], outputs=[output], parameters={"sleep": "1.0"},
+                           callback=lambda result, error: results.put((result, error)))
+        time.sleep(0.3)
+        client.unregister_system_shared_memory()  # while the request uses both regions
+        assert len(client.get_system_shared_memory_status().regions) == 0
+        result, error = results.get(timeout=10)
+        assert error is None, error
+        (pid,) = server.worker_pids()
+        assert shm.get_contents_as_numpy(out_handle, np.int64, [1])[0] == pid
+        err = error_of(lambda: client.infer("slow_pid", [tensor]))
+        assert err.message() == "Unable to find shared memory region: 'in'"
+
+
+def test_killed_worker_holding_mappings_leaves_nothing(regions):
+    with serve("tests.models:where_is", *WHERE) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        key, handle = regions.create("in", 4096)
+        client.register_system_shared_memory("in", key, 4096)
+        tensor = grpcclient.InferInput("IN_X", [4], "FP32")
+        tensor.set_shared_memory("in", 16)
+        client.infer("where_is", [tensor])
+        (worker,) = server.worker_pids()
+        os.kill(worker, signal.SIGKILL)
+        assert server.wait_for_log("restarting it")
+        result = client.infer("where_is", [tensor], client_timeout=30)  # the new worker maps the region itself
+        assert result.as_numpy("WHERE")[0].decode() == "/dev/shm" + key
+        assert shm_segments_of({worker}) == []
+        client.unregister_system_shared_memory()
+    assert os.path.exists("/dev/shm" + key)  # the client's object is the client's: never unlinked by the server
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cuda_without_gpu(identity_server, protocol):
+    mod, client = client_for(identity_server, protocol)
+    handle = base64.b64encode(b"\x01" * 64)
+    err = error_of(lambda: client.register_cuda_shared_memory("c", handle, 0, 1024))
+    assert err.message() == "failed to register CUDA shared memory region: 'c', GPUs not supported"
+    err = error_of(lambda: client.register_cuda_shared_memory("c", base64.b64encode(b"\x01" * 10), 0, 1024))
+    assert err.message() == "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+    client.unregister_cuda_shared_memory()
+    status = client.get_cuda_shared_memory_status()
+    assert (len(status.regions) if protocol == "grpc" else len(status)) == 0
+    err = error_of(lambda: client.get_cuda_shared_memory_status("c"))
+    assert err.message() == "Unable to find cuda shared memory region: 'c'"
