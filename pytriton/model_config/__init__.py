@@ -1,5 +1,17 @@
-"""Model configuration: datatypes and the server-side model description."""
+"""Model configuration: what `Triton.bind` takes (ModelConfig, Tensor, ...) and the server's model description."""
 
+from pytriton.model_config.common import DeviceKind, DynamicBatcher, QueuePolicy, TimeoutAction
+from pytriton.model_config.model_config import ModelConfig
+from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 
-__all__ = ["TensorSpec", "TritonModelConfig"]
+__all__ = [
+    "ModelConfig",
+    "Tensor",
+    "DeviceKind",
+    "DynamicBatcher",
+    "QueuePolicy",
+    "TimeoutAction",
+    "TensorSpec",
+    "TritonModelConfig",
+]

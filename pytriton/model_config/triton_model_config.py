@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from pytriton.exceptions import PyTritonModelConfigError
-from pytriton.model_config.datatypes import TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
+from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
+from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,11 @@ class TensorSpec:
     def numpy_dtype(self) -> np.dtype:
         return TRITON_TO_NUMPY[self.datatype]
 
+    @property
+    def dtype(self) -> type:
+        """The numpy scalar type, as PyTriton's TensorSpec has it (`np.bytes_` for BYTES)."""
+        return np.bytes_ if self.datatype == "BYTES" else TRITON_TO_NUMPY[self.datatype].type
+
 
 @dataclasses.dataclass
 class TritonModelConfig:
@@ -56,6 +62,8 @@ class TritonModelConfig:
     gpus: list[int] = dataclasses.field(default_factory=list)
     decoupled: bool = False
     backend_parameters: dict[str, str] = dataclasses.field(default_factory=dict)
+    batcher: DynamicBatcher | None = None
+    response_cache: bool = False
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -139,6 +147,8 @@ class TritonModelConfig:
             "parameters": {k: {"string_value": v} for k, v in self.backend_parameters.items()},
             "model_warmup": [],
             "model_transaction_policy": {"decoupled": self.decoupled},
+            **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
+            **({"response_cache": {"enable": True}} if self.response_cache else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,6 +163,8 @@ class TritonModelConfig:
             "backend_parameters": dict(self.backend_parameters),
             "inputs": [dataclasses.asdict(s) for s in self.inputs],
             "outputs": [dataclasses.asdict(s) for s in self.outputs],
+            "batcher": self.to_triton_dict().get("dynamic_batching") if self.batcher else None,
+            "response_cache": self.response_cache,
         }
 
     @classmethod
@@ -160,4 +172,62 @@ class TritonModelConfig:
         fields = dict(data)
         fields["inputs"] = [TensorSpec(**s) for s in data["inputs"]]
         fields["outputs"] = [TensorSpec(**s) for s in data["outputs"]]
+        fields["batcher"] = _batcher_from_triton(data["batcher"]) if data.get("batcher") is not None else None
         return cls(**fields)
+
+    @classmethod
+    def from_triton_dict(cls, data: dict[str, Any]) -> TritonModelConfig:
+        """Parse Triton's JSON model configuration (as `/config` or ModelConfig RPC as JSON return it)."""
+
+        def specs(entries: list[dict[str, Any]]) -> list[TensorSpec]:
+            return [
+                TensorSpec(
+                    e["name"],
+                    CONFIG_TO_TRITON[e.get("data_type", "TYPE_FP32")],
+                    tuple(int(d) for d in e.get("dims", [])),
+                    bool(e.get("optional", False)),
+                )
+                for e in entries
+            ]
+
+        groups = data.get("instance_group") or []
+        gpus = [int(g) for group in groups for g in group.get("gpus", [])]
+        count = int(groups[0].get("count", 1)) if groups else 1
+        versions = (data.get("version_policy") or {}).get("specific", {}).get("versions") or [1]
+        batcher = _batcher_from_triton(data["dynamic_batching"]) if "dynamic_batching" in data else None
+        return cls(
+            model_name=data["name"],
+            inputs=specs(data.get("input", [])),
+            outputs=specs(data.get("output", [])),
+            model_version=int(versions[0]),
+            max_batch_size=int(data.get("max_batch_size", 0)),
+            instance_count=max(count, 1),
+            gpus=sorted(set(gpus)),
+            decoupled=bool((data.get("model_transaction_policy") or {}).get("decoupled", False)),
+            backend_parameters={k: v.get("string_value", "") for k, v in (data.get("parameters") or {}).items()},
+            batcher=batcher,
+            response_cache=bool((data.get("response_cache") or {}).get("enable", False)),
+        )
+
+
+def _queue_policy(data: dict[str, Any]) -> QueuePolicy:
+    return QueuePolicy(
+        timeout_action=TimeoutAction(data.get("timeout_action", "REJECT")),
+        default_timeout_microseconds=int(data.get("default_timeout_microseconds", 0)),
+        allow_timeout_override=bool(data.get("allow_timeout_override", False)),
+        max_queue_size=int(data.get("max_queue_size", 0)),
+    )
+
+
+def _batcher_from_triton(data: dict[str, Any]) -> DynamicBatcher:
+    default = data.get("default_queue_policy")
+    priority = data.get("priority_queue_policy") or {}
+    return DynamicBatcher(
+        max_queue_delay_microseconds=int(data.get("max_queue_delay_microseconds", 0)),
+        preferred_batch_size=[int(x) for x in data.get("preferred_batch_size", [])] or None,
+        preserve_ordering=bool(data.get("preserve_ordering", False)),
+        priority_levels=int(data.get("priority_levels", 0)),
+        default_priority_level=int(data.get("default_priority_level", 0)),
+        default_queue_policy=_queue_policy(default) if default else None,
+        priority_queue_policy={int(k): _queue_policy(v) for k, v in priority.items()} or None,
+    )

@@ -1,0 +1,70 @@
+"""Configuration structures shared by the user-facing ModelConfig and the server's model description."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Dict, Optional
+
+
+class DeviceKind(enum.Enum):
+    """Device kind for model deployment."""
+
+    KIND_AUTO = "KIND_AUTO"
+    KIND_CPU = "KIND_CPU"
+    KIND_GPU = "KIND_GPU"
+
+
+class TimeoutAction(enum.Enum):
+    """What happens to a request that times out in the queue."""
+
+    REJECT = "REJECT"
+    DELAY = "DELAY"
+
+
+@dataclasses.dataclass
+class QueuePolicy:
+    """Model queue policy (Triton's ModelQueuePolicy)."""
+
+    timeout_action: TimeoutAction = TimeoutAction.REJECT
+    default_timeout_microseconds: int = 0
+    allow_timeout_override: bool = False
+    max_queue_size: int = 0
+
+    def to_triton_dict(self) -> dict:
+        return {
+            "timeout_action": self.timeout_action.value,
+            "default_timeout_microseconds": self.default_timeout_microseconds,
+            "allow_timeout_override": self.allow_timeout_override,
+            "max_queue_size": self.max_queue_size,
+        }
+
+
+@dataclasses.dataclass
+class DynamicBatcher:
+    """Dynamic batcher configuration (Triton's ModelDynamicBatching)."""
+
+    max_queue_delay_microseconds: int = 0
+    preferred_batch_size: Optional[list] = None
+    preserve_ordering: bool = False
+    priority_levels: int = 0
+    default_priority_level: int = 0
+    default_queue_policy: Optional[QueuePolicy] = None
+    priority_queue_policy: Optional[Dict[int, QueuePolicy]] = None
+
+    def to_triton_dict(self) -> dict:
+        out: dict = {
+            "preferred_batch_size": list(self.preferred_batch_size or []),
+            "max_queue_delay_microseconds": self.max_queue_delay_microseconds,
+            "preserve_ordering": self.preserve_ordering,
+            "priority_levels": self.priority_levels,
+            "default_priority_level": self.default_priority_level,
+        }
+        if self.default_queue_policy is not None:
+            out["default_queue_policy"] = self.default_queue_policy.to_triton_dict()
+        if self.priority_queue_policy:
+            out["priority_queue_policy"] = {str(k): v.to_triton_dict() for k, v in self.priority_queue_policy.items()}
+        return out
+
+
+__all__ = ["DeviceKind", "TimeoutAction", "QueuePolicy", "DynamicBatcher"]

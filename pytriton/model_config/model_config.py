@@ -1,0 +1,18 @@
+"""`ModelConfig`: the model options a PyTriton user passes to `Triton.bind`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pytriton.model_config.common import DynamicBatcher
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Batching, batcher, response cache and decoupled (streaming) settings of a bound model."""
+
+    batching: bool = True
+    max_batch_size: int = 4
+    batcher: DynamicBatcher = dataclasses.field(default_factory=DynamicBatcher)
+    response_cache: bool = False
+    decoupled: bool = False
