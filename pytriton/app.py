@@ -15,6 +15,7 @@ import secrets
 import shutil
 import signal
 import tempfile
+from typing import Callable
 
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
@@ -60,6 +61,7 @@ class ServerConfig:
     grpc_restricted_protocol: list[str] = dataclasses.field(default_factory=list)
     log_level: str = "INFO"
     exit_timeout_s: float = 30.0
+    exit_with_parent: bool = os.environ.get("PYTRITON_EXIT_WITH_PARENT", "") == "1"
     inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
 
 
@@ -172,6 +174,17 @@ class Server:
         logger.info("pytriton server stopped")
 
 
+async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None:
+    """Stop the server when the process that started it is gone (it was re-parented)."""
+    parent = os.getppid()
+    while True:
+        await asyncio.sleep(period_s)
+        if os.getppid() != parent:
+            logger.warning("the parent process (pid %d) is gone; stopping", parent)
+            stop()
+            return
+
+
 async def serve_until_signal(config: ServerConfig) -> None:
     """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain."""
     loop = asyncio.get_running_loop()
@@ -187,6 +200,7 @@ async def serve_until_signal(config: ServerConfig) -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal)
+    watchdog = asyncio.ensure_future(_watch_parent(on_signal)) if config.exit_with_parent else None
     try:
         start = asyncio.ensure_future(server.start())
         stopped = asyncio.ensure_future(stop.wait())
@@ -201,6 +215,8 @@ async def serve_until_signal(config: ServerConfig) -> None:
         logger.info("signal received; stopping (waiting up to %.0f s for in-flight requests)", config.exit_timeout_s)
         await server.stop()
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
 

@@ -63,6 +63,8 @@ def main() -> None:
 @click.option("--max-batch-size", type=click.IntRange(min=0), default=0, show_default=True, help="0 = no batching.")
 @click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True, help="Instances per GPU (or CPU).")
 @click.option("--gpus", help="Comma-separated GPU ids; each gets --instances workers.")
+@click.option("--decoupled", is_flag=True, help="The callable is a generator yielding any number of responses per "
+              "request (streamed over gRPC ModelStreamInfer).")
 @click.option("--grpc-address", default="0.0.0.0", show_default=True)
 @click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0 = any free port.")
 @click.option("--http-address", default="0.0.0.0", show_default=True)
@@ -102,6 +104,7 @@ def serve(
     max_batch_size: int,
     instances: int,
     gpus: str | None,
+    decoupled: bool,
     grpc_address: str,
     grpc_port: int,
     http_address: str,
@@ -144,6 +147,7 @@ def serve(
             max_batch_size=max_batch_size,
             instance_count=instances,
             gpus=parse_gpus(gpus),
+            decoupled=decoupled,
         )
     except PyTritonError as exc:
         raise click.UsageError(str(exc)) from None

@@ -50,8 +50,8 @@ class PyTritonUnrecoverableError(PyTritonError):
     """An error the server cannot recover from."""
 
 
-class PyTritonClientError(PyTritonError):
-    """Base of client errors."""
+class PyTritonRuntimeError(PyTritonError):
+    """An error while pytriton runs (e.g. the server process died)."""
 
 
 class ServerError(PyTritonError):

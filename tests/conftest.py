@@ -52,10 +52,10 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args]
         for service in ("grpc", "http", "metrics"):
             cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
-        full_env = dict(os.environ)
+        full_env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")  # no server outlives a crashed test run
         full_env.update(env or {})
         self.process = subprocess.Popen(
-            cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         _started_pids.add(self.process.pid)
         self.lines: list[str] = []
@@ -150,5 +150,10 @@ def nothing_left_behind() -> Iterator[None]:
         time.sleep(0.1)
         alive = [p for p in _started_pids if _pid_alive(p)]
     leftovers = shm_segments_of(_started_pids)
+    for pid in alive:  # report, but do not leave them running
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     assert not alive, f"processes still alive after the tests: {alive}"
     assert not leftovers, f"shared-memory segments left in /dev/shm: {leftovers}"

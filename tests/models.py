@@ -88,3 +88,17 @@ def where_is(requests):
         out.append({"WHERE": np.array([where], dtype=object), "OUT_X": array * 2,
                     "WRITABLE": np.array([array.flags.writeable])})
     return out
+
+
+def countdown(requests):
+    """Decoupled: for each request, yields N = COUNT[0] responses with VALUE = N-1 ... 0, then finishes."""
+    count = max(int(r["COUNT"].reshape(-1)[0]) for r in requests)
+    for step in range(count):
+        yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]
+
+
+async def async_countdown(requests):
+    count = int(requests[0]["COUNT"].reshape(-1)[0])
+    for step in range(count):
+        await asyncio.sleep(0)
+        yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]

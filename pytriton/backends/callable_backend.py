@@ -10,7 +10,7 @@ import asyncio
 import importlib
 import inspect
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -41,10 +41,6 @@ def load_callable(target: str) -> Callable[..., Any]:
     return obj
 
 
-def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
-
-
 def _shape_matches(spec: TensorSpec, shape: tuple[int, ...], batched: bool) -> bool:
     dims = shape[1:] if batched else shape
     if batched and len(shape) < 1:
@@ -60,19 +56,33 @@ class CallableBackend:
     def __init__(self, infer_func: Callable[..., Any], config: TritonModelConfig):
         self.infer_func = infer_func
         self.config = config
-        self._is_async = _is_async(infer_func)
-        self._loop = asyncio.new_event_loop() if self._is_async else None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def __call__(self, requests: list[Request]) -> list[dict[str, Any]]:
-        if self._loop is not None:
-            result = self._loop.run_until_complete(self.infer_func(requests))
-        else:
-            result = self.infer_func(requests)
-        if inspect.isawaitable(result):
-            assert self._loop is None
+    def _loop_for(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            result = self._loop.run_until_complete(result)
+        return self._loop
+
+    def __call__(self, requests: list[Request]) -> Any:
+        """Call the function; a coroutine is run to completion on the backend's own loop."""
+        result = self.infer_func(requests)
+        if inspect.isawaitable(result):
+            result = self._loop_for().run_until_complete(result)
         return result
+
+    def iterate(self, result: Any) -> Iterator[Any]:
+        """The responses of a call: one list, or each list a (sync or async) generator yields."""
+        if inspect.isgenerator(result):
+            yield from result
+        elif inspect.isasyncgen(result):
+            loop = self._loop_for()
+            while True:
+                try:
+                    yield loop.run_until_complete(result.__anext__())
+                except StopAsyncIteration:
+                    return
+        else:
+            yield result
 
     def check_outputs(
         self, requests: list[Request], responses: Any

@@ -7,6 +7,7 @@ server says STOP, the server process disappears, or SIGTERM arrives.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import json
 import logging
 import os
@@ -88,28 +89,43 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
         logger.exception("%s: cannot decode request", label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
+    regions = [d.output_regions for d in decoded] if any(d.output_regions for d in decoded) else None
+    decoupled = backend.config.decoupled
     t_input = time.perf_counter_ns()
+    sent = 0
     try:
-        raw = backend(requests)
+        result = backend(requests)
+        if not decoupled and (inspect.isgenerator(result) or inspect.isasyncgen(result)):
+            raise InferenceCallableError(
+                f"inference callable of model '{backend.config.model_name}' returned a generator, but the model is "
+                "not decoupled; bind it with ModelConfig(decoupled=True) to stream responses"
+            )
+        for raw in backend.iterate(result):
+            t_infer = time.perf_counter_ns()
+            responses = backend.check_outputs(requests, raw)
+            endpoint.send_result(
+                message.id,
+                responses,
+                regions,
+                timings=(t_input - start, t_infer - t_input),
+                output_started_ns=t_infer,
+                final=not decoupled,
+            )
+            sent += 1
+            start = t_input = time.perf_counter_ns()
+    except InferenceCallableError as exc:
+        endpoint.send_result(message.id, None, error=str(exc))
+        return
     except Exception as exc:  # noqa: BLE001 - the callable's error goes back to the client
         logger.debug("%s: inference callable raised", label, exc_info=True)
         endpoint.send_result(message.id, None, error=_format_error(exc))
         return
-    t_infer = time.perf_counter_ns()
-    try:
-        responses = backend.check_outputs(requests, raw)
-    except InferenceCallableError as exc:
-        endpoint.send_result(message.id, None, error=str(exc))
-        return
-    regions = [d.output_regions for d in decoded] if any(d.output_regions for d in decoded) else None
-    del requests, decoded, raw
-    endpoint.send_result(
-        message.id,
-        responses,
-        regions,
-        timings=(t_input - start, t_infer - t_input),
-        output_started_ns=t_infer,
-    )
+    finally:
+        del requests, decoded
+    if decoupled:
+        endpoint.send_result(message.id, None, final=True)  # the stream is complete
+    elif sent != 1:
+        endpoint.send_result(message.id, None, error="inference callable returned no response")
 
 
 def main(argv: list[str] | None = None) -> int:

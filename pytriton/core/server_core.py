@@ -7,9 +7,10 @@ Front-ends convert wire formats into `InferRequest`s and call `infer`; every err
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, AsyncIterator, Iterator
 
 from pytriton.core.classification import classify
 from pytriton.core.registry import Model, ModelRegistry
@@ -19,8 +20,8 @@ from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import ArenaExhaustedError
-from pytriton.proxy.messages import RequestData, TensorData
-from pytriton.proxy.router import ProxyRouter, WorkerGoneError
+from pytriton.proxy.messages import ExecutionResult, RequestData, TensorData
+from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink
 from pytriton.scheduler.dispatcher import InstanceDispatcher
 from pytriton.supervisor.worker_pool import WorkerPool
 
@@ -144,9 +145,7 @@ class ServerCore:
         return [model.stats.to_dict(model.name, str(model.version))]
 
     # ---- inference ---------------------------------------------------------------------------
-    async def infer(self, request: InferRequest) -> InferResponse:
-        """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
-        start = time.perf_counter_ns()
+    def _prepare(self, request: InferRequest) -> tuple[Model, int, RequestData, list[Region]]:
         model = self.registry.get(request.model_name, request.model_version)
         if not self.accepting:
             raise unavailable("Server not ready")
@@ -162,54 +161,52 @@ class ServerCore:
             parameters=request.parameters,
             output_regions=output_regions,
         )
+        return model, batch_size, item, regions
+
+    def _response(self, model: Model, request: InferRequest, result: ExecutionResult, link: WorkerLink) -> InferResponse:
+        """The client's response for one worker result (or the error it carries); records the execution."""
+        if result.error or not result.responses:
+            result.release_buffers()
+            error = result.error or "no response from the worker"
+            raise internal(f"Failed to process the request(s) for model '{link.label}', message: {error}")
+        if result.responses[0].error:  # the model's own answer for this request (e.g. output region too small)
+            result.release_buffers()
+            raise internal(result.responses[0].error)
+        response = result.responses[0]
+        outputs = response.outputs
+        if any("classification" in o.parameters for o in request.outputs):
+            try:
+                outputs = self._classify(model, request, outputs)
+            except BaseException:
+                result.release_buffers()
+                raise
+        return InferResponse(
+            model_name=model.name,
+            model_version=str(model.version),
+            id=request.id,
+            outputs=outputs,
+            parameters=response.parameters,
+            _release=result.release_buffers,
+        )
+
+    @contextlib.contextmanager
+    def _in_flight_request(self, model: Model, regions: list[Region], start: int) -> Iterator[None]:
+        """Counts the request for draining, holds its regions, and records a failure if it raises."""
         self.shm.acquire(regions)
         self._in_flight += 1
         self._drained.clear()  # type: ignore[union-attr]
         try:
-            try:
-                result, queue_ns, link = await model.dispatcher.execute([item])
-            except WorkerGoneError as exc:
-                raise unavailable(str(exc)) from None
-            except ArenaExhaustedError as exc:
-                raise unavailable(f"cannot take the request for model '{model.name}': {exc}") from None
-            if result.error or not result.responses:
-                result.release_buffers()
-                error = result.error or "no response from the worker"
-                raise internal(f"Failed to process the request(s) for model '{link.label}', message: {error}")
-            if result.responses[0].error:  # the model's own answer for this request (e.g. output region too small)
-                result.release_buffers()
-                raise internal(result.responses[0].error)
-            response = result.responses[0]
-            outputs = response.outputs
-            if any("classification" in o.parameters for o in request.outputs):
-                try:
-                    outputs = self._classify(model, request, outputs)
-                except BaseException:
-                    result.release_buffers()
-                    raise
-            model.stats.record_execution(
-                batch_size, result.compute_input_ns, result.compute_infer_ns, result.compute_output_ns
-            )
-            model.stats.record_success(
-                batch_size,
-                time.perf_counter_ns() - start,
-                queue_ns,
-                result.compute_input_ns,
-                result.compute_infer_ns,
-                result.compute_output_ns,
-            )
-            return InferResponse(
-                model_name=model.name,
-                model_version=str(model.version),
-                id=request.id,
-                outputs=outputs,
-                parameters=response.parameters,
-                _release=result.release_buffers,
-            )
+            yield
+        except WorkerGoneError as exc:
+            model.stats.record_failure(time.perf_counter_ns() - start)
+            raise unavailable(str(exc)) from None
+        except ArenaExhaustedError as exc:
+            model.stats.record_failure(time.perf_counter_ns() - start)
+            raise unavailable(f"cannot take the request for model '{model.name}': {exc}") from None
         except ServerError:
             model.stats.record_failure(time.perf_counter_ns() - start)
             raise
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as exc:  # a bug of ours must become a clear error, not a dropped call
             logger.exception("inference on model '%s' failed", model.name)
@@ -220,6 +217,36 @@ class ServerCore:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._drained.set()  # type: ignore[union-attr]
+
+    async def infer(self, request: InferRequest) -> InferResponse:
+        """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
+        start = time.perf_counter_ns()
+        model, batch_size, item, regions = self._prepare(request)
+        with self._in_flight_request(model, regions, start):
+            result, queue_ns, link = await model.dispatcher.execute([item])
+            response = self._response(model, request, result, link)
+            stats = model.stats
+            stats.record_execution(batch_size, result.compute_input_ns, result.compute_infer_ns,
+                                   result.compute_output_ns)
+            stats.record_success(batch_size, time.perf_counter_ns() - start, queue_ns, result.compute_input_ns,
+                                 result.compute_infer_ns, result.compute_output_ns)
+            return response
+
+    async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """A decoupled model's responses to one request, as the worker produces them (zero or more)."""
+        start = time.perf_counter_ns()
+        model, batch_size, item, regions = self._prepare(request)
+        with self._in_flight_request(model, regions, start):
+            compute = [0, 0, 0]
+            queue_ns = 0
+            async for result, queue_ns, link in model.dispatcher.execute_stream([item]):
+                response = self._response(model, request, result, link)
+                compute[0] += result.compute_input_ns
+                compute[1] += result.compute_infer_ns
+                compute[2] += result.compute_output_ns
+                yield response
+            model.stats.record_execution(batch_size, *compute)
+            model.stats.record_success(batch_size, time.perf_counter_ns() - start, queue_ns, *compute)
 
     def _resolve_regions(self, request: InferRequest) -> tuple[list[TensorData], list[TensorData], list[Region]]:
         """Turn region references (name, relative offset) into what a worker maps; check their bounds."""

@@ -207,13 +207,14 @@ class WorkerEndpoint:
         error: str = "",
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
+        final: bool = True,
     ) -> None:
         """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
         until the outputs are in place.
         """
-        message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=True, error=error)
+        message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
         frames: list[Any] = []
         try:
@@ -241,7 +242,8 @@ class WorkerEndpoint:
         if output_started_ns:
             message.compute_output_ns = time.perf_counter_ns() - output_started_ns
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
-        self._release_dedicated()
+        if message.final:
+            self._release_dedicated()
 
     def _free_refs(self, item: Any) -> None:
         for ref in item.outputs:

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import logging
 import os
-from typing import Any
+from typing import Any, AsyncIterator
 
 import zmq
 
@@ -46,7 +46,8 @@ class WorkerLink:
         self.label = label
         self.pid: int | None = None
         self.hello: asyncio.Future[int] = router.loop.create_future()
-        self.pending: dict[int, tuple[asyncio.Future, list[int]]] = {}
+        # call id -> (future or queue of the caller, or None once abandoned; request-arena slots)
+        self.pending: dict[int, tuple[Any, list[int]]] = {}
         self.pending_free: list[int] = []
         self.segments: SegmentMap | None = None
         self.closed = False
@@ -95,10 +96,12 @@ class ProxyRouter:
         link.closed = True
         self._links.pop(link.identity, None)
         pending, link.pending = link.pending, {}
-        for future, slots in pending.values():
+        for waiter, slots in pending.values():
             self._free_request_slots(slots)
-            if not future.done():
-                future.set_exception(WorkerGoneError(reason))
+            if isinstance(waiter, asyncio.Queue):
+                waiter.put_nowait(WorkerGoneError(reason))
+            elif waiter is not None and not waiter.done():
+                waiter.set_exception(WorkerGoneError(reason))
         if not link.hello.done():
             link.hello.set_exception(WorkerGoneError(reason))
             link.hello.exception()  # mark retrieved; the supervisor reports the failure itself
@@ -177,8 +180,8 @@ class ProxyRouter:
         ref.segment = segment_id
         ref.offset = offset
 
-    async def execute(self, link: WorkerLink, requests: list[RequestData]) -> ExecutionResult:
-        """Send a batch of requests to a worker and wait for its result."""
+    def _submit(self, link: WorkerLink, requests: list[RequestData], waiter: Any) -> int:
+        """Encode and send one execution; `waiter` (a future or a queue) gets the worker's answer(s)."""
         if link.closed:
             raise WorkerGoneError(f"model instance '{link.label}' is not running")
         call_id = next(self._ids)
@@ -201,20 +204,42 @@ class ProxyRouter:
         if link.pending_free:
             message.freed.extend(link.pending_free)
             link.pending_free.clear()
-        future: asyncio.Future = self.loop.create_future()
-        link.pending[call_id] = (future, slots)
+        link.pending[call_id] = (waiter, slots)
         try:
             self._send(link, [message.SerializeToString(), *frames])
         except WorkerGoneError:
             link.pending.pop(call_id, None)
             self._free_request_slots(slots)
             raise
-        try:
-            reply, reply_frames = await future
-        except asyncio.CancelledError:
-            # The caller gave up; the worker's answer will be dropped when it comes.
-            raise
+        return call_id
+
+    async def execute(self, link: WorkerLink, requests: list[RequestData]) -> ExecutionResult:
+        """Send a batch of requests to a worker and wait for its result."""
+        future: asyncio.Future = self.loop.create_future()
+        self._submit(link, requests, future)
+        reply, reply_frames = await future  # if the caller gives up, the answer is dropped when it comes
         return self._decode_result(link, reply, reply_frames)
+
+    async def execute_stream(self, link: WorkerLink, requests: list[RequestData]) -> AsyncIterator[ExecutionResult]:
+        """Like `execute` for decoupled models: yields each result the worker sends until the final one."""
+        queue: asyncio.Queue = asyncio.Queue()
+        call_id = self._submit(link, requests, queue)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                reply, reply_frames = item
+                result = self._decode_result(link, reply, reply_frames)
+                if reply.responses or reply.error:
+                    yield result
+                else:
+                    result.release_buffers()
+                if reply.final:
+                    return
+        finally:
+            if call_id in link.pending:  # abandoned early: drop what still comes
+                link.pending[call_id] = (None, link.pending[call_id][1])
 
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -240,15 +265,19 @@ class ProxyRouter:
             return
         message = WorkerToServer.FromString(frames[1].bytes)
         if message.kind == WorkerToServer.RESULT:
-            entry = link.pending.pop(message.id, None)
+            entry = link.pending.get(message.id)
             if entry is None:
                 # Nobody waits (cancelled): free what the worker allocated for it.
                 link.release(_response_slots(message))
                 return
-            future, slots = entry
-            self._free_request_slots(slots)
-            if not future.done():
-                future.set_result((message, frames[2:]))
+            waiter, slots = entry
+            if message.final:
+                del link.pending[message.id]
+                self._free_request_slots(slots)
+            if isinstance(waiter, asyncio.Queue):
+                waiter.put_nowait((message, frames[2:]))
+            elif waiter is not None and not waiter.done():
+                waiter.set_result((message, frames[2:]))
             else:
                 link.release(_response_slots(message))
         elif message.kind == WorkerToServer.HELLO:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from typing import AsyncIterator
 
 from pytriton.exceptions import unavailable
 from pytriton.proxy.messages import ExecutionResult, RequestData
@@ -86,3 +87,16 @@ class InstanceDispatcher:
         finally:
             self._release(link)
         return result, queue_ns, link
+
+    async def execute_stream(
+        self, requests: list[RequestData]
+    ) -> AsyncIterator[tuple[ExecutionResult, int, WorkerLink]]:
+        """Run one batch on a decoupled model; yields each result; the instance stays busy until the end."""
+        queued = time.perf_counter_ns()
+        link = await self._acquire()
+        queue_ns = time.perf_counter_ns() - queued
+        try:
+            async for result in self.router.execute_stream(link, requests):
+                yield result, queue_ns, link
+        finally:
+            self._release(link)

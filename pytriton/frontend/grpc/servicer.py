@@ -183,10 +183,24 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 if _uses_shm(infer_request):
                     self._check_access("shared-memory", context)
                 self._forward_headers(infer_request, context)
-                response = await self.core.infer(infer_request)
-                message = to_infer_response(response)
-                message.parameters["triton_final_response"].bool_param = True
-                queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
+                model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
+                if not model.config.decoupled:
+                    response = await self.core.infer(infer_request)
+                    message = to_infer_response(response)
+                    message.parameters["triton_final_response"].bool_param = True
+                    queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
+                    return
+                async for response in self.core.infer_stream(infer_request):
+                    message = to_infer_response(response)
+                    message.parameters["triton_final_response"].bool_param = False
+                    queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
+                empty_final = request.parameters.get("triton_enable_empty_final_response")
+                if empty_final is not None and empty_final.bool_param:
+                    message = pb.ModelInferResponse(
+                        model_name=model.name, model_version=str(model.version), id=request.id
+                    )
+                    message.parameters["triton_final_response"].bool_param = True
+                    queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
             except ServerError as exc:
                 queue.put_nowait(pb.ModelStreamInferResponse(error_message=exc.message))
             except Exception as exc:  # noqa: BLE001 - keep the stream alive, tell the client

@@ -110,7 +110,7 @@ class ResponseItem(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
-    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns")
+    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT: _ClassVar[WorkerToServer.Kind]
@@ -128,6 +128,7 @@ class WorkerToServer(_message.Message):
     COMPUTE_INPUT_NS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_INFER_NS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_OUTPUT_NS_FIELD_NUMBER: _ClassVar[int]
+    ARENA_FIELD_NUMBER: _ClassVar[int]
     kind: WorkerToServer.Kind
     id: int
     responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
@@ -137,4 +138,5 @@ class WorkerToServer(_message.Message):
     compute_input_ns: int
     compute_infer_ns: int
     compute_output_ns: int
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ...) -> None: ...
+    arena: str
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ...) -> None: ...
