@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 from typing import Callable
 
@@ -185,7 +187,7 @@ async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None
             return
 
 
-async def serve_until_signal(config: ServerConfig) -> None:
+async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], None] | None = None) -> None:
     """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -211,6 +213,8 @@ async def serve_until_signal(config: ServerConfig) -> None:
             await asyncio.gather(start, return_exceptions=True)
             return
         start.result()
+        if on_ready is not None:
+            on_ready(server)
         await stopped
         logger.info("signal received; stopping (waiting up to %.0f s for in-flight requests)", config.exit_timeout_s)
         await server.stop()
@@ -224,3 +228,42 @@ async def serve_until_signal(config: ServerConfig) -> None:
 def run(config: ServerConfig) -> None:
     """Blocking entry point used by the CLI."""
     asyncio.run(serve_until_signal(config))
+
+
+READY_PREFIX = "PYTRITON_READY "
+
+
+def _announce(server: Server) -> None:
+    """One line on stdout that a parent process (pytriton.triton.Triton) waits for."""
+    assert server.core is not None and server.core.router is not None
+    info = {
+        "grpc_port": server.grpc_port,
+        "http_port": server.http_port,
+        "metrics_port": server.metrics_port,
+        "address": server.core.router.address,
+        "tag": server.tag,
+        "pid": os.getpid(),
+        "inline_max": server.core.inline_max,
+    }
+    sys.stdout.write(READY_PREFIX + json.dumps(info) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pytriton.app '<ServerConfig as JSON>'`: the server process that `Triton.run()` starts."""
+    args = sys.argv[1:] if argv is None else argv
+    fields = json.loads(args[0])
+    models = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"]) for m in fields.pop("models", [])]
+    config = ServerConfig(models=models, **fields)
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        asyncio.run(serve_until_signal(config, on_ready=_announce))
+    except (OSError, RuntimeError) as exc:
+        sys.stderr.write(f"pytriton server failed to start: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

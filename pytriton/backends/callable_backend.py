@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from pytriton.model_config.datatypes import numpy_to_triton
+from pytriton.model_config.datatypes import TRITON_TO_NUMPY, numpy_to_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.types import Request
 
@@ -41,6 +41,16 @@ def load_callable(target: str) -> Callable[..., Any]:
     return obj
 
 
+def _cast_output(array: Any, wanted: str, datatype: str) -> tuple[Any, str]:
+    """Non-strict mode: cast to the declared dtype when numpy deems it safe or same-kind (e.g. FP64 -> FP32)."""
+    if wanted == "BYTES" or datatype == "BYTES" or not isinstance(array, np.ndarray):
+        return array, datatype
+    target = TRITON_TO_NUMPY[wanted]
+    if np.can_cast(array.dtype, target, casting="same_kind"):
+        return array.astype(target), wanted
+    return array, datatype
+
+
 def _shape_matches(spec: TensorSpec, shape: tuple[int, ...], batched: bool) -> bool:
     dims = shape[1:] if batched else shape
     if batched and len(shape) < 1:
@@ -48,6 +58,23 @@ def _shape_matches(spec: TensorSpec, shape: tuple[int, ...], batched: bool) -> b
     if len(dims) != len(spec.shape):
         return False
     return all(want == -1 or want == got for want, got in zip(spec.shape, dims))
+
+
+def inject_triton_context(infer_func: Any, config: TritonModelConfig) -> None:
+    """Give decorators like @fill_optionals and @triton_context the model config, as PyTriton does."""
+    try:
+        from pytriton.decorators import TritonContext  # noqa: PLC0415 - decorators are optional for a callable
+    except ImportError:
+        return
+    owner = getattr(infer_func, "__self__", None) or infer_func
+    context = getattr(owner, "__triton_context__", None)
+    if context is None:
+        context = TritonContext()
+        try:
+            setattr(owner, "__triton_context__", context)
+        except (AttributeError, TypeError):
+            return
+    context.model_configs[infer_func] = config
 
 
 class CallableBackend:
@@ -130,6 +157,8 @@ class CallableBackend:
                     datatype = numpy_to_triton(array.dtype)
                 except TypeError:
                     datatype = f"numpy {array.dtype}"
+                if datatype != spec.datatype and not self.config.strict:
+                    array, datatype = _cast_output(array, spec.datatype, datatype)
                 if datatype != spec.datatype:
                     raise InferenceCallableError(
                         f"output '{name}' of model '{model}' has datatype {datatype} (numpy {array.dtype}), "

@@ -13,11 +13,16 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
-import traceback
 from typing import Any
 
-from pytriton.backends.callable_backend import CallableBackend, InferenceCallableError, load_callable
+from pytriton.backends.callable_backend import (
+    CallableBackend,
+    InferenceCallableError,
+    inject_triton_context,
+    load_callable,
+)
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.endpoint import WorkerEndpoint
 from pytriton.proxy.messages import ServerToWorker
@@ -45,28 +50,60 @@ def _format_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def serve(spec: dict[str, Any]) -> int:
-    """Run the worker loop described by `spec`; return the exit code."""
+def _server_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | None = None) -> int:
+    """Run the worker loop described by `spec`; return the exit code.
+
+    A spawned worker imports `spec["callable"]`; a thread in the user's process (Triton.bind) passes the
+    callable itself and a `stop` event. The loop ends on STOP from the server, when the server is gone
+    (it was our parent, or its pid no longer exists), or when `stop` is set.
+    """
     config = TritonModelConfig.from_dict(spec["config"])
     label = f"model '{config.model_name}' instance {spec.get('instance', 0)}"
     server_pid = int(spec["server_pid"])
-    watch_parent = spec.get("watch_parent", True)  # off when a test runs the loop in a thread
+    watch = spec.get("watch", "parent")  # "parent" (spawned worker), "pid" (thread in another process), "none"
     endpoint = WorkerEndpoint(
-        spec["address"], spec["identity"].encode(), spec["tag"], server_pid, inline_max=int(spec["inline_max"])
+        spec["address"],
+        spec["identity"].encode(),
+        spec["tag"],
+        server_pid,
+        inline_max=int(spec["inline_max"]),
+        arena_kind=spec.get("arena_kind", "rsp"),
     )
+    poll_ms = PARENT_CHECK_MS if stop is None else 100
     try:
         try:
-            backend = CallableBackend(load_callable(spec["callable"]), config)
+            fn = infer_func if infer_func is not None else load_callable(spec["callable"])
+            inject_triton_context(fn, config)
+            backend = CallableBackend(fn, config)
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which explains it to the user
-            logger.error("%s: cannot load inference callable '%s': %s", label, spec["callable"], exc)
-            endpoint.send_fatal(f"cannot load inference callable '{spec['callable']}': {_format_error(exc)}")
+            logger.error("%s: cannot load inference callable '%s': %s", label, spec.get("callable"), exc)
+            endpoint.send_fatal(f"cannot load inference callable '{spec.get('callable')}': {_format_error(exc)}")
             return 3
         endpoint.send_hello()
         logger.debug("%s ready (pid %d)", label, os.getpid())
+        idle_polls = 0
         while True:
-            received = endpoint.receive(PARENT_CHECK_MS)
+            received = endpoint.receive(poll_ms)
             if received is None:
-                if watch_parent and os.getppid() != server_pid:
+                if stop is not None and stop.is_set():
+                    return 0
+                idle_polls += 1
+                if idle_polls * poll_ms < PARENT_CHECK_MS:
+                    continue
+                idle_polls = 0
+                if (watch == "parent" and os.getppid() != server_pid) or (
+                    watch == "pid" and not _server_alive(server_pid)
+                ):
                     logger.warning("%s: server process is gone; exiting", label)
                     return 0
                 continue

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 from typing import Any, AsyncIterator, Iterator
 
@@ -23,6 +25,7 @@ from pytriton.proxy.arena import ArenaExhaustedError
 from pytriton.proxy.messages import ExecutionResult, RequestData, TensorData
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink
 from pytriton.scheduler.dispatcher import InstanceDispatcher
+from pytriton.supervisor.external import ExternalInstances
 from pytriton.supervisor.worker_pool import WorkerPool
 
 logger = logging.getLogger("pytriton.core")
@@ -64,9 +67,12 @@ class ServerCore:
         self.accepting = False
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
+        self._generation = 0
+        self._background: set[asyncio.Future] = set()
 
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
+        self.router.on_control = self._on_control
         self._drained = asyncio.Event()
         self._drained.set()
         self.live = True
@@ -106,6 +112,85 @@ class ServerCore:
             config.max_batch_size,
         )
         return model
+
+    async def add_external_model(self, config: TritonModelConfig, timeout_s: float = 300.0) -> list[str]:
+        """Register a model whose instances a client process hosts; return the identities they connect with.
+
+        The model becomes ready once every instance has connected (within `timeout_s`).
+        """
+        assert self.router is not None, "start() first"
+        self._generation += 1
+        dispatcher = InstanceDispatcher(config.model_name, self.router)
+        pool = ExternalInstances(
+            self.router, config, self._generation, on_ready=dispatcher.add_instance, on_lost=dispatcher.remove_instance
+        )
+        model = Model(config=config, dispatcher=dispatcher, pool=pool)  # type: ignore[arg-type]
+        identities = pool.start()
+        self.registry.add(model)
+
+        async def become_ready() -> None:
+            try:
+                await pool.wait_ready(timeout_s)
+            except Exception as exc:  # noqa: BLE001
+                logger.error("model '%s' did not become ready: %s", config.model_name, exc or type(exc).__name__)
+                dispatcher.fail_waiters(f"model '{config.model_name}' is not available: {exc}")
+                return
+            model.ready = True
+            logger.info("model '%s' version %d ready (%d instance(s) hosted by pid %s)", config.model_name,
+                        config.model_version, len(pool.instances), pool.instances[0].link.pid)
+
+        task = asyncio.ensure_future(become_ready())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return identities
+
+    async def unload_model(self, name: str) -> None:
+        """Stop serving a model: it leaves the registry, then its instances stop."""
+        model = self.registry.remove(name)
+        if model is None:
+            return
+        model.ready = False
+        await model.pool.stop()
+        logger.info("model '%s' unloaded", name)
+
+    # ---- control channel (load/unload from the process that started or joined the server) --------
+    def _on_control(self, identity: bytes, payload: str) -> None:
+        task = asyncio.ensure_future(self._control(identity, payload))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _control(self, identity: bytes, payload: str) -> None:
+        assert self.router is not None
+        try:
+            request = json.loads(payload)
+            op = request.get("op")
+            if op == "info":
+                reply: dict[str, Any] = {}
+            elif op == "load":
+                config = TritonModelConfig.from_dict(request["config"])
+                await self.unload_model(config.model_name)
+                if request.get("hosting") == "external":
+                    reply = {"identities": await self.add_external_model(config, float(request.get("timeout", 300)))}
+                else:
+                    await self.add_model(config, request["callable"])
+                    reply = {}
+            elif op == "unload":
+                await self.unload_model(request["model"])
+                reply = {}
+            elif op == "model_ready":
+                try:
+                    model = self.registry.get(request["model"])
+                    reply = {"ready": model.ready}
+                except ServerError:
+                    reply = {"ready": False}
+            else:
+                raise ValueError(f"unknown control operation {op!r}")
+            reply.update(ok=True, tag=self.tag, server_pid=os.getpid(), address=self.router.address,
+                         inline_max=self.inline_max)
+        except Exception as exc:  # noqa: BLE001 - the controlling client gets the reason
+            logger.warning("control request failed: %s", exc)
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        self.router.reply_control(identity, json.dumps(reply))
 
     # ---- metadata ----------------------------------------------------------------------------
     def server_metadata(self) -> dict[str, Any]:
@@ -298,6 +383,8 @@ class ServerCore:
     async def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the workers of every model and release the transport."""
         self.accepting = False
+        for task in list(self._background):
+            task.cancel()
         await asyncio.gather(*(m.pool.stop(timeout_s) for m in self.registry), return_exceptions=True)
         for model in self.registry:
             model.ready = False

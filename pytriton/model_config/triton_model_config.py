@@ -64,6 +64,7 @@ class TritonModelConfig:
     backend_parameters: dict[str, str] = dataclasses.field(default_factory=dict)
     batcher: DynamicBatcher | None = None
     response_cache: bool = False
+    strict: bool = True  # outputs must match the declared dtype exactly (else safe casts are applied)
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -165,6 +166,7 @@ class TritonModelConfig:
             "outputs": [dataclasses.asdict(s) for s in self.outputs],
             "batcher": self.to_triton_dict().get("dynamic_batching") if self.batcher else None,
             "response_cache": self.response_cache,
+            "strict": self.strict,
         }
 
     @classmethod

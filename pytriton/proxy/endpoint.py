@@ -72,6 +72,7 @@ class WorkerEndpoint:
         server_pid: int,
         inline_max: int = DEFAULT_INLINE_MAX,
         context: zmq.Context | None = None,
+        arena_kind: str = "rsp",
     ):
         self.inline_max = inline_max
         self._ctx = context or zmq.Context.instance()
@@ -81,14 +82,15 @@ class WorkerEndpoint:
         self._socket.setsockopt(zmq.SNDHWM, 0)
         self._socket.setsockopt(zmq.RCVHWM, 0)
         self._socket.connect(address)
-        self.arena = ShmArena(tag, "rsp")
+        self.arena = ShmArena(tag, arena_kind)
         self.request_segments = SegmentMap(tag, server_pid, "req")
         self.regions = ClientRegions()
         self._dedicated_in_use: list[int] = []
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
-        self._socket.send(WorkerToServer(kind=WorkerToServer.HELLO, pid=os.getpid()).SerializeToString())
+        message = WorkerToServer(kind=WorkerToServer.HELLO, pid=os.getpid(), arena=self.arena.kind)
+        self._socket.send(message.SerializeToString())
 
     def send_fatal(self, error: str) -> None:
         message = WorkerToServer(kind=WorkerToServer.FATAL, pid=os.getpid(), error=error)

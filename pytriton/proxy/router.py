@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import logging
 import os
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import zmq
 
@@ -84,6 +84,8 @@ class ProxyRouter:
         self._links: dict[bytes, WorkerLink] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        # Called with (identity, JSON text) for CONTROL messages from peers that are not workers.
+        self.on_control: Callable[[bytes, str], None] | None = None
 
     # ---- links -------------------------------------------------------------------------------
     def add_link(self, identity: bytes, label: str) -> WorkerLink:
@@ -140,6 +142,14 @@ class ProxyRouter:
                     self._send(link, [data])
                 except WorkerGoneError:
                     pass
+
+    def reply_control(self, identity: bytes, payload: str) -> None:
+        """Answer a control client."""
+        message = ServerToWorker(kind=ServerToWorker.CONTROL, control=payload)
+        try:
+            self._socket.send_multipart([identity, message.SerializeToString()])
+        except zmq.ZMQError:
+            logger.warning("control client went away before its answer")
 
     def stop_worker(self, link: WorkerLink) -> None:
         """Ask a worker to finish and exit."""
@@ -262,6 +272,9 @@ class ProxyRouter:
         identity = frames[0].bytes
         link = self._links.get(identity)
         if link is None:
+            message = WorkerToServer.FromString(frames[1].bytes)
+            if message.kind == WorkerToServer.CONTROL and self.on_control is not None:
+                self.on_control(identity, message.control)
             return
         message = WorkerToServer.FromString(frames[1].bytes)
         if message.kind == WorkerToServer.RESULT:
@@ -282,7 +295,7 @@ class ProxyRouter:
                 link.release(_response_slots(message))
         elif message.kind == WorkerToServer.HELLO:
             link.pid = message.pid
-            link.segments = SegmentMap(self.tag, message.pid, "rsp")
+            link.segments = SegmentMap(self.tag, message.pid, message.arena or "rsp")
             if not link.hello.done():
                 link.hello.set_result(message.pid)
         elif message.kind == WorkerToServer.FATAL:

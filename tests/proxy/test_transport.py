@@ -41,7 +41,7 @@ def run_pair(inline_max: int, scenario):
                 "inline_max": inline_max,
                 "callable": "tests.models:identity",
                 "config": CONFIG.to_dict(),
-                "watch_parent": False,
+                "watch": "none",
             }
             thread = threading.Thread(target=worker.serve, args=(spec,), daemon=True)
             thread.start()

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from pytriton.core.access import AccessPolicy
+from pytriton.core.access import AccessPolicy, is_local_peer
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
@@ -184,7 +184,19 @@ class HttpApp:
             return self._repository(request, rest[1:])
         if head in ("systemsharedmemory", "cudasharedmemory"):
             return self._shared_memory(request, head, rest[1:])
+        if head == "pytriton" and rest[1:] == ["connection"]:
+            return self._connection(request)
         return error_response(404, "Not Found")
+
+    def _connection(self, request: HttpRequest) -> HttpResponse:
+        """Where a RemoteTriton on this host connects to host models (local clients only, repository token)."""
+        if bad := self._only(request.method, "GET"):
+            return bad
+        self._check("model-repository", request)
+        if not is_local_peer(request.peer):
+            raise _Forbidden("This API is restricted to clients on the server's host")
+        assert self.core.router is not None
+        return json_response({"address": self.core.router.address, "tag": self.core.tag})
 
     def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
         name = ""

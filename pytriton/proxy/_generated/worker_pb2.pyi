@@ -69,28 +69,32 @@ class RequestItem(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
         STOP: _ClassVar[ServerToWorker.Kind]
         FREE: _ClassVar[ServerToWorker.Kind]
         UNMAP: _ClassVar[ServerToWorker.Kind]
+        CONTROL: _ClassVar[ServerToWorker.Kind]
     INFER: ServerToWorker.Kind
     STOP: ServerToWorker.Kind
     FREE: ServerToWorker.Kind
     UNMAP: ServerToWorker.Kind
+    CONTROL: ServerToWorker.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     FREED_FIELD_NUMBER: _ClassVar[int]
     UNMAP_REGIONS_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
     freed: _containers.RepeatedScalarFieldContainer[int]
     unmap_regions: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ...) -> None: ...
+    control: str
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
     __slots__ = ("outputs", "error", "parameters")
@@ -110,15 +114,17 @@ class ResponseItem(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
-    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena")
+    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT: _ClassVar[WorkerToServer.Kind]
         HELLO: _ClassVar[WorkerToServer.Kind]
         FATAL: _ClassVar[WorkerToServer.Kind]
+        CONTROL: _ClassVar[WorkerToServer.Kind]
     RESULT: WorkerToServer.Kind
     HELLO: WorkerToServer.Kind
     FATAL: WorkerToServer.Kind
+    CONTROL: WorkerToServer.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +135,7 @@ class WorkerToServer(_message.Message):
     COMPUTE_INFER_NS_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_OUTPUT_NS_FIELD_NUMBER: _ClassVar[int]
     ARENA_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FIELD_NUMBER: _ClassVar[int]
     kind: WorkerToServer.Kind
     id: int
     responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
@@ -139,4 +146,5 @@ class WorkerToServer(_message.Message):
     compute_infer_ns: int
     compute_output_ns: int
     arena: str
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ...) -> None: ...
+    control: str
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ...) -> None: ...
