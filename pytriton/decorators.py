@@ -31,8 +31,8 @@ import operator
 import struct
 import typing
 from bisect import bisect_left
-from collections.abc import Mapping, MutableMapping
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, NamedTuple
 
 import numpy as np
 import wrapt
@@ -76,19 +76,19 @@ __all__ = [
 #: Name of the keyword argument ``@triton_context`` passes (``pytriton.constants.TRITON_CONTEXT_FIELD_NAME``).
 TRITON_CONTEXT_FIELD_NAME = "triton_context"
 
-InputNames = typing.List[str]
-InferenceRequest = typing.Dict[str, np.ndarray]
-InferenceRequests = typing.Union[typing.List[InferenceRequest], typing.Tuple[InferenceRequest, ...]]
-InferenceResult = typing.Dict[str, np.ndarray]
-InferenceResults = typing.Union[typing.List[InferenceResult], typing.Tuple[InferenceResult, ...]]
+InputNames = list[str]
+InferenceRequest = dict[str, np.ndarray]
+InferenceRequests = list[InferenceRequest] | tuple[InferenceRequest, ...]
+InferenceResult = dict[str, np.ndarray]
+InferenceResults = list[InferenceResult] | tuple[InferenceResult, ...]
 
 # keyword arguments that are never model inputs (PyTriton's list; used in error messages as PyTriton does)
 _SPECIAL_KEYS = ["__triton_context__"]
 
 
 class _WrappedWithWrapper(NamedTuple):
-    wrapped: Optional[Callable]
-    wrapper: Optional[Callable]
+    wrapped: Callable | None
+    wrapper: Callable | None
 
 
 class _OutputBatchSizeError(PyTritonValidationError, ValueError):
@@ -131,13 +131,13 @@ def _is_context_kwarg(name: str, value: Any) -> bool:
     return name in _SPECIAL_KEYS or (name == TRITON_CONTEXT_FIELD_NAME and isinstance(value, TritonContext))
 
 
-def _split_context_kwargs(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def _split_context_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     inputs = {k: v for k, v in kwargs.items() if not _is_context_kwarg(k, v)}
     others = {k: v for k, v in kwargs.items() if _is_context_kwarg(k, v)}
     return inputs, others
 
 
-def _get_wrapt_stack(wrapped) -> List[_WrappedWithWrapper]:
+def _get_wrapt_stack(wrapped) -> list[_WrappedWithWrapper]:
     """Returns stack of wrapped functions with wrappers applied to inference callable."""
     stack = []
     infer_callable = wrapped
@@ -151,15 +151,11 @@ def _get_wrapt_stack(wrapped) -> List[_WrappedWithWrapper]:
 
 def _has_wrapper_below(wrapped, decorator) -> bool:
     """Whether ``decorator`` (a wrapt decorator of this module) was applied anywhere in ``wrapped``'s stack."""
-    for item in _get_wrapt_stack(wrapped):
-        if item.wrapper is None:
-            continue
-        try:
-            if item.wrapper is decorator or item.wrapper is decorator.__wrapped__ or item.wrapper == decorator:
-                return True
-        except Exception:  # pragma: no cover - exotic wrapper objects with failing __eq__
-            continue
-    return False
+    targets = (decorator, getattr(decorator, "__wrapped__", None))
+    return any(
+        item.wrapper is not None and any(item.wrapper is target for target in targets if target is not None)
+        for item in _get_wrapt_stack(wrapped)
+    )
 
 
 def _map_result(result: Any, fn: Callable[[Any], Any]) -> Any:
@@ -222,11 +218,19 @@ async def _drive_async(steps: typing.Generator, awaitable):
             value = await value
 
 
-def _reject_generator(result: Any, decorator_name: str) -> None:
-    if inspect.isgenerator(result) or inspect.isasyncgen(result):
-        raise PyTritonRuntimeError(
-            f"The {decorator_name} decorator does not support inference callables returning generators"
-        )
+async def _async_value(value: Any) -> Any:
+    return value
+
+
+def _is_generator(result: Any) -> bool:
+    return inspect.isgenerator(result) or inspect.isasyncgen(result)
+
+
+def _generator_of_groups_error(decorator_name: str) -> PyTritonRuntimeError:
+    return PyTritonRuntimeError(
+        f"The {decorator_name} decorator supports inference callables returning generators only when "
+        "there is a single group to process"
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -252,10 +256,7 @@ def _callable_key(infer_callable: Any, _depth: int = 0) -> Any:
         if id(current) in seen:
             break
         seen.add(id(current))
-        try:
-            inner = getattr(current, "__wrapped__", None)
-        except Exception:  # pragma: no cover - objects with failing attribute lookup
-            inner = None
+        inner = getattr(current, "__wrapped__", None)
         if inner is None or inner is current:
             break
         current = inner
@@ -273,8 +274,8 @@ class ModelConfigDict(MutableMapping):
 
     def __init__(self):
         """Create ModelConfigDict object."""
-        self._data: Dict[Any, TritonModelConfig] = {}
-        self._callables: Dict[Any, Callable] = {}
+        self._data: dict[Any, TritonModelConfig] = {}
+        self._callables: dict[Any, Callable] = {}
 
     @staticmethod
     def _get_model_config_key(infer_callable: Callable) -> Any:
@@ -306,7 +307,8 @@ class ModelConfigDict(MutableMapping):
         return iter(list(self._callables.values()))
 
     def __repr__(self) -> str:
-        return f"ModelConfigDict({ {c: cfg.model_name for c, cfg in zip(self, self._data.values())} })"
+        entries = ", ".join(f"{c!r}: {cfg.model_name!r}" for c, cfg in zip(self, self._data.values()))
+        return f"ModelConfigDict({{{entries}}})"
 
 
 @dataclasses.dataclass
@@ -349,7 +351,7 @@ def get_model_config(wrapped, instance) -> TritonModelConfig:
 
 
 def convert_output(
-    outputs: Union[Dict, List, Tuple], wrapped=None, instance=None, model_config: Optional[TritonModelConfig] = None
+    outputs: dict | list | tuple, wrapped=None, instance=None, model_config: TritonModelConfig | None = None
 ):
     """Converts output from tuple ot list to dictionary.
 
@@ -411,7 +413,7 @@ def batch(wrapped, instance, args, kwargs):
     """
     req_list = args[0]
     if len(req_list) == 0:
-        return []
+        return _async_value([]) if inspect.iscoroutinefunction(wrapped) else []
     input_names = list(req_list[0].keys())
     for req_dict2 in req_list[1:]:
         if set(input_names) != set(req_dict2.keys()):
@@ -482,11 +484,17 @@ def group_by_keys(wrapped, instance, args, kwargs):
     def _steps():
         idx_inputs = [(idx, tuple(sorted(request.keys())), request) for idx, request in enumerate(requests)]
         idx_inputs.sort(key=operator.itemgetter(1))
-        idx_groups_res = []
+        groups = []
         for _, group in itertools.groupby(idx_inputs, key=operator.itemgetter(1)):
             indices, _keys, group_requests = zip(*group)
+            groups.append((indices, group_requests))
+        idx_groups_res = []
+        for indices, group_requests in groups:
             result = yield wrapped(list(group_requests), *other_args, **kwargs)
-            _reject_generator(result, "@group_by_keys")
+            if _is_generator(result):
+                if len(groups) == 1:  # all requests in one group, in their order: pass the generator through
+                    return result
+                raise _generator_of_groups_error("@group_by_keys")
             result = list(result)
             if len(result) != len(indices):
                 raise PyTritonValidationError(
@@ -527,14 +535,14 @@ def _serialize_bytes_sample(array: np.ndarray) -> bytes:
     return b"".join(chunks)
 
 
-def _merged_dtype(dtypes: List[np.dtype]) -> np.dtype:
+def _merged_dtype(dtypes: list[np.dtype]) -> np.dtype:
     first = dtypes[0]
     if first.kind in "SU" and all(d.kind == first.kind for d in dtypes):
         return max(dtypes, key=lambda d: d.itemsize)
     return first
 
 
-def group_by_values(*keys, pad_fn: typing.Optional[typing.Callable[[InferenceRequests], InferenceRequests]] = None):
+def group_by_values(*keys, pad_fn: typing.Callable[[InferenceRequests], InferenceRequests] | None = None):
     """Decorator for grouping requests by values of selected keys.
 
     This function splits a batch into multiple sub-batches based on the specified keys values and
@@ -600,10 +608,14 @@ def group_by_values(*keys, pad_fn: typing.Optional[typing.Callable[[InferenceReq
         batch_size = get_inference_request_batch_size(request)
 
         def _steps():
+            groups = list(_group_request(request, batch_size))
             sample_indices_with_interim_result = []
-            for sample_indices, grouped_sub_request in _group_request(request, batch_size):
+            for sample_indices, grouped_sub_request in groups:
                 interim_result = yield wrapped(*args, **grouped_sub_request, **other_kwargs)
-                _reject_generator(interim_result, "@group_by_values")
+                if _is_generator(interim_result):
+                    if len(groups) == 1:  # the whole batch in one group: pass the generator through
+                        return interim_result
+                    raise _generator_of_groups_error("@group_by_values")
                 interim_result = convert_output(interim_result, wrapped, instance)
                 sample_indices_with_interim_result.append((sample_indices, interim_result))
             return _merge(sample_indices_with_interim_result, batch_size)
@@ -619,7 +631,9 @@ def group_by_values(*keys, pad_fn: typing.Optional[typing.Callable[[InferenceReq
             sample_indices_with_interim_result = tuple(zip(indices, results))
 
         output_names = list(
-            collections.OrderedDict.fromkeys(name for _, result in sample_indices_with_interim_result for name in result)
+            collections.OrderedDict.fromkeys(
+                name for _, result in sample_indices_with_interim_result for name in result
+            )
         )
         merged = {}
         for output_name in output_names:
@@ -654,7 +668,7 @@ def group_by_values(*keys, pad_fn: typing.Optional[typing.Callable[[InferenceReq
     return _wrapper
 
 
-def _as_array_or_none(value: Any) -> Optional[np.ndarray]:
+def _as_array_or_none(value: Any) -> np.ndarray | None:
     return None if value is None else np.asarray(value)
 
 
@@ -682,7 +696,7 @@ class ConstantPadder:
             PyTritonRuntimeError: If the input arrays for a given input name have different dtypes.
         """
 
-        def _get_padded_shape(_batches: List[np.ndarray]) -> Tuple[int, ...]:
+        def _get_padded_shape(_batches: list[np.ndarray]) -> tuple[int, ...]:
             shapes = [batch.shape[1:] for batch in _batches if batch is not None]
             if len({len(shape) for shape in shapes}) > 1:
                 raise PyTritonRuntimeError(
@@ -690,7 +704,7 @@ class ConstantPadder:
                 )
             return tuple(int(max(dims)) for dims in zip(*shapes))
 
-        def _get_padded_dtype(_batches: List[np.ndarray]) -> np.dtype:
+        def _get_padded_dtype(_batches: list[np.ndarray]) -> np.dtype:
             dtypes = [batch.dtype for batch in _batches if batch is not None]
             result_dtype = dtypes[0]
             if not all(dtype.kind == result_dtype.kind for dtype in dtypes):
@@ -702,7 +716,7 @@ class ConstantPadder:
             return result_dtype
 
         input_names = list(
-            collections.OrderedDict.fromkeys(input_name for batch in batches_list for input_name in batch.keys())
+            collections.OrderedDict.fromkeys(input_name for batch in batches_list for input_name in batch)
         )
         batches_by_name = {
             input_name: [_as_array_or_none(batch.get(input_name)) for batch in batches_list]
@@ -895,7 +909,7 @@ def _all_values_equal(values: np.ndarray) -> bool:
         if values.dtype.kind in "fc":
             equal = equal | (np.isnan(values) & np.isnan(first))
         return bool(np.all(equal))
-    except Exception:  # pragma: no cover - incomparable objects
+    except Exception:  # noqa: BLE001  # pragma: no cover - incomparable objects
         return all(np.array_equal(value, values[0]) for value in values[1:])
 
 
@@ -995,4 +1009,3 @@ def triton_context(wrapped, instance, args, kwargs):
     """
     kwargs[TRITON_CONTEXT_FIELD_NAME] = get_triton_context(wrapped, instance)
     return wrapped(*args, **kwargs)
-

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +49,7 @@ def _config(
     inputs=(("a", "INT64", (-1,)), ("b", "INT64", (-1,))),
     outputs=(("a", "INT64", (-1,)), ("b", "INT64", (-1,))),
     max_batch_size: int = 16,
-    preferred_batch_size: Optional[List[int]] = None,
+    preferred_batch_size: list[int] | None = None,
     optional=(),
 ) -> TritonModelConfig:
     return TritonModelConfig(
@@ -118,7 +119,7 @@ def _three_requests():
 
 def test_public_types_and_constants():
     assert TRITON_CONTEXT_FIELD_NAME == "triton_context"
-    assert InputNames == List[str]
+    assert InputNames == list[str]
     for alias in (InferenceRequest, InferenceRequests, InferenceResult, InferenceResults):
         assert alias is not None
     assert issubclass(PyTritonRuntimeError, PyTritonError)
@@ -170,6 +171,7 @@ def test_model_config_dict_functions_and_objects():
     assert set(iter(configs)) == {fn, fn2, inst, inst2}
     assert fn in configs and _CallableClass() not in configs
 
+    assert "ModelConfigDict(" in repr(configs)
     del configs[fn]
     assert len(configs) == 3 and fn not in configs and set(configs) == {fn2, inst, inst2}
     with pytest.raises(KeyError):
@@ -326,7 +328,10 @@ def test_batch_named_parameters_and_extra_args():
     def fn(a, b):
         return {"add": a + b, "sub": a - b}
 
-    requests = [Request({"a": np.array([[1], [2]]), "b": np.array([[10], [20]])}), Request({"a": np.array([[3]]), "b": np.array([[30]])})]
+    requests = [
+        Request({"a": np.array([[1], [2]]), "b": np.array([[10], [20]])}),
+        Request({"a": np.array([[3]]), "b": np.array([[30]])}),
+    ]
     results = fn(requests)
     np.testing.assert_array_equal(results[0]["add"], [[11], [22]])
     np.testing.assert_array_equal(results[1]["sub"], [[-27]])
@@ -386,7 +391,9 @@ def test_batch_wrong_output_batch_size(rows):
     def fn(**inputs):
         return {"a": np.zeros((rows, 1)), "b": inputs["b"]}
 
-    with pytest.raises(ValueError, match=r"Received output tensors with different batch sizes: a: \(%d, 1\)" % rows) as info:
+    with pytest.raises(
+        ValueError, match=rf"Received output tensors with different batch sizes: a: \({rows}, 1\)"
+    ) as info:
         fn(_three_requests())
     assert "Expected batch size: 6" in str(info.value)
     assert isinstance(info.value, PyTritonValidationError)
@@ -438,6 +445,12 @@ def test_batch_empty_request_list():
         raise AssertionError("not called")
 
     assert fn([]) == []
+
+    @batch
+    async def afn(**inputs):
+        raise AssertionError("not called")
+
+    assert _run(afn([])) == []
 
 
 def test_batch_generator_yields_per_request_lists():
@@ -659,6 +672,22 @@ def test_group_by_keys_wrong_number_of_results():
         fn(REQUESTS_ANY_KEYS)
 
 
+def test_group_by_keys_generator_single_group_passes_through():
+    @group_by_keys
+    @batch
+    def fn(**inputs):
+        yield {"a": inputs["a"]}
+        yield {"a": inputs["a"] + 1}
+
+    requests = _three_requests()
+    parts = list(fn(requests))
+    assert len(parts) == 2 and len(parts[1]) == 3
+    np.testing.assert_array_equal(parts[1][1]["a"], requests[1]["a"] + 1)
+
+    with pytest.raises(PyTritonRuntimeError, match="only when there is a single group"):
+        fn(REQUESTS_ANY_KEYS)
+
+
 def test_group_by_keys_async():
     @group_by_keys
     @batch
@@ -676,7 +705,7 @@ def test_group_by_keys_async():
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def _recording(calls: list, fn: Callable = None):
+def _recording(calls: list, fn: Callable | None = None):
     def _fn(**inputs):
         calls.append({k: v.copy() for k, v in inputs.items()})
         return fn(**inputs) if fn else {"out": inputs["a"] * 10}
@@ -860,6 +889,22 @@ def test_group_by_values_async():
     results = _run(fn(requests))
     np.testing.assert_array_equal(results[0]["out"], [[11], [22]])
     np.testing.assert_array_equal(results[1]["out"], [[31]])
+
+
+def test_group_by_values_generator_single_group_passes_through():
+    @batch
+    @group_by_values("n")
+    def fn(x, n):
+        for step in range(2):
+            yield {"y": x + step}
+
+    requests = [Request({"x": np.array([[1], [2]]), "n": np.array([[3], [3]])})]
+    parts = list(fn(requests))
+    assert [p[0]["y"].tolist() for p in parts] == [[[1], [2]], [[2], [3]]]
+
+    requests = [Request({"x": np.array([[1], [2]]), "n": np.array([[3], [4]])})]
+    with pytest.raises(PyTritonRuntimeError, match="only when there is a single group"):
+        fn(requests)
 
 
 def test_constant_padder_numeric():
@@ -1213,7 +1258,10 @@ def test_batch_above_pad_batch_drops_padding_rows():
         return {"a": a * 2, "b": b}
 
     _inject(_config(max_batch_size=8, preferred_batch_size=[4]), fn)
-    requests = [Request({"a": np.array([[1], [2]]), "b": np.array([[1, 1], [2, 2]])}), Request({"a": np.array([[3]]), "b": np.array([[3, 3]])})]
+    requests = [
+        Request({"a": np.array([[1], [2]]), "b": np.array([[1, 1], [2, 2]])}),
+        Request({"a": np.array([[3]]), "b": np.array([[3, 3]])}),
+    ]
     results = fn(requests)
     np.testing.assert_array_equal(results[0]["a"], [[2], [4]])
     np.testing.assert_array_equal(results[1]["a"], [[6]])
@@ -1344,7 +1392,10 @@ def test_stack_on_class_method():
     model = Model()
     _inject(_config(inputs=(("x", "INT64", (1,)), ("n", "INT64", (1,)))), model.infer)
     results = model.infer(
-        [Request({"x": np.array([[1], [2]]), "n": np.array([[2], [3]])}), Request({"x": np.array([[5]]), "n": np.array([[2]])})]
+        [
+            Request({"x": np.array([[1], [2]]), "n": np.array([[2], [3]])}),
+            Request({"x": np.array([[5]]), "n": np.array([[2]])}),
+        ]
     )
     assert model.calls == 2
     np.testing.assert_array_equal(results[0]["a"], [[2], [6]])
@@ -1386,7 +1437,7 @@ def test_decorators_keep_signature_and_name():
 
 
 def test_requests_are_request_objects_not_only_dicts():
-    calls: List[Any] = []
+    calls: list[Any] = []
 
     @group_by_keys
     def fn(requests):
