@@ -13,6 +13,7 @@ from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.callable_backend import load_callable
 from pytriton.core.access import AccessPolicy
 from pytriton.exceptions import PyTritonError
+from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 
@@ -61,6 +62,12 @@ def main() -> None:
 @click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model input; repeatable.")
 @click.option("--output", "outputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model output; repeatable.")
 @click.option("--max-batch-size", type=click.IntRange(min=0), default=0, show_default=True, help="0 = no batching.")
+@click.option("--dynamic-batching", is_flag=True,
+              help="Merge queued requests into batches of up to --max-batch-size (Triton's dynamic batcher).")
+@click.option("--max-queue-delay-us", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With --dynamic-batching: how long a request may wait for others to join its batch.")
+@click.option("--preferred-batch-size", type=click.IntRange(min=1), multiple=True,
+              help="With --dynamic-batching: batch sizes to aim for (repeatable).")
 @click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True, help="Instances per GPU (or CPU).")
 @click.option("--gpus", help="Comma-separated GPU ids; each gets --instances workers.")
 @click.option("--decoupled", is_flag=True, help="The callable is a generator yielding any number of responses per "
@@ -102,6 +109,9 @@ def serve(
     inputs: tuple[str, ...],
     outputs: tuple[str, ...],
     max_batch_size: int,
+    dynamic_batching: bool,
+    max_queue_delay_us: int,
+    preferred_batch_size: tuple[int, ...],
     instances: int,
     gpus: str | None,
     decoupled: bool,
@@ -148,9 +158,14 @@ def serve(
             instance_count=instances,
             gpus=parse_gpus(gpus),
             decoupled=decoupled,
+            batcher=DynamicBatcher(max_queue_delay_microseconds=max_queue_delay_us,
+                                   preferred_batch_size=list(preferred_batch_size) or None)
+            if dynamic_batching else None,
         )
     except PyTritonError as exc:
         raise click.UsageError(str(exc)) from None
+    if dynamic_batching and max_batch_size == 0:
+        raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
     if not (allow_grpc or allow_http):
         raise click.UsageError("at least one of gRPC and HTTP must be allowed")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),

@@ -102,3 +102,10 @@ async def async_countdown(requests):
     for step in range(count):
         await asyncio.sleep(0)
         yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]
+
+
+def batch_size_seen(requests):
+    """SEEN = the number of requests executed together and the total batch size of that execution."""
+    total = sum(r["INPUT"].shape[0] for r in requests)
+    return [{"SEEN": np.tile(np.array([[len(requests), total]], dtype=np.int32), (r["INPUT"].shape[0], 1))}
+            for r in requests]

@@ -90,7 +90,7 @@ class ServerCore:
     async def add_model(self, config: TritonModelConfig, callable_target: str) -> Model:
         """Start the workers of a model and register it once they are all up."""
         assert self.router is not None, "start() first"
-        dispatcher = InstanceDispatcher(config.model_name, self.router)
+        dispatcher = InstanceDispatcher(config.model_name, self.router, config.max_batch_size, config.batcher)
         pool = WorkerPool(
             self.router,
             config,
@@ -120,7 +120,7 @@ class ServerCore:
         """
         assert self.router is not None, "start() first"
         self._generation += 1
-        dispatcher = InstanceDispatcher(config.model_name, self.router)
+        dispatcher = InstanceDispatcher(config.model_name, self.router, config.max_batch_size, config.batcher)
         pool = ExternalInstances(
             self.router, config, self._generation, on_ready=dispatcher.add_instance, on_lost=dispatcher.remove_instance
         )
@@ -308,11 +308,12 @@ class ServerCore:
         start = time.perf_counter_ns()
         model, batch_size, item, regions = self._prepare(request)
         with self._in_flight_request(model, regions, start):
-            result, queue_ns, link = await model.dispatcher.execute([item])
+            result, queue_ns, link = await model.dispatcher.execute([item], batch_size)
             response = self._response(model, request, result, link)
             stats = model.stats
-            stats.record_execution(batch_size, result.compute_input_ns, result.compute_infer_ns,
-                                   result.compute_output_ns)
+            if result.first_of_execution:
+                stats.record_execution(result.execution_batch_size or batch_size, result.compute_input_ns,
+                                       result.compute_infer_ns, result.compute_output_ns)
             stats.record_success(batch_size, time.perf_counter_ns() - start, queue_ns, result.compute_input_ns,
                                  result.compute_infer_ns, result.compute_output_ns)
             return response

@@ -94,6 +94,8 @@ class ExecutionResult:
     compute_infer_ns: int = 0
     compute_output_ns: int = 0
     release: Callable[[], None] | None = None
+    execution_batch_size: int = 0  # set when the request ran in a batch with others: that batch's size
+    first_of_execution: bool = True  # only one request of a batch records the execution in statistics
 
     def release_buffers(self) -> None:
         """Give the response-arena slots back to the worker; call once the bytes have been consumed."""
