@@ -17,7 +17,7 @@ from typing import Callable
 
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
-from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink
+from pytriton.proxy.router import ProxyRouter, WorkerLink
 
 logger = logging.getLogger("pytriton.supervisor")
 

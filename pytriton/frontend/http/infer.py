@@ -8,7 +8,7 @@ import numpy as np
 import orjson
 
 from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
-from pytriton.exceptions import ServerError, Status, internal, invalid_arg, not_found, unsupported
+from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unsupported
 from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY, deserialize_bytes_tensor, serialize_bytes_tensor
 from pytriton.proxy.messages import TensorData
 
