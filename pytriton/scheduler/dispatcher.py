@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import os
 import time
 from typing import AsyncIterator
 
@@ -48,8 +49,16 @@ class _SharedRelease:
             self.result.release_buffers()
 
 
+PIPELINE_DEPTH = int(os.environ.get("PYTRITON_PIPELINE_DEPTH", "2"))
+
+
 class InstanceDispatcher:
-    """Queue and instance pool of one model."""
+    """Queue and instance pool of one model.
+
+    Without batching, an instance may have up to PIPELINE_DEPTH executions handed to it: the worker still
+    runs them one at a time, but the next one already waits in its socket when it finishes, so the
+    server's turnaround does not leave the worker idle. A fully idle instance is always preferred.
+    """
 
     def __init__(
         self,
@@ -60,7 +69,9 @@ class InstanceDispatcher:
     ):
         self.model_name = model_name
         self.router = router
-        self._idle: list[WorkerLink] = []
+        self._idle: list[WorkerLink] = []  # instances with nothing in flight
+        self._partial: list[WorkerLink] = []  # instances that can take one more (pipelining)
+        self._inflight: dict[WorkerLink, int] = {}
         self._instances: set[WorkerLink] = set()
         self._waiters: collections.deque[asyncio.Future[WorkerLink]] = collections.deque()
         self._unavailable_reason: str | None = None
@@ -72,6 +83,7 @@ class InstanceDispatcher:
         self._target = max(preferred) if preferred else max_batch_size
         self._queue: collections.deque[_Queued] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
+        self._depth = 1 if self.batching else PIPELINE_DEPTH
 
     @property
     def instance_count(self) -> int:
@@ -85,12 +97,15 @@ class InstanceDispatcher:
     def add_instance(self, link: WorkerLink) -> None:
         self._unavailable_reason = None
         self._instances.add(link)
+        self._inflight[link] = 1
         self._release(link)
 
     def remove_instance(self, link: WorkerLink) -> None:
         self._instances.discard(link)
-        if link in self._idle:
-            self._idle.remove(link)
+        self._inflight.pop(link, None)
+        for pool in (self._idle, self._partial):
+            if link in pool:
+                pool.remove(link)
 
     def fail_waiters(self, reason: str) -> None:
         """No instance can come back (e.g. the callable no longer loads): fail who waits, and later callers."""
@@ -105,20 +120,42 @@ class InstanceDispatcher:
                 queued.future.set_exception(unavailable(reason))
 
     def _release(self, link: WorkerLink) -> None:
+        """One execution on `link` finished: hand the capacity to a waiter or back to the pools."""
         if link.closed or link not in self._instances:
             return
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(link)
+                waiter.set_result(link)  # the in-flight count stays: the waiter takes this slot
                 return
-        self._idle.append(link)
+        count = self._inflight[link] = self._inflight[link] - 1
+        if count == 0:
+            if link in self._partial:
+                self._partial.remove(link)
+            self._idle.append(link)
+        elif count < self._depth and link not in self._partial:
+            self._partial.append(link)
         if self._queue:
             self._schedule()
 
+    def _take(self) -> WorkerLink | None:
+        """An instance with spare capacity (idle ones first), with its in-flight count raised."""
+        if self._idle:
+            link = self._idle.pop()
+        elif self._partial:
+            link = self._partial.pop()
+        else:
+            return None
+        count = self._inflight[link] = self._inflight[link] + 1
+        if 0 < count < self._depth:
+            self._partial.append(link)
+        return link
+
     async def _acquire(self) -> WorkerLink:
-        if self._idle and not self._waiters:
-            return self._idle.pop()
+        if not self._waiters:
+            link = self._take()
+            if link is not None:
+                return link
         if self._unavailable_reason is not None and not self._instances:
             raise unavailable(self._unavailable_reason)
         waiter: asyncio.Future[WorkerLink] = asyncio.get_running_loop().create_future()
@@ -175,7 +212,7 @@ class InstanceDispatcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while self._idle and self._queue:
+        while (self._idle or self._partial) and self._queue:
             while self._queue and self._queue[0].future.done():  # cancelled by its caller
                 self._queue.popleft()
             if not self._queue:
@@ -188,7 +225,8 @@ class InstanceDispatcher:
                         self._timer = asyncio.get_running_loop().call_later(wait_ns / 1e9, self._schedule)
                         return
             batch = self._take_batch()
-            link = self._idle.pop()
+            link = self._take()
+            assert link is not None
             asyncio.ensure_future(self._run_batch(link, batch))
 
     def _take_batch(self) -> list[_Queued]:

@@ -89,6 +89,40 @@ def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     return data
 
 
+# Triton's kReservedParameterKeys (server `common.h`): request parameters a forwarded header may not set.
+RESERVED_HEADER_KEYS = frozenset(
+    ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", "binary_data_output")
+)
+
+
+def compile_forward_pattern(pattern: str) -> re.Pattern:
+    """Triton's `--http-header-forward-pattern`: matched anywhere in the header name, case-insensitively.
+
+    Triton prefixes the pattern with RE2's `(?i)` (header names are case-insensitive); a pattern that starts
+    with `(?-i)` turns that off again, which Python's `re` only allows as flags, so it is translated.
+    """
+    if pattern.startswith("(?-i)"):
+        return re.compile(pattern[len("(?-i)"):])
+    return re.compile(pattern, re.IGNORECASE)
+
+
+_STOI = re.compile(r"\s*([+-]?\d+)")
+
+
+def _header_length(text: str) -> int:
+    """`Inference-Header-Content-Length` parsed as Triton does (std::stoi: leading integer, int32 range)."""
+    name = "Inference-Header-Content-Length"
+    match = _STOI.match(text)
+    if match is None:
+        raise invalid_arg(f"Unable to parse {name}, got: {text}")
+    value = int(match.group(1))
+    if not -(2**31) <= value < 2**31:
+        raise invalid_arg(
+            f"Unable to parse {name}, value is out of range [ {-(2**31)}, {2**31 - 1} ], got: {text}"
+        )
+    return value
+
+
 _MODEL_ROUTE_GROUPS = {
     "infer": "inference",
     "ready": "health",
@@ -126,7 +160,7 @@ class HttpApp:
         self.access = access or AccessPolicy()
         self.log_settings = log_settings
         self.trace_settings = trace_settings
-        self.forward = re.compile(header_forward_pattern) if header_forward_pattern else None
+        self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self.max_input_bytes = max_input_bytes
         self._config_cache: dict[str, tuple[Any, bytes]] = {}
 
@@ -342,25 +376,34 @@ class HttpApp:
 
     # ---- inference ---------------------------------------------------------------------------
     def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:
-        """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`)."""
+        """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`).
+
+        Messages as Triton core's `InferenceRequest::Normalize` (so with the request-id prefix).
+        """
+        prefix = "[request id: <id_unknown>] "
         config = self.core.registry.get(name, version).config
         if len(config.inputs) != 1:
             raise invalid_arg(
-                f"Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} inputs "
-                f"in '{config.model_name}' model configuration"
+                f"{prefix}Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} "
+                f"inputs in '{config.model_name}' model configuration"
             )
         spec = config.inputs[0]
         lead = (1,) if config.batching else ()
-        if spec.datatype == "BYTES":
-            if spec.shape not in ((1,), (-1,)):
-                raise invalid_arg(f"For BYTE datatype raw input '{spec.name}', the model must have input shape [1]")
-            return spec.name, spec.datatype, lead + (1,)
         variable = [i for i, d in enumerate(spec.shape) if d == -1]
         if len(variable) > 1:
             raise invalid_arg(
-                f"The shape of the raw input '{spec.name}' can not be deduced because there are more than one "
-                "variable-sized dimension"
+                f"{prefix}The shape of the raw input '{spec.name}' can not be deduced because there are more than "
+                "one variable-sized dimension"
             )
+        if spec.datatype == "BYTES":
+            count = 1
+            for d in spec.shape:
+                count *= d
+            if variable or count != 1:  # Triton: no variable dim and exactly one element
+                raise invalid_arg(
+                    f"{prefix}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
+                )
+            return spec.name, spec.datatype, lead + tuple(spec.shape)
         from pytriton.model_config.datatypes import ITEMSIZE
 
         shape = list(spec.shape)
@@ -371,7 +414,8 @@ class HttpApp:
                     fixed *= d
             if fixed == 0 or body_size % fixed:
                 raise invalid_arg(
-                    f"The shape of the raw input '{spec.name}' can not be deduced from {body_size} bytes of data"
+                    f"{prefix}The shape of the raw input '{spec.name}' can not be deduced from {body_size} bytes of "
+                    "data"
                 )
             shape[variable[0]] = body_size // fixed
         return spec.name, spec.datatype, lead + tuple(shape)
@@ -385,12 +429,7 @@ class HttpApp:
                 f"{self.max_input_bytes} bytes. Use --http-max-input-size to increase the limit."
             )
         length_text = headers.get("inference-header-content-length")
-        header_length = None
-        if length_text is not None:
-            try:
-                header_length = int(length_text)
-            except ValueError:
-                raise invalid_arg(f"inference header size should be in range (0, {len(body)}), got: {length_text}")
+        header_length = None if length_text is None else _header_length(length_text)
         raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
         infer_request, binary_default = parse_infer_request(name, version, body, header_length, raw)
         if any(t.data is None for t in infer_request.inputs) or any(
@@ -399,7 +438,9 @@ class HttpApp:
             self._check("shared-memory", request)
         if self.forward is not None:
             for key, value in headers.items():
-                if self.forward.match(key):
+                if self.forward.search(key):  # RE2::PartialMatch, as Triton
+                    if key in RESERVED_HEADER_KEYS or key.startswith("triton_"):
+                        raise invalid_arg(f"Header '{key}' is reserved for Triton usage and cannot be forwarded.")
                     infer_request.parameters[key] = value
         model = self.core.registry.get(name, version)
         if model.config.decoupled:

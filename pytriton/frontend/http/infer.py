@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -86,9 +87,9 @@ def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: 
     if datatype in ("FP16", "BF16"):
         raise _bad(f"receiving {datatype} data via JSON is not supported. Please use the binary data format for input {name}")
     if datatype == "BYTES":
+        # Like Triton, the size comes from the elements themselves: a wrong count is left to the core's
+        # BYTES checks ("unexpected number of string elements ..." / "expected N string elements ...").
         flat = _flatten(data)
-        if len(flat) != count:
-            raise internal("Unable to parse 'data': Shape does not match true shape of 'data' field")
         array = np.empty(len(flat), dtype=object)
         for i, item in enumerate(flat):
             if not isinstance(item, str):
@@ -102,8 +103,10 @@ def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: 
         array = np.asarray(data, dtype=dtype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise _bad(f"Unable to parse 'data' of input '{name}': {exc}") from None
-    if array.size != count:
+    if array.size > count:
         raise internal("Unable to parse 'data': Shape does not match true shape of 'data' field")
+    if array.size < count:
+        raise internal("Failed to parse 'data' field: shape does not match true shape")
     if array.dtype == object:
         raise _bad(f"Unable to parse 'data' of input '{name}': nested lists of different lengths")
     return array.tobytes()
@@ -137,8 +140,11 @@ def parse_infer_request(
     if header_length == 0:
         assert raw_input is not None
         name, datatype, shape = raw_input
+        data: Any = body
+        if datatype == "BYTES":  # the whole body is the one element; Triton prepends its length
+            data = struct.pack("<I", size) + body
         return (
-            InferRequest(model_name, version, "", [TensorData(name, datatype, shape, body)], [], {}),
+            InferRequest(model_name, version, "", [TensorData(name, datatype, shape, data)], [], {}),
             True,
         )
     if header_length is None:
@@ -178,13 +184,12 @@ def parse_infer_request(
         has_binary = "binary_data_size" in tparams
         has_shm = "shared_memory_region" in tparams
         if has_data + has_binary + has_shm != 1:
-            got = " ".join(
-                n for n, on in (("'data'", has_data), ("'binary_data_size'", has_binary),
-                                ("'shared_memory_region'", has_shm)) if on
-            )
+            # Triton names only 'data' and 'binary_data_size' after "But set".
+            got = "".join(f" {n}" for n, on in (("'data'", has_data), ("'binary_data_size'", has_binary)) if on)
             raise _bad(
                 "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
-                "'shared_memory_region' in 'parameters'. But " + (f"set {got}" if got else "no field is set")
+                "'shared_memory_region' in 'parameters'. But" + (f" set{got}" if has_data + has_binary + has_shm
+                                                                   else " no field is set")
             )
         if has_shm:
             region, size, region_offset = _shm_params(tparams, name)
@@ -240,7 +245,13 @@ def _json_values(tensor: TensorData) -> list[Any]:
         )
     if tensor.datatype == "BYTES":
         values = deserialize_bytes_tensor(tensor.data).tolist()
-        return [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v for v in values]
+        try:
+            return [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]
+        except UnicodeDecodeError:  # JSON strings are text: say so instead of failing to serialize
+            raise invalid_arg(
+                f"output '{tensor.name}' holds BYTES elements that are not valid UTF-8 and can not be sent via "
+                "JSON. Please use the binary data format for output"
+            ) from None
     array = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype]) if tensor.data is not None else []
     return array.tolist() if len(array) else []
 

@@ -1,0 +1,17 @@
+"""Clients for models served over Triton's HTTP and gRPC protocols (PyTriton 0.7 compatible)."""
+
+from pytriton.client.client import (  # noqa: F401
+    AsyncioDecoupledModelClient,
+    AsyncioModelClient,
+    DecoupledModelClient,
+    FuturesModelClient,
+    ModelClient,
+)
+
+__all__ = [
+    "ModelClient",
+    "FuturesModelClient",
+    "AsyncioModelClient",
+    "DecoupledModelClient",
+    "AsyncioDecoupledModelClient",
+]
