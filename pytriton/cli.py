@@ -16,6 +16,7 @@ from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.supervisor.worker_pool import MALLOC_TUNABLES
 
 logger = logging.getLogger("pytriton.cli")
 
@@ -47,6 +48,23 @@ def parse_gpus(text: str | None) -> list[int]:
         return [int(g) for g in text.split(",") if g.strip()]
     except ValueError:
         raise click.BadParameter(f"--gpus takes comma-separated device ids, got '{text}'") from None
+
+
+def _tune_malloc() -> None:
+    """Re-execute once with glibc malloc tunables: large tensors then reuse heap memory instead of fresh mmaps
+    (2.5-3x on 1 MiB paths, see the measurements); GLIBC_TUNABLES set by the user is left alone. Only when
+    this process is the `pytriton` program itself (never inside another program that calls `main`)."""
+    if "GLIBC_TUNABLES" in os.environ or os.environ.get("PYTRITON_NO_MALLOC_TUNING") == "1":
+        return
+    main_module = sys.modules.get("__main__")
+    spec = getattr(main_module, "__spec__", None)
+    if not (os.path.basename(sys.argv[0]) == "pytriton" or (spec is not None and spec.name == "pytriton.cli")):
+        return
+    env = dict(os.environ, GLIBC_TUNABLES=MALLOC_TUNABLES)
+    try:
+        os.execve(sys.executable, [sys.executable, "-m", "pytriton.cli", *sys.argv[1:]], env)
+    except OSError:
+        pass  # keep running untuned
 
 
 @click.group()
@@ -181,6 +199,7 @@ def serve(
             AccessPolicy.from_specs(list(specs))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
+    _tune_malloc()
     server_config = ServerConfig(
         models=[ModelSpec(config, target)],
         allow_grpc=allow_grpc,

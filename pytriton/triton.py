@@ -31,6 +31,7 @@ from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.model_config import ModelConfig
 from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.supervisor.worker_pool import MALLOC_TUNABLES
 
 logger = logging.getLogger("pytriton.triton")
 
@@ -518,7 +519,7 @@ class Triton(_TritonBase):
         self._workspace.mkdir(parents=True, exist_ok=True)
         log_path = pathlib.Path(self._config.log_file) if self._config.log_file else None
         env = dict(os.environ)
-        env.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456")
+        env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
         path = [p for p in sys.path if p]
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *path])
         stderr = open(log_path, "ab") if log_path else None  # noqa: SIM115 - owned by the server process

@@ -147,6 +147,8 @@ def _uint(value: Any, field: str) -> int:
 class HttpApp:
     """Maps Triton's REST routes to the core."""
 
+    too_large_hint = " Use --http-max-input-size to increase the limit."
+
     def __init__(
         self,
         core: ServerCore,

@@ -66,9 +66,12 @@ def _plain_error(status: int, message: str) -> HttpResponse:
 class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, handler: Handler, max_body_bytes: int, on_error: ErrorResponder = _plain_error):
+    def __init__(
+        self, handler: Handler, max_body_bytes: int, on_error: ErrorResponder = _plain_error, too_large_hint: str = ""
+    ):
         self.handler = handler
         self.max_body_bytes = max_body_bytes
+        self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
         self.on_error = on_error
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
@@ -147,12 +150,12 @@ class HttpProtocol(asyncio.Protocol):
     def on_message_complete(self) -> None:
         keep_alive = self.parser.should_keep_alive()
         if self._too_large:
-            size = self._headers.get("content-length", str(self._size))
+            size = self._headers.get("content-length") or f"more than {self.max_body_bytes}"  # chunked: unknown
             self._enqueue(
                 self.on_error(
                     413,
                     f"request size of {size} bytes exceeds the maximum allowed input size of "
-                    f"{self.max_body_bytes} bytes",
+                    f"{self.max_body_bytes} bytes.{self.too_large_hint}",
                 ),
                 keep_alive=False,
             )

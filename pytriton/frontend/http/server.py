@@ -26,7 +26,10 @@ class HttpFrontend:
         self._connections: set[HttpProtocol] = set()
 
     def _protocol(self) -> HttpProtocol:
-        protocol = HttpProtocol(self.app.handle, self.max_body_bytes + 1024 * 1024, on_error=error_response)
+        protocol = HttpProtocol(
+            self.app.handle, self.max_body_bytes, on_error=error_response,
+            too_large_hint=getattr(self.app, "too_large_hint", ""),
+        )
         protocol.connections = self._connections
         return protocol
 
