@@ -11,6 +11,7 @@ import tritonclient.http.aio
 from tritonclient.utils import InferenceServerException
 
 from pytriton.client.exceptions import (
+    PyTritonClientError,
     PyTritonClientModelUnavailableError,
     PyTritonClientTimeoutError,
 )
@@ -25,10 +26,13 @@ from pytriton.client.utils import (
     _call_kwargs,
     _Deadline,
     _error_message,
+    _headers,
     _is_grpc,
     _is_restricted_error,
+    _is_unimplemented_error,
     _is_unknown_model_error,
     _model_desc,
+    _model_ready_uri,
     _next_interval,
     _parse_repository_index,
     _state_from_index,
@@ -60,6 +64,23 @@ async def _with_timeout(coro: Any, timeout_s: Optional[float]) -> Any:
     return await asyncio.wait_for(coro, timeout_s)
 
 
+async def _asyncio_http_refusal(client: Any, request_uri: str, headers: Headers) -> Optional[PyTritonClientError]:
+    """Why an HTTP health endpoint answered "not ready" when the server refused the call (401/403)."""
+    if not isinstance(client, tritonclient.http.aio.InferenceServerClient):
+        return None
+    try:
+        from tritonclient.http.aio import _get_error
+
+        response = await client._get(request_uri=request_uri, headers=_headers(headers), query_params=None)
+        if response.status in (401, 403):
+            error = await _get_error(response)
+            if error is not None:
+                return convert_server_error(error, "checking readiness")
+    except Exception:  # noqa: BLE001 - best effort only
+        return None
+    return None
+
+
 async def asyncio_get_model_state(
     client: AsyncClient,
     model_name: str,
@@ -76,7 +97,18 @@ async def asyncio_get_model_state(
             timeout_s,
         )
     except Exception as exc:  # noqa: BLE001
-        raise convert_server_error(exc, "obtaining the model repository index") from exc
+        if not _is_unimplemented_error(exc):
+            raise convert_server_error(exc, "obtaining the model repository index") from exc
+        try:
+            ready = await _with_timeout(
+                client.is_model_ready(model_name, _version(model_version), **_call_kwargs(client, headers, timeout_s)),
+                timeout_s,
+            )
+        except Exception as ready_exc:  # noqa: BLE001
+            if _is_unknown_model_error(ready_exc):
+                return ModelState.UNAVAILABLE
+            raise convert_server_error(ready_exc, "checking model readiness") from ready_exc
+        return ModelState.READY if ready else ModelState.UNAVAILABLE
     return _state_from_index(_parse_repository_index(client, index), model_name, model_version)
 
 
@@ -121,6 +153,9 @@ async def asyncio_wait_for_server_ready(
             if live and await _with_timeout(client.is_server_ready(**kwargs), per_call):
                 return
             last = "server is not ready"
+            refusal = await _asyncio_http_refusal(client, "v2/health/ready", headers)
+            if refusal is not None:
+                raise refusal
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking server readiness") from exc
@@ -160,6 +195,9 @@ async def asyncio_wait_for_model_ready(
             if ready:
                 return
             last = "model is not ready"
+            refusal = await _asyncio_http_refusal(client, _model_ready_uri(model_name, model_version), headers)
+            if refusal is not None:
+                raise refusal
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking model readiness") from exc

@@ -124,6 +124,12 @@ def _is_restricted_error(exc: BaseException) -> bool:
     return "is restricted, expecting header" in message
 
 
+def _is_unimplemented_error(exc: BaseException) -> bool:
+    text = _error_message(exc).lower()
+    status = exc.status() if isinstance(exc, InferenceServerException) else ""
+    return "UNIMPLEMENTED" in (status or "") or "not implemented" in text
+
+
 def _is_deadline_error(exc: BaseException) -> bool:
     if isinstance(exc, InferenceServerException):
         status = exc.status() or ""
@@ -158,6 +164,34 @@ def convert_server_error(exc: BaseException, action: str) -> PyTritonClientError
 
 def _is_grpc(client: Any) -> bool:
     return isinstance(client, (tritonclient.grpc.InferenceServerClient, tritonclient.grpc.aio.InferenceServerClient))
+
+
+def _http_refusal(client: Any, request_uri: str, headers: Headers) -> Optional[PyTritonClientError]:
+    """Why an HTTP health endpoint answered "not ready" when the server refused the call (401/403).
+
+    tritonclient.http's is_server_ready / is_model_ready turn any non-200 answer into False, hiding a
+    missing access token; this asks again and reads the error.
+    """
+    if not isinstance(client, tritonclient.http.InferenceServerClient):
+        return None
+    try:
+        from tritonclient.http._utils import _get_error
+
+        response = client._get(request_uri=request_uri, headers=_headers(headers), query_params=None)
+        if response.status_code in (401, 403):
+            error = _get_error(response)
+            if error is not None:
+                return convert_server_error(error, "checking readiness")
+    except Exception:  # noqa: BLE001 - best effort only
+        return None
+    return None
+
+
+def _model_ready_uri(model_name: str, model_version: Optional[Union[str, int]]) -> str:
+    name = urllib.parse.quote(model_name)
+    if model_version in (None, ""):
+        return f"v2/models/{name}/ready"
+    return f"v2/models/{name}/versions/{model_version}/ready"
 
 
 def _version(model_version: Optional[Union[str, int]]) -> str:
@@ -254,7 +288,16 @@ def get_model_state(
             **_call_kwargs(client, headers, timeout_s), **({"as_json": True} if _is_grpc(client) else {})
         )
     except Exception as exc:  # noqa: BLE001 - tritonclient and socket errors alike
-        raise convert_server_error(exc, "obtaining the model repository index") from exc
+        if not _is_unimplemented_error(exc):
+            raise convert_server_error(exc, "obtaining the model repository index") from exc
+        # a server without the repository API: a model is READY or UNAVAILABLE
+        try:
+            ready = client.is_model_ready(model_name, _version(model_version), **_call_kwargs(client, headers, timeout_s))
+        except Exception as ready_exc:  # noqa: BLE001
+            if _is_unknown_model_error(ready_exc):
+                return ModelState.UNAVAILABLE
+            raise convert_server_error(ready_exc, "checking model readiness") from ready_exc
+        return ModelState.READY if ready else ModelState.UNAVAILABLE
     return _state_from_index(_parse_repository_index(client, index), model_name, model_version)
 
 
@@ -294,6 +337,9 @@ def wait_for_server_ready(client: SyncClient, timeout_s: Optional[float] = None,
             if client.is_server_live(**kwargs) and client.is_server_ready(**kwargs):
                 return
             last = "server is not ready"
+            refusal = _http_refusal(client, "v2/health/ready", headers)
+            if refusal is not None:
+                raise refusal
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking server readiness") from exc
@@ -333,6 +379,9 @@ def wait_for_model_ready(
             if client.is_model_ready(model_name, _version(model_version), **kwargs):
                 return
             last = "model is not ready"
+            refusal = _http_refusal(client, _model_ready_uri(model_name, model_version), headers)
+            if refusal is not None:
+                raise refusal
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking model readiness") from exc

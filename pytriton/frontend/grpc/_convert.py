@@ -9,6 +9,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
+from pytriton.frontend.grpc._wire import InferResponseWire
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 from pytriton.proxy.messages import TensorData
@@ -223,23 +224,21 @@ def to_infer_request(request: Any) -> InferRequest:
     )
 
 
-def to_infer_response(response: InferResponse) -> Any:
-    """InferResponse -> ModelInferResponse: one raw_output_contents entry per output, in order."""
+def to_infer_response(response: InferResponse) -> InferResponseWire:
+    """InferResponse -> ModelInferResponse on the wire: one raw_output_contents entry per output, in order
+    (empty for outputs written to a client region); the output buffers are sent without copies."""
     message = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version, id=response.id)
     outputs = message.outputs
-    raw = message.raw_output_contents
-    try:
-        for tensor in response.outputs:
-            out = outputs.add()
-            out.name = tensor.name
-            out.datatype = tensor.datatype
-            out.shape.extend(tensor.shape)
-            raw.append(b"" if tensor.data is None else bytes(tensor.data))
-    finally:
-        response.release()
+    parts = []
+    for tensor in response.outputs:
+        out = outputs.add()
+        out.name = tensor.name
+        out.datatype = tensor.datatype
+        out.shape.extend(tensor.shape)
+        parts.append(b"" if tensor.data is None else tensor.data)
     for key, value in response.parameters.items():
         set_param(message.parameters[key], value)
-    return message
+    return InferResponseWire(message, parts, response.release)
 
 
 def set_param(param: Any, value: Any) -> None:

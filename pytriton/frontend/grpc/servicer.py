@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator
 
 import grpc
 from google.protobuf import json_format
-from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc
+from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc  # noqa: F401 (servicer base)
 
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
@@ -17,6 +17,7 @@ from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.grpc._convert import grpc_code, to_infer_request, to_infer_response
+from pytriton.frontend.grpc._wire import StreamResponseWire
 from pytriton.frontend.model_config_json import model_config_proto
 
 logger = logging.getLogger("pytriton.frontend")
@@ -188,12 +189,12 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                     response = await self.core.infer(infer_request)
                     message = to_infer_response(response)
                     message.parameters["triton_final_response"].bool_param = True
-                    queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
+                    queue.put_nowait(StreamResponseWire(message))
                     return
                 async for response in self.core.infer_stream(infer_request):
                     message = to_infer_response(response)
                     message.parameters["triton_final_response"].bool_param = False
-                    queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
+                    queue.put_nowait(StreamResponseWire(message))
                 empty_final = request.parameters.get("triton_enable_empty_final_response")
                 if empty_final is not None and empty_final.bool_param:
                     message = pb.ModelInferResponse(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Iterator
 
-from prometheus_client import CollectorRegistry, Metric, generate_latest
+from prometheus_client import CollectorRegistry, Metric
 
 from pytriton.core.server_core import ServerCore
 
@@ -89,7 +90,7 @@ class TritonMetricsCollector:
             for model in models:
                 value = _stat(model.stats, key)
                 metric.add_sample(name, {"model": model.name, "version": str(model.version)},
-                                  value / divisor if divisor != 1 else value)
+                                  value // divisor)  # durations: whole microseconds, as Triton reports them
             yield metric
         pending = Metric("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting "
                          "execution per-model.", "gauge")
@@ -137,8 +138,43 @@ def _rss(pid: int) -> int:
         return 0
 
 
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _number(value: float) -> str:
+    """Integral values as integers (as Triton prints its counters), others as the shortest exact float."""
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**63:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _escape(text: str, quote: bool) -> str:
+    text = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return text.replace('"', '\\"') if quote else text
+
+
 def render_metrics(registry: CollectorRegistry) -> bytes:
-    return generate_latest(registry)
+    """Prometheus text format 0.0.4 with Triton's metric names.
+
+    prometheus_client's `generate_latest` names a counter family `<name>_total` in HELP/TYPE, which then does
+    not match the samples Triton names without the suffix (`nv_inference_request_success{...} 2`), and prints
+    every value as a float; so the families are written out here, as Triton's prometheus-cpp does.
+    """
+    lines = []
+    for metric in registry.collect():
+        lines.append(f"# HELP {metric.name} {_escape(metric.documentation, False)}")
+        lines.append(f"# TYPE {metric.name} {metric.type if metric.type in ('counter', 'gauge') else 'untyped'}")
+        for sample in metric.samples:
+            labels = ",".join(f'{k}="{_escape(str(v), True)}"' for k, v in sample.labels.items())
+            lines.append(f"{sample.name}{{{labels}}} {_number(sample.value)}" if labels
+                         else f"{sample.name} {_number(sample.value)}")
+    return ("\n".join(lines) + "\n").encode()
 
 
-__all__ = ["TritonMetricsCollector", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "TritonMetricsCollector", "render_metrics"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client import CollectorRegistry
 
 from pytriton.core.server_core import ServerCore
 from pytriton.frontend.http.app import error_response
 from pytriton.frontend.http.protocol import HttpRequest, HttpResponse
-from pytriton.frontend.metrics.collector import TritonMetricsCollector, render_metrics
+from pytriton.frontend.metrics.collector import CONTENT_TYPE, TritonMetricsCollector, render_metrics
 
 
 class MetricsApp:
@@ -24,4 +24,4 @@ class MetricsApp:
             return error_response(404, "Not Found")
         if request.method != "GET":
             return error_response(405, "Method Not Allowed")
-        return HttpResponse(200, [render_metrics(self.registry)], [("Content-Type", CONTENT_TYPE_LATEST)])
+        return HttpResponse(200, [render_metrics(self.registry)], [("Content-Type", CONTENT_TYPE)])

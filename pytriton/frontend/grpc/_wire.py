@@ -1,0 +1,158 @@
+"""Zero-copy (de)serialisation of ModelInfer messages for grpc.aio.
+
+Protobuf would copy every tensor several times (into its arena, out as a Python bytes object, again when
+serialising). Here the request is split on the wire: the tensor payloads (`raw_input_contents`, field 7)
+become memoryviews of the received buffer and only the small rest is parsed by protobuf; the response is
+the serialised header followed by `raw_output_contents` entries (field 6) written straight from the
+output buffers, in one join.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, Callable
+
+from tritonclient.grpc import service_pb2 as pb
+
+_RAW_INPUT_FIELD = 7
+_RAW_OUTPUT_TAG = bytes([(6 << 3) | 2])
+_STREAM_RESPONSE_TAG = bytes([(2 << 3) | 2])
+
+
+def _varint(view: memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        byte = view[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("malformed varint")
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+class InferRequestView:
+    """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies)."""
+
+    __slots__ = ("header", "raw_input_contents")
+
+    def __init__(self, header: Any, raw: list[memoryview]):
+        self.header = header
+        self.raw_input_contents = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.header, name)
+
+
+def parse_infer_request(data: bytes) -> InferRequestView:
+    """Deserializer for ModelInfer/ModelStreamInfer requests."""
+    view = memoryview(data)
+    size = len(view)
+    pos = 0
+    raw: list[memoryview] = []
+    keep: list[memoryview] = []
+    try:
+        while pos < size:
+            start = pos
+            key, pos = _varint(view, pos)
+            wire_type = key & 7
+            if wire_type == 2:
+                length, pos = _varint(view, pos)
+                end = pos + length
+                if end > size:
+                    raise ValueError("truncated field")
+                if key >> 3 == _RAW_INPUT_FIELD:
+                    raw.append(view[pos:end])
+                else:
+                    keep.append(view[start:end])
+                pos = end
+            elif wire_type == 0:
+                _, pos = _varint(view, pos)
+                keep.append(view[start:pos])
+            elif wire_type == 1:
+                pos += 8
+                keep.append(view[start:pos])
+            elif wire_type == 5:
+                pos += 4
+                keep.append(view[start:pos])
+            else:
+                raise ValueError(f"unsupported wire type {wire_type}")
+    except (IndexError, ValueError):
+        # Let protobuf produce its own error for a malformed message.
+        return InferRequestView(pb.ModelInferRequest.FromString(data), [])
+    if not raw:
+        return InferRequestView(pb.ModelInferRequest.FromString(data), [])
+    header = pb.ModelInferRequest.FromString(b"".join(keep))
+    return InferRequestView(header, raw)
+
+
+class InferResponseWire:
+    """A ModelInferResponse as header + output buffers; the buffers are released once it is gone."""
+
+    __slots__ = ("header", "parts", "__weakref__")
+
+    def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None):
+        self.header = header
+        self.parts = parts
+        if release is not None:
+            loop = asyncio.get_running_loop()
+
+            def later() -> None:
+                try:
+                    loop.call_soon_threadsafe(release)
+                except RuntimeError:  # the loop is closed: the server is gone
+                    pass
+
+            weakref.finalize(self, later)
+
+    @property
+    def parameters(self) -> Any:
+        return self.header.parameters
+
+    def chunks(self) -> list[Any]:
+        out: list[Any] = [self.header.SerializeToString()]
+        for part in self.parts:
+            size = part.nbytes if isinstance(part, memoryview) else len(part)
+            out.append(_RAW_OUTPUT_TAG)
+            out.append(_encode_varint(size))
+            if size:
+                out.append(part)
+        return out
+
+
+class StreamResponseWire:
+    """A ModelStreamInferResponse carrying an InferResponseWire."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: InferResponseWire):
+        self.response = response
+
+
+def serialize_infer_response(response: Any) -> bytes:
+    if isinstance(response, InferResponseWire):
+        return b"".join(response.chunks())
+    return response.SerializeToString()
+
+
+def serialize_stream_response(response: Any) -> bytes:
+    if isinstance(response, StreamResponseWire):
+        chunks = response.response.chunks()
+        size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
+        return b"".join([_STREAM_RESPONSE_TAG, _encode_varint(size), *chunks])
+    return response.SerializeToString()
