@@ -456,6 +456,27 @@ class _TritonBase:
     def stop(self) -> bool:
         raise NotImplementedError
 
+    def is_alive(self) -> bool:
+        raise NotImplementedError
+
+    def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
+        """Serve until SIGINT/SIGTERM (or the server dies), then stop."""
+        self.connect()
+        stop = threading.Event()
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                previous[signum] = signal.signal(signum, lambda *_: stop.set())
+        try:
+            while not stop.wait(min(monitoring_period_s, 0.5)):
+                if not self.is_alive():
+                    logger.error("the pytriton server or a model host stopped unexpectedly")
+                    break
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.stop()
+
 
 class Triton(_TritonBase):
     """Starts a pytriton server process and serves the models bound to it (context manager, run/serve/stop)."""
@@ -590,24 +611,6 @@ class Triton(_TritonBase):
         """Start serving in the background (returns once every bound model is ready)."""
         self.connect()
 
-    def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
-        """Serve until SIGINT/SIGTERM (or the server dies), then stop."""
-        self.connect()
-        stop = threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, lambda *_: stop.set())
-        try:
-            while not stop.wait(min(monitoring_period_s, 0.5)):
-                if not self.is_alive():
-                    logger.error("the pytriton server or a model host stopped unexpectedly")
-                    break
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.stop()
-
     def is_alive(self) -> bool:
         """The server process runs and every thread hosting a bound model is alive."""
         if self._process is None or self._process.poll() is not None:
@@ -688,22 +691,6 @@ class RemoteTriton(_TritonBase):
             self._stopped = True
             self._disconnect()
             return True
-
-    def serve(self, monitoring_period_s: float = MONITORING_PERIOD_S) -> None:
-        self.connect()
-        stop = threading.Event()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, lambda *_: stop.set())
-        try:
-            while not stop.wait(min(monitoring_period_s, 0.5)):
-                if not self.is_alive():
-                    break
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            self.stop()
 
     def is_alive(self) -> bool:
         return self._control is not None and all(t.is_alive() for m in self._models.values() for t in m.threads)

@@ -24,6 +24,7 @@ from pytriton.backends.callable_backend import (
     load_callable,
 )
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint
 from pytriton.proxy.messages import ServerToWorker
 from pytriton.proxy.types import Request
@@ -48,16 +49,6 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def _format_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-def _server_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | None = None) -> int:
@@ -102,7 +93,7 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
                     continue
                 idle_polls = 0
                 if (watch == "parent" and os.getppid() != server_pid) or (
-                    watch == "pid" and not _server_alive(server_pid)
+                    watch == "pid" and not pid_alive(server_pid)
                 ):
                     logger.warning("%s: server process is gone; exiting", label)
                     return 0

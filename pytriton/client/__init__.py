@@ -1,6 +1,6 @@
 """Clients for models served over Triton's HTTP and gRPC protocols (PyTriton 0.7 compatible)."""
 
-from pytriton.client.client import (  # noqa: F401
+from pytriton.client.client import (
     AsyncioDecoupledModelClient,
     AsyncioModelClient,
     DecoupledModelClient,
@@ -9,9 +9,9 @@ from pytriton.client.client import (  # noqa: F401
 )
 
 __all__ = [
-    "ModelClient",
-    "FuturesModelClient",
+    "AsyncioDecoupledModelClient",
     "AsyncioModelClient",
     "DecoupledModelClient",
-    "AsyncioDecoupledModelClient",
+    "FuturesModelClient",
+    "ModelClient",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional, Union
+from typing import Any
 
 import tritonclient.grpc.aio
 import tritonclient.http.aio
@@ -27,6 +27,7 @@ from pytriton.client.utils import (
     _Deadline,
     _error_message,
     _headers,
+    _index_entry_matches,
     _is_grpc,
     _is_restricted_error,
     _is_unimplemented_error,
@@ -43,10 +44,10 @@ from pytriton.model_config.triton_model_config import TritonModelConfig
 
 _LOGGER = logging.getLogger(__name__)
 
-AsyncClient = Union[tritonclient.http.aio.InferenceServerClient, tritonclient.grpc.aio.InferenceServerClient]
+AsyncClient = tritonclient.http.aio.InferenceServerClient | tritonclient.grpc.aio.InferenceServerClient
 
 
-def create_client_from_url(url: str, network_timeout_s: Optional[float] = None) -> AsyncClient:
+def create_client_from_url(url: str, network_timeout_s: float | None = None) -> AsyncClient:
     """An asyncio tritonclient for `url`; must be called with an event loop running (aiohttp needs one).
 
     For HTTP `network_timeout_s` (default 60 s) bounds every request.
@@ -58,13 +59,13 @@ def create_client_from_url(url: str, network_timeout_s: Optional[float] = None) 
     return tritonclient.http.aio.InferenceServerClient(triton_url.without_scheme, conn_timeout=timeout_s)
 
 
-async def _with_timeout(coro: Any, timeout_s: Optional[float]) -> Any:
+async def _with_timeout(coro: Any, timeout_s: float | None) -> Any:
     if timeout_s is None:
         return await coro
     return await asyncio.wait_for(coro, timeout_s)
 
 
-async def _asyncio_http_refusal(client: Any, request_uri: str, headers: Headers) -> Optional[PyTritonClientError]:
+async def _asyncio_http_refusal(client: Any, request_uri: str, headers: Headers) -> PyTritonClientError | None:
     """Why an HTTP health endpoint answered "not ready" when the server refused the call (401/403)."""
     if not isinstance(client, tritonclient.http.aio.InferenceServerClient):
         return None
@@ -84,9 +85,9 @@ async def _asyncio_http_refusal(client: Any, request_uri: str, headers: Headers)
 async def asyncio_get_model_state(
     client: AsyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
+    model_version: str | None = None,
     headers: Headers = None,
-    timeout_s: Optional[float] = None,
+    timeout_s: float | None = None,
 ) -> ModelState:
     """The model's state from the server's repository index (UNAVAILABLE when the model is not listed)."""
     try:
@@ -96,7 +97,7 @@ async def asyncio_get_model_state(
             ),
             timeout_s,
         )
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if not _is_unimplemented_error(exc):
             raise convert_server_error(exc, "obtaining the model repository index") from exc
         try:
@@ -104,7 +105,7 @@ async def asyncio_get_model_state(
                 client.is_model_ready(model_name, _version(model_version), **_call_kwargs(client, headers, timeout_s)),
                 timeout_s,
             )
-        except Exception as ready_exc:  # noqa: BLE001
+        except Exception as ready_exc:
             if _is_unknown_model_error(ready_exc):
                 return ModelState.UNAVAILABLE
             raise convert_server_error(ready_exc, "checking model readiness") from ready_exc
@@ -113,7 +114,7 @@ async def asyncio_get_model_state(
 
 
 async def _asyncio_model_known(
-    client: AsyncClient, model_name: str, model_version: Optional[str], headers: Headers
+    client: AsyncClient, model_name: str, model_version: str | None, headers: Headers
 ) -> bool:
     try:
         index = await _with_timeout(
@@ -123,12 +124,9 @@ async def _asyncio_model_known(
             5.0,
         )
         entries = _parse_repository_index(client, index)
-        return any(
-            e.get("name") == model_name and (not model_version or str(e.get("version", "")) == str(model_version))
-            for e in entries
-        )
-    except Exception:  # noqa: BLE001
-        pass
+        return any(_index_entry_matches(e, model_name, model_version) for e in entries)
+    except Exception as exc:  # noqa: BLE001 - restricted or unsupported: ask for the metadata instead
+        _LOGGER.debug("repository index unavailable: %s", exc)
     try:
         await _with_timeout(
             client.get_model_metadata(model_name, _version(model_version), **_call_kwargs(client, headers, 5.0)), 5.0
@@ -139,7 +137,7 @@ async def _asyncio_model_known(
 
 
 async def asyncio_wait_for_server_ready(
-    client: AsyncClient, timeout_s: Optional[float] = None, headers: Headers = None
+    client: AsyncClient, timeout_s: float | None = None, headers: Headers = None
 ) -> None:
     """Poll until the server is live and ready (default timeout 60 s)."""
     deadline = _Deadline(_DEFAULT_WAIT_FOR_SERVER_READY_TIMEOUT_S if timeout_s is None else timeout_s)
@@ -156,6 +154,8 @@ async def asyncio_wait_for_server_ready(
             refusal = await _asyncio_http_refusal(client, "v2/health/ready", headers)
             if refusal is not None:
                 raise refusal
+        except PyTritonClientError:
+            raise
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking server readiness") from exc
@@ -175,8 +175,8 @@ async def asyncio_wait_for_server_ready(
 async def asyncio_wait_for_model_ready(
     client: AsyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
-    timeout_s: Optional[float] = None,
+    model_version: str | None = None,
+    timeout_s: float | None = None,
     headers: Headers = None,
 ) -> None:
     """Poll until the server and the model are ready (default timeout 300 s)."""
@@ -198,6 +198,8 @@ async def asyncio_wait_for_model_ready(
             refusal = await _asyncio_http_refusal(client, _model_ready_uri(model_name, model_version), headers)
             if refusal is not None:
                 raise refusal
+        except PyTritonClientError:
+            raise
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking model readiness") from exc
@@ -221,9 +223,9 @@ async def asyncio_wait_for_model_ready(
 async def _asyncio_fetch_model_config(
     client: AsyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
+    model_version: str | None = None,
     headers: Headers = None,
-    timeout_s: Optional[float] = None,
+    timeout_s: float | None = None,
 ) -> TritonModelConfig:
     try:
         if _is_grpc(client):
@@ -239,7 +241,7 @@ async def _asyncio_fetch_model_config(
                 client.get_model_config(model_name, _version(model_version), **_call_kwargs(client, headers, None)),
                 timeout_s,
             )
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise convert_server_error(exc, f"obtaining the configuration of model {model_name}") from exc
     return TritonModelConfig.from_triton_dict(config)
 
@@ -247,8 +249,8 @@ async def _asyncio_fetch_model_config(
 async def asyncio_get_model_config(
     client: AsyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
-    timeout_s: Optional[float] = None,
+    model_version: str | None = None,
+    timeout_s: float | None = None,
     headers: Headers = None,
 ) -> TritonModelConfig:
     """Wait for the model to be ready (default 300 s), then return its configuration."""

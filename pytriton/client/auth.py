@@ -8,7 +8,7 @@ it was configured with).
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from pytriton.client.exceptions import PyTritonClientValueError
 
@@ -17,11 +17,10 @@ GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 GRPC_ACCESS_TOKEN_HEADER = GRPC_HEADER_PREFIX + ACCESS_TOKEN_HEADER
 
 
-def create_auth_headers(access_token: Optional[str], protocol: str = "http") -> dict:
+def create_auth_headers(access_token: str | None, protocol: str = "http") -> dict:
     """The headers that carry `access_token` over `protocol` ("http" or "grpc"); {} without a token."""
     scheme = (protocol or "").lower()
-    if scheme.endswith("://"):
-        scheme = scheme[:-3]
+    scheme = scheme.removesuffix("://")
     if scheme == "https":
         scheme = "http"
     if scheme not in ("http", "grpc"):
@@ -33,7 +32,7 @@ def create_auth_headers(access_token: Optional[str], protocol: str = "http") -> 
     return {ACCESS_TOKEN_HEADER: access_token}
 
 
-def extract_access_token_from_headers(headers: Optional[Mapping]) -> Optional[str]:
+def extract_access_token_from_headers(headers: Mapping | None) -> str | None:
     """The access token carried by `headers` (HTTP or gRPC form, any letter case), or None."""
     if not headers:
         return None

@@ -15,13 +15,15 @@ All clients accept `access_token=`; its header (`triton-access-token` over HTTP,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import queue
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any, AsyncIterator, Dict, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any
 
 import numpy as np
 import tritonclient.grpc
@@ -48,6 +50,7 @@ from pytriton.client.exceptions import (
 )
 from pytriton.client.utils import (
     _DEFAULT_NETWORK_TIMEOUT_S,
+    TritonUrl,
     _fetch_model_config,
     _version,
     convert_server_error,
@@ -55,7 +58,6 @@ from pytriton.client.utils import (
     wait_for_server_ready,
 )
 from pytriton.client.utils import create_client_from_url as _create_client_from_url
-from pytriton.client.utils import TritonUrl
 from pytriton.model_config.triton_model_config import TritonModelConfig
 
 _LOGGER = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ _DEFAULT_FUTURES_INIT_TIMEOUT_S = 300.0
 _DEFAULT_FUTURES_MAX_WORKERS = 128
 _DEFAULT_FUTURES_MAX_QUEUE_SIZE = 128
 
-_TIMEOUT_ERRORS: Tuple[type, ...] = (TimeoutError,)
+_TIMEOUT_ERRORS: tuple[type, ...] = (TimeoutError,)
 try:  # geventhttpclient (tritonclient.http) reports a network timeout as gevent.Timeout, a BaseException
     import gevent
 
@@ -74,7 +76,7 @@ try:  # geventhttpclient (tritonclient.http) reports a network timeout as gevent
 except ImportError:  # pragma: no cover - gevent comes with tritonclient[http]
     pass
 
-ParamsOrHeaders = Optional[Dict[str, Union[str, int, bool]]]
+ParamsOrHeaders = dict[str, str | int | bool] | None
 
 
 # ---- argument checks and tensor conversion -----------------------------------------------------------
@@ -101,7 +103,7 @@ def _verify_parameters(values: Any, what: str = "parameters") -> None:
             )
 
 
-def _merge_headers(auth_headers: Dict[str, str], headers: ParamsOrHeaders) -> Optional[Dict[str, str]]:
+def _merge_headers(auth_headers: dict[str, str], headers: ParamsOrHeaders) -> dict[str, str] | None:
     merged = dict(auth_headers)
     for key, value in (headers or {}).items():
         merged[key] = str(value)
@@ -129,7 +131,7 @@ def _add_batch_axis(data: Any, name: str) -> np.ndarray:
     return _as_array(name, data)[np.newaxis, ...]
 
 
-def _named_inputs(model_config: TritonModelConfig, inputs: Union[tuple, dict]) -> Dict[str, Any]:
+def _named_inputs(model_config: TritonModelConfig, inputs: tuple | dict) -> dict[str, Any]:
     if isinstance(inputs, dict):
         return inputs
     specs = model_config.inputs
@@ -141,7 +143,7 @@ def _named_inputs(model_config: TritonModelConfig, inputs: Union[tuple, dict]) -
     return {spec.name: data for spec, data in zip(specs, inputs)}
 
 
-def _infer_inputs(lib: Any, named: Dict[str, Any]) -> list:
+def _infer_inputs(lib: Any, named: dict[str, Any]) -> list:
     infer_inputs = []
     for name, data in named.items():
         array = _as_array(name, data)
@@ -154,7 +156,7 @@ def _infer_inputs(lib: Any, named: Dict[str, Any]) -> list:
     return infer_inputs
 
 
-def _result_to_dict(result: Any) -> Dict[str, np.ndarray]:
+def _result_to_dict(result: Any) -> dict[str, np.ndarray]:
     if result is None:
         return {}
     response = result.get_response()
@@ -172,7 +174,7 @@ def _is_final_response(result: Any) -> bool:
     return "triton_final_response" in parameters and parameters["triton_final_response"].bool_param
 
 
-def _unbatch(result: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def _unbatch(result: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: data[0] for name, data in result.items()}
 
 
@@ -192,11 +194,9 @@ def _patch_http_client_del() -> None:
     _http_del_patched = True
     original_del = tritonclient.http.InferenceServerClient.__del__
 
-    def _quiet_del(self):  # noqa: ANN001
-        try:
+    def _quiet_del(self):
+        with contextlib.suppress(Exception):
             original_del(self)
-        except Exception:  # noqa: BLE001
-            pass
 
     tritonclient.http.InferenceServerClient.__del__ = _quiet_del
 
@@ -211,14 +211,14 @@ class BaseModelClient:
         self,
         url: str,
         model_name: str,
-        model_version: Optional[str] = None,
+        model_version: str | None = None,
         *,
         lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
+        init_timeout_s: float | None = None,
+        inference_timeout_s: float | None = None,
+        model_config: TritonModelConfig | None = None,
         ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
+        access_token: str | None = None,
     ):
         """Client for `model_name` (optionally `model_version`) on the server at `url`.
 
@@ -257,12 +257,12 @@ class BaseModelClient:
         self._triton_client_lib = self.get_lib()
 
     @classmethod
-    def from_existing_client(cls, existing_client: "BaseModelClient"):
+    def from_existing_client(cls, existing_client: BaseModelClient):
         """A new client of this class for the same server, model, timeouts and access token.
 
         The model configuration the existing client already has is reused (no readiness wait).
         """
-        kwargs: Dict[str, Any] = {}
+        kwargs: dict[str, Any] = {}
         if getattr(existing_client, "_model_config", None) is not None:
             kwargs["model_config"] = existing_client._model_config
             kwargs["ensure_model_is_ready"] = False
@@ -312,14 +312,14 @@ class ModelClient(BaseModelClient):
         self,
         url: str,
         model_name: str,
-        model_version: Optional[str] = None,
+        model_version: str | None = None,
         *,
         lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
+        init_timeout_s: float | None = None,
+        inference_timeout_s: float | None = None,
+        model_config: TritonModelConfig | None = None,
         ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
+        access_token: str | None = None,
     ):
         super().__init__(
             url,
@@ -346,7 +346,7 @@ class ModelClient(BaseModelClient):
         """The tritonclient module used for this client's scheme."""
         return {"grpc": tritonclient.grpc, "http": tritonclient.http}[self._scheme]
 
-    def create_client_from_url(self, url: str, network_timeout_s: Optional[float] = None):
+    def create_client_from_url(self, url: str, network_timeout_s: float | None = None):
         """A tritonclient InferenceServerClient for `url` (HTTP: every request bounded by `network_timeout_s`)."""
         return _create_client_from_url(url, network_timeout_s=network_timeout_s)
 
@@ -409,14 +409,14 @@ class ModelClient(BaseModelClient):
         self._check_open()
         wait_for_server_ready(self._general_client, timeout_s=timeout_s, headers=self._auth_headers)
 
-    def load_model(self, config: Optional[str] = None, files: Optional[dict] = None) -> None:
+    def load_model(self, config: str | None = None, files: dict | None = None) -> None:
         """Ask the server to load the model (needs model-repository access, often an access token)."""
         self._check_open()
         try:
             self._general_client.load_model(
                 self._model_name, headers=_merge_headers(self._auth_headers, None), config=config, files=files
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise convert_server_error(exc, f"loading model {self._model_name}") from exc
         self._model_ready = False
         self._model_config = None
@@ -426,7 +426,7 @@ class ModelClient(BaseModelClient):
         self._check_open()
         try:
             self._general_client.unload_model(self._model_name, headers=_merge_headers(self._auth_headers, None))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise convert_server_error(exc, f"unloading model {self._model_name}") from exc
         self._model_ready = False
         self._model_config = None
@@ -449,7 +449,7 @@ class ModelClient(BaseModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> Dict[str, np.ndarray]:
+    ) -> dict[str, np.ndarray]:
         """Infer one sample: for a batching model the batch axis is added to inputs and removed from outputs.
 
         Raises:
@@ -473,7 +473,7 @@ class ModelClient(BaseModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> Dict[str, np.ndarray]:
+    ) -> dict[str, np.ndarray]:
         """Infer a batch (the first axis of every input is the batch axis).
 
         Raises:
@@ -486,18 +486,18 @@ class ModelClient(BaseModelClient):
         self._check_batching(self.model_config)
         return self._infer(inputs or named_inputs, parameters, headers)
 
-    def _batched(self, inputs: tuple, named_inputs: dict) -> Tuple[tuple, dict]:
+    def _batched(self, inputs: tuple, named_inputs: dict) -> tuple[tuple, dict]:
         if inputs:
             names = [spec.name for spec in self.model_config.inputs] + [f"#{i}" for i in range(len(inputs))]
             return tuple(_add_batch_axis(data, names[i]) for i, data in enumerate(inputs)), named_inputs
         return inputs, {name: _add_batch_axis(data, name) for name, data in named_inputs.items()}
 
-    def _infer(self, inputs: Union[tuple, dict], parameters: ParamsOrHeaders, headers: ParamsOrHeaders):
+    def _infer(self, inputs: tuple | dict, parameters: ParamsOrHeaders, headers: ParamsOrHeaders):
         self._ensure_ready(self._init_timeout_s)
         model_config = self._model_config
         self._check_not_decoupled(model_config)
         infer_inputs = _infer_inputs(self._triton_client_lib, _named_inputs(model_config, inputs))
-        kwargs: Dict[str, Any] = {
+        kwargs: dict[str, Any] = {
             "model_name": self._model_name,
             "inputs": infer_inputs,
             "model_version": _version(self._model_version),
@@ -514,7 +514,7 @@ class ModelClient(BaseModelClient):
             raise PyTritonClientTimeoutError(
                 f"Timeout occurred during inference request. Timeout: {self._inference_timeout_s} s ({exc!r})"
             ) from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise convert_server_error(exc, "inference request") from exc
         return _result_to_dict(result)
 
@@ -524,16 +524,14 @@ class ModelClient(BaseModelClient):
             return
         old = self._infer_client
         self._infer_client = self.create_client_from_url(self._url, network_timeout_s=self._inference_timeout_s)
-        try:
+        with contextlib.suppress(Exception):
             old.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 class _StreamResponses:
     """Iterator over the responses of one streamed request of a `DecoupledModelClient`."""
 
-    def __init__(self, owner: "DecoupledModelClient", responses: queue.Queue, unbatch: bool, timeout_s: float):
+    def __init__(self, owner: DecoupledModelClient, responses: queue.Queue, unbatch: bool, timeout_s: float):
         self._owner = owner
         self._responses = responses
         self._unbatch = unbatch
@@ -543,7 +541,7 @@ class _StreamResponses:
     def __iter__(self):
         return self
 
-    def __next__(self) -> Dict[str, np.ndarray]:
+    def __next__(self) -> dict[str, np.ndarray]:
         while True:
             if self._done:
                 raise StopIteration
@@ -573,10 +571,8 @@ class _StreamResponses:
             self._owner._finish_stream()
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 class DecoupledModelClient(ModelClient):
@@ -587,14 +583,14 @@ class DecoupledModelClient(ModelClient):
         self,
         url: str,
         model_name: str,
-        model_version: Optional[str] = None,
+        model_version: str | None = None,
         *,
         lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
+        init_timeout_s: float | None = None,
+        inference_timeout_s: float | None = None,
+        model_config: TritonModelConfig | None = None,
         ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
+        access_token: str | None = None,
     ):
         if TritonUrl.from_url(url).scheme != "grpc":
             raise PyTritonClientValueError("DecoupledModelClient is only supported for grpc protocol")
@@ -618,7 +614,7 @@ class DecoupledModelClient(ModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> Iterator[Dict[str, np.ndarray]]:
+    ) -> Iterator[dict[str, np.ndarray]]:
         """Stream one sample; an iterator over the responses (batch axis removed for batching models)."""
         _verify_inputs_args(inputs, named_inputs)
         _verify_parameters(parameters, "parameters")
@@ -634,7 +630,7 @@ class DecoupledModelClient(ModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> Iterator[Dict[str, np.ndarray]]:
+    ) -> Iterator[dict[str, np.ndarray]]:
         """Stream one batch; an iterator over the responses."""
         _verify_inputs_args(inputs, named_inputs)
         _verify_parameters(parameters, "parameters")
@@ -643,7 +639,7 @@ class DecoupledModelClient(ModelClient):
         return self._stream(inputs or named_inputs, parameters, headers, unbatch=False)
 
     def _stream(
-        self, inputs: Union[tuple, dict], parameters: ParamsOrHeaders, headers: ParamsOrHeaders, unbatch: bool
+        self, inputs: tuple | dict, parameters: ParamsOrHeaders, headers: ParamsOrHeaders, unbatch: bool
     ) -> _StreamResponses:
         self._ensure_ready(self._init_timeout_s)
         infer_inputs = _infer_inputs(self._triton_client_lib, _named_inputs(self._model_config, inputs))
@@ -665,10 +661,18 @@ class DecoupledModelClient(ModelClient):
                 enable_empty_final_response=True,
                 parameters=dict(parameters) if parameters else None,
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._finish_stream()
             raise convert_server_error(exc, "inference request") from exc
         return _StreamResponses(self, responses, unbatch, self._inference_timeout_s)
+
+    def close(self) -> None:
+        """Cancel a stream still running, then close the connections."""
+        with self._stream_lock:
+            active = self._stream_active
+        if active:
+            self._finish_stream()
+        super().close()
 
     def _finish_stream(self) -> None:
         client = self._infer_client
@@ -698,14 +702,14 @@ class AsyncioModelClient(BaseModelClient):
         self,
         url: str,
         model_name: str,
-        model_version: Optional[str] = None,
+        model_version: str | None = None,
         *,
         lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
+        init_timeout_s: float | None = None,
+        inference_timeout_s: float | None = None,
+        model_config: TritonModelConfig | None = None,
         ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
+        access_token: str | None = None,
     ):
         super().__init__(
             url,
@@ -726,7 +730,7 @@ class AsyncioModelClient(BaseModelClient):
         """The tritonclient module used for this client's scheme."""
         return {"grpc": tritonclient.grpc.aio, "http": tritonclient.http.aio}[self._scheme]
 
-    def create_client_from_url(self, url: str, network_timeout_s: Optional[float] = None):
+    def create_client_from_url(self, url: str, network_timeout_s: float | None = None):
         """An asyncio tritonclient for `url` (call it with the event loop running)."""
         return _asyncio_create_client_from_url(url, network_timeout_s=network_timeout_s)
 
@@ -817,7 +821,7 @@ class AsyncioModelClient(BaseModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> Dict[str, np.ndarray]:
+    ) -> dict[str, np.ndarray]:
         """Infer one sample (batch axis added and removed for batching models)."""
         _verify_inputs_args(inputs, named_inputs)
         _verify_parameters(parameters, "parameters")
@@ -835,7 +839,7 @@ class AsyncioModelClient(BaseModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> Dict[str, np.ndarray]:
+    ) -> dict[str, np.ndarray]:
         """Infer a batch; raises PyTritonClientModelDoesntSupportBatchingError for max_batch_size 0."""
         _verify_inputs_args(inputs, named_inputs)
         _verify_parameters(parameters, "parameters")
@@ -843,13 +847,13 @@ class AsyncioModelClient(BaseModelClient):
         self._check_batching(await self._get_model_config())
         return await self._infer(inputs or named_inputs, parameters, headers)
 
-    async def _infer(self, inputs: Union[tuple, dict], parameters: ParamsOrHeaders, headers: ParamsOrHeaders):
+    async def _infer(self, inputs: tuple | dict, parameters: ParamsOrHeaders, headers: ParamsOrHeaders):
         await self._ensure_ready(self._init_timeout_s)
         _, infer_client = self._clients()
         model_config = self._model_config
         self._check_not_decoupled(model_config)
         infer_inputs = _infer_inputs(self._triton_client_lib, _named_inputs(model_config, inputs))
-        kwargs: Dict[str, Any] = {
+        kwargs: dict[str, Any] = {
             "model_name": self._model_name,
             "inputs": infer_inputs,
             "model_version": _version(self._model_version),
@@ -865,12 +869,12 @@ class AsyncioModelClient(BaseModelClient):
             raise PyTritonClientTimeoutError(
                 f"Timeout occurred during inference request. Timeout: {self._inference_timeout_s} s"
             ) from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise convert_server_error(exc, "inference request") from exc
         return _result_to_dict(result)
 
 
-def _batched_inputs(model_config: TritonModelConfig, inputs: tuple, named_inputs: dict) -> Tuple[tuple, dict]:
+def _batched_inputs(model_config: TritonModelConfig, inputs: tuple, named_inputs: dict) -> tuple[tuple, dict]:
     if inputs:
         names = [spec.name for spec in model_config.inputs] + [f"#{i}" for i in range(len(inputs))]
         return tuple(_add_batch_axis(data, names[i]) for i, data in enumerate(inputs)), named_inputs
@@ -889,14 +893,14 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         self,
         url: str,
         model_name: str,
-        model_version: Optional[str] = None,
+        model_version: str | None = None,
         *,
         lazy_init: bool = True,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        model_config: Optional[TritonModelConfig] = None,
+        init_timeout_s: float | None = None,
+        inference_timeout_s: float | None = None,
+        model_config: TritonModelConfig | None = None,
         ensure_model_is_ready: bool = True,
-        access_token: Optional[str] = None,
+        access_token: str | None = None,
     ):
         if TritonUrl.from_url(url).scheme != "grpc":
             raise PyTritonClientValueError("AsyncioDecoupledModelClient is only supported for grpc protocol")
@@ -918,7 +922,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> AsyncIterator[Dict[str, np.ndarray]]:
+    ) -> AsyncIterator[dict[str, np.ndarray]]:
         """Stream one sample: yields each response (batch axis removed for batching models)."""
         _verify_inputs_args(inputs, named_inputs)
         _verify_parameters(parameters, "parameters")
@@ -936,7 +940,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         parameters: ParamsOrHeaders = None,
         headers: ParamsOrHeaders = None,
         **named_inputs,
-    ) -> AsyncIterator[Dict[str, np.ndarray]]:
+    ) -> AsyncIterator[dict[str, np.ndarray]]:
         """Stream one batch: yields each response."""
         _verify_inputs_args(inputs, named_inputs)
         _verify_parameters(parameters, "parameters")
@@ -946,8 +950,8 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
             yield result
 
     async def _stream(
-        self, inputs: Union[tuple, dict], parameters: ParamsOrHeaders, headers: ParamsOrHeaders
-    ) -> AsyncIterator[Dict[str, np.ndarray]]:
+        self, inputs: tuple | dict, parameters: ParamsOrHeaders, headers: ParamsOrHeaders
+    ) -> AsyncIterator[dict[str, np.ndarray]]:
         await self._ensure_ready(self._init_timeout_s)
         _, infer_client = self._clients()
         infer_inputs = _infer_inputs(self._triton_client_lib, _named_inputs(self._model_config, inputs))
@@ -964,7 +968,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
 
         try:
             responses = infer_client.stream_infer(_requests(), headers=_merge_headers(self._auth_headers, headers))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise convert_server_error(exc, "inference request") from exc
         finished = False
         try:
@@ -980,7 +984,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
                     ) from None
                 except PyTritonClientError:
                     raise
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise convert_server_error(exc, "inference request") from exc
                 if error is not None:
                     raise convert_server_error(error, "inference request")
@@ -993,10 +997,8 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
                     return
         finally:
             if not finished:
-                try:
+                with contextlib.suppress(Exception):
                     responses.cancel()
-                except Exception:  # noqa: BLE001
-                    pass
 
 
 # ---- futures ------------------------------------------------------------------------------------------------
@@ -1024,14 +1026,14 @@ class FuturesModelClient:
         self,
         url: str,
         model_name: str,
-        model_version: Optional[str] = None,
+        model_version: str | None = None,
         *,
-        max_workers: Optional[int] = _DEFAULT_FUTURES_MAX_WORKERS,
-        max_queue_size: Optional[int] = _DEFAULT_FUTURES_MAX_QUEUE_SIZE,
+        max_workers: int | None = _DEFAULT_FUTURES_MAX_WORKERS,
+        max_queue_size: int | None = _DEFAULT_FUTURES_MAX_QUEUE_SIZE,
         non_blocking: bool = False,
-        init_timeout_s: Optional[float] = None,
-        inference_timeout_s: Optional[float] = None,
-        access_token: Optional[str] = None,
+        init_timeout_s: float | None = None,
+        inference_timeout_s: float | None = None,
+        access_token: str | None = None,
     ):
         """See the class docstring; the timeouts and `access_token` are those of `ModelClient`."""
         TritonUrl.from_url(url)  # fail early on a bad url
@@ -1053,7 +1055,7 @@ class FuturesModelClient:
         self._threads: list = []
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
-        self._model_config: Optional[TritonModelConfig] = None
+        self._model_config: TritonModelConfig | None = None
         self._closed = False
 
     def __enter__(self):
@@ -1146,7 +1148,7 @@ class FuturesModelClient:
             self._queue.put(_CLOSE)
 
     def _new_client(self) -> ModelClient:
-        kwargs: Dict[str, Any] = {}
+        kwargs: dict[str, Any] = {}
         if self._model_config is not None:
             kwargs = {"model_config": self._model_config, "ensure_model_is_ready": False}
         return ModelClient(
@@ -1160,7 +1162,7 @@ class FuturesModelClient:
         )
 
     def _worker(self) -> None:
-        client: Optional[ModelClient] = None
+        client: ModelClient | None = None
         try:
             while True:
                 item = self._queue.get()

@@ -7,12 +7,13 @@ clients.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
 import time
 import urllib.parse
-from typing import Any, Dict, Optional, Union
+from typing import Any
 
 import tritonclient.grpc
 import tritonclient.http
@@ -39,8 +40,8 @@ _DEFAULT_WAIT_FOR_MODEL_READY_TIMEOUT_S = 300.0
 _POLL_INTERVAL_MIN_S = 0.05
 _POLL_INTERVAL_MAX_S = 1.0
 
-Headers = Optional[Dict[str, Union[str, int, bool]]]
-SyncClient = Union[tritonclient.http.InferenceServerClient, tritonclient.grpc.InferenceServerClient]
+Headers = dict[str, str | int | bool] | None
+SyncClient = tritonclient.http.InferenceServerClient | tritonclient.grpc.InferenceServerClient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +53,7 @@ class TritonUrl:
     port: int
 
     @classmethod
-    def from_url(cls, url: str) -> "TritonUrl":
+    def from_url(cls, url: str) -> TritonUrl:
         """Parse `url`; a missing scheme means http, a missing port the scheme's default (8000 / 8001).
 
         Raises:
@@ -111,10 +112,8 @@ def _error_message(exc: BaseException) -> str:
         return exc.message() or str(exc)
     details = getattr(exc, "details", None)  # grpc.RpcError (e.g. grpc.aio.AioRpcError)
     if callable(details):
-        try:
+        with contextlib.suppress(Exception):
             return details() or str(exc)
-        except Exception:  # noqa: BLE001
-            pass
     return str(exc) or type(exc).__name__
 
 
@@ -166,7 +165,7 @@ def _is_grpc(client: Any) -> bool:
     return isinstance(client, (tritonclient.grpc.InferenceServerClient, tritonclient.grpc.aio.InferenceServerClient))
 
 
-def _http_refusal(client: Any, request_uri: str, headers: Headers) -> Optional[PyTritonClientError]:
+def _http_refusal(client: Any, request_uri: str, headers: Headers) -> PyTritonClientError | None:
     """Why an HTTP health endpoint answered "not ready" when the server refused the call (401/403).
 
     tritonclient.http's is_server_ready / is_model_ready turn any non-200 answer into False, hiding a
@@ -187,32 +186,32 @@ def _http_refusal(client: Any, request_uri: str, headers: Headers) -> Optional[P
     return None
 
 
-def _model_ready_uri(model_name: str, model_version: Optional[Union[str, int]]) -> str:
+def _model_ready_uri(model_name: str, model_version: str | int | None) -> str:
     name = urllib.parse.quote(model_name)
     if model_version in (None, ""):
         return f"v2/models/{name}/ready"
     return f"v2/models/{name}/versions/{model_version}/ready"
 
 
-def _version(model_version: Optional[Union[str, int]]) -> str:
+def _version(model_version: str | int | None) -> str:
     return "" if model_version is None else str(model_version)
 
 
-def _headers(headers: Headers) -> Optional[Dict[str, str]]:
+def _headers(headers: Headers) -> dict[str, str] | None:
     if not headers:
         return None
     return {str(k): str(v) for k, v in headers.items()}
 
 
-def _call_kwargs(client: Any, headers: Headers, timeout_s: Optional[float]) -> Dict[str, Any]:
+def _call_kwargs(client: Any, headers: Headers, timeout_s: float | None) -> dict[str, Any]:
     """Keyword arguments for a non-infer call: headers, and for gRPC a per-call deadline."""
-    kwargs: Dict[str, Any] = {"headers": _headers(headers)}
+    kwargs: dict[str, Any] = {"headers": _headers(headers)}
     if _is_grpc(client) and timeout_s is not None:
         kwargs["client_timeout"] = max(min(timeout_s, _DEFAULT_NETWORK_TIMEOUT_S), 0.001)
     return kwargs
 
 
-def _model_desc(model_name: str, model_version: Optional[Union[str, int]]) -> str:
+def _model_desc(model_name: str, model_version: str | int | None) -> str:
     return model_name if model_version in (None, "") else f"{model_name}/{model_version}"
 
 
@@ -222,12 +221,14 @@ def _parse_repository_index(client: Any, index: Any) -> list:
     return list(index or [])
 
 
-def _state_from_index(entries: list, model_name: str, model_version: Optional[Union[str, int]]) -> ModelState:
-    wanted = [
-        e
-        for e in entries
-        if e.get("name") == model_name and (model_version in (None, "") or str(e.get("version", "")) == str(model_version))
-    ]
+def _index_entry_matches(entry: dict, model_name: str, model_version: str | int | None) -> bool:
+    if entry.get("name") != model_name:
+        return False
+    return model_version in (None, "") or str(entry.get("version", "")) == str(model_version)
+
+
+def _state_from_index(entries: list, model_name: str, model_version: str | int | None) -> ModelState:
+    wanted = [e for e in entries if _index_entry_matches(e, model_name, model_version)]
     states = {e.get("state") or "UNAVAILABLE" for e in wanted}
     for state in (ModelState.READY, ModelState.LOADING, ModelState.UNLOADING):
         if state.value in states:
@@ -256,7 +257,7 @@ def _next_interval(interval: float) -> float:
 # ---- sync helpers -------------------------------------------------------------------------------------
 
 
-def create_client_from_url(url: str, network_timeout_s: Optional[float] = None) -> SyncClient:
+def create_client_from_url(url: str, network_timeout_s: float | None = None) -> SyncClient:
     """A tritonclient (http or grpc, after the url's scheme) for `url`.
 
     For HTTP `network_timeout_s` (default 60 s) bounds every request and the connection; tritonclient's
@@ -274,9 +275,9 @@ def create_client_from_url(url: str, network_timeout_s: Optional[float] = None) 
 def get_model_state(
     client: SyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
+    model_version: str | None = None,
     headers: Headers = None,
-    timeout_s: Optional[float] = None,
+    timeout_s: float | None = None,
 ) -> ModelState:
     """The model's state from the server's repository index (UNAVAILABLE when the model is not listed).
 
@@ -287,13 +288,14 @@ def get_model_state(
         index = client.get_model_repository_index(
             **_call_kwargs(client, headers, timeout_s), **({"as_json": True} if _is_grpc(client) else {})
         )
-    except Exception as exc:  # noqa: BLE001 - tritonclient and socket errors alike
+    except Exception as exc:
         if not _is_unimplemented_error(exc):
             raise convert_server_error(exc, "obtaining the model repository index") from exc
         # a server without the repository API: a model is READY or UNAVAILABLE
         try:
-            ready = client.is_model_ready(model_name, _version(model_version), **_call_kwargs(client, headers, timeout_s))
-        except Exception as ready_exc:  # noqa: BLE001
+            kwargs = _call_kwargs(client, headers, timeout_s)
+            ready = client.is_model_ready(model_name, _version(model_version), **kwargs)
+        except Exception as ready_exc:
             if _is_unknown_model_error(ready_exc):
                 return ModelState.UNAVAILABLE
             raise convert_server_error(ready_exc, "checking model readiness") from ready_exc
@@ -301,19 +303,16 @@ def get_model_state(
     return _state_from_index(_parse_repository_index(client, index), model_name, model_version)
 
 
-def _model_known(client: SyncClient, model_name: str, model_version: Optional[str], headers: Headers) -> bool:
+def _model_known(client: SyncClient, model_name: str, model_version: str | None, headers: Headers) -> bool:
     """Best effort: is the model known to the server at all (listed, or has metadata)?"""
     try:
         index = client.get_model_repository_index(
             **_call_kwargs(client, headers, 5.0), **({"as_json": True} if _is_grpc(client) else {})
         )
         entries = _parse_repository_index(client, index)
-        return any(
-            e.get("name") == model_name and (not model_version or str(e.get("version", "")) == str(model_version))
-            for e in entries
-        )
-    except Exception:  # noqa: BLE001 - restricted or unsupported: ask for the metadata instead
-        pass
+        return any(_index_entry_matches(e, model_name, model_version) for e in entries)
+    except Exception as exc:  # noqa: BLE001 - restricted or unsupported: ask for the metadata instead
+        _LOGGER.debug("repository index unavailable: %s", exc)
     try:
         client.get_model_metadata(model_name, _version(model_version), **_call_kwargs(client, headers, 5.0))
         return True
@@ -321,7 +320,7 @@ def _model_known(client: SyncClient, model_name: str, model_version: Optional[st
         return not _is_unknown_model_error(exc)
 
 
-def wait_for_server_ready(client: SyncClient, timeout_s: Optional[float] = None, headers: Headers = None) -> None:
+def wait_for_server_ready(client: SyncClient, timeout_s: float | None = None, headers: Headers = None) -> None:
     """Poll until the server is live and ready (default timeout 60 s).
 
     Raises:
@@ -340,6 +339,8 @@ def wait_for_server_ready(client: SyncClient, timeout_s: Optional[float] = None,
             refusal = _http_refusal(client, "v2/health/ready", headers)
             if refusal is not None:
                 raise refusal
+        except PyTritonClientError:
+            raise
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking server readiness") from exc
@@ -357,8 +358,8 @@ def wait_for_server_ready(client: SyncClient, timeout_s: Optional[float] = None,
 def wait_for_model_ready(
     client: SyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
-    timeout_s: Optional[float] = None,
+    model_version: str | None = None,
+    timeout_s: float | None = None,
     headers: Headers = None,
 ) -> None:
     """Poll until the server and the model are ready (default timeout 300 s).
@@ -382,6 +383,8 @@ def wait_for_model_ready(
             refusal = _http_refusal(client, _model_ready_uri(model_name, model_version), headers)
             if refusal is not None:
                 raise refusal
+        except PyTritonClientError:
+            raise
         except InferenceServerException as exc:
             if _is_restricted_error(exc):
                 raise convert_server_error(exc, "checking model readiness") from exc
@@ -403,9 +406,9 @@ def wait_for_model_ready(
 def _fetch_model_config(
     client: SyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
+    model_version: str | None = None,
     headers: Headers = None,
-    timeout_s: Optional[float] = None,
+    timeout_s: float | None = None,
 ) -> TritonModelConfig:
     try:
         if _is_grpc(client):
@@ -415,7 +418,7 @@ def _fetch_model_config(
             config = response["config"]
         else:
             config = client.get_model_config(model_name, _version(model_version), **_call_kwargs(client, headers, None))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise convert_server_error(exc, f"obtaining the configuration of model {model_name}") from exc
     return TritonModelConfig.from_triton_dict(config)
 
@@ -423,8 +426,8 @@ def _fetch_model_config(
 def get_model_config(
     client: SyncClient,
     model_name: str,
-    model_version: Optional[str] = None,
-    timeout_s: Optional[float] = None,
+    model_version: str | None = None,
+    timeout_s: float | None = None,
     headers: Headers = None,
 ) -> TritonModelConfig:
     """Wait for the model to be ready (default 300 s), then return its configuration."""

@@ -39,7 +39,8 @@ def segment_name(tag: str, owner_pid: int, kind: str, segment_id: int) -> str:
     return f"/{NAME_ROOT}_{tag}_{owner_pid}_{kind}{segment_id}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while a process with this pid exists (one we may not signal counts too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -83,7 +84,7 @@ def sweep_dead_segments() -> int:
     """Unlink segments whose owner process no longer exists (left by a crash)."""
     removed = 0
     for name, pid in list(our_segments()):
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             try:
                 posix_ipc.unlink_shared_memory(name)
                 removed += 1

@@ -9,27 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Callable
 
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.proxy.arena import unlink_segments
+from pytriton.proxy.arena import pid_alive, unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink
 from pytriton.supervisor.worker_pool import WorkerInstance
 
 logger = logging.getLogger("pytriton.supervisor")
 
 LIVENESS_PERIOD_S = 1.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ExternalInstances:
@@ -80,7 +69,7 @@ class ExternalInstances:
                 if id(instance) in pending and link.hello.done() and link.hello.exception() is None:
                     del pending[id(instance)]
                     self.on_ready(link)
-                if link.pid is not None and not _alive(link.pid):
+                if link.pid is not None and not pid_alive(link.pid):
                     logger.error("process %d hosting model instance '%s' is gone", link.pid, link.label)
                     self.on_lost(link)
                     self.router.drop_link(

@@ -136,6 +136,16 @@ class HttpProtocol(asyncio.Protocol):
         length = self._headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             self._too_large = True
+        # `Expect: 100-continue` (curl sends it for large bodies): say "go on" instead of letting the client wait
+        # for its timeout (1 s in curl). Only when nothing is ahead of this request, so answers stay in order.
+        if (
+            self._headers.get("expect", "").lower() == "100-continue"
+            and not self._too_large
+            and not self.queue
+            and self.task is None
+            and self.transport is not None
+        ):
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
         if self._too_large:
@@ -195,7 +205,8 @@ class HttpProtocol(asyncio.Protocol):
                     except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the connection
                         logger.exception("HTTP handler failed for %s %s", item.method, item.path)
                         response = self.on_error(500, f"internal error: {exc}")
-                self._write(response, keep_alive and not response.close)
+                head = isinstance(item, HttpRequest) and item.method == "HEAD"
+                self._write(response, keep_alive and not response.close, head)
                 if not keep_alive or response.close:
                     if self.transport is not None:
                         self.transport.close()
@@ -206,7 +217,9 @@ class HttpProtocol(asyncio.Protocol):
         finally:
             self.task = None
 
-    def _write(self, response: HttpResponse, keep_alive: bool) -> None:
+    def _write(self, response: HttpResponse, keep_alive: bool, head: bool = False) -> None:
+        """Send `response`; for a HEAD request only its status line and headers (a body would be read as the
+        start of the next response on a keep-alive connection)."""
         transport = self.transport
         try:
             if transport is None:
@@ -221,7 +234,7 @@ class HttpProtocol(asyncio.Protocol):
             if not keep_alive:
                 lines.append("Connection: close\r\n")
             lines.append("\r\n")
-            transport.writelines([("".join(lines)).encode("latin-1"), *response.parts])
+            transport.writelines([("".join(lines)).encode("latin-1"), *([] if head else response.parts)])
         finally:
             if response.on_sent is not None:
                 response.on_sent()
