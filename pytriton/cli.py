@@ -12,6 +12,7 @@ import click
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.callable_backend import load_callable
 from pytriton.core.access import AccessPolicy
+from pytriton.core.header_forwarding import compile_forward_pattern
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
@@ -190,7 +191,7 @@ def serve(
                             ("--grpc-header-forward-pattern", grpc_header_forward_pattern)):
         if pattern:
             try:
-                re.compile(pattern)
+                compile_forward_pattern(pattern)
             except re.error as exc:
                 raise click.BadParameter(f"invalid regular expression: {exc}", param_hint=option) from None
     for option, specs in (("--http-restricted-api", http_restricted_api),

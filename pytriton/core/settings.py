@@ -37,8 +37,11 @@ class LogSettings:
         new = dict(self.values)
         for key, value in changes.items():
             if key == "log_file":
-                if value is not None and value != self.values["log_file"]:
+                if value is not None:
                     raise unsupported("log file location can not be updated through network protocol")
+                continue
+            if value is None or key not in self.values:
+                continue  # as Triton: nulls and unknown keys are ignored
             elif key in ("log_info", "log_warning", "log_error"):
                 if not isinstance(value, bool):
                     raise invalid_arg(f"expect boolean for '{key}'")
@@ -51,8 +54,6 @@ class LogSettings:
                 if value not in LOG_FORMATS:
                     raise ServerError(Status.UNAVAILABLE, f"invalid argument for --log_format, got: {value}")
                 new[key] = value
-            else:
-                raise invalid_arg(f"unknown logging setting '{key}'")
         self.values = new
         self.apply()
         return self.get()
@@ -107,9 +108,7 @@ class TraceSettings:
         staged = dict(target)
         for key, value in changes.items():
             if key == "trace_file":
-                if value is not None and value != self.get(model)["trace_file"]:
-                    raise unsupported("trace file location can not be updated through network protocol")
-                continue
+                raise unsupported("trace file location can not be updated through network protocol")
             if key not in self.global_values:
                 raise invalid_arg(f"unknown trace setting '{key}'")
             if value is None:
@@ -119,6 +118,8 @@ class TraceSettings:
                 raise invalid_arg(f"the global '{key}' setting can not be cleared")
             if key == "trace_level":
                 levels = [value] if isinstance(value, str) else list(value)
+                if "OFF" in levels and len(levels) > 1:
+                    raise invalid_arg("Expect only one trace level 'OFF' is specified")
                 for level in levels:
                     if level not in TRACE_LEVELS:
                         raise invalid_arg(f"invalid trace level '{level}'")

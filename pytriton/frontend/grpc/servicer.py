@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from typing import Any, AsyncIterator
 
 import grpc
@@ -12,6 +11,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc  # noqa: F401 (servicer base)
 
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.core.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
@@ -48,7 +48,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.access = access or AccessPolicy(header_prefix=GRPC_HEADER_PREFIX)
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
-        self.forward = re.compile(header_forward_pattern) if header_forward_pattern else None
+        self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self._config_cache: dict[tuple[str, str], Any] = {}
 
     def _check_access(self, group: str, context: grpc.aio.ServicerContext) -> None:
@@ -68,11 +68,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         )
 
     def _forward_headers(self, infer_request: Any, context: grpc.aio.ServicerContext) -> None:
-        if self.forward is None:
-            return
-        for key, value in context.invocation_metadata() or ():
-            if self.forward.match(key) and isinstance(value, str):
-                infer_request.parameters[key] = value
+        if self.forward is not None:
+            forward_headers(self.forward, context.invocation_metadata() or (), infer_request.parameters)
 
     async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:

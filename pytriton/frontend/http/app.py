@@ -12,6 +12,7 @@ from urllib.parse import unquote
 import orjson
 
 from pytriton.core.access import AccessPolicy, is_local_peer
+from pytriton.core.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
@@ -87,23 +88,6 @@ def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
             "Use --http-max-input-size to increase the limit."
         )
     return data
-
-
-# Triton's kReservedParameterKeys (server `common.h`): request parameters a forwarded header may not set.
-RESERVED_HEADER_KEYS = frozenset(
-    ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", "binary_data_output")
-)
-
-
-def compile_forward_pattern(pattern: str) -> re.Pattern:
-    """Triton's `--http-header-forward-pattern`: matched anywhere in the header name, case-insensitively.
-
-    Triton prefixes the pattern with RE2's `(?i)` (header names are case-insensitive); a pattern that starts
-    with `(?-i)` turns that off again, which Python's `re` only allows as flags, so it is translated.
-    """
-    if pattern.startswith("(?-i)"):
-        return re.compile(pattern[len("(?-i)"):])
-    return re.compile(pattern, re.IGNORECASE)
 
 
 _STOI = re.compile(r"\s*([+-]?\d+)")
@@ -439,11 +423,7 @@ class HttpApp:
         ):
             self._check("shared-memory", request)
         if self.forward is not None:
-            for key, value in headers.items():
-                if self.forward.search(key):  # RE2::PartialMatch, as Triton
-                    if key in RESERVED_HEADER_KEYS or key.startswith("triton_"):
-                        raise invalid_arg(f"Header '{key}' is reserved for Triton usage and cannot be forwarded.")
-                    infer_request.parameters[key] = value
+            forward_headers(self.forward, headers.items(), infer_request.parameters)
         model = self.core.registry.get(name, version)
         if model.config.decoupled:
             raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")

@@ -1,0 +1,748 @@
+"""Request validation and malformed requests over HTTP: Triton's status codes and messages, `{"error": msg}`
+bodies, and the server keeps serving.
+
+Requests come from the real tritonclient.http where it can build them, and raw (http.client or a socket)
+where tritonclient would refuse or compute sizes itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.client
+import json
+import re
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import serve, tensor_args
+
+P = "[request id: <id_unknown>] "
+NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended "
+    "to each input shape. If you want to specify the full shape including the batch dim in your input dims "
+    "config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
+)
+TIMEOUT_S = 30
+MAX_INPUT = 100_000
+
+SERVERS: dict[str, tuple[str, list[str]]] = {
+    # batching model with two inputs: INPUT0/INPUT1 INT32 [-1,16]
+    "add_sub": (
+        "tests.models:add_sub",
+        ["--max-batch-size", "8", "--http-max-input-size", str(MAX_INPUT)]
+        + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")])
+        + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")]),
+    ),
+    # non-batching model: INPUT FP32 [4], TEXT BYTES [2]; answers with its request parameters
+    "echo_parameters": (
+        "tests.models:echo_parameters",
+        tensor_args("input", [("INPUT", "fp32", "4"), ("TEXT", "bytes", "2")])
+        + tensor_args("output", [("PARAMS", "bytes", "1")]),
+    ),
+    "raises": (
+        "tests.models:raises",
+        tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("OUTPUT", "fp32", "4")]),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def servers():
+    with contextlib.ExitStack() as stack:
+
+        class Lazy(dict):
+            def __missing__(self, name: str):
+                target, args = SERVERS[name]
+                server = self[name] = stack.enter_context(serve(target, *args))
+                return server
+
+        yield Lazy()
+
+
+@pytest.fixture(scope="module")
+def add_sub(servers):
+    return servers["add_sub"]
+
+
+@pytest.fixture(scope="module")
+def echo(servers):
+    return servers["echo_parameters"]
+
+
+@pytest.fixture(scope="module")
+def client(add_sub):
+    c = httpclient.InferenceServerClient(add_sub.http_url, network_timeout=TIMEOUT_S)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def echo_client(echo):
+    c = httpclient.InferenceServerClient(echo.http_url, network_timeout=TIMEOUT_S)
+    yield c
+    c.close()
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------------
+
+def int_input(name: str, shape: list[int], datatype: str = "INT32", binary: bool = True) -> httpclient.InferInput:
+    tensor = httpclient.InferInput(name, shape, datatype)
+    dtype = {"INT32": np.int32, "FP32": np.float32, "INT64": np.int64}[datatype]
+    tensor.set_data_from_numpy(np.ones(shape, dtype=dtype), binary_data=binary)
+    return tensor
+
+
+def good_inputs(batch: int = 1) -> list[httpclient.InferInput]:
+    return [int_input("INPUT0", [batch, 16]), int_input("INPUT1", [batch, 16])]
+
+
+def check_add_sub_serves(url: str) -> None:
+    a = np.arange(32, dtype=np.int32).reshape(2, 16)
+    b = np.full((2, 16), 3, dtype=np.int32)
+    inputs = []
+    for name, array in (("INPUT0", a), ("INPUT1", b)):
+        tensor = httpclient.InferInput(name, [2, 16], "INT32")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    with httpclient.InferenceServerClient(url) as c:
+        result = c.infer("add_sub", inputs)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+
+def echo_inputs(x_shape: list[int] | None = None) -> list[httpclient.InferInput]:
+    shape = [4] if x_shape is None else x_shape
+    x = httpclient.InferInput("INPUT", shape, "FP32")
+    x.set_data_from_numpy(np.zeros(shape, dtype=np.float32))
+    text = httpclient.InferInput("TEXT", [2], "BYTES")
+    text.set_data_from_numpy(np.array([b"a", b""], dtype=np.object_))
+    return [x, text]
+
+
+def expect_error(call: Callable[[], Any], status: int, message: str | re.Pattern) -> str:
+    """`call` fails with HTTP status `status` and exactly `message` (or a full match of the pattern)."""
+    with pytest.raises(InferenceServerException) as info:
+        call()
+    got_status, got_message = info.value.status(), info.value.message()
+    assert got_status == str(status), got_message
+    if isinstance(message, re.Pattern):
+        assert message.fullmatch(got_message), got_message
+    else:
+        assert got_message == message
+    return got_message
+
+
+def request(url: str, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None):
+    """(status, lower-cased headers, body) of one raw request on a fresh connection."""
+    conn = http.client.HTTPConnection(url, timeout=TIMEOUT_S)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+def error_of(status: int, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+    """(status, message) of an error answer, checking that it is `{"error": msg}` JSON."""
+    assert headers.get("content-type") == "application/json", (status, headers, body)
+    decoded = json.loads(body)
+    assert isinstance(decoded, dict) and list(decoded) == ["error"], decoded
+    return status, decoded["error"]
+
+
+def infer_raw(url: str, model: str, header: Any, binary: bytes | None = None,
+              extra_headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """POST an infer request whose JSON part is `header` (bytes are sent as is); returns (status, error)."""
+    head = header if isinstance(header, bytes) else json.dumps(header).encode()
+    headers = {"Content-Type": "application/json"}
+    if binary is not None:
+        headers["Inference-Header-Content-Length"] = str(len(head))
+    headers.update(extra_headers or {})
+    status, out_headers, body = request(url, "POST", f"/v2/models/{model}/infer", head + (binary or b""), headers)
+    assert status != 200, body
+    return error_of(status, out_headers, body)
+
+
+def add_sub_input(name: str = "INPUT0", shape: list[int] | None = None, datatype: str = "INT32",
+                  nbytes: int | None = None) -> dict:
+    shape = [1, 16] if shape is None else shape
+    return {"name": name, "shape": shape, "datatype": datatype, "parameters": {"binary_data_size": 64 if nbytes is None
+                                                                              else nbytes}}
+
+
+ONES = np.ones(16, dtype=np.int32).tobytes()
+
+
+# ---- model and version lookup --------------------------------------------------------------------------------------
+
+def test_unknown_model(client):
+    expect_error(lambda: client.infer("nope", good_inputs()), 404, "Request for unknown model: 'nope' is not found")
+    expect_error(lambda: client.get_model_metadata("nope"), 404, "Request for unknown model: 'nope' is not found")
+    expect_error(lambda: client.get_model_config("nope"), 404, "Request for unknown model: 'nope' is not found")
+    assert client.is_model_ready("nope") is False
+
+
+def test_unknown_version(client):
+    message = "Request for unknown model: 'add_sub' version 99 is not found"
+    expect_error(lambda: client.infer("add_sub", good_inputs(), model_version="99"), 404, message)
+    expect_error(lambda: client.get_model_metadata("add_sub", model_version="99"), 404, message)
+    assert client.is_model_ready("add_sub", model_version="99") is False
+    assert client.infer("add_sub", good_inputs(), model_version="1").as_numpy("OUTPUT0").shape == (1, 16)
+
+
+def test_non_numeric_version_is_not_a_route(add_sub):
+    assert error_of(*request(add_sub.http_url, "POST", "/v2/models/add_sub/versions/abc/infer", b"{}")) == (
+        404, "Not Found")
+
+
+# ---- core validation ------------------------------------------------------------------------------------------------
+
+def test_wrong_datatype(client):
+    inputs = [int_input("INPUT0", [1, 16], "FP32"), int_input("INPUT1", [1, 16])]
+    expect_error(lambda: client.infer("add_sub", inputs), 400,
+                 f"{P}inference input 'INPUT0' data-type is 'FP32', but model 'add_sub' expects 'INT32'")
+
+
+def test_unknown_datatype(add_sub):
+    header = {"inputs": [add_sub_input(datatype="INT33"), add_sub_input("INPUT1")]}
+    assert infer_raw(add_sub.http_url, "add_sub", header, ONES * 2) == (
+        400, f"{P}inference input 'INPUT0' data-type is '<invalid>', but model 'add_sub' expects 'INT32'")
+
+
+@pytest.mark.parametrize("shape", [[1, 15], [16], [1, 16, 1]])
+def test_wrong_shape(client, shape):
+    inputs = [int_input("INPUT0", shape), int_input("INPUT1", [1, 16])]
+    got = "[" + ",".join(map(str, shape)) + "]"
+    expected = f"{P}unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], got {got}. {NOTE}"
+    if shape == [16]:  # the first dim is taken as the batch size, which then differs from INPUT1's
+        expected = f"{P}input 'INPUT1' batch size does not match other inputs for 'add_sub'"
+    expect_error(lambda: client.infer("add_sub", inputs), 400, expected)
+
+
+def test_wrong_shape_plain_model(echo_client):
+    expect_error(lambda: echo_client.infer("echo_parameters", echo_inputs([5])), 400,
+                 f"{P}unexpected shape for input 'INPUT' for model 'echo_parameters'. Expected [4], got [5]. ")
+
+
+def test_batch_size_too_large(client):
+    expect_error(lambda: client.infer("add_sub", good_inputs(9)), 400,
+                 f"{P}inference request batch-size must be <= 8 for 'add_sub'")
+    assert client.infer("add_sub", good_inputs(8)).as_numpy("OUTPUT0").shape == (8, 16)
+
+
+def test_batch_size_mismatch(client):
+    inputs = [int_input("INPUT0", [2, 16]), int_input("INPUT1", [3, 16])]
+    expect_error(lambda: client.infer("add_sub", inputs), 400,
+                 f"{P}input 'INPUT1' batch size does not match other inputs for 'add_sub'")
+
+
+def test_byte_size_mismatch(add_sub):
+    header = {"inputs": [add_sub_input(nbytes=60), add_sub_input("INPUT1")]}
+    assert infer_raw(add_sub.http_url, "add_sub", header, ONES[:60] + ONES) == (
+        400, f"{P}input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 64, got 60")
+
+
+def test_byte_size_mismatch_with_request_id(client):
+    inputs = [int_input("INPUT0", [1, 16]), int_input("INPUT1", [1, 16])]
+    inputs[0]._raw_data = inputs[0]._raw_data + b"\x00" * 4  # tritonclient then declares 68 bytes
+    inputs[0]._parameters["binary_data_size"] = 68
+    expect_error(lambda: client.infer("add_sub", inputs, request_id="my-id"), 400,
+                 "[request id: my-id] input byte size mismatch for input 'INPUT0' for model 'add_sub'. "
+                 "Expected 64, got 68")
+
+
+def test_missing_input(client):
+    expect_error(lambda: client.infer("add_sub", good_inputs()[:1]), 400,
+                 f"{P}expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing "
+                 "required input(s) ['INPUT1']. Please provide all required input(s).")
+    expect_error(lambda: client.infer("add_sub", []), 400,
+                 f"{P}expected 2 inputs but got 0 inputs for model 'add_sub'. Got input(s) [], but missing "
+                 "required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).")
+
+
+def test_unexpected_input(client):
+    inputs = [int_input("INPUT0", [1, 16]), int_input("INPUTX", [1, 16])]
+    expect_error(lambda: client.infer("add_sub", inputs), 400, "unexpected inference input 'INPUTX' for model 'add_sub'")
+    too_many = good_inputs() + [int_input("INPUTX", [1, 16])]
+    expect_error(lambda: client.infer("add_sub", too_many), 400, re.compile(
+        re.escape(f"{P}expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) [") + ".*"
+        + re.escape("], but missing required input(s) ]. Please provide all required input(s).")))
+
+
+def test_unknown_output(client):
+    outputs = [httpclient.InferRequestedOutput("OUTPUT0"), httpclient.InferRequestedOutput("NOPE")]
+    expect_error(lambda: client.infer("add_sub", good_inputs(), outputs=outputs), 400,
+                 "unexpected inference output 'NOPE' for model 'add_sub'")
+
+
+def test_duplicate_input(client):
+    inputs = good_inputs() + [int_input("INPUT0", [1, 16])]
+    expect_error(lambda: client.infer("add_sub", inputs), 400, f"{P}input 'INPUT0' already exists in request")
+
+
+def _bytes_body(items: list[bytes]) -> bytes:
+    return b"".join(struct.pack("<I", len(b)) + b for b in items)
+
+
+def _echo_header(text_bytes: int) -> dict:
+    return {"inputs": [
+        {"name": "INPUT", "shape": [4], "datatype": "FP32", "parameters": {"binary_data_size": 16}},
+        {"name": "TEXT", "shape": [2], "datatype": "BYTES", "parameters": {"binary_data_size": text_bytes}},
+    ]}
+
+
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        ([b"a", b"b", b"c"], "unexpected number of string elements 3 for inference input 'TEXT' for model "
+                             "'echo_parameters', expecting 2"),
+        ([b"a"], "expected 2 string elements for inference input 'TEXT' for model 'echo_parameters', got 1"),
+        ([], "expected 2 string elements for inference input 'TEXT' for model 'echo_parameters', got 0"),
+    ],
+)
+def test_bytes_element_count_binary(echo, items, message):
+    text = _bytes_body(items)
+    assert infer_raw(echo.http_url, "echo_parameters", _echo_header(len(text)), b"\x00" * 16 + text) == (
+        400, P + message)
+
+
+def test_bytes_incomplete_length_indicator(echo):
+    text = _bytes_body([b"a"]) + b"\x01\x00"
+    assert infer_raw(echo.http_url, "echo_parameters", _echo_header(len(text)), b"\x00" * 16 + text) == (
+        400, f"{P}incomplete string length indicator for inference input 'TEXT' for model 'echo_parameters', "
+        "expecting 4 bytes but only 2 bytes available. Please make sure the string length indicator is in one buffer.")
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (["a", "b", "c"], "unexpected number of string elements 3 for inference input 'TEXT' for model "
+                          "'echo_parameters', expecting 2"),
+        (["a"], "expected 2 string elements for inference input 'TEXT' for model 'echo_parameters', got 1"),
+    ],
+)
+def test_bytes_element_count_json(echo, data, message):
+    """JSON BYTES are sized from the data itself; the count is then the core's BYTES check (like Triton)."""
+    header = {"inputs": [{"name": "INPUT", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+                         {"name": "TEXT", "shape": [2], "datatype": "BYTES", "data": data}]}
+    assert infer_raw(echo.http_url, "echo_parameters", header) == (400, P + message)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ([1, 2, 3, 4, 5], "Unable to parse 'data': Shape does not match true shape of 'data' field"),
+        ([1, 2, 3], "Failed to parse 'data' field: shape does not match true shape"),
+    ],
+)
+def test_json_element_count(echo, data, message):
+    """Triton answers these with INTERNAL (500)."""
+    header = {"inputs": [{"name": "INPUT", "shape": [4], "datatype": "FP32", "data": data},
+                         {"name": "TEXT", "shape": [2], "datatype": "BYTES", "data": ["a", "b"]}]}
+    assert infer_raw(echo.http_url, "echo_parameters", header) == (500, message)
+
+
+def test_callable_error_is_500(servers):
+    url = servers["raises"].http_url
+    x = httpclient.InferInput("INPUT", [4], "FP32")
+    x.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    with httpclient.InferenceServerClient(url) as c:
+        message = expect_error(lambda: c.infer("raises", [x]), 500, re.compile(r"Failed to process the request\(s\) "
+                                                                              r"for model '.*', message: .*", re.DOTALL))
+    assert "the callable failed on purpose" in message
+
+
+# ---- parameters ---------------------------------------------------------------------------------------------------
+
+def test_parameters_reach_the_callable(echo_client):
+    result = echo_client.infer("echo_parameters", echo_inputs(), parameters={"a": 1, "b": True, "c": "x", "d": 0.5})
+    assert result.as_numpy("PARAMS").tolist() == [b"a=1;b=True;c='x';d=0.5"]
+
+
+@pytest.mark.parametrize("key", ["triton_foo", "triton_enable_empty_final_response"])
+def test_reserved_triton_parameter(echo, key):
+    header = {"parameters": {key: True}, "inputs": [
+        {"name": "INPUT", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+        {"name": "TEXT", "shape": [2], "datatype": "BYTES", "data": ["a", "b"]}]}
+    assert infer_raw(echo.http_url, "echo_parameters", header) == (
+        400, "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.")
+
+
+def test_parameter_of_invalid_type(echo):
+    header = {"parameters": {"k": [1, 2]}, "inputs": [
+        {"name": "INPUT", "shape": [4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+        {"name": "TEXT", "shape": [2], "datatype": "BYTES", "data": ["a", "b"]}]}
+    assert infer_raw(echo.http_url, "echo_parameters", header) == (
+        400, "parameter 'k' has invalid type. It should be either 'int', 'bool', or 'string'.")
+
+
+# ---- malformed bodies: all 400 with a JSON error, and the server keeps serving ------------------------------------
+
+GOOD_HEADER = {"inputs": [add_sub_input(), add_sub_input("INPUT1")]}
+
+MALFORMED = {
+    "bad_json": (b'{"inputs": [', None, re.compile(r"failed to parse the request JSON buffer.*")),
+    "not_utf8_json": (b'{"inputs": "\xff"}', None, re.compile(r"failed to parse the request JSON buffer.*")),
+    "empty_body": (b"", None, re.compile(r"failed to parse the request JSON buffer.*")),
+    "json_array": (b"[1, 2]", None, re.compile(r".+")),
+    "json_string": (b'"inputs"', None, re.compile(r".+")),
+    "json_null": (b"null", None, re.compile(r".+")),
+    "inputs_not_array": (json.dumps({"inputs": {"name": "INPUT0"}}).encode(), None, re.compile(r".+")),
+    "input_not_object": (json.dumps({"inputs": [1]}).encode(), None, re.compile(r".+")),
+    "input_without_name": (json.dumps({"inputs": [{"shape": [1, 16], "datatype": "INT32", "data": [0] * 16}]}).encode(),
+                           None, re.compile(r".+")),
+    "shape_not_array": (json.dumps({"inputs": [{**add_sub_input(), "shape": "1,16"}]}).encode(), ONES,
+                        re.compile(r".*'shape'.*")),
+    "negative_dim": (json.dumps({"inputs": [add_sub_input(shape=[1, -16]), add_sub_input("INPUT1")]}).encode(),
+                     ONES * 2, re.compile(r".*'shape'.*")),
+    "overflowing_dim": (json.dumps({"inputs": [add_sub_input(shape=[1, 2**64]), add_sub_input("INPUT1")]}).encode(),
+                        ONES * 2, re.compile(r".*(shape|exceeds).*")),
+    "huge_dims_product": (json.dumps({"inputs": [add_sub_input(shape=[2**40, 2**40]),
+                                                 add_sub_input("INPUT1")]}).encode(),
+                          ONES * 2, re.compile(r".+")),
+    "float_dim": (json.dumps({"inputs": [add_sub_input(shape=[1, 16.0]), add_sub_input("INPUT1")]}).encode(),
+                  ONES * 2, re.compile(r".*'shape'.*")),
+    "binary_too_short": (json.dumps(GOOD_HEADER).encode(), ONES + ONES[:60],
+                         "unexpected size for input 'INPUT1', expecting 4 additional bytes for model 'add_sub'"),
+    "binary_leftover": (json.dumps(GOOD_HEADER).encode(), ONES * 2 + b"\x00",
+                        "unexpected additional input data for model 'add_sub'"),
+    "negative_binary_data_size": (json.dumps({"inputs": [add_sub_input(nbytes=-64), add_sub_input("INPUT1")]}).encode(),
+                                  ONES * 2, re.compile(r".*binary_data_size.*")),
+    "data_and_binary": (
+        json.dumps({"inputs": [{**add_sub_input(), "data": [0] * 16}, add_sub_input("INPUT1")]}).encode(), ONES * 2,
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+        "'shared_memory_region' in 'parameters'. But set 'data' 'binary_data_size'"),
+    "no_data": (
+        json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32"}]}).encode(), None,
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+        "'shared_memory_region' in 'parameters'. But no field is set"),
+    "json_data_wrong_type": (
+        json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": ["x"] * 16},
+                               add_sub_input("INPUT1")]}).encode(), ONES, re.compile(r".+")),
+    "json_data_ragged": (
+        json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": [[1, 2], [3]]},
+                               add_sub_input("INPUT1")]}).encode(), ONES, re.compile(r".+")),
+    "outputs_not_array": (json.dumps({**GOOD_HEADER, "outputs": {"name": "OUTPUT0"}}).encode(), ONES * 2,
+                          re.compile(r".+")),
+    "parameters_not_object": (json.dumps({**GOOD_HEADER, "parameters": [1]}).encode(), ONES * 2, re.compile(r".+")),
+    "id_not_string": (json.dumps({**GOOD_HEADER, "id": 5}).encode(), ONES * 2, re.compile(r".*'id'.*")),
+    "binary_data_output_not_bool": (json.dumps({**GOOD_HEADER, "parameters": {"binary_data_output": "yes"}}).encode(),
+                                    ONES * 2, re.compile(r".*binary_data_output.*")),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_malformed_body(add_sub, case):
+    body, binary, message = MALFORMED[case]
+    status, error = infer_raw(add_sub.http_url, "add_sub", body, binary)
+    assert status == 400, error
+    if isinstance(message, re.Pattern):
+        assert message.fullmatch(error), error
+    else:
+        assert error == message
+    check_add_sub_serves(add_sub.http_url)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("500", "inference header size should be in range (0, {size}), got: 500"),
+        ("-1", "inference header size should be in range (0, {size}), got: -1"),
+        ("abc", "Unable to parse Inference-Header-Content-Length, got: abc"),
+        ("99999999999", "Unable to parse Inference-Header-Content-Length, value is out of range "
+                        "[ -2147483648, 2147483647 ], got: 99999999999"),
+    ],
+)
+def test_bad_inference_header_content_length(add_sub, value, message):
+    body = json.dumps(GOOD_HEADER).encode() + ONES * 2
+    status, headers, data = request(add_sub.http_url, "POST", "/v2/models/add_sub/infer", body,
+                                    {"Inference-Header-Content-Length": value})
+    assert error_of(status, headers, data) == (400, message.format(size=len(body)))
+    check_add_sub_serves(add_sub.http_url)
+
+
+def test_header_length_cutting_json(add_sub):
+    body = json.dumps(GOOD_HEADER).encode() + ONES * 2
+    status, headers, data = request(add_sub.http_url, "POST", "/v2/models/add_sub/infer", body,
+                                    {"Inference-Header-Content-Length": "10"})
+    status, error = error_of(status, headers, data)
+    assert status == 400 and error.startswith("failed to parse the request JSON buffer"), error
+
+
+# ---- routes and methods -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/v2/models/add_sub/infer"),
+        ("PUT", "/v2/models/add_sub/infer"),
+        ("POST", "/v2/health/live"),
+        ("POST", "/v2/health/ready"),
+        ("DELETE", "/v2"),
+        ("POST", "/v2/models/add_sub"),
+        ("POST", "/v2/models/add_sub/config"),
+        ("POST", "/v2/models/add_sub/stats"),
+        ("POST", "/v2/models/stats"),
+        ("GET", "/v2/repository/index"),
+        ("PUT", "/v2/logging"),
+        ("DELETE", "/v2/trace/setting"),
+    ],
+)
+def test_wrong_method(add_sub, method, path):
+    assert error_of(*request(add_sub.http_url, method, path)) == (405, "Method Not Allowed")
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/"),
+        ("GET", "/v1/models"),
+        ("GET", "/v2/unknown"),
+        ("POST", "/v2/models/add_sub/predict"),
+        ("GET", "/v2/models/add_sub/versions/1/nope"),
+        ("GET", "/v2/health"),
+        ("GET", "/v2/health/alive"),
+        ("GET", "/metrics"),
+    ],
+)
+def test_unknown_path(add_sub, method, path):
+    assert error_of(*request(add_sub.http_url, method, path)) == (404, "Not Found")
+
+
+def test_trailing_slash_and_query_string(add_sub):
+    assert request(add_sub.http_url, "GET", "/v2/health/ready?verbose=1")[0] == 200
+    status, _, body = request(add_sub.http_url, "GET", "/v2/models/add_sub?x=y")
+    assert status == 200 and json.loads(body)["name"] == "add_sub"
+
+
+# ---- transport: chunked bodies, pipelining, body size limit --------------------------------------------------------
+
+def _socket(url: str) -> socket.socket:
+    host, port = url.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+
+
+def _read_response(sock: socket.socket, buffer: bytearray) -> tuple[int, dict[str, str], bytes]:
+    """One Content-Length-framed response from `sock` (extra bytes stay in `buffer`)."""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed before a full response"
+        buffer += chunk
+    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    length = int(headers["content-length"])
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed before the full body"
+        rest += chunk
+    buffer[:] = rest[length:]
+    return status, headers, rest[:length]
+
+
+def _infer_request_bytes(a: np.ndarray, b: np.ndarray, request_id: str, extra: str = "") -> bytes:
+    header = json.dumps({"id": request_id, "inputs": [
+        {"name": "INPUT0", "shape": list(a.shape), "datatype": "INT32", "parameters": {"binary_data_size": a.nbytes}},
+        {"name": "INPUT1", "shape": list(b.shape), "datatype": "INT32", "parameters": {"binary_data_size": b.nbytes}},
+    ], "parameters": {"binary_data_output": True}}).encode()
+    body = header + a.tobytes() + b.tobytes()
+    return (f"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+            f"Inference-Header-Content-Length: {len(header)}\r\n{extra}\r\n").encode() + body
+
+
+def _check_add_sub_response(status, headers, body, a, b, request_id):
+    assert status == 200, body
+    result = httpclient.InferResult.from_response_body(body, header_length=int(
+        headers["inference-header-content-length"]))
+    assert result.get_response()["id"] == request_id
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+
+
+def test_chunked_request_body(add_sub):
+    a = np.arange(48, dtype=np.int32).reshape(3, 16)
+    b = np.full((3, 16), 7, dtype=np.int32)
+    header = json.dumps({"inputs": [
+        {"name": "INPUT0", "shape": [3, 16], "datatype": "INT32", "parameters": {"binary_data_size": a.nbytes}},
+        {"name": "INPUT1", "shape": [3, 16], "datatype": "INT32", "parameters": {"binary_data_size": b.nbytes}},
+    ], "id": "chunked"}).encode()
+    body = header + a.tobytes() + b.tobytes()
+    chunked = b""
+    for start in range(0, len(body), 37):  # chunk boundaries fall inside the JSON and the tensors
+        piece = body[start : start + 37]
+        chunked += f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+    chunked += b"0\r\n\r\n"
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(
+            (f"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+             f"Inference-Header-Content-Length: {len(header)}\r\n\r\n").encode()
+        )
+        for start in range(0, len(chunked), 100):  # and arrive in several TCP writes
+            sock.sendall(chunked[start : start + 100])
+        buffer = bytearray()
+        status, _headers, data = _read_response(sock, buffer)
+        # A JSON response (no binary outputs requested): decode it directly.
+        assert status == 200, data
+        result = httpclient.InferResult.from_response_body(data)
+        assert result.get_response()["id"] == "chunked"
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+
+
+def test_chunked_raw_binary_request(add_sub):
+    """Triton's qa test_content_encoding_chunked_manually, on a JSON body: the decoded body is what counts."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
+                                  {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [1] * 16}]}).encode()
+    chunked = f"{len(body):X}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    status, _headers, data = request(add_sub.http_url, "POST", "/v2/models/add_sub/infer", chunked,
+                                    {"Transfer-Encoding": "chunked"})
+    assert status == 200, data
+    assert json.loads(data)["outputs"][0]["data"] == [i + 1 for i in range(16)]
+
+
+def test_pipelined_requests_answered_in_order(add_sub):
+    """Many requests written at once on one keep-alive socket come back in request order."""
+    cases = []
+    wire = b""
+    for i in range(12):
+        batch = 1 + i % 4
+        a = np.full((batch, 16), i, dtype=np.int32)
+        b = np.arange(batch * 16, dtype=np.int32).reshape(batch, 16)
+        cases.append((a, b, f"req-{i}"))
+        wire += _infer_request_bytes(a, b, f"req-{i}")
+        if i == 5:  # a bad request in the middle does not break the sequence
+            wire += b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n{bad}"
+            cases.append(None)
+        if i == 8:
+            wire += b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+            cases.append("ready")
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(wire)
+        buffer = bytearray()
+        for case in cases:
+            status, headers, body = _read_response(sock, buffer)
+            if case is None:
+                assert status == 400 and "error" in json.loads(body)
+            elif case == "ready":
+                assert status == 200 and body == b""
+            else:
+                _check_add_sub_response(status, headers, body, *case)
+            assert headers.get("connection") != "close"
+        # The connection is still usable afterwards.
+        a, b = np.ones((1, 16), dtype=np.int32), np.ones((1, 16), dtype=np.int32)
+        sock.sendall(_infer_request_bytes(a, b, "after"))
+        _check_add_sub_response(*_read_response(sock, buffer), a, b, "after")
+
+
+def test_connection_close_is_honoured(add_sub):
+    a, b = np.ones((1, 16), dtype=np.int32), np.ones((1, 16), dtype=np.int32)
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(_infer_request_bytes(a, b, "last", extra="Connection: close\r\n"))
+        buffer = bytearray()
+        status, headers, body = _read_response(sock, buffer)
+        _check_add_sub_response(status, headers, body, a, b, "last")
+        assert headers.get("connection") == "close"
+        assert sock.recv(10) == b""  # the server closed the connection
+
+
+def test_garbage_request_line(add_sub):
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(b"THIS IS NOT HTTP\r\n\r\n")
+        buffer = bytearray()
+        status, headers, body = _read_response(sock, buffer)
+        assert status == 400
+        assert headers["content-type"] == "application/json" and json.loads(body)["error"]
+    check_add_sub_serves(add_sub.http_url)
+
+
+@pytest.mark.parametrize("size", [MAX_INPUT + 1, MAX_INPUT + 2_000_000])
+def test_body_larger_than_max_input_size(add_sub, size):
+    """`--http-max-input-size` bounds the request body; the answer says which limit and how to raise it."""
+    status, headers, body = request(add_sub.http_url, "POST", "/v2/models/add_sub/infer", b" " * size)
+    status, message = error_of(status, headers, body)
+    assert status in (400, 413)
+    assert re.fullmatch(rf"request (JSON )?size of {size} bytes exceeds the maximum allowed input size of "
+                        rf"{MAX_INPUT} bytes\. Use --http-max-input-size to increase the limit\.", message), message
+    check_add_sub_serves(add_sub.http_url)
+
+
+def test_compressed_body_larger_than_max_input_size(add_sub):
+    status, headers, body = request(add_sub.http_url, "POST", "/v2/models/add_sub/infer",
+                                    gzip.compress(b" " * (MAX_INPUT * 3)), {"Content-Encoding": "gzip"})
+    status, message = error_of(status, headers, body)
+    assert status in (400, 413)
+    assert f"maximum allowed input size of {MAX_INPUT} bytes" in message
+    assert "--http-max-input-size" in message
+
+
+def test_body_at_max_input_size_accepted(add_sub):
+    header = json.dumps(GOOD_HEADER).encode()
+    padding = MAX_INPUT - len(header) - 2 * len(ONES)
+    padded = header[:-1] + b" " * padding + b"}" + ONES * 2  # JSON whitespace up to exactly the limit
+    assert len(padded) == MAX_INPUT
+    status, _headers, data = request(add_sub.http_url, "POST", "/v2/models/add_sub/infer", padded,
+                                    {"Inference-Header-Content-Length": str(len(padded) - 2 * len(ONES))})
+    assert status == 200, data
+
+
+def test_server_still_serves_after_everything(add_sub, echo):
+    check_add_sub_serves(add_sub.http_url)
+    with httpclient.InferenceServerClient(echo.http_url) as c:
+        assert c.infer("echo_parameters", echo_inputs(), parameters={"z": "1"}).as_numpy("PARAMS").tolist() == [
+            b"z='1'"]
+
+
+def test_chunked_body_larger_than_max_input_size(add_sub):
+    piece = b" " * 50_000
+    chunked = b"".join(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for _ in range(3)) + b"0\r\n\r\n"
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+        status, headers, body = _read_response(sock, bytearray())
+    assert error_of(status, headers, body) == (413, (
+        f"request size of more than {MAX_INPUT} bytes exceeds the maximum allowed input size of {MAX_INPUT} bytes. "
+        "Use --http-max-input-size to increase the limit."))
+    check_add_sub_serves(add_sub.http_url)
+
+
+def test_expect_100_continue(add_sub):
+    """A client that sends `Expect: 100-continue` (curl does for large bodies) is told to go on at once."""
+    a, b = np.arange(16, dtype=np.int32).reshape(1, 16), np.ones((1, 16), dtype=np.int32)
+    wire = _infer_request_bytes(a, b, "expect", extra="Expect: 100-continue\r\n")
+    head, _, body = wire.partition(b"\r\n\r\n")
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        sock.settimeout(5)
+        assert sock.recv(1024) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        _check_add_sub_response(*_read_response(sock, bytearray()), a, b, "expect")
+
+
+def test_head_response_has_no_body(add_sub):
+    """HEAD is not a Triton method (405), and its answer carries no body, so the connection stays in step."""
+    a, b = np.ones((1, 16), dtype=np.int32), np.ones((1, 16), dtype=np.int32)
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(b"HEAD /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n" + _infer_request_bytes(a, b, "next"))
+        buffer = bytearray()
+        while b"\r\n\r\n" not in buffer:
+            buffer += sock.recv(65536)
+        head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 405 ")
+        buffer[:] = rest
+        _check_add_sub_response(*_read_response(sock, buffer), a, b, "next")
+
+
+def test_statistics_unknown_model_or_version(client):
+    expect_error(lambda: client.get_inference_statistics("nope"), 400, "requested model 'nope' is not available")
+    expect_error(lambda: client.get_inference_statistics("add_sub", "99"), 400,
+                 "requested model version is not available for model 'add_sub'")
+    (entry,) = client.get_inference_statistics("add_sub", "1")["model_stats"]
+    assert (entry["name"], entry["version"]) == ("add_sub", "1")

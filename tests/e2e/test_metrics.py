@@ -1,0 +1,236 @@
+"""Prometheus metrics on the metrics port after known traffic: Triton's names and values, equal to the statistics."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import re
+import time
+import urllib.parse
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from prometheus_client.parser import text_string_to_metric_families
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import serve, tensor_args
+
+TIMEOUT_S = 30
+SUCCESS_BATCHES = [1, 2, 3, 1, 4]  # N = 5 successful requests, 11 inferences
+FAILURES = 3  # M
+COUNTERS = {  # metric -> (statistic, divisor)
+    "nv_inference_request_success": ("success.count", 1),
+    "nv_inference_request_failure": ("fail.count", 1),
+    "nv_inference_count": ("inference_count", 1),
+    "nv_inference_exec_count": ("execution_count", 1),
+    "nv_inference_request_duration_us": ("success.ns", 1000),
+    "nv_inference_queue_duration_us": ("queue.ns", 1000),
+    "nv_inference_compute_input_duration_us": ("compute_input.ns", 1000),
+    "nv_inference_compute_infer_duration_us": ("compute_infer.ns", 1000),
+    "nv_inference_compute_output_duration_us": ("compute_output.ns", 1000),
+}
+SAMPLE_RE = re.compile(r'^([a-z_]+)(?:\{([^}]*)\})? (\S+)$')
+
+
+@pytest.fixture(scope="module")
+def identity_server():
+    args = ["--max-batch-size", "8"] + tensor_args("input", [("IN_X", "fp32", "4")]) + tensor_args(
+        "output", [("OUT_X", "fp32", "4")])
+    with serve("tests.models:identity", *args) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def raises_server():
+    args = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("OUTPUT", "fp32", "4")])
+    with serve("tests.models:raises", *args) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def slow_server():
+    args = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])
+    with serve("tests.models:slow_pid", *args) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def traffic(identity_server, raises_server):
+    """N successes (HTTP and gRPC, several batch sizes) on identity, M failures on raises."""
+    with httpclient.InferenceServerClient(identity_server.http_url) as h, \
+            grpcclient.InferenceServerClient(identity_server.grpc_url) as g:
+        for i, batch in enumerate(SUCCESS_BATCHES):
+            data = np.full((batch, 4), i, dtype=np.float32)
+            if i % 2:
+                x = grpcclient.InferInput("IN_X", [batch, 4], "FP32")
+                x.set_data_from_numpy(data)
+                result = g.infer("identity", [x], client_timeout=TIMEOUT_S)
+            else:
+                x = httpclient.InferInput("IN_X", [batch, 4], "FP32")
+                x.set_data_from_numpy(data)
+                result = h.infer("identity", [x])
+            np.testing.assert_array_equal(result.as_numpy("OUT_X"), data)
+    with httpclient.InferenceServerClient(raises_server.http_url) as h:
+        for _ in range(FAILURES):
+            x = httpclient.InferInput("INPUT", [4], "FP32")
+            x.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+            with pytest.raises(InferenceServerException):
+                h.infer("raises", [x])
+    return identity_server, raises_server
+
+
+def scrape(server) -> str:
+    with urllib.request.urlopen(server.metrics_url, timeout=TIMEOUT_S) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        return response.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """{(name, sorted labels): value} of every sample line."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = SAMPLE_RE.match(line)
+        assert match, f"not a sample line: {line!r}"
+        name, labels, value = match.groups()
+        pairs = tuple(sorted(tuple(p.split("=", 1)) for p in labels.split(","))) if labels else ()
+        out[(name, tuple((k, v.strip('"')) for k, v in pairs))] = float(value)
+    return out
+
+
+def model_value(values: dict, name: str, model: str, version: str = "1") -> float:
+    return values[(name, (("model", model), ("version", version)))]
+
+
+def statistic(stats: dict, key: str) -> int:
+    if "." in key:
+        name, field = key.split(".")
+        return stats["inference_stats"][name][field]
+    return stats[key]
+
+
+def stats_of(server, model: str) -> dict:
+    with httpclient.InferenceServerClient(server.http_url) as c:
+        (entry,) = c.get_inference_statistics(model)["model_stats"]
+    return entry
+
+
+def test_success_and_failure_counts(traffic):
+    identity_server, raises_server = traffic
+    ok = samples(scrape(identity_server))
+    bad = samples(scrape(raises_server))
+    assert model_value(ok, "nv_inference_request_success", "identity") == len(SUCCESS_BATCHES)
+    assert model_value(ok, "nv_inference_request_failure", "identity") == 0
+    assert model_value(ok, "nv_inference_count", "identity") == sum(SUCCESS_BATCHES)
+    assert model_value(ok, "nv_inference_exec_count", "identity") == len(SUCCESS_BATCHES)
+    assert model_value(bad, "nv_inference_request_success", "raises") == 0
+    assert model_value(bad, "nv_inference_request_failure", "raises") == FAILURES
+    assert model_value(bad, "nv_inference_count", "raises") == 0
+
+
+def test_exact_lines(traffic):
+    """The lines as Triton prints them (integers without a fractional part, labels model then version)."""
+    identity_server, raises_server = traffic
+    text = scrape(identity_server)
+    assert f'nv_inference_request_success{{model="identity",version="1"}} {len(SUCCESS_BATCHES)}\n' in text
+    assert 'nv_inference_request_failure{model="identity",version="1"} 0\n' in text
+    assert f'nv_inference_count{{model="identity",version="1"}} {sum(SUCCESS_BATCHES)}\n' in text
+    assert "# TYPE nv_inference_request_success counter\n" in text
+    assert "# TYPE nv_inference_pending_request_count gauge\n" in text
+    assert f'nv_inference_request_failure{{model="raises",version="1"}} {FAILURES}\n' in scrape(raises_server)
+
+
+def test_format_parses_as_prometheus_text(traffic):
+    """Every sample belongs to a family whose TYPE line names it (counters carry no `_total` in HELP/TYPE)."""
+    identity_server, _ = traffic
+    text = scrape(identity_server)
+    declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name = SAMPLE_RE.match(line).group(1)
+            assert name in declared, f"sample {name} has no TYPE line"
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for name in COUNTERS:
+        assert families[name].type == "counter", name
+    for name in ("nv_inference_pending_request_count", "pytriton_model_instance_up", "nv_cpu_utilization"):
+        assert families[name].type == "gauge", name
+
+
+def test_durations_present_and_positive(traffic):
+    identity_server, _ = traffic
+    ok = samples(scrape(identity_server))
+    for name in COUNTERS:
+        if name.endswith("_duration_us"):
+            assert model_value(ok, name, "identity") >= 0, name
+    assert model_value(ok, "nv_inference_request_duration_us", "identity") > 0
+    assert model_value(ok, "nv_inference_compute_infer_duration_us", "identity") > 0
+    request_us = model_value(ok, "nv_inference_request_duration_us", "identity")
+    parts_us = sum(model_value(ok, f"nv_inference_{p}_duration_us", "identity")
+                   for p in ("queue", "compute_input", "compute_infer", "compute_output"))
+    assert parts_us <= request_us + 4  # the parts fit in the whole (each truncated to whole microseconds)
+
+
+def test_counters_equal_statistics(traffic):
+    for server, model in zip(traffic, ("identity", "raises")):
+        values = samples(scrape(server))
+        stats = stats_of(server, model)
+        for name, (key, divisor) in COUNTERS.items():
+            assert model_value(values, name, model) == statistic(stats, key) // divisor, name
+
+
+def test_instance_and_cpu_gauges(traffic):
+    identity_server, _ = traffic
+    values = samples(scrape(identity_server))
+    up = {labels: v for (name, labels), v in values.items() if name == "pytriton_model_instance_up"}
+    assert up == {(("instance", "identity_0_0"), ("model", "identity"), ("version", "1")): 1}
+    assert model_value(values, "nv_inference_pending_request_count", "identity") == 0
+    cpu = values[("nv_cpu_utilization", ())]
+    assert 0 <= cpu <= 1
+    assert values[("nv_cpu_memory_total_bytes", ())] >= values[("nv_cpu_memory_used_bytes", ())] > 0
+
+
+def test_pending_request_count(slow_server):
+    """Requests waiting for the one busy instance show as pending, and the gauge returns to 0."""
+
+    def one(i):
+        with grpcclient.InferenceServerClient(slow_server.grpc_url) as c:
+            x = grpcclient.InferInput("X", [1], "INT32")
+            x.set_data_from_numpy(np.array([i], dtype=np.int32))
+            return c.infer("slow_pid", [x], parameters={"sleep": 0.4}, client_timeout=TIMEOUT_S)
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        futures = [pool.submit(one, i) for i in range(6)]
+        highest = 0
+        deadline = time.monotonic() + 10
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            values = samples(scrape(slow_server))
+            highest = max(highest, model_value(values, "nv_inference_pending_request_count", "slow_pid"))
+            time.sleep(0.05)
+        for f in futures:
+            f.result(timeout=TIMEOUT_S)
+    assert highest >= 1
+    values = samples(scrape(slow_server))
+    assert model_value(values, "nv_inference_pending_request_count", "slow_pid") == 0
+    assert model_value(values, "nv_inference_request_success", "slow_pid") == 6
+    assert values[("nv_inference_queue_duration_us", (("model", "slow_pid"), ("version", "1")))] > 0
+
+
+def test_metrics_endpoint_routes(identity_server):
+    url = urllib.parse.urlparse(identity_server.metrics_url)
+    for method, path, status in (("GET", "/metrics/", 200), ("POST", "/metrics", 405), ("GET", "/v2", 404),
+                                 ("GET", "/", 404)):
+        conn = http.client.HTTPConnection(url.netloc, timeout=TIMEOUT_S)
+        conn.request(method, path)
+        response = conn.getresponse()
+        body = response.read()
+        assert response.status == status, (method, path)
+        if status == 405:
+            assert body == b'{"error":"Method Not Allowed"}'
+        elif status == 404:
+            assert body == b'{"error":"Not Found"}'
+        conn.close()
