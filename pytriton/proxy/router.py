@@ -223,11 +223,22 @@ class ProxyRouter:
             raise
         return call_id
 
-    async def execute(self, link: WorkerLink, requests: list[RequestData]) -> ExecutionResult:
-        """Send a batch of requests to a worker and wait for its result."""
+    def submit(self, link: WorkerLink, requests: list[RequestData]) -> asyncio.Future:
+        """Send a batch to a worker; the future gets (reply, frames) for `decode`, or WorkerGoneError."""
         future: asyncio.Future = self.loop.create_future()
         self._submit(link, requests, future)
-        reply, reply_frames = await future  # if the caller gives up, the answer is dropped when it comes
+        return future
+
+    def decode(self, link: WorkerLink, reply: Any, frames: list[zmq.Frame]) -> ExecutionResult:
+        return self._decode_result(link, reply, frames)
+
+    def discard(self, link: WorkerLink, reply: Any) -> None:
+        """Nobody wants this answer any more: give its response-arena slots back."""
+        link.release(_response_slots(reply))
+
+    async def execute(self, link: WorkerLink, requests: list[RequestData]) -> ExecutionResult:
+        """Send a batch of requests to a worker and wait for its result."""
+        reply, reply_frames = await self.submit(link, requests)  # if the caller gives up, the answer is dropped
         return self._decode_result(link, reply, reply_frames)
 
     async def execute_stream(self, link: WorkerLink, requests: list[RequestData]) -> AsyncIterator[ExecutionResult]:

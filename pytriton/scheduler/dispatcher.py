@@ -180,10 +180,26 @@ class InstanceDispatcher:
         link = await self._acquire()
         queue_ns = time.perf_counter_ns() - queued
         try:
-            result = await self.router.execute(link, requests)
-        finally:
+            future = self.router.submit(link, requests)
+        except BaseException:
             self._release(link)
-        return result, queue_ns, link
+            raise
+        try:
+            reply = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The caller gave up, but the worker is still busy with it: the instance is free once it answers.
+            future.add_done_callback(lambda done: self._after_abandoned(link, done))
+            raise
+        except BaseException:
+            self._release(link)
+            raise
+        self._release(link)
+        return self.router.decode(link, *reply), queue_ns, link
+
+    def _after_abandoned(self, link: WorkerLink, done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self.router.discard(link, done.result()[0])
+        self._release(link)
 
     async def execute_stream(
         self, requests: list[RequestData]

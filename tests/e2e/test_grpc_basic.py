@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 from tests.conftest import serve, tensor_args
 
@@ -95,3 +96,14 @@ def test_statistics_count_requests(add_sub_server):
     assert any(b["batch_size"] == "2" for b in stats["batch_stats"])
     every = client.get_inference_statistics(as_json=True)["model_stats"]
     assert [m["name"] for m in every] == ["add_sub"]
+
+
+def test_repository_index_and_no_explicit_load(add_sub_server):
+    client = grpcclient.InferenceServerClient(add_sub_server.grpc_url)
+    index = client.get_model_repository_index(as_json=True)
+    assert index["models"] == [{"name": "add_sub", "version": "1", "state": "READY"}]
+    for call in (lambda: client.load_model("add_sub"), lambda: client.unload_model("add_sub")):
+        with pytest.raises(InferenceServerException) as info:
+            call()
+        assert info.value.status() == "StatusCode.UNAVAILABLE"
+        assert info.value.message() == "explicit model load / unload is not allowed if polling is enabled"

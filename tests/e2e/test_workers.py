@@ -141,3 +141,14 @@ def test_async_callable():
 def test_unloadable_callable_fails_start_with_clear_error():
     with pytest.raises(RuntimeError, match="has no attribute 'missing'"):
         ServerProcess(["tests.models:missing", *SLOW_PID], timeout_s=30)
+
+
+def test_a_request_abandoned_by_its_client_keeps_its_instance_busy_until_done():
+    with serve("tests.models:slow_pid", "--instances", "2", *SLOW_PID) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        pid_request(client)  # warm both paths
+        with pytest.raises(InferenceServerException, match="Deadline"):
+            pid_request(client, sleep=2.0, client_timeout=0.3)
+        started = time.monotonic()
+        pid_request(client)  # must go to the other, idle instance, not queue behind the abandoned one
+        assert time.monotonic() - started < 1.0

@@ -348,3 +348,33 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             return pb.CudaSharedMemoryUnregisterResponse()
 
         return await self._shm_call(context, call)
+
+    # ---- model repository --------------------------------------------------------------------
+    async def RepositoryIndex(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("model-repository", context)
+            if request.repository_name:
+                raise unsupported("'repository_name' specification is not supported")
+        except ServerError as exc:
+            await _abort(context, exc)
+            return None
+        response = pb.RepositoryIndexResponse()
+        for model in self.core.registry:
+            if request.ready and not model.ready:
+                continue
+            response.models.add(name=model.name, version=str(model.version),
+                                state="READY" if model.ready else "UNAVAILABLE")
+        return response
+
+    async def _no_explicit_control(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            self._check_access("model-repository", context)
+            raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        except ServerError as exc:
+            await _abort(context, exc)
+
+    async def RepositoryModelLoad(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._no_explicit_control(request, context)
+
+    async def RepositoryModelUnload(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._no_explicit_control(request, context)
