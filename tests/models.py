@@ -109,3 +109,11 @@ def batch_size_seen(requests):
     total = sum(r["INPUT"].shape[0] for r in requests)
     return [{"SEEN": np.tile(np.array([[len(requests), total]], dtype=np.int32), (r["INPUT"].shape[0], 1))}
             for r in requests]
+
+
+def slow_countdown(requests):
+    """Decoupled: like countdown, 10 ms per response."""
+    count = max(int(r["COUNT"].reshape(-1)[0]) for r in requests)
+    for step in range(count):
+        time.sleep(0.01)
+        yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]

@@ -100,14 +100,20 @@ class CallableBackend:
     def iterate(self, result: Any) -> Iterator[Any]:
         """The responses of a call: one list, or each list a (sync or async) generator yields."""
         if inspect.isgenerator(result):
-            yield from result
+            try:
+                yield from result
+            finally:
+                result.close()
         elif inspect.isasyncgen(result):
             loop = self._loop_for()
-            while True:
-                try:
-                    yield loop.run_until_complete(result.__anext__())
-                except StopAsyncIteration:
-                    return
+            try:
+                while True:
+                    try:
+                        yield loop.run_until_complete(result.__anext__())
+                    except StopAsyncIteration:
+                        return
+            finally:
+                loop.run_until_complete(result.aclose())
         else:
             yield result
 

@@ -128,7 +128,8 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
                 f"inference callable of model '{backend.config.model_name}' returned a generator, but the model is "
                 "not decoupled; bind it with ModelConfig(decoupled=True) to stream responses"
             )
-        for raw in backend.iterate(result):
+        stream = backend.iterate(result)
+        for raw in stream:
             t_infer = time.perf_counter_ns()
             responses = backend.check_outputs(requests, raw)
             endpoint.send_result(
@@ -140,6 +141,10 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
                 final=not decoupled,
             )
             sent += 1
+            if decoupled and endpoint.cancelled(message.id):
+                logger.debug("%s: stream %d cancelled by the server", label, message.id)
+                stream.close()  # runs the callable's generator cleanup (GeneratorExit)
+                break
             start = t_input = time.perf_counter_ns()
     except InferenceCallableError as exc:
         endpoint.send_result(message.id, None, error=str(exc))

@@ -6,6 +6,7 @@ recv costs fewer wake-ups than an event loop.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import time
@@ -86,6 +87,7 @@ class WorkerEndpoint:
         self.request_segments = SegmentMap(tag, server_pid, "req")
         self.regions = ClientRegions()
         self._dedicated_in_use: list[int] = []
+        self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -96,10 +98,7 @@ class WorkerEndpoint:
         message = WorkerToServer(kind=WorkerToServer.FATAL, pid=os.getpid(), error=error)
         self._socket.send(message.SerializeToString())
 
-    def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
-        """Wait for the next message; apply the slot releases it carries. None on timeout."""
-        if not self._socket.poll(timeout_ms, zmq.POLLIN):
-            return None
+    def _read(self) -> tuple[Any, list[zmq.Frame]]:
         frames = self._socket.recv_multipart(copy=False)
         message = ServerToWorker.FromString(frames[0].bytes)
         for key in message.freed:
@@ -107,6 +106,25 @@ class WorkerEndpoint:
         if message.unmap_regions:
             self.regions.unmap(list(message.unmap_regions))
         return message, frames[1:]
+
+    def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
+        """Wait for the next message; apply the slot releases it carries. None on timeout."""
+        if self._backlog:
+            return self._backlog.popleft()
+        if not self._socket.poll(timeout_ms, zmq.POLLIN):
+            return None
+        return self._read()
+
+    def cancelled(self, call_id: int) -> bool:
+        """Between two responses of a stream: has the server cancelled `call_id`? Other messages wait."""
+        while self._socket.poll(0, zmq.POLLIN):
+            message, frames = self._read()
+            if message.kind == ServerToWorker.CANCEL:
+                if message.id == call_id:
+                    return True
+                continue
+            self._backlog.append((message, frames))
+        return False
 
     # ---- requests ----------------------------------------------------------------------------
     def _input_buffer(self, ref: Any, frames: Sequence[zmq.Frame]) -> Any:

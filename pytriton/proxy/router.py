@@ -259,8 +259,12 @@ class ProxyRouter:
                 if reply.final:
                     return
         finally:
-            if call_id in link.pending:  # abandoned early: drop what still comes
+            if call_id in link.pending:  # abandoned early: drop what still comes and stop the callable
                 link.pending[call_id] = (None, link.pending[call_id][1])
+                try:
+                    self._send(link, [ServerToWorker(kind=ServerToWorker.CANCEL, id=call_id).SerializeToString()])
+                except WorkerGoneError:
+                    pass
 
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import time
 
 import numpy as np
 import pytest
@@ -92,3 +93,20 @@ def test_generator_on_a_non_decoupled_model_is_a_clear_error():
         tensor.set_data_from_numpy(np.array([1], dtype=np.int32))
         with pytest.raises(InferenceServerException, match="returned a generator, but the model is not decoupled"):
             client.infer("countdown", [tensor])
+
+
+def test_cancelled_stream_stops_the_generator():
+    with serve("tests.models:slow_countdown", "--model-name", "countdown", *ARGS) as s:
+        client = grpcclient.InferenceServerClient(s.grpc_url)
+        results = stream(client, [3000])  # 30 s of responses
+        for _ in range(3):
+            result, error = results.get(timeout=20)
+            assert error is None
+        client.stop_stream(cancel_requests=True)
+        client = grpcclient.InferenceServerClient(s.grpc_url)
+        started = time.monotonic()
+        results = stream(client, [2])
+        values = [int(results.get(timeout=20)[0].as_numpy("VALUE")[0]) for _ in range(2)]
+        client.stop_stream()
+        assert values == [1, 0]
+        assert time.monotonic() - started < 5  # the single instance was freed, not busy for 30 s

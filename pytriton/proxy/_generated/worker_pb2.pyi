@@ -77,11 +77,13 @@ class ServerToWorker(_message.Message):
         FREE: _ClassVar[ServerToWorker.Kind]
         UNMAP: _ClassVar[ServerToWorker.Kind]
         CONTROL: _ClassVar[ServerToWorker.Kind]
+        CANCEL: _ClassVar[ServerToWorker.Kind]
     INFER: ServerToWorker.Kind
     STOP: ServerToWorker.Kind
     FREE: ServerToWorker.Kind
     UNMAP: ServerToWorker.Kind
     CONTROL: ServerToWorker.Kind
+    CANCEL: ServerToWorker.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
