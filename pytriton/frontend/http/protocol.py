@@ -18,6 +18,7 @@ import httptools
 logger = logging.getLogger("pytriton.frontend")
 
 MAX_PIPELINED = 32
+LARGE_PART = 64 * 1024
 
 
 class HttpRequest:
@@ -234,7 +235,19 @@ class HttpProtocol(asyncio.Protocol):
             if not keep_alive:
                 lines.append("Connection: close\r\n")
             lines.append("\r\n")
-            transport.writelines([("".join(lines)).encode("latin-1"), *([] if head else response.parts)])
+            small: list[Any] = [("".join(lines)).encode("latin-1")]
+            for part in [] if head else response.parts:
+                size = part.nbytes if isinstance(part, memoryview) else len(part)
+                if size < LARGE_PART:
+                    small.append(part)
+                    continue
+                # A large tensor goes out on its own: the transport sends it straight from the buffer and
+                # copies only what the socket does not take at once (writelines would join everything first).
+                transport.write(b"".join(small))
+                small = []
+                transport.write(part)
+            if small:
+                transport.write(small[0] if len(small) == 1 else b"".join(small))
         finally:
             if response.on_sent is not None:
                 response.on_sent()
