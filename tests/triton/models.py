@@ -76,3 +76,8 @@ def with_context(requests, triton_context):
 
 def pid_of_server_worker(requests):
     return [{"pid": np.array([os.getpid()], dtype=np.int64)} for _ in requests]
+
+
+def float64_output(requests):
+    """Returns FP64 where the model declares FP32: an error with strict=True, cast without."""
+    return [{"y": (r["x"] * 2).astype(np.float64)} for r in requests]
