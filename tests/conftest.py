@@ -133,6 +133,19 @@ def serve(target: str, *args: str, env: dict[str, str] | None = None) -> Iterato
         assert code == 0, f"server exited with {code}; log:\n{server.log}"
 
 
+def lazy_servers(specs: dict[str, tuple[str, list[str]]]) -> Iterator[dict[str, ServerProcess]]:
+    """For a module-scoped fixture: servers by name (target, args), each started when a test first asks."""
+    with contextlib.ExitStack() as stack:
+
+        class Lazy(dict):
+            def __missing__(self, name: str) -> ServerProcess:
+                target, args = specs[name]
+                server = self[name] = stack.enter_context(serve(target, *args))
+                return server
+
+        yield Lazy()
+
+
 def tensor_args(kind: str, specs: list[tuple[str, str, str]]) -> list[str]:
     args = []
     for name, dtype, shape in specs:

@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import grpc
 
 from pytriton.cli import main, parse_tensor
-from tests.conftest import serve, tensor_args
+from tests.conftest import serve
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
 import sys
 import threading
@@ -42,7 +41,7 @@ from pytriton.client.utils import (
 )
 from pytriton.client.warnings import NotSupportedTimeoutWarning, PyTritonWarning
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from tests.conftest import REPO, serve, tensor_args
+from tests.conftest import lazy_servers, REPO, tensor_args
 
 TOKEN = "s3cr3t-token"
 FORWARD = ["--http-header-forward-pattern", "x-.*", "--grpc-header-forward-pattern", "x-.*"]
@@ -124,15 +123,7 @@ needs_decoupled = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def servers():
     """Servers of this module by name, each started the first time a test asks for it."""
-    with contextlib.ExitStack() as stack:
-
-        class Lazy(dict):
-            def __missing__(self, name: str):
-                target, args = SERVERS[name]
-                server = self[name] = stack.enter_context(serve(target, *args))
-                return server
-
-        yield Lazy()
+    yield from lazy_servers(SERVERS)
 
 
 def url_of(server, form: str) -> str:

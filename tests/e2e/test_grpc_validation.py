@@ -6,7 +6,6 @@ Requests come from the real tritonclient where it can build them, and as hand-bu
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any, Callable
 
@@ -17,7 +16,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import lazy_servers, tensor_args
 
 P = "[request id: <id_unknown>] "
 NOTE = (
@@ -50,15 +49,7 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
 @pytest.fixture(scope="module")
 def servers():
     """Servers of this module by name, each started the first time a test asks for it (about a second each)."""
-    with contextlib.ExitStack() as stack:
-
-        class Lazy(dict):
-            def __missing__(self, name: str):
-                target, args = SERVERS[name]
-                server = self[name] = stack.enter_context(serve(target, *args))
-                return server
-
-        yield Lazy()
+    yield from lazy_servers(SERVERS)
 
 
 class Target:
@@ -704,7 +695,7 @@ FAILURE_PATTERNS = {
 def test_failing_callable(servers, name):
     url = servers[name].grpc_url
     pattern = re.compile(
-        re.escape(f"Failed to process the request(s) for model '") + r"[^']*" + re.escape("', message: ")
+        re.escape("Failed to process the request(s) for model '") + r"[^']*" + re.escape("', message: ")
         + FAILURE_PATTERNS[name],
         re.DOTALL,
     )

@@ -8,7 +8,6 @@ non-batching models, zero-size and large tensors; raw binary requests (`Inferenc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.client
 import json
 import struct
@@ -20,7 +19,7 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import lazy_servers, tensor_args
 from tests.models import ALL_DATATYPES
 
 MODEL = "identity"
@@ -120,14 +119,7 @@ SERVERS = {
 @pytest.fixture(scope="module")
 def servers():
     """Servers of this module by name, each started the first time a test asks for it."""
-    with contextlib.ExitStack() as stack:
-
-        class Lazy(dict):
-            def __missing__(self, name: str):
-                server = self[name] = stack.enter_context(serve("tests.models:identity", *SERVERS[name]))
-                return server
-
-        yield Lazy()
+    yield from lazy_servers({name: ("tests.models:identity", args) for name, args in SERVERS.items()})
 
 
 @pytest.fixture(scope="module")

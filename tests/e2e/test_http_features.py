@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import http.client
 import json
@@ -16,7 +15,7 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import lazy_servers, tensor_args
 
 TIMEOUT_S = 30
 IDENTITY_TYPES = [("FP32", np.float32), ("INT32", np.int32), ("FP64", np.float64), ("UINT8", np.uint8)]
@@ -51,15 +50,7 @@ SERVERS = {
 
 @pytest.fixture(scope="module")
 def servers():
-    with contextlib.ExitStack() as stack:
-
-        class Lazy(dict):
-            def __missing__(self, name: str):
-                target, args = SERVERS[name]
-                server = self[name] = stack.enter_context(serve(target, *args))
-                return server
-
-        yield Lazy()
+    yield from lazy_servers(SERVERS)
 
 
 def identity_arrays(shape: tuple[int, ...], seed: int) -> dict[str, np.ndarray]:

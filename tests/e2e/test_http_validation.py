@@ -7,7 +7,6 @@ where tritonclient would refuse or compute sizes itself.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import http.client
 import json
@@ -22,7 +21,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import lazy_servers, tensor_args
 
 P = "[request id: <id_unknown>] "
 NOTE = (
@@ -56,15 +55,7 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
 
 @pytest.fixture(scope="module")
 def servers():
-    with contextlib.ExitStack() as stack:
-
-        class Lazy(dict):
-            def __missing__(self, name: str):
-                target, args = SERVERS[name]
-                server = self[name] = stack.enter_context(serve(target, *args))
-                return server
-
-        yield Lazy()
+    yield from lazy_servers(SERVERS)
 
 
 @pytest.fixture(scope="module")
