@@ -31,6 +31,7 @@ from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.model_config import ModelConfig
 from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.proxy.arena import pid_alive
 from pytriton.supervisor.worker_pool import MALLOC_TUNABLES
 
 logger = logging.getLogger("pytriton.triton")
@@ -432,12 +433,21 @@ class _TritonBase:
     def _connect_control(self, address: str) -> None:
         from pytriton.proxy.control import ControlClient  # noqa: PLC0415
 
-        self._control = ControlClient(address)
+        self._control = ControlClient(address, alive=self._server_alive)
         self._info.update(self._control.call({"op": "info"}, 30.0))
+
+    def _server_alive(self) -> bool:
+        """Whether the server process still exists (control calls stop waiting once it is gone)."""
+        pid = self._info.get("pid")
+        return pid is None or pid_alive(int(pid))
 
     def _disconnect(self) -> None:
         for model in list(self._models.values()):
-            self._unload(model)
+            if self._server_alive():
+                self._unload(model)
+            else:  # e.g. Ctrl-C reached the server too: nothing to unload, just stop our threads
+                self._stop_threads(model)
+                model.loaded = False
         if self._control is not None:
             self._control.close()
             self._control = None
@@ -610,6 +620,9 @@ class Triton(_TritonBase):
     def run(self) -> None:
         """Start serving in the background (returns once every bound model is ready)."""
         self.connect()
+
+    def _server_alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
     def is_alive(self) -> bool:
         """The server process runs and every thread hosting a bound model is alive."""

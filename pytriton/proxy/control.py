@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any
+import time
+from typing import Any, Callable
 
 import zmq
 
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer
+
+
+ALIVE_CHECK_MS = 100
 
 
 class ControlError(RuntimeError):
@@ -19,8 +23,10 @@ class ControlError(RuntimeError):
 class ControlClient:
     """A DEALER on the server's ROUTER that sends JSON requests and waits for the answers (thread-safe)."""
 
-    def __init__(self, address: str, context: zmq.Context | None = None):
+    def __init__(self, address: str, context: zmq.Context | None = None, alive: Callable[[], bool] | None = None):
+        """`alive` tells whether the server still runs; a call stops waiting as soon as it says no."""
         self.address = address
+        self._alive = alive
         self._ctx = context or zmq.Context.instance()
         self._socket = self._ctx.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, f"control#{os.getpid()}#{id(self):x}".encode())
@@ -32,8 +38,12 @@ class ControlClient:
         message = WorkerToServer(kind=WorkerToServer.CONTROL, control=json.dumps(request))
         with self._lock:
             self._socket.send(message.SerializeToString())
-            if not self._socket.poll(int(timeout_s * 1000), zmq.POLLIN):
-                raise TimeoutError(f"the server did not answer '{request.get('op')}' within {timeout_s:.0f} s")
+            deadline = time.monotonic() + timeout_s
+            while not self._socket.poll(ALIVE_CHECK_MS, zmq.POLLIN):
+                if self._alive is not None and not self._alive():
+                    raise ControlError(f"the server is not running (no answer to '{request.get('op')}')")
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"the server did not answer '{request.get('op')}' within {timeout_s:.0f} s")
             reply = ServerToWorker.FromString(self._socket.recv())
         answer = json.loads(reply.control)
         if not answer.get("ok"):

@@ -93,9 +93,9 @@ def test_remote_triton_binds_into_a_running_server():
             RemoteTriton(url=url).connect(timeout_s=5)
 
 
-def start_user_program(mode: str):
+def start_user_program(mode: str, new_session: bool = False):
     process = subprocess.Popen([sys.executable, "-m", "tests.triton.serve_script", mode], cwd=REPO,
-                               stdout=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, text=True, start_new_session=new_session)
     _started_pids.add(process.pid)
     line = process.stdout.readline()
     assert line.startswith("INFO "), line
@@ -126,6 +126,21 @@ def test_signal_to_the_user_process_stops_everything(sig):
     process, info = start_user_program("serve")
     process.send_signal(sig)
     assert process.wait(30) == 0
+    assert_nothing_left(process, info)
+
+
+@pytest.mark.parametrize("target", ["server", "group"])
+def test_user_process_stops_quickly_when_the_server_is_stopped_first(target):
+    # The server gets the signal first (alone, or with the whole group as from a terminal's Ctrl-C) and exits;
+    # the user's process must notice and stop without waiting for answers from a server that is gone.
+    process, info = start_user_program("serve", new_session=True)
+    started = time.monotonic()
+    if target == "server":
+        os.kill(info["pid"], signal.SIGINT)
+    else:
+        os.killpg(process.pid, signal.SIGINT)
+    process.wait(20)
+    assert time.monotonic() - started < 8
     assert_nothing_left(process, info)
 
 
