@@ -400,6 +400,8 @@ def batch(wrapped, instance, args, kwargs):
     received by Triton server.
     We assume that each request has the same set of keys (you can use group_by_keys decorator before
     using @batch decorator if your requests may have different set of keys).
+    Several requests are concatenated (a new array per input); a single request's arrays are passed as they are,
+    without a copy (read-only views, like every input this server hands a callable).
 
     The outputs (a dict, or a list/tuple in the order of the model config outputs) must have the total batch size
     of the requests on their first axis; they are split back into one result dict per request. Generator
@@ -419,9 +421,11 @@ def batch(wrapped, instance, args, kwargs):
         if set(input_names) != set(req_dict2.keys()):
             raise PyTritonValidationError("Cannot batch requests with different set of inputs keys")
 
-    inputs = {}
-    for model_input in input_names:
-        inputs[model_input] = np.concatenate([req[model_input] for req in req_list])
+    if len(req_list) == 1:
+        # One request is its own batch: hand over its (read-only, shared-memory) arrays without a copy.
+        inputs = {name: req_list[0][name] for name in input_names}
+    else:
+        inputs = {name: np.concatenate([req[name] for req in req_list]) for name in input_names}
 
     request_batch_sizes = [get_inference_request_batch_size(req) if len(req) else 0 for req in req_list]
     total_batch_size = sum(request_batch_sizes)

@@ -323,6 +323,24 @@ def test_batch_concatenates_and_splits_per_request():
         np.testing.assert_array_equal(result["b"], request["b"] * 3)
 
 
+def test_batch_passes_a_single_request_without_copying():
+    seen = {}
+
+    @batch
+    def fn(a):
+        seen["a"] = a
+        return {"a": a * 2}
+
+    data = np.arange(8, dtype=np.float32).reshape(2, 4)
+    data.flags.writeable = False  # as the worker hands inputs over: read-only views of shared memory
+    (result,) = fn([Request({"a": data}, {})])
+    assert seen["a"] is data
+    np.testing.assert_array_equal(result["a"], data * 2)
+    two = fn([Request({"a": data}, {}), Request({"a": data}, {})])  # several requests: one new batch array
+    assert not np.shares_memory(seen["a"], data) and seen["a"].shape == (4, 4)
+    np.testing.assert_array_equal(two[1]["a"], data * 2)
+
+
 def test_batch_named_parameters_and_extra_args():
     @batch
     def fn(a, b):
