@@ -120,7 +120,7 @@ def get_inference_request_batch_size(inference_request: InferenceRequest) -> int
         first_input_value = next(iter(inference_request.values()))
     except StopIteration:
         raise PyTritonValidationError("Cannot get the batch size of a request without inputs") from None
-    shape = np.shape(first_input_value)
+    shape = first_input_value.shape if isinstance(first_input_value, np.ndarray) else np.shape(first_input_value)
     if not shape:
         raise PyTritonValidationError("Cannot get the batch size of a request whose inputs have no batch axis")
     return int(shape[0])
@@ -149,6 +149,20 @@ def _get_wrapt_stack(wrapped) -> list[_WrappedWithWrapper]:
     return stack
 
 
+_PADS_BATCH: dict[int, tuple[Any, bool]] = {}
+
+
+def _pads_batch(wrapped) -> bool:
+    """`_has_wrapper_below(wrapped, pad_batch)`, remembered per callable (a wrapt stack does not change)."""
+    key = getattr(wrapped, "__func__", wrapped)  # a bound method is a new object on every access
+    entry = _PADS_BATCH.get(id(key))
+    if entry is None or entry[0] is not key:
+        if len(_PADS_BATCH) > 1024:  # callables made on the fly: do not keep them all alive
+            _PADS_BATCH.clear()
+        entry = _PADS_BATCH[id(key)] = (key, _has_wrapper_below(wrapped, pad_batch))
+    return entry[1]
+
+
 def _has_wrapper_below(wrapped, decorator) -> bool:
     """Whether ``decorator`` (a wrapt decorator of this module) was applied anywhere in ``wrapped``'s stack."""
     targets = (decorator, getattr(decorator, "__wrapped__", None))
@@ -160,6 +174,8 @@ def _has_wrapper_below(wrapped, decorator) -> bool:
 
 def _map_result(result: Any, fn: Callable[[Any], Any]) -> Any:
     """Apply ``fn`` to a result, each item of a (async) generator, or the value of an awaitable."""
+    if type(result) in (dict, list, tuple):  # the common case, without the (slow) awaitable checks
+        return fn(result)
     if inspect.isgenerator(result):
         return _map_generator(result, fn)
     if inspect.isasyncgen(result):
@@ -429,7 +445,7 @@ def batch(wrapped, instance, args, kwargs):
 
     request_batch_sizes = [get_inference_request_batch_size(req) if len(req) else 0 for req in req_list]
     total_batch_size = sum(request_batch_sizes)
-    trim_padding = _has_wrapper_below(wrapped, pad_batch)
+    trim_padding = _pads_batch(wrapped)
 
     new_kwargs = dict(kwargs)
     new_kwargs.update(inputs)
@@ -457,6 +473,8 @@ def batch(wrapped, instance, args, kwargs):
                 f"Received output tensors with different batch sizes: {shapes}. "
                 f"Expected batch size: {total_batch_size}. "
             )
+        if len(request_batch_sizes) == 1:
+            return [dict(_outputs)]
         out_list = []
         start_idx = 0
         for request_batch_size in request_batch_sizes:

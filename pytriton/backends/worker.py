@@ -7,6 +7,7 @@ server says STOP, the server process disappears, or SIGTERM arrives.
 from __future__ import annotations
 
 import ctypes
+import gc
 import inspect
 import json
 import logging
@@ -80,6 +81,9 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
             logger.error("%s: cannot load inference callable '%s': %s", label, spec.get("callable"), exc)
             endpoint.send_fatal(f"cannot load inference callable '{spec.get('callable')}': {_format_error(exc)}")
             return 3
+        if stop is None:  # a worker process of our own (not a thread in the user's process)
+            gc.collect()
+            gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
         endpoint.send_hello()
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0

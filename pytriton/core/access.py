@@ -11,6 +11,7 @@ remote client could otherwise make the server map and write host memory. With a 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 from urllib.parse import unquote
 from typing import Mapping
@@ -49,6 +50,7 @@ def parse_restriction(spec: str) -> tuple[list[str], Restriction]:
     return groups, Restriction(key.strip().lower(), value)
 
 
+@functools.lru_cache(maxsize=4096)  # asked on every shared-memory request; peers repeat
 def is_local_peer(peer: str | None) -> bool:
     """True for loopback and Unix-socket peers. Accepts a bare host or gRPC's `ipv4:h:p`/`ipv6:[h]:p`/`unix:`."""
     if peer is None:

@@ -30,6 +30,9 @@ from pytriton.proxy.router import DEFAULT_INLINE_MAX
 logger = logging.getLogger("pytriton.proxy")
 
 
+_BYTES_CODE = TRITON_TO_CODE["BYTES"]
+
+
 class OutputRegionError(Exception):
     """An output does not fit the client region it was requested into."""
 
@@ -143,15 +146,17 @@ class WorkerEndpoint:
             inputs: dict[str, np.ndarray] = {}
             for ref in item.inputs:
                 shape = tuple(ref.shape)
+                dtype = ref.dtype
                 if ref.cuda_handle:
-                    inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[ref.dtype], shape)
+                    inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[dtype], shape)
                     continue
                 buffer = self._input_buffer(ref, frames)
-                if CODE_TO_TRITON[ref.dtype] == "BYTES":
+                if dtype == _BYTES_CODE:
                     array = deserialize_bytes_tensor(buffer, shape)
                 else:
-                    array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[ref.dtype]).reshape(shape)
-                    array.flags.writeable = False
+                    if not buffer.readonly:
+                        buffer = buffer.toreadonly()
+                    array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[dtype]).reshape(shape)
                 inputs[ref.name] = array
             parameters = params_from_proto(item.parameters) if item.parameters else {}
             request = DecodedRequest(inputs, parameters, list(item.requested_outputs))

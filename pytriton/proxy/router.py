@@ -100,7 +100,9 @@ class ProxyRouter:
         pending, link.pending = link.pending, {}
         for waiter, slots in pending.values():
             self._free_request_slots(slots)
-            if isinstance(waiter, asyncio.Queue):
+            if isinstance(waiter, _Abandoned):
+                waiter.callback(None)
+            elif isinstance(waiter, asyncio.Queue):
                 waiter.put_nowait(WorkerGoneError(reason))
             elif waiter is not None and not waiter.done():
                 waiter.set_exception(WorkerGoneError(reason))
@@ -225,9 +227,19 @@ class ProxyRouter:
 
     def submit(self, link: WorkerLink, requests: list[RequestData]) -> asyncio.Future:
         """Send a batch to a worker; the future gets (reply, frames) for `decode`, or WorkerGoneError."""
+        return self.submit_call(link, requests)[1]
+
+    def submit_call(self, link: WorkerLink, requests: list[RequestData]) -> tuple[int, asyncio.Future]:
+        """`submit`, also returning the call id (for `abandon`)."""
         future: asyncio.Future = self.loop.create_future()
-        self._submit(link, requests, future)
-        return future
+        return self._submit(link, requests, future), future
+
+    def abandon(self, link: WorkerLink, call_id: int, callback: Callable[[Any], None]) -> None:
+        """Nobody awaits call `call_id` any more: when the worker answers, its response buffers are freed and
+        `callback(reply)` runs (with None if the worker is gone first)."""
+        entry = link.pending.get(call_id)
+        if entry is not None:
+            link.pending[call_id] = (_Abandoned(callback), entry[1])
 
     def decode(self, link: WorkerLink, reply: Any, frames: list[zmq.Frame]) -> ExecutionResult:
         return self._decode_result(link, reply, frames)
@@ -302,7 +314,10 @@ class ProxyRouter:
             if message.final:
                 del link.pending[message.id]
                 self._free_request_slots(slots)
-            if isinstance(waiter, asyncio.Queue):
+            if isinstance(waiter, _Abandoned):
+                link.release(_response_slots(message))
+                waiter.callback(message)
+            elif isinstance(waiter, asyncio.Queue):
                 waiter.put_nowait((message, frames[2:]))
             elif waiter is not None and not waiter.done():
                 waiter.set_result((message, frames[2:]))
@@ -375,6 +390,15 @@ class ProxyRouter:
                 os.unlink(self.address[len("ipc://") :])
             except FileNotFoundError:
                 pass
+
+
+class _Abandoned:
+    """Stands in for the waiter of a call nobody awaits any more."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[Any], None]):
+        self.callback = callback
 
 
 def _response_slots(message: Any) -> list[int]:

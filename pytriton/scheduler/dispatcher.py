@@ -180,26 +180,26 @@ class InstanceDispatcher:
         link = await self._acquire()
         queue_ns = time.perf_counter_ns() - queued
         try:
-            future = self.router.submit(link, requests)
+            call_id, future = self.router.submit_call(link, requests)
         except BaseException:
             self._release(link)
             raise
         try:
-            reply = await asyncio.shield(future)
+            reply = await future  # no shield: one event-loop turn less per request
         except asyncio.CancelledError:
-            # The caller gave up, but the worker is still busy with it: the instance is free once it answers.
-            future.add_done_callback(lambda done: self._after_abandoned(link, done))
+            if future.done() and not future.cancelled():  # the answer came in the same turn as the cancel
+                if future.exception() is None:
+                    self.router.discard(link, future.result()[0])
+                self._release(link)
+            else:
+                # The caller gave up, but the worker is still busy with it: the instance is free once it answers.
+                self.router.abandon(link, call_id, lambda _reply: self._release(link))
             raise
         except BaseException:
             self._release(link)
             raise
         self._release(link)
         return self.router.decode(link, *reply), queue_ns, link
-
-    def _after_abandoned(self, link: WorkerLink, done: asyncio.Future) -> None:
-        if not done.cancelled() and done.exception() is None:
-            self.router.discard(link, done.result()[0])
-        self._release(link)
 
     async def execute_stream(
         self, requests: list[RequestData]

@@ -152,3 +152,10 @@ def test_a_request_abandoned_by_its_client_keeps_its_instance_busy_until_done():
         started = time.monotonic()
         pid_request(client)  # must go to the other, idle instance, not queue behind the abandoned one
         assert time.monotonic() - started < 1.0
+        time.sleep(2.0)  # the abandoned request is done: its instance takes work again
+        started = time.monotonic()
+        pending = [async_pid_request(client, 0.6) for _ in range(2)]
+        outputs = [results.get(timeout=10) for results in pending]
+        assert all(error is None for _, error in outputs), outputs
+        assert time.monotonic() - started < 1.1, "the two requests did not run side by side"
+        assert len({int(result.as_numpy("PID")[0]) for result, _ in outputs}) == 2

@@ -162,10 +162,11 @@ def _shm_reference(tensor: Any, kind: str) -> tuple[str, int, int] | None:
 
 def to_infer_request(request: Any) -> InferRequest:
     """ModelInferRequest -> InferRequest (raw contents indexed over inputs that carry data inline)."""
+    raw = request.raw_input_contents
+    request = getattr(request, "header", request)  # an InferRequestView: read the protobuf fields directly
     model_name = request.model_name
     # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
     parameters = request_parameters(request) if request.parameters else {}
-    raw = request.raw_input_contents
     raw_index = 0
     inputs = []
     for tensor in request.inputs:

@@ -55,7 +55,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         access = self.access
         if group not in access.restrictions and group != "shared-memory":
             return
-        headers = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        headers = (
+            {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+            if group in access.restrictions
+            else {}
+        )
         denied = access.check(group, headers, context.peer())
         if denied is None:
             return
