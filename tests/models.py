@@ -117,3 +117,13 @@ def slow_countdown(requests):
     for step in range(count):
         time.sleep(0.01)
         yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]
+
+
+def cuda_info(requests):
+    """OUT_X = 2 * IN_X (numpy or cupy); KIND = b"cupy" when IN_X is a GPU array, else b"numpy"."""
+    out = []
+    for r in requests:
+        array = r["IN_X"]
+        kind = b"cupy" if hasattr(array, "__cuda_array_interface__") else b"numpy"
+        out.append({"OUT_X": array * 2, "KIND": np.array([kind], dtype=object)})
+    return out

@@ -40,7 +40,7 @@ def test_quick_start_as_written(tmp_path):
     (tmp_path / "client.py").write_text(client_code)
     # Only the ports the client does not use are moved (PyTriton's documented environment configuration).
     env = dict(os.environ, PYTRITON_TRITON_CONFIG_GRPC_PORT="0", PYTRITON_TRITON_CONFIG_METRICS_PORT="0",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     server = subprocess.Popen([sys.executable, "server.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     _started_pids.add(server.pid)

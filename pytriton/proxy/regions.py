@@ -63,7 +63,7 @@ class ClientRegions:
             try:
                 pointer = cupy.cuda.runtime.ipcOpenMemHandle(ref.cuda_handle)
             except Exception as exc:  # noqa: BLE001 - the CUDA error text is what the user needs
-                raise RegionError(f"failed to open CUDA shared memory region: {exc}") from None
+                raise RegionError(f"failed to open the CUDA shared memory region of tensor '{ref.name}': {exc}") from None
             memory = cupy.cuda.UnownedMemory(pointer, ref.region_size, self)
             entry = self._cuda[ref.region_id] = (memory, pointer)
         return cupy.cuda.MemoryPointer(entry[0], ref.offset)

@@ -61,3 +61,121 @@ def test_cuda_input_and_output_regions_with_tritonclient():
         cupy.cuda.Device().synchronize()
         np.testing.assert_array_equal(cupy.asnumpy(gpu_out), data)
         client.unregister_cuda_shared_memory()
+
+
+def _regions_module():
+    import tritonclient.utils.cuda_shared_memory as cudashm  # needs cuda-python (cuda.bindings)
+
+    return cudashm
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU and cupy (pytriton[gpu])")
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_tritonclient_cuda_shared_memory_utils_both_ways(protocol):
+    # What a tritonclient user writes (and perf_analyzer --shared-memory cuda does): regions made by
+    # tritonclient.utils.cuda_shared_memory, registered by raw handle, read back from the GPU.
+    cudashm = _regions_module()
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    client_module = grpcclient if protocol == "grpc" else httpclient
+    args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
+    with serve("tests.models:identity", *args) as server:
+        client = client_module.InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+        data = np.linspace(-1, 1, 4096, dtype=np.float32)
+        handles = {}
+        try:
+            for name in ("in", "out"):
+                handles[name] = cudashm.create_shared_memory_region(f"{protocol}_{name}", data.nbytes, 0)
+                client.register_cuda_shared_memory(
+                    f"{protocol}_{name}", cudashm.get_raw_handle(handles[name]), 0, data.nbytes
+                )
+            cudashm.set_shared_memory_region(handles["in"], [data])
+            status = client.get_cuda_shared_memory_status()
+            assert len(status.regions if protocol == "grpc" else status) == 2
+            for attempt in range(3):  # the region and its worker-side mapping are reused
+                tensor = client_module.InferInput("IN_X", [data.size], "FP32")
+                tensor.set_shared_memory(f"{protocol}_in", data.nbytes)
+                output = client_module.InferRequestedOutput("OUT_X")
+                output.set_shared_memory(f"{protocol}_out", data.nbytes)
+                result = client.infer("identity", [tensor], outputs=[output])
+                assert result.get_output("OUT_X") is not None
+                got = cudashm.get_contents_as_numpy(handles["out"], np.float32, [data.size])
+                np.testing.assert_array_equal(got, data)
+                data = data * 3
+                cudashm.set_shared_memory_region(handles["in"], [data])
+            client.unregister_cuda_shared_memory()
+            status = client.get_cuda_shared_memory_status()
+            assert len(status.regions if protocol == "grpc" else status) == 0
+        finally:
+            for handle in handles.values():
+                cudashm.destroy_shared_memory_region(handle)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU and cupy (pytriton[gpu])")
+def test_cuda_input_is_a_gpu_array_and_outputs_go_over_the_wire_or_into_gpu_memory():
+    import cupy
+    import tritonclient.grpc as grpcclient
+
+    cudashm = _regions_module()
+    args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
+        "output", [("OUT_X", "fp32", "-1"), ("KIND", "bytes", "1")]
+    )
+    with serve("tests.models:cuda_info", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        data = np.arange(256, dtype=np.float32)
+        gpu_in = cupy.asarray(data)
+        client.register_cuda_shared_memory(
+            "gin", base64.b64encode(cupy.cuda.runtime.ipcGetMemHandle(gpu_in.data.ptr)), 0, gpu_in.nbytes
+        )
+        tensor = grpcclient.InferInput("IN_X", [256], "FP32")
+        tensor.set_shared_memory("gin", data.nbytes)
+        # 1) GPU input, outputs over the wire: the worker copies the callable's cupy result to the host
+        result = client.infer("cuda_info", [tensor])
+        assert result.as_numpy("KIND")[0] == b"cupy"
+        np.testing.assert_array_equal(result.as_numpy("OUT_X"), data * 2)
+        # 2) host input, output into a CUDA region: numpy result copied host -> device by the worker
+        out_handle = cudashm.create_shared_memory_region("gout", data.nbytes, 0)
+        try:
+            client.register_cuda_shared_memory("gout", cudashm.get_raw_handle(out_handle), 0, data.nbytes)
+            host = grpcclient.InferInput("IN_X", [256], "FP32")
+            host.set_data_from_numpy(data + 1)
+            out = grpcclient.InferRequestedOutput("OUT_X")
+            out.set_shared_memory("gout", data.nbytes)
+            result = client.infer("cuda_info", [host], outputs=[out, grpcclient.InferRequestedOutput("KIND")])
+            assert result.as_numpy("KIND")[0] == b"numpy"
+            np.testing.assert_array_equal(cudashm.get_contents_as_numpy(out_handle, np.float32, [256]), (data + 1) * 2)
+            # 3) GPU in, GPU out: device to device
+            out = grpcclient.InferRequestedOutput("OUT_X")
+            out.set_shared_memory("gout", data.nbytes)
+            client.infer("cuda_info", [tensor], outputs=[out])
+            np.testing.assert_array_equal(cudashm.get_contents_as_numpy(out_handle, np.float32, [256]), data * 2)
+            # a region too small for the output: a clear error, the server keeps serving
+            client.register_cuda_shared_memory("tiny", cudashm.get_raw_handle(out_handle), 0, 16)
+            small = grpcclient.InferRequestedOutput("OUT_X")
+            small.set_shared_memory("tiny", 16)
+            with pytest.raises(Exception, match="should be at least 1024 bytes"):
+                client.infer("cuda_info", [tensor], outputs=[small])
+            assert client.infer("cuda_info", [tensor]).as_numpy("KIND")[0] == b"cupy"
+            client.unregister_cuda_shared_memory()
+        finally:
+            cudashm.destroy_shared_memory_region(out_handle)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU and cupy (pytriton[gpu])")
+def test_a_handle_that_does_not_open_fails_the_request_clearly_and_the_server_stays_up():
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
+    with serve("tests.models:identity", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        client.register_cuda_shared_memory("bogus", base64.b64encode(b"\x01" * 64), 0, 1024)
+        tensor = grpcclient.InferInput("IN_X", [256], "FP32")
+        tensor.set_shared_memory("bogus", 1024)
+        with pytest.raises(InferenceServerException, match="CUDA shared memory region of tensor 'IN_X'"):
+            client.infer("identity", [tensor])
+        client.unregister_cuda_shared_memory("bogus")
+        plain = grpcclient.InferInput("IN_X", [4], "FP32")
+        plain.set_data_from_numpy(np.ones(4, dtype=np.float32))
+        np.testing.assert_array_equal(client.infer("identity", [plain]).as_numpy("OUT_X"), np.ones(4))
