@@ -77,6 +77,8 @@ def check_key(name: str, key: str) -> None:
 def decode_cuda_handle(raw_handle: bytes | str) -> bytes:
     """The 64 bytes of a cudaIpcMemHandle_t, from raw bytes (gRPC) or base64 text (HTTP `{"b64": ...}`)."""
     if isinstance(raw_handle, str):
+        # perf_analyzer's C++ client (libb64) breaks its base64 text into lines: whitespace is not data
+        raw_handle = "".join(raw_handle.split())
         try:
             raw_handle = base64.b64decode(raw_handle, validate=True)
         except (binascii.Error, ValueError):

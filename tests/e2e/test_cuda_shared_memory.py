@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytriton.app import gpu_available
-from pytriton.core.shm_registry import CudaShmRegion, SharedMemoryRegistry
+from pytriton.core.shm_registry import CudaShmRegion, SharedMemoryRegistry, decode_cuda_handle
 from pytriton.exceptions import ServerError
 from tests.conftest import serve, tensor_args
 
@@ -36,6 +36,16 @@ def test_cuda_region_bookkeeping_without_a_gpu():
     assert removed == [region]
     with pytest.raises(ServerError, match="must be a valid base64 encoded cudaIpcMemHandle_t"):
         registry.register_cuda("d", b"short", 0, 16)
+
+
+def test_cuda_handle_base64_may_be_broken_into_lines():
+    # perf_analyzer's HTTP client sends the handle as libb64 writes it: lines of 72 characters
+    handle = bytes(range(64))
+    text = base64.b64encode(handle).decode()
+    wrapped = "\n".join(text[i : i + 72] for i in range(0, len(text), 72)) + "\n"
+    assert decode_cuda_handle(wrapped) == handle
+    with pytest.raises(ServerError, match="must be a valid base64 encoded cudaIpcMemHandle_t"):
+        decode_cuda_handle(wrapped.replace("A", "*"))
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU and cupy (pytriton[gpu])")
