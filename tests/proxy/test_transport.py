@@ -126,3 +126,31 @@ def test_dropping_a_link_fails_in_flight_calls():
             await router.execute(other, [request(np.ones(4, dtype=np.float32), [b"a"])])
 
     run_pair(1 << 16, scenario)
+
+
+def test_an_abandoned_call_frees_its_slots_and_reports_the_answer():
+    async def scenario(router, link):
+        values = np.ones(300_000, dtype=np.float32)  # large: a request slot, and a response slot back
+        call_id, future = router.submit_call(link, [request(values, [b"a"])])
+        answers = []
+        future.cancel()  # the caller went away before the worker answered
+        router.abandon(link, call_id, answers.append)
+        deadline = asyncio.get_running_loop().time() + 10
+        while not answers and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert len(answers) == 1 and answers[0].id == call_id
+        assert call_id not in link.pending
+        assert router.arena.allocated_slots == 0  # the request's slot
+        assert len(link.pending_free) == 2  # the response's slots, handed back with the next request
+        result = await router.execute(link, [request(np.ones(1, dtype=np.float32), [b"x"])])
+        assert len(link.pending_free) == 0
+        result.release_buffers()
+        # abandoned, then the worker disappears: the callback hears None
+        gone = []
+        call_id, future = router.submit_call(link, [request(values, [b"b"])])
+        future.cancel()
+        router.abandon(link, call_id, gone.append)
+        router.drop_link(link, "stopped")
+        assert gone == [None] and router.arena.allocated_slots == 0
+
+    run_pair(0, scenario)
