@@ -167,10 +167,20 @@ def shm_files(pids: list[int]) -> set:
     return found
 
 
-def busy_jiffies() -> int:
+def _cpu_jiffies() -> list[int]:
     parts = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    vals = [int(x) for x in parts[:8]]
-    return sum(vals) - vals[3] - vals[4]  # minus idle and iowait
+    return [int(x) for x in parts[:8]]
+
+
+def busy_jiffies() -> int:
+    """CPU time processes of this machine used: all but idle, iowait and steal."""
+    vals = _cpu_jiffies()
+    return sum(vals) - vals[3] - vals[4] - vals[7]
+
+
+def steal_jiffies() -> int:
+    """CPU time the hypervisor gave to other virtual machines while ours wanted it."""
+    return _cpu_jiffies()[7]
 
 
 def loadavg() -> float:
@@ -393,7 +403,7 @@ def run_perf_analyzer(args, server: Server, case: Case, concurrency: str, outdir
             log("  " + " ".join(c.replace(str(REPO) + "/", "") for c in cmd))
         model_count0 = server.inference_count(case.model)
         pids = server.refresh_tree()
-        cpu0, busy0, load0 = cpu_seconds(pids), busy_jiffies(), loadavg()
+        cpu0, busy0, steal0, load0 = cpu_seconds(pids), busy_jiffies(), steal_jiffies(), loadavg()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         sampler = MemorySampler(server)
@@ -418,6 +428,7 @@ def run_perf_analyzer(args, server: Server, case: Case, concurrency: str, outdir
         server_cpu = cpu_seconds(pids) - cpu0
         pa_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         total_cpu = (busy_jiffies() - busy0) / CLK_TCK
+        steal = (steal_jiffies() - steal0) / CLK_TCK
         model_count1 = server.inference_count(case.model)
         text = txt_path.read_text(errors="replace")
         unstable = "Failed to obtain stable measurement" in text
@@ -454,7 +465,8 @@ def run_perf_analyzer(args, server: Server, case: Case, concurrency: str, outdir
         # Whole-run figures (all concurrencies of this run together).
         run_info = {
             "wall_s": wall, "server_cpu_s": server_cpu, "pa_cpu_s": pa_cpu, "total_cpu_s": total_cpu,
-            "other_cpu_s": max(0.0, total_cpu - server_cpu - pa_cpu), "load_start": load0, "load_end": loadavg(),
+            "other_cpu_s": max(0.0, total_cpu - server_cpu - pa_cpu), "steal_s": steal,
+            "load_start": load0, "load_end": loadavg(),
             "requests": requests, "peak_rss_kib": sampler.rss, "peak_pss_kib": sampler.pss, "rc": rc,
             "unstable": unstable,
         }
@@ -608,7 +620,8 @@ def _log_results(case: Case, res: dict[int, dict[str, Any]]) -> None:
         cpu = r["run"].get("server_cpu_us_per_request")
         log(f"    {case.key:<22} c={c:<2} {r['throughput']:9.1f}/s  p50 {r['p50_us'] / 1000:7.2f} ms  "
             f"p99 {r['p99_us'] / 1000:7.2f} ms" + (f"  server CPU {cpu:6.0f} us/req" if cpu else "")
-            + f"  (other load {r['run']['other_cpu_s'] / max(r['run']['wall_s'], 1e-9):.2f} cores)")
+            + f"  (other load {r['run']['other_cpu_s'] / max(r['run']['wall_s'], 1e-9):.2f} cores, "
+            f"stolen {r['run'].get('steal_s', 0.0) / max(r['run']['wall_s'], 1e-9):.2f})")
 
 
 # Triton (NVIDIA PyTriton) on a machine without a GPU, harmless: logged at every start / model load.
@@ -760,8 +773,11 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
     w(f"- Machine: {meta['machine']['cpu']}, {meta['machine']['cpus']} CPUs, {meta['machine']['memory']} RAM, "
       f"Linux {meta['machine']['kernel']}; perf_analyzer runs on the same CPUs as the server. Load average "
       f"at the start {meta['load_start']:.2f}, at the end {meta['load_end']:.2f}; median CPU used by other "
-      f"processes during the perf_analyzer runs: {meta['other_cores']:.2f} cores (shared machine: read "
-      "every figure as ±25 % or worse).")
+      f"processes during the perf_analyzer runs: {meta['other_cores']:.2f} cores"
+      + (f"; median CPU time stolen by the hypervisor (other virtual machines on the host): "
+         f"{meta['steal_cores']:.2f} of {meta['machine']['cpus']} CPUs" if meta.get("steal_cores") is not None else
+         " (steal time included)")
+      + " (shared machine: read every figure as ±25 % or worse).")
     w(f"- pytriton (ours): {meta['ours_version']}, commit {meta['git']}, Python {meta['machine']['python']}, "
       f"its `GET /v2` says `{result['versions'].get('ours', '?')}` (Triton-compatible metadata).")
     w(f"- NVIDIA PyTriton: nvidia-pytriton {meta['nvidia_version']} (venv `.bench/nvidia-pytriton`), `GET /v2` "
@@ -1046,8 +1062,10 @@ def main(argv: list[str] | None = None) -> int:
         log("interrupted")
         return 130
     agg = aggregate(result)
-    other = [r["run"]["other_cpu_s"] / r["run"]["wall_s"] for smp in result["samples"].values()
-             for per_c in smp["cases"].values() for runs in per_c.values() for r in runs]
+    all_runs = [r for smp in result["samples"].values() for per_c in smp["cases"].values() for runs in per_c.values()
+                for r in runs]
+    other = [r["run"]["other_cpu_s"] / r["run"]["wall_s"] for r in all_runs]
+    stolen = [r["run"]["steal_s"] / r["run"]["wall_s"] for r in all_runs if "steal_s" in r["run"]]
     try:
         rel = args.out_dir.relative_to(REPO)
     except ValueError:
@@ -1059,7 +1077,8 @@ def main(argv: list[str] | None = None) -> int:
         pa_version = m.group(1) if m else "?"
     meta = {
         "date": now.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_info(), "load_start": load_start,
-        "load_end": loadavg(), "other_cores": median(other) or 0.0, "git": git_describe(),
+        "load_end": loadavg(), "other_cores": median(other) or 0.0,
+        "steal_cores": median(stolen) if stolen else None, "git": git_describe(),
         "ours_version": "pytriton " + pkg_version(args.ours_python, "pytriton"),
         "nvidia_version": pkg_version(args.nvidia_python, "nvidia-pytriton"), "pa_version": pa_version,
         "out_dir_rel": str(rel),
