@@ -315,7 +315,7 @@ class ProxyRouter:
                 del link.pending[message.id]
                 self._free_request_slots(slots)
             if isinstance(waiter, _Abandoned):
-                link.release(_response_slots(message))
+                self.discard(link, message)
                 waiter.callback(message)
             elif isinstance(waiter, asyncio.Queue):
                 waiter.put_nowait((message, frames[2:]))
