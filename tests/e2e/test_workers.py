@@ -159,3 +159,22 @@ def test_a_request_abandoned_by_its_client_keeps_its_instance_busy_until_done():
         assert all(error is None for _, error in outputs), outputs
         assert time.monotonic() - started < 1.1, "the two requests did not run side by side"
         assert len({int(result.as_numpy("PID")[0]) for result, _ in outputs}) == 2
+
+
+def test_large_grpc_responses_release_their_worker_segments():
+    """Each 20 MiB output gets a dedicated response segment in the worker; once gRPC has sent the response the
+    server frees it, so the worker's segments do not pile up over many requests."""
+    args = tensor_args("input", [("IN_X", "uint8", "-1")]) + tensor_args("output", [("OUT_X", "uint8", "-1")])
+    with serve("tests.models:identity", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        (worker,) = server.worker_pids()
+        data = np.arange(20 << 20, dtype=np.uint64).astype(np.uint8)
+        for _ in range(6):
+            tensor = grpcclient.InferInput("IN_X", [data.size], "UINT8")
+            tensor.set_data_from_numpy(data)
+            result = client.infer("identity", [tensor])
+            assert np.array_equal(result.as_numpy("OUT_X"), data)
+        # Freed slots ride on the next request: at most the last response's segment (and the worker's regular
+        # segment) may still exist, never one per request.
+        assert len(shm_segments_of({worker})) <= 2, shm_segments_of({worker})
+        client.close()

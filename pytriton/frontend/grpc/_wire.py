@@ -10,7 +10,7 @@ output buffers, in one join.
 from __future__ import annotations
 
 import asyncio
-import weakref
+import threading
 from typing import Any, Callable
 
 from tritonclient.grpc import service_pb2 as pb
@@ -102,23 +102,35 @@ def parse_infer_request(data: bytes) -> InferRequestView:
 
 
 class InferResponseWire:
-    """A ModelInferResponse as header + output buffers; the buffers are released once it is gone."""
+    """A ModelInferResponse as header + output buffers; the buffers are released once it is gone.
 
-    __slots__ = ("header", "parts", "__weakref__")
+    grpc.aio serialises and drops the response on the event loop's thread, so the release is queued with
+    `call_soon` there (no self-pipe write and no extra loop wake-up); from any other thread it goes through
+    `call_soon_threadsafe`.
+    """
+
+    __slots__ = ("header", "parts", "_release", "_loop", "_thread")
 
     def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None):
         self.header = header
         self.parts = parts
+        self._release = release
         if release is not None:
-            loop = asyncio.get_running_loop()
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.get_ident()
 
-            def later() -> None:
-                try:
-                    loop.call_soon_threadsafe(release)
-                except RuntimeError:  # the loop is closed: the server is gone
-                    pass
-
-            weakref.finalize(self, later)
+    def __del__(self) -> None:
+        release = self._release
+        if release is None:
+            return
+        self._release = None
+        try:
+            if threading.get_ident() == self._thread:
+                self._loop.call_soon(release)
+            else:
+                self._loop.call_soon_threadsafe(release)
+        except RuntimeError:  # the loop is closed: the server is gone
+            pass
 
     @property
     def parameters(self) -> Any:
