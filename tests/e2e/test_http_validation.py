@@ -634,6 +634,88 @@ def test_pipelined_requests_answered_in_order(add_sub):
         _check_add_sub_response(*_read_response(sock, buffer), a, b, "after")
 
 
+def _large_infer_request_bytes(a: np.ndarray, b: np.ndarray, request_id: str, size: int = 80_000,
+                               extra: str = "") -> bytes:
+    """An add_sub request whose body is `size` bytes (JSON header padded with whitespace): large enough to be
+    received straight into its own buffer."""
+    header = json.dumps({"id": request_id, "inputs": [
+        {"name": "INPUT0", "shape": list(a.shape), "datatype": "INT32", "parameters": {"binary_data_size": a.nbytes}},
+        {"name": "INPUT1", "shape": list(b.shape), "datatype": "INT32", "parameters": {"binary_data_size": b.nbytes}},
+    ], "parameters": {"binary_data_output": True}}).encode()
+    header = header[:-1] + b" " * (size - len(header) - a.nbytes - b.nbytes) + b"}"
+    body = header + a.tobytes() + b.tobytes()
+    assert len(body) == size
+    return (f"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+            f"Inference-Header-Content-Length: {len(header)}\r\n{extra}\r\n").encode() + body
+
+
+@pytest.mark.parametrize("sizes", ["varied", "same"])
+@pytest.mark.parametrize("split", ["one_write", "head_then_pieces", "head_with_some_body", "odd_pieces"])
+def test_large_bodies_pipelined_with_small_ones(add_sub, split, sizes):
+    """Large Content-Length bodies (read straight into their buffers) and small requests on one keep-alive
+    connection, however the bytes are cut into TCP writes: every answer is right and in order (a body buffer
+    is reused only when no queued request still holds it)."""
+    cases, pieces = [], []
+    for i in range(6):
+        a = np.full((2, 16), i, dtype=np.int32)
+        b = np.arange(32, dtype=np.int32).reshape(2, 16)
+        large = i % 2 == 0
+        wire = (_large_infer_request_bytes(a, b, f"req-{i}", size=70_000 + (977 * i if sizes == "varied" else 0)) if large
+                else _infer_request_bytes(a, b, f"req-{i}"))
+        cases.append((a, b, f"req-{i}"))
+        head, _, body = wire.partition(b"\r\n\r\n")
+        head += b"\r\n\r\n"
+        if split == "head_then_pieces":
+            pieces += [head] + [body[k : k + 1000] for k in range(0, len(body), 1000)]
+        elif split == "head_with_some_body":
+            pieces += [head + body[:5000], body[5000:]]
+        else:
+            pieces.append(wire)
+    if split == "one_write":
+        pieces = [b"".join(pieces)]
+    elif split == "odd_pieces":
+        wire = b"".join(pieces)
+        pieces = [wire[k : k + 7919] for k in range(0, len(wire), 7919)]
+    with _socket(add_sub.http_url) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in pieces:
+            sock.sendall(piece)
+        buffer = bytearray()
+        for case in cases:
+            status, headers, body = _read_response(sock, buffer)
+            _check_add_sub_response(status, headers, body, *case)
+            assert headers.get("connection") != "close"
+
+
+def test_large_bodies_one_after_another_reuse_nothing_stale(add_sub):
+    """Same-sized large requests answered one by one (the body buffer is reused): each answer is its own."""
+    with _socket(add_sub.http_url) as sock:
+        buffer = bytearray()
+        for i in range(5):
+            a = np.full((1, 16), i, dtype=np.int32)
+            b = np.arange(16, dtype=np.int32).reshape(1, 16) * i
+            sock.sendall(_large_infer_request_bytes(a, b, f"seq-{i}"))
+            _check_add_sub_response(*_read_response(sock, buffer), a, b, f"seq-{i}")
+
+
+def test_large_body_with_connection_close(add_sub):
+    a, b = np.ones((1, 16), dtype=np.int32), np.ones((1, 16), dtype=np.int32)
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(_large_infer_request_bytes(a, b, "last", extra="Connection: close\r\n"))
+        buffer = bytearray()
+        _check_add_sub_response(*_read_response(sock, buffer), a, b, "last")
+        assert sock.recv(10) == b""  # the server closed the connection
+
+
+def test_large_body_cut_short_by_the_client(add_sub):
+    """A client that goes away in the middle of a large body leaves the server serving others."""
+    a, b = np.ones((1, 16), dtype=np.int32), np.ones((1, 16), dtype=np.int32)
+    wire = _large_infer_request_bytes(a, b, "cut")
+    with _socket(add_sub.http_url) as sock:
+        sock.sendall(wire[: len(wire) // 2])
+    check_add_sub_serves(add_sub.http_url)
+
+
 def test_connection_close_is_honoured(add_sub):
     a, b = np.ones((1, 16), dtype=np.int32), np.ones((1, 16), dtype=np.int32)
     with _socket(add_sub.http_url) as sock:

@@ -2,6 +2,10 @@
 
 Keep-alive, pipelining (responses leave in request order), chunked request bodies (decoded by the
 parser), a body-size limit, and Content-Length responses. One handler coroutine answers every request.
+
+Reading is buffered (`asyncio.BufferedProtocol`): the head of a request is parsed from a per-connection
+buffer, and a large Content-Length body (a tensor) is received by the socket straight into the request's
+own buffer, so its bytes are copied once on the way in instead of three times (read, parser callback, join).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import asyncio
 import collections
 import json
 import logging
+import sys
 from http import HTTPStatus
 from typing import Any, Awaitable, Callable
 
@@ -19,6 +24,9 @@ logger = logging.getLogger("pytriton.frontend")
 
 MAX_PIPELINED = 32
 LARGE_PART = 64 * 1024
+READ_BUFFER = 64 * 1024
+# A body with a Content-Length of at least this many bytes is received straight into its own buffer.
+DIRECT_BODY_MIN = 64 * 1024
 
 
 class HttpRequest:
@@ -64,7 +72,7 @@ def _plain_error(status: int, message: str) -> HttpResponse:
     return HttpResponse(status, [json.dumps({"error": message}).encode()], [("Content-Type", "application/json")])
 
 
-class HttpProtocol(asyncio.Protocol):
+class HttpProtocol(asyncio.BufferedProtocol):
     """One client connection."""
 
     def __init__(
@@ -82,6 +90,8 @@ class HttpProtocol(asyncio.Protocol):
         self.paused = False
         self.peer: str | None = None
         self.connections: set[HttpProtocol] | None = None  # the server's registry of open connections
+        self._read_buffer = memoryview(bytearray(READ_BUFFER))
+        self._spare_body: bytearray | None = None  # the last large body's buffer, reused once nothing holds it
         self._reset()
 
     def _reset(self) -> None:
@@ -90,6 +100,13 @@ class HttpProtocol(asyncio.Protocol):
         self._body: list[bytes] = []
         self._size = 0
         self._too_large = False
+        # A large Content-Length body: its buffer, how much of it has arrived, and (once the parser has seen
+        # the head) the part the socket still has to fill.
+        self._direct_body: bytearray | None = None
+        self._direct_size = 0
+        self._direct_rest: memoryview | None = None
+        self._direct_keep_alive = True
+        self._direct_method = b""
 
     # ---- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -110,15 +127,41 @@ class HttpProtocol(asyncio.Protocol):
                 item.on_sent()
         self.queue.clear()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._direct_rest if self._direct_rest is not None else self._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        rest = self._direct_rest
+        if rest is not None:
+            self._direct_size += nbytes
+            if nbytes < len(rest):
+                self._direct_rest = rest[nbytes:]
+            else:
+                self._direct_body_complete()
+            return
+        self.data_received(self._read_buffer[:nbytes])
+
+    def data_received(self, data: Any) -> None:
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._enqueue(self.on_error(400, "protocol upgrade is not supported"), keep_alive=False)
+            return
         except httptools.HttpParserError as exc:
             self._enqueue(self.on_error(400, f"malformed HTTP request: {exc}"), keep_alive=False)
             if self.transport is not None:
                 self.transport.pause_reading()
+            return
+        if self._direct_body is not None:
+            # The head of a large request has been parsed and its body is still on the way: the socket
+            # writes the rest of it straight into the request's buffer (the parser sees no more of it).
+            self._direct_rest = memoryview(self._direct_body)[self._direct_size :]
+
+    def _direct_body_complete(self) -> None:
+        body, self._direct_body, self._direct_rest = self._direct_body, None, None
+        # The parser still waits for the body it did not see: a fresh one reads the next request.
+        self.parser = httptools.HttpRequestParser(self)
+        self._complete(body, self._direct_keep_alive, self._direct_method)
 
     # ---- httptools callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -135,8 +178,14 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         length = self._headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            self._too_large = True
+        if length is not None and length.isdigit():
+            size = int(length)
+            if size > self.max_body_bytes:
+                self._too_large = True
+            elif size >= DIRECT_BODY_MIN and "transfer-encoding" not in self._headers:
+                self._direct_body = self._body_buffer(size)
+                self._direct_keep_alive = self.parser.should_keep_alive()
+                self._direct_method = self.parser.get_method()
         # `Expect: 100-continue` (curl sends it for large bodies): say "go on" instead of letting the client wait
         # for its timeout (1 s in curl). Only when nothing is ahead of this request, so answers stay in order.
         if (
@@ -148,8 +197,23 @@ class HttpProtocol(asyncio.Protocol):
         ):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
+    def _body_buffer(self, size: int) -> bytearray:
+        """A buffer for a large body: the previous one when it has the same size and no request, tensor view or
+        message refers to it any more (clients send same-sized tensors over and over: a warm buffer, and no
+        1 MiB allocation and zero-fill per request), else a new one."""
+        spare = self._spare_body
+        if spare is not None and len(spare) == size and sys.getrefcount(spare) == 3:  # attribute, local, argument
+            return spare
+        self._spare_body = buffer = bytearray(size)
+        return buffer
+
     def on_body(self, body: bytes) -> None:
         if self._too_large:
+            return
+        if self._direct_body is not None:  # the part of a large body that came with its head
+            end = self._direct_size + len(body)
+            self._direct_body[self._direct_size : end] = body
+            self._direct_size = end
             return
         self._size += len(body)
         if self._size > self.max_body_bytes:
@@ -171,10 +235,17 @@ class HttpProtocol(asyncio.Protocol):
                 keep_alive=False,
             )
             return
+        if self._direct_body is not None:  # the whole large body came with its head
+            body: Any = self._direct_body
+            self._direct_body = None
+        else:
+            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._complete(body, keep_alive, self.parser.get_method())
+
+    def _complete(self, body: Any, keep_alive: bool, method: bytes) -> None:
         url = httptools.parse_url(self._url)
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         request = HttpRequest(
-            self.parser.get_method().decode("ascii"),
+            method.decode("ascii"),
             url.path.decode("utf-8", "replace"),
             url.query.decode("utf-8", "replace") if url.query else "",
             self._headers,
