@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVE_SCRIPT = pathlib.Path(__file__).resolve().parent / "serve_double.py"
@@ -572,6 +572,7 @@ def run(args) -> dict[str, Any]:
                 for case in cases:
                     res = run_perf_analyzer(args, server, case, concurrency, outdir, f"{tag}-{case.key}", problems)
                     for c, r in res.items():
+                        r["repeat"] = rep + 1
                         smp["cases"].setdefault(case.key, {}).setdefault(str(c), []).append(r)
                         peak = max(peak, r["run"]["peak_rss_kib"])
                     _log_results(case, res)
@@ -592,6 +593,7 @@ def run(args) -> dict[str, Any]:
                             res = run_perf_analyzer(args, server, case, args.batched_concurrency, outdir,
                                                     f"{tag}-{case.key}", problems)
                             for c, r in res.items():
+                                r["repeat"] = rep + 1
                                 smp["cases"].setdefault(case.key, {}).setdefault(str(c), []).append(r)
                             _log_results(case, res)
                     server.stop()
@@ -670,10 +672,39 @@ def aggregate(result: dict[str, Any]) -> dict[str, Any]:
                     "p99_us": median([r["p99_us"] for r in runs]),
                     "cpu_us": median([r["run"].get("server_cpu_us_per_request") for r in runs]),
                     "other_cores": median([r["run"]["other_cpu_s"] / r["run"]["wall_s"] for r in runs]),
+                    "steal_cores": median([_stolen(r) for r in runs if _stolen(r) is not None]),
+                    # repeat -> (throughput, CPU stolen); runs of old results carry no repeat: their order is it
+                    "per_repeat": {str(r.get("repeat", i + 1)): (r["throughput"], _stolen(r))
+                                   for i, r in enumerate(runs)},
                     "n": len(runs),
                 }
         agg[name] = a
     return agg
+
+
+def _stolen(r: dict[str, Any]) -> float | None:
+    """CPU time the hypervisor took from this machine during a run, in cores."""
+    run = r["run"]
+    return run["steal_s"] / run["wall_s"] if "steal_s" in run and run["wall_s"] else None
+
+
+UNEVEN_STEAL = 0.15  # cores: a pair of runs whose stolen CPU differs by more is not an even comparison
+
+
+def evenness(o: dict[str, Any], n: dict[str, Any]) -> tuple[list[str], float | None, str | None]:
+    """Per-repeat ratios with the CPU stolen on each side, the ratio of the repeat whose two runs lost the
+    most similar CPU to the hypervisor, and that repeat."""
+    cells, best, best_gap, best_rep = [], None, None, None
+    for rep in sorted(set(o.get("per_repeat", {})) & set(n.get("per_repeat", {})), key=int):
+        (ot, os_), (nt, ns) = o["per_repeat"][rep], n["per_repeat"][rep]
+        r = ratio(ot, nt)
+        steal = "" if os_ is None or ns is None else f" ({os_:.2f}/{ns:.2f})"
+        cells.append(f"r{rep} {fmt_ratio(r)}{steal}")
+        if os_ is not None and ns is not None and r is not None:
+            gap = abs(os_ - ns)
+            if best_gap is None or gap < best_gap:
+                best, best_gap, best_rep = r, gap, rep
+    return cells, best, best_rep
 
 
 TARGETS = {  # ratio ours / NVIDIA
@@ -834,7 +865,10 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
       "user's process); its server CPU per request below shows what that costs here. For scale, the team's "
       "reference measurements of NVIDIA PyTriton 0.7.0 on the same kind of machine (another day, setup not "
       "recorded in detail) gave gRPC 16 floats 530–550/s at c=1 and 1,440–1,740/s at c=8, and 3.4–3.8 s "
-      "start-up: a quiet machine may narrow the ratios.")
+      "start-up: a quiet machine may narrow the ratios. The servers are measured one after the other: when the "
+      "hypervisor took more CPU from one side's runs than from the other's, the median ratio leans towards the "
+      "side that lost less; \"How even was the comparison?\" below lists each repeat with the CPU stolen on "
+      "both sides and the ratio of the evenest pair.")
     w("")
     w("## Start-up and memory")
     w("")
@@ -857,8 +891,8 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
     w("## Tail latency and server CPU per request")
     w("")
     w("| case | conc. | ours p99 (ms) | NVIDIA p99 (ms) | ours server CPU (µs/req) | NVIDIA server CPU (µs/req) "
-      "| ours throughput min–max | NVIDIA throughput min–max |")
-    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+      "| ours throughput min–max | NVIDIA throughput min–max | CPU stolen, ours / NVIDIA (cores) |")
+    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in keys:
         concs = sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
                         if k.split("@")[0] == key})
@@ -867,10 +901,14 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
             n = nv.get("cases", {}).get(f"{key}@{c}", {})
             w(f"| {labels[key]} | {c} | {fmt_num(o.get('p99_us') and o['p99_us'] / 1000, 2)} | "
               f"{fmt_num(n.get('p99_us') and n['p99_us'] / 1000, 2)} | {fmt_num(o.get('cpu_us'))} | "
-              f"{fmt_num(n.get('cpu_us'))} | {_range(o)} | {_range(n)} |")
+              f"{fmt_num(n.get('cpu_us'))} | {_range(o)} | {_range(n)} | "
+              f"{fmt_num(o.get('steal_cores'), 2)} / {fmt_num(n.get('steal_cores'), 2)} |")
     w("")
-    w("Server CPU per request covers both concurrencies of a run (one figure per run, repeated on its rows).")
+    w("Server CPU per request covers both concurrencies of a run (one figure per run, repeated on its rows). "
+      "CPU stolen: the median share of the 2 CPUs the hypervisor gave to other virtual machines during the "
+      "runs of that case.")
     w("")
+    write_evenness(w, keys, labels, ours, nv)
     w("## Problems seen in this run")
     w("")
     if result["problems"]:
@@ -891,6 +929,43 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
     w(f"Logs, perf_analyzer output/CSVs and `results.json` of this run: `{meta['out_dir_rel']}` (git-ignored).")
     w("")
     return "\n".join(lines)
+
+
+def write_evenness(w: Callable[[str], None], keys: list[str], labels: dict[str, str], ours: dict[str, Any],
+                   nv: dict[str, Any]) -> None:
+    """Per-repeat ratios next to the CPU each side lost to the hypervisor: the servers are measured one after
+    the other, so a burst of steal can land on one side only and bias a median ratio."""
+    rows, uneven, total = [], 0, 0
+    for key in keys:
+        for c in sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
+                         if k.split("@")[0] == key}):
+            o = ours.get("cases", {}).get(f"{key}@{c}", {})
+            n = nv.get("cases", {}).get(f"{key}@{c}", {})
+            cells, best, rep = evenness(o, n)
+            if not cells:
+                continue
+            total += 1
+            os_, ns = o.get("steal_cores"), n.get("steal_cores")
+            flag = os_ is not None and ns is not None and abs(os_ - ns) > UNEVEN_STEAL
+            uneven += flag
+            target = thr_target(key) if "batched" not in key else None
+            rows.append(f"| {labels[key]} | {c} | {' · '.join(cells)} | {'uneven' if flag else ''} | "
+                        f"{fmt_ratio(best)} (r{rep}) | {check(best, target) if target and best else ''} |")
+    if not rows:
+        return
+    w("## How even was the comparison?")
+    w("")
+    w("The two servers are measured one after the other, so the hypervisor can take CPU time from one side's "
+      "runs and not the other's. Each repeat's throughput ratio is listed with the CPU stolen during each "
+      "side's run (ours/NVIDIA, cores); *uneven* marks a case whose median stolen CPU differs by more than "
+      f"{UNEVEN_STEAL:.2f} cores between the sides ({uneven} of {total} here). The last columns take the repeat "
+      "whose two runs lost the most similar CPU: the fairest single pair.")
+    w("")
+    w("| case | conc. | ratio per repeat (stolen ours/NVIDIA) | | evenest repeat | target |")
+    w("| --- | ---: | --- | --- | ---: | --- |")
+    for row in rows:
+        w(row)
+    w("")
 
 
 def _mib(kib: float | None) -> float | None:
