@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVE_SCRIPT = pathlib.Path(__file__).resolve().parent / "serve_double.py"
@@ -672,7 +672,7 @@ def aggregate(result: dict[str, Any]) -> dict[str, Any]:
                     "p99_us": median([r["p99_us"] for r in runs]),
                     "cpu_us": median([r["run"].get("server_cpu_us_per_request") for r in runs]),
                     "other_cores": median([r["run"]["other_cpu_s"] / r["run"]["wall_s"] for r in runs]),
-                    "steal_cores": median([_stolen(r) for r in runs if _stolen(r) is not None]),
+                    "steal_cores": median([_stolen(r) for r in runs]),
                     # repeat -> (throughput, CPU stolen); runs of old results carry no repeat: their order is it
                     "per_repeat": {str(r.get("repeat", i + 1)): (r["throughput"], _stolen(r))
                                    for i, r in enumerate(runs)},
@@ -680,6 +680,14 @@ def aggregate(result: dict[str, Any]) -> dict[str, Any]:
                 }
         agg[name] = a
     return agg
+
+
+def case_rows(keys: list[str], ours: dict[str, Any], nv: dict[str, Any]) -> Iterator[tuple[str, int, dict, dict]]:
+    """(case key, concurrency, our aggregate, NVIDIA's aggregate) for every case and concurrency measured."""
+    for key in keys:
+        concs = {int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {}) if k.split("@")[0] == key}
+        for c in sorted(concs):
+            yield key, c, ours.get("cases", {}).get(f"{key}@{c}", {}), nv.get("cases", {}).get(f"{key}@{c}", {})
 
 
 def _stolen(r: dict[str, Any]) -> float | None:
@@ -842,22 +850,17 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
       "| p50 ratio | target |")
     w("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
     ratios_for_plot = []
-    for key in keys:
-        concs = sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
-                        if k.split("@")[0] == key})
-        for c in concs:
-            o = ours.get("cases", {}).get(f"{key}@{c}", {})
-            n = nv.get("cases", {}).get(f"{key}@{c}", {})
-            tr = ratio(o.get("throughput"), n.get("throughput"))
-            lr = ratio(o.get("p50_us"), n.get("p50_us"))
-            tt = thr_target(key) if "batched" not in key else None
-            lt = TARGETS["p50_c1"] if c == 1 and "batched" not in key else None
-            w(f"| {labels[key]} | {c} | {fmt_num(o.get('throughput'))} | {fmt_num(n.get('throughput'))} | "
-              f"{fmt_ratio(tr)} | {check(tr, tt) if tt else ''} | "
-              f"{fmt_num(o.get('p50_us') and o['p50_us'] / 1000, 2)} | "
-              f"{fmt_num(n.get('p50_us') and n['p50_us'] / 1000, 2)} | {fmt_ratio(lr)} | "
-              f"{check(lr, lt) if lt else ''} |")
-            ratios_for_plot.append((key, c, tr))
+    for key, c, o, n in case_rows(keys, ours, nv):
+        tr = ratio(o.get("throughput"), n.get("throughput"))
+        lr = ratio(o.get("p50_us"), n.get("p50_us"))
+        tt = thr_target(key) if "batched" not in key else None
+        lt = TARGETS["p50_c1"] if c == 1 and "batched" not in key else None
+        w(f"| {labels[key]} | {c} | {fmt_num(o.get('throughput'))} | {fmt_num(n.get('throughput'))} | "
+          f"{fmt_ratio(tr)} | {check(tr, tt) if tt else ''} | "
+          f"{fmt_num(o.get('p50_us') and o['p50_us'] / 1000, 2)} | "
+          f"{fmt_num(n.get('p50_us') and n['p50_us'] / 1000, 2)} | {fmt_ratio(lr)} | "
+          f"{check(lr, lt) if lt else ''} |")
+        ratios_for_plot.append((key, c, tr))
     w("")
     w("How to read it: the machine is shared and small, so absolute figures are low and vary between runs "
       "(min–max in the last table; the setup line gives the CPU other processes used meanwhile). NVIDIA "
@@ -893,16 +896,11 @@ def write_report(args, result: dict[str, Any], agg: dict[str, Any], meta: dict[s
     w("| case | conc. | ours p99 (ms) | NVIDIA p99 (ms) | ours server CPU (µs/req) | NVIDIA server CPU (µs/req) "
       "| ours throughput min–max | NVIDIA throughput min–max | CPU stolen, ours / NVIDIA (cores) |")
     w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for key in keys:
-        concs = sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
-                        if k.split("@")[0] == key})
-        for c in concs:
-            o = ours.get("cases", {}).get(f"{key}@{c}", {})
-            n = nv.get("cases", {}).get(f"{key}@{c}", {})
-            w(f"| {labels[key]} | {c} | {fmt_num(o.get('p99_us') and o['p99_us'] / 1000, 2)} | "
-              f"{fmt_num(n.get('p99_us') and n['p99_us'] / 1000, 2)} | {fmt_num(o.get('cpu_us'))} | "
-              f"{fmt_num(n.get('cpu_us'))} | {_range(o)} | {_range(n)} | "
-              f"{fmt_num(o.get('steal_cores'), 2)} / {fmt_num(n.get('steal_cores'), 2)} |")
+    for key, c, o, n in case_rows(keys, ours, nv):
+        w(f"| {labels[key]} | {c} | {fmt_num(o.get('p99_us') and o['p99_us'] / 1000, 2)} | "
+          f"{fmt_num(n.get('p99_us') and n['p99_us'] / 1000, 2)} | {fmt_num(o.get('cpu_us'))} | "
+          f"{fmt_num(n.get('cpu_us'))} | {_range(o)} | {_range(n)} | "
+          f"{fmt_num(o.get('steal_cores'), 2)} / {fmt_num(n.get('steal_cores'), 2)} |")
     w("")
     w("Server CPU per request covers both concurrencies of a run (one figure per run, repeated on its rows). "
       "CPU stolen: the median share of the 2 CPUs the hypervisor gave to other virtual machines during the "
@@ -936,21 +934,17 @@ def write_evenness(w: Callable[[str], None], keys: list[str], labels: dict[str, 
     """Per-repeat ratios next to the CPU each side lost to the hypervisor: the servers are measured one after
     the other, so a burst of steal can land on one side only and bias a median ratio."""
     rows, uneven, total = [], 0, 0
-    for key in keys:
-        for c in sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
-                         if k.split("@")[0] == key}):
-            o = ours.get("cases", {}).get(f"{key}@{c}", {})
-            n = nv.get("cases", {}).get(f"{key}@{c}", {})
-            cells, best, rep = evenness(o, n)
-            if not cells:
-                continue
-            total += 1
-            os_, ns = o.get("steal_cores"), n.get("steal_cores")
-            flag = os_ is not None and ns is not None and abs(os_ - ns) > UNEVEN_STEAL
-            uneven += flag
-            target = thr_target(key) if "batched" not in key else None
-            rows.append(f"| {labels[key]} | {c} | {' · '.join(cells)} | {'uneven' if flag else ''} | "
-                        f"{fmt_ratio(best)} (r{rep}) | {check(best, target) if target and best else ''} |")
+    for key, c, o, n in case_rows(keys, ours, nv):
+        cells, best, rep = evenness(o, n)
+        if not cells:
+            continue
+        total += 1
+        os_, ns = o.get("steal_cores"), n.get("steal_cores")
+        flag = os_ is not None and ns is not None and abs(os_ - ns) > UNEVEN_STEAL
+        uneven += flag
+        target = thr_target(key) if "batched" not in key else None
+        rows.append(f"| {labels[key]} | {c} | {' · '.join(cells)} | {'uneven' if flag else ''} | "
+                    f"{fmt_ratio(best)} (r{rep}) | {check(best, target) if target and best else ''} |")
     if not rows:
         return
     w("## How even was the comparison?")
@@ -990,13 +984,9 @@ def plot(path: pathlib.Path, result: dict[str, Any], agg: dict[str, Any], meta: 
         return False
     ours, nv = agg.get("ours", {}), agg.get("nvidia", {})
     rows = []
-    for key in result["cases"]:
-        for c in sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
-                         if k.split("@")[0] == key}):
-            o = ours.get("cases", {}).get(f"{key}@{c}", {})
-            n = nv.get("cases", {}).get(f"{key}@{c}", {})
-            lab = result["case_labels"][key].replace(", ", "\n").replace("dynamic batching", "batched")
-            rows.append((f"{lab}\nc={c}", o.get("throughput"), n.get("throughput"), key, c))
+    for key, c, o, n in case_rows(result["cases"], ours, nv):
+        lab = result["case_labels"][key].replace(", ", "\n").replace("dynamic batching", "batched")
+        rows.append((f"{lab}\nc={c}", o.get("throughput"), n.get("throughput"), key, c))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(10, 0.75 * len(rows) + 3), 10),
                                    gridspec_kw={"height_ratios": [3, 2]})
     xs = list(range(len(rows)))
@@ -1062,14 +1052,10 @@ def print_summary(result: dict[str, Any], agg: dict[str, Any]) -> None:
     ours, nv = agg.get("ours", {}), agg.get("nvidia", {})
     print()
     print(f"{'case':<40} {'c':>2} {'ours/s':>9} {'NVIDIA/s':>9} {'thr ratio':>9} {'p50 ratio':>9}")
-    for key in result["cases"]:
-        for c in sorted({int(k.split("@")[1]) for a in (ours, nv) for k in a.get("cases", {})
-                         if k.split("@")[0] == key}):
-            o = ours.get("cases", {}).get(f"{key}@{c}", {})
-            n = nv.get("cases", {}).get(f"{key}@{c}", {})
-            print(f"{result['case_labels'][key]:<40} {c:>2} {fmt_num(o.get('throughput')):>9} "
-                  f"{fmt_num(n.get('throughput')):>9} {fmt_ratio(ratio(o.get('throughput'), n.get('throughput'))):>9} "
-                  f"{fmt_ratio(ratio(o.get('p50_us'), n.get('p50_us'))):>9}")
+    for key, c, o, n in case_rows(result["cases"], ours, nv):
+        print(f"{result['case_labels'][key]:<40} {c:>2} {fmt_num(o.get('throughput')):>9} "
+              f"{fmt_num(n.get('throughput')):>9} {fmt_ratio(ratio(o.get('throughput'), n.get('throughput'))):>9} "
+              f"{fmt_ratio(ratio(o.get('p50_us'), n.get('p50_us'))):>9}")
     print(f"{'start-up to ready (s)':<40}    {fmt_num(ours.get('startup_s'), 2):>9} {fmt_num(nv.get('startup_s'), 2):>9} "
           f"{fmt_ratio(ratio(ours.get('startup_s'), nv.get('startup_s'))):>9}")
     print(f"{'RSS after ready (MiB)':<40}    {fmt_num(_mib(ours.get('rss_ready_kib'))):>9} "

@@ -100,8 +100,8 @@ class HttpProtocol(asyncio.BufferedProtocol):
         self._body: list[bytes] = []
         self._size = 0
         self._too_large = False
-        # A large Content-Length body: its buffer, how much of it has arrived, and (once the parser has seen
-        # the head) the part the socket still has to fill.
+        # A large Content-Length body: its buffer, how much of it came with the head (through the parser),
+        # and, once the head is parsed, the part the socket still has to fill.
         self._direct_body: bytearray | None = None
         self._direct_size = 0
         self._direct_rest: memoryview | None = None
@@ -133,7 +133,6 @@ class HttpProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         rest = self._direct_rest
         if rest is not None:
-            self._direct_size += nbytes
             if nbytes < len(rest):
                 self._direct_rest = rest[nbytes:]
             else:
