@@ -156,15 +156,26 @@ class StreamResponseWire:
         self.response = response
 
 
-def serialize_infer_response(response: Any) -> bytes:
+def infer_response_chunks(response: Any) -> list[Any]:
+    """A ModelInferResponse as the buffers that make up its serialised form (header, then tensors)."""
     if isinstance(response, InferResponseWire):
-        return b"".join(response.chunks())
-    return response.SerializeToString()
+        return response.chunks()
+    return [response.SerializeToString()]
 
 
-def serialize_stream_response(response: Any) -> bytes:
+def stream_response_chunks(response: Any) -> list[Any]:
+    """A ModelStreamInferResponse as buffers: the infer_response field's tag and length, then its chunks."""
     if isinstance(response, StreamResponseWire):
         chunks = response.response.chunks()
         size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
-        return b"".join([_STREAM_RESPONSE_TAG, _encode_varint(size), *chunks])
-    return response.SerializeToString()
+        return [_STREAM_RESPONSE_TAG, _encode_varint(size), *chunks]
+    return [response.SerializeToString()]
+
+
+def serialize_infer_response(response: Any) -> bytes:
+    """grpc.aio's serializer must return one bytes object: the chunks joined."""
+    return b"".join(infer_response_chunks(response))
+
+
+def serialize_stream_response(response: Any) -> bytes:
+    return b"".join(stream_response_chunks(response))

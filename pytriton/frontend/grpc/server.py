@@ -1,8 +1,16 @@
-"""The gRPC front-end: a grpc.aio server with the inference service and grpc.health.v1."""
+"""The gRPC front-end: the inference service and grpc.health.v1 on one address.
+
+By default they are served by this package's own HTTP/2 transport (`h2`) in the event loop; setting
+`PYTRITON_GRPC_SERVER=grpcio` in the environment serves them with grpc.aio instead (same servicer).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import socket
+from typing import Any, AsyncIterator
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -11,13 +19,22 @@ from tritonclient.grpc import service_pb2
 from pytriton.core.access import AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
-from pytriton.frontend.grpc._wire import parse_infer_request, serialize_infer_response, serialize_stream_response
+from pytriton.frontend.grpc import h2
+from pytriton.frontend.grpc._wire import (
+    infer_response_chunks,
+    parse_infer_request,
+    serialize_infer_response,
+    serialize_stream_response,
+    stream_response_chunks,
+)
 from pytriton.frontend.grpc.servicer import InferenceServicer
 
 logger = logging.getLogger("pytriton.frontend")
 
 MAX_MESSAGE_BYTES = 2**31 - 1
 SERVICE_NAME = "inference.GRPCInferenceService"
+HEALTH_SERVICE = "grpc.health.v1.Health"
+IMPLEMENTATIONS = ("h2", "grpcio")
 
 
 _ZERO_COPY = {
@@ -49,6 +66,65 @@ def _service_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
+def _serialize_one(response: Any) -> list[Any]:
+    return [response.SerializeToString()]
+
+
+def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> dict[bytes, h2.Method]:
+    """The method table of the HTTP/2 transport: path -> handler and (de)serialisers."""
+    chunked = {
+        "ModelInfer": (parse_infer_request, infer_response_chunks),
+        "ModelStreamInfer": (parse_infer_request, stream_response_chunks),
+    }
+    methods = {}
+    service = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    for method in service.methods:
+        request_cls = getattr(service_pb2, method.input_type.name)
+        deserialize, serialize = chunked.get(method.name, (request_cls.FromString, _serialize_one))
+        methods[f"/{SERVICE_NAME}/{method.name}".encode()] = h2.Method(
+            getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming
+        )
+    request = health_pb2.HealthCheckRequest.FromString
+    methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)
+    methods[f"/{HEALTH_SERVICE}/Watch".encode()] = h2.Method(
+        health_service.Watch, request, _serialize_one, server_streaming=True
+    )
+    return methods
+
+
+class HealthService:
+    """grpc.health.v1.Health for the HTTP/2 transport: Check, and Watch (the status now, then each change)."""
+
+    def __init__(self) -> None:
+        self._status: dict[str, int] = {}
+        self._watchers: set[asyncio.Queue] = set()
+
+    def set(self, service: str, status: int) -> None:
+        self._status[service] = status
+        for queue in self._watchers:
+            queue.put_nowait(None)
+
+    async def Check(self, request: Any, context: h2.Context) -> Any:
+        status = self._status.get(request.service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, "")
+        return health_pb2.HealthCheckResponse(status=status)
+
+    async def Watch(self, request: Any, context: h2.Context) -> AsyncIterator[Any]:
+        queue: asyncio.Queue = asyncio.Queue()
+        self._watchers.add(queue)
+        try:
+            last = None
+            while True:
+                status = self._status.get(request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+                if status != last:
+                    last = status
+                    yield health_pb2.HealthCheckResponse(status=status)
+                await queue.get()
+        finally:
+            self._watchers.discard(queue)
+
+
 class GrpcFrontend:
     """Serves `inference.GRPCInferenceService` and Health/Check on one address."""
 
@@ -67,10 +143,18 @@ class GrpcFrontend:
         self.address = address
         self.requested_port = port
         self.port: int | None = None
-        self._server: grpc.aio.Server | None = None
-        self._health = health.aio.HealthServicer()
+        self.implementation = os.environ.get("PYTRITON_GRPC_SERVER", "h2").strip().lower() or "h2"
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"PYTRITON_GRPC_SERVER={self.implementation!r}: expected one of {', '.join(IMPLEMENTATIONS)}"
+            )
+        self._server: Any = None
+        self._connections: set[h2.GrpcConnection] = set()
+        self._health: Any = HealthService() if self.implementation == "h2" else health.aio.HealthServicer()
 
     async def start(self) -> int:
+        if self.implementation == "h2":
+            return await self._start_h2()
         server = grpc.aio.server(
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -93,12 +177,53 @@ class GrpcFrontend:
         logger.info("Started GRPCInferenceService at %s:%d", self.address, port)
         return port
 
+    async def _start_h2(self) -> int:
+        methods = h2_methods(self.servicer, self._health)
+        loop = asyncio.get_running_loop()
+        host = self.address.strip("[]") or None
+        try:
+            server = await loop.create_server(
+                lambda: h2.GrpcConnection(methods, self._connections),
+                host, self.requested_port, reuse_address=True, backlog=1024,
+            )  # fmt: skip
+        except OSError as exc:
+            raise OSError(f"cannot listen for gRPC on {self.address}:{self.requested_port}: {exc}") from exc
+        for sock in server.sockets:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._server = server
+        self.port = server.sockets[0].getsockname()[1]
+        logger.info("Started GRPCInferenceService at %s:%d", self.address, self.port)
+        return self.port
+
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        if isinstance(self._health, HealthService):
+            self._health.set("", status)
+            self._health.set(SERVICE_NAME, status)
+            return
         await self._health.set("", status)
         await self._health.set(SERVICE_NAME, status)
 
     async def stop(self, grace_s: float | None = 5.0) -> None:
-        if self._server is not None:
-            await self._server.stop(grace_s)
-            self._server = None
+        """Stop listening; calls in progress get `grace_s` to finish (None: wait for them), then are cancelled."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        if self.implementation != "h2":
+            await server.stop(grace_s)
+            return
+        server.close()
+        connections = list(self._connections)
+        for connection in connections:
+            connection.goaway()
+        waits = [asyncio.ensure_future(c.idle.wait()) for c in connections if not c.idle.is_set()]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=grace_s)
+            for wait in pending:
+                wait.cancel()
+        for connection in connections:
+            connection.close()
+        try:
+            await asyncio.wait_for(server.wait_closed(), 2.0)
+        except asyncio.TimeoutError:
+            pass
