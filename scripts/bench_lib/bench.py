@@ -450,8 +450,11 @@ def run_perf_analyzer(args, server: Server, case: Case, concurrency: str, outdir
             if c in results:
                 continue
             cnt = counts.get(c, {})
+            # perf_analyzer reads the server's statistics around its measurement window with HTTP calls of its own,
+            # so the two counts differ by the requests in flight at the edges and those completed while a statistics
+            # call was on its way: about c each side, and ~1 % at thousands of requests per second.
             if ("client_count" in cnt and "server_count" in cnt
-                    and abs(cnt["client_count"] - cnt["server_count"]) > 2 * c + 2):
+                    and abs(cnt["client_count"] - cnt["server_count"]) > max(2 * c + 2, cnt["client_count"] // 100)):
                     problems.append(f"{tag} c={c}: server inference count {cnt['server_count']} "
                                     f"!= client request count {cnt['client_count']}")
             results[c] = {

@@ -352,7 +352,60 @@ def test_unknown_grpc_server_choice_is_refused():
         [sys.executable, "-m", "pytriton.cli", "serve", "tests.models:identity", *IDENTITY, "--grpc-port", "0",
          "--http-port", "0", "--metrics-port", "0"],
         cwd=REPO, env={**os.environ, "PYTRITON_GRPC_SERVER": "nope"},
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode != 0
     assert "PYTRITON_GRPC_SERVER='nope'" in result.stdout + result.stderr
+
+
+# ---- the transport alone, in this process --------------------------------------------------------------------
+
+
+def test_status_chosen_with_set_code():
+    """grpc's generated base methods (and some servicers) end a call with set_code/set_details, not abort."""
+    from pytriton.frontend.grpc import h2
+
+    async def chooses(request, context):
+        context.set_code(grpc.StatusCode.NOT_FOUND)
+        context.set_details("nothing here")
+        return pb.ServerLiveResponse()
+
+    async def not_implemented(request, context):
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details("Method not implemented!")
+        raise NotImplementedError("Method not implemented!")
+
+    async def fine(request, context):
+        return pb.ServerLiveResponse(live=True)
+
+    def serialize(response):
+        return [response.SerializeToString()]
+
+    methods = {
+        f"/t.S/{handler.__name__}".encode(): h2.Method(handler, pb.ServerLiveRequest.FromString, serialize)
+        for handler in (chooses, not_implemented, fine)
+    }
+
+    def client(port: int) -> list:
+        outcomes = []
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for name in ("chooses", "not_implemented", "fine"):
+                call = channel.unary_unary(f"/t.S/{name}", response_deserializer=pb.ServerLiveResponse.FromString)
+                try:
+                    outcomes.append(("OK", call(b"", timeout=TIMEOUT_S).live))
+                except grpc.RpcError as exc:
+                    outcomes.append((exc.code().name, exc.details()))
+        return outcomes
+
+    async def main() -> list:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: h2.GrpcConnection(methods), "127.0.0.1", 0)
+        try:
+            return await loop.run_in_executor(None, client, server.sockets[0].getsockname()[1])
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main()) == [
+        ("NOT_FOUND", "nothing here"), ("UNIMPLEMENTED", "Method not implemented!"), ("OK", True)
+    ]

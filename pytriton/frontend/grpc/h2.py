@@ -151,11 +151,13 @@ class Method:
 class Context:
     """The part of grpc.aio's ServicerContext our servicers use."""
 
-    __slots__ = ("_stream", "_peer")
+    __slots__ = ("_stream", "_peer", "code", "details")
 
     def __init__(self, stream: "_Stream", peer: str):
         self._stream = stream
         self._peer = peer
+        self.code: grpc.StatusCode | None = None  # set_code/set_details: the status the call ends with
+        self.details = ""
 
     def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
         return self._stream.metadata
@@ -172,6 +174,18 @@ class Context:
 
     async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
         raise RpcAbort(code, details)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def status(self) -> tuple[grpc.StatusCode, str] | None:
+        """The status a handler chose with set_code, if any (grpc's generated base methods do that)."""
+        if self.code is None or self.code is grpc.StatusCode.OK:
+            return None
+        return self.code, self.details
 
 
 class _Stream:
@@ -705,8 +719,12 @@ class GrpcConnection(asyncio.BufferedProtocol):
             yield request
 
     async def _run_unary(self, stream: _Stream, method: Method, request: Any) -> None:
+        context = stream.context
         try:
-            response = await method.handler(request, stream.context)
+            response = await method.handler(request, context)
+            chosen = context.status()  # type: ignore[union-attr]
+            if chosen is not None:
+                raise RpcAbort(*chosen)
             if response is None:
                 raise RpcAbort(grpc.StatusCode.INTERNAL, "the method returned no response")
             parts = method.serialize(response)
@@ -716,8 +734,11 @@ class GrpcConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             return  # reset by the client, past its deadline, or the server is stopping
         except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
-            logger.exception("gRPC method failed")
-            self._finish(stream, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            chosen = context.status()  # type: ignore[union-attr]
+            if chosen is None:
+                logger.exception("gRPC method failed")
+            code, details = chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            self._finish(stream, code, details)
             return
         if not self._send_whole(stream, parts):
             self._send_message(stream, parts, response)
@@ -763,12 +784,16 @@ class GrpcConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             return
         except Exception as exc:  # noqa: BLE001
-            logger.exception("gRPC streaming method failed")
-            self._finish(stream, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            chosen = stream.context.status()  # type: ignore[union-attr]
+            if chosen is None:
+                logger.exception("gRPC streaming method failed")
+            code, details = chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            self._finish(stream, code, details)
             return
         finally:
             await responses.aclose()
-        self._finish(stream, grpc.StatusCode.OK, "")
+        chosen = stream.context.status()  # type: ignore[union-attr]
+        self._finish(stream, *(chosen or (grpc.StatusCode.OK, "")))
 
     def _deadline(self, stream: _Stream) -> None:
         stream.timer = None
