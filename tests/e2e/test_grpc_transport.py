@@ -147,10 +147,11 @@ def test_compressed_requests_are_decompressed(servers, algorithm):
 
 
 def test_tensors_larger_than_every_flow_control_window(servers):
-    """40 MiB each way: more than our 16 MiB receive windows and the client's 4 MiB ones, so both sides wait for
-    WINDOW_UPDATEs; several at once so their DATA frames interleave on one connection."""
+    """72 MiB each way: more than our 16 MiB receive windows and the client's 4 MiB ones, so both sides wait for
+    WINDOW_UPDATEs, and more than the 64 MiB a connection allocates up front for a message (this one's buffer grows
+    as it arrives); then several at once so their DATA frames interleave on one connection."""
     url = servers["identity"].grpc_url
-    big = np.random.default_rng(1).random(10 * 1024 * 1024, dtype=np.float32)
+    big = np.random.default_rng(1).random(18 * 1024 * 1024, dtype=np.float32)
     with grpcclient.InferenceServerClient(url) as client:
         result = client.infer("identity", [fp32_input("IN_FP32", big)], client_timeout=TIMEOUT_S)
         np.testing.assert_array_equal(result.as_numpy("OUT_FP32"), big)
@@ -287,11 +288,21 @@ def test_bad_requests_get_a_status_and_the_server_stays_up(servers):
         _, _, trailers = raw.answer(3)
         assert trailers["grpc-status"] == str(grpc.StatusCode.UNIMPLEMENTED.value[0])
         assert "snappy" in trailers["grpc-message"]
+        # 24 MiB of zero bytes: not a request; answered at once (read as fields, it would be 24 million of them)
+        block = raw.request_headers("/inference.GRPCInferenceService/ModelInfer")
+        started = time.monotonic()
+        zeros = grpc_message(bytes(24 << 20))
+        half = len(zeros) // 2
+        raw.sock.sendall(frame(HEADERS, END_HEADERS, 5, block) + frame(DATA, 0, 5, zeros[:half])
+                         + frame(DATA, END_STREAM, 5, zeros[half:]))
+        _, _, trailers = raw.answer(5)
+        assert trailers["grpc-status"] == str(grpc.StatusCode.INTERNAL.value[0])
+        assert time.monotonic() - started < 5
         # an unknown model: the core's error, percent-encoded where needed
         block = raw.request_headers("/inference.GRPCInferenceService/ModelInfer")
         body = pb.ModelInferRequest(model_name="nämeless").SerializeToString()
-        raw.sock.sendall(frame(HEADERS, END_HEADERS, 5, block) + frame(DATA, END_STREAM, 5, grpc_message(body)))
-        _, _, trailers = raw.answer(5)
+        raw.sock.sendall(frame(HEADERS, END_HEADERS, 7, block) + frame(DATA, END_STREAM, 7, grpc_message(body)))
+        _, _, trailers = raw.answer(7)
         assert trailers["grpc-status"] != "0" and "n%C3%A4meless" in trailers["grpc-message"]
     finally:
         raw.close()
@@ -409,3 +420,21 @@ def test_status_chosen_with_set_code():
     assert asyncio.run(main()) == [
         ("NOT_FOUND", "nothing here"), ("UNIMPLEMENTED", "Method not implemented!"), ("OK", True)
     ]
+
+
+def test_request_scanner_hands_odd_requests_to_protobuf():
+    """The zero-copy request scanner gives way to protobuf's parser for what it does not read itself, keeping
+    every tensor."""
+    from pytriton.frontend.grpc._wire import parse_infer_request
+
+    many = pb.ModelInferRequest(model_name="m", id="many")
+    for i in range(10_000):  # more top-level fields than the scanner walks in Python
+        many.raw_input_contents.append(b"t%d" % i)
+    parsed = parse_infer_request(many.SerializeToString())
+    assert parsed.id == "many" and len(parsed.raw_input_contents) == 10_000
+    assert bytes(parsed.raw_input_contents[9_999]) == b"t9999"
+    usual = pb.ModelInferRequest(model_name="m", id="usual")
+    usual.raw_input_contents.extend([b"a" * 100, b"b" * 3])
+    parsed = parse_infer_request(usual.SerializeToString())
+    assert isinstance(parsed.raw_input_contents[0], memoryview)  # the usual case stays zero-copy
+    assert [bytes(r) for r in parsed.raw_input_contents] == [b"a" * 100, b"b" * 3] and parsed.id == "usual"

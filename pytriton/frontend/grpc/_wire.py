@@ -16,6 +16,7 @@ from typing import Any, Callable
 from tritonclient.grpc import service_pb2 as pb
 
 _RAW_INPUT_FIELD = 7
+_MAX_TOP_FIELDS = 4096  # top-level fields scanned in Python before protobuf's parser takes over
 _RAW_OUTPUT_TAG = bytes([(6 << 3) | 2])
 _STREAM_RESPONSE_TAG = bytes([(2 << 3) | 2])
 
@@ -66,10 +67,17 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     pos = 0
     raw: list[memoryview] = []
     keep: list[memoryview] = []
+    fields = 0
     try:
         while pos < size:
             start = pos
             key, pos = _varint(view, pos)
+            fields += 1
+            if key < 8 or fields > _MAX_TOP_FIELDS:
+                # Field number 0 is never valid (a run of zero bytes would otherwise be read as millions of
+                # fields, one Python iteration each); a real request has a handful of top-level fields. Either
+                # way protobuf's own parser, in C, decides.
+                raise ValueError("not a request this scanner reads")
             wire_type = key & 7
             if wire_type == 2:
                 length, pos = _varint(view, pos)
@@ -93,8 +101,9 @@ def parse_infer_request(data: bytes) -> InferRequestView:
             else:
                 raise ValueError(f"unsupported wire type {wire_type}")
     except (IndexError, ValueError):
-        # Let protobuf produce its own error for a malformed message.
-        return InferRequestView(pb.ModelInferRequest.FromString(data), [])
+        # Protobuf parses it (copying the tensors) or produces its own error for a malformed message.
+        header = pb.ModelInferRequest.FromString(data)
+        return InferRequestView(header, list(header.raw_input_contents))
     if not raw:
         return InferRequestView(pb.ModelInferRequest.FromString(data), [])
     header = pb.ModelInferRequest.FromString(b"".join(keep))

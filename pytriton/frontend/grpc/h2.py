@@ -54,6 +54,7 @@ MAX_FRAME = (1 << 24) - 1  # the largest frame we accept: a client may send a wh
 MAX_HEADER_LIST = 1 << 16
 READ_BUFFER = 256 * 1024
 DIRECT_MIN = 64 * 1024  # a message of at least this size is received by the socket straight into its buffer
+SPARE_MAX = 64 << 20  # the largest message buffer a connection keeps for reuse
 STREAM_SEND_BACKLOG = 4 << 20  # a streaming handler waits while this much of its output awaits the client
 MAX_GRPC_MESSAGE = 8 * 1024  # longer status messages are cut (clients limit the size of trailers)
 LARGE_PART = 64 * 1024  # a response buffer at least this large is written on its own, not joined
@@ -191,7 +192,7 @@ class Context:
 class _Stream:
     __slots__ = (
         "id", "method", "metadata", "encoding", "deadline", "timer", "task", "context",
-        "head", "head_fill", "body", "fill", "compressed", "messages", "queue", "recv_closed", "recv_unacked",
+        "head", "head_fill", "body", "fill", "expect", "compressed", "messages", "queue", "recv_closed", "recv_unacked",
         "send_window", "pending", "pending_size", "keep", "trailers", "headers_sent", "done", "reset",
         "drained",
     )  # fmt: skip
@@ -210,6 +211,7 @@ class _Stream:
         self.head_fill = 0
         self.body: bytearray | None = None
         self.fill = 0
+        self.expect = 0  # the body's declared length (`body` grows towards it when not allocated up front)
         self.compressed = False
         self.messages: list[Any] = []  # complete messages of a unary call
         self.queue: asyncio.Queue | None = None  # complete messages of a client-streaming call (None ends it)
@@ -319,7 +321,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 stream = self._data_stream
                 stream.fill += nbytes  # type: ignore[union-attr]
                 self._data_left -= nbytes
-                if stream.fill == len(stream.body):  # type: ignore[union-attr, arg-type]
+                if stream.fill == stream.expect:  # type: ignore[union-attr]
                     self._message_complete(stream)  # type: ignore[arg-type]
                 if not self._data_left and not self._pad_left:
                     self._data_frame_done()
@@ -631,14 +633,18 @@ class GrpcConnection(asyncio.BufferedProtocol):
                     continue
                 stream.body = self._message_buffer(length)
                 stream.fill = 0
+                stream.expect = length
                 if not length:
                     self._message_complete(stream)
                 continue
-            take = min(len(body) - stream.fill, size - pos)
-            body[stream.fill : stream.fill + take] = data[pos : pos + take]
+            take = min(stream.expect - stream.fill, size - pos)
+            if len(body) > stream.fill:
+                body[stream.fill : stream.fill + take] = data[pos : pos + take]
+            else:  # a very large message grows as it arrives
+                body += data[pos : pos + take]
             stream.fill += take
             pos += take
-            if stream.fill == len(body):
+            if stream.fill == stream.expect:
                 self._message_complete(stream)
 
     def _message_buffer(self, size: int) -> bytearray:
@@ -646,6 +652,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
         it any more (clients send same-sized tensors over and over), else a new one."""
         if size < DIRECT_MIN:
             return bytearray(size)
+        if size > SPARE_MAX:
+            # Not kept for reuse, and not allocated up front either: memory follows the bytes that arrive (a
+            # client declaring 2 GiB and sending nothing costs nothing).
+            return bytearray()
         spare = self._spare
         if spare is not None and len(spare) == size and sys.getrefcount(spare) == 3:  # attribute, local, argument
             return spare
