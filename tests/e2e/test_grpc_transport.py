@@ -438,3 +438,46 @@ def test_request_scanner_hands_odd_requests_to_protobuf():
     parsed = parse_infer_request(usual.SerializeToString())
     assert isinstance(parsed.raw_input_contents[0], memoryview)  # the usual case stays zero-copy
     assert [bytes(r) for r in parsed.raw_input_contents] == [b"a" * 100, b"b" * 3] and parsed.id == "usual"
+
+
+def test_large_response_to_a_slow_reader_keeps_its_bytes(servers):
+    """A client with large HTTP/2 windows that reads slowly leaves most of a 15 MB answer in the server's transport
+    buffer, where Python 3.12 keeps a view of the worker's output segment: the segment must not be reused for the
+    next answers before those bytes are sent."""
+    url = servers["identity"].grpc_url
+    size = 3_800_000  # 15 MB: beyond the kernel's socket buffers, within the worker's shared arena (< 16 MiB)
+    host, port = url.rsplit(":", 1)
+    raw = RawH2(url)
+    raw.sock.close()
+    raw.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    raw.sock.settimeout(TIMEOUT_S)
+    raw.sock.connect((host, int(port)))
+    try:
+        # SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE at their largest: the whole answer is written at
+        # once, in frames that are views of the worker's output
+        settings = struct.pack(">HLHL", 4, 0x7FFFFFFF, 5, (1 << 24) - 1)
+        raw.sock.sendall(PREFACE + frame(SETTINGS, 0, 0, settings)
+                         + frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 0x7FFFFFFF - 65535)))
+        request = pb.ModelInferRequest(model_name="identity")
+        request.inputs.add(name="IN_FP32", datatype="FP32", shape=[size])
+        request.raw_input_contents.append(np.full(size, 1.0, dtype=np.float32).tobytes())
+        message = grpc_message(request.SerializeToString())
+        block = raw.request_headers("/inference.GRPCInferenceService/ModelInfer")
+        chunks = [message[i : i + (8 << 20)] for i in range(0, len(message), 8 << 20)]
+        raw.sock.sendall(frame(HEADERS, END_HEADERS, 1, block)
+                         + b"".join(frame(DATA, END_STREAM if i == len(chunks) - 1 else 0, 1, c)
+                                    for i, c in enumerate(chunks)))
+        time.sleep(0.5)
+        with grpcclient.InferenceServerClient(url) as client:
+            for value in (2.0, 3.0, 4.0):  # meanwhile the worker answers others, reusing freed segments
+                other = np.full(size, value, dtype=np.float32)
+                result = client.infer("identity", [fp32_input("IN_FP32", other)], client_timeout=TIMEOUT_S)
+                np.testing.assert_array_equal(result.as_numpy("OUT_FP32"), other)
+        _, data, trailers = raw.answer(1)
+        assert trailers["grpc-status"] == "0"
+        (reply,) = messages(data)
+        output = np.frombuffer(pb.ModelInferResponse.FromString(reply).raw_output_contents[0], dtype=np.float32)
+        np.testing.assert_array_equal(output, np.full(size, 1.0, dtype=np.float32))
+    finally:
+        raw.close()

@@ -21,7 +21,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import lazy_servers, tensor_args
+from tests.conftest import lazy_servers, serve, tensor_args
 
 P = "[request id: <id_unknown>] "
 NOTE = (
@@ -823,3 +823,66 @@ def test_statistics_unknown_model_or_version(client):
                  "requested model version is not available for model 'add_sub'")
     (entry,) = client.get_inference_statistics("add_sub", "1")["model_stats"]
     assert (entry["name"], entry["version"]) == ("add_sub", "1")
+
+
+def test_large_response_to_a_slow_reader_keeps_its_bytes():
+    """A client that reads slowly leaves most of a large answer in the server's transport buffer, and Python 3.12
+    keeps a view of the worker's output segment there, not a copy: the segment must not go back to the worker (and
+    be filled with the next request's answer) before those bytes are sent."""
+    identity = ("--max-batch-size", "0", *tensor_args("input", [("IN_FP32", "fp32", "-1")]),
+                *tensor_args("output", [("OUT_FP32", "fp32", "-1")]))
+    # 15 MB: more than the kernel buffers between the two sockets take, and less than the 16 MiB above which a
+    # tensor gets a segment of its own (never reused): this one comes from the worker's shared arena.
+    size = 3_800_000
+
+    def tensor(value: float) -> tuple[np.ndarray, httpclient.InferInput]:
+        array = np.full(size, value, dtype=np.float32)
+        item = httpclient.InferInput("IN_FP32", [size], "FP32")
+        item.set_data_from_numpy(array, binary_data=True)
+        return array, item
+
+    with serve("tests.models:identity", *identity) as server:
+        host, port = server.http_url.rsplit(":", 1)
+        first, item = tensor(1.0)
+        body, json_size = httpclient.InferenceServerClient.generate_request_body(
+            [item], outputs=[httpclient.InferRequestedOutput("OUT_FP32", binary_data=True)]
+        )
+        slow = http.client.HTTPConnection(host, int(port), timeout=60)
+        slow.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        slow.sock.settimeout(60)
+        slow.sock.connect((host, int(port)))
+        try:
+            slow.request("POST", "/v2/models/identity/infer", body,
+                         {"Inference-Header-Content-Length": str(json_size), "Content-Type": "application/octet-stream"})
+            with httpclient.InferenceServerClient(server.http_url, network_timeout=60) as client:
+                for value in (2.0, 3.0, 4.0):  # meanwhile the worker answers others, reusing freed segments
+                    other, other_item = tensor(value)
+                    np.testing.assert_array_equal(client.infer("identity", [other_item]).as_numpy("OUT_FP32"), other)
+            response = slow.getresponse()
+            data = response.read()
+            result = httpclient.InferenceServerClient.parse_response_body(
+                data, header_length=int(response.getheader("Inference-Header-Content-Length"))
+            )
+            np.testing.assert_array_equal(result.as_numpy("OUT_FP32"), first)
+        finally:
+            slow.close()
+
+
+def test_concurrent_large_responses_keep_their_bytes():
+    """Many large responses at once, each on its own connection: what a socket does not take at once waits in the
+    transport's buffer (Python 3.12 keeps a view of the worker's output segment there, not a copy), so the segment
+    must not go back to the worker before it is sent. Distinct contents per request show any mix-up."""
+    with serve("tests.models:identity", "--max-batch-size", "0",
+               *tensor_args("input", [("IN_FP32", "fp32", "-1")]),
+               *tensor_args("output", [("OUT_FP32", "fp32", "-1")])) as server:
+        arrays = [np.full(750_000 + 1000 * i, i, dtype=np.float32) for i in range(12)]
+        with httpclient.InferenceServerClient(server.http_url, concurrency=12, network_timeout=60) as client:
+            for _ in range(2):
+                pending = []
+                for array in arrays:
+                    tensor = httpclient.InferInput("IN_FP32", list(array.shape), "FP32")
+                    tensor.set_data_from_numpy(array, binary_data=True)
+                    pending.append(client.async_infer("identity", [tensor]))
+                for array, request in zip(arrays, pending):
+                    np.testing.assert_array_equal(request.get_result().as_numpy("OUT_FP32"), array)

@@ -263,6 +263,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._send_window = 65535  # connection-level window the client gave us
         self._blocked: dict[int, _Stream] = {}  # streams with output waiting for a window
         self._spare: bytearray | None = None
+        self._held: list[Any] = []  # owners of buffers the transport may still hold (see `_write`)
         self.going_away = False
         self.idle: asyncio.Event = asyncio.Event()
         self.idle.set()
@@ -278,6 +279,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
             self.peer = "unix:"
         if self.connections is not None:
             self.connections.add(self)
+        # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
+        self.transport.set_write_buffer_limits(high=0)
         settings = struct.pack(
             ">HLHLHLHL",
             S_MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS,
@@ -298,6 +301,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
             self._forget(stream, cancel=True)
         self.streams.clear()
         self._blocked.clear()
+        self._held.clear()
         self.idle.set()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -750,11 +754,11 @@ class GrpcConnection(asyncio.BufferedProtocol):
             code, details = chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
             self._finish(stream, code, details)
             return
-        if not self._send_whole(stream, parts):
+        if not self._send_whole(stream, parts, response):
             self._send_message(stream, parts, response)
             self._finish(stream, grpc.StatusCode.OK, "")
 
-    def _send_whole(self, stream: _Stream, parts: list[Any]) -> bool:
+    def _send_whole(self, stream: _Stream, parts: list[Any], owner: Any) -> bool:
         """Headers, the one message and the OK trailers in one write, when the windows allow it."""
         size = 0
         for part in parts:
@@ -774,7 +778,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._send_window -= size + 5
         stream.send_window -= size + 5
         stream.headers_sent = stream.done = True
-        self._write(out)
+        if self._write(out):
+            self._held.append(owner)
         self._forget(stream, cancel=False)
         return True
 
@@ -831,7 +836,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
             out.extend(parts)
             self._send_window -= size + 5
             stream.send_window -= size + 5
-            self._write(out)
+            if self._write(out):
+                self._held.append(owner)
             return
         if out:
             self._write(out)
@@ -888,8 +894,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
                     trailers = trailers[: self._peer_max_frame]
                 out.append(frame_header(len(trailers), HEADERS, END_HEADERS | END_STREAM, stream.id) + trailers)
                 stream.done = True
-        if out:
-            self._write(out)
+        if out and self._write(out):
+            self._held.extend(stream.keep)
         if not pending:
             stream.keep.clear()
         if stream.drained is not None and (stream.pending_size <= STREAM_SEND_BACKLOG // 2 or stream.done):
@@ -905,26 +911,45 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 return
             self._flush(stream)
 
-    def _write(self, out: list[Any]) -> None:
+    def _write(self, out: list[Any]) -> bool:
+        """Write frames and buffers in order; True when the transport still holds one of `out`'s buffers itself
+        (then whatever owns them must stay alive until `resume_writing`)."""
         transport = self.transport
         if transport is None:
-            return
-        if len(out) == 1:
-            transport.write(out[0])
-            return
+            return False
+        by_reference = False
         small: list[Any] = []
         for part in out:
             if _size(part) < LARGE_PART:
                 small.append(part)
                 continue
-            # A tensor goes out on its own, straight from its buffer: the transport copies only what the socket
-            # does not take at once (a join would copy all of it first).
+            # A tensor goes out on its own, straight from its buffer (a join would copy all of it first).
             if small:
-                transport.write(small[0] if len(small) == 1 else b"".join(small))
+                by_reference |= self._write_joined(transport, small)
                 small = []
             transport.write(part)
+            by_reference = True
         if small:
-            transport.write(small[0] if len(small) == 1 else b"".join(small))
+            by_reference |= self._write_joined(transport, small)
+        # What the socket does not take at once stays in the transport's buffer: Python 3.11 copies it there, 3.12
+        # keeps a view of our buffer (which may be a worker's output segment, released once its owner is gone).
+        return by_reference and transport.get_write_buffer_size() > 0
+
+    @staticmethod
+    def _write_joined(transport: asyncio.Transport, parts: list[Any]) -> bool:
+        if len(parts) == 1:
+            part = parts[0]
+            transport.write(part)
+            return not isinstance(part, bytes)
+        transport.write(b"".join(parts))
+        return False
+
+    def pause_writing(self) -> None:
+        """The transport holds unsent data (the write buffer limits are 0: this comes with the first byte)."""
+
+    def resume_writing(self) -> None:
+        """The transport's buffer is empty: the buffers it held may go back to their owners."""
+        self._held.clear()
 
     def _maybe_forget(self, stream: _Stream) -> None:
         if stream.done:

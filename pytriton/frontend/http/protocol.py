@@ -92,6 +92,7 @@ class HttpProtocol(asyncio.BufferedProtocol):
         self.connections: set[HttpProtocol] | None = None  # the server's registry of open connections
         self._read_buffer = memoryview(bytearray(READ_BUFFER))
         self._spare_body: bytearray | None = None  # the last large body's buffer, reused once nothing holds it
+        self._after_drain: list[Callable[[], None]] = []  # on_sent of responses whose buffers the transport holds
         self._reset()
 
     def _reset(self) -> None:
@@ -115,6 +116,20 @@ class HttpProtocol(asyncio.BufferedProtocol):
         self.peer = peername[0] if isinstance(peername, tuple) else ("" if peername is not None else None)
         if self.connections is not None:
             self.connections.add(self)
+        # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
+
+    def pause_writing(self) -> None:
+        """The transport holds unsent data (write buffer limits are 0: this comes with the first byte)."""
+
+    def resume_writing(self) -> None:
+        """The transport's buffer is empty: the tensors it was sending from may go back to their owners."""
+        self._run_after_drain()
+
+    def _run_after_drain(self) -> None:
+        callbacks, self._after_drain = self._after_drain, []
+        for callback in callbacks:
+            callback()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -126,6 +141,7 @@ class HttpProtocol(asyncio.BufferedProtocol):
             if isinstance(item, HttpResponse) and item.on_sent:
                 item.on_sent()
         self.queue.clear()
+        self._run_after_drain()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._direct_rest if self._direct_rest is not None else self._read_buffer
@@ -292,6 +308,7 @@ class HttpProtocol(asyncio.BufferedProtocol):
         """Send `response`; for a HEAD request only its status line and headers (a body would be read as the
         start of the next response on a keep-alive connection)."""
         transport = self.transport
+        by_reference = False
         try:
             if transport is None:
                 return
@@ -311,13 +328,22 @@ class HttpProtocol(asyncio.BufferedProtocol):
                 if size < LARGE_PART:
                     small.append(part)
                     continue
-                # A large tensor goes out on its own: the transport sends it straight from the buffer and
-                # copies only what the socket does not take at once (writelines would join everything first).
+                # A large tensor goes out on its own: the transport sends it straight from the buffer (writelines
+                # would join everything first).
                 transport.write(b"".join(small))
                 small = []
                 transport.write(part)
-            if small:
-                transport.write(small[0] if len(small) == 1 else b"".join(small))
+                by_reference = True
+            if len(small) == 1:
+                transport.write(small[0])
+                by_reference |= not isinstance(small[0], bytes)
+            elif small:
+                transport.write(b"".join(small))
         finally:
             if response.on_sent is not None:
-                response.on_sent()
+                # What the socket did not take at once stays in the transport's buffer: Python 3.11 copies it,
+                # 3.12 keeps a view of the tensor's buffer, so its owner waits until the buffer is empty.
+                if by_reference and transport is not None and transport.get_write_buffer_size() > 0:
+                    self._after_drain.append(response.on_sent)
+                else:
+                    response.on_sent()
