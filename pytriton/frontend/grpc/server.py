@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 from typing import Any, AsyncIterator
 
 import grpc
@@ -19,6 +18,7 @@ from tritonclient.grpc import service_pb2
 from pytriton.core.access import AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.frontend._listen import listen
 from pytriton.frontend.grpc import h2
 from pytriton.frontend.grpc._wire import (
     infer_response_chunks,
@@ -179,20 +179,10 @@ class GrpcFrontend:
 
     async def _start_h2(self) -> int:
         methods = h2_methods(self.servicer, self._health)
-        loop = asyncio.get_running_loop()
-        host = self.address.strip("[]") or None
-        try:
-            server = await loop.create_server(
-                lambda: h2.GrpcConnection(methods, self._connections),
-                host, self.requested_port, reuse_address=True, backlog=1024,
-            )  # fmt: skip
-        except OSError as exc:
-            raise OSError(f"cannot listen for gRPC on {self.address}:{self.requested_port}: {exc}") from exc
-        for sock in server.sockets:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._server = server
-        self.port = server.sockets[0].getsockname()[1]
-        logger.info("Started GRPCInferenceService at %s:%d", self.address, self.port)
+        self._server, self.port = await listen(
+            lambda: h2.GrpcConnection(methods, self._connections), self.address, self.requested_port, "gRPC",
+            "GRPCInferenceService",
+        )
         return self.port
 
     async def set_serving(self, serving: bool) -> None:

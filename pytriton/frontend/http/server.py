@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 
+from pytriton.frontend._listen import listen
 from pytriton.frontend.http.app import HttpApp, error_response
 from pytriton.frontend.http.protocol import HttpProtocol
 
@@ -34,18 +34,7 @@ class HttpFrontend:
         return protocol
 
     async def start(self) -> int:
-        loop = asyncio.get_running_loop()
-        try:
-            server = await loop.create_server(
-                self._protocol, self.address, self.requested_port, reuse_address=True, backlog=1024
-            )
-        except OSError as exc:
-            raise OSError(f"cannot listen for HTTP on {self.address}:{self.requested_port}: {exc}") from exc
-        for sock in server.sockets:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._server = server
-        self.port = server.sockets[0].getsockname()[1]
-        logger.info("Started %s at %s:%d", self.name, self.address, self.port)
+        self._server, self.port = await listen(self._protocol, self.address, self.requested_port, "HTTP", self.name)
         return self.port
 
     async def stop(self) -> None:
