@@ -481,3 +481,17 @@ def test_large_response_to_a_slow_reader_keeps_its_bytes(servers):
         np.testing.assert_array_equal(output, np.full(size, 1.0, dtype=np.float32))
     finally:
         raw.close()
+
+
+def test_grpc_port_in_use_is_reported():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "pytriton.cli", "serve", "tests.models:identity", *IDENTITY,
+             "--grpc-address", "127.0.0.1", "--grpc-port", str(port), "--http-port", "0", "--metrics-port", "0"],
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert result.returncode != 0
+    assert f"cannot listen for gRPC on 127.0.0.1:{port}" in result.stdout + result.stderr
