@@ -695,7 +695,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
             return
         stream.recv_closed = True
         if stream.done:
-            self._maybe_forget(stream)
+            self._forget(stream, cancel=False)
             return
         if stream.queue is not None:
             stream.queue.put_nowait(None)
@@ -748,40 +748,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             return  # reset by the client, past its deadline, or the server is stopping
         except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
-            chosen = context.status()  # type: ignore[union-attr]
-            if chosen is None:
-                logger.exception("gRPC method failed")
-            code, details = chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
-            self._finish(stream, code, details)
+            self._handler_failed(stream, exc)
             return
-        if not self._send_whole(stream, parts, response):
-            self._send_message(stream, parts, response)
-            self._finish(stream, grpc.StatusCode.OK, "")
-
-    def _send_whole(self, stream: _Stream, parts: list[Any], owner: Any) -> bool:
-        """Headers, the one message and the OK trailers in one write, when the windows allow it."""
-        size = 0
-        for part in parts:
-            size += _size(part)
-        if (
-            stream.done or stream.headers_sent or self.transport is None
-            or size + 5 > min(self._send_window, stream.send_window, self._peer_max_frame)
-        ):  # fmt: skip
-            return False
-        sid = stream.id
-        out: list[Any] = [
-            frame_header(len(_RESPONSE_HEADERS), HEADERS, END_HEADERS, sid) + _RESPONSE_HEADERS
-            + frame_header(size + 5, DATA, 0, sid) + b"\x00" + size.to_bytes(4, "big")
-        ]  # fmt: skip
-        out.extend(parts)
-        out.append(frame_header(len(_TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, sid) + _TRAILERS_OK)
-        self._send_window -= size + 5
-        stream.send_window -= size + 5
-        stream.headers_sent = stream.done = True
-        if self._write(out):
-            self._held.append(owner)
-        self._forget(stream, cancel=False)
-        return True
+        self._send_message(stream, parts, response, last=True)
 
     async def _run_streaming(self, stream: _Stream, method: Method, request: Any) -> None:
         responses = method.handler(request, stream.context)
@@ -799,16 +768,19 @@ class GrpcConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             return
         except Exception as exc:  # noqa: BLE001
-            chosen = stream.context.status()  # type: ignore[union-attr]
-            if chosen is None:
-                logger.exception("gRPC streaming method failed")
-            code, details = chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
-            self._finish(stream, code, details)
+            self._handler_failed(stream, exc)
             return
         finally:
             await responses.aclose()
         chosen = stream.context.status()  # type: ignore[union-attr]
         self._finish(stream, *(chosen or (grpc.StatusCode.OK, "")))
+
+    def _handler_failed(self, stream: _Stream, exc: Exception) -> None:
+        """A handler raised: the status it chose with set_code, else UNKNOWN as grpc answers (and a log entry)."""
+        chosen = stream.context.status()  # type: ignore[union-attr]
+        if chosen is None:
+            logger.exception("gRPC method failed")
+        self._finish(stream, *(chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")))
 
     def _deadline(self, stream: _Stream) -> None:
         stream.timer = None
@@ -820,7 +792,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
             task.cancel()
 
     # ---- frames out ------------------------------------------------------------------------------------
-    def _send_message(self, stream: _Stream, parts: list[Any], owner: Any) -> None:
+    def _send_message(self, stream: _Stream, parts: list[Any], owner: Any, last: bool = False) -> None:
+        """Send one response message; with `last` the call ends OK after it (a unary answer: headers, message
+        and trailers in one write when the windows allow it)."""
         if stream.done or self.transport is None:
             return
         size = 0
@@ -836,8 +810,13 @@ class GrpcConnection(asyncio.BufferedProtocol):
             out.extend(parts)
             self._send_window -= size + 5
             stream.send_window -= size + 5
+            if last:
+                out.append(frame_header(len(_TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, stream.id) + _TRAILERS_OK)
+                stream.done = True
             if self._write(out):
                 self._held.append(owner)
+            if last:
+                self._forget(stream, cancel=False)
             return
         if out:
             self._write(out)
@@ -848,6 +827,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         stream.pending_size += size + 5
         stream.keep.append(owner)
         self._flush(stream)
+        if last:
+            self._finish(stream, grpc.StatusCode.OK, "")
 
     def _finish(self, stream: _Stream, code: grpc.StatusCode, message: str) -> None:
         """End the call with this status (after any output still waiting for a window)."""
@@ -903,7 +884,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 stream.drained.set_result(None)
             stream.drained = None
         if stream.done:
-            self._maybe_forget(stream)
+            self._forget(stream, cancel=False)
 
     def _flush_blocked(self) -> None:
         for stream in list(self._blocked.values()):
@@ -950,10 +931,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         """The transport's buffer is empty: the buffers it held may go back to their owners."""
         self._held.clear()
-
-    def _maybe_forget(self, stream: _Stream) -> None:
-        if stream.done:
-            self._forget(stream, cancel=False)
 
     def _forget(self, stream: _Stream, cancel: bool) -> None:
         if self.streams.pop(stream.id, None) is None and not cancel:

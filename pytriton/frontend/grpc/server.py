@@ -99,7 +99,7 @@ class HealthService:
         self._status: dict[str, int] = {}
         self._watchers: set[asyncio.Queue] = set()
 
-    def set(self, service: str, status: int) -> None:
+    async def set(self, service: str, status: int) -> None:  # async, as grpc_health's servicer
         self._status[service] = status
         for queue in self._watchers:
             queue.put_nowait(None)
@@ -187,10 +187,6 @@ class GrpcFrontend:
 
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        if isinstance(self._health, HealthService):
-            self._health.set("", status)
-            self._health.set(SERVICE_NAME, status)
-            return
         await self._health.set("", status)
         await self._health.set(SERVICE_NAME, status)
 
