@@ -22,6 +22,7 @@ from typing import Callable
 
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
+from pytriton.exceptions import ServerError
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
@@ -30,6 +31,8 @@ from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
+from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH
+from pytriton.supervisor.host import WorkerHost
 
 logger = logging.getLogger("pytriton.server")
 
@@ -66,6 +69,8 @@ class ServerConfig:
     exit_timeout_s: float = 30.0
     exit_with_parent: bool = os.environ.get("PYTRITON_EXIT_WITH_PARENT", "") == "1"
     inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
+    pipeline_depth: int = int(os.environ.get("PYTRITON_PIPELINE_DEPTH", DEFAULT_PIPELINE_DEPTH))
+    execution_timeout_s: float | None = None
 
 
 def gpu_available() -> bool:
@@ -84,9 +89,11 @@ class Server:
         self.tag = secrets.token_hex(4)
         self.run_dir: str | None = None
         self.core: ServerCore | None = None
+        self.host: WorkerHost | None = None
         self.grpc: GrpcFrontend | None = None
         self.http: HttpFrontend | None = None
         self.metrics: HttpFrontend | None = None
+        self.control: ControlService | None = None
         self.log_settings = LogSettings(config.log_level)
         self.trace_settings = TraceSettings(config.trace_file)
 
@@ -107,18 +114,22 @@ class Server:
         sweep_dead_segments()
         self.run_dir = tempfile.mkdtemp(prefix=f"pytriton-{self.tag}-")
         try:
-            self.core = ServerCore(
-                self.run_dir,
-                self.tag,
-                self.config.inline_max_bytes,
-                self.config.log_level,
-                allow_client_shm=self.config.allow_client_shm,
-                gpu_available=gpu_available(),
-            )
-            await self.core.start()
-            for spec in self.config.models:
-                await self.core.add_model(spec.config, spec.callable_target)
             config = self.config
+            self.host = host = WorkerHost(self.run_dir, self.tag, config.inline_max_bytes, config.log_level)
+            await host.start()
+            self.core = core = ServerCore(
+                allow_client_shm=config.allow_client_shm,
+                gpu_available=gpu_available(),
+                pipeline_depth=config.pipeline_depth,
+                execution_timeout_s=config.execution_timeout_s,
+            )
+            core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
+            await core.start()
+            self.control = ControlService(core, host)
+            assert host.router is not None
+            host.router.on_control = self.control.on_message
+            for spec in config.models:
+                await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
             if config.allow_grpc:
                 self.grpc = GrpcFrontend(
                     self.core,
@@ -141,6 +152,7 @@ class Server:
                     header_forward_pattern=config.http_header_forward_pattern,
                     max_input_bytes=config.http_max_input_bytes,
                     access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
+                    connection_info={"address": host.address, "tag": self.tag},
                 )
                 self.http = HttpFrontend(app, config.http_address, config.http_port, "HTTPService")
                 await self.http.start()
@@ -170,11 +182,78 @@ class Server:
         if self.core is not None:
             await self.core.stop(timeout_s=max(5.0, min(timeout, 30.0)))
             self.core = None
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        if self.host is not None:
+            self.host.close()
+            self.host = None
         unlink_segments(self.tag)
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None
         logger.info("pytriton server stopped")
+
+
+class ControlService:
+    """Load/unload requests from the process that started or joined the server (Triton, RemoteTriton)."""
+
+    def __init__(self, core: ServerCore, host: WorkerHost):
+        self.core = core
+        self.host = host
+        self._tasks: set[asyncio.Future] = set()
+
+    def on_message(self, identity: bytes, payload: str) -> None:
+        task = asyncio.ensure_future(self._handle(identity, payload))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _handle(self, identity: bytes, payload: str) -> None:
+        core, host = self.core, self.host
+        try:
+            request = json.loads(payload)
+            op = request.get("op")
+            reply: dict = {}
+            if op == "load":
+                config = TritonModelConfig.from_dict(request["config"])
+                await core.unload_model(config.model_name)
+                if request.get("hosting") == "external":
+                    source = host.external_instances(config, float(request.get("timeout", 300)))
+                    reply = {"identities": source.identities()}
+                    self._background(core.add_model(config, source), config.model_name)
+                else:
+                    await core.add_model(config, host.worker_pool(config, request["callable"]))
+            elif op == "unload":
+                await core.unload_model(request["model"])
+            elif op == "model_ready":
+                try:
+                    reply = {"ready": core.registry.get(request["model"]).ready}
+                except ServerError:
+                    reply = {"ready": False}
+            elif op != "info":
+                raise ValueError(f"unknown control operation {op!r}")
+            reply.update(ok=True, tag=host.tag, server_pid=os.getpid(), address=host.address,
+                         inline_max=host.inline_max)
+        except Exception as exc:  # noqa: BLE001 - the controlling client gets the reason
+            logger.warning("control request failed: %s", exc)
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        assert host.router is not None
+        host.router.reply_control(identity, json.dumps(reply))
+
+    def _background(self, coroutine, name: str) -> None:
+        async def run() -> None:
+            try:
+                await coroutine
+            except Exception as exc:  # noqa: BLE001
+                logger.error("model '%s' did not become ready: %s", name, exc or type(exc).__name__)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
 
 async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None:
@@ -243,15 +322,15 @@ READY_PREFIX = "PYTRITON_READY "
 
 def _announce(server: Server) -> None:
     """One line on stdout that a parent process (pytriton.triton.Triton) waits for."""
-    assert server.core is not None and server.core.router is not None
+    assert server.host is not None
     info = {
         "grpc_port": server.grpc_port,
         "http_port": server.http_port,
         "metrics_port": server.metrics_port,
-        "address": server.core.router.address,
+        "address": server.host.address,
         "tag": server.tag,
         "pid": os.getpid(),
-        "inline_max": server.core.inline_max,
+        "inline_max": server.host.inline_max,
     }
     sys.stdout.write(READY_PREFIX + json.dumps(info) + "\n")
     sys.stdout.flush()

@@ -6,7 +6,7 @@ import numpy as np
 
 from pytriton.exceptions import invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
-from pytriton.proxy.messages import TensorData
+from pytriton.core.types import Tensor
 
 MAX_ELEMENTS = 1_000_000
 
@@ -17,7 +17,7 @@ def _format(value) -> str:
     return str(int(value))
 
 
-def classify(tensor: TensorData, count: int, batched: bool, labels: list[str] | None = None) -> TensorData:
+def classify(tensor: Tensor, count: int, batched: bool, labels: list[str] | None = None) -> Tensor:
     """Top-`count` classes of `tensor` (per batch row when `batched`), as a BYTES tensor."""
     if tensor.datatype in ("BYTES",) or tensor.datatype not in TRITON_TO_NUMPY:
         raise invalid_arg(f"class result not available for output '{tensor.name}' due to unsupported type 'BYTES'")
@@ -38,4 +38,4 @@ def classify(tensor: TensorData, count: int, batched: bool, labels: list[str] | 
             strings.append(text.encode())
     out = np.array(strings, dtype=object)
     shape = (rows.shape[0], k) if batched else (k,)
-    return TensorData(tensor.name, "BYTES", shape, serialize_bytes_tensor(out))
+    return Tensor(tensor.name, "BYTES", shape, serialize_bytes_tensor(out))

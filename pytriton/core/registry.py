@@ -9,19 +9,22 @@ from typing import Iterator
 from pytriton.core.statistics import ModelStatistics
 from pytriton.exceptions import invalid_arg, not_found
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.scheduler.dispatcher import InstanceDispatcher
-from pytriton.supervisor.worker_pool import WorkerPool
+from pytriton.scheduler.dispatcher import ModelScheduler
+from pytriton.scheduler.instance import InstanceSource, InstanceStatus
 
 
 @dataclasses.dataclass
 class Model:
-    """One served model version with its scheduler, workers and statistics."""
+    """One served model version: its scheduler, the source of its instances, its statistics.
+
+    Ready once its instances have started (`loaded`) and while at least one of them can take work.
+    """
 
     config: TritonModelConfig
-    dispatcher: InstanceDispatcher
-    pool: WorkerPool
+    scheduler: ModelScheduler
+    source: InstanceSource
     stats: ModelStatistics = dataclasses.field(default_factory=ModelStatistics)
-    ready: bool = False
+    loaded: bool = False
 
     @property
     def name(self) -> str:
@@ -30,6 +33,13 @@ class Model:
     @property
     def version(self) -> int:
         return self.config.model_version
+
+    @property
+    def ready(self) -> bool:
+        return self.loaded and self.scheduler.ready
+
+    def instances(self) -> list[InstanceStatus]:
+        return self.source.describe()
 
 
 _LEADING_INT = re.compile(r"\s*([+-]?\d+)")
@@ -62,7 +72,10 @@ class ModelRegistry:
             raise ValueError(f"model '{model.name}' is already registered")
         self._models[model.name] = model
 
-    def remove(self, name: str) -> Model | None:
+    def remove(self, name: str, model: Model | None = None) -> Model | None:
+        """Remove the model called `name` (only if it is `model`, when given)."""
+        if model is not None and self._models.get(name) is not model:
+            return None
         return self._models.pop(name, None)
 
     def get(self, name: str, version: str = "") -> Model:

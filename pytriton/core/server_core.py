@@ -1,196 +1,113 @@
 """The protocol-free heart of the server: models, their lifecycle, inference and statistics.
 
-Front-ends convert wire formats into `InferRequest`s and call `infer`; every error comes out as a
-`ServerError` with a Triton status, which each front-end maps to its own codes.
+Front-ends convert wire formats into `InferRequest`s and call `infer` / `infer_stream`; every error comes out
+as a `ServerError` with a Triton status, which each front-end maps to its own codes. A model's instances are
+whatever its `InstanceSource` provides (worker processes, threads of a user's process): the core sees only
+the model's scheduler, never a worker, a socket or a message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import os
 import time
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Callable
 
 from pytriton.core.classification import classify
 from pytriton.core.registry import Model, ModelRegistry
-from pytriton.core.shm_registry import CudaShmRegion, Region, SharedMemoryRegistry
-from pytriton.core.types import InferRequest, InferResponse
+from pytriton.core.shm_registry import Region, SharedMemoryRegistry
+from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.proxy.arena import ArenaExhaustedError
-from pytriton.proxy.messages import ExecutionResult, RequestData, TensorData
-from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink
-from pytriton.scheduler.dispatcher import InstanceDispatcher
-from pytriton.supervisor.external import ExternalInstances
-from pytriton.supervisor.worker_pool import WorkerPool
+from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy, ModelScheduler
+from pytriton.scheduler.instance import InstanceSource
+from pytriton.scheduler.job import Delivery, ExecutionStats, Job
 
 logger = logging.getLogger("pytriton.core")
 
 SERVER_NAME = "triton"
 # The Triton release whose protocol this server follows (tritonclient 2.73.0).
 SERVER_VERSION = "2.73.0"
+EXTENSIONS = ("classification", "model_configuration", "system_shared_memory", "cuda_shared_memory",
+              "binary_tensor_data", "parameters", "statistics")
 
 
 class ServerCore:
-    """Owns the model registry, the worker transport and the in-flight request count."""
+    """Owns the model registry, the client shared-memory registry and the count of requests in flight."""
 
     def __init__(
         self,
-        run_dir: str,
-        tag: str,
-        inline_max: int,
-        log_level: str = "INFO",
         allow_client_shm: bool = True,
         gpu_available: bool = False,
+        pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
+        execution_timeout_s: float | None = None,
     ):
-        self.run_dir = run_dir
-        self.tag = tag
-        self.inline_max = inline_max
-        self.log_level = log_level
         self.registry = ModelRegistry()
-        self.extensions: list[str] = [
-            "classification",
-            "model_configuration",
-            "system_shared_memory",
-            "cuda_shared_memory",
-            "parameters",
-            "statistics",
-        ]
+        self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
-        self.shm.on_removed.append(self._region_removed)
-        self.router: ProxyRouter | None = None
+        self.pipeline_depth = pipeline_depth
+        self.execution_timeout_s = execution_timeout_s
         self.live = False
         self.accepting = False
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
-        self._generation = 0
-        self._background: set[asyncio.Future] = set()
 
     async def start(self) -> None:
-        self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
-        self.router.on_control = self._on_control
         self._drained = asyncio.Event()
         self._drained.set()
         self.live = True
         self.accepting = True
 
-    def _region_removed(self, region: Region) -> None:
-        if self.router is not None:
-            self.router.broadcast_unmap([region.id])
-
     @property
     def ready(self) -> bool:
         return self.live and self.accepting and all(m.ready for m in self.registry)
 
+    @property
+    def in_flight(self) -> int:
+        """Requests accepted and not yet ended (answered, failed, or withdrawn and their execution over)."""
+        return self._in_flight
+
     # ---- models ------------------------------------------------------------------------------
-    async def add_model(self, config: TritonModelConfig, callable_target: str) -> Model:
-        """Start the workers of a model and register it once they are all up."""
-        assert self.router is not None, "start() first"
-        dispatcher = InstanceDispatcher(config.model_name, self.router, config.max_batch_size, config.batcher)
-        pool = WorkerPool(
-            self.router,
-            config,
-            callable_target,
-            on_ready=dispatcher.add_instance,
-            on_lost=dispatcher.remove_instance,
-            on_broken=dispatcher.fail_waiters,
-            log_level=self.log_level,
+    async def add_model(self, config: TritonModelConfig, source: InstanceSource) -> Model:
+        """Serve `config` on the instances `source` provides; return once they have started.
+
+        The model is registered (not ready) while its instances start; if they cannot, it is removed again
+        and the error raised."""
+        batching = None
+        if config.batcher is not None and config.max_batch_size > 0:
+            batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,
+                                   tuple(config.batcher.preferred_batch_size or ()))
+        stats_holder: list[Model] = []
+        scheduler = ModelScheduler(
+            config.model_name, batching, self.pipeline_depth, self.execution_timeout_s,
+            on_execution=lambda s: stats_holder[0].stats.record_execution(
+                s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
-        model = Model(config=config, dispatcher=dispatcher, pool=pool)
-        await pool.start()
+        model = Model(config=config, scheduler=scheduler, source=source)
+        stats_holder.append(model)
+        source.bind(scheduler)
         self.registry.add(model)
-        model.ready = True
-        logger.info(
-            "model '%s' version %d ready (%d instance(s), max_batch_size %d)",
-            config.model_name,
-            config.model_version,
-            len(pool.instances),
-            config.max_batch_size,
-        )
+        try:
+            await source.start()
+        except BaseException:
+            self.registry.remove(config.model_name, model)
+            scheduler.fail_all(f"model '{config.model_name}' failed to start")
+            raise
+        model.loaded = True
+        logger.info("model '%s' version %d ready (%d instance(s), max_batch_size %d)", config.model_name,
+                    config.model_version, len(source.describe()), config.max_batch_size)
         return model
 
-    async def add_external_model(self, config: TritonModelConfig, timeout_s: float = 300.0) -> list[str]:
-        """Register a model whose instances a client process hosts; return the identities they connect with.
-
-        The model becomes ready once every instance has connected (within `timeout_s`).
-        """
-        assert self.router is not None, "start() first"
-        self._generation += 1
-        dispatcher = InstanceDispatcher(config.model_name, self.router, config.max_batch_size, config.batcher)
-        pool = ExternalInstances(
-            self.router, config, self._generation, on_ready=dispatcher.add_instance, on_lost=dispatcher.remove_instance
-        )
-        model = Model(config=config, dispatcher=dispatcher, pool=pool)  # type: ignore[arg-type]
-        identities = pool.start()
-        self.registry.add(model)
-
-        async def become_ready() -> None:
-            try:
-                await pool.wait_ready(timeout_s)
-            except Exception as exc:  # noqa: BLE001
-                logger.error("model '%s' did not become ready: %s", config.model_name, exc or type(exc).__name__)
-                dispatcher.fail_waiters(f"model '{config.model_name}' is not available: {exc}")
-                return
-            model.ready = True
-            logger.info("model '%s' version %d ready (%d instance(s) hosted by pid %s)", config.model_name,
-                        config.model_version, len(pool.instances), pool.instances[0].link.pid)
-
-        task = asyncio.ensure_future(become_ready())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return identities
-
-    async def unload_model(self, name: str) -> None:
-        """Stop serving a model: it leaves the registry, then its instances stop."""
+    async def unload_model(self, name: str, timeout_s: float = 10.0) -> None:
+        """Stop serving a model: it leaves the registry, queued requests fail, then its instances stop."""
         model = self.registry.remove(name)
         if model is None:
             return
-        model.ready = False
-        await model.pool.stop()
+        model.loaded = False
+        model.scheduler.fail_all(f"model '{name}' was unloaded")
+        await model.source.stop(timeout_s)
         logger.info("model '%s' unloaded", name)
-
-    # ---- control channel (load/unload from the process that started or joined the server) --------
-    def _on_control(self, identity: bytes, payload: str) -> None:
-        task = asyncio.ensure_future(self._control(identity, payload))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _control(self, identity: bytes, payload: str) -> None:
-        assert self.router is not None
-        try:
-            request = json.loads(payload)
-            op = request.get("op")
-            if op == "info":
-                reply: dict[str, Any] = {}
-            elif op == "load":
-                config = TritonModelConfig.from_dict(request["config"])
-                await self.unload_model(config.model_name)
-                if request.get("hosting") == "external":
-                    reply = {"identities": await self.add_external_model(config, float(request.get("timeout", 300)))}
-                else:
-                    await self.add_model(config, request["callable"])
-                    reply = {}
-            elif op == "unload":
-                await self.unload_model(request["model"])
-                reply = {}
-            elif op == "model_ready":
-                try:
-                    model = self.registry.get(request["model"])
-                    reply = {"ready": model.ready}
-                except ServerError:
-                    reply = {"ready": False}
-            else:
-                raise ValueError(f"unknown control operation {op!r}")
-            reply.update(ok=True, tag=self.tag, server_pid=os.getpid(), address=self.router.address,
-                         inline_max=self.inline_max)
-        except Exception as exc:  # noqa: BLE001 - the controlling client gets the reason
-            logger.warning("control request failed: %s", exc)
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        self.router.reply_control(identity, json.dumps(reply))
 
     # ---- metadata ----------------------------------------------------------------------------
     def server_metadata(self) -> dict[str, Any]:
@@ -230,133 +147,146 @@ class ServerCore:
         return [model.stats.to_dict(model.name, str(model.version))]
 
     # ---- inference ---------------------------------------------------------------------------
-    def _prepare(self, request: InferRequest) -> tuple[Model, int, RequestData, list[Region]]:
+    def _submit(self, request: InferRequest, stream: bool) -> tuple[Model, Job]:
+        """Validate the request, resolve its regions and hand it to the model's scheduler as a job.
+
+        From here the job owns what the request holds (region references, its place in the in-flight count) and
+        releases it when it ends, whatever its caller does."""
         model = self.registry.get(request.model_name, request.model_version)
         if not self.accepting:
             raise unavailable("Server not ready")
-        regions: list[Region] = []
-        inputs = request.inputs
-        output_regions: list[TensorData] = []
-        if any(t.data is None for t in inputs) or any(o.parameters for o in request.outputs):
-            inputs, output_regions, regions = self._resolve_regions(request)
+        execution, regions = self._execution_request(request)  # region errors come first, as before validation
         batch_size = validate_request(model.config, request)
-        item = RequestData(
-            inputs=inputs,
-            requested_outputs=[o.name for o in request.outputs],
-            parameters=request.parameters,
-            output_regions=output_regions,
-        )
-        return model, batch_size, item, regions
+        signature = None
+        if model.scheduler.batching is not None:
+            signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+        job = Job(execution, batch_size, signature, stream)
+        self.shm.acquire(regions)
+        self._in_flight += 1
+        self._drained.clear()  # type: ignore[union-attr]
+        job.on_finish(lambda: self._job_ended(regions))
+        try:
+            model.scheduler.submit(job)
+        except BaseException:
+            job.finish()
+            raise
+        return model, job
 
-    def _response(self, model: Model, request: InferRequest, result: ExecutionResult, link: WorkerLink) -> InferResponse:
-        """The client's response for one worker result (or the error it carries); records the execution."""
-        if result.error or not result.responses:
-            result.release_buffers()
-            error = result.error or "no response from the worker"
-            raise internal(f"Failed to process the request(s) for model '{link.label}', message: {error}")
-        if result.responses[0].error:  # the model's own answer for this request (e.g. output region too small)
-            result.release_buffers()
-            raise internal(result.responses[0].error)
-        response = result.responses[0]
-        outputs = response.outputs
+    def _job_ended(self, regions: list[Region]) -> None:
+        self.shm.release(regions)
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._drained.set()  # type: ignore[union-attr]
+
+    def _execution_request(self, request: InferRequest) -> tuple[ExecutionRequest, list[Region]]:
+        """The request as an instance executes it: region references checked and resolved."""
+        regions: list[Region] = []
+        input_regions: dict[str, RegionSlice] = {}
+        output_regions: dict[str, RegionSlice] = {}
+        for tensor in request.inputs:
+            ref = tensor.region
+            if tensor.data is None and ref is not None:
+                region = self.shm.lookup(ref.name, ref.offset, ref.byte_size)
+                regions.append(region)
+                input_regions[tensor.name] = RegionSlice(region, ref.offset, ref.byte_size)
+        for output in request.outputs:
+            params = output.parameters
+            name = params.get("shared_memory_region") if params else None
+            if name is None:
+                continue
+            offset = int(params.get("shared_memory_offset", 0))
+            size = int(params["shared_memory_byte_size"])
+            region = self.shm.lookup(name, offset, size)
+            regions.append(region)
+            output_regions[output.name] = RegionSlice(region, offset, size)
+        execution = ExecutionRequest(request.inputs, input_regions, [o.name for o in request.outputs],
+                                     output_regions, request.parameters)
+        return execution, regions
+
+    def _response(self, model: Model, request: InferRequest, output: ExecutionOutput | None) -> InferResponse:
+        """The client's response for one result (or the error it carries)."""
+        if output is None:
+            raise internal(f"Failed to process the request(s) for model '{model.name}', message: no response")
+        if output.error:  # the model's own answer for this request (e.g. output region too small)
+            output.release()
+            raise internal(output.error)
+        outputs = output.outputs
         if any("classification" in o.parameters for o in request.outputs):
             try:
                 outputs = self._classify(model, request, outputs)
             except BaseException:
-                result.release_buffers()
+                output.release()
                 raise
-        return InferResponse(
-            model_name=model.name,
-            model_version=str(model.version),
-            id=request.id,
-            outputs=outputs,
-            parameters=response.parameters,
-            _release=result.release_buffers,
-        )
+        return InferResponse(model.name, str(model.version), request.id, outputs, output.parameters, output.release)
 
-    @contextlib.contextmanager
-    def _in_flight_request(self, model: Model, regions: list[Region], start: int) -> Iterator[None]:
-        """Counts the request for draining, holds its regions, and records a failure if it raises."""
-        self.shm.acquire(regions)
-        self._in_flight += 1
-        self._drained.clear()  # type: ignore[union-attr]
+    async def _receive(self, model: Model, job: Job, receive: Callable[[], Any]) -> Any:
+        """Await the next thing `job` delivers; a caller who leaves withdraws the job; errors become ServerErrors."""
         try:
-            yield
-        except WorkerGoneError as exc:
-            model.stats.record_failure(time.perf_counter_ns() - start)
-            raise unavailable(str(exc)) from None
-        except ArenaExhaustedError as exc:
-            model.stats.record_failure(time.perf_counter_ns() - start)
-            raise unavailable(f"cannot take the request for model '{model.name}': {exc}") from None
+            item = await receive()
+        except asyncio.CancelledError:
+            model.scheduler.withdraw(job)
+            raise
         except ServerError:
-            model.stats.record_failure(time.perf_counter_ns() - start)
             raise
-        except (asyncio.CancelledError, GeneratorExit):
-            raise
-        except Exception as exc:  # a bug of ours must become a clear error, not a dropped call
-            logger.exception("inference on model '%s' failed", model.name)
-            model.stats.record_failure(time.perf_counter_ns() - start)
-            raise ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {exc}") from exc
-        finally:
-            self.shm.release(regions)
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._drained.set()  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001
+            item = exc
+        if isinstance(item, BaseException):
+            if isinstance(item, ServerError):
+                raise item
+            logger.error("inference on model '%s' failed", model.name, exc_info=item)
+            raise ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {item}")
+        return item
 
     async def infer(self, request: InferRequest) -> InferResponse:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
         start = time.perf_counter_ns()
-        model, batch_size, item, regions = self._prepare(request)
-        with self._in_flight_request(model, regions, start):
-            result, queue_ns, link = await model.dispatcher.execute([item], batch_size)
-            response = self._response(model, request, result, link)
-            stats = model.stats
-            if result.first_of_execution:
-                stats.record_execution(result.execution_batch_size or batch_size, result.compute_input_ns,
-                                       result.compute_infer_ns, result.compute_output_ns)
-            stats.record_success(batch_size, time.perf_counter_ns() - start, queue_ns, result.compute_input_ns,
-                                 result.compute_infer_ns, result.compute_output_ns)
-            return response
+        model, job = self._submit(request, stream=False)
+        future = job.future
+        assert future is not None
+        try:
+            delivery: Delivery = await self._receive(model, job, lambda: future)
+            response = self._response(model, request, delivery.result)
+        except ServerError:
+            model.stats.record_failure(time.perf_counter_ns() - start)
+            raise
+        self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
+        return response
 
     async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more)."""
         start = time.perf_counter_ns()
-        model, batch_size, item, regions = self._prepare(request)
-        with self._in_flight_request(model, regions, start):
-            compute = [0, 0, 0]
-            queue_ns = 0
-            async for result, queue_ns, link in model.dispatcher.execute_stream([item]):
-                response = self._response(model, request, result, link)
-                compute[0] += result.compute_input_ns
-                compute[1] += result.compute_infer_ns
-                compute[2] += result.compute_output_ns
-                yield response
-            model.stats.record_execution(batch_size, *compute)
-            model.stats.record_success(batch_size, time.perf_counter_ns() - start, queue_ns, *compute)
+        model, job = self._submit(request, stream=True)
+        queue = job.queue
+        assert queue is not None
+        total = ExecutionStats()
+        queue_ns = 0
+        completed = False
+        try:
+            while True:
+                try:
+                    item: Delivery = await self._receive(model, job, queue.get)
+                    response = self._response(model, request, item.result) if item.result is not None else None
+                except ServerError:
+                    model.stats.record_failure(time.perf_counter_ns() - start)
+                    raise
+                queue_ns = item.queue_ns
+                total.compute_input_ns += item.stats.compute_input_ns
+                total.compute_infer_ns += item.stats.compute_infer_ns
+                total.compute_output_ns += item.stats.compute_output_ns
+                if response is not None:
+                    yield response
+                if item.final:
+                    completed = True
+                    break
+        finally:
+            if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
+                model.scheduler.withdraw(job)
+        self._record_success(model, job, total, start, queue_ns)
 
-    def _resolve_regions(self, request: InferRequest) -> tuple[list[TensorData], list[TensorData], list[Region]]:
-        """Turn region references (name, relative offset) into what a worker maps; check their bounds."""
-        regions: list[Region] = []
-        inputs = []
-        for tensor in request.inputs:
-            if tensor.data is not None:
-                inputs.append(tensor)
-                continue
-            region = self.shm.lookup(tensor.region, tensor.offset, tensor.nbytes)
-            regions.append(region)
-            inputs.append(_transport_ref(tensor.name, tensor.datatype, tensor.shape, region, tensor.offset,
-                                         tensor.nbytes))
-        outputs = []
-        for output in request.outputs:
-            name = output.parameters.get("shared_memory_region")
-            if name is None:
-                continue
-            offset = int(output.parameters.get("shared_memory_offset", 0))
-            size = int(output.parameters["shared_memory_byte_size"])
-            region = self.shm.lookup(name, offset, size)
-            regions.append(region)
-            outputs.append(_transport_ref(output.name, "", (), region, offset, size))
-        return inputs, outputs, regions
+    @staticmethod
+    def _record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:
+        model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, queue_ns, stats.compute_input_ns,
+                                   stats.compute_infer_ns, stats.compute_output_ns)
 
     @staticmethod
     def _classify(model: Model, request: InferRequest, outputs: list) -> list:
@@ -382,26 +312,14 @@ class ServerCore:
             self._drained.set()
 
     async def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the workers of every model and release the transport."""
+        """Stop the instances of every model (their requests in flight fail)."""
         self.accepting = False
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*(m.pool.stop(timeout_s) for m in self.registry), return_exceptions=True)
-        for model in self.registry:
-            model.ready = False
-        if self.router is not None:
-            self.router.close()
+        models = list(self.registry)
+        for model in models:
+            model.loaded = False
+            model.scheduler.fail_all("the server is stopping")
+        await asyncio.gather(*(m.source.stop(timeout_s) for m in models), return_exceptions=True)
         self.live = False
-
-
-def _transport_ref(
-    name: str, datatype: str, shape: tuple[int, ...], region: Region, offset: int, nbytes: int
-) -> TensorData:
-    if isinstance(region, CudaShmRegion):
-        return TensorData(name, datatype, shape, None, "", region.byte_size, offset, nbytes, region.id,
-                          region.raw_handle, region.device_id)
-    return TensorData(name, datatype, shape, None, region.key, region.offset + region.byte_size,
-                      region.offset + offset, nbytes, region.id)
 
 
 __all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]

@@ -1,11 +1,54 @@
-"""Protocol-neutral inference requests and responses, as the front-ends hand them to the core."""
+"""The core's own types: what front-ends hand to the core, what the core hands to a model's instances, and
+what comes back. No protocol and no transport appears here; every other layer is built from these.
+
+    front-end ── InferRequest (Tensors, RegionRefs) ──► core ── ExecutionRequest (RegionSlices) ──► instance
+    front-end ◄── InferResponse ─────────────────────── core ◄── ExecutionOutput ─────────────────── instance
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from pytriton.proxy.messages import TensorData
+if TYPE_CHECKING:
+    from pytriton.core.shm_registry import Region
+
+
+@dataclasses.dataclass(slots=True)
+class RegionRef:
+    """Where a client says a tensor lies: a registered region's name, an offset into it, a byte size."""
+
+    name: str
+    offset: int
+    byte_size: int
+
+
+@dataclasses.dataclass(slots=True)
+class RegionSlice:
+    """A `RegionRef` the core has checked against the registry: the region itself and the bytes of it used."""
+
+    region: Region
+    offset: int  # relative to the region, as the client gave it
+    byte_size: int
+
+
+@dataclasses.dataclass(slots=True)
+class Tensor:
+    """A tensor with its wire datatype and shape: its bytes in `data` (any buffer), or, for a tensor in a client's
+    shared-memory region, `data` None and `region` saying where."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: Any = None
+    region: RegionRef | None = None
+
+    @property
+    def nbytes(self) -> int:
+        data = self.data
+        if data is None:
+            return self.region.byte_size if self.region is not None else 0
+        return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
 @dataclasses.dataclass
@@ -16,12 +59,12 @@ class RequestedOutput:
 
 @dataclasses.dataclass
 class InferRequest:
-    """An inference request after wire decoding: tensors carry their raw bytes (`TensorData.data`)."""
+    """An inference request after wire decoding."""
 
     model_name: str
     model_version: str = ""
     id: str = ""
-    inputs: list[TensorData] = dataclasses.field(default_factory=list)
+    inputs: list[Tensor] = dataclasses.field(default_factory=list)
     outputs: list[RequestedOutput] = dataclasses.field(default_factory=list)
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -33,11 +76,39 @@ class InferResponse:
     model_name: str
     model_version: str
     id: str
-    outputs: list[TensorData]
+    outputs: list[Tensor]
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     _release: Callable[[], None] | None = None
 
     def release(self) -> None:
         release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+@dataclasses.dataclass(slots=True)
+class ExecutionRequest:
+    """One request as a model instance executes it: inputs with their bytes or their resolved regions, the
+    outputs wanted, and the client regions requested outputs are to be written into."""
+
+    inputs: list[Tensor]
+    input_regions: dict[str, RegionSlice]  # input name -> its bytes in a client region (its Tensor.data is None)
+    requested_outputs: list[str]
+    output_regions: dict[str, RegionSlice]  # output name -> the client region to write it into
+    parameters: dict[str, Any]
+
+
+@dataclasses.dataclass(slots=True)
+class ExecutionOutput:
+    """One request's result from an instance: outputs (a `Tensor` with `data` None was written into the client's
+    region), response parameters, or the error of this request. The output buffers stay valid until `release`."""
+
+    outputs: list[Tensor] = dataclasses.field(default_factory=list)
+    parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    error: str = ""
+    on_release: Callable[[], None] | None = None
+
+    def release(self) -> None:
+        release, self.on_release = self.on_release, None
         if release is not None:
             release()

@@ -27,6 +27,25 @@ DEFAULT_ARENA_LIMIT = 8 * 1024 * 1024 * 1024
 # never reused, so a peer can tell them apart and drop its mapping when done.
 DEDICATED_BASE = 1 << 20
 
+_OFFSET_BITS = 40
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+
+
+def slot_key(segment_id: int, offset: int) -> int:
+    """One integer naming a slot (segment id and offset): what free lists and FREE messages carry."""
+    return (segment_id << _OFFSET_BITS) | offset
+
+
+def split_key(key: int) -> tuple[int, int]:
+    """(segment id, offset) of a slot key."""
+    return key >> _OFFSET_BITS, key & _OFFSET_MASK
+
+
+def is_dedicated(segment_id: int) -> bool:
+    """Whether a segment holds one large allocation (its peer drops the mapping once done with it)."""
+    return segment_id >= DEDICATED_BASE
+
+
 _NAME_RE = re.compile(rf"^{NAME_ROOT}_([0-9a-f]+)_(\d+)_([a-z]+)(\d+)$")
 
 
@@ -155,9 +174,7 @@ class ShmArena:
         self._slots: dict[int, int] = {}  # key -> size class (0 for dedicated)
         self._total = 0
 
-    @staticmethod
-    def key(segment_id: int, offset: int) -> int:
-        return (segment_id << 40) | offset
+    key = staticmethod(slot_key)
 
     @property
     def total_bytes(self) -> int:
@@ -192,7 +209,7 @@ class ShmArena:
         if free:
             key = free.pop()
             self._slots[key] = size_class
-            segment_id, offset = key >> 40, key & ((1 << 40) - 1)
+            segment_id, offset = split_key(key)
             return segment_id, offset, self._segments[segment_id].view[offset : offset + nbytes]
         segment = self._current
         if segment is None or segment.used + size_class > segment.size:
@@ -220,7 +237,7 @@ class ShmArena:
         self._free.setdefault(size_class, []).append(key)
 
     def free_key(self, key: int) -> None:
-        self.free(key >> 40, key & ((1 << 40) - 1))
+        self.free(*split_key(key))
 
     def close(self) -> None:
         """Unmap and unlink every segment."""
@@ -273,7 +290,7 @@ class SegmentMap:
 
     def release_dedicated(self, segment_id: int) -> None:
         """Drop the mapping of a dedicated (single-tensor) segment; it is unmapped once no view holds it."""
-        if segment_id >= DEDICATED_BASE:
+        if is_dedicated(segment_id):
             self._maps.pop(segment_id, None)
 
     def close(self) -> None:

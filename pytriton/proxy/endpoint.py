@@ -22,7 +22,7 @@ from pytriton.model_config.datatypes import (
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
 )
-from pytriton.proxy.arena import SegmentMap, ShmArena
+from pytriton.proxy.arena import SegmentMap, ShmArena, is_dedicated
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -135,7 +135,7 @@ class WorkerEndpoint:
             return frames[ref.frame - 1].buffer
         if ref.region:
             return self.regions.system_view(ref).toreadonly()
-        if ref.segment >= (1 << 20):
+        if is_dedicated(ref.segment):
             self._dedicated_in_use.append(ref.segment)
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
 

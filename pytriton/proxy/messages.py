@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 from pytriton.proxy._generated.worker_pb2 import (  # noqa: F401  (re-exported)
     Param,
@@ -73,32 +73,3 @@ class RequestData:
     requested_outputs: list[str]
     parameters: dict[str, Any]
     output_regions: list[TensorData] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class ResponseData:
-    """One response from a worker: outputs or an error, and response parameters."""
-
-    outputs: list[TensorData]
-    error: str = ""
-    parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass
-class ExecutionResult:
-    """What one execution on a worker produced, with the timings the worker measured."""
-
-    responses: list[ResponseData]
-    error: str = ""
-    compute_input_ns: int = 0
-    compute_infer_ns: int = 0
-    compute_output_ns: int = 0
-    release: Callable[[], None] | None = None
-    execution_batch_size: int = 0  # set when the request ran in a batch with others: that batch's size
-    first_of_execution: bool = True  # only one request of a batch records the execution in statistics
-
-    def release_buffers(self) -> None:
-        """Give the response-arena slots back to the worker; call once the bytes have been consumed."""
-        release, self.release = self.release, None
-        if release is not None:
-            release()

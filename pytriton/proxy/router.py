@@ -2,6 +2,10 @@
 
 Runs on the server's event loop without zmq.asyncio: the socket's file descriptor is watched with
 `loop.add_reader` and drained until empty (ZMQ signals edge-triggered), which costs fewer wake-ups.
+
+Every call sent to a worker has one `Call` that hears of it: each RESULT message (`on_reply`), or that the
+worker went away first (`on_gone`); the request-arena slots of a call are freed exactly once, with its final
+reply or when its worker is dropped. Response-arena slots are the receiver's to give back (`WorkerLink.release`).
 """
 
 from __future__ import annotations
@@ -10,22 +14,13 @@ import asyncio
 import itertools
 import logging
 import os
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Callable, Protocol
 
 import zmq
 
-from pytriton.model_config.datatypes import CODE_TO_TRITON, TRITON_TO_CODE
-from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, ShmArena
-from pytriton.proxy.messages import (
-    ExecutionResult,
-    RequestData,
-    ResponseData,
-    ServerToWorker,
-    TensorData,
-    WorkerToServer,
-    params_from_proto,
-    params_to_proto,
-)
+from pytriton.model_config.datatypes import TRITON_TO_CODE
+from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, ShmArena, slot_key
+from pytriton.proxy.messages import RequestData, ServerToWorker, TensorData, WorkerToServer, params_to_proto
 
 logger = logging.getLogger("pytriton.proxy")
 
@@ -37,6 +32,16 @@ class WorkerGoneError(ConnectionError):
     """The worker of a link died or was removed while a request was in flight."""
 
 
+class Call(Protocol):
+    """Hears what becomes of one call sent to a worker."""
+
+    def on_reply(self, message: Any, frames: list[zmq.Frame]) -> None:
+        """A RESULT for the call (the last one has `message.final` set)."""
+
+    def on_gone(self, reason: str) -> None:
+        """The worker went away before the final RESULT."""
+
+
 class WorkerLink:
     """The server's view of one worker process: its identity, pid, response segments and pending calls."""
 
@@ -46,8 +51,7 @@ class WorkerLink:
         self.label = label
         self.pid: int | None = None
         self.hello: asyncio.Future[int] = router.loop.create_future()
-        # call id -> (future or queue of the caller, or None once abandoned; request-arena slots)
-        self.pending: dict[int, tuple[Any, list[int]]] = {}
+        self.pending: dict[int, tuple[Call, list[int]]] = {}  # call id -> (who hears of it, request-arena slots)
         self.pending_free: list[int] = []
         self.segments: SegmentMap | None = None
         self.closed = False
@@ -63,7 +67,7 @@ class WorkerLink:
 
 
 class ProxyRouter:
-    """Owns the ROUTER socket and the request arena; executes request batches on workers."""
+    """Owns the ROUTER socket and the request arena; sends calls to workers and routes their answers."""
 
     def __init__(self, address: str, tag: str, inline_max: int = DEFAULT_INLINE_MAX):
         self.address = address
@@ -94,18 +98,16 @@ class ProxyRouter:
         return link
 
     def drop_link(self, link: WorkerLink, reason: str) -> None:
-        """Forget a worker: fail its in-flight calls with `reason` and free their request slots."""
+        """Forget a worker: its pending calls hear `reason`, their request slots are freed."""
         link.closed = True
         self._links.pop(link.identity, None)
         pending, link.pending = link.pending, {}
-        for waiter, slots in pending.values():
+        for call, slots in pending.values():
             self._free_request_slots(slots)
-            if isinstance(waiter, _Abandoned):
-                waiter.callback(None)
-            elif isinstance(waiter, asyncio.Queue):
-                waiter.put_nowait(WorkerGoneError(reason))
-            elif waiter is not None and not waiter.done():
-                waiter.set_exception(WorkerGoneError(reason))
+            try:
+                call.on_gone(reason)
+            except Exception:  # noqa: BLE001 - one caller's bug must not keep the others from hearing
+                logger.exception("failing a call of model instance '%s'", link.label)
         if not link.hello.done():
             link.hello.set_exception(WorkerGoneError(reason))
             link.hello.exception()  # mark retrieved; the supervisor reports the failure itself
@@ -160,6 +162,14 @@ class ProxyRouter:
         except WorkerGoneError:
             pass
 
+    def cancel(self, link: WorkerLink, call_id: int) -> None:
+        """Ask the worker to stop a streaming call early (it still sends a final RESULT)."""
+        if call_id in link.pending and not link.closed:
+            try:
+                self._send(link, [ServerToWorker(kind=ServerToWorker.CANCEL, id=call_id).SerializeToString()])
+            except WorkerGoneError:
+                pass
+
     def _free_request_slots(self, slots: list[int]) -> None:
         for key in slots:
             self.arena.free_key(key)
@@ -187,13 +197,15 @@ class ProxyRouter:
             ref.frame = len(frames)
             return
         segment_id, offset, view = self.arena.allocate(nbytes)
-        slots.append(self.arena.key(segment_id, offset))
+        slots.append(slot_key(segment_id, offset))
         view[:] = memoryview(data).cast("B")
         ref.segment = segment_id
         ref.offset = offset
 
-    def _submit(self, link: WorkerLink, requests: list[RequestData], waiter: Any) -> int:
-        """Encode and send one execution; `waiter` (a future or a queue) gets the worker's answer(s)."""
+    def submit(self, link: WorkerLink, requests: list[RequestData], call: Call) -> int:
+        """Encode and send one execution; `call` hears of its answers. Returns the call id.
+
+        Raises WorkerGoneError or ArenaExhaustedError if it could not be sent (then `call` hears nothing)."""
         if link.closed:
             raise WorkerGoneError(f"model instance '{link.label}' is not running")
         call_id = next(self._ids)
@@ -216,7 +228,7 @@ class ProxyRouter:
         if link.pending_free:
             message.freed.extend(link.pending_free)
             link.pending_free.clear()
-        link.pending[call_id] = (waiter, slots)
+        link.pending[call_id] = (call, slots)
         try:
             self._send(link, [message.SerializeToString(), *frames])
         except WorkerGoneError:
@@ -224,59 +236,6 @@ class ProxyRouter:
             self._free_request_slots(slots)
             raise
         return call_id
-
-    def submit(self, link: WorkerLink, requests: list[RequestData]) -> asyncio.Future:
-        """Send a batch to a worker; the future gets (reply, frames) for `decode`, or WorkerGoneError."""
-        return self.submit_call(link, requests)[1]
-
-    def submit_call(self, link: WorkerLink, requests: list[RequestData]) -> tuple[int, asyncio.Future]:
-        """`submit`, also returning the call id (for `abandon`)."""
-        future: asyncio.Future = self.loop.create_future()
-        return self._submit(link, requests, future), future
-
-    def abandon(self, link: WorkerLink, call_id: int, callback: Callable[[Any], None]) -> None:
-        """Nobody awaits call `call_id` any more: when the worker answers, its response buffers are freed and
-        `callback(reply)` runs (with None if the worker is gone first)."""
-        entry = link.pending.get(call_id)
-        if entry is not None:
-            link.pending[call_id] = (_Abandoned(callback), entry[1])
-
-    def decode(self, link: WorkerLink, reply: Any, frames: list[zmq.Frame]) -> ExecutionResult:
-        return self._decode_result(link, reply, frames)
-
-    def discard(self, link: WorkerLink, reply: Any) -> None:
-        """Nobody wants this answer any more: give its response-arena slots back."""
-        link.release(_response_slots(reply))
-
-    async def execute(self, link: WorkerLink, requests: list[RequestData]) -> ExecutionResult:
-        """Send a batch of requests to a worker and wait for its result."""
-        reply, reply_frames = await self.submit(link, requests)  # if the caller gives up, the answer is dropped
-        return self._decode_result(link, reply, reply_frames)
-
-    async def execute_stream(self, link: WorkerLink, requests: list[RequestData]) -> AsyncIterator[ExecutionResult]:
-        """Like `execute` for decoupled models: yields each result the worker sends until the final one."""
-        queue: asyncio.Queue = asyncio.Queue()
-        call_id = self._submit(link, requests, queue)
-        try:
-            while True:
-                item = await queue.get()
-                if isinstance(item, BaseException):
-                    raise item
-                reply, reply_frames = item
-                result = self._decode_result(link, reply, reply_frames)
-                if reply.responses or reply.error:
-                    yield result
-                else:
-                    result.release_buffers()
-                if reply.final:
-                    return
-        finally:
-            if call_id in link.pending:  # abandoned early: drop what still comes and stop the callable
-                link.pending[call_id] = (None, link.pending[call_id][1])
-                try:
-                    self._send(link, [ServerToWorker(kind=ServerToWorker.CANCEL, id=call_id).SerializeToString()])
-                except WorkerGoneError:
-                    pass
 
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -298,31 +257,21 @@ class ProxyRouter:
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
         identity = frames[0].bytes
         link = self._links.get(identity)
+        message = WorkerToServer.FromString(frames[1].bytes)
         if link is None:
-            message = WorkerToServer.FromString(frames[1].bytes)
             if message.kind == WorkerToServer.CONTROL and self.on_control is not None:
                 self.on_control(identity, message.control)
             return
-        message = WorkerToServer.FromString(frames[1].bytes)
         if message.kind == WorkerToServer.RESULT:
             entry = link.pending.get(message.id)
-            if entry is None:
-                # Nobody waits (cancelled): free what the worker allocated for it.
-                link.release(_response_slots(message))
+            if entry is None:  # not ours (any more): give back what the worker allocated for it
+                link.release(response_slots(message))
                 return
-            waiter, slots = entry
+            call, slots = entry
             if message.final:
                 del link.pending[message.id]
                 self._free_request_slots(slots)
-            if isinstance(waiter, _Abandoned):
-                self.discard(link, message)
-                waiter.callback(message)
-            elif isinstance(waiter, asyncio.Queue):
-                waiter.put_nowait((message, frames[2:]))
-            elif waiter is not None and not waiter.done():
-                waiter.set_result((message, frames[2:]))
-            else:
-                link.release(_response_slots(message))
+            call.on_reply(message, frames[2:])
         elif message.kind == WorkerToServer.HELLO:
             link.pid = message.pid
             link.segments = SegmentMap(self.tag, message.pid, message.arena or "rsp")
@@ -331,46 +280,6 @@ class ProxyRouter:
         elif message.kind == WorkerToServer.FATAL:
             if not link.hello.done():
                 link.hello.set_exception(WorkerGoneError(message.error))
-
-    def _decode_result(self, link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> ExecutionResult:
-        responses: list[ResponseData] = []
-        slots: list[int] = []
-        segments = link.segments
-        for item in message.responses:
-            outputs = []
-            for ref in item.outputs:
-                datatype = CODE_TO_TRITON[ref.dtype]
-                if ref.region or ref.cuda_handle:  # written into the client's region by the worker
-                    outputs.append(
-                        TensorData(ref.name, datatype, tuple(ref.shape), None, ref.region, 0, ref.offset, ref.nbytes,
-                                   ref.region_id)
-                    )
-                    continue
-                if ref.frame:
-                    data: Any = frames[ref.frame - 1].buffer
-                else:
-                    assert segments is not None
-                    data = segments.view(ref.segment, ref.offset, ref.nbytes)
-                    slots.append((ref.segment << 40) | ref.offset)
-                outputs.append(TensorData(ref.name, datatype, tuple(ref.shape), data))
-            responses.append(ResponseData(outputs, item.error, params_from_proto(item.parameters)))
-        result = ExecutionResult(
-            responses=responses,
-            error=message.error,
-            compute_input_ns=message.compute_input_ns,
-            compute_infer_ns=message.compute_infer_ns,
-            compute_output_ns=message.compute_output_ns,
-        )
-        if slots:
-
-            def release() -> None:
-                if segments is not None:
-                    for key in slots:
-                        segments.release_dedicated(key >> 40)
-                link.release(slots)
-
-            result.release = release
-        return result
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -392,18 +301,10 @@ class ProxyRouter:
                 pass
 
 
-class _Abandoned:
-    """Stands in for the waiter of a call nobody awaits any more."""
-
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: Callable[[Any], None]):
-        self.callback = callback
-
-
-def _response_slots(message: Any) -> list[int]:
+def response_slots(message: Any) -> list[int]:
+    """Response-arena slot keys of every output a RESULT message placed in the worker's arena."""
     return [
-        (ref.segment << 40) | ref.offset
+        slot_key(ref.segment, ref.offset)
         for item in message.responses
         for ref in item.outputs
         if not ref.frame and not ref.region and not ref.cuda_handle

@@ -1,5 +1,5 @@
 """Per-model scheduling: queueing requests and handing them to idle instances."""
 
-from pytriton.scheduler.dispatcher import InstanceDispatcher
+from pytriton.scheduler.dispatcher import ModelScheduler
 
-__all__ = ["InstanceDispatcher"]
+__all__ = ["ModelScheduler"]

@@ -1,11 +1,15 @@
-"""Hands executions to idle instances of a model; with a dynamic batcher, merges queued requests into batches.
+"""Hands a model's jobs to its instances: one execution path, with or without dynamic batching.
 
-Without batching, the caller's coroutine waits for an instance, executes and hands the instance to the
-next waiter (no task per request). With batching (max_batch_size > 0 and a DynamicBatcher), requests
-wait in a FIFO queue; whenever an instance is idle, the queued requests are taken up to max_batch_size
-(in batch elements) and executed together as one `List[Request]`; a batch smaller than the largest
-preferred size waits up to max_queue_delay_microseconds for more. The most recently released instance
-is reused first (its caches are warm).
+Jobs wait in one FIFO queue. Whenever an instance has room, the queue's head is started on it: alone
+without batching, or with the jobs behind it up to max_batch_size (in batch elements) with a dynamic
+batcher, waiting up to max_queue_delay_microseconds for more when the batch is smaller than the largest
+preferred size. The most recently freed instance is used first (its caches are warm). Without batching an
+instance may hold `pipeline_depth` executions, so the next one already waits in its socket when it finishes.
+
+An instance's room is owned by the execution, never by a caller: it is given back when the execution ends —
+answered, failed, the worker gone, or timed out — whatever the callers did meanwhile. A caller that goes
+away only abandons its job (`withdraw`): a queued job leaves the queue without running, a running one has
+its results released on arrival. Nothing here awaits; every transition happens in a callback.
 """
 
 from __future__ import annotations
@@ -13,283 +17,318 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import os
+import logging
 import time
-from typing import AsyncIterator
+from typing import Any, Callable
 
 from pytriton.exceptions import unavailable
-from pytriton.model_config.common import DynamicBatcher
-from pytriton.proxy.messages import ExecutionResult, RequestData
-from pytriton.proxy.router import ProxyRouter, WorkerLink
+from pytriton.scheduler.instance import Instance
+from pytriton.scheduler.job import DONE, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
+
+logger = logging.getLogger("pytriton.scheduler")
+
+DEFAULT_PIPELINE_DEPTH = 2
 
 
-@dataclasses.dataclass
-class _Queued:
-    request: RequestData
-    batch_size: int
-    future: asyncio.Future
-    enqueued_ns: int
+@dataclasses.dataclass(frozen=True)
+class BatchPolicy:
+    """Dynamic batching of one model (max_batch_size > 0 and a dynamic batcher configured)."""
 
-    @property
-    def signature(self) -> tuple:
-        """Requests batch together only when their inputs match apart from the batch dimension."""
-        return tuple((t.name, t.datatype, tuple(t.shape[1:])) for t in self.request.inputs)
+    max_batch_size: int
+    max_queue_delay_us: int = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
 
 
-class _SharedRelease:
-    """Frees a batch's response buffers once every request of the batch released its share."""
+class _Execution:
+    """One batch of jobs on one instance; the `ExecutionSink` the instance reports to."""
 
-    def __init__(self, result: ExecutionResult, users: int):
-        self.result = result
-        self.users = users
+    __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "cancel", "total")
 
-    def __call__(self) -> None:
-        self.users -= 1
-        if self.users == 0:
-            self.result.release_buffers()
+    def __init__(self, scheduler: ModelScheduler, instance: Instance, jobs: list[Job]):
+        self.scheduler = scheduler
+        self.instance = instance
+        self.jobs = jobs
+        self.started_ns = time.perf_counter_ns()
+        self.done = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.cancel: Callable[[], None] | None = None
+        self.total = ExecutionStats(sum(job.batch_size for job in jobs))
+
+    def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True) -> None:
+        if self.done:
+            for result in results:
+                _release(result)
+            return
+        if len(results) != len(self.jobs):
+            for result in results:
+                _release(result)
+            self.fail(unavailable(f"model instance '{self.instance.label}' answered {len(results)} results for "
+                                  f"{len(self.jobs)} requests"))
+            return
+        total = self.total
+        stats.batch_size = total.batch_size
+        total.compute_input_ns += stats.compute_input_ns
+        total.compute_infer_ns += stats.compute_infer_ns
+        total.compute_output_ns += stats.compute_output_ns
+        if final:
+            self._end()
+            self.scheduler._on_execution(total)
+        elif self.timer is not None:  # a stream: the timeout runs from its last response
+            self.timer.cancel()
+            self.timer = self.scheduler._arm_timeout(self)
+        for job, result in zip(self.jobs, results):
+            job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
+
+    def fail(self, error: BaseException) -> None:
+        if self.done:
+            return
+        self._end()
+        for job in self.jobs:
+            job.fail(error)
+
+    def _end(self) -> None:
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.scheduler._execution_ended(self)
+
+    def abandoned(self) -> None:
+        """Every job of this execution lost its caller: a stream is asked to stop early."""
+        if not self.done and self.cancel is not None and all(not job.wanted for job in self.jobs):
+            cancel, self.cancel = self.cancel, None
+            cancel()
+
+    def expired(self) -> None:
+        self.timer = None
+        if self.done:
+            return
+        scheduler = self.scheduler
+        reason = (f"model '{scheduler.model_name}' instance '{self.instance.label}' did not finish an execution within "
+                  f"the execution timeout of {scheduler.execution_timeout_s:g} s")
+        logger.error("%s; killing the instance", reason)
+        self.fail(unavailable(reason))
+        scheduler._instance_stuck(self.instance, reason)
 
 
-PIPELINE_DEPTH = int(os.environ.get("PYTRITON_PIPELINE_DEPTH", "2"))
+class ModelScheduler:
+    """The queue and the instances of one model.
 
-
-class InstanceDispatcher:
-    """Queue and instance pool of one model.
-
-    Without batching, an instance may have up to PIPELINE_DEPTH executions handed to it: the worker still
-    runs them one at a time, but the next one already waits in its socket when it finishes, so the
-    server's turnaround does not leave the worker idle. A fully idle instance is always preferred.
+    `submit` queues a job (or starts it at once when an instance has room); `withdraw` is called when the
+    job's caller gives up. Instances come and go through `add_instance` / `remove_instance` (the instance
+    source calls them); `set_unavailable` fails who waits when no instance can come back.
     """
 
     def __init__(
         self,
         model_name: str,
-        router: ProxyRouter,
-        max_batch_size: int = 0,
-        batcher: DynamicBatcher | None = None,
+        batching: BatchPolicy | None = None,
+        pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
+        execution_timeout_s: float | None = None,
+        on_execution: Callable[[ExecutionStats], None] | None = None,
     ):
         self.model_name = model_name
-        self.router = router
-        self._idle: list[WorkerLink] = []  # instances with nothing in flight
-        self._partial: list[WorkerLink] = []  # instances that can take one more (pipelining)
-        self._inflight: dict[WorkerLink, int] = {}
-        self._instances: set[WorkerLink] = set()
-        self._waiters: collections.deque[asyncio.Future[WorkerLink]] = collections.deque()
-        self._unavailable_reason: str | None = None
-        self.batching = batcher is not None and max_batch_size > 0
-        self.max_batch_size = max_batch_size
-        self._delay_ns = (batcher.max_queue_delay_microseconds * 1000) if batcher else 0
-        preferred = [p for p in (batcher.preferred_batch_size or []) if 0 < p <= max_batch_size] if batcher else []
-        self._preferred = set(preferred)
-        self._target = max(preferred) if preferred else max_batch_size
-        self._queue: collections.deque[_Queued] = collections.deque()
+        self.batching = batching
+        self.execution_timeout_s = execution_timeout_s or None
+        self.on_execution = on_execution
+        self._depth = 1 if batching is not None else max(1, pipeline_depth)
+        if batching is not None:
+            preferred = [p for p in batching.preferred_batch_sizes if 0 < p <= batching.max_batch_size]
+            self._preferred = set(preferred)
+            self._target = max(preferred) if preferred else batching.max_batch_size
+            self._delay_ns = batching.max_queue_delay_us * 1000
+        self._loop = asyncio.get_running_loop()
+        self._load: dict[Any, int] = {}  # instance -> executions in flight on it
+        self._free: list[Any] = []  # instances with room, least loaded last (the most recently freed idle one)
+        self._running: dict[Any, set[_Execution]] = {}
+        self._queue: collections.deque[Job] = collections.deque()
+        self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
         self._timer: asyncio.TimerHandle | None = None
-        self._depth = 1 if self.batching else PIPELINE_DEPTH
+        self._unavailable: str | None = None
+        self._scheduling = False  # _schedule is on the stack (an execution that fails at once must not recurse)
 
+    # ---- state ---------------------------------------------------------------------------------
     @property
     def instance_count(self) -> int:
-        return len(self._instances)
+        return len(self._load)
 
     @property
     def queue_size(self) -> int:
-        return len(self._waiters) + len(self._queue)
+        """Jobs waiting for an instance (Triton's pending request count)."""
+        return len(self._queue) - self._withdrawn
 
-    # ---- instances ---------------------------------------------------------------------------
-    def add_instance(self, link: WorkerLink) -> None:
-        self._unavailable_reason = None
-        self._instances.add(link)
-        self._inflight[link] = 1
-        self._release(link)
+    @property
+    def executions_in_flight(self) -> int:
+        return sum(len(executions) for executions in self._running.values())
 
-    def remove_instance(self, link: WorkerLink) -> None:
-        self._instances.discard(link)
-        self._inflight.pop(link, None)
-        for pool in (self._idle, self._partial):
-            if link in pool:
-                pool.remove(link)
+    @property
+    def ready(self) -> bool:
+        """At least one instance can take work."""
+        return bool(self._load)
 
-    def fail_waiters(self, reason: str) -> None:
-        """No instance can come back (e.g. the callable no longer loads): fail who waits, and later callers."""
-        self._unavailable_reason = reason
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_exception(unavailable(reason))
-        while self._queue:
-            queued = self._queue.popleft()
-            if not queued.future.done():
-                queued.future.set_exception(unavailable(reason))
-
-    def _release(self, link: WorkerLink) -> None:
-        """One execution on `link` finished: hand the capacity to a waiter or back to the pools."""
-        if link.closed or link not in self._instances:
+    # ---- instances -----------------------------------------------------------------------------
+    def add_instance(self, instance: Any) -> None:
+        if instance in self._load:
             return
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(link)  # the in-flight count stays: the waiter takes this slot
-                return
-        count = self._inflight[link] = self._inflight[link] - 1
-        if count == 0:
-            if link in self._partial:
-                self._partial.remove(link)
-            self._idle.append(link)
-        elif count < self._depth and link not in self._partial:
-            self._partial.append(link)
-        if self._queue:
+        self._unavailable = None
+        self._load[instance] = 0
+        self._running[instance] = set()
+        self._free.append(instance)
+        self._schedule()
+
+    def remove_instance(self, instance: Any) -> None:
+        """The instance is gone (its executions are failed by the instance itself, as its worker went)."""
+        self._load.pop(instance, None)
+        self._running.pop(instance, None)
+        if instance in self._free:
+            self._free.remove(instance)
+
+    def set_unavailable(self, reason: str) -> None:
+        """No instance can come back (e.g. the callable no longer loads): fail who waits, and later callers."""
+        self._unavailable = reason
+        if self._load:
+            return
+        while self._queue:
+            job = self._queue.popleft()
+            if job.state == QUEUED:
+                job.fail(unavailable(reason))
+        self._withdrawn = 0
+
+    def _instance_stuck(self, instance: Any, reason: str) -> None:
+        self.remove_instance(instance)
+        try:
+            instance.kill(reason)
+        except Exception:  # noqa: BLE001 - the instance is out of the pool either way
+            logger.exception("could not kill model instance '%s'", instance.label)
+
+    # ---- jobs ----------------------------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        """Queue `job`, or start it now if an instance has room and nobody waits before it."""
+        if self._unavailable is not None and not self._load:
+            raise unavailable(self._unavailable)
+        job.enqueued_ns = time.perf_counter_ns()
+        self._queue.append(job)
+        if self._free:
             self._schedule()
 
-    def _take(self) -> WorkerLink | None:
-        """An instance with spare capacity (idle ones first), with its in-flight count raised."""
-        if self._idle:
-            link = self._idle.pop()
-        elif self._partial:
-            link = self._partial.pop()
-        else:
-            return None
-        count = self._inflight[link] = self._inflight[link] + 1
-        if 0 < count < self._depth:
-            self._partial.append(link)
-        return link
+    def withdraw(self, job: Job) -> None:
+        """The caller of `job` went away."""
+        if job.abandoned:
+            return
+        job.abandon()
+        if job.state == QUEUED:
+            self._withdrawn += 1
+            job.finish()  # it never runs; what it holds is released now
+            if self._withdrawn > 64 and self._withdrawn * 2 > len(self._queue):
+                self._queue = collections.deque(j for j in self._queue if j.state == QUEUED)
+                self._withdrawn = 0
+        elif job.state == RUNNING and job.execution is not None:
+            job.execution.abandoned()
 
-    async def _acquire(self) -> WorkerLink:
-        if not self._waiters:
-            link = self._take()
-            if link is not None:
-                return link
-        if self._unavailable_reason is not None and not self._instances:
-            raise unavailable(self._unavailable_reason)
-        waiter: asyncio.Future[WorkerLink] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release(waiter.result())
-            raise
-
-    # ---- one request per execution -----------------------------------------------------------
-    async def execute(self, requests: list[RequestData], batch_size: int = 1) -> tuple[ExecutionResult, int, WorkerLink]:
-        """Run one request (or a given batch); return its result, the ns it waited in the queue and the instance.
-
-        With dynamic batching the request may run together with others; the result then holds its own
-        response only and `execution_batch_size` tells how large the executed batch was.
-        """
-        if self.batching and len(requests) == 1:
-            return await self._execute_batched(requests[0], batch_size)
-        queued = time.perf_counter_ns()
-        link = await self._acquire()
-        queue_ns = time.perf_counter_ns() - queued
-        try:
-            call_id, future = self.router.submit_call(link, requests)
-        except BaseException:
-            self._release(link)
-            raise
-        try:
-            reply = await future  # no shield: one event-loop turn less per request
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():  # the answer came in the same turn as the cancel
-                if future.exception() is None:
-                    self.router.discard(link, future.result()[0])
-                self._release(link)
-            else:
-                # The caller gave up, but the worker is still busy with it: the instance is free once it answers.
-                self.router.abandon(link, call_id, lambda _reply: self._release(link))
-            raise
-        except BaseException:
-            self._release(link)
-            raise
-        self._release(link)
-        return self.router.decode(link, *reply), queue_ns, link
-
-    async def execute_stream(
-        self, requests: list[RequestData]
-    ) -> AsyncIterator[tuple[ExecutionResult, int, WorkerLink]]:
-        """Run one batch on a decoupled model; yields each result; the instance stays busy until the end."""
-        queued = time.perf_counter_ns()
-        link = await self._acquire()
-        queue_ns = time.perf_counter_ns() - queued
-        try:
-            async for result in self.router.execute_stream(link, requests):
-                yield result, queue_ns, link
-        finally:
-            self._release(link)
-
-    # ---- dynamic batching --------------------------------------------------------------------
-    async def _execute_batched(self, request: RequestData, batch_size: int) -> tuple[ExecutionResult, int, WorkerLink]:
-        if self._unavailable_reason is not None and not self._instances:
-            raise unavailable(self._unavailable_reason)
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(request, max(batch_size, 1), future, time.perf_counter_ns()))
-        self._schedule()
-        return await future
+    def _pop_withdrawn(self) -> None:
+        queue = self._queue
+        while queue and queue[0].state != QUEUED:
+            queue.popleft()
+            self._withdrawn -= 1
 
     def _schedule(self) -> None:
-        """Start batches while instances are idle and requests are queued (respecting the queue delay)."""
+        """Start executions while instances have room and jobs wait (respecting the batcher's queue delay)."""
+        if self._scheduling:
+            return
+        self._scheduling = True
+        try:
+            self._schedule_now()
+        finally:
+            self._scheduling = False
+
+    def _schedule_now(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while (self._idle or self._partial) and self._queue:
-            while self._queue and self._queue[0].future.done():  # cancelled by its caller
-                self._queue.popleft()
+        while self._free:
+            self._pop_withdrawn()
             if not self._queue:
                 return
+            if self.batching is None:
+                self._start([self._queue.popleft()])
+                continue
             if self._delay_ns:
-                queued = sum(q.batch_size for q in self._queue)
+                queued = sum(j.weight for j in self._queue if j.state == QUEUED)
                 if queued < self._target and queued not in self._preferred:
                     wait_ns = self._queue[0].enqueued_ns + self._delay_ns - time.perf_counter_ns()
                     if wait_ns > 0:
-                        self._timer = asyncio.get_running_loop().call_later(wait_ns / 1e9, self._schedule)
+                        self._timer = self._loop.call_later(wait_ns / 1e9, self._schedule)
                         return
-            batch = self._take_batch()
-            link = self._take()
-            assert link is not None
-            asyncio.ensure_future(self._run_batch(link, batch))
+            self._start(self._take_batch())
 
-    def _take_batch(self) -> list[_Queued]:
-        batch: list[_Queued] = []
+    def _take_batch(self) -> list[Job]:
+        assert self.batching is not None
+        limit = self.batching.max_batch_size
+        batch: list[Job] = []
         total = 0
-        signature = None
-        while self._queue:
-            queued = self._queue[0]
-            if queued.future.done():
-                self._queue.popleft()
+        queue = self._queue
+        while queue:
+            job = queue[0]
+            if job.state != QUEUED:
+                queue.popleft()
+                self._withdrawn -= 1
                 continue
-            if batch and (total + queued.batch_size > self.max_batch_size or queued.signature != signature):
+            if batch and (total + job.weight > limit or job.signature != batch[0].signature):
                 break
-            signature = queued.signature
-            batch.append(self._queue.popleft())
-            total += queued.batch_size
+            batch.append(queue.popleft())
+            total += job.weight
         return batch
 
-    async def _run_batch(self, link: WorkerLink, batch: list[_Queued]) -> None:
-        started = time.perf_counter_ns()
+    def _start(self, jobs: list[Job]) -> None:
+        instance = self._free.pop()
+        load = self._load[instance] = self._load[instance] + 1
+        if load < self._depth:
+            self._free.insert(0, instance)  # room for more, but idle instances go first
+        execution = _Execution(self, instance, jobs)
+        for job in jobs:
+            job.state = RUNNING
+            job.execution = execution
+        self._running[instance].add(execution)
         try:
-            result = await self.router.execute(link, [q.request for q in batch])
-        except Exception as exc:  # noqa: BLE001 - every request of the batch gets the error
-            for queued in batch:
-                if not queued.future.done():
-                    queued.future.set_exception(exc)
+            execution.cancel = instance.execute([job.payload for job in jobs], execution)
+        except Exception as exc:  # noqa: BLE001 - e.g. the worker went away or the arena is full: these jobs fail
+            execution.fail(exc)
             return
-        finally:
-            self._release(link)
-        total = sum(q.batch_size for q in batch)
-        if result.error or len(result.responses) != len(batch):
-            for queued in batch:
-                if not queued.future.done():
-                    queued.future.set_result((result, started - queued.enqueued_ns, link))
+        if self.execution_timeout_s is not None and not execution.done:
+            execution.timer = self._arm_timeout(execution)
+
+    def _arm_timeout(self, execution: _Execution) -> asyncio.TimerHandle:
+        assert self.execution_timeout_s is not None
+        return self._loop.call_later(self.execution_timeout_s, execution.expired)
+
+    def _execution_ended(self, execution: _Execution) -> None:
+        """Give the execution's room on its instance back (unless the instance is gone) and start what waits."""
+        instance = execution.instance
+        running = self._running.get(instance)
+        if running is None or execution not in running:
             return
-        share = _SharedRelease(result, len(batch))
-        for index, queued in enumerate(batch):
-            part = ExecutionResult(
-                responses=[result.responses[index]],
-                compute_input_ns=result.compute_input_ns,
-                compute_infer_ns=result.compute_infer_ns,
-                compute_output_ns=result.compute_output_ns,
-                release=share,
-                execution_batch_size=total,
-                first_of_execution=index == 0,
-            )
-            if queued.future.done():  # the caller went away: its share is released now
-                share()
-            else:
-                queued.future.set_result((part, started - queued.enqueued_ns, link))
+        running.discard(execution)
+        load = self._load[instance] = self._load[instance] - 1
+        if instance in self._free:
+            self._free.remove(instance)
+        if load == 0:
+            self._free.append(instance)  # idle: first choice
+        else:
+            self._free.insert(0, instance)
+        if self._queue:
+            self._schedule()
+
+    def _on_execution(self, stats: ExecutionStats) -> None:
+        if self.on_execution is not None:
+            self.on_execution(stats)
+
+    def fail_all(self, reason: str) -> None:
+        """Fail every queued job (the model is being removed)."""
+        while self._queue:
+            job = self._queue.popleft()
+            if job.state == QUEUED:
+                job.fail(unavailable(reason))
+        self._withdrawn = 0
+
+
+__all__ = ["BatchPolicy", "ModelScheduler", "DEFAULT_PIPELINE_DEPTH", "DONE"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
-
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive, unlink_segments
-from pytriton.proxy.router import ProxyRouter, WorkerLink
+from pytriton.proxy.router import ProxyRouter
+from pytriton.scheduler.instance import InstanceHandler, InstanceStatus
+from pytriton.supervisor.instance import LinkedInstance
 from pytriton.supervisor.worker_pool import WorkerInstance
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -22,28 +22,51 @@ LIVENESS_PERIOD_S = 1.0
 
 
 class ExternalInstances:
-    """The instances of one model that another process hosts (same interface as WorkerPool)."""
+    """The instances of one model that another process hosts: an instance source, like WorkerPool.
 
-    def __init__(
-        self,
-        router: ProxyRouter,
-        config: TritonModelConfig,
-        generation: int,
-        on_ready: Callable[[WorkerLink], None],
-        on_lost: Callable[[WorkerLink], None],
-    ):
+    `identities()` creates the links the hosting threads connect to (the hosting process needs them before the
+    instances can exist); `start` then waits for them. A hosted thread cannot be killed: an instance whose
+    execution outlived the execution timeout is withheld from the scheduler until its worker answers again.
+    """
+
+    def __init__(self, router: ProxyRouter, config: TritonModelConfig, generation: int, ready_timeout_s: float = 300.0):
         self.router = router
         self.config = config
         self.generation = generation
-        self.on_ready = on_ready
-        self.on_lost = on_lost
+        self.ready_timeout_s = ready_timeout_s
+        self.handler: InstanceHandler | None = None
         self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
         self._watcher: asyncio.Task | None = None
+        self._stuck: set[int] = set()  # indexes of instances withheld after an execution timeout
+        self._waiting = {instance.index for instance in self.instances}  # not yet connected
+
+    def bind(self, handler: InstanceHandler) -> None:
+        self.handler = handler
+
+    def describe(self) -> list[InstanceStatus]:
+        return [instance.status(f"{self.config.model_name}_0_{instance.index}") for instance in self.instances]
+
+    def _serve(self, instance: WorkerInstance) -> None:
+        assert instance.link is not None
+        instance.serving = LinkedInstance(self.router, instance.link, kill=lambda reason: self._withhold(instance))
+        if self.handler is not None:
+            self.handler.add_instance(instance.serving)
+
+    def _unserve(self, instance: WorkerInstance) -> None:
+        serving, instance.serving = instance.serving, None
+        if serving is not None and self.handler is not None:
+            self.handler.remove_instance(serving)
+
+    def _withhold(self, instance: WorkerInstance) -> None:
+        logger.error("model instance '%s' runs in another process and cannot be killed; it gets no work until its "
+                     "stuck execution returns", instance.link.label if instance.link else instance.index)
+        self._stuck.add(instance.index)
+        instance.serving = None  # the scheduler already dropped it
 
     def identity(self, instance: WorkerInstance) -> str:
         return f"{self.config.model_name}#{instance.index}#x{self.generation}"
 
-    def start(self) -> list[str]:
+    def identities(self) -> list[str]:
         """Create the links the hosting threads connect to; return their identities."""
         identities = []
         for instance in self.instances:
@@ -53,25 +76,34 @@ class ExternalInstances:
         self._watcher = asyncio.ensure_future(self._watch())
         return identities
 
-    async def wait_ready(self, timeout_s: float) -> None:
+    async def start(self) -> None:
         """Wait until every hosting thread said hello; raise TimeoutError or the worker's error."""
         links = [i.link for i in self.instances if i.link is not None]
-        await asyncio.wait_for(asyncio.gather(*(link.hello for link in links)), timeout_s)
+        await asyncio.wait_for(asyncio.gather(*(link.hello for link in links)), self.ready_timeout_s)
+        self._serve_connected()
+
+    def _serve_connected(self) -> None:
+        for instance in self.instances:
+            link = instance.link
+            if instance.index in self._waiting and link is not None and link.hello.done() \
+                    and link.hello.exception() is None:
+                self._waiting.discard(instance.index)
+                self._serve(instance)
 
     async def _watch(self) -> None:
-        pending = {id(i): i for i in self.instances}
         while True:
-            await asyncio.sleep(LIVENESS_PERIOD_S if not pending else 0.05)
+            await asyncio.sleep(LIVENESS_PERIOD_S if not self._waiting else 0.05)
+            self._serve_connected()
             for instance in self.instances:
                 link = instance.link
                 if link is None or link.closed:
                     continue
-                if id(instance) in pending and link.hello.done() and link.hello.exception() is None:
-                    del pending[id(instance)]
-                    self.on_ready(link)
+                if instance.index in self._stuck and not link.pending:  # its stuck execution has returned
+                    self._stuck.discard(instance.index)
+                    self._serve(instance)
                 if link.pid is not None and not pid_alive(link.pid):
                     logger.error("process %d hosting model instance '%s' is gone", link.pid, link.label)
-                    self.on_lost(link)
+                    self._unserve(instance)
                     self.router.drop_link(
                         link, f"the process hosting model instance '{link.label}' (pid {link.pid}) is gone"
                     )
@@ -84,6 +116,6 @@ class ExternalInstances:
         for instance in self.instances:
             link = instance.link
             if link is not None and not link.closed:
-                self.on_lost(link)
+                self._unserve(instance)
                 self.router.stop_worker(link)
                 self.router.drop_link(link, f"model instance '{link.label}' was unloaded")

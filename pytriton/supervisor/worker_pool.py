@@ -13,11 +13,11 @@ import logging
 import os
 import signal
 import sys
-from typing import Callable
-
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink
+from pytriton.scheduler.instance import InstanceHandler, InstanceStatus
+from pytriton.supervisor.instance import LinkedInstance
 
 logger = logging.getLogger("pytriton.supervisor")
 
@@ -51,20 +51,23 @@ class WorkerInstance:
         self.restarts = 0
         self.process: asyncio.subprocess.Process | None = None
         self.link: WorkerLink | None = None
+        self.serving: LinkedInstance | None = None  # what the scheduler dispatches to while the worker is up
         self.watcher: asyncio.Task | None = None
+
+    def status(self, label: str) -> InstanceStatus:
+        up = self.link is not None and not self.link.closed and self.serving is not None
+        alive = self.process is not None and self.process.returncode is None
+        return InstanceStatus(label, up, self.restarts, self.process.pid if alive and self.process else None)
 
 
 class WorkerPool:
-    """The worker processes of one model."""
+    """The worker processes of one model: an instance source for its scheduler."""
 
     def __init__(
         self,
         router: ProxyRouter,
         config: TritonModelConfig,
         callable_target: str,
-        on_ready: Callable[[WorkerLink], None],
-        on_lost: Callable[[WorkerLink], None],
-        on_broken: Callable[[str], None],
         log_level: str = "INFO",
         start_timeout_s: float = 120.0,
         extra_env: dict[str, str] | None = None,
@@ -72,14 +75,39 @@ class WorkerPool:
         self.router = router
         self.config = config
         self.callable_target = callable_target
-        self.on_ready = on_ready
-        self.on_lost = on_lost
-        self.on_broken = on_broken
+        self.handler: InstanceHandler | None = None
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
         self.extra_env = extra_env or {}
         self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
         self._stopping = False
+
+    def bind(self, handler: InstanceHandler) -> None:
+        self.handler = handler
+
+    def describe(self) -> list[InstanceStatus]:
+        return [instance.status(self._label(instance)) for instance in self.instances]
+
+    def _serve(self, instance: WorkerInstance, link: WorkerLink) -> None:
+        """The worker is up: the scheduler may dispatch to it."""
+        instance.serving = LinkedInstance(self.router, link, kill=lambda reason: self._kill_stuck(instance, reason))
+        if self.handler is not None:
+            self.handler.add_instance(instance.serving)
+
+    def _unserve(self, instance: WorkerInstance) -> None:
+        serving, instance.serving = instance.serving, None
+        if serving is not None and self.handler is not None:
+            self.handler.remove_instance(serving)
+
+    def _kill_stuck(self, instance: WorkerInstance, reason: str) -> None:
+        """An execution outlived the execution timeout: kill the worker; its watcher restarts it."""
+        process = instance.process
+        if process is not None and process.returncode is None:
+            logger.error("killing worker pid %d of model instance '%s': %s", process.pid, self._label(instance), reason)
+            try:
+                process.kill()
+            except ProcessLookupError:
+                pass
 
     def _label(self, instance: WorkerInstance) -> str:
         """Triton's instance name: <model>_<group>_<index>."""
@@ -128,7 +156,7 @@ class WorkerPool:
             if link.hello in done and link.hello.exception() is None:
                 logger.info("model instance '%s' started (pid %d)", label, process.pid)
                 instance.watcher = asyncio.ensure_future(self._watch(instance, link, process, exited))
-                self.on_ready(link)
+                self._serve(instance, link)
                 return
             reason = (
                 str(link.hello.exception())
@@ -162,7 +190,7 @@ class WorkerPool:
         """Wait for the worker to exit; if it was not asked to, fail its requests and start a new one."""
         await exited
         label = self._label(instance)
-        self.on_lost(link)
+        self._unserve(instance)
         what = f"worker process of model instance '{label}' (pid {process.pid}) {_describe_exit(process.returncode)}"
         if self._stopping:
             self.router.drop_link(link, f"{what} while the server was stopping")
@@ -187,8 +215,9 @@ class WorkerPool:
             except WorkerStartError as exc:
                 attempt += 1
                 logger.error("%s", exc)
-                if not any(i.link is not None and not i.link.closed for i in self.instances):
-                    self.on_broken(str(exc))
+                if self.handler is not None and not any(i.link is not None and not i.link.closed
+                                                        for i in self.instances):
+                    self.handler.set_unavailable(str(exc))
 
     async def start(self) -> None:
         """Start every instance; raise WorkerStartError (after stopping the others) if one cannot start."""
@@ -222,5 +251,6 @@ class WorkerPool:
             if instance.process is not None:
                 await self._kill(instance.process)
                 unlink_segments(self.router.tag, instance.process.pid)
+            self._unserve(instance)
             if instance.link is not None and not instance.link.closed:
                 self.router.drop_link(instance.link, f"{self._label(instance)} stopped")

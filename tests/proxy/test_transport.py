@@ -16,7 +16,8 @@ from pytriton.model_config.datatypes import deserialize_bytes_tensor, serialize_
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.arena import our_segments
 from pytriton.proxy.messages import RequestData, TensorData
-from pytriton.proxy.router import ProxyRouter, WorkerGoneError
+from pytriton.model_config.datatypes import TRITON_TO_CODE
+from pytriton.proxy.router import ProxyRouter, WorkerGoneError, response_slots
 
 CONFIG = TritonModelConfig(
     model_name="identity",
@@ -69,13 +70,39 @@ def request(values: np.ndarray, words: list[bytes]) -> RequestData:
     )
 
 
-def outputs_of(result):
+class FutureCall:
+    """A router Call that resolves a future with the final RESULT (message, frames)."""
+
+    def __init__(self) -> None:
+        self.future = asyncio.get_running_loop().create_future()
+        self.replies = 0
+        self.gone: str | None = None
+
+    def on_reply(self, message, frames) -> None:
+        self.replies += 1
+        if message.final:
+            self.future.set_result((message, frames))
+
+    def on_gone(self, reason: str) -> None:
+        self.gone = reason
+        self.future.set_exception(WorkerGoneError(reason))
+
+
+async def execute(router, link, requests):
+    call = FutureCall()
+    router.submit(link, requests, call)
+    return await call.future
+
+
+def outputs_of(link, message, frames, index=0):
+    """The outputs of one response as numpy arrays (copies); its response slots go back to the worker."""
     out = {}
-    for tensor in result.responses[0].outputs:
-        if tensor.datatype == "BYTES":
-            out[tensor.name] = deserialize_bytes_tensor(tensor.data, tensor.shape)
+    for ref in message.responses[index].outputs:
+        data = frames[ref.frame - 1].buffer if ref.frame else link.segments.view(ref.segment, ref.offset, ref.nbytes)
+        if ref.dtype == TRITON_TO_CODE["BYTES"]:
+            out[ref.name] = deserialize_bytes_tensor(data, tuple(ref.shape))
         else:
-            out[tensor.name] = np.frombuffer(tensor.data, dtype=np.float32).reshape(tensor.shape).copy()
+            out[ref.name] = np.frombuffer(data, dtype=np.float32).reshape(tuple(ref.shape)).copy()
     return out
 
 
@@ -84,21 +111,20 @@ def test_round_trip_and_slots_are_freed(inline_max):
     async def scenario(router, link):
         for size in (0, 16, 300_000, 5_000_000):
             values = np.random.default_rng(size).random(size, dtype=np.float32)
-            result = await router.execute(link, [request(values, [b"a", b"", b"xyz" * size])])
-            out = outputs_of(result)
+            message, frames = await execute(router, link, [request(values, [b"a", b"", b"xyz" * size])])
+            out = outputs_of(link, message, frames)
             np.testing.assert_array_equal(out["OUT_FP32"], values)
             assert list(out["OUT_BYTES"]) == [b"a", b"", b"xyz" * size]
-            result.release_buffers()
+            link.release(response_slots(message))
         # Request slots are freed as soon as the answer arrives.
         assert router.arena.allocated_slots == 0
         # Released response slots wait for the next request to the worker, which carries them back.
-        values = np.ones(300_000, dtype=np.float32)
-        result = await router.execute(link, [request(values, [b"x"])])
-        result.release_buffers()
+        message, _ = await execute(router, link, [request(np.ones(300_000, dtype=np.float32), [b"x"])])
+        link.release(response_slots(message))
         assert len(link.pending_free) == (2 if inline_max == 0 else 1)
-        result = await router.execute(link, [request(np.ones(1, dtype=np.float32), [b"x"])])
+        message, _ = await execute(router, link, [request(np.ones(1, dtype=np.float32), [b"x"])])
         assert len(link.pending_free) == 0
-        result.release_buffers()
+        link.release(response_slots(message))
 
     run_pair(inline_max, scenario)
 
@@ -106,51 +132,55 @@ def test_round_trip_and_slots_are_freed(inline_max):
 def test_batch_of_requests_in_one_execution():
     async def scenario(router, link):
         batch = [request(np.full(4, i, dtype=np.float32), [str(i).encode()]) for i in range(5)]
-        result = await router.execute(link, batch)
-        assert len(result.responses) == 5
-        for i, response in enumerate(result.responses):
-            fp32 = next(t for t in response.outputs if t.name == "OUT_FP32")
-            assert np.frombuffer(fp32.data, dtype=np.float32).tolist() == [i] * 4
-        result.release_buffers()
+        message, frames = await execute(router, link, batch)
+        assert len(message.responses) == 5
+        for i in range(5):
+            assert outputs_of(link, message, frames, i)["OUT_FP32"].tolist() == [i] * 4
 
     run_pair(1 << 16, scenario)
 
 
-def test_dropping_a_link_fails_in_flight_calls():
+def test_a_call_that_cannot_be_sent_raises_and_hears_nothing():
     async def scenario(router, link):
         other = router.add_link(b"nobody#0#1", "nobody_0_0")
+        call = FutureCall()
         with pytest.raises(WorkerGoneError, match="not connected"):
-            await router.execute(other, [request(np.ones(4, dtype=np.float32), [b"a"])])
+            router.submit(other, [request(np.ones(4, dtype=np.float32), [b"a"])], call)
         router.drop_link(other, "gone")
         with pytest.raises(WorkerGoneError, match="not running"):
-            await router.execute(other, [request(np.ones(4, dtype=np.float32), [b"a"])])
+            router.submit(other, [request(np.ones(4, dtype=np.float32), [b"a"])], call)
+        assert call.replies == 0 and call.gone is None and not other.pending
 
     run_pair(1 << 16, scenario)
 
 
-def test_an_abandoned_call_frees_its_slots_and_reports_the_answer():
+def test_dropping_a_link_tells_each_pending_call_once_and_frees_its_request_slots():
     async def scenario(router, link):
-        values = np.ones(300_000, dtype=np.float32)  # large: a request slot, and a response slot back
-        call_id, future = router.submit_call(link, [request(values, [b"a"])])
-        answers = []
-        future.cancel()  # the caller went away before the worker answered
-        router.abandon(link, call_id, answers.append)
-        deadline = asyncio.get_running_loop().time() + 10
-        while not answers and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
-        assert len(answers) == 1 and answers[0].id == call_id
-        assert call_id not in link.pending
-        assert router.arena.allocated_slots == 0  # the request's slot
-        assert len(link.pending_free) == 2  # the response's slots, handed back with the next request
-        result = await router.execute(link, [request(np.ones(1, dtype=np.float32), [b"x"])])
-        assert len(link.pending_free) == 0
-        result.release_buffers()
-        # abandoned, then the worker disappears: the callback hears None
-        gone = []
-        call_id, future = router.submit_call(link, [request(values, [b"b"])])
-        future.cancel()
-        router.abandon(link, call_id, gone.append)
+        values = np.ones(300_000, dtype=np.float32)  # large: the request takes a slot of the request arena
+        calls = [FutureCall() for _ in range(3)]
+        for call in calls:
+            router.submit(link, [request(values, [b"b"])], call)
+        assert router.arena.allocated_slots == 6  # two inputs each
         router.drop_link(link, "stopped")
-        assert gone == [None] and router.arena.allocated_slots == 0
+        assert [c.gone for c in calls] == ["stopped"] * 3
+        assert router.arena.allocated_slots == 0
+        for call in calls:
+            with pytest.raises(WorkerGoneError):
+                await call.future
+
+    run_pair(0, scenario)
+
+
+def test_an_answer_nobody_is_waiting_for_gives_its_slots_back():
+    async def scenario(router, link):
+        values = np.ones(300_000, dtype=np.float32)
+        call = FutureCall()
+        call_id = router.submit(link, [request(values, [b"a"])], call)
+        _, slots = link.pending.pop(call_id)  # as if forgotten: the answer has no taker
+        router._free_request_slots(slots)
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(link.pending_free) < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert len(link.pending_free) == 2 and call.replies == 0
 
     run_pair(0, scenario)

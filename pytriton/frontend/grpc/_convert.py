@@ -8,11 +8,10 @@ import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
+from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.frontend.grpc._wire import InferResponseWire
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
-from pytriton.proxy.messages import TensorData
 
 STATUS_TO_GRPC = {
     Status.UNKNOWN: grpc.StatusCode.UNKNOWN,
@@ -178,7 +177,7 @@ def to_infer_request(request: Any) -> InferRequest:
                     f"for model '{model_name}'"
                 )
             region, size, offset = shm
-            inputs.append(TensorData(tensor.name, tensor.datatype, tuple(tensor.shape), None, region, 0, offset, size))
+            inputs.append(Tensor(tensor.name, tensor.datatype, tuple(tensor.shape), region=RegionRef(region, offset, size)))
             continue
         if tensor.HasField("contents"):
             if len(raw):
@@ -194,7 +193,7 @@ def to_infer_request(request: Any) -> InferRequest:
                 )
             data = raw[raw_index]
             raw_index += 1
-        inputs.append(TensorData(tensor.name, tensor.datatype, tuple(tensor.shape), data))
+        inputs.append(Tensor(tensor.name, tensor.datatype, tuple(tensor.shape), data))
     outputs = []
     for output in request.outputs:
         parameters = {}

@@ -141,8 +141,10 @@ class HttpApp:
         header_forward_pattern: str | None = None,
         max_input_bytes: int = 64 * 1024 * 1024,
         access: AccessPolicy | None = None,
+        connection_info: dict[str, Any] | None = None,
     ):
         self.core = core
+        self.connection_info = connection_info  # where a RemoteTriton on this host connects to host models
         self.access = access or AccessPolicy()
         self.log_settings = log_settings
         self.trace_settings = trace_settings
@@ -215,8 +217,9 @@ class HttpApp:
         self._check("model-repository", request)
         if not is_local_peer(request.peer):
             raise _Forbidden("This API is restricted to clients on the server's host")
-        assert self.core.router is not None
-        return json_response({"address": self.core.router.address, "tag": self.core.tag})
+        if self.connection_info is None:
+            return error_response(404, "Not Found")
+        return json_response(self.connection_info)
 
     def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
         name = ""

@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pytriton.core.types import InferRequest, InferResponse, RequestedOutput
+from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unsupported
 from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY, deserialize_bytes_tensor, serialize_bytes_tensor
-from pytriton.proxy.messages import TensorData
 
 RESERVED_PARAMS = ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output")
 SHM_KEYS = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
@@ -144,7 +143,7 @@ def parse_infer_request(
         if datatype == "BYTES":  # the whole body is the one element; Triton prepends its length
             data = struct.pack("<I", size) + body
         return (
-            InferRequest(model_name, version, "", [TensorData(name, datatype, shape, data)], [], {}),
+            InferRequest(model_name, version, "", [Tensor(name, datatype, shape, data)], [], {}),
             True,
         )
     if header_length is None:
@@ -193,7 +192,7 @@ def parse_infer_request(
             )
         if has_shm:
             region, size, region_offset = _shm_params(tparams, name)
-            inputs.append(TensorData(name, datatype, shape, None, region, 0, region_offset, size))
+            inputs.append(Tensor(name, datatype, shape, region=RegionRef(region, region_offset, size)))
             continue
         if has_binary:
             nbytes = tparams["binary_data_size"]
@@ -208,7 +207,7 @@ def parse_infer_request(
             offset += nbytes
         else:
             data = _json_data_to_bytes(entry["data"], datatype, shape, name)
-        inputs.append(TensorData(name, datatype, shape, data))
+        inputs.append(Tensor(name, datatype, shape, data))
     if offset != len(binary):
         raise _bad(f"unexpected additional input data for model '{model_name}'")
     outputs = []
@@ -238,7 +237,7 @@ def parse_infer_request(
     return request, binary_default
 
 
-def _json_values(tensor: TensorData) -> list[Any]:
+def _json_values(tensor: Tensor) -> list[Any]:
     if tensor.datatype in ("FP16", "BF16"):
         raise invalid_arg(
             f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"

@@ -96,18 +96,16 @@ class TritonMetricsCollector:
                          "execution per-model.", "gauge")
         for model in models:
             pending.add_sample("nv_inference_pending_request_count",
-                               {"model": model.name, "version": str(model.version)}, model.dispatcher.queue_size)
+                               {"model": model.name, "version": str(model.version)}, model.scheduler.queue_size)
         yield pending
 
         up = Metric("pytriton_model_instance_up", "1 if the worker process of the model instance is serving", "gauge")
         restarts = Metric("pytriton_model_instance_restarts", "Times the worker process of the model instance was "
                           "restarted after it died", "counter")
         for model in models:
-            for instance in model.pool.instances:
-                labels = {"model": model.name, "version": str(model.version),
-                          "instance": f"{model.name}_0_{instance.index}"}
-                alive = instance.link is not None and not instance.link.closed
-                up.add_sample("pytriton_model_instance_up", labels, 1 if alive else 0)
+            for instance in model.instances():
+                labels = {"model": model.name, "version": str(model.version), "instance": instance.label}
+                up.add_sample("pytriton_model_instance_up", labels, 1 if instance.up else 0)
                 restarts.add_sample("pytriton_model_instance_restarts", labels, instance.restarts)
         yield up
         yield restarts
@@ -124,8 +122,7 @@ class TritonMetricsCollector:
         yield mem_used
         rss = Metric("pytriton_server_resident_memory_bytes", "Resident memory of the server process and its "
                      "workers, in bytes", "gauge")
-        pids = [os.getpid()] + [i.process.pid for m in models for i in m.pool.instances
-                                if i.process is not None and i.process.returncode is None]
+        pids = [os.getpid()] + [i.pid for m in models for i in m.instances() if i.pid is not None]
         rss.add_sample("pytriton_server_resident_memory_bytes", {}, sum(_rss(p) for p in pids))
         yield rss
 

@@ -1,0 +1,72 @@
+"""What the scheduler needs of a model instance, and of whatever provides a model's instances.
+
+Worker pools (processes of our own), instances hosted in a user's process (`Triton.bind`) and, later,
+repository models all implement these protocols; the scheduler never sees a worker, a socket or a message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Protocol
+
+from pytriton.scheduler.job import ExecutionStats
+
+
+class ExecutionSink(Protocol):
+    """Where an instance reports one execution. Exactly one terminal event per execution: a `deliver` with
+    `final=True`, or `fail`. Events after that are ignored (and their results released)."""
+
+    def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True) -> None:
+        """Results of the execution, one per payload in order (a result may be an exception for that request)."""
+
+    def fail(self, error: BaseException) -> None:
+        """The whole execution failed (e.g. the worker died)."""
+
+
+class Instance(Protocol):
+    """One model instance."""
+
+    label: str
+
+    def execute(self, payloads: list[Any], sink: ExecutionSink) -> Callable[[], None] | None:
+        """Start executing `payloads` as one batch; return a function that asks the instance to stop a streaming
+        execution early (None if it cannot). Raising means the execution never started."""
+
+    def kill(self, reason: str) -> None:
+        """The instance is stuck: make it go away (its executions fail) and, where possible, come back fresh."""
+
+
+class InstanceHandler(Protocol):
+    """The scheduler side of an instance source: told when instances come and go."""
+
+    def add_instance(self, instance: Any) -> None: ...
+
+    def remove_instance(self, instance: Any) -> None: ...
+
+    def set_unavailable(self, reason: str) -> None: ...
+
+
+class InstanceSource(Protocol):
+    """Provides a model's instances: starts them, reports them to a handler as they come and go, stops them."""
+
+    def bind(self, handler: InstanceHandler) -> None:
+        """Report instances to `handler` from now on."""
+
+    async def start(self) -> None:
+        """Start the instances; return once the model can serve (raise if it cannot)."""
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop every instance (within the timeout, killing what does not stop)."""
+
+    def describe(self) -> list[InstanceStatus]:
+        """Each configured instance and whether it is up."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceStatus:
+    """How one instance of a model is doing, for metrics and status pages."""
+
+    label: str
+    up: bool
+    restarts: int = 0
+    pid: int | None = None  # a worker process of the server's own (its memory counts as the server's)

@@ -1,0 +1,144 @@
+"""A request's life in the scheduler, from submission until everything it holds is released.
+
+A job is owned by the scheduler, not by the caller awaiting it: the caller may give up at any moment (a
+deadline, a reset stream, a closed connection), and the job still ends exactly once — when its execution
+completes, or at once if it never started — running its cleanups (region references, in-flight counts) then.
+Results that arrive for a caller who left are released on arrival.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, Callable, Hashable, Protocol
+
+
+class Releasable(Protocol):
+    """A result whose buffers (e.g. a worker's response slots) go back once it is consumed or unwanted."""
+
+    def release(self) -> None: ...
+
+
+@dataclasses.dataclass(slots=True)
+class ExecutionStats:
+    """What one execution took, as the instance measured it."""
+
+    batch_size: int = 0
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class Delivery:
+    """One result for one job: the result (or the error for this request), the execution's stats, the ns the job
+    waited in the queue, and whether it is the job's last."""
+
+    result: Any
+    stats: ExecutionStats
+    queue_ns: int
+    final: bool = True
+
+
+QUEUED, RUNNING, DONE = "queued", "running", "done"
+
+
+class Job:
+    """One request handed to a model's scheduler.
+
+    `payload` is opaque to the scheduler (the instance knows what it is); `batch_size` counts toward
+    max_batch_size; jobs batch together only when their `signature`s are equal. A unary job's caller awaits
+    `future`; a streaming job's caller reads `queue` (Delivery items, or an exception, until a final one).
+    """
+
+    __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
+                 "queue", "execution", "_cleanups")
+
+    def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False):
+        self.payload = payload
+        self.batch_size = batch_size  # as validated (0 for a request with an empty batch)
+        self.weight = max(batch_size, 1)  # what it counts toward max_batch_size
+        self.signature = signature
+        self.stream = stream
+        self.state = QUEUED
+        self.abandoned = False  # the caller went away
+        self.enqueued_ns = 0
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[Delivery] | None = None if stream else loop.create_future()
+        self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream else None
+        self.execution: Any = None
+        self._cleanups: list[Callable[[], None]] = []
+
+    def on_finish(self, cleanup: Callable[[], None]) -> None:
+        """Run `cleanup` once when the job ends (at once if it has ended)."""
+        if self.state == DONE:
+            cleanup()
+        else:
+            self._cleanups.append(cleanup)
+
+    @property
+    def wanted(self) -> bool:
+        """Whether anyone still waits for this job's results."""
+        if self.abandoned:
+            return False
+        return self.future is None or not self.future.done()
+
+    def deliver(self, delivery: Delivery) -> None:
+        """Hand a result to the caller, or release it if the caller is gone; the final one ends the job."""
+        if self.state == DONE:
+            _release(delivery.result)
+            return
+        if not self.wanted:
+            _release(delivery.result)
+        elif self.queue is not None:
+            result = delivery.result
+            self.queue.put_nowait(result if isinstance(result, BaseException) else delivery)
+        else:
+            assert self.future is not None
+            if isinstance(delivery.result, BaseException):
+                self.future.set_exception(delivery.result)
+            else:
+                self.future.set_result(delivery)
+        if delivery.final:
+            self.finish()
+
+    def fail(self, error: BaseException) -> None:
+        """End the job with `error` (the caller gets it if it still waits)."""
+        if self.state == DONE:
+            return
+        if self.wanted:
+            if self.queue is not None:
+                self.queue.put_nowait(error)
+            else:
+                assert self.future is not None
+                self.future.set_exception(error)
+        self.finish()
+
+    def abandon(self) -> None:
+        """The caller went away: results that reached it but were never read are released now, later ones on
+        arrival. The job itself ends when its execution does (or at once if it never started)."""
+        self.abandoned = True
+        future = self.future
+        if future is not None and future.done() and not future.cancelled():
+            if future.exception() is None:  # retrieving the exception also keeps asyncio from warning about it
+                _release(future.result().result)
+        if self.queue is not None:
+            while not self.queue.empty():
+                item = self.queue.get_nowait()
+                if isinstance(item, Delivery):
+                    _release(item.result)
+
+    def finish(self) -> None:
+        if self.state == DONE:
+            return
+        self.state = DONE
+        self.execution = None
+        cleanups, self._cleanups = self._cleanups, []
+        for cleanup in cleanups:
+            cleanup()
+
+
+def _release(result: Any) -> None:
+    release = getattr(result, "release", None)
+    if release is not None:
+        release()

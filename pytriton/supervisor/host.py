@@ -1,0 +1,53 @@
+"""The worker side of a server: its transport (one ROUTER socket, the request arena) and the instance sources
+built on it — worker pools of its own and instances hosted by other processes.
+
+The server composes it with the core: the core gets instance sources, never this object.
+"""
+
+from __future__ import annotations
+
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.router import ProxyRouter
+from pytriton.supervisor.external import ExternalInstances
+from pytriton.supervisor.worker_pool import WorkerPool
+
+
+class WorkerHost:
+    """Owns the router; makes the instance sources of models."""
+
+    def __init__(self, run_dir: str, tag: str, inline_max: int, log_level: str = "INFO"):
+        self.run_dir = run_dir
+        self.tag = tag
+        self.inline_max = inline_max
+        self.log_level = log_level
+        self.router: ProxyRouter | None = None
+        self._generation = 0
+
+    @property
+    def address(self) -> str:
+        assert self.router is not None, "start() first"
+        return self.router.address
+
+    async def start(self) -> None:
+        self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
+
+    def worker_pool(self, config: TritonModelConfig, callable_target: str) -> WorkerPool:
+        """Worker processes of our own that import and run `callable_target`."""
+        assert self.router is not None, "start() first"
+        return WorkerPool(self.router, config, callable_target, log_level=self.log_level)
+
+    def external_instances(self, config: TritonModelConfig, ready_timeout_s: float = 300.0) -> ExternalInstances:
+        """Instances another process hosts (Triton.bind threads); `identities()` says how they connect."""
+        assert self.router is not None, "start() first"
+        self._generation += 1
+        return ExternalInstances(self.router, config, self._generation, ready_timeout_s)
+
+    def unmap_regions(self, region_ids: list[int]) -> None:
+        """Tell every worker to drop its mappings of these client regions."""
+        if self.router is not None:
+            self.router.broadcast_unmap(region_ids)
+
+    def close(self) -> None:
+        if self.router is not None:
+            self.router.close()
+            self.router = None

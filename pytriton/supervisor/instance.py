@@ -1,0 +1,157 @@
+"""A model instance behind a worker link: the scheduler's `Instance`, and the one translator between the core's
+types and the transport's.
+
+The core hands `ExecutionRequest`s (its tensors, client regions it resolved); the worker protocol wants
+`RequestData` of `TensorData` (shm keys, absolute offsets, CUDA handles). Answers come back as RESULT messages
+and leave as `ExecutionOutput`s whose buffers are views of the worker's arena, released per request. Transport
+errors become `ServerError`s here, so nothing above sees a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import zmq
+
+from pytriton.core.shm_registry import CudaShmRegion
+from pytriton.core.types import ExecutionOutput, ExecutionRequest, RegionSlice, Tensor
+from pytriton.exceptions import internal, unavailable
+from pytriton.model_config.datatypes import CODE_TO_TRITON
+from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
+from pytriton.proxy.messages import RequestData, TensorData, params_from_proto
+from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
+from pytriton.scheduler.instance import ExecutionSink
+from pytriton.scheduler.job import ExecutionStats
+
+logger = logging.getLogger("pytriton.supervisor")
+
+
+def _region_tensor(name: str, datatype: str, shape: tuple[int, ...], where: RegionSlice) -> TensorData:
+    """A tensor in a client region, as a worker maps it: the shm key and the absolute offset in the object (or the
+    CUDA handle and the offset in the allocation)."""
+    region = where.region
+    if isinstance(region, CudaShmRegion):
+        return TensorData(name, datatype, shape, None, "", region.byte_size, where.offset, where.byte_size, region.id,
+                          region.raw_handle, region.device_id)
+    return TensorData(name, datatype, shape, None, region.key, region.offset + region.byte_size,
+                      region.offset + where.offset, where.byte_size, region.id)
+
+
+def to_request_data(request: ExecutionRequest) -> RequestData:
+    """The core's request in the transport's form."""
+    regions = request.input_regions
+    inputs = [
+        TensorData(t.name, t.datatype, t.shape, t.data) if t.data is not None
+        else _region_tensor(t.name, t.datatype, t.shape, regions[t.name])
+        for t in request.inputs
+    ]
+    outputs = [_region_tensor(name, "", (), where) for name, where in request.output_regions.items()]
+    return RequestData(inputs, request.requested_outputs, request.parameters, outputs)
+
+
+def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[ExecutionOutput | None]:
+    """One ExecutionOutput per response of a RESULT message; each releases its own arena slots."""
+    results: list[ExecutionOutput | None] = []
+    segments = link.segments
+    for item in message.responses:
+        if item.error:
+            results.append(ExecutionOutput(error=item.error))
+            continue
+        outputs = []
+        slots: list[int] = []
+        for ref in item.outputs:
+            datatype = CODE_TO_TRITON[ref.dtype]
+            if ref.region or ref.cuda_handle:  # the worker wrote it into the client's region
+                outputs.append(Tensor(ref.name, datatype, tuple(ref.shape)))
+                continue
+            if ref.frame:
+                data: Any = frames[ref.frame - 1].buffer
+            else:
+                assert segments is not None
+                data = segments.view(ref.segment, ref.offset, ref.nbytes)
+                slots.append(slot_key(ref.segment, ref.offset))
+            outputs.append(Tensor(ref.name, datatype, tuple(ref.shape), data))
+        output = ExecutionOutput(outputs, params_from_proto(item.parameters) if item.parameters else {})
+        if slots:
+            output.on_release = _slot_release(link, slots)
+        results.append(output)
+    return results
+
+
+def _slot_release(link: WorkerLink, slots: list[int]) -> Callable[[], None]:
+    def release() -> None:
+        segments = link.segments
+        if segments is not None:
+            for key in slots:
+                segment_id, _ = split_key(key)
+                if is_dedicated(segment_id):
+                    segments.release_dedicated(segment_id)
+        link.release(slots)
+
+    return release
+
+
+class _WorkerCall:
+    """One execution on a worker: turns its RESULT messages into what the scheduler's sink takes."""
+
+    __slots__ = ("instance", "sink", "count", "id")
+
+    def __init__(self, instance: LinkedInstance, sink: ExecutionSink, count: int):
+        self.instance = instance
+        self.sink = sink
+        self.count = count
+        self.id = 0
+
+    def on_reply(self, message: Any, frames: list[zmq.Frame]) -> None:
+        link = self.instance.link
+        stats = ExecutionStats(0, message.compute_input_ns, message.compute_infer_ns, message.compute_output_ns)
+        if message.error:
+            link.release(response_slots(message))
+            self.sink.fail(internal(
+                f"Failed to process the request(s) for model '{link.label}', message: {message.error}"))
+            return
+        if not message.responses:
+            if message.final:
+                self.sink.deliver([None] * self.count, stats, True)  # the end of a stream
+            return
+        try:
+            results = _outputs(link, message, frames)
+        except Exception as exc:  # noqa: BLE001 - e.g. a segment that vanished with its worker
+            link.release(response_slots(message))
+            self.sink.fail(unavailable(f"cannot read the answer of model instance '{link.label}': {exc}"))
+            return
+        self.sink.deliver(results, stats, bool(message.final))
+
+    def on_gone(self, reason: str) -> None:
+        self.sink.fail(unavailable(reason))
+
+    def cancel(self) -> None:
+        self.instance.router.cancel(self.instance.link, self.id)
+
+
+class LinkedInstance:
+    """A model instance served by one worker (a process of ours, or a thread of the user's process)."""
+
+    def __init__(self, router: ProxyRouter, link: WorkerLink, kill: Callable[[str], None] | None = None):
+        self.router = router
+        self.link = link
+        self.label = link.label
+        self._kill = kill
+
+    def execute(self, payloads: list[ExecutionRequest], sink: ExecutionSink) -> Callable[[], None]:
+        call = _WorkerCall(self, sink, len(payloads))
+        try:
+            call.id = self.router.submit(self.link, [to_request_data(p) for p in payloads], call)
+        except WorkerGoneError as exc:
+            raise unavailable(str(exc)) from None
+        except ArenaExhaustedError as exc:
+            raise unavailable(f"cannot take the request for model instance '{self.label}': {exc}") from None
+        return call.cancel
+
+    def kill(self, reason: str) -> None:
+        if self._kill is not None:
+            self._kill(reason)
+
+    def __repr__(self) -> str:
+        return f"LinkedInstance({self.label!r})"

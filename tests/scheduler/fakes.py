@@ -1,0 +1,102 @@
+"""Fake instances and results for driving the scheduler without workers, sockets or messages."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pytriton.exceptions import ServerError, unavailable
+from pytriton.scheduler.dispatcher import ModelScheduler
+from pytriton.scheduler.job import ExecutionStats, Job
+
+
+class FakeResult:
+    """A result whose release is counted (it stands for a worker's response slots)."""
+
+    released_twice: list[FakeResult] = []
+
+    def __init__(self, value: Any):
+        self.value = value
+        self.releases = 0
+
+    def release(self) -> None:
+        self.releases += 1
+        if self.releases > 1:
+            FakeResult.released_twice.append(self)
+
+
+class FakeExecution:
+    def __init__(self, instance: FakeInstance, payloads: list[Any], sink: Any):
+        self.instance = instance
+        self.payloads = payloads
+        self.sink = sink
+        self.cancelled = False
+        self.finished = False
+        self.results: list[FakeResult] = []
+
+    def reply(self, final: bool = True, error_index: int | None = None) -> list[FakeResult]:
+        """The instance answers: one result per payload (or an error for one of them)."""
+        results: list[Any] = []
+        for index, payload in enumerate(self.payloads):
+            if index == error_index:
+                results.append(ServerError(3, f"request {payload} failed"))
+            else:
+                result = FakeResult(payload)
+                self.results.append(result)
+                results.append(result)
+        if final:
+            self.finished = True
+        self.sink.deliver(results, ExecutionStats(0, 1, 2, 3), final)
+        return [r for r in results if isinstance(r, FakeResult)]
+
+    def fail(self, reason: str = "worker died") -> None:
+        self.finished = True
+        self.sink.fail(unavailable(reason))
+
+
+class FakeInstance:
+    """An instance whose executions the test completes by hand."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.executions: list[FakeExecution] = []
+        self.dead = False
+        self.killed: str | None = None
+
+    def execute(self, payloads: list[Any], sink: Any):
+        if self.dead:
+            raise unavailable(f"model instance '{self.label}' is not running")
+        execution = FakeExecution(self, list(payloads), sink)
+        self.executions.append(execution)
+
+        def cancel() -> None:
+            execution.cancelled = True
+
+        return cancel
+
+    def kill(self, reason: str) -> None:
+        self.killed = reason
+
+    @property
+    def running(self) -> list[FakeExecution]:
+        return [e for e in self.executions if not e.finished]
+
+    def die(self, scheduler: ModelScheduler) -> None:
+        """The worker process is gone: the source removes the instance, its executions fail."""
+        self.dead = True
+        scheduler.remove_instance(self)
+        for execution in self.running:
+            execution.fail(f"model instance '{self.label}' died")
+
+
+def make_job(payload: Any, batch_size: int = 1, signature: Any = None, stream: bool = False) -> tuple[Job, list[int]]:
+    """A job and a list that counts how often its cleanups ran."""
+    job = Job(payload, batch_size, signature, stream)
+    ended: list[int] = []
+    job.on_finish(lambda: ended.append(1))
+    return job, ended
+
+
+async def turns(n: int = 3) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)

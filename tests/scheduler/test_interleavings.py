@@ -1,0 +1,138 @@
+"""Thousands of random interleavings of submissions, replies, caller cancellations, instance deaths and execution
+timeouts: afterwards no instance room, result buffer or request resource is lost, and none is freed twice."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from pytriton.exceptions import ServerError
+from pytriton.scheduler.dispatcher import BatchPolicy, ModelScheduler
+from pytriton.scheduler.job import DONE, Delivery
+from tests.scheduler.fakes import FakeInstance, FakeResult, make_job
+
+
+class Caller:
+    """What the core does for one request: submit, await, withdraw on cancel, release what it consumed."""
+
+    def __init__(self, scheduler: ModelScheduler, index: int, stream: bool, batch_size: int):
+        self.job, self.ended = make_job(index, batch_size, signature=batch_size % 2, stream=stream)
+        self.scheduler = scheduler
+        self.outcome = "pending"
+        self.task = asyncio.ensure_future(self.run())
+
+    async def run(self) -> None:
+        job = self.job
+        try:  # as in the core: submitted in the task's first step, awaited right after
+            self.scheduler.submit(job)
+        except ServerError:
+            job.finish()
+            self.outcome = "refused"
+            return
+        try:
+            if job.queue is None:
+                delivery: Delivery = await job.future
+                delivery.result.release()
+            else:
+                while True:
+                    item = await job.queue.get()
+                    if isinstance(item, BaseException):
+                        raise item
+                    if item.result is not None:
+                        item.result.release()
+                    if item.final:
+                        break
+            self.outcome = "ok"
+        except asyncio.CancelledError:
+            self.scheduler.withdraw(job)
+            self.outcome = "cancelled"
+            raise
+        except ServerError:
+            self.outcome = "failed"
+            self.scheduler.withdraw(job)  # as the core does when it stops reading a stream early
+
+
+async def scenario(seed: int) -> None:
+    rng = random.Random(seed)
+    batching = BatchPolicy(max_batch_size=4) if rng.random() < 0.4 else None
+    stream = batching is None and rng.random() < 0.3
+    scheduler = ModelScheduler("m", batching, pipeline_depth=rng.choice((1, 2, 3)),
+                               execution_timeout_s=rng.choice((None, None, 30.0)))
+    instances: list[FakeInstance] = []
+    serial = 0
+
+    def new_instance() -> None:
+        nonlocal serial
+        serial += 1
+        instance = FakeInstance(f"m_{serial}")
+        instances.append(instance)
+        scheduler.add_instance(instance)
+
+    for _ in range(rng.randint(1, 3)):
+        new_instance()
+    callers: list[Caller] = []
+    for step in range(rng.randint(20, 60)):
+        action = rng.random()
+        live = [i for i in instances if not i.dead]
+        running = [e for i in live for e in i.running]
+        if action < 0.35:
+            callers.append(Caller(scheduler, len(callers), stream, rng.randint(1, 2)))
+        elif action < 0.6 and running:
+            execution = rng.choice(running)
+            final = not stream or rng.random() < 0.5
+            error = rng.randrange(len(execution.payloads)) if rng.random() < 0.1 else None
+            execution.reply(final=final, error_index=error)
+        elif action < 0.75 and callers:
+            rng.choice(callers).task.cancel()
+        elif action < 0.8 and live:
+            rng.choice(live).die(scheduler)
+            if rng.random() < 0.8:
+                new_instance()
+        elif action < 0.85 and running and scheduler.execution_timeout_s:
+            timed_out = [e for e in scheduler._running.get(rng.choice(live), ())]
+            if timed_out:
+                timed_out[0].expired()  # as if the execution timeout fired now
+                victim = timed_out[0].instance
+                victim.die(scheduler)
+                new_instance()
+        elif action < 0.87:
+            new_instance()
+        for _ in range(rng.randint(0, 2)):  # let callers run: replies and cancels land in every order
+            await asyncio.sleep(0)
+    # Settle: every execution still running gets its final answer, until nothing runs and nothing waits.
+    if not any(not i.dead for i in instances):
+        new_instance()
+    for _ in range(1000):
+        running = [e for i in instances if not i.dead for e in i.running]
+        if not running and scheduler.queue_size == 0 and all(c.task.done() for c in callers):
+            break
+        for execution in running:
+            execution.reply(final=True)
+        await asyncio.sleep(0)
+    assert all(c.task.done() for c in callers), seed
+
+    for caller in callers:
+        if caller.outcome == "pending" and caller.task.cancelled() and caller.job.enqueued_ns == 0:
+            continue  # cancelled before its first step: it never reached the scheduler
+        assert caller.outcome != "pending", (seed, caller.job.payload, caller.job.state, caller.job.abandoned,
+                                             caller.task.done(), caller.task.cancelled(), caller.ended, caller.task.exception())
+        assert caller.ended == [1], (seed, caller.job.payload, caller.ended, caller.outcome)
+        assert caller.job.state == DONE
+    results = [r for i in instances for e in i.executions for r in e.results]
+    assert all(r.releases == 1 for r in results), (seed, [r.releases for r in results])
+    assert not FakeResult.released_twice
+    assert scheduler.queue_size == 0 and scheduler.executions_in_flight == 0, seed
+    live = [i for i in instances if not i.dead]
+    assert sorted(scheduler._free, key=id) == sorted(live, key=id), seed  # every live instance has room again
+    assert all(scheduler._load[i] == 0 for i in live), seed
+
+
+@pytest.mark.parametrize("block", range(10))
+def test_random_interleavings_lose_and_double_free_nothing(block: int) -> None:
+    async def main() -> None:
+        for seed in range(block * 300, (block + 1) * 300):
+            await scenario(seed)
+
+    asyncio.run(main())
