@@ -115,6 +115,9 @@ def main() -> None:
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
               help="Largest HTTP request body, in bytes.")
 @click.option("--exit-timeout", type=float, default=30.0, show_default=True, help="Seconds to drain on stop.")
+@click.option("--execution-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="An execution that runs longer fails its requests and its worker is killed and restarted "
+                   "(for a streaming model: no response for this long). Default: no limit.")
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -151,6 +154,7 @@ def serve(
     grpc_restricted_protocol: tuple[str, ...],
     http_max_input_size: int,
     exit_timeout: float,
+    execution_timeout: float | None,
     log_level: str,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE over Triton's gRPC and HTTP protocols."""
@@ -221,6 +225,7 @@ def serve(
         metrics_port=metrics_port,
         log_level=log_level,
         exit_timeout_s=exit_timeout,
+        execution_timeout_s=execution_timeout,
     )
     try:
         run(server_config)
