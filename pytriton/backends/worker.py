@@ -28,7 +28,6 @@ from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint
 from pytriton.proxy.messages import ServerToWorker
-from pytriton.proxy.types import Request
 
 logger = logging.getLogger("pytriton.backends")
 
@@ -115,13 +114,11 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
 def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, label: str) -> None:
     start = time.perf_counter_ns()
     try:
-        decoded = endpoint.decode(message, frames)
-        requests = [Request(d.inputs, d.parameters, None, d.requested_outputs or None) for d in decoded]
+        requests, regions = endpoint.decode(message, frames)
     except Exception as exc:  # noqa: BLE001
         logger.exception("%s: cannot decode request", label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
-    regions = [d.output_regions for d in decoded] if any(d.output_regions for d in decoded) else None
     decoupled = backend.config.decoupled
     t_input = time.perf_counter_ns()
     sent = 0
@@ -158,7 +155,7 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
         endpoint.send_result(message.id, None, error=_format_error(exc))
         return
     finally:
-        del requests, decoded
+        del requests
     if decoupled:
         endpoint.send_result(message.id, None, final=True)  # the stream is complete
     elif sent != 1:

@@ -17,7 +17,6 @@ import zmq
 
 from pytriton.model_config.datatypes import (
     CODE_TO_NUMPY,
-    CODE_TO_TRITON,
     TRITON_TO_CODE,
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
@@ -26,6 +25,7 @@ from pytriton.proxy.arena import SegmentMap, ShmArena, is_dedicated
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
+from pytriton.proxy.types import Request
 
 logger = logging.getLogger("pytriton.proxy")
 
@@ -51,18 +51,6 @@ def _to_host(array: Any) -> np.ndarray:
     if hasattr(array, "__cuda_array_interface__"):
         return __import__("cupy").asnumpy(array)
     return np.asarray(array)
-
-
-class DecodedRequest:
-    """One request as the worker sees it: numpy inputs (views where possible), parameters, outputs wanted."""
-
-    __slots__ = ("inputs", "parameters", "requested_outputs", "output_regions")
-
-    def __init__(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any], requested: list[str]):
-        self.inputs = inputs
-        self.parameters = parameters
-        self.requested_outputs = requested
-        self.output_regions: dict[str, Any] = {}
 
 
 class WorkerEndpoint:
@@ -139,9 +127,11 @@ class WorkerEndpoint:
             self._dedicated_in_use.append(ref.segment)
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
 
-    def decode(self, message: Any, frames: Sequence[zmq.Frame]) -> list[DecodedRequest]:
-        """Turn an INFER message into requests with numpy inputs (read-only views for fixed-size types)."""
-        decoded = []
+    def decode(self, message: Any, frames: Sequence[zmq.Frame]) -> tuple[list[Request], list[dict[str, Any]] | None]:
+        """Turn an INFER message into the callable's requests, with numpy inputs (read-only views for fixed-size
+        types), and per request the client regions its outputs go to (None when no request has any)."""
+        decoded: list[Request] = []
+        regions: list[dict[str, Any]] = []
         for item in message.requests:
             inputs: dict[str, np.ndarray] = {}
             for ref in item.inputs:
@@ -159,11 +149,9 @@ class WorkerEndpoint:
                     array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[dtype]).reshape(shape)
                 inputs[ref.name] = array
             parameters = params_from_proto(item.parameters) if item.parameters else {}
-            request = DecodedRequest(inputs, parameters, list(item.requested_outputs))
-            for ref in item.output_regions:
-                request.output_regions[ref.name] = ref
-            decoded.append(request)
-        return decoded
+            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None))
+            regions.append({ref.name: ref for ref in item.output_regions})
+        return decoded, (regions if any(regions) else None)
 
     # ---- responses ---------------------------------------------------------------------------
     def _encode_output(
