@@ -24,7 +24,8 @@ def classify(tensor: Tensor, count: int, batched: bool, labels: list[str] | None
     array = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype]).reshape(tensor.shape)
     if array.size > MAX_ELEMENTS:
         raise invalid_arg("classification output tensor too large")
-    rows = array.reshape(array.shape[0] if batched and array.ndim else 1, -1)
+    leading: int = array.shape[0] if batched and array.ndim else 1
+    rows: np.ndarray = array.reshape(leading, -1)
     if rows.dtype == np.bool_ or rows.dtype.itemsize == 2 and rows.dtype.kind == "V":
         rows = rows.astype(np.float32)
     k = min(count, rows.shape[1]) if rows.size else 0

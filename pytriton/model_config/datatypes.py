@@ -91,7 +91,7 @@ def numpy_to_triton(dtype: Any) -> str:
 
 def serialize_bytes_tensor(array: np.ndarray) -> bytes:
     """Encode an array of bytes/str/objects as Triton BYTES (row-major, length-prefixed elements)."""
-    parts = []
+    parts: list[bytes] = []
     append = parts.append
     pack = _LEN.pack
     for item in array.reshape(-1) if array.ndim else array.reshape(1):
@@ -131,7 +131,7 @@ def bytes_element_count(buffer: Any, limit: int | None = None) -> int:
 def deserialize_bytes_tensor(buffer: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """Decode a Triton BYTES buffer into an object array of `bytes` (reshaped if a shape is given)."""
     view = memoryview(buffer).cast("B")
-    items = []
+    items: list[bytes] = []
     append = items.append
     unpack = _LEN.unpack_from
     pos = 0
@@ -143,9 +143,7 @@ def deserialize_bytes_tensor(buffer: Any, shape: tuple[int, ...] | None = None) 
         append(bytes(view[start:pos]))
     out = np.empty(len(items), dtype=np.object_)
     out[:] = items
-    if shape is not None:
-        out = out.reshape(shape)
-    return out
+    return out.reshape(shape) if shape is not None else out
 
 
 def tensor_to_bytes(array: np.ndarray, datatype: str) -> Any:

@@ -211,11 +211,12 @@ class ShmArena:
             self._slots[key] = size_class
             segment_id, offset = split_key(key)
             return segment_id, offset, self._segments[segment_id].view[offset : offset + nbytes]
-        segment = self._current
-        if segment is None or segment.used + size_class > segment.size:
+        current = self._current
+        if current is None or current.used + size_class > current.size:
             self._current_id = self._next_id
             self._next_id += 1
-            segment = self._current = self._new_segment(self._current_id, self.segment_size)
+            current = self._current = self._new_segment(self._current_id, self.segment_size)
+        segment = current
         offset = segment.used
         segment.used += size_class
         key = self.key(self._current_id, offset)

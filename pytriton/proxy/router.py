@@ -75,7 +75,7 @@ class ProxyRouter:
         self.inline_max = inline_max
         self.loop = asyncio.get_running_loop()
         self.arena = ShmArena(tag, "req")
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context = zmq.Context.instance()
         self._socket = self._ctx.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SNDHWM, 0)
