@@ -21,7 +21,7 @@ def classify(tensor: Tensor, count: int, batched: bool, labels: list[str] | None
     """Top-`count` classes of `tensor` (per batch row when `batched`), as a BYTES tensor."""
     if tensor.datatype in ("BYTES",) or tensor.datatype not in TRITON_TO_NUMPY:
         raise invalid_arg(f"class result not available for output '{tensor.name}' due to unsupported type 'BYTES'")
-    array = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype]).reshape(tensor.shape)
+    array: np.ndarray = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype]).reshape(tensor.shape)
     if array.size > MAX_ELEMENTS:
         raise invalid_arg("classification output tensor too large")
     leading: int = array.shape[0] if batched and array.ndim else 1
