@@ -44,7 +44,7 @@ __all__ = [
     "wait_for_server_ready",
 ]
 
-_LOGGER = logging.getLogger(__name__)
+_LOGGER = logging.getLogger("pytriton.client")
 
 DEFAULT_HTTP_PORT = 8000
 DEFAULT_GRPC_PORT = 8001
