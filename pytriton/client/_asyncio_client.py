@@ -93,6 +93,8 @@ class AsyncioModelClient(BaseModelClient):
 
     async def _ensure_ready(self, timeout_s: float) -> TritonModelConfig:
         general, _ = self._clients()
+        if self._model_ready and self._model_config is not None:
+            return self._model_config
         return await run_asyncio(self._ensure_ready_steps(general, timeout_s))
 
     async def wait_for_model(self, timeout_s: float) -> None:

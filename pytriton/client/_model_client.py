@@ -105,6 +105,8 @@ class ModelClient(BaseModelClient):
     def _ensure_ready(self, timeout_s: float) -> TritonModelConfig:
         """Wait for the model (unless known ready) and fetch its configuration (unless known); return it."""
         self._check_open()
+        if self._model_ready and self._model_config is not None:
+            return self._model_config
         return run_blocking(self._ensure_ready_steps(self._general_client, timeout_s))
 
     def wait_for_model(self, timeout_s: float) -> None:

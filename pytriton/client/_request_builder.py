@@ -8,11 +8,10 @@ be checked without a server.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from tritonclient.utils import np_to_triton_dtype
@@ -83,8 +82,7 @@ def _named_inputs(model_config: TritonModelConfig, inputs: tuple | dict) -> dict
     return {spec.name: data for spec, data in zip(specs, inputs)}
 
 
-@dataclasses.dataclass(frozen=True)
-class InferCall:
+class InferCall(NamedTuple):
     """The checked arguments of one `infer_sample` / `infer_batch` call.
 
     `inputs` is a tuple (positional, in the model's input order) or a dict (by name); `unbatch` says that the
@@ -113,7 +111,7 @@ class InferCall:
         """The call of one sample: for a batching model the batch axis is added (and later removed)."""
         if model_config.max_batch_size <= 0:
             return self
-        return dataclasses.replace(self, inputs=_add_batch_axis(model_config, self.inputs), unbatch=True)
+        return InferCall(_add_batch_axis(model_config, self.inputs), self.parameters, self.headers, unbatch=True)
 
     def for_batch(self, model_config: TritonModelConfig) -> InferCall:
         """The call of a batch; the model must batch."""
