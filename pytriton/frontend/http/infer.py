@@ -138,14 +138,15 @@ def parse_infer_request(
     size = len(body)
     if header_length == 0:
         assert raw_input is not None
-        name, datatype, shape = raw_input
-        data: Any = body
-        if datatype == "BYTES":  # the whole body is the one element; Triton prepends its length
-            data = struct.pack("<I", size) + body
+        raw_name, raw_datatype, raw_shape = raw_input
+        raw_data: Any = body
+        if raw_datatype == "BYTES":  # the whole body is the one element; Triton prepends its length
+            raw_data = struct.pack("<I", size) + body
         return (
-            InferRequest(model_name, version, "", [Tensor(name, datatype, shape, data)], [], {}),
+            InferRequest(model_name, version, "", [Tensor(raw_name, raw_datatype, raw_shape, raw_data)], [], {}),
             True,
         )
+    header: Any
     if header_length is None:
         header, binary = body, memoryview(b"")
     else:
@@ -251,7 +252,9 @@ def _json_values(tensor: Tensor) -> list[Any]:
                 f"output '{tensor.name}' holds BYTES elements that are not valid UTF-8 and can not be sent via "
                 "JSON. Please use the binary data format for output"
             ) from None
-    array = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype]) if tensor.data is not None else []
+    if tensor.data is None:
+        return []
+    array: np.ndarray = np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype])
     return array.tolist() if len(array) else []
 
 
