@@ -14,10 +14,8 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import sys
-import tempfile
 from typing import Callable
 
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
@@ -30,8 +28,15 @@ from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
+from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
 
 logger = logging.getLogger("pytriton.server")
+
+# The part of the exit timeout kept for workers to exit when asked (at most a quarter of it); requests in flight
+# get the rest. A stop that failed start-up gets START_FAILURE_STOP_S in all.
+WORKER_STOP_RESERVE_S = 5.0
+START_FAILURE_STOP_S = 5.0
+STOP_OVERRUN_S = 1.0
 
 
 @dataclasses.dataclass
@@ -82,7 +87,7 @@ class Server:
     def __init__(self, config: ServerConfig):
         self.config = config
         self.tag = secrets.token_hex(4)
-        self.run_dir: str | None = None
+        self.run_dir: RunDirectory | None = None
         self.core: ServerCore | None = None
         self.grpc: GrpcFrontend | None = None
         self.http: HttpFrontend | None = None
@@ -105,10 +110,11 @@ class Server:
     async def start(self) -> None:
         """Start workers and front-ends; on any failure everything started so far is stopped again."""
         sweep_dead_segments()
-        self.run_dir = tempfile.mkdtemp(prefix=f"pytriton-{self.tag}-")
+        sweep_stale_run_dirs()
+        self.run_dir = RunDirectory(self.tag)
         try:
             self.core = ServerCore(
-                self.run_dir,
+                self.run_dir.path,
                 self.tag,
                 self.config.inline_max_bytes,
                 self.config.log_level,
@@ -149,32 +155,52 @@ class Server:
                                             "Metrics Service")
                 await self.metrics.start()
         except BaseException:
-            await self.stop(drain_timeout_s=0)
+            await self.stop(timeout_s=START_FAILURE_STOP_S)
             raise
         logger.info("pytriton server ready")
 
-    async def stop(self, drain_timeout_s: float | None = None) -> None:
-        """Drain in-flight requests, stop front-ends and workers, remove every resource of ours."""
-        timeout = self.config.exit_timeout_s if drain_timeout_s is None else drain_timeout_s
-        if self.core is not None:
-            if self.grpc is not None:
-                await self.grpc.set_serving(False)
-            await self.core.drain(timeout)
-        if self.grpc is not None:
-            await self.grpc.stop(grace_s=1.0)
-            self.grpc = None
-        for frontend in (self.http, self.metrics):
-            if frontend is not None:
-                await frontend.stop()
-        self.http = self.metrics = None
-        if self.core is not None:
-            await self.core.stop(timeout_s=max(5.0, min(timeout, 30.0)))
-            self.core = None
-        unlink_segments(self.tag)
-        if self.run_dir is not None:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
-            self.run_dir = None
+    async def stop(self, timeout_s: float | None = None) -> None:
+        """Drain in-flight requests, stop front-ends and workers, remove every resource of ours.
+
+        The whole stop ends within `timeout_s` (default: the exit timeout): requests get all of it but a
+        reserve in which workers are asked to exit; what has not stopped by then is killed.
+        """
+        budget = self.config.exit_timeout_s if timeout_s is None else timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        try:
+            if self.core is not None:
+                if self.grpc is not None:
+                    await self.grpc.set_serving(False)
+                await self.core.drain(max(0.0, budget - min(WORKER_STOP_RESERVE_S, budget / 4)))
+            for failure in await asyncio.gather(self._stop_frontends(deadline), self._stop_core(deadline),
+                                                return_exceptions=True):
+                if failure is not None:
+                    logger.error("stopping the server: %s", failure, exc_info=failure)
+        finally:
+            unlink_segments(self.tag)
+            if self.run_dir is not None:
+                self.run_dir.remove()
+                self.run_dir = None
         logger.info("pytriton server stopped")
+
+    async def _stop_frontends(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        frontends, self.grpc, self.http, self.metrics = (self.grpc, self.http, self.metrics), None, None, None
+        grace_s = max(0.0, min(1.0, deadline - loop.time()))
+        stops = [asyncio.ensure_future(f.stop(grace_s=grace_s) if isinstance(f, GrpcFrontend) else f.stop())
+                 for f in frontends if f is not None]
+        if stops:
+            # Listening sockets and connections close at once; only the wait for them to be closed is cut short.
+            _, pending = await asyncio.wait(stops, timeout=max(0.0, deadline - loop.time()))
+            for stop in pending:
+                stop.cancel()
+            await asyncio.gather(*stops, return_exceptions=True)
+
+    async def _stop_core(self, deadline: float) -> None:
+        core, self.core = self.core, None
+        if core is not None:
+            await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))
 
 
 async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None:
@@ -217,8 +243,12 @@ async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], 
         if on_ready is not None:
             on_ready(server)
         await stopped
-        logger.info("signal received; stopping (waiting up to %.0f s for in-flight requests)", config.exit_timeout_s)
-        await server.stop()
+        logger.info("signal received; stopping within %.0f s (the exit timeout)", config.exit_timeout_s)
+        try:  # every step of a stop is bounded by its deadline; this only guards against a bug of ours
+            await asyncio.wait_for(server.stop(), config.exit_timeout_s + STOP_OVERRUN_S)
+        except asyncio.TimeoutError:
+            logger.error("the server did not stop within the exit timeout (%.0f s); exiting anyway",
+                         config.exit_timeout_s)
     finally:
         if watchdog is not None:
             watchdog.cancel()

@@ -199,8 +199,18 @@ class WorkerPool:
             raise errors[0]
 
     async def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask every worker to exit; kill the ones that do not within the timeout; remove their segments."""
+        """Stop every worker within `timeout_s`, killing the ones that do not exit; remove their segments.
+
+        Restarts come first: a watcher between restarts, or spawning a worker that has not said hello yet (and
+        so would never get STOP), is cancelled, which kills the process it was starting.
+        """
         self._stopping = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        watchers = [i.watcher for i in self.instances if i.watcher is not None]
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
         processes = []
         for instance in self.instances:
             if instance.link is not None and not instance.link.closed:
@@ -208,19 +218,15 @@ class WorkerPool:
             if instance.process is not None and instance.process.returncode is None:
                 processes.append(instance.process)
         if processes:
-            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in processes], timeout=timeout_s)
+            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in processes],
+                               timeout=max(0.0, deadline - loop.time()))
             for p in processes:
                 if p.returncode is None:
-                    logger.warning("worker pid %d did not stop within %.0f s; killing it", p.pid, timeout_s)
-                    await self._kill(p)
-        # Watchers that are between restarts are cancelled; a spawn in progress kills its process.
-        watchers = [i.watcher for i in self.instances if i.watcher is not None]
-        for watcher in watchers:
-            watcher.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
+                    logger.warning("worker pid %d did not stop within %.1f s; killing it", p.pid, timeout_s)
         for instance in self.instances:
             if instance.process is not None:
                 await self._kill(instance.process)
                 unlink_segments(self.router.tag, instance.process.pid)
             if instance.link is not None and not instance.link.closed:
-                self.router.drop_link(instance.link, f"{self._label(instance)} stopped")
+                self.on_lost(instance.link)
+                self.router.drop_link(instance.link, f"model instance '{self._label(instance)}' stopped")
