@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import dataclasses
 import json
 import logging
 import os
 import secrets
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
+from pytriton.control_service import ControlService
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
@@ -25,9 +25,8 @@ from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http.server import HttpFrontend
 from pytriton.frontend.metrics.server import MetricsApp
-from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
-from pytriton.proxy.router import DEFAULT_INLINE_MAX
+from pytriton.server_config import READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
 
 logger = logging.getLogger("pytriton.server")
@@ -37,40 +36,6 @@ logger = logging.getLogger("pytriton.server")
 WORKER_STOP_RESERVE_S = 5.0
 START_FAILURE_STOP_S = 5.0
 STOP_OVERRUN_S = 1.0
-
-
-@dataclasses.dataclass
-class ModelSpec:
-    """A model to serve: its configuration and the import path of its inference callable."""
-
-    config: TritonModelConfig
-    callable_target: str
-
-
-@dataclasses.dataclass
-class ServerConfig:
-    models: list[ModelSpec]
-    allow_grpc: bool = True
-    grpc_address: str = "0.0.0.0"
-    grpc_port: int = 8001
-    grpc_header_forward_pattern: str | None = None
-    allow_http: bool = True
-    http_address: str = "0.0.0.0"
-    http_port: int = 8000
-    http_header_forward_pattern: str | None = None
-    http_max_input_bytes: int = 64 * 1024 * 1024
-    allow_metrics: bool = True
-    metrics_address: str = "0.0.0.0"
-    metrics_port: int = 8002
-    trace_file: str = ""
-    allow_client_shm: bool = True
-    shm_local_only: bool = True
-    http_restricted_api: list[str] = dataclasses.field(default_factory=list)
-    grpc_restricted_protocol: list[str] = dataclasses.field(default_factory=list)
-    log_level: str = "INFO"
-    exit_timeout_s: float = 30.0
-    exit_with_parent: bool = os.environ.get("PYTRITON_EXIT_WITH_PARENT", "") == "1"
-    inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
 
 
 def gpu_available() -> bool:
@@ -89,6 +54,7 @@ class Server:
         self.tag = secrets.token_hex(4)
         self.run_dir: RunDirectory | None = None
         self.core: ServerCore | None = None
+        self.control: ControlService | None = None
         self.grpc: GrpcFrontend | None = None
         self.http: HttpFrontend | None = None
         self.metrics: HttpFrontend | None = None
@@ -122,6 +88,7 @@ class Server:
                 gpu_available=gpu_available(),
             )
             await self.core.start()
+            self.control = ControlService(self.core)
             for spec in self.config.models:
                 await self.core.add_model(spec.config, spec.callable_target)
             config = self.config
@@ -136,6 +103,7 @@ class Server:
                     access=AccessPolicy.from_specs(
                         config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX
                     ),
+                    implementation=config.grpc_implementation,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -198,6 +166,9 @@ class Server:
             await asyncio.gather(*stops, return_exceptions=True)
 
     async def _stop_core(self, deadline: float) -> None:
+        control, self.control = self.control, None
+        if control is not None:
+            await control.close()
         core, self.core = self.core, None
         if core is not None:
             await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))
@@ -268,9 +239,6 @@ def run(config: ServerConfig) -> None:
     asyncio.run(serve_until_signal(config, on_ready=_freeze_heap))
 
 
-READY_PREFIX = "PYTRITON_READY "
-
-
 def _announce(server: Server) -> None:
     """One line on stdout that a parent process (pytriton.triton.Triton) waits for."""
     assert server.core is not None and server.core.router is not None
@@ -291,9 +259,7 @@ def _announce(server: Server) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m pytriton.app '<ServerConfig as JSON>'`: the server process that `Triton.run()` starts."""
     args = sys.argv[1:] if argv is None else argv
-    fields = json.loads(args[0])
-    models = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"]) for m in fields.pop("models", [])]
-    config = ServerConfig(models=models, **fields)
+    config = ServerConfig.from_json(args[0])
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
@@ -303,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     return 0
 
+
+__all__ = ["ModelSpec", "Server", "ServerConfig", "main", "run", "serve_until_signal"]
 
 if __name__ == "__main__":
     sys.exit(main())

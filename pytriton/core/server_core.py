@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import time
 from typing import Any, AsyncIterator, Iterator
 
@@ -72,7 +70,6 @@ class ServerCore:
 
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
-        self.router.on_control = self._on_control
         self._drained = asyncio.Event()
         self._drained.set()
         self.live = True
@@ -152,45 +149,6 @@ class ServerCore:
         model.ready = False
         await model.pool.stop()
         logger.info("model '%s' unloaded", name)
-
-    # ---- control channel (load/unload from the process that started or joined the server) --------
-    def _on_control(self, identity: bytes, payload: str) -> None:
-        task = asyncio.ensure_future(self._control(identity, payload))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _control(self, identity: bytes, payload: str) -> None:
-        assert self.router is not None
-        try:
-            request = json.loads(payload)
-            op = request.get("op")
-            if op == "info":
-                reply: dict[str, Any] = {}
-            elif op == "load":
-                config = TritonModelConfig.from_dict(request["config"])
-                await self.unload_model(config.model_name)
-                if request.get("hosting") == "external":
-                    reply = {"identities": await self.add_external_model(config, float(request.get("timeout", 300)))}
-                else:
-                    await self.add_model(config, request["callable"])
-                    reply = {}
-            elif op == "unload":
-                await self.unload_model(request["model"])
-                reply = {}
-            elif op == "model_ready":
-                try:
-                    model = self.registry.get(request["model"])
-                    reply = {"ready": model.ready}
-                except ServerError:
-                    reply = {"ready": False}
-            else:
-                raise ValueError(f"unknown control operation {op!r}")
-            reply.update(ok=True, tag=self.tag, server_pid=os.getpid(), address=self.router.address,
-                         inline_max=self.inline_max)
-        except Exception as exc:  # noqa: BLE001 - the controlling client gets the reason
-            logger.warning("control request failed: %s", exc)
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        self.router.reply_control(identity, json.dumps(reply))
 
     # ---- metadata ----------------------------------------------------------------------------
     def server_metadata(self) -> dict[str, Any]:

@@ -8,21 +8,22 @@ requests through the router, its shared-memory segments are unlinked, and a new 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
+from pytriton._env import MALLOC_TUNABLES
+from pytriton.backends.spec import WorkerSpec
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink
 
 logger = logging.getLogger("pytriton.supervisor")
 
-MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+FATAL_GRACE_S = 1.0
 
 
 class WorkerStartError(RuntimeError):
@@ -104,19 +105,18 @@ class WorkerPool:
         identity = f"{self.config.model_name}#{instance.index}#{instance.generation}"
         label = self._label(instance)
         link = self.router.add_link(identity.encode(), label)
-        spec = {
-            "address": self.router.address,
-            "identity": identity,
-            "tag": self.router.tag,
-            "server_pid": os.getpid(),
-            "inline_max": self.router.inline_max,
-            "callable": self.callable_target,
-            "config": self.config.to_dict(),
-            "instance": instance.index,
-            "log_level": self.log_level,
-        }
+        spec = WorkerSpec.for_process(
+            address=self.router.address,
+            identity=identity,
+            tag=self.router.tag,
+            inline_max=self.router.inline_max,
+            config=self.config,
+            callable=self.callable_target,
+            instance=instance.index,
+            log_level=self.log_level,
+        )
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pytriton.backends.worker", json.dumps(spec), env=self._env(instance)
+            sys.executable, "-m", "pytriton.backends.worker", spec.to_json(), env=self._env(instance)
         )
         instance.process = process
         instance.link = link
@@ -130,6 +130,9 @@ class WorkerPool:
                 instance.watcher = asyncio.ensure_future(self._watch(instance, link, process, exited))
                 self.on_ready(link)
                 return
+            if exited.done() and not link.hello.done():
+                # The worker reports why it cannot start (FATAL) before it exits: the exit may be seen first.
+                await asyncio.wait({link.hello}, timeout=FATAL_GRACE_S)
             reason = (
                 str(link.hello.exception())
                 if link.hello.done() and link.hello.exception() is not None
