@@ -31,9 +31,11 @@ from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
 
 logger = logging.getLogger("pytriton.server")
 
-# The part of the exit timeout kept for workers to exit when asked (at most a quarter of it); requests in flight
-# get the rest. A stop that failed start-up gets START_FAILURE_STOP_S in all.
-WORKER_STOP_RESERVE_S = 5.0
+# The part of the exit timeout kept for stopping workers and front-ends (at most a quarter of it); requests in
+# flight get the rest. Front-ends get up to FRONTEND_CLOSE_S of the reserve to send the last answers and close.
+# A stop after a failed start-up gets START_FAILURE_STOP_S in all (or the exit timeout if shorter).
+STOP_RESERVE_S = 5.0
+FRONTEND_CLOSE_S = 1.0
 START_FAILURE_STOP_S = 5.0
 STOP_OVERRUN_S = 1.0
 
@@ -123,28 +125,33 @@ class Server:
                                             "Metrics Service")
                 await self.metrics.start()
         except BaseException:
-            await self.stop(timeout_s=START_FAILURE_STOP_S)
+            await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise
         logger.info("pytriton server ready")
 
     async def stop(self, timeout_s: float | None = None) -> None:
-        """Drain in-flight requests, stop front-ends and workers, remove every resource of ours.
+        """Drain in-flight requests, stop workers and front-ends, remove every resource of ours.
 
-        The whole stop ends within `timeout_s` (default: the exit timeout): requests get all of it but a
-        reserve in which workers are asked to exit; what has not stopped by then is killed.
+        The whole stop ends within `timeout_s` (default: the exit timeout). Requests get all of it but a reserve;
+        in the reserve, workers are asked to exit and killed if they have not by their deadline (which fails the
+        requests they still ran), then the front-ends send those answers and close.
         """
         budget = self.config.exit_timeout_s if timeout_s is None else timeout_s
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
+        reserve = min(STOP_RESERVE_S, budget / 4)
+        core = self.core
         try:
-            if self.core is not None:
+            if core is not None:
                 if self.grpc is not None:
                     await self.grpc.set_serving(False)
-                await self.core.drain(max(0.0, budget - min(WORKER_STOP_RESERVE_S, budget / 4)))
-            for failure in await asyncio.gather(self._stop_frontends(deadline), self._stop_core(deadline),
-                                                return_exceptions=True):
-                if failure is not None:
-                    logger.error("stopping the server: %s", failure, exc_info=failure)
+                await core.drain(max(0.0, budget - reserve))
+            try:
+                await self._stop_core(deadline - min(FRONTEND_CLOSE_S, reserve / 2))
+                if core is not None:  # requests the workers' stop failed: let their answers go out
+                    await core.drain(max(0.0, deadline - loop.time()) / 2)
+            finally:
+                await self._stop_frontends(deadline)
         finally:
             unlink_segments(self.tag)
             if self.run_dir is not None:
@@ -155,7 +162,7 @@ class Server:
     async def _stop_frontends(self, deadline: float) -> None:
         loop = asyncio.get_running_loop()
         frontends, self.grpc, self.http, self.metrics = (self.grpc, self.http, self.metrics), None, None, None
-        grace_s = max(0.0, min(1.0, deadline - loop.time()))
+        grace_s = max(0.0, min(FRONTEND_CLOSE_S, deadline - loop.time()))
         stops = [asyncio.ensure_future(f.stop(grace_s=grace_s) if isinstance(f, GrpcFrontend) else f.stop())
                  for f in frontends if f is not None]
         if stops:
@@ -163,7 +170,9 @@ class Server:
             _, pending = await asyncio.wait(stops, timeout=max(0.0, deadline - loop.time()))
             for stop in pending:
                 stop.cancel()
-            await asyncio.gather(*stops, return_exceptions=True)
+            for failure in await asyncio.gather(*stops, return_exceptions=True):
+                if isinstance(failure, Exception):
+                    logger.error("stopping a front-end: %s", failure, exc_info=failure)
 
     async def _stop_core(self, deadline: float) -> None:
         control, self.control = self.control, None

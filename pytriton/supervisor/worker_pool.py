@@ -211,9 +211,11 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         watchers = [i.watcher for i in self.instances if i.watcher is not None]
-        for watcher in watchers:
-            watcher.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
+        while watchers:  # a spawn that completed as it was cancelled leaves a new watcher: cancel that one too
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+            watchers = [i.watcher for i in self.instances if i.watcher is not None and not i.watcher.done()]
         processes = []
         for instance in self.instances:
             if instance.link is not None and not instance.link.closed:
@@ -232,4 +234,5 @@ class WorkerPool:
                 unlink_segments(self.router.tag, instance.process.pid)
             if instance.link is not None and not instance.link.closed:
                 self.on_lost(instance.link)
-                self.router.drop_link(instance.link, f"model instance '{self._label(instance)}' stopped")
+                self.router.drop_link(instance.link, f"model instance '{self._label(instance)}' was stopped "
+                                     "(the model was unloaded or the server is stopping)")

@@ -91,6 +91,8 @@ def test_stop_with_a_callable_that_never_returns_ends_within_the_exit_timeout():
     assert elapsed < exit_timeout_s + EXIT_SLACK_S, f"stop took {elapsed:.1f} s; log:\n{server.log}"
     result, error = results.get(timeout=10)
     assert result is None and error is not None  # the request failed, it did not hang
+    assert error.status() == "StatusCode.UNAVAILABLE"
+    assert "model instance 'slow_pid_0_0' was stopped" in error.message()  # an answer, not a dropped connection
     assert "killing it" in server.log
     _assert_all_gone(server, {server.process.pid, *server.worker_pids()})
     client.close()
