@@ -64,7 +64,6 @@ class _TritonBase:
         self._server: ServerInfo | None = None
         self._info: dict[str, Any] = {}
         self._lock = threading.RLock()
-        self._workspace_given = workspace is not None
         self._workspace = pathlib.Path(workspace) if workspace is not None else None
 
     # ---- binding -----------------------------------------------------------------------------
