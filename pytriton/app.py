@@ -9,68 +9,36 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import dataclasses
 import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import sys
-import tempfile
-from typing import Callable
+from collections.abc import Callable
 
+from pytriton.control_service import ControlService
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
-from pytriton.exceptions import ServerError
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http.server import HttpFrontend
 from pytriton.frontend.metrics.server import MetricsApp
-from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
-from pytriton.proxy.router import DEFAULT_INLINE_MAX
-from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH
+from pytriton.server_config import READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.host import WorkerHost
+from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
 
 logger = logging.getLogger("pytriton.server")
 
-
-@dataclasses.dataclass
-class ModelSpec:
-    """A model to serve: its configuration and the import path of its inference callable."""
-
-    config: TritonModelConfig
-    callable_target: str
-
-
-@dataclasses.dataclass
-class ServerConfig:
-    models: list[ModelSpec]
-    allow_grpc: bool = True
-    grpc_address: str = "0.0.0.0"
-    grpc_port: int = 8001
-    grpc_header_forward_pattern: str | None = None
-    allow_http: bool = True
-    http_address: str = "0.0.0.0"
-    http_port: int = 8000
-    http_header_forward_pattern: str | None = None
-    http_max_input_bytes: int = 64 * 1024 * 1024
-    allow_metrics: bool = True
-    metrics_address: str = "0.0.0.0"
-    metrics_port: int = 8002
-    trace_file: str = ""
-    allow_client_shm: bool = True
-    shm_local_only: bool = True
-    http_restricted_api: list[str] = dataclasses.field(default_factory=list)
-    grpc_restricted_protocol: list[str] = dataclasses.field(default_factory=list)
-    log_level: str = "INFO"
-    exit_timeout_s: float = 30.0
-    exit_with_parent: bool = os.environ.get("PYTRITON_EXIT_WITH_PARENT", "") == "1"
-    inline_max_bytes: int = int(os.environ.get("PYTRITON_INLINE_MAX_BYTES", DEFAULT_INLINE_MAX))
-    pipeline_depth: int = int(os.environ.get("PYTRITON_PIPELINE_DEPTH", DEFAULT_PIPELINE_DEPTH))
-    execution_timeout_s: float | None = None
+# The part of the exit timeout kept for stopping workers and front-ends (at most a quarter of it); requests in
+# flight get the rest. Front-ends get up to FRONTEND_CLOSE_S of the reserve to send the last answers and close.
+# A stop after a failed start-up gets START_FAILURE_STOP_S in all (or the exit timeout if shorter).
+STOP_RESERVE_S = 5.0
+FRONTEND_CLOSE_S = 1.0
+START_FAILURE_STOP_S = 5.0
+STOP_OVERRUN_S = 1.0
 
 
 def gpu_available() -> bool:
@@ -87,9 +55,10 @@ class Server:
     def __init__(self, config: ServerConfig):
         self.config = config
         self.tag = secrets.token_hex(4)
-        self.run_dir: str | None = None
+        self.run_dir: RunDirectory | None = None
         self.core: ServerCore | None = None
         self.host: WorkerHost | None = None
+        self.control: ControlService | None = None
         self.grpc: GrpcFrontend | None = None
         self.http: HttpFrontend | None = None
         self.metrics: HttpFrontend | None = None
@@ -112,10 +81,11 @@ class Server:
     async def start(self) -> None:
         """Start workers and front-ends; on any failure everything started so far is stopped again."""
         sweep_dead_segments()
-        self.run_dir = tempfile.mkdtemp(prefix=f"pytriton-{self.tag}-")
+        sweep_stale_run_dirs()
+        self.run_dir = RunDirectory(self.tag)
         try:
             config = self.config
-            self.host = host = WorkerHost(self.run_dir, self.tag, config.inline_max_bytes, config.log_level)
+            self.host = host = WorkerHost(self.run_dir.path, self.tag, config.inline_max_bytes, config.log_level)
             await host.start()
             self.core = core = ServerCore(
                 allow_client_shm=config.allow_client_shm,
@@ -126,8 +96,6 @@ class Server:
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             await core.start()
             self.control = ControlService(core, host)
-            assert host.router is not None
-            host.router.on_control = self.control.on_message
             for spec in config.models:
                 await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
             if config.allow_grpc:
@@ -141,6 +109,7 @@ class Server:
                     access=AccessPolicy.from_specs(
                         config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX
                     ),
+                    implementation=config.grpc_implementation,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -161,99 +130,65 @@ class Server:
                                             "Metrics Service")
                 await self.metrics.start()
         except BaseException:
-            await self.stop(drain_timeout_s=0)
+            await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise
         logger.info("pytriton server ready")
 
-    async def stop(self, drain_timeout_s: float | None = None) -> None:
-        """Drain in-flight requests, stop front-ends and workers, remove every resource of ours."""
-        timeout = self.config.exit_timeout_s if drain_timeout_s is None else drain_timeout_s
-        if self.core is not None:
-            if self.grpc is not None:
-                await self.grpc.set_serving(False)
-            await self.core.drain(timeout)
-        if self.grpc is not None:
-            await self.grpc.stop(grace_s=1.0)
-            self.grpc = None
-        for frontend in (self.http, self.metrics):
-            if frontend is not None:
-                await frontend.stop()
-        self.http = self.metrics = None
-        if self.core is not None:
-            await self.core.stop(timeout_s=max(5.0, min(timeout, 30.0)))
-            self.core = None
-        if self.control is not None:
-            self.control.close()
-            self.control = None
-        if self.host is not None:
-            self.host.close()
-            self.host = None
-        unlink_segments(self.tag)
-        if self.run_dir is not None:
-            shutil.rmtree(self.run_dir, ignore_errors=True)
-            self.run_dir = None
+    async def stop(self, timeout_s: float | None = None) -> None:
+        """Drain in-flight requests, stop workers and front-ends, remove every resource of ours.
+
+        The whole stop ends within `timeout_s` (default: the exit timeout). Requests get all of it but a reserve;
+        in the reserve, workers are asked to exit and killed if they have not by their deadline (which fails the
+        requests they still ran), then the front-ends send those answers and close.
+        """
+        budget = self.config.exit_timeout_s if timeout_s is None else timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        reserve = min(STOP_RESERVE_S, budget / 4)
+        core = self.core
+        try:
+            if core is not None:
+                if self.grpc is not None:
+                    await self.grpc.set_serving(False)
+                await core.drain(max(0.0, budget - reserve))
+            try:
+                await self._stop_core(deadline - min(FRONTEND_CLOSE_S, reserve / 2))
+                if core is not None:  # requests the workers' stop failed: let their answers go out
+                    await core.drain(max(0.0, deadline - loop.time()) / 2)
+            finally:
+                await self._stop_frontends(deadline)
+        finally:
+            unlink_segments(self.tag)
+            if self.run_dir is not None:
+                self.run_dir.remove()
+                self.run_dir = None
         logger.info("pytriton server stopped")
 
+    async def _stop_frontends(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        frontends, self.grpc, self.http, self.metrics = (self.grpc, self.http, self.metrics), None, None, None
+        grace_s = max(0.0, min(FRONTEND_CLOSE_S, deadline - loop.time()))
+        stops = [asyncio.ensure_future(f.stop(grace_s=grace_s) if isinstance(f, GrpcFrontend) else f.stop())
+                 for f in frontends if f is not None]
+        if stops:
+            # Listening sockets and connections close at once; only the wait for them to be closed is cut short.
+            _, pending = await asyncio.wait(stops, timeout=max(0.0, deadline - loop.time()))
+            for stop in pending:
+                stop.cancel()
+            for failure in await asyncio.gather(*stops, return_exceptions=True):
+                if isinstance(failure, Exception):
+                    logger.error("stopping a front-end: %s", failure, exc_info=failure)
 
-class ControlService:
-    """Load/unload requests from the process that started or joined the server (Triton, RemoteTriton)."""
-
-    def __init__(self, core: ServerCore, host: WorkerHost):
-        self.core = core
-        self.host = host
-        self._tasks: set[asyncio.Future] = set()
-
-    def on_message(self, identity: bytes, payload: str) -> None:
-        task = asyncio.ensure_future(self._handle(identity, payload))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def _handle(self, identity: bytes, payload: str) -> None:
-        core, host = self.core, self.host
-        try:
-            request = json.loads(payload)
-            op = request.get("op")
-            reply: dict = {}
-            if op == "load":
-                config = TritonModelConfig.from_dict(request["config"])
-                await core.unload_model(config.model_name)
-                if request.get("hosting") == "external":
-                    source = host.external_instances(config, float(request.get("timeout", 300)))
-                    reply = {"identities": source.identities()}
-                    self._background(core.add_model(config, source), config.model_name)
-                else:
-                    await core.add_model(config, host.worker_pool(config, request["callable"]))
-            elif op == "unload":
-                await core.unload_model(request["model"])
-            elif op == "model_ready":
-                try:
-                    reply = {"ready": core.registry.get(request["model"]).ready}
-                except ServerError:
-                    reply = {"ready": False}
-            elif op != "info":
-                raise ValueError(f"unknown control operation {op!r}")
-            reply.update(ok=True, tag=host.tag, server_pid=os.getpid(), address=host.address,
-                         inline_max=host.inline_max)
-        except Exception as exc:  # noqa: BLE001 - the controlling client gets the reason
-            logger.warning("control request failed: %s", exc)
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        assert host.router is not None
-        host.router.reply_control(identity, json.dumps(reply))
-
-    def _background(self, coroutine, name: str) -> None:
-        async def run() -> None:
-            try:
-                await coroutine
-            except Exception as exc:  # noqa: BLE001
-                logger.error("model '%s' did not become ready: %s", name, exc or type(exc).__name__)
-
-        task = asyncio.ensure_future(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def _stop_core(self, deadline: float) -> None:
+        control, self.control = self.control, None
+        if control is not None:
+            await control.close()
+        core, self.core = self.core, None
+        if core is not None:
+            await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))
+        host, self.host = self.host, None
+        if host is not None:
+            host.close()
 
 
 async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None:
@@ -296,8 +231,12 @@ async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], 
         if on_ready is not None:
             on_ready(server)
         await stopped
-        logger.info("signal received; stopping (waiting up to %.0f s for in-flight requests)", config.exit_timeout_s)
-        await server.stop()
+        logger.info("signal received; stopping within %.0f s (the exit timeout)", config.exit_timeout_s)
+        try:  # every step of a stop is bounded by its deadline; this only guards against a bug of ours
+            await asyncio.wait_for(server.stop(), config.exit_timeout_s + STOP_OVERRUN_S)
+        except asyncio.TimeoutError:
+            logger.error("the server did not stop within the exit timeout (%.0f s); exiting anyway",
+                         config.exit_timeout_s)
     finally:
         if watchdog is not None:
             watchdog.cancel()
@@ -315,9 +254,6 @@ def _freeze_heap(server: Server) -> None:
 def run(config: ServerConfig) -> None:
     """Blocking entry point used by the CLI."""
     asyncio.run(serve_until_signal(config, on_ready=_freeze_heap))
-
-
-READY_PREFIX = "PYTRITON_READY "
 
 
 def _announce(server: Server) -> None:
@@ -340,9 +276,7 @@ def _announce(server: Server) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m pytriton.app '<ServerConfig as JSON>'`: the server process that `Triton.run()` starts."""
     args = sys.argv[1:] if argv is None else argv
-    fields = json.loads(args[0])
-    models = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"]) for m in fields.pop("models", [])]
-    config = ServerConfig(models=models, **fields)
+    config = ServerConfig.from_json(args[0])
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
@@ -352,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     return 0
 
+
+__all__ = ["ModelSpec", "Server", "ServerConfig", "main", "run", "serve_until_signal"]
 
 if __name__ == "__main__":
     sys.exit(main())

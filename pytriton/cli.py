@@ -9,15 +9,15 @@ import sys
 
 import click
 
+from pytriton import _env
 from pytriton.app import ModelSpec, ServerConfig, run
-from pytriton.backends.callable_backend import load_callable
+from pytriton.backends.target import CallableTarget, find_module
 from pytriton.core.access import AccessPolicy
 from pytriton.core.header_forwarding import compile_forward_pattern
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
-from pytriton.supervisor.worker_pool import MALLOC_TUNABLES
 
 logger = logging.getLogger("pytriton.cli")
 
@@ -55,17 +55,32 @@ def _tune_malloc() -> None:
     """Re-execute once with glibc malloc tunables: large tensors then reuse heap memory instead of fresh mmaps
     (2.5-3x on 1 MiB paths, see the measurements); GLIBC_TUNABLES set by the user is left alone. Only when
     this process is the `pytriton` program itself (never inside another program that calls `main`)."""
-    if "GLIBC_TUNABLES" in os.environ or os.environ.get("PYTRITON_NO_MALLOC_TUNING") == "1":
+    tunables = _env.malloc_tunables()
+    if tunables is None:
         return
     main_module = sys.modules.get("__main__")
     spec = getattr(main_module, "__spec__", None)
     if not (os.path.basename(sys.argv[0]) == "pytriton" or (spec is not None and spec.name == "pytriton.cli")):
         return
-    env = dict(os.environ, GLIBC_TUNABLES=MALLOC_TUNABLES)
+    env = dict(os.environ, GLIBC_TUNABLES=tunables)
     try:
         os.execve(sys.executable, [sys.executable, "-m", "pytriton.cli", *sys.argv[1:]], env)
     except OSError:
         pass  # keep running untuned
+
+
+def check_target(text: str) -> CallableTarget:
+    """The callable's import path, checked without importing it: the worker processes import it (and a callable
+    that fails to import stops the server at start with their error)."""
+    try:
+        target = CallableTarget.parse(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="MODULE:CALLABLE") from None
+    try:
+        find_module(target.module)
+    except Exception as exc:  # noqa: BLE001 - a parent package that fails to import is the user's to see too
+        raise click.ClickException(f"cannot load '{text}': {type(exc).__name__}: {exc}") from None
+    return target
 
 
 @click.group()
@@ -76,7 +91,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("target", metavar="MODULE:CALLABLE")
-@click.option("--model-name", help="Name of the model (default: the callable's name).")
+@click.option("--model-name", help="Name of the model (default: the callable's name, the last part of CALLABLE).")
 @click.option("--model-version", type=int, default=1, show_default=True)
 @click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model input; repeatable.")
 @click.option("--output", "outputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model output; repeatable.")
@@ -114,7 +129,9 @@ def main() -> None:
               help="The same for gRPC (clients send the header 'triton-grpc-protocol-KEY'). Repeatable.")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
               help="Largest HTTP request body, in bytes.")
-@click.option("--exit-timeout", type=float, default=30.0, show_default=True, help="Seconds to drain on stop.")
+@click.option("--exit-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds a stop may take in all: in-flight requests finish, then workers exit; what has not "
+                   "stopped by then is killed.")
 @click.option("--execution-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="An execution that runs longer fails its requests and its worker is killed and restarted "
                    "(for a streaming model: no response for this long). Default: no limit.")
@@ -162,15 +179,12 @@ def serve(
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    callable_target = check_target(target)
     input_specs = [parse_tensor(t, "input") for t in inputs]
     output_specs = [parse_tensor(t, "output") for t in outputs]
     if not output_specs:
         raise click.UsageError("at least one --output NAME:DTYPE:SHAPE is required")
-    try:
-        fn = load_callable(target)
-    except Exception as exc:  # noqa: BLE001 - any import error is the user's to see
-        raise click.ClickException(f"cannot load '{target}': {type(exc).__name__}: {exc}") from None
-    name = model_name or getattr(fn, "__name__", None) or type(fn).__name__
+    name = model_name or callable_target.name
     try:
         config = TritonModelConfig(
             model_name=name,
@@ -205,28 +219,31 @@ def serve(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
     _tune_malloc()
-    server_config = ServerConfig(
-        models=[ModelSpec(config, target)],
-        allow_grpc=allow_grpc,
-        grpc_address=grpc_address,
-        grpc_port=grpc_port,
-        grpc_header_forward_pattern=grpc_header_forward_pattern,
-        allow_http=allow_http,
-        http_address=http_address,
-        http_port=http_port,
-        http_header_forward_pattern=http_header_forward_pattern,
-        http_max_input_bytes=http_max_input_size,
-        allow_metrics=allow_metrics,
-        allow_client_shm=allow_client_shm,
-        shm_local_only=shm_local_only,
-        http_restricted_api=list(http_restricted_api),
-        grpc_restricted_protocol=list(grpc_restricted_protocol),
-        metrics_address=metrics_address,
-        metrics_port=metrics_port,
-        log_level=log_level,
-        exit_timeout_s=exit_timeout,
-        execution_timeout_s=execution_timeout,
-    )
+    try:
+        server_config = ServerConfig.from_env(
+            models=[ModelSpec(config, str(callable_target))],
+            allow_grpc=allow_grpc,
+            grpc_address=grpc_address,
+            grpc_port=grpc_port,
+            grpc_header_forward_pattern=grpc_header_forward_pattern,
+            allow_http=allow_http,
+            http_address=http_address,
+            http_port=http_port,
+            http_header_forward_pattern=http_header_forward_pattern,
+            http_max_input_bytes=http_max_input_size,
+            allow_metrics=allow_metrics,
+            allow_client_shm=allow_client_shm,
+            shm_local_only=shm_local_only,
+            http_restricted_api=list(http_restricted_api),
+            grpc_restricted_protocol=list(grpc_restricted_protocol),
+            metrics_address=metrics_address,
+            metrics_port=metrics_port,
+            log_level=log_level,
+            exit_timeout_s=exit_timeout,
+            execution_timeout_s=execution_timeout,
+        )
+    except ValueError as exc:  # an environment variable with a bad value
+        raise click.ClickException(str(exc)) from None
     try:
         run(server_config)
     except (OSError, RuntimeError) as exc:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-import grpc
 
 from pytriton.cli import main, parse_tensor
 from tests.conftest import serve
@@ -45,10 +45,72 @@ def test_bad_arguments_are_usage_errors(args, message):
     assert message in result.output
 
 
+LOCAL_PORTS = [arg for service in ("grpc", "http", "metrics")
+               for arg in (f"--{service}-port", "0", f"--{service}-address", "127.0.0.1")]
+
+
 def test_unknown_callable_is_reported():
-    result = CliRunner().invoke(main, ["serve", "tests.models:nope", "--output", "O:int32:1"])
+    # the server starts, its worker cannot find the attribute, and the server exits with the worker's error
+    result = CliRunner().invoke(main, ["serve", "tests.models:nope", "--output", "O:int32:1", *LOCAL_PORTS])
     assert result.exit_code == 1
+    assert "cannot load inference callable 'tests.models:nope'" in result.output
     assert "has no attribute 'nope'" in result.output
+
+
+def test_a_module_that_fails_to_import_stops_the_server_with_the_workers_error():
+    result = CliRunner().invoke(main, ["serve", "tests.cli_targets.broken:fn", "--output", "O:int32:1",
+                                       *LOCAL_PORTS])
+    assert result.exit_code == 1
+    assert "cannot load inference callable 'tests.cli_targets.broken:fn'" in result.output
+    assert "RuntimeError: this module is broken on purpose" in result.output
+
+
+@pytest.mark.parametrize("target", ["no_colon", "mod:", ":fn", "mod:1abc", "a..b:fn", "mod:fn:x", "my-mod:fn"])
+def test_malformed_targets_are_usage_errors(target):
+    result = CliRunner().invoke(main, ["serve", target, "--output", "O:int32:1"])
+    assert result.exit_code == 2
+    assert "expected MODULE:CALLABLE" in result.output and repr(target) in result.output
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("tests.no_such_module:fn", "No module named 'tests.no_such_module'"),
+        ("no_such_top_level_module:fn", "No module named 'no_such_top_level_module'"),
+        ("tests.models.sub:fn", "'tests.models' is not a package"),
+    ],
+)
+def test_a_module_that_cannot_be_found_is_reported_before_anything_starts(target, message):
+    result = CliRunner().invoke(main, ["serve", target, "--output", "O:int32:1"])
+    assert result.exit_code == 1
+    assert f"cannot load '{target}'" in result.output and message in result.output
+
+
+def test_the_server_process_does_not_import_the_callable(tmp_path):
+    """Only the workers import the user's module (and its package), once each; the model is named after the
+    attribute (a callable object's class name is not used)."""
+    log = tmp_path / "imports.log"
+    args = ["--instances", "2", "--input", "IN:int32:-1", "--output", "OUT:int32:-1"]
+    with serve("tests.cli_targets.recorded:double_model", *args, env={"PYTRITON_TEST_IMPORT_LOG": str(log)}) \
+            as server:
+        workers = set(server.worker_pids())
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        tensor = grpcclient.InferInput("IN", [3], "INT32")
+        tensor.set_data_from_numpy(np.array([1, 2, 3], dtype=np.int32))
+        assert client.infer("double_model", [tensor]).as_numpy("OUT").tolist() == [2, 4, 6]
+        client.close()
+    imports = [line.split() for line in log.read_text().splitlines()]
+    importers = [int(pid) for _, pid in imports]
+    assert server.process.pid not in importers
+    assert sorted(imports) == sorted([[name, str(pid)] for pid in workers
+                                      for name in ("tests.cli_targets", "tests.cli_targets.recorded")])
+
+
+def test_a_bad_environment_variable_is_reported_by_name():
+    result = CliRunner().invoke(main, ["serve", "tests.models:identity", "--output", "O:int32:1", *LOCAL_PORTS],
+                                env={"PYTRITON_INLINE_MAX_BYTES": "lots"})
+    assert result.exit_code == 1
+    assert "PYTRITON_INLINE_MAX_BYTES='lots': expected a non-negative integer" in result.output
 
 
 def test_duplicate_tensor_names_are_rejected():

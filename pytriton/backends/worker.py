@@ -1,4 +1,4 @@
-"""Entry point of a worker process: `python -m pytriton.backends.worker '<json spec>'`.
+"""Entry point of a worker process: `python -m pytriton.backends.worker '<WorkerSpec as JSON>'`.
 
 Connects to the server, imports the callable, then serves INFER messages one batch at a time until the
 server says STOP, the server process disappears, or SIGTERM arrives.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import inspect
-import json
 import logging
 import os
 import signal
@@ -24,7 +23,7 @@ from pytriton.backends.callable_backend import (
     inject_triton_context,
     load_callable,
 )
-from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.backends.spec import WorkerSpec
 from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint
 from pytriton.proxy.messages import ServerToWorker
@@ -51,34 +50,39 @@ def _format_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | None = None) -> int:
+def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None = None) -> int:
     """Run the worker loop described by `spec`; return the exit code.
 
-    A spawned worker imports `spec["callable"]`; a thread in the user's process (Triton.bind) passes the
-    callable itself and a `stop` event. The loop ends on STOP from the server, when the server is gone
-    (it was our parent, or its pid no longer exists), or when `stop` is set.
+    A spawned worker imports `spec.callable`; a thread in the user's process (Triton.bind) passes the callable
+    itself and a `stop` event. The loop ends on STOP from the server, when the server is gone (it was our parent,
+    or its pid no longer exists), or when `stop` is set.
     """
-    config = TritonModelConfig.from_dict(spec["config"])
-    label = f"model '{config.model_name}' instance {spec.get('instance', 0)}"
-    server_pid = int(spec["server_pid"])
-    watch = spec.get("watch", "parent")  # "parent" (spawned worker), "pid" (thread in another process), "none"
+    config = spec.config
+    label = spec.label
+    server_pid = spec.server_pid
+    watch = spec.watch
     endpoint = WorkerEndpoint(
-        spec["address"],
-        spec["identity"].encode(),
-        spec["tag"],
+        spec.address,
+        spec.identity.encode(),
+        spec.tag,
         server_pid,
-        inline_max=int(spec["inline_max"]),
-        arena_kind=spec.get("arena_kind", "rsp"),
+        inline_max=spec.inline_max,
+        arena_kind=spec.arena_kind,
     )
     poll_ms = PARENT_CHECK_MS if stop is None else 100
     try:
         try:
-            fn = infer_func if infer_func is not None else load_callable(spec["callable"])
+            if infer_func is not None:
+                fn = infer_func
+            elif spec.callable is not None:
+                fn = load_callable(spec.callable)
+            else:
+                raise ValueError("the worker spec names no inference callable")
             inject_triton_context(fn, config)
             backend = CallableBackend(fn, config)
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which explains it to the user
-            logger.error("%s: cannot load inference callable '%s': %s", label, spec.get("callable"), exc)
-            endpoint.send_fatal(f"cannot load inference callable '{spec.get('callable')}': {_format_error(exc)}")
+            logger.error("%s: cannot load inference callable '%s': %s", label, spec.callable, exc)
+            endpoint.send_fatal(f"cannot load inference callable '{spec.callable}': {_format_error(exc)}")
             return 3
         if stop is None:  # a worker process of our own (not a thread in the user's process)
             gc.collect()
@@ -164,15 +168,15 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    spec = json.loads(args[0])
+    spec = WorkerSpec.from_json(args[0])
     logging.basicConfig(
-        level=spec.get("log_level", "INFO"),
+        level=spec.log_level,
         format=f"%(asctime)s %(levelname)s worker[{os.getpid()}] %(name)s: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group; the server drains and stops us
     signal.signal(signal.SIGTERM, _terminate)
     _die_with_parent()
-    if os.getppid() != int(spec["server_pid"]):
+    if os.getppid() != spec.server_pid:
         return 0
     return serve(spec)
 

@@ -8,11 +8,13 @@ requests through the router, its shared-memory segments are unlinked, and a new 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
 import sys
+
+from pytriton._env import MALLOC_TUNABLES
+from pytriton.backends.spec import WorkerSpec
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink
@@ -21,8 +23,8 @@ from pytriton.supervisor.instance import LinkedInstance
 
 logger = logging.getLogger("pytriton.supervisor")
 
-MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+FATAL_GRACE_S = 1.0
 
 
 class WorkerStartError(RuntimeError):
@@ -132,19 +134,18 @@ class WorkerPool:
         identity = f"{self.config.model_name}#{instance.index}#{instance.generation}"
         label = self._label(instance)
         link = self.router.add_link(identity.encode(), label)
-        spec = {
-            "address": self.router.address,
-            "identity": identity,
-            "tag": self.router.tag,
-            "server_pid": os.getpid(),
-            "inline_max": self.router.inline_max,
-            "callable": self.callable_target,
-            "config": self.config.to_dict(),
-            "instance": instance.index,
-            "log_level": self.log_level,
-        }
+        spec = WorkerSpec.for_process(
+            address=self.router.address,
+            identity=identity,
+            tag=self.router.tag,
+            inline_max=self.router.inline_max,
+            config=self.config,
+            callable=self.callable_target,
+            instance=instance.index,
+            log_level=self.log_level,
+        )
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pytriton.backends.worker", json.dumps(spec), env=self._env(instance)
+            sys.executable, "-m", "pytriton.backends.worker", spec.to_json(), env=self._env(instance)
         )
         instance.process = process
         instance.link = link
@@ -158,6 +159,9 @@ class WorkerPool:
                 instance.watcher = asyncio.ensure_future(self._watch(instance, link, process, exited))
                 self._serve(instance, link)
                 return
+            if exited.done() and not link.hello.done():
+                # The worker reports why it cannot start (FATAL) before it exits: the exit may be seen first.
+                await asyncio.wait({link.hello}, timeout=FATAL_GRACE_S)
             reason = (
                 str(link.hello.exception())
                 if link.hello.done() and link.hello.exception() is not None
@@ -228,8 +232,20 @@ class WorkerPool:
             raise errors[0]
 
     async def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask every worker to exit; kill the ones that do not within the timeout; remove their segments."""
+        """Stop every worker within `timeout_s`, killing the ones that do not exit; remove their segments.
+
+        Restarts come first: a watcher between restarts, or spawning a worker that has not said hello yet (and
+        so would never get STOP), is cancelled, which kills the process it was starting.
+        """
         self._stopping = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        watchers = [i.watcher for i in self.instances if i.watcher is not None]
+        while watchers:  # a spawn that completed as it was cancelled leaves a new watcher: cancel that one too
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+            watchers = [i.watcher for i in self.instances if i.watcher is not None and not i.watcher.done()]
         processes = []
         for instance in self.instances:
             if instance.link is not None and not instance.link.closed:
@@ -237,20 +253,16 @@ class WorkerPool:
             if instance.process is not None and instance.process.returncode is None:
                 processes.append(instance.process)
         if processes:
-            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in processes], timeout=timeout_s)
+            await asyncio.wait([asyncio.ensure_future(p.wait()) for p in processes],
+                               timeout=max(0.0, deadline - loop.time()))
             for p in processes:
                 if p.returncode is None:
-                    logger.warning("worker pid %d did not stop within %.0f s; killing it", p.pid, timeout_s)
-                    await self._kill(p)
-        # Watchers that are between restarts are cancelled; a spawn in progress kills its process.
-        watchers = [i.watcher for i in self.instances if i.watcher is not None]
-        for watcher in watchers:
-            watcher.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
+                    logger.warning("worker pid %d did not stop within %.1f s; killing it", p.pid, timeout_s)
         for instance in self.instances:
             if instance.process is not None:
                 await self._kill(instance.process)
                 unlink_segments(self.router.tag, instance.process.pid)
             self._unserve(instance)
             if instance.link is not None and not instance.link.closed:
-                self.router.drop_link(instance.link, f"{self._label(instance)} stopped")
+                self.router.drop_link(instance.link, f"model instance '{self._label(instance)}' was stopped "
+                                     "(the model was unloaded or the server is stopping)")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pytriton.backends import worker
+from pytriton.backends.spec import WorkerSpec
 from pytriton.model_config.datatypes import deserialize_bytes_tensor, serialize_bytes_tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.arena import our_segments
@@ -34,16 +35,8 @@ def run_pair(inline_max: int, scenario):
         with tempfile.TemporaryDirectory() as run_dir:
             router = ProxyRouter(f"ipc://{run_dir}/w.sock", tag, inline_max=inline_max)
             link = router.add_link(b"identity#0#1", "identity_0_0")
-            spec = {
-                "address": router.address,
-                "identity": "identity#0#1",
-                "tag": tag,
-                "server_pid": os.getpid(),
-                "inline_max": inline_max,
-                "callable": "tests.models:identity",
-                "config": CONFIG.to_dict(),
-                "watch": "none",
-            }
+            spec = WorkerSpec(address=router.address, identity="identity#0#1", tag=tag, server_pid=os.getpid(),
+                              inline_max=inline_max, config=CONFIG, callable="tests.models:identity", watch="none")
             thread = threading.Thread(target=worker.serve, args=(spec,), daemon=True)
             thread.start()
             try:

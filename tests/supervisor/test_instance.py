@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pytriton.backends import worker
+from pytriton.backends.spec import WorkerSpec
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.core.types import ExecutionRequest, RegionSlice, Tensor
 from pytriton.exceptions import ServerError, Status
@@ -56,8 +57,8 @@ def test_an_instance_over_a_worker_answers_releases_per_request_and_fails_when_t
         with tempfile.TemporaryDirectory() as run_dir:
             router = ProxyRouter(f"ipc://{run_dir}/w.sock", tag, inline_max=0)  # every tensor in shared memory
             link = router.add_link(b"identity#0#1", "identity_0_0")
-            spec = {"address": router.address, "identity": "identity#0#1", "tag": tag, "server_pid": os.getpid(),
-                    "inline_max": 0, "callable": "tests.models:identity", "config": CONFIG.to_dict(), "watch": "none"}
+            spec = WorkerSpec(address=router.address, identity="identity#0#1", tag=tag, server_pid=os.getpid(),
+                              inline_max=0, callable="tests.models:identity", config=CONFIG, watch="none")
             thread = threading.Thread(target=worker.serve, args=(spec,), daemon=True)
             thread.start()
             try:

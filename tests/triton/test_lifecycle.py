@@ -3,11 +3,13 @@ nothing left behind when the user's process is stopped by a signal or killed."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -144,8 +146,21 @@ def test_user_process_stops_quickly_when_the_server_is_stopped_first(target):
     assert_nothing_left(process, info)
 
 
-def test_killed_user_process_takes_the_server_down():
+def test_killed_user_process_takes_the_server_down_and_the_next_server_sweeps_its_workspace():
     process, info = start_user_program("sleep")
+    (workspace,) = glob.glob(os.path.join(tempfile.gettempdir(), f"pytriton-workspace-{process.pid}-*"))
     process.kill()
     process.wait(10)
     assert_nothing_left(process, info)
+    assert os.path.isdir(workspace)  # the killed process could not remove it ...
+    with Triton(config=TritonConfig(**PORTS)):
+        assert not os.path.exists(workspace)  # ... the next server's start-up sweep did
+
+
+def test_environment_settings_reach_the_server(monkeypatch):
+    monkeypatch.setenv("PYTRITON_INLINE_MAX_BYTES", "1234")
+    with Triton(config=TritonConfig(**PORTS)) as triton:
+        assert triton._info["inline_max"] == 1234
+        triton.bind("times2", models.times(2), inputs=[Tensor(name="values", shape=(1,), dtype=F32)],
+                    outputs=[Tensor(name="result", shape=(1,), dtype=F32)])
+        assert infer_times(triton.ports["grpc"], "times2", 4) == 8

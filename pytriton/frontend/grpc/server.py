@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any, AsyncIterator
 
 import grpc
@@ -137,17 +136,16 @@ class GrpcFrontend:
         trace_settings: TraceSettings | None = None,
         header_forward_pattern: str | None = None,
         access: AccessPolicy | None = None,
+        implementation: str = "h2",
     ):
         self.core = core
         self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access)
         self.address = address
         self.requested_port = port
         self.port: int | None = None
-        self.implementation = os.environ.get("PYTRITON_GRPC_SERVER", "h2").strip().lower() or "h2"
+        self.implementation = implementation  # ServerConfig.grpc_implementation (PYTRITON_GRPC_SERVER)
         if self.implementation not in IMPLEMENTATIONS:
-            raise ValueError(
-                f"PYTRITON_GRPC_SERVER={self.implementation!r}: expected one of {', '.join(IMPLEMENTATIONS)}"
-            )
+            raise ValueError(f"gRPC implementation {implementation!r}: expected one of {', '.join(IMPLEMENTATIONS)}")
         self._server: Any = None
         self._connections: set[h2.GrpcConnection] = set()
         self._health: Any = HealthService() if self.implementation == "h2" else health.aio.HealthServicer()

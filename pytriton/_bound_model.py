@@ -1,0 +1,110 @@
+"""A model given to `Triton.bind`/`RemoteTriton.bind`: its server-side configuration, and the threads of the user's
+process that host its callables (one per instance) once the server has loaded it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from pytriton.backends.spec import WorkerSpec
+from pytriton.backends.target import CallableTarget
+from pytriton.exceptions import PyTritonValidationError
+from pytriton.model_config.datatypes import numpy_to_triton
+from pytriton.model_config.model_config import ModelConfig
+from pytriton.model_config.tensor import Tensor
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.proxy.control import LoadReply, LoadRequest
+
+logger = logging.getLogger("pytriton.triton")
+
+
+def _tensor_specs(tensors: Sequence[Tensor], prefix: str) -> list[TensorSpec]:
+    specs = []
+    for index, tensor in enumerate(tensors, start=1):
+        if not isinstance(tensor, Tensor):
+            raise PyTritonValidationError(f"{prefix.lower()}s must be pytriton.model_config.Tensor objects")
+        name = tensor.name or f"{prefix}_{index}"
+        try:
+            datatype = numpy_to_triton(tensor.dtype)
+        except TypeError as exc:
+            raise PyTritonValidationError(f"{prefix.lower()} '{name}': {exc}") from None
+        specs.append(TensorSpec(name, datatype, tuple(tensor.shape), bool(tensor.optional)))
+    return specs
+
+
+class BoundModel:
+    """A model given to `bind`: its server-side config and what hosts it."""
+
+    def __init__(
+        self,
+        model_name: str,
+        infer_func: Callable | Sequence[Callable] | str,
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor],
+        model_version: int,
+        config: ModelConfig,
+        strict: bool,
+    ):
+        if any(t.optional for t in outputs):
+            raise PyTritonValidationError("Output tensors cannot be optional.")
+        if isinstance(infer_func, str):
+            try:
+                self.target: str | None = str(CallableTarget.parse(infer_func))
+            except ValueError as exc:
+                raise PyTritonValidationError(f"infer_func: {exc}") from None
+            self.functions: list[Callable] = []
+            instance_count = 1
+        else:
+            self.target = None
+            self.functions = [infer_func] if callable(infer_func) else list(infer_func)
+            if not self.functions or not all(callable(f) for f in self.functions):
+                raise PyTritonValidationError("infer_func has to be a callable, a sequence of callables or 'module:fn'")
+            instance_count = len(self.functions)
+        self.config = TritonModelConfig(
+            model_name=model_name,
+            inputs=_tensor_specs(inputs, "INPUT"),
+            outputs=_tensor_specs(outputs, "OUTPUT"),
+            model_version=model_version,
+            max_batch_size=config.max_batch_size if config.batching else 0,
+            instance_count=instance_count,
+            decoupled=config.decoupled,
+            batcher=config.batcher if config.batching else None,
+            response_cache=config.response_cache,
+            strict=strict,
+        )
+        self.threads: list[threading.Thread] = []
+        self.stop_event = threading.Event()
+        self.loaded = False
+
+    @property
+    def name(self) -> str:
+        return self.config.model_name
+
+    def load_request(self, timeout_s: float) -> LoadRequest:
+        """What asks the server to load this model: worker processes for an import path, else our threads."""
+        if self.target is not None:
+            return LoadRequest(config=self.config, hosting="spawn", callable=self.target, timeout_s=timeout_s)
+        return LoadRequest(config=self.config, hosting="external", timeout_s=timeout_s)
+
+    def start_hosts(self, reply: LoadReply) -> None:
+        """Start one thread per callable, each serving the instance the server made for it."""
+        from pytriton.backends import worker
+
+        self.stop_event = threading.Event()
+        self.threads = []
+        for index, (identity, fn) in enumerate(zip(reply.identities, self.functions)):
+            spec = WorkerSpec.for_thread(reply.server, identity, self.config, index)
+            thread = threading.Thread(target=worker.serve, args=(spec, fn, self.stop_event),
+                                      name=f"pytriton-{self.name}-{index}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def hosts_alive(self) -> bool:
+        return all(t.is_alive() for t in self.threads)
+
+    def stop_hosts(self) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(10.0)
+        self.threads = []

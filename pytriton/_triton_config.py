@@ -1,0 +1,261 @@
+"""PyTriton's server configuration (`TritonConfig`, as in PyTriton; fields this server has no use for are accepted and
+logged once), the security configuration and the lifecycle policy; and how they become a `ServerConfig`.
+
+Public names are imported from `pytriton.triton`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+import secrets
+from typing import Any
+
+from pytriton import _env
+from pytriton.exceptions import PyTritonValidationError
+from pytriton.server_config import ServerConfig
+
+logger = logging.getLogger("pytriton.triton")
+
+DEFAULT_HTTP_PORT = 8000
+DEFAULT_GRPC_PORT = 8001
+DEFAULT_METRICS_PORT = 8002
+DEFAULT_EXIT_TIMEOUT_S = 30
+
+TRITON_ACCESS_HEADER = "triton-access-token"
+VALID_TRITON_ENDPOINTS = frozenset(
+    {"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace",
+     "logging"}
+)
+DEFAULT_PROTECTED_ENDPOINTS = ["shared-memory", "model-repository", "statistics", "trace", "logging"]
+MODEL_URL = "/v2/models/{model_name}"
+MODEL_READY_URL = "/v2/models/{model_name}/ready/"
+MODEL_CONFIG_URL = "/v2/models/{model_name}/config/"
+MODEL_INFER_URL = "/v2/models/{model_name}/infer/"
+
+# TritonConfig fields this server has no use for: accepted (so configurations keep working) and logged once.
+_IGNORED_FIELDS = {
+    "model_repository": "models come from bind(); there is no model repository",
+    "id": "the server id is not used",
+    "strict_readiness": "readiness always means: server up and every model ready",
+    "exit_on_error": "a model that fails to load fails bind()/run() in any case",
+    "http_thread_count": "HTTP is served by the server's event loop",
+    "grpc_infer_allocation_pool_size": "not applicable to this server",
+    "grpc_infer_response_compression_level": "responses are not compressed by the server",
+    "grpc_keepalive_time": "grpc defaults are used",
+    "grpc_keepalive_timeout": "grpc defaults are used",
+    "grpc_keepalive_permit_without_calls": "grpc defaults are used",
+    "grpc_http2_max_pings_without_data": "grpc defaults are used",
+    "grpc_http2_min_recv_ping_interval_without_data": "grpc defaults are used",
+    "grpc_http2_max_ping_strikes": "grpc defaults are used",
+    "allow_gpu_metrics": "GPU metrics are not exported",
+    "allow_cpu_metrics": "CPU metrics are always exported with the metrics endpoint",
+    "metrics_interval_ms": "metrics are computed when scraped",
+    "metrics_config": "not applicable to this server",
+    "cache_config": "the response cache is not implemented",
+    "cache_directory": "the response cache is not implemented",
+    "buffer_manager_thread_count": "not applicable to this server",
+    "trace_config": "tracing output is not implemented; trace settings are kept but not acted upon",
+    "sagemaker_port": "SageMaker mode is not supported",
+    "sagemaker_safe_port_range": "SageMaker mode is not supported",
+    "sagemaker_thread_count": "SageMaker mode is not supported",
+    "vertex_ai_port": "Vertex AI mode is not supported",
+    "vertex_ai_thread_count": "Vertex AI mode is not supported",
+    "vertex_ai_default_model": "Vertex AI mode is not supported",
+}
+_logged_ignored: set[str] = set()
+
+
+@dataclasses.dataclass(kw_only=True)
+class TritonConfig:
+    """Server configuration; every field is optional and None means the default (as in PyTriton)."""
+
+    model_repository: pathlib.Path | None = None
+    id: str | None = None
+    log_verbose: int | None = None
+    log_file: pathlib.Path | None = None
+    exit_timeout_secs: int | None = None
+    # pytriton's own (Triton has none): an execution that runs longer fails its requests and its worker is
+    # restarted; `pytriton serve --execution-timeout` is the same setting.
+    execution_timeout_secs: float | None = None
+    exit_on_error: bool | None = None
+    strict_readiness: bool | None = None
+    allow_http: bool | None = None
+    http_address: str | None = None
+    http_port: int | None = None
+    http_header_forward_pattern: str | None = None
+    http_thread_count: int | None = None
+    http_restricted_api: str | None = None
+    allow_grpc: bool | None = None
+    grpc_address: str | None = None
+    grpc_port: int | None = None
+    grpc_header_forward_pattern: str | None = None
+    grpc_infer_allocation_pool_size: int | None = None
+    grpc_use_ssl: bool | None = None
+    grpc_use_ssl_mutual: bool | None = None
+    grpc_server_cert: pathlib.Path | None = None
+    grpc_server_key: pathlib.Path | None = None
+    grpc_root_cert: pathlib.Path | None = None
+    grpc_infer_response_compression_level: str | None = None
+    grpc_keepalive_time: int | None = None
+    grpc_keepalive_timeout: int | None = None
+    grpc_keepalive_permit_without_calls: bool | None = None
+    grpc_http2_max_pings_without_data: int | None = None
+    grpc_http2_min_recv_ping_interval_without_data: int | None = None
+    grpc_http2_max_ping_strikes: int | None = None
+    grpc_restricted_protocol: str | None = None
+    allow_metrics: bool | None = None
+    allow_gpu_metrics: bool | None = None
+    allow_cpu_metrics: bool | None = None
+    metrics_interval_ms: int | None = None
+    metrics_port: int | None = None
+    metrics_address: str | None = None
+    allow_sagemaker: bool | None = None
+    sagemaker_port: int | None = None
+    sagemaker_safe_port_range: str | None = None
+    sagemaker_thread_count: int | None = None
+    allow_vertex_ai: bool | None = None
+    vertex_ai_port: int | None = None
+    vertex_ai_thread_count: int | None = None
+    vertex_ai_default_model: str | None = None
+    metrics_config: list[str] | None = None
+    trace_config: list[str] | None = None
+    cache_config: list[str] | None = None
+    cache_directory: str | None = None
+    buffer_manager_thread_count: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.allow_http is not None and self.allow_grpc is not None and not self.allow_http and not self.allow_grpc:
+            raise PyTritonValidationError("The `http` or `grpc` endpoint has to be allowed.")
+        if self.grpc_use_ssl or self.grpc_use_ssl_mutual:
+            raise PyTritonValidationError(
+                "gRPC over SSL is not supported by this server; terminate TLS in front of it (e.g. a proxy)"
+            )
+        if self.execution_timeout_secs is not None and not self.execution_timeout_secs > 0:
+            raise PyTritonValidationError("TritonConfig.execution_timeout_secs must be a number of seconds > 0")
+        if self.allow_sagemaker or self.allow_vertex_ai:
+            raise PyTritonValidationError("SageMaker and Vertex AI modes are not supported by this server")
+        for name, reason in _IGNORED_FIELDS.items():
+            if getattr(self, name) is not None and name not in _logged_ignored:
+                _logged_ignored.add(name)
+                logger.warning("TritonConfig.%s is accepted but has no effect: %s", name, reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set (not None)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def from_dict(cls, config: dict[str, Any]) -> TritonConfig:
+        """Build a config from a dict, casting values to the field types; unknown keys are warned about."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for key, value in config.items():
+            if key not in known:
+                logger.warning("TritonConfig has no field '%s'; ignoring it", key)
+                continue
+            values[key] = _cast(known[key], value)
+        return cls(**values)
+
+    @classmethod
+    def from_env(cls) -> TritonConfig:
+        """Read `PYTRITON_TRITON_CONFIG_<FIELD>` environment variables (e.g. PYTRITON_TRITON_CONFIG_GRPC_PORT)."""
+        return cls.from_dict(_env.triton_config_settings())
+
+
+def _cast(field: dataclasses.Field, value: Any) -> Any:
+    if value is None:
+        return None
+    text = str(field.type).lower()
+    if "list" in text:
+        return value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+    if "bool" in text:
+        if isinstance(value, bool):
+            return value
+        lowered = str(value).strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise PyTritonValidationError(f"TritonConfig.{field.name}: '{value}' is not a boolean")
+    if "int" in text:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise PyTritonValidationError(f"TritonConfig.{field.name}: '{value}' is not an integer") from None
+    if "float" in text:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise PyTritonValidationError(f"TritonConfig.{field.name}: '{value}' is not a number") from None
+    if "path" in text:
+        return pathlib.Path(value)
+    return str(value)
+
+
+@dataclasses.dataclass
+class TritonSecurityConfig:
+    """Which endpoint groups need the access token, and the token (generated when not given)."""
+
+    access_token: str | None = None
+    restricted_endpoints: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.restricted_endpoints is None:
+            self.restricted_endpoints = list(DEFAULT_PROTECTED_ENDPOINTS)
+        unknown = [e for e in self.restricted_endpoints if e not in VALID_TRITON_ENDPOINTS]
+        if unknown:
+            raise PyTritonValidationError(
+                f"Unknown restricted endpoint(s) {unknown}; valid: {sorted(VALID_TRITON_ENDPOINTS)}"
+            )
+        if self.access_token is None and self.restricted_endpoints:
+            self.access_token = secrets.token_urlsafe(32)
+
+
+@dataclasses.dataclass
+class TritonLifecyclePolicy:
+    launch_triton_on_startup: bool = True
+    local_model_store: bool = False
+
+
+DefaultTritonLifecyclePolicy = TritonLifecyclePolicy(launch_triton_on_startup=True, local_model_store=False)
+VertextAILifecyclePolicy = TritonLifecyclePolicy(launch_triton_on_startup=False, local_model_store=True)
+
+
+def server_config(config: TritonConfig, security: TritonSecurityConfig) -> ServerConfig:
+    """The server configuration `Triton` starts its server with (read with the environment of this process, which
+    the server inherits); the server stops when this process is gone."""
+    restricted: list[str] = []
+    if security.access_token and security.restricted_endpoints:
+        restricted = [f"{','.join(security.restricted_endpoints)}:{TRITON_ACCESS_HEADER}={security.access_token}"]
+    verbose = config.log_verbose or 0
+    log_level = "DEBUG" if verbose > 1 else "INFO" if verbose > 0 else "WARNING"
+
+    def given(value: Any, default: Any) -> Any:
+        return value if value is not None else default
+
+    return ServerConfig.from_env(
+        models=[],
+        allow_grpc=given(config.allow_grpc, True),
+        grpc_address=config.grpc_address or "0.0.0.0",
+        grpc_port=given(config.grpc_port, DEFAULT_GRPC_PORT),
+        grpc_header_forward_pattern=config.grpc_header_forward_pattern,
+        allow_http=given(config.allow_http, True),
+        http_address=config.http_address or "0.0.0.0",
+        http_port=given(config.http_port, DEFAULT_HTTP_PORT),
+        http_header_forward_pattern=config.http_header_forward_pattern,
+        allow_metrics=given(config.allow_metrics, True),
+        metrics_address=config.metrics_address or "0.0.0.0",
+        metrics_port=given(config.metrics_port, DEFAULT_METRICS_PORT),
+        log_level=log_level,
+        exit_timeout_s=exit_timeout_of(config),
+        execution_timeout_s=config.execution_timeout_secs,
+        exit_with_parent=True,
+        http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
+        grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
+                                               else []),
+    )
+
+
+def exit_timeout_of(config: TritonConfig) -> float:
+    return float(config.exit_timeout_secs if config.exit_timeout_secs is not None else DEFAULT_EXIT_TIMEOUT_S)

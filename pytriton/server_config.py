@@ -1,0 +1,73 @@
+"""What a server serves and how (`ServerConfig`): built by the CLI, or by `Triton` in the user's process and handed
+to the server process as JSON; environment variables are applied where it is built, in one place
+(`ServerConfig.from_env`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pytriton import _env
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.router import DEFAULT_INLINE_MAX
+
+# The line a server process started by `Triton` writes on stdout once it is ready, followed by its details as JSON.
+READY_PREFIX = "PYTRITON_READY "
+
+
+@dataclasses.dataclass
+class ModelSpec:
+    """A model to serve: its configuration and the import path of its inference callable."""
+
+    config: TritonModelConfig
+    callable_target: str
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    models: list[ModelSpec]
+    allow_grpc: bool = True
+    grpc_address: str = "0.0.0.0"
+    grpc_port: int = 8001
+    grpc_header_forward_pattern: str | None = None
+    allow_http: bool = True
+    http_address: str = "0.0.0.0"
+    http_port: int = 8000
+    http_header_forward_pattern: str | None = None
+    http_max_input_bytes: int = 64 * 1024 * 1024
+    allow_metrics: bool = True
+    metrics_address: str = "0.0.0.0"
+    metrics_port: int = 8002
+    trace_file: str = ""
+    allow_client_shm: bool = True
+    shm_local_only: bool = True
+    http_restricted_api: list[str] = dataclasses.field(default_factory=list)
+    grpc_restricted_protocol: list[str] = dataclasses.field(default_factory=list)
+    log_level: str = "INFO"
+    exit_timeout_s: float = 30.0  # the whole stop, workers included, ends within it
+    # Settings that come from the environment (see pytriton/_env.py) unless given explicitly.
+    exit_with_parent: bool = False
+    inline_max_bytes: int = DEFAULT_INLINE_MAX
+    pipeline_depth: int = _env.DEFAULT_PIPELINE_DEPTH
+    grpc_implementation: str = _env.GRPC_IMPLEMENTATIONS[0]
+    execution_timeout_s: float | None = None  # an execution that runs longer is failed and its worker restarted
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **fields: Any) -> ServerConfig:
+        """A config from `fields`, with the settings they leave out taken from the environment (see _env)."""
+        return cls(**{**_env.server_settings(environ), **fields})
+
+    def to_json(self) -> str:
+        fields = dataclasses.asdict(self)
+        fields["models"] = [{"config": m.config.to_dict(), "callable": m.callable_target} for m in self.models]
+        return json.dumps(fields)
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerConfig:
+        """The config `to_json` wrote (the environment was applied where it was built, not here)."""
+        fields = json.loads(text)
+        fields["models"] = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"])
+                            for m in fields.get("models", [])]
+        return cls(**fields)
