@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-
 from bench_lib import bench
 from bench_lib.cases import Case
 from bench_lib.servers import log_problems

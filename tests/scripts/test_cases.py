@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from bench_lib.cases import BATCHED_CASES, Case, expand_range, full_matrix, quick_matrix, select_cases
 
 

@@ -6,7 +6,6 @@ import os
 import pathlib
 
 import pytest
-
 from bench_lib import procfs
 
 

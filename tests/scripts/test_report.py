@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from bench_lib import report
 from bench_lib.plot import ratio_bars
 from bench_lib.results import CaseAggregate, ServerAggregate, aggregate, load_results

@@ -6,10 +6,19 @@ import dataclasses
 import json
 
 import pytest
-
 from bench_lib.results import (
-    BenchResult, CaseRun, Meta, PaCounts, RunInfo, ServerSamples, Settings, aggregate, from_dict, load_results,
-    median, save_results,
+    BenchResult,
+    CaseRun,
+    Meta,
+    PaCounts,
+    RunInfo,
+    ServerSamples,
+    Settings,
+    aggregate,
+    from_dict,
+    load_results,
+    median,
+    save_results,
 )
 
 
