@@ -19,13 +19,45 @@ from soak_lib.tally import Tally
 
 
 @dataclasses.dataclass
+class KindMix:
+    """Which kinds of request a slot sends: of the allowed kinds, cancelling ones with `cancel_share` (thread slots)
+    or twice that (aio slots, which have one ordinary and one cancelling kind), the others otherwise."""
+
+    kinds: list[str]
+    cancel_share: float
+
+    def _groups(self, ordinary: list[str], cancelling: list[str]) -> tuple[list[str], list[str]]:
+        return [k for k in ordinary if k in self.kinds], [k for k in cancelling if k in self.kinds]
+
+    @property
+    def has_sync(self) -> bool:
+        return any(self._groups(ORDINARY_KINDS, SYNC_CANCELLING_KINDS))
+
+    @property
+    def has_aio(self) -> bool:
+        return any(self._groups(AIO_KINDS[:1], AIO_KINDS[1:]))
+
+    def _pick(self, rng: random.Random, ordinary: list[str], cancelling: list[str], share: float) -> str:
+        ordinary, cancelling = self._groups(ordinary, cancelling)
+        if cancelling and (not ordinary or rng.random() < share):
+            return rng.choice(cancelling)
+        return rng.choice(ordinary)
+
+    def pick_sync(self, rng: random.Random) -> str:
+        return self._pick(rng, ORDINARY_KINDS, SYNC_CANCELLING_KINDS, self.cancel_share)
+
+    def pick_aio(self, rng: random.Random) -> str:
+        return self._pick(rng, AIO_KINDS[:1], AIO_KINDS[1:], min(1.0, 2 * self.cancel_share))
+
+
+@dataclasses.dataclass
 class ClientSpec:
     index: int
     grpc_url: str
     http_url: str
     sync_slots: int  # threads, one request in flight each
     aio_slots: int  # concurrent tasks in the event loop
-    cancel_share: float  # share of the sync requests that cancel (deadline, closed connection)
+    mix: KindMix
     timeout_s: float  # of an ordinary request; one that takes longer is an error
     deadline: float  # time.time() after which no request starts
     max_requests: int  # this process's share of the request bound
@@ -65,14 +97,6 @@ class SlotTally:
             self.tally.kind(kind).record_failure(kind, f"{type(exc).__name__}: {exc}")
 
 
-def pick_sync_kind(rng: random.Random, cancel_share: float) -> str:
-    return rng.choice(SYNC_CANCELLING_KINDS if rng.random() < cancel_share else ORDINARY_KINDS)
-
-
-def pick_aio_kind(rng: random.Random, cancel_share: float) -> str:
-    return AIO_KINDS[1] if rng.random() < min(1.0, 2 * cancel_share) else AIO_KINDS[0]
-
-
 def _count(out: SlotTally, kind: str, outcome: str, t0: float) -> None:
     if outcome == "ok":
         out.ok(kind, time.perf_counter() - t0)
@@ -89,7 +113,7 @@ def sync_slot(spec: ClientSpec, index: int, budget: Budget, out: SlotTally) -> N
         return
     try:
         while budget.take():
-            kind = pick_sync_kind(rng, spec.cancel_share)
+            kind = spec.mix.pick_sync(rng)
             t0 = time.perf_counter()
             try:
                 _count(out, kind, slot.send(kind), t0)
@@ -107,7 +131,7 @@ async def aio_slots(spec: ClientSpec, budget: Budget, outs: list[SlotTally]) -> 
 
     async def one(slot: AioSlot, rng: random.Random, out: SlotTally) -> None:
         while budget.take():
-            kind = pick_aio_kind(rng, spec.cancel_share)
+            kind = spec.mix.pick_aio(rng)
             t0 = time.perf_counter()
             try:
                 _count(out, kind, await slot.send(kind), t0)

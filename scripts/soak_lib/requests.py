@@ -27,7 +27,8 @@ FLOATS = {"small": 16, "1mib": 262144}
 REGION_BYTES = FLOATS["1mib"] * 4
 ORDINARY_KINDS = [f"{p}-{s}{m}" for p in ("grpc", "http") for s in FLOATS for m in ("", "-shm")]
 SYNC_CANCELLING_KINDS = ["grpc-deadline", "http-close"]
-AIO_KINDS = ["aio-grpc", "aio-cancel"]
+AIO_KINDS = ["aio-grpc", "aio-cancel"]  # ordinary, cancelling
+ALL_KINDS = ORDINARY_KINDS + SYNC_CANCELLING_KINDS + AIO_KINDS
 # A channel (and TCP connection) per client, as separate client programs would have; the message limits
 # tritonclient sets when no channel_args are given.
 GRPC_CHANNEL_ARGS = [("grpc.use_local_subchannel_pool", 1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Any
 
 from soak_lib.server import RssReading
@@ -22,6 +23,8 @@ class SoakSettings:
     warmup_s: float
     instances: int
     stop_on_wedge_s: float
+    kinds: list[str]
+    batching: str  # dynamic | off
 
 
 @dataclasses.dataclass
@@ -31,7 +34,9 @@ class SoakResult:
     load_s: float = 0.0  # how long the clients ran
     stopped_early: str | None = None  # why the load ended before its time, if it did
     kinds: dict[str, Any] = dataclasses.field(default_factory=dict)  # Tally.to_dict(), probes included
-    rss: list[RssReading] = dataclasses.field(default_factory=list)  # at ready (t < 0), during the load, at the end
+    rss_ready: RssReading | None = None  # before the load
+    rss: list[RssReading] = dataclasses.field(default_factory=list)  # during the load, every few seconds
+    rss_end: RssReading | None = None  # after the load, the drain and the probes
     pending_max: int | None = None
     pending_end: int | None = None  # after the clients stopped and a short drain
     clients_killed: list[int] = dataclasses.field(default_factory=list)  # client processes past the hard stop
@@ -47,22 +52,24 @@ class SoakResult:
     def tally(self) -> Tally:
         return Tally.from_dict(self.kinds)
 
-    def rss_at(self, which: str) -> RssReading | None:
-        """`start` (at ready), `warm` (the first reading after the warm-up), `end` (the last), `max` (by total)."""
-        if not self.rss:
-            return None
-        if which == "start":
-            return self.rss[0]
-        if which == "end":
-            return self.rss[-1]
-        if which == "max":
-            return max(self.rss, key=lambda r: r.total_kib)
+    def rss_warm(self) -> list[RssReading]:
+        """The readings under load after the warm-up (all of them if the load ended before it)."""
         warm = [r for r in self.rss if r.t_s >= self.settings.warmup_s]
-        return warm[0] if warm else self.rss[0]
+        return warm or self.rss
+
+    def rss_max(self) -> RssReading | None:
+        readings = [r for r in (self.rss_ready, *self.rss, self.rss_end) if r is not None]
+        return max(readings, key=lambda r: r.total_kib) if readings else None
 
     def rss_growth_kib(self) -> int | None:
-        warm, end = self.rss_at("warm"), self.rss_at("end")
-        return None if warm is None or end is None else end.total_kib - warm.total_kib
+        """How much server + worker RSS grew under load after the warm-up: the median of the last third of the
+        readings minus that of the first third (medians: a single burst is not growth); None with < 2 readings."""
+        warm = self.rss_warm()
+        if len(warm) < 2:
+            return None
+        third = max(1, len(warm) // 3)
+        return int(statistics.median(r.total_kib for r in warm[-third:])
+                   - statistics.median(r.total_kib for r in warm[:third]))
 
 
 def verdict(result: SoakResult) -> list[str]:
@@ -108,8 +115,8 @@ def summary(result: SoakResult) -> str:
     s = result.settings
     tally = result.tally
     head = (f"soak {result.started}: {result.load_s / 60:.1f} min of load (limit {s.minutes:g}), concurrency "
-            f"{s.concurrency} in {s.processes} client processes ({s.aio_slots} grpc.aio tasks each), "
-            f"{s.instances} instances, dynamic batching")
+            f"{s.concurrency} in {s.processes} client processes (up to {s.aio_slots} grpc.aio tasks each), "
+            f"{s.instances} instances, " + ("dynamic batching" if s.batching == "dynamic" else "no dynamic batching"))
     lines = [head, "",
              f"{'kind':<20} {'ok':>9} {'cancelled':>9} {'errors':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"]
     for name, t in sorted(tally.kinds.items()):
@@ -124,13 +131,7 @@ def summary(result: SoakResult) -> str:
                 lines.append(f"  {e.count:>7}  {name}: {cls}" + (f"\n           e.g. {e.example[:200]}"
                                                                  if e.example != cls else ""))
     lines.append("")
-    start, warm, end, top = (result.rss_at(w) for w in ("start", "warm", "end", "max"))
-    if start and warm and end and top:
-        growth = result.rss_growth_kib() or 0
-        lines.append(f"RSS MiB, server + workers: ready {_mib(start.server_kib)} + {_mib(start.workers_kib)}, "
-                     f"after warm-up ({warm.t_s:.0f} s) {_mib(warm.server_kib)} + {_mib(warm.workers_kib)}, end "
-                     f"{_mib(end.server_kib)} + {_mib(end.workers_kib)}, max {_mib(top.total_kib)} at {top.t_s:.0f} s; "
-                     f"growth after warm-up {growth / 1024:+.0f} MiB (limit {s.rss_growth_limit_mib:g})")
+    lines += _memory_lines(result)
     lines.append(f"nv_inference_pending_request_count: max {result.pending_max}, at the end {result.pending_end}")
     lines.append(f"server stop: exit status {result.server_exit} after {result.server_stop_s:.1f} s; left behind: "
                  + (", ".join(result.server_leftovers) if result.server_leftovers else "nothing"))
@@ -143,6 +144,24 @@ def summary(result: SoakResult) -> str:
         lines.append(f"load stopped early: {result.stopped_early}")
     lines += ["", "PASS" if not result.failures else "FAIL:\n" + "\n".join(f"  - {f}" for f in result.failures)]
     return "\n".join(lines) + "\n"
+
+
+def _memory_lines(result: SoakResult) -> list[str]:
+    warm, top = result.rss_warm(), result.rss_max()
+    if not warm or top is None:
+        return ["RSS: no reading"]
+    line = "RSS MiB, server + workers:"
+    if result.rss_ready:
+        line += f" ready {_mib(result.rss_ready.server_kib)} + {_mib(result.rss_ready.workers_kib)},"
+    line += (f" under load at {warm[0].t_s:.0f} s {_mib(warm[0].server_kib)} + {_mib(warm[0].workers_kib)},"
+             f" at {warm[-1].t_s:.0f} s {_mib(warm[-1].server_kib)} + {_mib(warm[-1].workers_kib)},")
+    if result.rss_end:
+        line += f" after the load {_mib(result.rss_end.server_kib)} + {_mib(result.rss_end.workers_kib)},"
+    growth = result.rss_growth_kib()
+    return [line + f" max {_mib(top.total_kib)} (at {top.t_s:.0f} s)",
+            "growth under load after the warm-up (median of the last third of the readings - of the first third): "
+            + ("–" if growth is None else f"{growth / 1024:+.0f} MiB")
+            + f" (limit {result.settings.rss_growth_limit_mib:g})"]
 
 
 def to_json_dict(result: SoakResult) -> dict[str, Any]:

@@ -50,13 +50,15 @@ class RssReading:
 class SoakServer:
     """`pytriton serve` on free loopback ports, with its own TMPDIR; stdout goes to `logfile`."""
 
-    def __init__(self, python: pathlib.Path, logfile: pathlib.Path, instances: int, max_batch_size: int,
+    def __init__(self, python: pathlib.Path, logfile: pathlib.Path, instances: int, dynamic_batching: bool,
                  exit_timeout_s: float) -> None:
         self.logfile, self.exit_timeout_s = logfile, exit_timeout_s
         self.tmpdir = pathlib.Path(tempfile.mkdtemp(prefix="soak-server-"))
         self.cmd = [str(python), "-m", "pytriton.cli", "serve", "examples.add_sub:double",
-                    "--input", "INPUT:fp32:-1", "--output", "OUTPUT:fp32:-1", "--max-batch-size", str(max_batch_size),
-                    "--dynamic-batching", "--instances", str(instances), "--exit-timeout", str(exit_timeout_s)]
+                    "--input", "INPUT:fp32:-1", "--output", "OUTPUT:fp32:-1", "--max-batch-size", "64",
+                    "--instances", str(instances), "--exit-timeout", str(exit_timeout_s)]
+        if dynamic_batching:
+            self.cmd.append("--dynamic-batching")
         for service in ("grpc", "http", "metrics"):
             self.cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         self.ports: dict[str, int] = {}

@@ -10,7 +10,6 @@ output folder, with the server's log.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import json
 import multiprocessing as mp
@@ -28,7 +27,8 @@ if __package__ in (None, ""):  # run as a file (scripts/soak): import the packag
     sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != _HERE]
     sys.path.insert(0, str(_HERE.parent))
 
-from soak_lib.clients import ClientSpec, run_clients
+from soak_lib.clients import ClientSpec, KindMix, run_clients
+from soak_lib.requests import ALL_KINDS
 from soak_lib.result import SoakResult, SoakSettings, summary, to_json_dict, verdict
 from soak_lib.server import REPO, SoakServer
 from soak_lib.tally import Tally
@@ -42,7 +42,8 @@ def log(msg: str) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/soak", description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--minutes", type=float, default=10.0, help="load duration; a hard stop follows (default 10)")
+    p.add_argument("--minutes", type=float, default=10.0,
+                   help="load duration in all phases together; a hard stop follows (default 10)")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight in all (default 64)")
     p.add_argument("--processes", type=int, default=4, help="client processes sharing the concurrency (default 4)")
     p.add_argument("--aio-slots", type=int, default=2,
@@ -50,17 +51,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cancel-share", type=float, default=0.25,
                    help="share of requests that cancel: deadlines of 0.5-2 ms, closed connections, cancelled "
                    "aio tasks (default 0.25)")
+    p.add_argument("--kinds", default=",".join(ALL_KINDS),
+                   help="comma-separated kinds of request to send (default: all): " + ", ".join(ALL_KINDS))
     p.add_argument("--request-timeout", type=float, default=20.0,
                    help="seconds an ordinary request may take before it counts as an error (default 20)")
     p.add_argument("--max-requests", type=int, default=5_000_000, help="stop after this many requests in all")
     p.add_argument("--rss-growth-limit-mib", type=float, default=128.0,
                    help="fail when server + worker RSS grows more than this after the warm-up (default 128)")
-    p.add_argument("--warmup", type=float, help="seconds of load before the reference RSS reading "
-                   "(default: 10 %% of the load, 10-60 s)")
+    p.add_argument("--warmup", type=float, help="seconds of load before the RSS growth readings "
+                   "(default: 10 %% of a phase, 10-60 s)")
     p.add_argument("--stop-on-wedge", type=float, default=60.0,
                    help="end the load early when nothing succeeded for this many seconds while requests are "
                    "pending (0: never; default 60)")
     p.add_argument("--instances", type=int, default=2, help="model instances (worker processes; default 2)")
+    p.add_argument("--batching", default="dynamic,off",
+                   help="phases, one after the other, each with a server of its own and its share of the minutes: "
+                   "`dynamic` (dynamic batcher, max batch 64) and/or `off` (each request runs on its own: another "
+                   "scheduler path); default dynamic,off")
     p.add_argument("--sample-every", type=float, default=5.0, help="seconds between RSS/progress readings")
     p.add_argument("--out-dir", type=pathlib.Path, help="default .bench/soak/<UTC time>")
     p.add_argument("--python", type=pathlib.Path, default=REPO / ".venv" / "bin" / "python",
@@ -71,27 +78,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--concurrency must be at least --processes (and that at least 1)")
     if not 0 <= args.cancel_share <= 1:
         p.error("--cancel-share is a share: 0 to 1")
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    unknown = set(args.kinds) - set(ALL_KINDS)
+    if unknown or not args.kinds:
+        p.error(f"unknown kind(s) {sorted(unknown)}; known: {', '.join(ALL_KINDS)}")
     if args.minutes <= 0 or args.request_timeout <= 0:
         p.error("--minutes and --request-timeout must be positive")
-    if args.warmup is None:
-        args.warmup = min(60.0, max(10.0, args.minutes * 6))
+    args.batching = [b for b in args.batching.split(",") if b]
+    if not args.batching or set(args.batching) - {"dynamic", "off"}:
+        p.error("--batching: dynamic, off or both (comma-separated)")
     args.started = dt.datetime.now(dt.timezone.utc)
     if args.out_dir is None:
         args.out_dir = REPO / ".bench" / "soak" / args.started.strftime("%Y%m%dT%H%M%SZ")
     return args
 
 
-def plan_clients(args: argparse.Namespace, grpc_url: str, http_url: str, deadline: float,
+def plan_clients(args: argparse.Namespace, max_requests: int, grpc_url: str, http_url: str, deadline: float,
                  region_prefix: str) -> list[ClientSpec]:
     """The client processes: the concurrency split as evenly as it goes, each with up to --aio-slots tasks."""
+    mix = KindMix(args.kinds, args.cancel_share)
     specs = []
     for i in range(args.processes):
         share = args.concurrency // args.processes + (1 if i < args.concurrency % args.processes else 0)
-        aio = min(args.aio_slots, max(0, share - 1))  # at least one thread: the sync kinds need one
+        if not mix.has_aio:
+            aio = 0
+        elif not mix.has_sync:
+            aio = share
+        else:
+            aio = min(args.aio_slots, share - 1)  # at least one thread for the kinds of the sync clients
         specs.append(ClientSpec(
             index=i, grpc_url=grpc_url, http_url=http_url, sync_slots=share - aio, aio_slots=aio,
-            cancel_share=args.cancel_share, timeout_s=args.request_timeout, deadline=deadline,
-            max_requests=args.max_requests // args.processes + (1 if i < args.max_requests % args.processes else 0),
+            mix=mix, timeout_s=args.request_timeout, deadline=deadline,
+            max_requests=max_requests // args.processes + (1 if i < max_requests % args.processes else 0),
             region_prefix=f"{region_prefix}{i}_", seed=args.seed * 100 + i,
         ))
     return specs
@@ -157,11 +175,13 @@ class Load:
 
 def run_load(args: argparse.Namespace, server: SoakServer, result: SoakResult, region_prefix: str) -> None:
     """The load phase: clients run until the minutes are up, the count is reached or the model wedges."""
+    minutes = result.settings.minutes
     t0 = time.monotonic()
-    deadline_wall = time.time() + args.minutes * 60
-    load = Load(plan_clients(args, server.grpc_url, server.http_url, deadline_wall, region_prefix))
+    deadline_wall = time.time() + minutes * 60
+    load = Load(plan_clients(args, result.settings.max_requests, server.grpc_url, server.http_url, deadline_wall,
+                             region_prefix))
     load.start()
-    log(f"load: {args.concurrency} in flight from {args.processes} processes for up to {args.minutes:g} min")
+    log(f"load: {args.concurrency} in flight from {args.processes} processes for up to {minutes:g} min")
     last_ok, last_progress = 0, time.monotonic()
     try:
         while time.time() < deadline_wall and not load.all_finished():
@@ -244,31 +264,31 @@ def client_leftovers(region_prefix: str) -> list[str]:
     return found
 
 
-def soak(args: argparse.Namespace) -> SoakResult:
+def run_phase(args: argparse.Namespace, batching: str, minutes: float, max_requests: int) -> SoakResult:
+    """One server (with or without dynamic batching) under the load for `minutes`; its result, with the verdict."""
     settings = SoakSettings(
-        minutes=args.minutes, concurrency=args.concurrency, processes=args.processes, aio_slots=args.aio_slots,
-        cancel_share=args.cancel_share, request_timeout_s=args.request_timeout, max_requests=args.max_requests,
-        rss_growth_limit_mib=args.rss_growth_limit_mib, warmup_s=args.warmup, instances=args.instances,
-        stop_on_wedge_s=args.stop_on_wedge)
-    result = SoakResult(settings=settings, started=args.started.strftime("%Y-%m-%d %H:%M:%S UTC"))
+        minutes=minutes, concurrency=args.concurrency, processes=args.processes, aio_slots=args.aio_slots,
+        cancel_share=args.cancel_share, request_timeout_s=args.request_timeout, max_requests=max_requests,
+        rss_growth_limit_mib=args.rss_growth_limit_mib,
+        warmup_s=args.warmup if args.warmup is not None else min(60.0, max(10.0, minutes * 6)),
+        instances=args.instances, stop_on_wedge_s=args.stop_on_wedge, kinds=args.kinds, batching=batching)
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    result = SoakResult(settings=settings, started=started)
     region_prefix = f"soak{os.getpid()}_"
-    server = SoakServer(args.python, args.out_dir / "server.log", args.instances, max_batch_size=64,
+    logfile = args.out_dir / f"server-{batching}.log"
+    server = SoakServer(args.python, logfile, args.instances, dynamic_batching=batching == "dynamic",
                         exit_timeout_s=10.0)
-    log(f"starting the server (log {args.out_dir / 'server.log'})")
+    log(f"{'dynamic batching' if batching == 'dynamic' else 'no dynamic batching'}: starting the server (log {logfile})")
     server.start(timeout_s=120)
     try:
-        first = server.rss(0.0)
-        if first is not None:
-            result.rss.append(dataclasses.replace(first, t_s=-1.0))
+        result.rss_ready = server.rss(0.0)
         run_load(args, server, result, region_prefix)
         result.pending_end = drain_pending(server, wait_s=15)
         tally = result.tally
         if result.stopped_early != "interrupted":
             probe(server, tally, region_prefix, timeout_s=5.0)
         result.kinds = tally.to_dict()
-        end = server.rss(result.load_s)
-        if end is not None:
-            result.rss.append(end)
+        result.rss_end = server.rss(result.load_s)
     finally:
         log("stopping the server")
         result.server_exit, result.server_stop_s = server.stop()
@@ -289,22 +309,28 @@ def main(argv: list[str] | None = None) -> int:
     # SIGINT explicitly too: started in the background by a non-interactive shell, it arrives ignored.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    results: list[SoakResult] = []
     try:
-        result = soak(args)
-    except RuntimeError as e:  # the server did not start
+        for batching in args.batching:
+            results.append(run_phase(args, batching, args.minutes / len(args.batching),
+                                     args.max_requests // len(args.batching)))
+            if results[-1].stopped_early == "interrupted":
+                break
+    except RuntimeError as e:  # a server did not start
         log(str(e))
         return 1
-    except KeyboardInterrupt:  # outside the load phase (which reports an interrupted load): server stopped
+    except KeyboardInterrupt:  # outside the load (which reports an interrupted load); the server was stopped
         log("interrupted")
         return 130
-    (args.out_dir / "result.json").write_text(json.dumps(to_json_dict(result), indent=1))
-    text = summary(result)
+    (args.out_dir / "result.json").write_text(json.dumps(
+        {"phases": [to_json_dict(r) for r in results], "passed": not any(r.failures for r in results)}, indent=1))
+    text = "\n".join(summary(r) for r in results)
     (args.out_dir / "summary.txt").write_text(text)
     print(text)
-    log(f"result.json, summary.txt and server.log in {args.out_dir}")
-    if result.stopped_early == "interrupted":
+    log(f"result.json, summary.txt and the server logs in {args.out_dir}")
+    if any(r.stopped_early == "interrupted" for r in results):
         return 130
-    return 1 if result.failures else 0
+    return 1 if any(r.failures for r in results) else 0
 
 
 if __name__ == "__main__":
