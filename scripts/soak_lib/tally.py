@@ -65,6 +65,8 @@ class LatencyHistogram:
         if not self.count:
             return None
         rank = max(1, math.ceil(q / 100 * self.count))
+        if rank >= self.count:
+            return self.max_s
         seen = 0
         for b in sorted(self.buckets):
             seen += self.buckets[b]

@@ -41,13 +41,26 @@ def test_bad_options_are_refused(argv, capsys):
     assert "error:" in capsys.readouterr().err
 
 
-def test_from_results_rewrites_the_report(data, tmp_path, capsys):
+def test_from_results_rewrites_the_report(data, tmp_path, capsys, monkeypatch):
     doc, png = tmp_path / "bench.md", tmp_path / "bench.png"
+    plotted = []
+    monkeypatch.setattr(bench, "plot", lambda path, *_: plotted.append(path) or False)  # plotting: test below
     rc = bench.main(["--from-results", str(data / "results_quick.json"), "--doc", str(doc), "--plot", str(png)])
+    assert plotted == [png]
     assert rc == 0  # the recorded run saw no problem
     assert "| gRPC, 1 MiB, no shm | 8 | 602 | 220 | 2.73× | ✅ ≥ 2× |" in doc.read_text()
     assert "HTTP, 1 MiB, system shm" in capsys.readouterr().out
     assert not (tmp_path / "results.json").exists()  # nothing measured, nothing saved
+
+
+def test_plot(data, tmp_path):
+    pytest.importorskip("matplotlib")
+    from bench_lib.plot import plot
+    from bench_lib.results import aggregate, load_results
+
+    result, meta = load_results(data / "results_quick.json")
+    assert plot(tmp_path / "b.png", result, aggregate(result), meta)
+    assert (tmp_path / "b.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_from_results_without_doc(data, tmp_path):
