@@ -178,13 +178,18 @@ def write_report(result: BenchResult, agg: dict[str, ServerAggregate], meta: Met
 Writer = Callable[[str], None]
 
 
+def _table_head(w: Writer, title: str, columns: str, alignment: str) -> None:
+    w(f"## {title}")
+    w("")
+    w(columns)
+    w(alignment)
+
+
 def _throughput_table(w: Writer, keys: list[str], labels: dict[str, str], ours: ServerAggregate,
                       nv: ServerAggregate) -> None:
-    w("## Throughput and median latency (batch 1)")
-    w("")
-    w("| case | conc. | ours (infer/s) | NVIDIA (infer/s) | ratio | target | ours p50 (ms) | NVIDIA p50 (ms) "
-      "| p50 ratio | target |")
-    w("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
+    _table_head(w, "Throughput and median latency (batch 1)",
+                "| case | conc. | ours (infer/s) | NVIDIA (infer/s) | ratio | target | ours p50 (ms) | NVIDIA p50 (ms) "
+                "| p50 ratio | target |", "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
     for key, c, o, n in case_rows(keys, ours, nv):
         tr = ratio(o.throughput, n.throughput)
         lr = ratio(o.p50_us, n.p50_us)
@@ -209,10 +214,7 @@ def _throughput_table(w: Writer, keys: list[str], labels: dict[str, str], ours: 
 
 
 def _memory_table(w: Writer, ours: ServerAggregate, nv: ServerAggregate) -> None:
-    w("## Start-up and memory")
-    w("")
-    w("| | ours | NVIDIA | ratio | target |")
-    w("| --- | ---: | ---: | ---: | --- |")
+    _table_head(w, "Start-up and memory", "| | ours | NVIDIA | ratio | target |", "| --- | ---: | ---: | ---: | --- |")
     r = ratio(ours.startup_s, nv.startup_s)
     w(f"| start-up to ready (s) | {fmt_num(ours.startup_s, 2)} | {fmt_num(nv.startup_s, 2)} | "
       f"{fmt_ratio(r)} | {check(r, TARGETS['startup'])} |")
@@ -233,11 +235,10 @@ def _or_dash(x: int | None) -> str:
 
 def _tail_table(w: Writer, keys: list[str], labels: dict[str, str], ours: ServerAggregate,
                 nv: ServerAggregate) -> None:
-    w("## Tail latency and server CPU per request")
-    w("")
-    w("| case | conc. | ours p99 (ms) | NVIDIA p99 (ms) | ours server CPU (µs/req) | NVIDIA server CPU (µs/req) "
-      "| ours throughput min–max | NVIDIA throughput min–max | CPU stolen, ours / NVIDIA (cores) |")
-    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    _table_head(w, "Tail latency and server CPU per request",
+                "| case | conc. | ours p99 (ms) | NVIDIA p99 (ms) | ours server CPU (µs/req) | NVIDIA server CPU (µs/req) "
+                "| ours throughput min–max | NVIDIA throughput min–max | CPU stolen, ours / NVIDIA (cores) |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key, c, o, n in case_rows(keys, ours, nv):
         w(f"| {labels[key]} | {c} | {fmt_num(ms(o.p99_us), 2)} | {fmt_num(ms(n.p99_us), 2)} | "
           f"{fmt_num(o.cpu_us)} | {fmt_num(n.cpu_us)} | {throughput_range(o)} | {throughput_range(n)} | "

@@ -67,18 +67,7 @@ class SoakServer:
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
         self._log: IO[str] | None = None
-
-    @property
-    def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.ports['GRPCInferenceService']}"
-
-    @property
-    def http_url(self) -> str:
-        return f"127.0.0.1:{self.ports['HTTPService']}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.ports['Metrics Service']}/metrics"
+        self.grpc_url = self.http_url = self.metrics_url = ""  # known once it is ready
 
     def start(self, timeout_s: float) -> None:
         """Start it and wait for 'pytriton server ready'. Raises RuntimeError (with the log's end) otherwise."""
@@ -94,6 +83,9 @@ class SoakServer:
             self.stop()
             tail = "".join(self.logfile.read_text(errors="replace").splitlines(keepends=True)[-20:])
             raise RuntimeError(f"pytriton serve did not become ready within {timeout_s:.0f} s; log:\n{tail}")
+        self.grpc_url = f"127.0.0.1:{self.ports['GRPCInferenceService']}"
+        self.http_url = f"127.0.0.1:{self.ports['HTTPService']}"
+        self.metrics_url = f"http://127.0.0.1:{self.ports['Metrics Service']}/metrics"
 
     def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None and self._log is not None
