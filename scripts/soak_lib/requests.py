@@ -76,9 +76,13 @@ class SyncSlot:
         self.names = {"in": f"{region_prefix}in", "out": f"{region_prefix}out"}
         self.handles: dict[str, Any] = {}
         self._registrar = self.grpc if index % 2 == 0 else self.http
-        for role, name in self.names.items():
-            self.handles[role] = shm.create_shared_memory_region(name, "/" + name, REGION_BYTES)
-            self._register(name)
+        try:
+            for role, name in self.names.items():
+                self.handles[role] = shm.create_shared_memory_region(name, "/" + name, REGION_BYTES)
+                self._register(name)
+        except BaseException:
+            self.close()
+            raise
 
     def _register(self, name: str) -> None:
         if self._registrar is self.grpc:

@@ -39,7 +39,8 @@ class SoakResult:
     rss_end: RssReading | None = None  # after the load, the drain and the probes
     pending_max: int | None = None
     pending_end: int | None = None  # after the clients stopped and a short drain
-    clients_killed: list[int] = dataclasses.field(default_factory=list)  # client processes past the hard stop
+    # client processes killed at the hard stop, or gone without their final report (their counts are missing)
+    client_problems: list[str] = dataclasses.field(default_factory=list)
     client_leftovers: list[str] = dataclasses.field(default_factory=list)  # their regions, removed by the soak
     server_leftovers: list[str] = dataclasses.field(default_factory=list)
     server_exit: int | None = None
@@ -90,8 +91,7 @@ def verdict(result: SoakResult) -> list[str]:
     if growth is not None and growth > result.settings.rss_growth_limit_mib * 1024:
         failures.append(f"server + worker RSS grew {growth / 1024:.0f} MiB after the warm-up "
                         f"(limit {result.settings.rss_growth_limit_mib:g} MiB)")
-    if result.clients_killed:
-        failures.append(f"client process(es) {result.clients_killed} did not finish by the hard stop; killed")
+    failures += result.client_problems
     if result.server_exit != 0:
         failures.append(f"server exit status {result.server_exit} (stop took {result.server_stop_s:.1f} s)")
     if result.server_leftovers:
@@ -136,7 +136,7 @@ def summary(result: SoakResult) -> str:
     lines.append(f"server stop: exit status {result.server_exit} after {result.server_stop_s:.1f} s; left behind: "
                  + (", ".join(result.server_leftovers) if result.server_leftovers else "nothing"))
     if result.client_leftovers:
-        lines.append(f"client regions removed by the soak (their client was killed): {len(result.client_leftovers)}")
+        lines.append(f"client shared-memory files left (removed by the soak): {len(result.client_leftovers)}")
     if result.log_errors:
         lines.append(f"server log: {result.log_tracebacks} traceback(s), {len(result.log_errors)}+ error line(s), "
                      f"first: {result.log_errors[0][:200]}")

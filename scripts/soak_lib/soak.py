@@ -153,24 +153,30 @@ class Load:
     def all_finished(self) -> bool:
         return len(self.finished) == len(self.procs)
 
-    def finish(self, grace_s: float) -> list[int]:
-        """Stop the clients; kill those not done within grace_s (their index is returned)."""
+    def finish(self, grace_s: float) -> list[str]:
+        """Stop the clients and collect their final reports; kill those not done within grace_s. Returns the
+        problems: a client killed, or one that ended without its report."""
         self.stop.set()
         deadline = time.monotonic() + grace_s
         while not self.all_finished() and time.monotonic() < deadline:
             self.drain(wait_s=0.5)
-        killed = []
+            if all(i in self.finished or not p.is_alive() for i, p in enumerate(self.procs)):
+                self.drain(wait_s=1.0)  # what a client sent just before it ended
+                break
+        problems = []
         for i, proc in enumerate(self.procs):
             proc.join(max(0.0, deadline - time.monotonic()) + 5)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-                killed.append(i)
+                problems.append(f"client process {i} did not finish {grace_s:.0f} s after the stop: killed")
         try:
             self.drain()
         except Exception as e:  # noqa: BLE001 (a client killed while writing its report can leave half of it)
-            log(f"client reports after the kill unreadable: {e}")
-        return killed
+            problems.append(f"client reports unreadable after the kill: {e}")
+        problems += [f"client process {i} ended (exit status {p.exitcode}) without its final report"
+                     for i, p in enumerate(self.procs) if i not in self.finished and p.exitcode != -9]
+        return problems
 
 
 def run_load(args: argparse.Namespace, server: SoakServer, result: SoakResult, region_prefix: str) -> None:
@@ -215,7 +221,7 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: SoakResult, r
     finally:
         result.load_s = time.monotonic() - t0
         log(f"stopping the clients (in-flight requests have up to {args.request_timeout:g} s)")
-        result.clients_killed = load.finish(grace_s=args.request_timeout + 30)
+        result.client_problems = load.finish(grace_s=args.request_timeout + 30)
         result.kinds = load.tally().to_dict()
 
 

@@ -59,7 +59,7 @@ def test_every_failure_is_named():
     tally = Tally()
     tally.kind("grpc-small").record_failure("grpc-small", "[StatusCode.DEADLINE_EXCEEDED] Deadline Exceeded")
     result = healthy(kinds=tally.to_dict(), pending_end=56000, stopped_early="wedged: no request succeeded for 61 s",
-                     clients_killed=[2], server_exit=-9, server_leftovers=["/dev/shm/pytriton_ab_1_x"],
+                     client_problems=["client process 2 did not finish 50 s after the stop: killed"], server_exit=-9, server_leftovers=["/dev/shm/pytriton_ab_1_x"],
                      log_tracebacks=1)
     failures = verdict(result)
     assert failures == [
@@ -67,7 +67,7 @@ def test_every_failure_is_named():
         "no request succeeded",
         "load stopped early: wedged: no request succeeded for 61 s",
         "nv_inference_pending_request_count is 56000 after the load (must be 0)",
-        "client process(es) [2] did not finish by the hard stop; killed",
+        "client process 2 did not finish 50 s after the stop: killed",
         "server exit status -9 (stop took 0.5 s)",
         "left behind by the server: /dev/shm/pytriton_ab_1_x",
         "1 traceback(s) in the server log",
