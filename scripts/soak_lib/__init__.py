@@ -1,0 +1,1 @@
+"""The soak test (scripts/soak): mixed, cancelling load against a pytriton server it starts itself."""
