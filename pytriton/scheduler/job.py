@@ -133,6 +133,7 @@ class Job:
             return
         self.state = DONE
         self.execution = None
+        self.payload = None  # its tensors may be large: a withdrawn job waiting in the queue must not keep them
         cleanups, self._cleanups = self._cleanups, []
         for cleanup in cleanups:
             cleanup()
