@@ -25,7 +25,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
-from pytriton.frontend.http.server import HttpFrontend
+from pytriton.frontend.http1 import HttpLimits, HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
@@ -53,7 +53,7 @@ class ServerConfig:
     http_address: str = "0.0.0.0"
     http_port: int = 8000
     http_header_forward_pattern: str | None = None
-    http_max_input_bytes: int = 64 * 1024 * 1024
+    http_limits: HttpLimits = dataclasses.field(default_factory=HttpLimits)  # the HTTP and metrics ports' bounds
     allow_metrics: bool = True
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
@@ -85,8 +85,8 @@ class Server:
         self.run_dir: str | None = None
         self.core: ServerCore | None = None
         self.grpc: GrpcFrontend | None = None
-        self.http: HttpFrontend | None = None
-        self.metrics: HttpFrontend | None = None
+        self.http: HttpListener | None = None
+        self.metrics: HttpListener | None = None
         self.log_settings = LogSettings(config.log_level)
         self.trace_settings = TraceSettings(config.trace_file)
 
@@ -139,14 +139,16 @@ class Server:
                     self.log_settings,
                     self.trace_settings,
                     header_forward_pattern=config.http_header_forward_pattern,
-                    max_input_bytes=config.http_max_input_bytes,
+                    max_input_bytes=config.http_limits.max_input_bytes,
                     access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
                 )
-                self.http = HttpFrontend(app, config.http_address, config.http_port, "HTTPService")
+                self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
+                                         config.http_limits, too_large_hint=app.too_large_hint)
                 await self.http.start()
             if config.allow_metrics:
-                self.metrics = HttpFrontend(MetricsApp(self.core), config.metrics_address, config.metrics_port,
-                                            "Metrics Service")
+                limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
+                self.metrics = HttpListener(MetricsApp(self.core).handle, config.metrics_address, config.metrics_port,
+                                            "Metrics Service", limits)
                 await self.metrics.start()
         except BaseException:
             await self.stop(drain_timeout_s=0)
@@ -263,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     fields = json.loads(args[0])
     models = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"]) for m in fields.pop("models", [])]
+    if isinstance(fields.get("http_limits"), dict):
+        fields["http_limits"] = HttpLimits(**fields["http_limits"])
     config = ServerConfig(models=models, **fields)
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
