@@ -64,7 +64,7 @@ def closed_by_server(sock: socket.socket, timeout_s: float = TIMEOUT_S) -> bool:
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

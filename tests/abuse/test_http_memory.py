@@ -158,7 +158,7 @@ def test_idle_connections_hold_no_buffers(server):
     per_connection = (held - before) / count
     print(f"\n{count} idle connections: server RSS {before / MiB:.1f} MiB, held +{(held - before) / MiB:.1f} MiB "
           f"({per_connection / 1024:.1f} KiB each), after closing +{(after - before) / MiB:.1f} MiB")
-    assert per_connection < 12 * 1024
+    assert per_connection < 8 * 1024
     check_serves(server.http_url)
 
 
@@ -175,7 +175,7 @@ def test_unread_responses_are_bounded(server):
             for _ in range(200_000):
                 sock.sendall(request)
                 sent += 1
-        except socket.timeout:
+        except TimeoutError:
             pass  # the server stopped reading: what the test wants
         peak = peak_rss_while(pid, 2.0, rss_bytes)
     after = rss_bytes(pid)

@@ -6,7 +6,8 @@ import gzip
 import logging
 import re
 import zlib
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 from urllib.parse import unquote
 
 import orjson
@@ -82,7 +83,7 @@ def _decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> by
     if encoding not in ("gzip", "deflate"):
         raise unsupported(f"unsupported Content-Encoding '{encoding}'")
     decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-    data: bytes | bytearray = body
+    data = body
     inflated = bytearray()
     try:
         while True:
@@ -428,7 +429,8 @@ class HttpApp:
         length_text = headers.get("inference-header-content-length")
         header_length = None if length_text is None else _header_length(length_text)
         raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
-        infer_request, binary_default = parse_infer_request(name, version, body, header_length, raw)
+        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
+        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
         if any(t.data is None for t in infer_request.inputs) or any(
             "shared_memory_region" in o.parameters for o in infer_request.outputs
         ):

@@ -15,7 +15,7 @@ FIRST_BLOCK = 64 * 1024
 class DirectBody:
     """`length` bytes to receive; `size` of them have arrived, at the start of `buffer`."""
 
-    __slots__ = ("buffer", "size", "length")
+    __slots__ = ("buffer", "length", "size")
 
     def __init__(self, length: int, reuse: bytearray | None = None):
         self.length = length

@@ -60,7 +60,7 @@ class HttpListener:
             for connection in list(self._connections):
                 try:
                     connection.tick(now)
-                except Exception:  # noqa: BLE001 - one connection's failure must not stop the others' deadlines
+                except Exception:  # one connection's failure must not stop the others' deadlines
                     logger.exception("HTTP connection from %s: deadline handling failed", connection.peer)
                     if connection.transport is not None:
                         connection.transport.abort()

@@ -4,8 +4,9 @@ wire (Content-Length framing; large parts sent from their own buffers)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import orjson
 
@@ -17,7 +18,7 @@ _JSON = ("Content-Type", "application/json")
 
 
 class HttpRequest:
-    __slots__ = ("method", "path", "query", "headers", "body", "peer")
+    __slots__ = ("body", "headers", "method", "path", "peer", "query")
 
     def __init__(
         self, method: str, path: str, query: str, headers: dict[str, str], body: Any, peer: str | None = None
@@ -33,7 +34,7 @@ class HttpRequest:
 class HttpResponse:
     """Status, headers and body parts (any buffers); `on_sent` runs once the parts have been handed over."""
 
-    __slots__ = ("status", "headers", "parts", "on_sent", "close")
+    __slots__ = ("close", "headers", "on_sent", "parts", "status")
 
     def __init__(
         self,

@@ -4,9 +4,9 @@
   starts), so an idle connection holds no read buffer. A large Content-Length body is read by the socket straight
   into its own buffer (`DirectBody`, one copy on the way in), which grows with the bytes that arrive.
 - The parser is handed bytes up to the end of a head at most, so a head is measured exactly and refused (431)
-  before the parser gathers more than `max_header_bytes` (after a chunked body in the same read, the count may
-  include some of that read's earlier bytes: never less than the head). Header fields are counted (431), and
-  repeated names are joined once, when the head is complete (linear, not quadratic).
+  before the parser gathers more than `max_header_bytes` (after a chunked body in the same read, as
+  `_parse_chunked` says). Header fields are counted (431), and repeated names are joined once, when the head is
+  complete (linear, not quadratic).
 - Bodies: larger than `max_input_bytes` → 413; the head and body set the deadlines the connection keeps.
 """
 
@@ -52,11 +52,35 @@ class RequestReader(asyncio.BufferedProtocol):
     """The reading half of a connection; `HttpConnection` answers what it reads (`_enqueue`), refuses (`_refuse`)
     and keeps the deadlines (`_set_deadline`)."""
 
+    __slots__ = (
+        "_body",
+        "_body_left",
+        "_decoded_size",
+        "_direct",
+        "_direct_keep_alive",
+        "_direct_method",
+        "_head_bytes",
+        "_head_tail",
+        "_header_count",
+        "_headers",
+        "_measure_decoded",
+        "_phase",
+        "_refusal",
+        "_repeated",
+        "_size",
+        "_spare",
+        "_too_large",
+        "_url",
+        "deadline",
+        "limits",
+        "parser",
+        "read_buffer",
+        "too_large_hint",
+    )  # thousands of idle connections: no per-instance dict
     transport: asyncio.Transport | None
-    queue: Any
+    queue: list[Any]
     task: asyncio.Task | None
     peer: str | None
-    deadline: float
 
     def __init__(self, limits: HttpLimits, read_buffer: SharedReadBuffer, too_large_hint: str = ""):
         self.limits = limits
@@ -69,8 +93,10 @@ class RequestReader(asyncio.BufferedProtocol):
         self._direct_keep_alive = True
         self._direct_method = b""
         self._head_bytes = 0  # bytes of the current head handed to the parser
-        self._head_tail = b""  # its last (up to 3) bytes: the end of a head may straddle two reads
+        self._head_tail = b""  # its (or a chunked body's) last up to 3 bytes: a CRLF CRLF may straddle two reads
         self._refusal: tuple[int, str] | None = None
+        self._measure_decoded = False
+        self.deadline = math.inf  # loop time past which the connection acts on what it waits for
         self._reset()
 
     def _reset(self) -> None:
@@ -78,6 +104,7 @@ class RequestReader(asyncio.BufferedProtocol):
         self._headers: dict[str, str] = {}
         self._repeated: dict[str, list[str]] | None = None
         self._header_count = 0
+        self._decoded_size = 0  # header fields as the parser gave them, with their ": " and CRLF
         self._body: list[bytes] = []
         self._size = 0
         self._body_left = -1  # bytes of a Content-Length body the parser has still to see; -1: chunked
@@ -128,19 +155,16 @@ class RequestReader(asyncio.BufferedProtocol):
                 continue
             if phase == DONE:
                 return
-            if phase == BODY:
-                left = self._body_left
-                stop = end if left <= 0 else min(end, pos + left)
+            if phase == BODY and self._body_left > 0:  # a Content-Length body: exactly its bytes
+                stop = min(end, pos + self._body_left)
                 if not self._parse(view[pos:stop]):
                     return
-                if self._phase == HEAD:  # a chunked body ended (with CRLF CRLF) and the next head began after it
-                    last = data.rfind(HEAD_END, pos, stop)
-                    self._head_bytes = stop - (pos if last < 0 else last + 4)
-                    if self._head_bytes > self.limits.max_header_bytes:
-                        self._refuse_head_size()
-                        return
-                    self._head_tail = bytes(view[max(pos, stop - 3) : stop])
                 pos = stop
+                continue
+            if phase == BODY:  # a chunked body: the whole read, and whatever follows the body in it
+                if not self._parse_chunked(data, view, pos, end):
+                    return
+                pos = end
                 continue
             stop = self._head_stop(data, pos, end)
             if self._head_bytes + (stop - pos) > self.limits.max_header_bytes:
@@ -152,6 +176,34 @@ class RequestReader(asyncio.BufferedProtocol):
             if self._phase == HEAD:  # the head goes on in the next read
                 self._head_tail = (self._head_tail + bytes(view[max(pos, stop - 3) : stop]))[-3:]
             pos = stop
+
+    def _parse_chunked(self, data: bytearray, view: memoryview, pos: int, end: int) -> bool:
+        """Feed a read that holds (part of) a chunked body. Where the body ends in the read is not known, so a head
+        that follows it in the same read is measured otherwise: a whole one by its decoded size (on_headers_complete;
+        optional whitespace around values uncounted), an unfinished one from just past the last CRLF CRLF (a chunked
+        body ends with one, a head in progress holds none)."""
+        self._measure_decoded = True
+        try:
+            if not self._parse(view[pos:end]):
+                return False
+        finally:
+            self._measure_decoded = False
+        if self._phase == HEAD:
+            last = data.rfind(HEAD_END, pos, end)
+            if last >= 0:
+                begin = last + 4
+            else:  # the body's CRLF CRLF may straddle the previous read and this one
+                found = (self._head_tail + bytes(view[pos : min(pos + 3, end)])).find(HEAD_END)
+                begin = pos if found < 0 else pos + found + 4 - len(self._head_tail)
+            self._head_bytes = end - begin
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refuse_head_size()
+                return False
+        if self._phase == HEAD or (self._phase == BODY and self._body_left < 0):  # a head or chunked body goes on
+            self._head_tail = (self._head_tail + bytes(view[max(pos, end - 3) : end]))[-3:]
+        else:
+            self._head_tail = b""
+        return True
 
     def _head_stop(self, data: bytearray, pos: int, end: int) -> int:
         """Where the head being read ends (just past its CRLF CRLF) within data[pos:end], else `end`."""
@@ -174,10 +226,13 @@ class RequestReader(asyncio.BufferedProtocol):
                 self._refuse(*(self._refusal or (400, f"malformed HTTP request: {exc}")))
         return self._phase != DONE
 
-    def _refuse_head_size(self) -> None:
+    def _head_size_refusal(self) -> tuple[int, str]:
         limit = self.limits.max_header_bytes
-        self._refuse(431, f"request header fields too large: the request line and headers exceed {limit} bytes. "
-                          "Use --http-max-header-size to increase the limit.")
+        return 431, (f"request header fields too large: the request line and headers exceed {limit} bytes. "
+                     "Use --http-max-header-size to increase the limit.")
+
+    def _refuse_head_size(self) -> None:
+        self._refuse(*self._head_size_refusal())
 
     def _direct_complete(self) -> None:
         """The socket has filled a large body's buffer: the request is complete."""
@@ -204,6 +259,7 @@ class RequestReader(asyncio.BufferedProtocol):
             self._refusal = (431, f"request header fields too large: more than {self.limits.max_header_count} "
                                   "header fields. Use --http-max-header-count to increase the limit.")
             raise _Refused
+        self._decoded_size += len(name) + len(value) + 4  # "name: value\r\n"
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         headers = self._headers
@@ -215,6 +271,11 @@ class RequestReader(asyncio.BufferedProtocol):
         self._repeated.setdefault(key, []).append(text)
 
     def on_headers_complete(self) -> None:
+        if self._measure_decoded:  # a whole head in one read after a chunked body: "METHOD url HTTP/1.1\r\n...\r\n"
+            size = len(self.parser.get_method()) + len(self._url) + 14 + self._decoded_size
+            if size > self.limits.max_header_bytes:
+                self._refusal = self._head_size_refusal()
+                raise _Refused
         headers = self._headers
         if self._repeated is not None:  # joined once: appending to a growing string per line is quadratic
             for key, values in self._repeated.items():
