@@ -47,12 +47,12 @@ class HttpConnection(RequestReader):
     __slots__ = (
         "_after_drain",
         "_drained",
+        "_holding",
         "_idle_since",
         "_pending_seen",
         "_wait",
         "connections",
         "handler",
-        "loop",
         "paused",
         "peer",
         "queue",
@@ -72,7 +72,6 @@ class HttpConnection(RequestReader):
         super().__init__(limits, read_buffer, too_large_hint)
         self.handler = handler
         self.connections = connections  # the listener's registry of open connections
-        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         # Requests (and refusals) in order, answered one by one; a list: at most `max_pipelined` + 1, and an idle
         # connection's empty deque would cost 760 bytes.
@@ -84,6 +83,7 @@ class HttpConnection(RequestReader):
         self._wait = WAIT_IDLE
         self._pending_seen = 0  # unsent answer bytes when `send_deadline` was set
         self._idle_since = 0.0
+        self._holding = False  # the transport holds unsent data (between pause_writing and resume_writing)
         self._after_drain: list[Callable[[], None]] = []  # on_sent of answers whose buffers the transport holds
         self._drained: asyncio.Future | None = None  # set when the transport has sent everything
 
@@ -100,9 +100,11 @@ class HttpConnection(RequestReader):
 
     def pause_writing(self) -> None:
         """The transport holds unsent data (write buffer limits are 0: this comes with the first byte)."""
+        self._holding = True
 
     def resume_writing(self) -> None:
         """The transport's buffer is empty: the tensors it was sending from may go back to their owners."""
+        self._holding = False
         self._run_after_drain()
 
     def _run_after_drain(self) -> None:
@@ -140,7 +142,7 @@ class HttpConnection(RequestReader):
         """Start the time the client has for what the connection waits for (`wait`: its head, body, next request)."""
         self._wait = wait
         # Not reading (too many requests wait): the client cannot be late; `_rearm` sets it when reading again.
-        self.deadline = math.inf if self.paused else self.loop.time() + seconds
+        self.deadline = math.inf if self.paused else self._now + seconds
 
     def _go_idle(self) -> None:
         self._idle_since = self.loop.time()
@@ -149,6 +151,7 @@ class HttpConnection(RequestReader):
 
     def _rearm(self) -> None:
         """After a pause in reading: the head or body under way gets its full time again."""
+        self._now = self.loop.time()
         if self._phase == HEAD:
             self._set_deadline(WAIT_HEAD, self.limits.header_timeout_s)
         elif self._phase in (BODY, DIRECT):
@@ -216,7 +219,7 @@ class HttpConnection(RequestReader):
     async def _run(self) -> None:
         try:
             while self.queue and self.transport is not None:
-                if self.transport.get_write_buffer_size() > WRITE_HIGH:
+                if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
                     await self._drain()  # the client does not take its answers: read and answer no more
                     continue
                 item, keep_alive = self.queue.pop(0)
@@ -238,8 +241,8 @@ class HttpConnection(RequestReader):
                         self.transport.close()  # after what is unsent: the client has a while to take it
                         self._expect_sent()
                     return
-                resume = len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE
-                if self.paused and resume and self.transport is not None:
+                if self.paused and len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE:
+                    assert self.transport is not None  # paused: the connection is open (else the task is cancelled)
                     self.paused = False
                     self.transport.resume_reading()
                     self._rearm()
@@ -267,7 +270,7 @@ class HttpConnection(RequestReader):
             if response.on_sent is not None:
                 # What the socket did not take at once stays in the transport's buffer: Python 3.11 copies it,
                 # 3.12 keeps a view of the tensor's buffer, so its owner waits until the buffer is empty.
-                if by_reference and transport is not None and transport.get_write_buffer_size() > 0:
+                if by_reference and transport is not None and self._holding:
                     self._after_drain.append(response.on_sent)
                 else:
                     response.on_sent()

@@ -64,6 +64,7 @@ class RequestReader(asyncio.BufferedProtocol):
         "_header_count",
         "_headers",
         "_measure_decoded",
+        "_now",
         "_phase",
         "_refusal",
         "_repeated",
@@ -73,6 +74,7 @@ class RequestReader(asyncio.BufferedProtocol):
         "_url",
         "deadline",
         "limits",
+        "loop",
         "parser",
         "read_buffer",
         "too_large_hint",
@@ -96,6 +98,8 @@ class RequestReader(asyncio.BufferedProtocol):
         self._head_tail = b""  # its (or a chunked body's) last up to 3 bytes: a CRLF CRLF may straddle two reads
         self._refusal: tuple[int, str] | None = None
         self._measure_decoded = False
+        self.loop = asyncio.get_running_loop()
+        self._now = 0.0  # loop time of the read being parsed
         self.deadline = math.inf  # loop time past which the connection acts on what it waits for
         self._reset()
 
@@ -127,6 +131,7 @@ class RequestReader(asyncio.BufferedProtocol):
         return self.read_buffer.view
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._now = self.loop.time()  # the deadlines this read starts count from it
         phase = self._phase
         if phase == BODY or phase == DIRECT:
             self._set_deadline(WAIT_BODY, self.limits.body_timeout_s)  # the body makes progress
@@ -256,10 +261,13 @@ class RequestReader(asyncio.BufferedProtocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_count += 1
         if self._header_count > self.limits.max_header_count:
-            self._refusal = (431, f"request header fields too large: more than {self.limits.max_header_count} "
-                                  "header fields. Use --http-max-header-count to increase the limit.")
+            limit = self.limits.max_header_count
+            message = (f"request header fields too large: more than {limit} header fields. "
+                       "Use --http-max-header-count to increase the limit.")
+            self._refusal = (431, message)
             raise _Refused
-        self._decoded_size += len(name) + len(value) + 4  # "name: value\r\n"
+        if self._measure_decoded:
+            self._decoded_size += len(name) + len(value) + 4  # "name: value\r\n"
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         headers = self._headers

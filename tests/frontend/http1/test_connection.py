@@ -78,6 +78,14 @@ class Client:
             del view
             pos += n
 
+    def hold(self, unsent: int) -> None:
+        """The transport now holds `unsent` bytes it could not send (and says so, as asyncio's transports do)."""
+        self.transport.pending = unsent
+        if unsent:
+            self.connection.pause_writing()
+        else:
+            self.connection.resume_writing()
+
     def answers(self) -> list[tuple[int, bytes]]:
         """(status, body) of everything written so far."""
         out, data = [], bytes(self.transport.written)
@@ -286,15 +294,14 @@ def test_answers_wait_while_the_client_does_not_read():
 
     async def test() -> None:
         client = Client(limits)
-        client.transport.pending = WRITE_HIGH + 1
+        client.hold(WRITE_HIGH + 1)
         client.send(get() * 6)
         await settle()
         assert not client.requests  # unsent answers: the requests wait for the transport
         assert not client.transport.reading
         client.connection.tick(client.now(2))
         assert not client.transport.aborted
-        client.transport.pending = 0
-        client.connection.resume_writing()
+        client.hold(0)
         await settle()
         assert len(client.requests) == 6 and client.transport.reading
         assert [s for s, _ in client.answers()] == [200] * 6
@@ -305,10 +312,10 @@ def test_answers_wait_while_the_client_does_not_read():
 def test_client_that_takes_no_answer_is_dropped():
     async def test() -> None:
         client = Client(HttpLimits(body_timeout_s=3))
-        client.transport.pending = WRITE_HIGH + 1
+        client.hold(WRITE_HIGH + 1)
         client.send(get() * 3)
         await settle()
-        client.transport.pending -= 1000  # some progress within the body timeout
+        client.hold(WRITE_HIGH - 1000)  # some progress within the body timeout
         client.connection.tick(client.now(3.1))
         assert not client.transport.aborted
         client.connection.tick(client.now(6.2))  # none since
@@ -322,10 +329,10 @@ def test_idle_connection_still_sending_is_not_closed_as_idle():
         client = Client(HttpLimits(idle_timeout_s=2, body_timeout_s=3))
         client.send(get())
         await settle()
-        client.transport.pending = 1000  # the answer is still going out
+        client.hold(1000)  # the answer is still going out
         client.connection.tick(client.now(2.1))
         assert not client.transport.closed and not client.transport.aborted
-        client.transport.pending = 0
+        client.hold(0)
         client.connection.tick(client.now(4.2))
         assert client.transport.closed
 
