@@ -102,7 +102,7 @@ def test_compressed_body_decompresses_within_the_limit(server):
         assert status == 413, message
         assert "64 MiB" in message or str(64 * MiB) in message
         assert "--http-max-input-size" in message
-    assert peak - before < 160 * MiB
+    assert peak - before < 96 * MiB  # the 64 MiB limit, one inflate step, allocator slack
     check_serves(server.http_url)
 
 
