@@ -7,13 +7,15 @@ import resource
 import socket
 import time
 
-import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
 from tests.conftest import tensor_args
+from tests.http_raw import TIMEOUT_S, check_add_sub_serves, read_response
 
-TIMEOUT_S = 30
+__all__ = ["ADD_SUB", "INFER_PATH", "check_serves", "closed_by_server", "connect", "error_message", "peak_rss_while",
+           "raise_fd_limit", "read_response"]
+
 ADD_SUB = (
     ["--max-batch-size", "8"]
     + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")])
@@ -27,26 +29,6 @@ def connect(url: str, timeout_s: float = TIMEOUT_S) -> socket.socket:
     sock = socket.create_connection((host, int(port)), timeout=timeout_s)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
-
-
-def read_response(sock: socket.socket, buffer: bytearray | None = None) -> tuple[int, dict[str, str], bytes]:
-    """One Content-Length-framed response: (status, lower-cased headers, body); extra bytes stay in `buffer`."""
-    buffer = bytearray() if buffer is None else buffer
-    while b"\r\n\r\n" not in buffer:
-        chunk = sock.recv(65536)
-        assert chunk, f"connection closed before a full response (got {bytes(buffer[:200])!r})"
-        buffer += chunk
-    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
-    length = int(headers["content-length"])
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        assert chunk, "connection closed before the full body"
-        rest += chunk
-    buffer[:] = rest[length:]
-    return status, headers, rest[:length]
 
 
 def error_message(headers: dict[str, str], body: bytes) -> str:
@@ -69,19 +51,10 @@ def closed_by_server(sock: socket.socket, timeout_s: float = TIMEOUT_S) -> bool:
 
 
 def check_serves(url: str) -> None:
-    """An ordinary tritonclient.http request is answered correctly."""
-    a = np.arange(32, dtype=np.int32).reshape(2, 16)
-    b = np.full((2, 16), 3, dtype=np.int32)
-    inputs = []
-    for name, array in (("INPUT0", a), ("INPUT1", b)):
-        tensor = httpclient.InferInput(name, [2, 16], "INT32")
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
+    """The server is up: ready, and an ordinary tritonclient.http inference succeeds."""
     with httpclient.InferenceServerClient(url, network_timeout=TIMEOUT_S) as client:
-        result = client.infer("add_sub", inputs)
         assert client.is_server_ready()
-    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
-    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+    check_add_sub_serves(url)
 
 
 def raise_fd_limit(wanted: int) -> None:

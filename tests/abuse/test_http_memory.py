@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -42,6 +43,19 @@ def server():
 def _report(name: str, before: int, peak: int, after: int) -> None:
     print(f"\n{name}: server RSS {before / MiB:.1f} MiB, peak +{(peak - before) / MiB:.1f} MiB, "
           f"after +{(after - before) / MiB:.1f} MiB")
+
+
+def _attack_in_threads(pid: int, attack: Callable[[], None], count: int) -> tuple[int, int, int]:
+    """Run `attack` on `count` threads at once; the server's RSS before, at its peak meanwhile, and after."""
+    before = rss_bytes(pid)
+    threads = [threading.Thread(target=attack) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    peak = before
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, rss_bytes(pid))
+        time.sleep(0.02)
+    return before, peak, rss_bytes(pid)
 
 
 def test_declared_content_length_allocates_nothing(server):
@@ -78,8 +92,6 @@ def test_compressed_body_decompresses_within_the_limit(server):
     assert len(bomb) < 2 * MiB
     request = (f"POST {INFER_PATH} HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
                f"Content-Length: {len(bomb)}\r\n\r\n").encode() + bomb
-    pid = server.process.pid
-    before = rss_bytes(pid)
     answers: list[tuple[int, str]] = []
 
     def attack() -> None:
@@ -88,14 +100,7 @@ def test_compressed_body_decompresses_within_the_limit(server):
             status, headers, body = read_response(sock)
             answers.append((status, error_message(headers, body)))
 
-    threads = [threading.Thread(target=attack) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    peak = before
-    while any(t.is_alive() for t in threads):
-        peak = max(peak, rss_bytes(pid))
-        time.sleep(0.02)
-    after = rss_bytes(pid)
+    before, peak, after = _attack_in_threads(server.process.pid, attack, 4)
     _report("4 x gzip 1 MiB -> 1 GiB", before, peak, after)
     assert len(answers) == 4
     for status, message in answers:
@@ -108,8 +113,6 @@ def test_compressed_body_decompresses_within_the_limit(server):
 
 def test_huge_header_is_refused(server):
     """A 16 MiB header on 4 connections at once: 431, and memory bounded by the header limit."""
-    pid = server.process.pid
-    before = rss_bytes(pid)
     answers: list[int] = []
 
     def attack() -> None:
@@ -120,14 +123,7 @@ def test_huge_header_is_refused(server):
                 pass  # the server answered and closed before taking the rest
             answers.append(read_response(sock)[0])
 
-    threads = [threading.Thread(target=attack) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    peak = before
-    while any(t.is_alive() for t in threads):
-        peak = max(peak, rss_bytes(pid))
-        time.sleep(0.02)
-    after = rss_bytes(pid)
+    before, peak, after = _attack_in_threads(server.process.pid, attack, 4)
     _report("4 x 16 MiB header", before, peak, after)
     assert answers == [431] * 4
     assert peak - before < 16 * MiB
