@@ -130,6 +130,31 @@ def test_huge_header_is_refused(server):
     check_serves(server.http_url)
 
 
+def test_slowloris_connections_are_bounded_and_cut():
+    """1,000 connections each send 60 KiB of a head that never ends: the server holds what arrived (under the
+    64 KiB head limit each), answers each 408 at the header timeout, and closes them."""
+    count, sent = 1000, 60 * 1024
+    raise_fd_limit(count + 256)
+    with serve("tests.models:add_sub", *ADD_SUB, "--http-header-timeout", "3") as running:
+        check_serves(running.http_url)
+        pid = running.process.pid
+        before = rss_bytes(pid)
+        partial = b"GET /v2/health/ready HTTP/1.1\r\nX-Slow: " + b"s" * (sent - 40)
+        socks = [connect(running.http_url) for _ in range(count)]
+        try:
+            for sock in socks:
+                sock.sendall(partial)
+            held = peak_rss_while(pid, 1.0, rss_bytes)
+            statuses = [read_response(sock)[0] for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+        _report(f"{count} slowloris heads of 60 KiB", before, held, rss_bytes(pid))
+        assert statuses == [408] * count
+        assert held - before < count * (sent + 8 * 1024)
+        check_serves(running.http_url)
+
+
 def test_idle_connections_hold_no_buffers(server):
     """10,000 keep-alive connections, each after one request: the server holds no read buffer for them."""
     count = 10_000

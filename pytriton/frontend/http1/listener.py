@@ -76,6 +76,8 @@ class HttpListener:
                     connection.transport.close()
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
-            except asyncio.TimeoutError:
-                pass
+            except asyncio.TimeoutError:  # clients that do not take what is left to send
+                for connection in list(self._connections):
+                    if connection.transport is not None:
+                        connection.transport.abort()
             self._server = None
