@@ -22,20 +22,23 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 def test_connections_share_the_read_buffer_and_idle_ones_are_closed():
     async def test() -> None:
-        listener = HttpListener(_echo, "127.0.0.1", 0, "test", HttpLimits(idle_timeout_s=0.4))
+        listener = HttpListener(_echo, "127.0.0.1", 0, "test", HttpLimits(idle_timeout_s=2))
         port = await listener.start()
         streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(20)]
-        for i, (_reader, writer) in enumerate(streams):  # interleaved: one buffer, no mix-up
-            writer.write(f"POST /c{i} HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n".encode())
-        for i, (_reader, writer) in enumerate(streams):
-            writer.write(f"{i:03d}".encode())
-        for i, (reader, _writer) in enumerate(streams):
-            assert await _answer(reader) == (200, f"/c{i}{i:03d}".encode())
-        assert listener.connection_count == 20
-        for reader, _writer in streams:
-            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed when idle, without an answer
-        for _reader, writer in streams:
-            writer.close()
+        try:
+            for i, (_reader, writer) in enumerate(streams):  # interleaved: one buffer, no mix-up
+                writer.write(f"POST /c{i} HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n".encode())
+            for i, (_reader, writer) in enumerate(streams):
+                writer.write(f"{i:03d}".encode())
+            for i, (reader, _writer) in enumerate(streams):
+                assert await _answer(reader) == (200, f"/c{i}{i:03d}".encode())
+            assert listener.connection_count == 20
+            for reader, _writer in streams:
+                assert await asyncio.wait_for(reader.read(), 10) == b""  # closed when idle, without an answer
+        finally:
+            for _reader, writer in streams:
+                writer.close()
+                await writer.wait_closed()
         await asyncio.sleep(0.1)
         assert listener.connection_count == 0
         await listener.stop()
@@ -53,6 +56,7 @@ def test_stop_closes_open_connections():
         await listener.stop()
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
+        await writer.wait_closed()
 
     asyncio.run(test())
 
