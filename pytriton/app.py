@@ -8,6 +8,7 @@ and the run directory, sockets and shared-memory segments are removed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 import logging
@@ -23,7 +24,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
-from pytriton.frontend.http.server import HttpFrontend
+from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
 from pytriton.server_config import READY_PREFIX, ModelSpec, ServerConfig
@@ -60,9 +61,8 @@ class Server:
         self.host: WorkerHost | None = None
         self.control: ControlService | None = None
         self.grpc: GrpcFrontend | None = None
-        self.http: HttpFrontend | None = None
-        self.metrics: HttpFrontend | None = None
-        self.control: ControlService | None = None
+        self.http: HttpListener | None = None
+        self.metrics: HttpListener | None = None
         self.log_settings = LogSettings(config.log_level)
         self.trace_settings = TraceSettings(config.trace_file)
 
@@ -119,15 +119,17 @@ class Server:
                     self.log_settings,
                     self.trace_settings,
                     header_forward_pattern=config.http_header_forward_pattern,
-                    max_input_bytes=config.http_max_input_bytes,
+                    max_input_bytes=config.http_limits.max_input_bytes,
                     access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
                     connection_info={"address": host.address, "tag": self.tag},
                 )
-                self.http = HttpFrontend(app, config.http_address, config.http_port, "HTTPService")
+                self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
+                                         config.http_limits, too_large_hint=app.too_large_hint)
                 await self.http.start()
             if config.allow_metrics:
-                self.metrics = HttpFrontend(MetricsApp(self.core), config.metrics_address, config.metrics_port,
-                                            "Metrics Service")
+                limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
+                self.metrics = HttpListener(MetricsApp(self.core).handle, config.metrics_address, config.metrics_port,
+                                            "Metrics Service", limits)
                 await self.metrics.start()
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))

@@ -15,6 +15,7 @@ from pytriton.backends.target import CallableTarget, find_module
 from pytriton.core.access import AccessPolicy
 from pytriton.core.header_forwarding import compile_forward_pattern
 from pytriton.exceptions import PyTritonError
+from pytriton.frontend.http1 import HttpLimits
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -127,8 +128,20 @@ def main() -> None:
                    "'shared-memory,statistics:triton-access-token=SECRET'. Repeatable.")
 @click.option("--grpc-restricted-protocol", multiple=True, metavar="GROUPS:KEY=VALUE",
               help="The same for gRPC (clients send the header 'triton-grpc-protocol-KEY'). Repeatable.")
-@click.option("--http-max-input-size", type=click.IntRange(min=1), default=64 * 1024 * 1024, show_default=True,
-              help="Largest HTTP request body, in bytes.")
+@click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
+              show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
+@click.option("--http-max-header-size", type=click.IntRange(min=1), default=HttpLimits.max_header_bytes,
+              show_default=True, help="Largest HTTP request head (request line and headers), in bytes; larger: 431. "
+                                      "HTTP and metrics ports.")
+@click.option("--http-max-header-count", type=click.IntRange(min=1), default=HttpLimits.max_header_count,
+              show_default=True, help="Most header fields in one HTTP request; more: 431. HTTP and metrics ports.")
+@click.option("--http-header-timeout", type=click.FloatRange(min=0, min_open=True), default=HttpLimits.header_timeout_s,
+              show_default=True, help="Seconds a request head may take to arrive; later: 408.")
+@click.option("--http-body-timeout", type=click.FloatRange(min=0, min_open=True), default=HttpLimits.body_timeout_s,
+              show_default=True, help="Seconds a request body (or a client taking its answer) may stall; "
+                                      "longer: 408 (or the connection is dropped).")
+@click.option("--http-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=HttpLimits.idle_timeout_s,
+              show_default=True, help="Seconds a keep-alive HTTP connection may wait for its next request.")
 @click.option("--exit-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds a stop may take in all: in-flight requests finish, then workers exit; what has not "
                    "stopped by then is killed.")
@@ -170,6 +183,11 @@ def serve(
     http_restricted_api: tuple[str, ...],
     grpc_restricted_protocol: tuple[str, ...],
     http_max_input_size: int,
+    http_max_header_size: int,
+    http_max_header_count: int,
+    http_header_timeout: float,
+    http_body_timeout: float,
+    http_idle_timeout: float,
     exit_timeout: float,
     execution_timeout: float | None,
     log_level: str,
@@ -230,7 +248,14 @@ def serve(
             http_address=http_address,
             http_port=http_port,
             http_header_forward_pattern=http_header_forward_pattern,
-            http_max_input_bytes=http_max_input_size,
+            http_limits=HttpLimits(
+                max_input_bytes=http_max_input_size,
+                max_header_bytes=http_max_header_size,
+                max_header_count=http_max_header_count,
+                header_timeout_s=http_header_timeout,
+                body_timeout_s=http_body_timeout,
+                idle_timeout_s=http_idle_timeout,
+            ),
             allow_metrics=allow_metrics,
             allow_client_shm=allow_client_shm,
             shm_local_only=shm_local_only,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytriton import _env
+from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
 
@@ -36,7 +37,7 @@ class ServerConfig:
     http_address: str = "0.0.0.0"
     http_port: int = 8000
     http_header_forward_pattern: str | None = None
-    http_max_input_bytes: int = 64 * 1024 * 1024
+    http_limits: HttpLimits = dataclasses.field(default_factory=HttpLimits)  # the HTTP and metrics ports' bounds
     allow_metrics: bool = True
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
@@ -70,4 +71,6 @@ class ServerConfig:
         fields = json.loads(text)
         fields["models"] = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"])
                             for m in fields.get("models", [])]
+        if isinstance(fields.get("http_limits"), dict):
+            fields["http_limits"] = HttpLimits(**fields["http_limits"])
         return cls(**fields)

@@ -3,7 +3,7 @@
 
 Every candidate answers the same small binary infer request (16 FP32, Triton's binary tensor extension:
 JSON header + raw bytes; y = 2x) with the same handler code; only the HTTP layer differs:
-  raw-httptools         pytriton.frontend.http.protocol (asyncio + httptools), default asyncio loop
+  raw-httptools         pytriton.frontend.http1 (asyncio + httptools), default asyncio loop
   raw-httptools-uvloop  the same on uvloop
   uvicorn-asgi          uvicorn (httptools + uvloop) with a bare ASGI app, no framework
 Load: wrk (Debian package `wrk`) on loopback, keep-alive, 1 thread x 8 connections, bounded in time.
@@ -48,15 +48,15 @@ def answer(body, header_length):
 SERVERS = {
     "raw-httptools": HANDLER + '''
 import asyncio, sys
-from pytriton.frontend.http.protocol import HttpProtocol, HttpResponse
+from pytriton.frontend.http1 import HttpListener, HttpResponse
 async def handle(request):
     hl = int(request.headers["inference-header-content-length"])
     out, y = answer(request.body, hl)
     return HttpResponse(200, [out, y], [("Content-Type", "application/octet-stream"),
                                         ("Inference-Header-Content-Length", str(len(out)))])
 async def main(port):
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: HttpProtocol(handle, 1 << 26), "127.0.0.1", port)
+    server = HttpListener(handle, "127.0.0.1", port, "raw-httptools")
+    await server.start()
     print("ready", flush=True)
     await asyncio.Event().wait()
 if len(sys.argv) > 2 and sys.argv[2] == "uvloop":

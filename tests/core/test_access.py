@@ -10,7 +10,7 @@ from pytriton.core.access import AccessPolicy, is_local_peer, parse_restriction
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.http.app import HttpApp
-from pytriton.frontend.http.protocol import HttpRequest
+from pytriton.frontend.http1 import HttpRequest
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import lazy_servers, serve, tensor_args
+from tests.http_raw import check_add_sub_serves
+from tests.http_raw import read_response as _read_response
 
 P = "[request id: <id_unknown>] "
 NOTE = (
@@ -93,20 +95,6 @@ def int_input(name: str, shape: list[int], datatype: str = "INT32", binary: bool
 
 def good_inputs(batch: int = 1) -> list[httpclient.InferInput]:
     return [int_input("INPUT0", [batch, 16]), int_input("INPUT1", [batch, 16])]
-
-
-def check_add_sub_serves(url: str) -> None:
-    a = np.arange(32, dtype=np.int32).reshape(2, 16)
-    b = np.full((2, 16), 3, dtype=np.int32)
-    inputs = []
-    for name, array in (("INPUT0", a), ("INPUT1", b)):
-        tensor = httpclient.InferInput(name, [2, 16], "INT32")
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
-    with httpclient.InferenceServerClient(url) as c:
-        result = c.infer("add_sub", inputs)
-    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
-    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
 
 
 def echo_inputs(x_shape: list[int] | None = None) -> list[httpclient.InferInput]:
@@ -520,25 +508,6 @@ def test_trailing_slash_and_query_string(add_sub):
 def _socket(url: str) -> socket.socket:
     host, port = url.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
-
-
-def _read_response(sock: socket.socket, buffer: bytearray) -> tuple[int, dict[str, str], bytes]:
-    """One Content-Length-framed response from `sock` (extra bytes stay in `buffer`)."""
-    while b"\r\n\r\n" not in buffer:
-        chunk = sock.recv(65536)
-        assert chunk, "connection closed before a full response"
-        buffer += chunk
-    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
-    length = int(headers["content-length"])
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        assert chunk, "connection closed before the full body"
-        rest += chunk
-    buffer[:] = rest[length:]
-    return status, headers, rest[:length]
 
 
 def _infer_request_bytes(a: np.ndarray, b: np.ndarray, request_id: str, extra: str = "") -> bytes:

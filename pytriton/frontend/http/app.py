@@ -6,7 +6,8 @@ import gzip
 import logging
 import re
 import zlib
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 from urllib.parse import unquote
 
 import orjson
@@ -18,7 +19,7 @@ from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
-from pytriton.frontend.http.protocol import HttpRequest, HttpResponse
+from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
 
 logger = logging.getLogger("pytriton.frontend")
@@ -34,10 +35,9 @@ STATUS_TO_HTTP = {
     Status.CANCELLED: 400,
 }
 JSON = [("Content-Type", "application/json")]
-
-
-def error_response(status: int, message: str) -> HttpResponse:
-    return HttpResponse(status, [orjson.dumps({"error": message})], list(JSON))
+TOO_LARGE_HINT = " Use --http-max-input-size to increase the limit."
+# Compressed bodies are inflated this much at a time, so that a bomb stops one step past the input limit.
+INFLATE_STEP = 1024 * 1024
 
 
 def json_response(value: Any, status: int = 200) -> HttpResponse:
@@ -71,23 +71,37 @@ def _compress(data: bytes, encoding: str) -> bytes:
     return zlib.compress(data)
 
 
-def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
-    if not encoding or encoding == "identity":
+class _TooLarge(Exception):
+    """The request body is larger than the input limit (answered with 413)."""
+
+
+def _decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> bytes | bytearray:
+    """The body inflated, a step at a time: never more than `limit` (plus one step) bytes of it exist."""
+    if not encoding or encoding == "identity" or not body:
         return body
     encoding = encoding.strip().lower()
     if encoding not in ("gzip", "deflate"):
         raise unsupported(f"unsupported Content-Encoding '{encoding}'")
+    decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
+    data = body
+    inflated = bytearray()
     try:
-        decompressor = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-        data = decompressor.decompress(body, limit + 1)
+        while True:
+            step = decompressor.decompress(data, INFLATE_STEP)
+            inflated += step
+            if len(inflated) > limit:
+                raise _TooLarge(
+                    f"request size of more than {limit} bytes after {encoding} decompression exceeds the maximum "
+                    f"allowed input size of {limit} bytes.{TOO_LARGE_HINT}"
+                )
+            data = decompressor.unconsumed_tail
+            if decompressor.eof or (not data and len(step) < INFLATE_STEP):
+                break
     except zlib.error as exc:
         raise invalid_arg(f"failed to decompress the {encoding} request body: {exc}") from None
-    if len(data) > limit:
-        raise invalid_arg(
-            f"request JSON size of more than {limit} bytes exceeds the maximum allowed input size of {limit} bytes. "
-            "Use --http-max-input-size to increase the limit."
-        )
-    return data
+    if not decompressor.eof:
+        raise invalid_arg(f"failed to decompress the {encoding} request body: the compressed data is incomplete")
+    return inflated
 
 
 _STOI = re.compile(r"\s*([+-]?\d+)")
@@ -131,7 +145,7 @@ def _uint(value: Any, field: str) -> int:
 class HttpApp:
     """Maps Triton's REST routes to the core."""
 
-    too_large_hint = " Use --http-max-input-size to increase the limit."
+    too_large_hint = TOO_LARGE_HINT
 
     def __init__(
         self,
@@ -159,6 +173,8 @@ class HttpApp:
             return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
         except _Forbidden as exc:
             return error_response(403, str(exc))
+        except _TooLarge as exc:
+            return error_response(413, str(exc))
 
     def _check(self, group: str, request: HttpRequest) -> None:
         access = self.access
@@ -411,16 +427,13 @@ class HttpApp:
 
     async def _infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
         headers = request.headers
+        # The connection bounds the body as received (413), `_decompress` as inflated.
         body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
-        if len(body) > self.max_input_bytes:
-            raise invalid_arg(
-                f"request JSON size of {len(body)} bytes exceeds the maximum allowed input size of "
-                f"{self.max_input_bytes} bytes. Use --http-max-input-size to increase the limit."
-            )
         length_text = headers.get("inference-header-content-length")
         header_length = None if length_text is None else _header_length(length_text)
         raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
-        infer_request, binary_default = parse_infer_request(name, version, body, header_length, raw)
+        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
+        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
         if any(t.data is None for t in infer_request.inputs) or any(
             "shared_memory_region" in o.parameters for o in infer_request.outputs
         ):

@@ -5,15 +5,14 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from pytriton.core.server_core import ServerCore
-from pytriton.frontend.http.app import error_response
-from pytriton.frontend.http.protocol import HttpRequest, HttpResponse
+from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.metrics.collector import CONTENT_TYPE, TritonMetricsCollector, render_metrics
 
 
 class MetricsApp:
     """GET /metrics; anything else is 404/405."""
 
-    max_input_bytes = 64 * 1024
+    max_input_bytes = 64 * 1024  # the port's body limit (`HttpLimits.max_input_bytes` of its listener)
 
     def __init__(self, core: ServerCore):
         self.registry = CollectorRegistry(auto_describe=False)

@@ -1,0 +1,276 @@
+"""One HTTP/1.1 client connection on asyncio + httptools (the parser uvicorn uses), without a framework.
+
+Keep-alive, pipelining (answers leave in request order), chunked request bodies (decoded by the parser) and
+Content-Length answers; one handler coroutine answers every request. `RequestReader` turns bytes into requests
+under the limits; this half answers them and keeps the connection to its deadlines:
+
+- Time: the listener's tick gives every connection the time; past its deadline a connection closes when idle,
+  answers 408 when a head or body is late, and drops the connection when the client does not take an answer.
+- Answers: the next pipelined request waits while more than `WRITE_HIGH` bytes of answers are unsent, and the
+  connection stops reading while more than `max_pipelined` requests wait (memory bound: those requests, and
+  one answer past `WRITE_HIGH`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+
+from pytriton.frontend.http1.limits import HttpLimits
+from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response, write_response
+from pytriton.frontend.http1.reader import (
+    BODY,
+    DIRECT,
+    DONE,
+    HEAD,
+    IDLE,
+    WAIT_BODY,
+    WAIT_HEAD,
+    WAIT_IDLE,
+    RequestReader,
+    SharedReadBuffer,
+)
+
+logger = logging.getLogger("pytriton.frontend")
+
+# While more answer bytes than this wait in the transport (a client that does not read), the next request waits.
+WRITE_HIGH = 256 * 1024
+# A connection idle this long drops the spare body buffer it keeps for the next same-sized body.
+SPARE_KEEP_S = 2.0
+
+
+class HttpConnection(RequestReader):
+    """One client connection."""
+
+    __slots__ = (
+        "_after_drain",
+        "_drained",
+        "_holding",
+        "_idle_since",
+        "_pending_seen",
+        "_wait",
+        "connections",
+        "handler",
+        "paused",
+        "peer",
+        "queue",
+        "send_deadline",
+        "task",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        handler: Handler,
+        limits: HttpLimits,
+        read_buffer: SharedReadBuffer,
+        connections: set[HttpConnection] | None = None,
+        too_large_hint: str = "",
+    ):
+        super().__init__(limits, read_buffer, too_large_hint)
+        self.handler = handler
+        self.connections = connections  # the listener's registry of open connections
+        self.transport: asyncio.Transport | None = None
+        # Requests (and refusals) in order, answered one by one; a list: at most `max_pipelined` + 1, and an idle
+        # connection's empty deque would cost 760 bytes.
+        self.queue: list[tuple[HttpRequest | HttpResponse, bool]] = []
+        self.task: asyncio.Task | None = None
+        self.paused = False  # reading paused: too many requests wait
+        self.peer: str | None = None
+        self.send_deadline = math.inf  # loop time by which the client must have taken some of its answers
+        self._wait = WAIT_IDLE
+        self._pending_seen = 0  # unsent answer bytes when `send_deadline` was set
+        self._idle_since = 0.0
+        self._holding = False  # the transport holds unsent data (between pause_writing and resume_writing)
+        self._after_drain: list[Callable[[], None]] = []  # on_sent of answers whose buffers the transport holds
+        self._drained: asyncio.Future | None = None  # set when the transport has sent everything
+
+    # ---- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peername = transport.get_extra_info("peername")
+        self.peer = peername[0] if isinstance(peername, tuple) else ("" if peername is not None else None)
+        if self.connections is not None:
+            self.connections.add(self)
+        # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
+        self._go_idle()
+
+    def pause_writing(self) -> None:
+        """The transport holds unsent data (write buffer limits are 0: this comes with the first byte)."""
+        self._holding = True
+
+    def resume_writing(self) -> None:
+        """The transport's buffer is empty: the tensors it was sending from may go back to their owners."""
+        self._holding = False
+        self._run_after_drain()
+
+    def _run_after_drain(self) -> None:
+        callbacks, self._after_drain = self._after_drain, []
+        for callback in callbacks:
+            callback()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.deadline = self.send_deadline = math.inf
+        self._direct = self._spare = None
+        if self.connections is not None:
+            self.connections.discard(self)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        for item, _ in self.queue:
+            if isinstance(item, HttpResponse) and item.on_sent:
+                item.on_sent()
+        self.queue.clear()
+        self._run_after_drain()
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer `status` after the requests already read, then close; read nothing more."""
+        self._phase = DONE
+        self._direct = None
+        self.deadline = math.inf
+        self._enqueue(error_response(status, message), keep_alive=False)
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    # ---- deadlines ---------------------------------------------------------------------------
+    def _set_deadline(self, wait: int, seconds: float) -> None:
+        """Start the time the client has for what the connection waits for (`wait`: its head, body, next request)."""
+        self._wait = wait
+        # Not reading (too many requests wait): the client cannot be late; `_rearm` sets it when reading again.
+        self.deadline = math.inf if self.paused else self._now + seconds
+
+    def _go_idle(self) -> None:
+        self._idle_since = self.loop.time()
+        self._wait = WAIT_IDLE
+        self.deadline = self._idle_since + self.limits.idle_timeout_s
+
+    def _rearm(self) -> None:
+        """After a pause in reading: the head or body under way gets its full time again."""
+        self._now = self.loop.time()
+        if self._phase == HEAD:
+            self._set_deadline(WAIT_HEAD, self.limits.header_timeout_s)
+        elif self._phase in (BODY, DIRECT):
+            self._set_deadline(WAIT_BODY, self.limits.body_timeout_s)
+        else:
+            self.deadline = math.inf  # requests are being answered
+
+    def _expect_sent(self) -> None:
+        """Answers wait in the transport: the client has to keep taking them."""
+        assert self.transport is not None
+        self._pending_seen = self.transport.get_write_buffer_size()
+        self.send_deadline = self.loop.time() + self.limits.body_timeout_s
+
+    def tick(self, now: float) -> None:
+        """The listener's periodic call: act on a passed deadline; drop the spare body buffer when idle."""
+        if now >= self.deadline or now >= self.send_deadline:
+            self._deadline_passed(now)
+        elif self._spare is not None and self._wait == WAIT_IDLE and now - self._idle_since >= SPARE_KEEP_S:
+            self._spare = None
+
+    def _deadline_passed(self, now: float) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        if now >= self.send_deadline:
+            pending = transport.get_write_buffer_size()
+            if not pending:
+                self.send_deadline = math.inf
+            elif pending != self._pending_seen:  # the client is taking its answers, slowly
+                self._expect_sent()
+            else:
+                logger.debug("HTTP client %s does not take its answer; dropping the connection", self.peer)
+                transport.abort()
+                return
+        if now < self.deadline:
+            return
+        wait, self.deadline = self._wait, math.inf
+        if wait == WAIT_IDLE:
+            if not transport.get_write_buffer_size():
+                transport.close()
+                return
+            self._go_idle()  # still sending its last answer: not idle yet
+            if self.send_deadline == math.inf:
+                self._expect_sent()
+        elif wait == WAIT_HEAD:
+            timeout = self.limits.header_timeout_s
+            self._refuse(408, f"request header not received within {timeout:g} s. "
+                              "Use --http-header-timeout to increase the limit.")
+        else:
+            timeout = self.limits.body_timeout_s
+            self._refuse(408, f"request body: no data received for {timeout:g} s. "
+                              "Use --http-body-timeout to increase the limit.")
+
+    # ---- request pipeline --------------------------------------------------------------------
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool) -> None:
+        self.queue.append((item, keep_alive))
+        if len(self.queue) > self.limits.max_pipelined and self.transport is not None and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+            if self._phase != DONE:
+                self.deadline = math.inf  # not reading: the client cannot be late
+        if self.task is None:
+            self.task = self.loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while self.queue and self.transport is not None:
+                if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
+                    await self._drain()  # the client does not take its answers: read and answer no more
+                    continue
+                item, keep_alive = self.queue.pop(0)
+                if isinstance(item, HttpResponse):
+                    response = item
+                else:
+                    try:
+                        response = await self.handler(item)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:  # a handler bug must not kill the connection
+                        logger.exception("HTTP handler failed for %s %s", item.method, item.path)
+                        response = error_response(500, f"internal error: {exc}")
+                head = isinstance(item, HttpRequest) and item.method == "HEAD"
+                keep_alive = keep_alive and not response.close
+                self._send(response, keep_alive, head)
+                if not keep_alive:
+                    if self.transport is not None:
+                        self.transport.close()  # after what is unsent: the client has a while to take it
+                        self._expect_sent()
+                    return
+                if self.paused and len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE:
+                    assert self.transport is not None  # paused: the connection is open (else the task is cancelled)
+                    self.paused = False
+                    self.transport.resume_reading()
+                    self._rearm()
+        finally:
+            self.task = None
+            if self._phase == IDLE and not self.queue and self.transport and not self.transport.is_closing():
+                self._go_idle()
+
+    async def _drain(self) -> None:
+        self._drained = self.loop.create_future()
+        self._expect_sent()
+        try:
+            await self._drained
+        finally:
+            self._drained = None
+            self.send_deadline = math.inf
+
+    def _send(self, response: HttpResponse, keep_alive: bool, head: bool) -> None:
+        transport = self.transport
+        by_reference = False
+        try:
+            if transport is not None:
+                by_reference = write_response(transport, response, keep_alive, head)
+        finally:
+            if response.on_sent is not None:
+                # What the socket did not take at once stays in the transport's buffer: Python 3.11 copies it,
+                # 3.12 keeps a view of the tensor's buffer, so its owner waits until the buffer is empty.
+                if by_reference and transport is not None and self._holding:
+                    self._after_drain.append(response.on_sent)
+                else:
+                    response.on_sent()

@@ -1,0 +1,83 @@
+"""An HTTP/1.1 port: listens on one address and serves each connection with `HttpConnection`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pytriton.frontend._listen import listen
+from pytriton.frontend.http1.connection import HttpConnection
+from pytriton.frontend.http1.limits import HttpLimits
+from pytriton.frontend.http1.messages import Handler
+from pytriton.frontend.http1.reader import SharedReadBuffer
+
+logger = logging.getLogger("pytriton.frontend")
+
+
+class HttpListener:
+    """Serves `handler` on `address:port` (the HTTP front-end's app, the metrics app). Owns its connections, the
+    read buffer they share, and the tick that holds them to their deadlines (`HttpLimits`)."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        address: str,
+        port: int,
+        name: str,
+        limits: HttpLimits | None = None,
+        too_large_hint: str = "",
+    ):
+        self.handler = handler
+        self.address = address
+        self.requested_port = port
+        self.name = name  # in the log line: "Started <name> at ..."
+        self.limits = limits or HttpLimits()
+        self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
+        self.port: int | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.Task | None = None
+        self._connections: set[HttpConnection] = set()
+        self._read_buffer = SharedReadBuffer()
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def _connection(self) -> HttpConnection:
+        return HttpConnection(self.handler, self.limits, self._read_buffer, self._connections, self.too_large_hint)
+
+    async def start(self) -> int:
+        self._server, self.port = await listen(self._connection, self.address, self.requested_port, "HTTP", self.name)
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        return self.port
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        period = self.limits.tick_s
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for connection in list(self._connections):
+                try:
+                    connection.tick(now)
+                except Exception:  # one connection's failure must not stop the others' deadlines
+                    logger.exception("HTTP connection from %s: deadline handling failed", connection.peer)
+                    if connection.transport is not None:
+                        connection.transport.abort()
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self._connections):
+                if connection.transport is not None:
+                    connection.transport.close()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+            except asyncio.TimeoutError:  # clients that do not take what is left to send
+                for connection in list(self._connections):
+                    if connection.transport is not None:
+                        connection.transport.abort()
+            self._server = None

@@ -1,0 +1,92 @@
+"""Requests and responses of the HTTP/1.1 server, the plain `{"error": msg}` answer, and a response's bytes on the
+wire (Content-Length framing; large parts sent from their own buffers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+
+# A body part of at least this many bytes is handed to the transport on its own, never joined with the rest.
+LARGE_PART = 64 * 1024
+
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+_JSON = ("Content-Type", "application/json")
+
+
+class HttpRequest:
+    __slots__ = ("body", "headers", "method", "path", "peer", "query")
+
+    def __init__(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: Any, peer: str | None = None
+    ):
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers  # lower-case names; repeated fields joined with ", "
+        self.body = body  # bytes, or a bytearray for a large body received straight into its own buffer
+        self.peer = peer  # client address (host), "" for a Unix socket
+
+
+class HttpResponse:
+    """Status, headers and body parts (any buffers); `on_sent` runs once the parts have been handed over."""
+
+    __slots__ = ("close", "headers", "on_sent", "parts", "status")
+
+    def __init__(
+        self,
+        status: int = 200,
+        parts: list[Any] | None = None,
+        headers: list[tuple[str, str]] | None = None,
+        on_sent: Callable[[], None] | None = None,
+    ):
+        self.status = status
+        self.parts = parts or []
+        self.headers = headers or []
+        self.on_sent = on_sent
+        self.close = False
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+def error_response(status: int, message: str) -> HttpResponse:
+    """Triton's error answer: `{"error": message}` as JSON."""
+    return HttpResponse(status, [orjson.dumps({"error": message})], [_JSON])
+
+
+def write_response(transport: asyncio.WriteTransport, response: HttpResponse, keep_alive: bool, head: bool) -> bool:
+    """Write `response` (for a HEAD request only its status line and headers: a body would be read as the start of
+    the next response); True when the transport may still refer to a part's buffer instead of a copy."""
+    length = 0
+    for part in response.parts:
+        length += part.nbytes if isinstance(part, memoryview) else len(part)
+    reason = _REASONS.get(response.status, "")
+    lines = [f"HTTP/1.1 {response.status} {reason}\r\nContent-Length: {length}\r\n"]
+    for name, value in response.headers:
+        lines.append(f"{name}: {value}\r\n")
+    if not keep_alive:
+        lines.append("Connection: close\r\n")
+    lines.append("\r\n")
+    small: list[Any] = [("".join(lines)).encode("latin-1")]
+    by_reference = False
+    for part in [] if head else response.parts:
+        size = part.nbytes if isinstance(part, memoryview) else len(part)
+        if size < LARGE_PART:
+            small.append(part)
+            continue
+        # A large tensor goes out on its own: the transport sends it straight from the buffer (writelines would
+        # join everything first).
+        transport.write(b"".join(small))
+        small = []
+        transport.write(part)
+        by_reference = True
+    if len(small) == 1:
+        transport.write(small[0])
+        by_reference |= not isinstance(small[0], bytes)
+    elif small:
+        transport.write(b"".join(small))
+    return by_reference

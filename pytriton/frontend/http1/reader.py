@@ -1,0 +1,369 @@
+"""Reading requests under the limits: bytes from the socket become `HttpRequest`s (httptools parses them).
+
+- The socket reads into a buffer that all connections of a listener share (a read is parsed before the next one
+  starts), so an idle connection holds no read buffer. A large Content-Length body is read by the socket straight
+  into its own buffer (`DirectBody`, one copy on the way in), which grows with the bytes that arrive.
+- The parser is handed bytes up to the end of a head at most, so a head is measured exactly and refused (431)
+  before the parser gathers more than `max_header_bytes` (after a chunked body in the same read, as
+  `_parse_chunked` says). Header fields are counted (431), and repeated names are joined once, when the head is
+  complete (linear, not quadratic).
+- Bodies: larger than `max_input_bytes` → 413; the head and body set the deadlines the connection keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from typing import Any
+
+import httptools
+
+from pytriton.frontend.http1.body import DirectBody
+from pytriton.frontend.http1.limits import HttpLimits
+from pytriton.frontend.http1.messages import HttpRequest, HttpResponse
+
+READ_BUFFER = 64 * 1024
+# A body with a Content-Length of at least this many bytes is received straight into its own buffer.
+DIRECT_BODY_MIN = 64 * 1024
+HEAD_END = b"\r\n\r\n"
+
+# What the connection is reading (the phase) ...
+IDLE, HEAD, BODY, DIRECT, DONE = range(5)
+# ... and what its deadline is for: the next request on a quiet keep-alive connection, a late head or body.
+WAIT_IDLE, WAIT_HEAD, WAIT_BODY = range(3)
+
+
+class SharedReadBuffer:
+    """The buffer every connection of one listener reads into: each read is parsed before the next one."""
+
+    __slots__ = ("data", "view")
+
+    def __init__(self, size: int = READ_BUFFER):
+        self.data = bytearray(size)
+        self.view = memoryview(self.data)
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a request that is refused (`RequestReader._refusal`)."""
+
+
+class RequestReader(asyncio.BufferedProtocol):
+    """The reading half of a connection; `HttpConnection` answers what it reads (`_enqueue`), refuses (`_refuse`)
+    and keeps the deadlines (`_set_deadline`)."""
+
+    __slots__ = (
+        "_body",
+        "_body_left",
+        "_decoded_size",
+        "_direct",
+        "_direct_keep_alive",
+        "_direct_method",
+        "_head_bytes",
+        "_head_tail",
+        "_header_count",
+        "_headers",
+        "_measure_decoded",
+        "_now",
+        "_phase",
+        "_refusal",
+        "_repeated",
+        "_size",
+        "_spare",
+        "_too_large",
+        "_url",
+        "deadline",
+        "limits",
+        "loop",
+        "parser",
+        "read_buffer",
+        "too_large_hint",
+    )  # thousands of idle connections: no per-instance dict
+    transport: asyncio.Transport | None
+    queue: list[Any]
+    task: asyncio.Task | None
+    peer: str | None
+
+    def __init__(self, limits: HttpLimits, read_buffer: SharedReadBuffer, too_large_hint: str = ""):
+        self.limits = limits
+        self.read_buffer = read_buffer
+        self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
+        self.parser = httptools.HttpRequestParser(self)
+        self._phase = IDLE
+        self._spare: bytearray | None = None  # the last large body's buffer, reused once nothing holds it
+        self._direct: DirectBody | None = None
+        self._direct_keep_alive = True
+        self._direct_method = b""
+        self._head_bytes = 0  # bytes of the current head handed to the parser
+        self._head_tail = b""  # its (or a chunked body's) last up to 3 bytes: a CRLF CRLF may straddle two reads
+        self._refusal: tuple[int, str] | None = None
+        self._measure_decoded = False
+        self.loop = asyncio.get_running_loop()
+        self._now = 0.0  # loop time of the read being parsed
+        self.deadline = math.inf  # loop time past which the connection acts on what it waits for
+        self._reset()
+
+    def _reset(self) -> None:
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._repeated: dict[str, list[str]] | None = None
+        self._header_count = 0
+        self._decoded_size = 0  # header fields as the parser gave them, with their ": " and CRLF
+        self._body: list[bytes] = []
+        self._size = 0
+        self._body_left = -1  # bytes of a Content-Length body the parser has still to see; -1: chunked
+        self._too_large = False
+
+    def _refuse(self, status: int, message: str) -> None:
+        raise NotImplementedError
+
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool) -> None:
+        raise NotImplementedError
+
+    def _set_deadline(self, wait: int, seconds: float) -> None:
+        raise NotImplementedError
+
+    # ---- asyncio.BufferedProtocol --------------------------------------------------------------
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._phase == DIRECT:
+            assert self._direct is not None
+            return self._direct.room()
+        return self.read_buffer.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._now = self.loop.time()  # the deadlines this read starts count from it
+        phase = self._phase
+        if phase == BODY or phase == DIRECT:
+            self._set_deadline(WAIT_BODY, self.limits.body_timeout_s)  # the body makes progress
+        if phase == DIRECT:
+            direct = self._direct
+            assert direct is not None
+            direct.received(nbytes)
+            if direct.complete:
+                self._direct_complete()
+        elif phase != DONE:
+            self._receive(nbytes)
+
+    # ---- reading -----------------------------------------------------------------------------
+    def _receive(self, end: int) -> None:
+        """Hand the `end` bytes just read into the shared buffer to the parser: a head at most up to its end (so
+        that its size is exact), a Content-Length body exactly, a large body into its own buffer."""
+        data, view = self.read_buffer.data, self.read_buffer.view
+        pos = 0
+        while pos < end:
+            phase = self._phase
+            if phase == DIRECT:
+                assert self._direct is not None
+                pos += self._direct.add(view[pos:end])
+                if self._direct.complete:
+                    self._direct_complete()
+                continue
+            if phase == DONE:
+                return
+            if phase == BODY and self._body_left > 0:  # a Content-Length body: exactly its bytes
+                stop = min(end, pos + self._body_left)
+                if not self._parse(view[pos:stop]):
+                    return
+                pos = stop
+                continue
+            if phase == BODY:  # a chunked body: the whole read, and whatever follows the body in it
+                if not self._parse_chunked(data, view, pos, end):
+                    return
+                pos = end
+                continue
+            stop = self._head_stop(data, pos, end)
+            if self._head_bytes + (stop - pos) > self.limits.max_header_bytes:
+                self._refuse_head_size()
+                return
+            self._head_bytes += stop - pos
+            if not self._parse(view[pos:stop]):
+                return
+            if self._phase == HEAD:  # the head goes on in the next read
+                self._head_tail = (self._head_tail + bytes(view[max(pos, stop - 3) : stop]))[-3:]
+            pos = stop
+
+    def _parse_chunked(self, data: bytearray, view: memoryview, pos: int, end: int) -> bool:
+        """Feed a read that holds (part of) a chunked body. Where the body ends in the read is not known, so a head
+        that follows it in the same read is measured otherwise: a whole one by its decoded size (on_headers_complete;
+        optional whitespace around values uncounted), an unfinished one from just past the last CRLF CRLF (a chunked
+        body ends with one, a head in progress holds none)."""
+        self._measure_decoded = True
+        try:
+            if not self._parse(view[pos:end]):
+                return False
+        finally:
+            self._measure_decoded = False
+        if self._phase == HEAD:
+            last = data.rfind(HEAD_END, pos, end)
+            if last >= 0:
+                begin = last + 4
+            else:  # the body's CRLF CRLF may straddle the previous read and this one
+                found = (self._head_tail + bytes(view[pos : min(pos + 3, end)])).find(HEAD_END)
+                begin = pos if found < 0 else pos + found + 4 - len(self._head_tail)
+            self._head_bytes = end - begin
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refuse_head_size()
+                return False
+        if self._phase == HEAD or (self._phase == BODY and self._body_left < 0):  # a head or chunked body goes on
+            self._head_tail = (self._head_tail + bytes(view[max(pos, end - 3) : end]))[-3:]
+        else:
+            self._head_tail = b""
+        return True
+
+    def _head_stop(self, data: bytearray, pos: int, end: int) -> int:
+        """Where the head being read ends (just past its CRLF CRLF) within data[pos:end], else `end`."""
+        tail = self._head_tail
+        if tail:
+            found = (tail + bytes(data[pos : min(pos + 3, end)])).find(HEAD_END)
+            if found >= 0:
+                return pos + found + 4 - len(tail)
+        found = data.find(HEAD_END, pos, end)
+        return end if found < 0 else found + 4
+
+    def _parse(self, data: memoryview) -> bool:
+        """Feed the parser; False when the request was refused and nothing more is read."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(400, "protocol upgrade is not supported")
+        except httptools.HttpParserError as exc:
+            if self._phase != DONE:  # else a callback refused the request already
+                self._refuse(*(self._refusal or (400, f"malformed HTTP request: {exc}")))
+        return self._phase != DONE
+
+    def _head_size_refusal(self) -> tuple[int, str]:
+        limit = self.limits.max_header_bytes
+        return 431, (f"request header fields too large: the request line and headers exceed {limit} bytes. "
+                     "Use --http-max-header-size to increase the limit.")
+
+    def _refuse_head_size(self) -> None:
+        self._refuse(*self._head_size_refusal())
+
+    def _direct_complete(self) -> None:
+        """The socket has filled a large body's buffer: the request is complete."""
+        direct, self._direct = self._direct, None
+        assert direct is not None
+        # The parser still waits for the body it did not see: a fresh one reads the next request.
+        self.parser = httptools.HttpRequestParser(self)
+        self._phase = IDLE
+        self.deadline = math.inf
+        self._complete(direct.buffer, self._direct_keep_alive, self._direct_method)
+
+    # ---- httptools callbacks -----------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._reset()
+        self._phase = HEAD
+        self._set_deadline(WAIT_HEAD, self.limits.header_timeout_s)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.limits.max_header_count:
+            limit = self.limits.max_header_count
+            message = (f"request header fields too large: more than {limit} header fields. "
+                       "Use --http-max-header-count to increase the limit.")
+            self._refusal = (431, message)
+            raise _Refused
+        if self._measure_decoded:
+            self._decoded_size += len(name) + len(value) + 4  # "name: value\r\n"
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers = self._headers
+        if key not in headers:
+            headers[key] = text
+            return
+        if self._repeated is None:
+            self._repeated = {}
+        self._repeated.setdefault(key, []).append(text)
+
+    def on_headers_complete(self) -> None:
+        if self._measure_decoded:  # a whole head in one read after a chunked body: "METHOD url HTTP/1.1\r\n...\r\n"
+            size = len(self.parser.get_method()) + len(self._url) + 14 + self._decoded_size
+            if size > self.limits.max_header_bytes:
+                self._refusal = self._head_size_refusal()
+                raise _Refused
+        headers = self._headers
+        if self._repeated is not None:  # joined once: appending to a growing string per line is quadratic
+            for key, values in self._repeated.items():
+                headers[key] = ", ".join([headers[key], *values])
+        self._head_bytes, self._head_tail = 0, b""
+        self._phase = BODY
+        self._body_left = -1
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and "transfer-encoding" not in headers:
+            size = self._body_left = int(length)
+            if size > self.limits.max_input_bytes:
+                self._too_large = True
+            elif size >= DIRECT_BODY_MIN:
+                self._direct = DirectBody(size, self._reusable_spare(size))
+                self._spare = self._direct.buffer
+                self._direct_keep_alive = self.parser.should_keep_alive()
+                self._direct_method = self.parser.get_method()
+                self._phase = DIRECT
+        self._set_deadline(WAIT_BODY, self.limits.body_timeout_s)
+        # `Expect: 100-continue` (curl sends it for large bodies): say "go on" instead of letting the client wait
+        # for its timeout (1 s in curl). Only when nothing is ahead of this request, so answers stay in order.
+        if (
+            headers.get("expect", "").lower() == "100-continue"
+            and not self._too_large
+            and not self.queue
+            and self.task is None
+            and self.transport is not None
+        ):
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _reusable_spare(self, size: int) -> bytearray | None:
+        """The previous large body's buffer when it has this size and no request, tensor view or message refers
+        to it any more (clients send same-sized tensors over and over)."""
+        spare = self._spare
+        if spare is not None and len(spare) == size and sys.getrefcount(spare) == 3:  # attribute, local, argument
+            return spare
+        return None
+
+    def on_body(self, body: bytes) -> None:
+        if self._body_left > 0:
+            self._body_left -= len(body)
+        if self._too_large:
+            return
+        if self._direct is not None:  # only if a head ended where `_head_stop` did not see it
+            self._direct.add(body)
+            return
+        self._size += len(body)
+        if self._size > self.limits.max_input_bytes:
+            self._too_large = True
+            self._body.clear()
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        keep_alive = self.parser.should_keep_alive()
+        self._phase = IDLE
+        self.deadline = math.inf
+        if self._too_large:
+            size = self._headers.get("content-length") or f"more than {self.limits.max_input_bytes}"  # chunked
+            self._refuse(
+                413,
+                f"request size of {size} bytes exceeds the maximum allowed input size of "
+                f"{self.limits.max_input_bytes} bytes.{self.too_large_hint}",
+            )
+            raise _Refused  # read no further
+        if self._direct is not None:  # the whole large body came through the parser
+            body: Any = self._direct.buffer
+            self._direct = None
+        else:
+            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._complete(body, keep_alive, self.parser.get_method())
+
+    def _complete(self, body: Any, keep_alive: bool, method: bytes) -> None:
+        url = httptools.parse_url(self._url)
+        request = HttpRequest(
+            method.decode("ascii"),
+            url.path.decode("utf-8", "replace"),
+            url.query.decode("utf-8", "replace") if url.query else "",
+            self._headers,
+            body,
+            self.peer,
+        )
+        self._enqueue(request, keep_alive)

@@ -1,0 +1,394 @@
+"""`HttpConnection` driven by a fake transport, the way asyncio's selector transport drives a buffered protocol
+(get_buffer, recv into it, buffer_updated with the view still alive), and a fake clock (`tick(now)`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import zlib
+from typing import Any
+
+import pytest
+
+from pytriton.frontend.http1 import HttpLimits, HttpRequest, HttpResponse
+from pytriton.frontend.http1.body import FIRST_BLOCK, DirectBody
+from pytriton.frontend.http1.connection import SPARE_KEEP_S, WRITE_HIGH, HttpConnection
+from pytriton.frontend.http1.reader import SharedReadBuffer
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.reading = True
+        self.closed = False
+        self.aborted = False
+        self.pending = 0  # what get_write_buffer_size reports
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def write(self, data: Any) -> None:
+        self.written += data
+
+    def get_write_buffer_size(self) -> int:
+        return self.pending
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class Client:
+    """One connection, its transport, and the requests its handler saw."""
+
+    def __init__(self, limits: HttpLimits, handler: Any = None):
+        self.requests: list[HttpRequest] = []
+        self.connection = HttpConnection(handler or self._answer, limits, SharedReadBuffer(), set())
+        self.transport = FakeTransport()
+        self.connection.connection_made(self.transport)  # type: ignore[arg-type]
+
+    async def _answer(self, request: HttpRequest) -> HttpResponse:
+        self.requests.append(request)
+        return HttpResponse(200, [str(len(request.body)).encode()])
+
+    def send(self, data: bytes, step: int | None = None) -> None:
+        """Deliver `data` as reads of at most `step` bytes (and at most what get_buffer offers)."""
+        pos = 0
+        while pos < len(data):
+            assert self.transport.reading, "the connection stopped reading"
+            view = self.connection.get_buffer(-1)
+            n = min(len(view), len(data) - pos, step or len(data))
+            view[:n] = data[pos : pos + n]
+            self.connection.buffer_updated(n)  # the transport's view is still alive here, as in asyncio
+            del view
+            pos += n
+
+    def hold(self, unsent: int) -> None:
+        """The transport now holds `unsent` bytes it could not send (and says so, as asyncio's transports do)."""
+        self.transport.pending = unsent
+        if unsent:
+            self.connection.pause_writing()
+        else:
+            self.connection.resume_writing()
+
+    def answers(self) -> list[tuple[int, bytes]]:
+        """(status, body) of everything written so far."""
+        out, data = [], bytes(self.transport.written)
+        while data:
+            head, _, rest = data.partition(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            if lines[0] == "HTTP/1.1 100 Continue":
+                data = rest
+                continue
+            length = next(int(line.split(":")[1]) for line in lines if line.lower().startswith("content-length"))
+            out.append((int(lines[0].split()[1]), rest[:length]))
+            data = rest[length:]
+        return out
+
+    def now(self, later: float = 0.0) -> float:
+        return self.connection.loop.time() + later
+
+
+async def settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def run(test: Any) -> None:
+    asyncio.run(test())
+
+
+def get(path: str = "/", fields: int = 1, pad_to: int | None = None) -> bytes:
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"X-F{i}: v\r\n" for i in range(fields - 1))
+    if pad_to is not None:
+        head += "X-Pad: " + "p" * (pad_to - len(head) - len("X-Pad: \r\n\r\n")) + "\r\n"
+    return (head + "\r\n").encode()
+
+
+def post(body: bytes, extra: str = "") -> bytes:
+    return f"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
+
+
+def chunked(body: bytes) -> bytes:
+    return (b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+
+
+LIMIT = 300
+
+
+@pytest.mark.parametrize("size, status", [(LIMIT, 200), (LIMIT + 1, 431)])
+@pytest.mark.parametrize("before", [b"", get(), post(b"x" * 50), chunked(b"y" * 40)], ids=["first", "get", "post", "chunked"])
+def test_head_size_is_exact_however_the_reads_fall(size, status, before):
+    """A head of exactly the limit passes and one byte more is refused, whatever request came before it in the
+    same reads and wherever the reads are cut."""
+    head = get(pad_to=size)
+    assert len(head) == size
+    wire = before + head
+
+    async def test() -> None:
+        for step in (len(wire), 1, 2, 3, 5, 64, 299):
+            client = Client(HttpLimits(max_header_bytes=LIMIT))
+            client.send(wire, step)
+            await settle()
+            statuses = [s for s, _ in client.answers()]
+            assert statuses == ([200] if before else []) + [status], (step, statuses)
+            assert client.transport.closed == (status == 431)
+
+    run(test)
+
+
+def test_head_cut_at_every_byte():
+    head = get(pad_to=LIMIT)
+
+    async def test() -> None:
+        for cut in range(1, len(head)):
+            client = Client(HttpLimits(max_header_bytes=LIMIT))
+            client.send(head[:cut])
+            client.send(head[cut:])
+            await settle()
+            assert client.answers() == [(200, b"0")], cut
+
+    run(test)
+
+
+def test_header_count_limit_and_repeated_names_joined_in_order():
+    async def test() -> None:
+        client = Client(HttpLimits(max_header_count=6))
+        client.send(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-B: z\r\nx-a: 2\r\nX-A: 3\r\nX-B: w\r\n\r\n")
+        await settle()
+        assert client.requests[0].headers == {"host": "x", "x-a": "1, 2, 3", "x-b": "z, w"}
+        client = Client(HttpLimits(max_header_count=6))
+        client.send(get(fields=7))
+        await settle()
+        status, body = client.answers()[0]
+        assert status == 431 and "more than 6 header fields" in json.loads(body)["error"]
+
+    run(test)
+
+
+def test_many_repeated_names_within_the_limits():
+    """20,000 lines of one name (quadratic to join line by line): one value, in order."""
+    async def test() -> None:
+        client = Client(HttpLimits(max_header_count=30_000, max_header_bytes=1 << 20))
+        client.send(b"GET / HTTP/1.1\r\n" + b"".join(b"X-N: %d\r\n" % i for i in range(20_000)) + b"\r\n", 65536)
+        await settle()
+        assert client.requests[0].headers["x-n"] == ", ".join(str(i) for i in range(20_000))
+
+    run(test)
+
+
+def test_large_body_buffer_grows_with_bytes_received():
+    length = 8 << 20
+    body = bytes(range(256)) * (length // 256)
+
+    async def test() -> None:
+        client = Client(HttpLimits())
+        wire = post(body)
+        head_size = len(wire) - length
+        client.send(wire[: head_size + 1000])
+        direct = client.connection._direct
+        assert direct is not None and len(direct.buffer) == FIRST_BLOCK  # not 8 MiB
+        received = 1000
+        for step in (30_000, 200_000, 1_000_000):
+            client.send(wire[head_size + received : head_size + received + step], 65536)
+            received += step
+            assert len(direct.buffer) <= 2 * received + FIRST_BLOCK
+        client.send(wire[head_size + received :], 1 << 20)
+        await settle()
+        assert client.requests[0].body == body and len(client.requests[0].body) == length
+        assert client.answers() == [(200, str(length).encode())]
+
+    run(test)
+
+
+def test_large_body_buffer_is_reused_and_dropped_when_idle():
+    async def test() -> None:
+        client = Client(HttpLimits())
+        client.send(post(b"a" * 100_000))
+        await settle()
+        first = id(client.requests.pop().body)  # the handler is done with it: it may serve the next body
+        client.send(post(b"b" * 100_000))
+        await settle()
+        second = client.requests[-1].body
+        assert second == b"b" * 100_000
+        assert id(second) == first  # the same buffer (kept alive as the spare meanwhile, so no other object)
+        held = client.requests.pop().body
+        client.send(post(b"c" * 100_000))  # the previous body is still held: a new buffer
+        await settle()
+        assert client.requests[-1].body is not held and held == b"b" * 100_000
+        client.connection.tick(client.now(SPARE_KEEP_S + 0.1))
+        assert client.connection._spare is None
+
+    run(test)
+
+
+def test_direct_body_room_and_add():
+    body = DirectBody(200_000)
+    assert len(body.buffer) == FIRST_BLOCK
+    assert body.add(b"x" * 100_000) == 100_000  # copied in past the first block
+    room = body.room()
+    assert len(room) == 100_000 and len(body.buffer) == 200_000
+    room[:] = b"y" * 100_000
+    del room
+    body.received(100_000)
+    assert body.complete and body.buffer == b"x" * 100_000 + b"y" * 100_000
+    assert body.add(b"more") == 0
+
+
+@pytest.mark.parametrize("wire, status", [(b"GET / HTTP/1.1\r\nHost:", 408), (post(b"x" * 10)[:-5], 408),
+                                          (post(b"x" * 100_000)[:-5000], 408), (b"", None)])
+def test_deadlines(wire, status):
+    """A late head or body gets 408; a quiet connection is closed without an answer. Nothing happens early."""
+    limits = HttpLimits(header_timeout_s=5, body_timeout_s=7, idle_timeout_s=9)
+    timeout = {b"G": 5, b"P": 7}.get(wire[:1], 9)
+
+    async def test() -> None:
+        client = Client(limits)
+        client.send(wire)
+        client.connection.tick(client.now(timeout - 0.5))
+        await settle()
+        assert not client.transport.closed and not client.answers()
+        client.connection.tick(client.now(timeout + 0.1))
+        await settle()
+        assert client.transport.closed
+        assert [s for s, _ in client.answers()] == ([] if status is None else [status])
+
+    run(test)
+
+
+def test_head_timeout_counts_from_its_first_byte_not_its_last():
+    async def test() -> None:
+        client = Client(HttpLimits(header_timeout_s=5))
+        start = client.now()
+        for i, byte in enumerate(b"GET / HTTP/1.1\r\nX: aaaa"):
+            client.send(bytes([byte]))
+            client.connection.tick(start + 0.1 * i)  # ticks pass, bytes keep coming
+        client.connection.tick(start + 5.1)
+        await settle()
+        assert [s for s, _ in client.answers()] == [408]
+
+    run(test)
+
+
+def test_answers_wait_while_the_client_does_not_read():
+    """More than WRITE_HIGH unsent: the next pipelined request waits, the connection stops reading once enough
+    requests wait, and everything goes on when the transport has sent what it held."""
+    limits = HttpLimits(max_pipelined=4, body_timeout_s=3)
+
+    async def test() -> None:
+        client = Client(limits)
+        client.hold(WRITE_HIGH + 1)
+        client.send(get() * 6)
+        await settle()
+        assert not client.requests  # unsent answers: the requests wait for the transport
+        assert not client.transport.reading
+        client.connection.tick(client.now(2))
+        assert not client.transport.aborted
+        client.hold(0)
+        await settle()
+        assert len(client.requests) == 6 and client.transport.reading
+        assert [s for s, _ in client.answers()] == [200] * 6
+
+    run(test)
+
+
+def test_client_that_takes_no_answer_is_dropped():
+    async def test() -> None:
+        client = Client(HttpLimits(body_timeout_s=3))
+        client.hold(WRITE_HIGH + 1)
+        client.send(get() * 3)
+        await settle()
+        client.hold(WRITE_HIGH - 1000)  # some progress within the body timeout
+        client.connection.tick(client.now(3.1))
+        assert not client.transport.aborted
+        client.connection.tick(client.now(6.2))  # none since
+        assert client.transport.aborted
+
+    run(test)
+
+
+def test_idle_connection_still_sending_is_not_closed_as_idle():
+    async def test() -> None:
+        client = Client(HttpLimits(idle_timeout_s=2, body_timeout_s=3))
+        client.send(get())
+        await settle()
+        client.hold(1000)  # the answer is still going out
+        client.connection.tick(client.now(2.1))
+        assert not client.transport.closed and not client.transport.aborted
+        client.hold(0)
+        client.connection.tick(client.now(4.2))
+        assert client.transport.closed
+
+    run(test)
+
+
+def test_no_deadline_while_not_reading():
+    """Reading paused (too many requests wait): a head under way cannot be late meanwhile."""
+    async def slow(request: HttpRequest) -> HttpResponse:
+        await asyncio.sleep(3600)
+        raise AssertionError
+
+    async def test() -> None:
+        client = Client(HttpLimits(max_pipelined=2, header_timeout_s=1), handler=slow)
+        client.send(get() * 3 + b"GET / HT")
+        await settle()
+        assert not client.transport.reading
+        client.connection.tick(client.now(100))
+        assert not client.answers() and not client.transport.closed
+        client.connection.task.cancel()
+
+    run(test)
+
+
+def test_too_large_body_and_no_reading_after_it():
+    async def test() -> None:
+        client = Client(HttpLimits(max_input_bytes=100))
+        client.send(post(b"x" * 101) + get())
+        await settle()
+        assert [s for s, _ in client.answers()] == [413] and client.transport.closed and not client.requests
+
+    run(test)
+
+
+def test_pipelined_mix_in_random_reads():
+    """Bodyless, small, large (received into their own buffer) and chunked requests pipelined on one connection
+    and cut into reads at random: every request arrives whole and in order."""
+
+    async def test() -> None:
+        for seed in range(40):
+            rng = random.Random(seed)
+            wire, expected = b"", []
+            for _ in range(rng.randint(1, 12)):
+                kind = rng.choice(["get", "small", "large", "chunked"])
+                size = {"get": 0, "small": rng.randint(0, 3000), "large": rng.randint(65536, 200_000),
+                        "chunked": rng.randint(1, 5000)}[kind]
+                body = rng.randbytes(size)
+                wire += {"get": lambda b: get(), "small": post, "large": post, "chunked": chunked}[kind](body)
+                expected.append(zlib.crc32(body))
+            client = Client(HttpLimits(max_pipelined=100))
+            pos = 0
+            while pos < len(wire):
+                step = rng.choice([1, 7, 100, 4096, 65536, 1 << 20])
+                client.send(wire[pos : pos + step])
+                pos += step
+            await settle()
+            assert [zlib.crc32(bytes(r.body)) for r in client.requests] == expected, seed
+            assert [s for s, _ in client.answers()] == [200] * len(expected)
+
+    run(test)
