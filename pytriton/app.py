@@ -20,7 +20,7 @@ import sys
 import tempfile
 from typing import Callable
 
-from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError
 from pytriton.core.settings import LogSettings, TraceSettings

@@ -11,9 +11,9 @@ import click
 
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.callable_backend import load_callable
-from pytriton.core.access import AccessPolicy
-from pytriton.core.header_forwarding import compile_forward_pattern
 from pytriton.exceptions import PyTritonError
+from pytriton.frontend.access import AccessPolicy
+from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig

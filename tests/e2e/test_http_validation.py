@@ -190,6 +190,13 @@ def test_unknown_version(client):
     assert client.infer("add_sub", good_inputs(), model_version="1").as_numpy("OUTPUT0").shape == (1, 16)
 
 
+@pytest.mark.parametrize("path", ["/v2/models/nope/ready", "/v2/models/add_sub/versions/99/ready"])
+def test_unknown_model_is_not_ready(add_sub, path):
+    """Triton 2.51 answers an unknown model's (or version's) readiness as not ready, not as unknown (404)."""
+    assert error_of(*request(add_sub.http_url, "GET", path)) == (400, "Model version not ready")
+    assert request(add_sub.http_url, "GET", "/v2/models/add_sub/ready")[0] == 200
+
+
 def test_non_numeric_version_is_not_a_route(add_sub):
     assert error_of(*request(add_sub.http_url, "POST", "/v2/models/add_sub/versions/abc/infer", b"{}")) == (
         404, "Not Found")

@@ -9,8 +9,9 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
-from pytriton.frontend.grpc._wire import InferResponseWire
 from pytriton.exceptions import ServerError, Status, invalid_arg
+from pytriton.frontend.access import AccessDenied
+from pytriton.frontend.grpc._wire import InferResponseWire
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {
@@ -252,5 +253,10 @@ def set_param(param: Any, value: Any) -> None:
         param.string_param = str(value)
 
 
-def grpc_code(error: ServerError) -> grpc.StatusCode:
-    return STATUS_TO_GRPC.get(error.status, grpc.StatusCode.UNKNOWN)
+def error_status(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    """The gRPC status (code, details) an error ends a call with; None for errors that carry none (bugs)."""
+    if isinstance(exc, ServerError):
+        return STATUS_TO_GRPC.get(exc.status, grpc.StatusCode.UNKNOWN), exc.message
+    if isinstance(exc, AccessDenied):
+        return grpc.StatusCode.UNAVAILABLE, str(exc)  # Triton's code for a restricted protocol
+    return None
