@@ -40,6 +40,22 @@ def slow_pid(requests):
     return out
 
 
+def gated_pid(requests):
+    """Like slow_pid, but driven by files: creates the file named by the `started` parameter, then waits (up to
+    30 s) until the file named by `release` exists; returns the worker's pid as PID (INT64 [1])."""
+    out = []
+    for r in requests:
+        started, release = r.parameters.get("started"), r.parameters.get("release")
+        if started:
+            with open(started, "w"):
+                pass
+        deadline = time.monotonic() + 30
+        while release and not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
+    return out
+
+
 def echo_parameters(requests):
     """Returns the request parameters as one BYTES element 'k=v;...' (sorted)."""
     out = []

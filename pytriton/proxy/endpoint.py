@@ -169,6 +169,10 @@ class WorkerEndpoint:
     def _encode_output(
         self, ref: Any, name: str, datatype: str, array: Any, frames: list[Any], region: Any = None
     ) -> None:
+        """Put one output where the server reads it: the client's region, a frame, or a slot of the arena.
+
+        `ref.nbytes` is set only once the bytes have their place, so a ref left half-filled by an error owns no
+        arena slot (`_free_refs` frees only what was allocated)."""
         ref.name = name
         ref.dtype = TRITON_TO_CODE[datatype]
         ref.shape.extend(array.shape)
@@ -182,7 +186,6 @@ class WorkerEndpoint:
         else:
             nbytes = array.nbytes
             data = array
-        ref.nbytes = nbytes
         if region is not None:
             if nbytes > region.nbytes:
                 raise OutputRegionError(_too_small(name, region.nbytes, nbytes))
@@ -194,20 +197,23 @@ class WorkerEndpoint:
             ref.region = region.region
             ref.region_id = region.region_id
             ref.offset = region.offset
+            ref.nbytes = nbytes
             return
         if nbytes <= self.inline_max:
             if datatype != "BYTES":
                 data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
             frames.append(data)
             ref.frame = len(frames)
+            ref.nbytes = nbytes
             return
         segment_id, offset, view = self.arena.allocate(nbytes)
+        ref.segment = segment_id
+        ref.offset = offset
+        ref.nbytes = nbytes  # from here the slot is this ref's
         if datatype == "BYTES":
             view[:] = data
         else:
             np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
-        ref.segment = segment_id
-        ref.offset = offset
 
     def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
         nbytes = array.nbytes

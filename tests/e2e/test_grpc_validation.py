@@ -727,6 +727,13 @@ def test_parameters_reach_the_callable(echo):
     assert result.as_numpy("PARAMS").tolist() == [b""]
 
 
+def test_parameters_reach_the_callable_with_requested_outputs(echo):
+    """A requested output's own parameters (binary_data, classification, shm) are not the request's."""
+    output = grpcclient.InferRequestedOutput("PARAMS")
+    result = echo.client.infer("echo_parameters", echo_inputs(), outputs=[output], parameters={"s": "text"})
+    assert result.as_numpy("PARAMS").tolist() == [b"s='text'"]
+
+
 def test_parameters_reach_the_callable_over_the_stream(echo):
     request = bytes_request([b"a", b"b"])
     request.parameters["n"].int64_param = 3

@@ -366,6 +366,12 @@ def test_parameters_reach_the_callable(echo_client):
     assert result.as_numpy("PARAMS").tolist() == [b"a=1;b=True;c='x';d=0.5"]
 
 
+def test_parameters_reach_the_callable_with_requested_outputs(echo_client):
+    output = httpclient.InferRequestedOutput("PARAMS")
+    result = echo_client.infer("echo_parameters", echo_inputs(), outputs=[output], parameters={"s": "text"})
+    assert result.as_numpy("PARAMS").tolist() == [b"s='text'"]
+
+
 @pytest.mark.parametrize("key", ["triton_foo", "triton_enable_empty_final_response"])
 def test_reserved_triton_parameter(echo, key):
     header = {"parameters": {key: True}, "inputs": [
