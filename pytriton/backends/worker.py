@@ -112,16 +112,28 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
         endpoint.close()
 
 
+def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
+    """The responses of the requests that ran, with the errors of those that could not run in their places."""
+    if not any(failed):
+        return responses
+    ran = iter(responses)
+    return [([], error, {}) if error else next(ran) for error in failed]
+
+
 def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, label: str) -> None:
     start = time.perf_counter_ns()
     try:
         decoded = endpoint.decode(message, frames)
-        requests = [Request(d.inputs, d.parameters, None, d.requested_outputs or None) for d in decoded]
     except Exception as exc:  # noqa: BLE001
         logger.exception("%s: cannot decode request", label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
+    failed = [d.error for d in decoded]  # a request whose client region cannot be used is answered with its error
+    requests = [Request(d.inputs, d.parameters, None, d.requested_outputs or None) for d in decoded if not d.error]
     regions = [d.output_regions for d in decoded] if any(d.output_regions for d in decoded) else None
+    if not requests:
+        endpoint.send_result(message.id, _with_failed(failed, []))
+        return
     decoupled = backend.config.decoupled
     t_input = time.perf_counter_ns()
     sent = 0
@@ -135,7 +147,7 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
         stream = backend.iterate(result)
         for raw in stream:
             t_infer = time.perf_counter_ns()
-            responses = backend.check_outputs(requests, raw)
+            responses = _with_failed(failed, backend.check_outputs(requests, raw))
             endpoint.send_result(
                 message.id,
                 responses,

@@ -54,15 +54,17 @@ def _to_host(array: Any) -> np.ndarray:
 
 
 class DecodedRequest:
-    """One request as the worker sees it: numpy inputs (views where possible), parameters, outputs wanted."""
+    """One request as the worker sees it: numpy inputs (views where possible), parameters, outputs wanted; or,
+    when one of its client regions cannot be used, only the `error` that answers it."""
 
-    __slots__ = ("inputs", "parameters", "requested_outputs", "output_regions")
+    __slots__ = ("error", "inputs", "output_regions", "parameters", "requested_outputs")
 
-    def __init__(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any], requested: list[str]):
+    def __init__(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any], requested: list[str], error: str = ""):
         self.inputs = inputs
         self.parameters = parameters
         self.requested_outputs = requested
         self.output_regions: dict[str, Any] = {}
+        self.error = error
 
 
 class WorkerEndpoint:
@@ -140,30 +142,41 @@ class WorkerEndpoint:
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
 
     def decode(self, message: Any, frames: Sequence[zmq.Frame]) -> list[DecodedRequest]:
-        """Turn an INFER message into requests with numpy inputs (read-only views for fixed-size types)."""
+        """Turn an INFER message into requests with numpy inputs (read-only views for fixed-size types).
+
+        A request whose client region cannot be used (gone, shrunk) is decoded as its error alone; the others
+        of the batch still run."""
         decoded = []
         for item in message.requests:
-            inputs: dict[str, np.ndarray] = {}
-            for ref in item.inputs:
-                shape = tuple(ref.shape)
-                dtype = ref.dtype
-                if ref.cuda_handle:
-                    inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[dtype], shape)
-                    continue
-                buffer = self._input_buffer(ref, frames)
-                if dtype == _BYTES_CODE:
-                    array = deserialize_bytes_tensor(buffer, shape)
-                else:
-                    if not buffer.readonly:
-                        buffer = buffer.toreadonly()
-                    array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[dtype]).reshape(shape)
-                inputs[ref.name] = array
+            try:
+                inputs = self._decode_inputs(item, frames)
+            except RegionError as exc:
+                decoded.append(DecodedRequest({}, {}, [], error=str(exc)))
+                continue
             parameters = params_from_proto(item.parameters) if item.parameters else {}
             request = DecodedRequest(inputs, parameters, list(item.requested_outputs))
             for ref in item.output_regions:
                 request.output_regions[ref.name] = ref
             decoded.append(request)
         return decoded
+
+    def _decode_inputs(self, item: Any, frames: Sequence[zmq.Frame]) -> dict[str, np.ndarray]:
+        inputs: dict[str, np.ndarray] = {}
+        for ref in item.inputs:
+            shape = tuple(ref.shape)
+            dtype = ref.dtype
+            if ref.cuda_handle:
+                inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[dtype], shape)
+                continue
+            buffer = self._input_buffer(ref, frames)
+            if dtype == _BYTES_CODE:
+                array = deserialize_bytes_tensor(buffer, shape)
+            else:
+                if not buffer.readonly:
+                    buffer = buffer.toreadonly()
+                array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[dtype]).reshape(shape)
+            inputs[ref.name] = array
+        return inputs
 
     # ---- responses ---------------------------------------------------------------------------
     def _encode_output(

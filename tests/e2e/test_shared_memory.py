@@ -468,6 +468,84 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
     assert " ERROR " not in gated_server.log, gated_server.log
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_truncated_region_is_an_error_not_a_crash(identity_server, regions, protocol, which):
+    """A client that shrinks its registered object gets an error naming it for each request that uses it; the
+    worker (which would die of SIGBUS touching the lost pages) lives, and serves the region again once restored."""
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    in_key, in_handle = regions.create("in", 8192)
+    out_key, out_handle = regions.create("out", 8192)
+    client.register_system_shared_memory("in", in_key, 8192)
+    client.register_system_shared_memory("out", out_key, 8192)
+    data = np.arange(1024, dtype=np.float32)
+    shm.set_shared_memory_region(in_handle, [data], offset=4096)
+    infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096)
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [1024], offset=4096), data)
+    workers = identity_server.worker_pids()
+    key = in_key if which == "input" else out_key
+    fd = os.open("/dev/shm" + key, os.O_RDWR)
+    try:
+        os.ftruncate(fd, 4096)  # the tensor's pages [4096, 8192) are gone
+        for _ in range(2):
+            err = error_of(lambda: infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096))
+            assert err.message() == (
+                f"shared memory region with key '{key}' is 4096 bytes now, too small for tensor "
+                f"'{'IN_X' if which == 'input' else 'OUT_X'}' at bytes 4096..8192: it shrank after it was registered"
+            )
+            assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
+        tensor = mod.InferInput("IN_X", [2], "FP32")  # other requests are served as before
+        tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+        np.testing.assert_array_equal(client.infer("identity", [tensor]).as_numpy("OUT_X"), np.ones(2))
+        os.ftruncate(fd, 0)
+        err = error_of(lambda: infer_in_shm(mod, client, "in", 16, 0, "out", 16, 0))
+        assert f"'{key}' is 0 bytes now" in err.message()
+        os.ftruncate(fd, 8192)  # grown back: usable again (its bytes are zeros now)
+    finally:
+        os.close(fd)
+    shm.set_shared_memory_region(in_handle, [data], offset=4096)
+    infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096)
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [1024], offset=4096), data)
+    assert identity_server.worker_pids() == workers  # no worker died (none was restarted)
+    assert "restarting it" not in identity_server.log
+    client.unregister_system_shared_memory()
+
+
+def test_truncated_region_fails_only_its_request_of_a_batch(regions):
+    """In a batch, the request whose region shrank gets its error; the callable runs the others."""
+    args = ["--max-batch-size", "8", "--dynamic-batching", "--max-queue-delay-us", "2000000",
+            "--preferred-batch-size", "4", *tensor_args("input", [("INPUT", "fp32", "4")]),
+            *tensor_args("output", [("SEEN", "int32", "2")])]
+    with serve("tests.models:batch_size_seen", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        key, _ = regions.create("in", 8192)
+        client.register_system_shared_memory("in", key, 8192)
+        fd = os.open("/dev/shm" + key, os.O_RDWR)
+        try:
+            os.ftruncate(fd, 4096)
+        finally:
+            os.close(fd)
+        results: queue.Queue = queue.Queue()
+        for index in range(4):
+            tensor = grpcclient.InferInput("INPUT", [1, 4], "FP32")
+            if index == 2:
+                tensor.set_shared_memory("in", 16, offset=4096)
+            else:
+                tensor.set_data_from_numpy(np.zeros((1, 4), dtype=np.float32))
+            client.async_infer("batch_size_seen", [tensor], request_id=str(index),
+                               callback=lambda result, error: results.put((result, error)))
+        outcomes = [results.get(timeout=30) for _ in range(4)]
+        errors = [error for _, error in outcomes if error is not None]
+        assert [e.message() for e in errors] == [
+            f"shared memory region with key '{key}' is 4096 bytes now, smaller than the 8192 bytes registered "
+            "(offset + byte_size): it shrank after it was registered"
+        ]
+        seen = [tuple(result.as_numpy("SEEN")[0]) for result, error in outcomes if error is None]
+        assert seen == [(3, 3)] * 3  # one execution of the three others
+        client.unregister_system_shared_memory()
+
+
 def test_killed_worker_holding_mappings_leaves_nothing(regions):
     with serve("tests.models:where_is", *WHERE) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
