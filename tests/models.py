@@ -77,6 +77,11 @@ def unknown_output(requests):
     return [{"NOPE": np.zeros((4,), dtype=np.float32)} for _ in requests]
 
 
+def first_output_only(requests):
+    """Declares OUTPUT0 and OUTPUT1 (FP32 [4]) but returns only OUTPUT0 = 2 * INPUT."""
+    return [{"OUTPUT0": r["INPUT"] * 2} for r in requests]
+
+
 def not_a_list(requests):
     return {"OUTPUT": np.zeros((4,), dtype=np.float32)}
 

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from pytriton.backends._error_log import CallableErrorLog
 from pytriton.backends.callable_backend import (
     CallableBackend,
     InferenceCallableError,
@@ -84,6 +85,7 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
         if stop is None:  # a worker process of our own (not a thread in the user's process)
             gc.collect()
             gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
+        errors = CallableErrorLog(label, logger)
         endpoint.send_hello()
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0
@@ -107,7 +109,7 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
                 return 0
             if message.kind != ServerToWorker.INFER:
                 continue
-            _execute(endpoint, backend, message, frames, label)
+            _execute(endpoint, backend, message, frames, errors)
     finally:
         endpoint.close()
 
@@ -120,12 +122,15 @@ def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
     return [([], error, {}) if error else next(ran) for error in failed]
 
 
-def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, label: str) -> None:
+def _execute(
+    endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, errors: CallableErrorLog
+) -> None:
+    """Run one INFER message: decode, call the callable, check and send what it returns (or its error)."""
     start = time.perf_counter_ns()
     try:
         decoded = endpoint.decode(message, frames)
     except Exception as exc:  # noqa: BLE001
-        logger.exception("%s: cannot decode request", label)
+        logger.exception("%s: cannot decode request", errors.label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
     failed = [d.error for d in decoded]  # a request whose client region cannot be used is answered with its error
@@ -158,15 +163,16 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
             )
             sent += 1
             if decoupled and endpoint.cancelled(message.id):
-                logger.debug("%s: stream %d cancelled by the server", label, message.id)
+                logger.debug("%s: stream %d cancelled by the server", errors.label, message.id)
                 stream.close()  # runs the callable's generator cleanup (GeneratorExit)
                 break
             start = t_input = time.perf_counter_ns()
-    except InferenceCallableError as exc:
+    except InferenceCallableError as exc:  # what it returned does not fit the model
+        errors.report(exc, traceback=False)
         endpoint.send_result(message.id, None, error=str(exc))
         return
-    except Exception as exc:  # noqa: BLE001 - the callable's error goes back to the client
-        logger.debug("%s: inference callable raised", label, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - the callable's error is logged, and goes back to the client
+        errors.report(exc)
         endpoint.send_result(message.id, None, error=_format_error(exc))
         return
     finally:
@@ -174,7 +180,9 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
     if decoupled:
         endpoint.send_result(message.id, None, final=True)  # the stream is complete
     elif sent != 1:
-        endpoint.send_result(message.id, None, error="inference callable returned no response")
+        error = InferenceCallableError(f"inference callable of model '{backend.config.model_name}' returned no response")
+        errors.report(error, traceback=False)
+        endpoint.send_result(message.id, None, error=str(error))
 
 
 def main(argv: list[str] | None = None) -> int:
