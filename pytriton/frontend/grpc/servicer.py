@@ -11,7 +11,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -22,7 +22,7 @@ from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
-from pytriton.core.types import InferRequest
+from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
@@ -39,7 +39,7 @@ _Response = TypeVar("_Response")
 class CallContext(Protocol):
     """What handlers use of a call's context (grpc.aio's ServicerContext and `h2.Context` both have it)."""
 
-    def invocation_metadata(self) -> Sequence[tuple[str, Any]] | None: ...
+    def invocation_metadata(self) -> Sequence[tuple[str, str | bytes]] | None: ...
 
     def peer(self) -> str: ...
 
@@ -79,10 +79,12 @@ def _uses_shm(request: InferRequest) -> bool:
     )
 
 
-def _stream_message(model: Model, request: InferRequestView | None, response: Any, final: bool) -> Any:
+StreamItem: TypeAlias = "StreamResponseWire | pb.ModelStreamInferResponse"  # what ModelStreamInfer yields
+
+
+def _stream_message(model: Model, request: InferRequestView, response: InferResponse | None, final: bool) -> StreamItem:
     """A stream response: an inference response with its final flag (an empty one when `response` is None)."""
     if response is None:
-        assert request is not None
         message = pb.ModelInferResponse(model_name=model.name, model_version=str(model.version), id=request.id)
         message.parameters["triton_final_response"].bool_param = final
         return pb.ModelStreamInferResponse(infer_response=message)
@@ -107,7 +109,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
         self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
-        self._config_cache: dict[tuple[str, str], tuple[Model, Any]] = {}
+        self._config_cache: dict[tuple[str, str], tuple[Model, pb.ModelConfigResponse]] = {}
 
     def _allow(self, group: str, context: CallContext) -> None:
         """Raise AccessDenied unless this call may use the endpoint `group`."""
@@ -188,7 +190,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[InferRequestView], context: CallContext
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[StreamItem]:
         """Bidirectional stream: requests run concurrently; each ends with a response carrying the final flag.
 
         A stream the client may not use ends at once with the access error, before any request is read; the
@@ -197,7 +199,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             self._allow("inference", context)
         except Exception as exc:  # noqa: BLE001 - _end_call raises again what has no status
             await _end_call(context, exc)
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
 
         async def read() -> None:
@@ -220,7 +222,9 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             for task in list(tasks):
                 task.cancel()
 
-    async def _stream_one(self, request: InferRequestView, context: CallContext, queue: asyncio.Queue[Any]) -> None:
+    async def _stream_one(
+        self, request: InferRequestView, context: CallContext, queue: asyncio.Queue[StreamItem | None]
+    ) -> None:
         """Run one request of a stream; put its responses (or its error) on `queue`."""
         try:
             infer_request = to_infer_request(request)
