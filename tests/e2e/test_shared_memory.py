@@ -63,6 +63,12 @@ class Regions:
         self.handles.append(handle)
         return key, handle
 
+    def create_registered(self, client, name: str, size: int):
+        """Create a region and register all of it with `client`'s server under `name`."""
+        key, handle = self.create(name, size)
+        client.register_system_shared_memory(name, key, size)
+        return key, handle
+
     def close(self):
         for handle in self.handles:
             shm.destroy_shared_memory_region(handle)
@@ -381,10 +387,8 @@ def test_unregister_during_in_flight_request(gated_server, regions, gates, proto
     until the last request using them ends, then they are gone without another unregister."""
     mod, observer = client_for(gated_server, protocol)
     observer.unregister_system_shared_memory()
-    key, _ = regions.create("in", 4096)
-    out_key, out_handle = regions.create("out", 4096)
-    observer.register_system_shared_memory("in", key, 4096)
-    observer.register_system_shared_memory("out", out_key, 4096)
+    key, _ = regions.create_registered(observer, "in", 4096)
+    _, out_handle = regions.create_registered(observer, "out", 4096)
     first_gate, second_gate = gates("first"), gates("second")
     first = _start(gated_server, protocol, first_gate)
     first_gate.wait_started()
@@ -420,8 +424,7 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
     reference is released once (no 'free of unknown slot'), the region goes when the execution ends."""
     _, observer = client_for(gated_server, protocol)
     observer.unregister_system_shared_memory()
-    out_key, _ = regions.create("out", 4096)
-    observer.register_system_shared_memory("out", out_key, 4096)
+    regions.create_registered(observer, "out", 4096)
     gate = gates("leaving")
     big = np.ones(1 << 15, dtype=np.float32)  # 128 KiB: the input goes through the request arena
     body = json.dumps({
@@ -475,10 +478,8 @@ def test_truncated_region_is_an_error_not_a_crash(identity_server, regions, prot
     worker (which would die of SIGBUS touching the lost pages) lives, and serves the region again once restored."""
     mod, client = client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
-    in_key, in_handle = regions.create("in", 8192)
-    out_key, out_handle = regions.create("out", 8192)
-    client.register_system_shared_memory("in", in_key, 8192)
-    client.register_system_shared_memory("out", out_key, 8192)
+    in_key, in_handle = regions.create_registered(client, "in", 8192)
+    out_key, out_handle = regions.create_registered(client, "out", 8192)
     data = np.arange(1024, dtype=np.float32)
     shm.set_shared_memory_region(in_handle, [data], offset=4096)
     infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096)
@@ -519,8 +520,7 @@ def test_truncated_region_fails_only_its_request_of_a_batch(regions):
             *tensor_args("output", [("SEEN", "int32", "2")])]
     with serve("tests.models:batch_size_seen", *args) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
-        key, _ = regions.create("in", 8192)
-        client.register_system_shared_memory("in", key, 8192)
+        key, _ = regions.create_registered(client, "in", 8192)
         fd = os.open("/dev/shm" + key, os.O_RDWR)
         try:
             os.ftruncate(fd, 4096)
@@ -537,10 +537,10 @@ def test_truncated_region_fails_only_its_request_of_a_batch(regions):
                                callback=lambda result, error: results.put((result, error)))
         outcomes = [results.get(timeout=30) for _ in range(4)]
         errors = [error for _, error in outcomes if error is not None]
-        assert [e.message() for e in errors] == [
+        assert [e.message() for e in errors] == [(
             f"shared memory region with key '{key}' is 4096 bytes now, smaller than the 8192 bytes registered "
             "(offset + byte_size): it shrank after it was registered"
-        ]
+        )]
         seen = [tuple(result.as_numpy("SEEN")[0]) for result, error in outcomes if error is None]
         assert seen == [(3, 3)] * 3  # one execution of the three others
         client.unregister_system_shared_memory()

@@ -2,7 +2,7 @@
 
 Served by the HTTP/2 transport of this package (`h2.Context`) or by grpc.aio; both hand each handler a
 context with the few methods `CallContext` lists. A handler raises `ServerError` (or `AccessDenied`) and
-`_grpc_errors` turns it into the call's status, the one place where errors meet gRPC codes.
+`_grpc_handler` turns it into the call's status, the one place where errors meet gRPC codes.
 """
 
 from __future__ import annotations
@@ -50,18 +50,23 @@ class CallContext(Protocol):
 Handler = Callable[["InferenceServicer", _Request, CallContext], Awaitable[_Response]]
 
 
-def _grpc_errors(handler: Handler[_Request, _Response]) -> Handler[_Request, _Response]:
-    """A unary handler whose `ServerError`s and `AccessDenied`s end the call with the matching gRPC status."""
+def _grpc_handler(group: str) -> Callable[[Handler[_Request, _Response]], Handler[_Request, _Response]]:
+    """A unary handler of endpoint `group`: the client's access is checked first, and a `ServerError` or
+    `AccessDenied` it raises ends the call with the matching gRPC status."""
 
-    @functools.wraps(handler)
-    async def handle(self: InferenceServicer, request: _Request, context: CallContext) -> _Response:
-        try:
-            return await handler(self, request, context)
-        except Exception as exc:
-            await _end_call(context, exc)
-            raise  # not reached: _end_call raises (this tells type checkers so)
+    def wrap(handler: Handler[_Request, _Response]) -> Handler[_Request, _Response]:
+        @functools.wraps(handler)
+        async def handle(self: InferenceServicer, request: _Request, context: CallContext) -> _Response:
+            try:
+                self._allow(group, context)
+                return await handler(self, request, context)
+            except Exception as exc:  # what has no status goes on to the transport, which logs it
+                await _end_call(context, exc)
+                raise  # not reached: _end_call raises (this tells type checkers so)
 
-    return handle
+        return handle
+
+    return wrap
 
 
 async def _end_call(context: CallContext, exc: Exception) -> None:
@@ -120,20 +125,17 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             forward_headers(self.forward, context.invocation_metadata() or (), infer_request.parameters)
 
     # ---- health and metadata -----------------------------------------------------------------
-    @_grpc_errors
+    @_grpc_handler("health")
     async def ServerLive(self, request: pb.ServerLiveRequest, context: CallContext) -> pb.ServerLiveResponse:
-        self._allow("health", context)
         return pb.ServerLiveResponse(live=self.core.live)
 
-    @_grpc_errors
+    @_grpc_handler("health")
     async def ServerReady(self, request: pb.ServerReadyRequest, context: CallContext) -> pb.ServerReadyResponse:
-        self._allow("health", context)
         return pb.ServerReadyResponse(ready=self.core.ready)
 
-    @_grpc_errors
+    @_grpc_handler("health")
     async def ModelReady(self, request: pb.ModelReadyRequest, context: CallContext) -> pb.ModelReadyResponse:
         """An unknown model (or version) is not ready: Triton answers `ready: false`, not NOT_FOUND."""
-        self._allow("health", context)
         try:
             ready = self.core.model_ready(request.name, request.version)
         except ServerError as exc:
@@ -142,23 +144,20 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             ready = False
         return pb.ModelReadyResponse(ready=ready)
 
-    @_grpc_errors
+    @_grpc_handler("metadata")
     async def ServerMetadata(
         self, request: pb.ServerMetadataRequest, context: CallContext
     ) -> pb.ServerMetadataResponse:
-        self._allow("metadata", context)
         meta = self.core.server_metadata()
         return pb.ServerMetadataResponse(name=meta["name"], version=meta["version"], extensions=meta["extensions"])
 
-    @_grpc_errors
+    @_grpc_handler("metadata")
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: CallContext) -> pb.ModelMetadataResponse:
-        self._allow("metadata", context)
         meta = self.core.model_metadata(request.name, request.version)
         return json_format.ParseDict(meta, pb.ModelMetadataResponse())
 
-    @_grpc_errors
+    @_grpc_handler("model-config")
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: CallContext) -> pb.ModelConfigResponse:
-        self._allow("model-config", context)
         model = self.core.registry.get(request.name, request.version)
         key = (model.name, str(model.version))
         cached = self._config_cache.get(key)
@@ -167,18 +166,16 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             cached = self._config_cache[key] = (model, pb.ModelConfigResponse(config=config))
         return cached[1]
 
-    @_grpc_errors
+    @_grpc_handler("statistics")
     async def ModelStatistics(
         self, request: pb.ModelStatisticsRequest, context: CallContext
     ) -> pb.ModelStatisticsResponse:
-        self._allow("statistics", context)
         stats = self.core.statistics(request.name, request.version)
         return json_format.ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
     # ---- inference ---------------------------------------------------------------------------
-    @_grpc_errors
+    @_grpc_handler("inference")
     async def ModelInfer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
-        self._allow("inference", context)
         model = self.core.registry.get(request.model_name, request.model_version)
         if model.config.decoupled:
             raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
@@ -247,9 +244,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             queue.put_nowait(pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
 
     # ---- settings ----------------------------------------------------------------------------
-    @_grpc_errors
+    @_grpc_handler("trace")
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: CallContext) -> pb.TraceSettingResponse:
-        self._allow("trace", context)
         model = request.model_name or None
         if model is not None:
             try:
@@ -269,9 +265,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             response.settings[key].value.extend(value if isinstance(value, list) else [value])
         return response
 
-    @_grpc_errors
+    @_grpc_handler("logging")
     async def LogSettings(self, request: pb.LogSettingsRequest, context: CallContext) -> pb.LogSettingsResponse:
-        self._allow("logging", context)
         if request.settings:
             changes = {}
             for key, setting in request.settings.items():
@@ -292,67 +287,55 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return response
 
     # ---- shared memory -----------------------------------------------------------------------
-    @_grpc_errors
+    @_grpc_handler("shared-memory")
     async def SystemSharedMemoryStatus(
         self, request: pb.SystemSharedMemoryStatusRequest, context: CallContext
     ) -> pb.SystemSharedMemoryStatusResponse:
-        self._allow("shared-memory", context)
-        response = pb.SystemSharedMemoryStatusResponse()
-        for status in self.core.shm.system_status(request.name):
-            region = response.regions[status["name"]]
-            region.name, region.key = status["name"], status["key"]
-            region.offset, region.byte_size = status["offset"], status["byte_size"]
-        return response
+        regions = {s["name"]: pb.SystemSharedMemoryStatusResponse.RegionStatus(**s)
+                   for s in self.core.shm.system_status(request.name)}
+        return pb.SystemSharedMemoryStatusResponse(regions=regions)
 
-    @_grpc_errors
+    @_grpc_handler("shared-memory")
     async def SystemSharedMemoryRegister(
         self, request: pb.SystemSharedMemoryRegisterRequest, context: CallContext
     ) -> pb.SystemSharedMemoryRegisterResponse:
-        self._allow("shared-memory", context)
         self.core.shm.register_system(request.name, request.key, request.offset, request.byte_size)
         return pb.SystemSharedMemoryRegisterResponse()
 
-    @_grpc_errors
+    @_grpc_handler("shared-memory")
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: CallContext
     ) -> pb.SystemSharedMemoryUnregisterResponse:
-        self._allow("shared-memory", context)
         self.core.shm.unregister(SystemShmRegion, request.name)
         return pb.SystemSharedMemoryUnregisterResponse()
 
-    @_grpc_errors
+    @_grpc_handler("shared-memory")
     async def CudaSharedMemoryStatus(
         self, request: pb.CudaSharedMemoryStatusRequest, context: CallContext
     ) -> pb.CudaSharedMemoryStatusResponse:
-        self._allow("shared-memory", context)
-        response = pb.CudaSharedMemoryStatusResponse()
-        for status in self.core.shm.cuda_status(request.name):
-            region = response.regions[status["name"]]
-            region.name, region.device_id, region.byte_size = status["name"], status["device_id"], status["byte_size"]
-        return response
+        regions = {s["name"]: pb.CudaSharedMemoryStatusResponse.RegionStatus(**s)
+                   for s in self.core.shm.cuda_status(request.name)}
+        return pb.CudaSharedMemoryStatusResponse(regions=regions)
 
-    @_grpc_errors
+    @_grpc_handler("shared-memory")
     async def CudaSharedMemoryRegister(
         self, request: pb.CudaSharedMemoryRegisterRequest, context: CallContext
     ) -> pb.CudaSharedMemoryRegisterResponse:
-        self._allow("shared-memory", context)
         self.core.shm.register_cuda(request.name, request.raw_handle, request.device_id, request.byte_size)
         return pb.CudaSharedMemoryRegisterResponse()
 
-    @_grpc_errors
+    @_grpc_handler("shared-memory")
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: CallContext
     ) -> pb.CudaSharedMemoryUnregisterResponse:
-        self._allow("shared-memory", context)
         self.core.shm.unregister(CudaShmRegion, request.name)
         return pb.CudaSharedMemoryUnregisterResponse()
 
     # ---- model repository --------------------------------------------------------------------
-    @_grpc_errors
+    @_grpc_handler("model-repository")
     async def RepositoryIndex(
         self, request: pb.RepositoryIndexRequest, context: CallContext
     ) -> pb.RepositoryIndexResponse:
-        self._allow("model-repository", context)
         if request.repository_name:
             raise unsupported("'repository_name' specification is not supported")
         response = pb.RepositoryIndexResponse()
@@ -363,18 +346,16 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                                 state="READY" if model.ready else "UNAVAILABLE")
         return response
 
-    @_grpc_errors
+    @_grpc_handler("model-repository")
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: CallContext
     ) -> pb.RepositoryModelLoadResponse:
-        self._allow("model-repository", context)
         raise _no_explicit_control()
 
-    @_grpc_errors
+    @_grpc_handler("model-repository")
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: CallContext
     ) -> pb.RepositoryModelUnloadResponse:
-        self._allow("model-repository", context)
         raise _no_explicit_control()
 
 
