@@ -29,7 +29,6 @@ from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint
 from pytriton.proxy.messages import ServerToWorker
-from pytriton.proxy.types import Request
 
 logger = logging.getLogger("pytriton.backends")
 
@@ -128,15 +127,12 @@ def _execute(
     """Run one INFER message: decode, call the callable, check and send what it returns (or its error)."""
     start = time.perf_counter_ns()
     try:
-        decoded = endpoint.decode(message, frames)
+        requests, regions, failed = endpoint.decode(message, frames)
     except Exception as exc:  # noqa: BLE001
         logger.exception("%s: cannot decode request", errors.label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
-    failed = [d.error for d in decoded]  # a request whose client region cannot be used is answered with its error
-    requests = [Request(d.inputs, d.parameters, None, d.requested_outputs or None) for d in decoded if not d.error]
-    regions = [d.output_regions for d in decoded] if any(d.output_regions for d in decoded) else None
-    if not requests:
+    if not requests:  # each one's client region could not be used
         endpoint.send_result(message.id, _with_failed(failed, []))
         return
     decoupled = backend.config.decoupled
@@ -176,7 +172,7 @@ def _execute(
         endpoint.send_result(message.id, None, error=_format_error(exc))
         return
     finally:
-        del requests, decoded
+        del requests
     if decoupled:
         endpoint.send_result(message.id, None, final=True)  # the stream is complete
     elif sent != 1:

@@ -26,6 +26,7 @@ from pytriton.proxy.arena import SegmentMap, ShmArena, is_dedicated
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
+from pytriton.proxy.types import Request
 
 logger = logging.getLogger("pytriton.proxy")
 
@@ -51,20 +52,6 @@ def _to_host(array: Any) -> np.ndarray:
     if hasattr(array, "__cuda_array_interface__"):
         return __import__("cupy").asnumpy(array)
     return np.asarray(array)
-
-
-class DecodedRequest:
-    """One request as the worker sees it: numpy inputs (views where possible), parameters, outputs wanted; or,
-    when one of its client regions cannot be used, only the `error` that answers it."""
-
-    __slots__ = ("error", "inputs", "output_regions", "parameters", "requested_outputs")
-
-    def __init__(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any], requested: list[str], error: str = ""):
-        self.inputs = inputs
-        self.parameters = parameters
-        self.requested_outputs = requested
-        self.output_regions: dict[str, Any] = {}
-        self.error = error
 
 
 class WorkerEndpoint:
@@ -141,24 +128,27 @@ class WorkerEndpoint:
             self._dedicated_in_use.append(ref.segment)
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
 
-    def decode(self, message: Any, frames: Sequence[zmq.Frame]) -> list[DecodedRequest]:
-        """Turn an INFER message into requests with numpy inputs (read-only views for fixed-size types).
-
-        A request whose client region cannot be used (gone, shrunk) is decoded as its error alone; the others
-        of the batch still run."""
-        decoded = []
+    def decode(
+        self, message: Any, frames: Sequence[zmq.Frame]
+    ) -> tuple[list[Request], list[dict[str, Any]] | None, list[str]]:
+        """Turn an INFER message into the callable's requests, with numpy inputs (read-only views for fixed-size
+        types); per request of the message, the client regions its outputs go to (None when no request has any);
+        and per request of the message the error that answers it instead ("" for those that run: a request whose
+        client region cannot be used, gone or shrunk, is left out and the others of the batch still run)."""
+        decoded: list[Request] = []
+        regions: list[dict[str, Any]] = []
+        failed: list[str] = []
         for item in message.requests:
+            regions.append({ref.name: ref for ref in item.output_regions})
             try:
                 inputs = self._decode_inputs(item, frames)
             except RegionError as exc:
-                decoded.append(DecodedRequest({}, {}, [], error=str(exc)))
+                failed.append(str(exc))
                 continue
+            failed.append("")
             parameters = params_from_proto(item.parameters) if item.parameters else {}
-            request = DecodedRequest(inputs, parameters, list(item.requested_outputs))
-            for ref in item.output_regions:
-                request.output_regions[ref.name] = ref
-            decoded.append(request)
-        return decoded
+            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None))
+        return decoded, (regions if any(regions) else None), failed
 
     def _decode_inputs(self, item: Any, frames: Sequence[zmq.Frame]) -> dict[str, np.ndarray]:
         inputs: dict[str, np.ndarray] = {}
