@@ -111,12 +111,16 @@ class AccessPolicy:
         restriction = self.restrictions.get(group)
         return None if restriction is None else self.header_prefix + restriction.header
 
+    def restricts(self, group: str) -> bool:
+        """Whether `group` is limited at all (by a header, or shared memory to local peers)."""
+        return group in self.restrictions or (group == "shared-memory" and self.shm_local_only)
+
     def enforce(
         self, group: str, headers: Callable[[], Mapping[str, str]], peer: str | None, protocol: str
     ) -> None:
         """Raise AccessDenied unless the client may use `group`; `headers()` is only asked for when a
         restriction needs them. `protocol` ("http" or "grpc") words the refusal."""
-        if group not in self.restrictions and (group != "shared-memory" or not self.shm_local_only):
+        if not self.restricts(group):
             return
         denied = self.check(group, headers() if group in self.restrictions else {}, peer)
         if denied is None:
