@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 
 from pytriton.control_service import ControlService
-from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend

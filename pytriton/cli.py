@@ -12,9 +12,9 @@ import click
 from pytriton import _env
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
-from pytriton.core.access import AccessPolicy
-from pytriton.core.header_forwarding import compile_forward_pattern
 from pytriton.exceptions import PyTritonError
+from pytriton.frontend.access import AccessPolicy
+from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype

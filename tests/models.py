@@ -40,6 +40,22 @@ def slow_pid(requests):
     return out
 
 
+def gated_pid(requests):
+    """Like slow_pid, but driven by files: creates the file named by the `started` parameter, then waits (up to
+    30 s) until the file named by `release` exists; returns the worker's pid as PID (INT64 [1])."""
+    out = []
+    for r in requests:
+        started, release = r.parameters.get("started"), r.parameters.get("release")
+        if started:
+            with open(started, "w"):
+                pass
+        deadline = time.monotonic() + 30
+        while release and not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
+    return out
+
+
 def echo_parameters(requests):
     """Returns the request parameters as one BYTES element 'k=v;...' (sorted)."""
     out = []
@@ -59,6 +75,11 @@ def wrong_shape(requests):
 
 def unknown_output(requests):
     return [{"NOPE": np.zeros((4,), dtype=np.float32)} for _ in requests]
+
+
+def first_output_only(requests):
+    """Declares OUTPUT0 and OUTPUT1 (FP32 [4]) but returns only OUTPUT0 = 2 * INPUT."""
+    return [{"OUTPUT0": r["INPUT"] * 2} for r in requests]
 
 
 def not_a_list(requests):

@@ -10,7 +10,8 @@ import asyncio
 import importlib
 import inspect
 import logging
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Generator
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,10 @@ from pytriton.model_config.triton_model_config import TensorSpec, TritonModelCon
 from pytriton.proxy.types import Request
 
 logger = logging.getLogger("pytriton.backends")
+
+
+# One request's answer as the worker sends it: (outputs as (name, datatype, array), error, response parameters).
+CheckedResponse = tuple[list[tuple[str, str, Any]], str, dict[str, Any]]
 
 
 class InferenceCallableError(Exception):
@@ -49,6 +54,15 @@ def _cast_output(array: Any, wanted: str, datatype: str) -> tuple[Any, str]:
     if np.can_cast(array.dtype, target, casting="same_kind"):
         return array.astype(target), wanted
     return array, datatype
+
+
+def _missing_output(model: str, name: str, listed: bool) -> str:
+    if listed:
+        return f"inference callable of model '{model}' did not return requested output '{name}'"
+    return (
+        f"inference callable of model '{model}' did not return output '{name}' (the request lists no outputs, so "
+        "every output the model declares is expected)"
+    )
 
 
 def _shape_matches(spec: TensorSpec, shape: tuple[int, ...], batched: bool) -> bool:
@@ -97,7 +111,7 @@ class CallableBackend:
             result = self._loop_for().run_until_complete(result)
         return result
 
-    def iterate(self, result: Any) -> Iterator[Any]:
+    def iterate(self, result: Any) -> Generator[Any, None, None]:
         """The responses of a call: one list, or each list a (sync or async) generator yields."""
         if inspect.isgenerator(result):
             try:
@@ -117,9 +131,7 @@ class CallableBackend:
         else:
             yield result
 
-    def check_outputs(
-        self, requests: list[Request], responses: Any
-    ) -> list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]]:
+    def check_outputs(self, requests: list[Request], responses: Any) -> list[CheckedResponse]:
         """Check the callable's result; return per request (outputs to send, error, parameters)."""
         model = self.config.model_name
         if not isinstance(responses, (list, tuple)):
@@ -132,7 +144,7 @@ class CallableBackend:
                 f"inference callable of model '{model}' returned {len(responses)} responses "
                 f"for {len(requests)} requests"
             )
-        checked = []
+        checked: list[CheckedResponse] = []
         batched = self.config.batching
         for request, response in zip(requests, responses):
             if not isinstance(response, dict):
@@ -140,20 +152,18 @@ class CallableBackend:
                     f"inference callable of model '{model}' must return dicts of numpy arrays, "
                     f"got {type(response).__name__}"
                 )
-            wanted = request.requested_output_names or [name for name in response if name in self.config.output_by_name]
-            outputs = []
             for name in response:
                 if name not in self.config.output_by_name:
                     raise InferenceCallableError(
                         f"inference callable of model '{model}' returned output '{name}', which the model does "
                         f"not declare (declared: {sorted(self.config.output_by_name)})"
                     )
-            for name in wanted:
+            listed = request.requested_output_names
+            outputs = []
+            for name in listed or self.config.output_by_name:
                 spec = self.config.output_by_name[name]
                 if name not in response:
-                    raise InferenceCallableError(
-                        f"inference callable of model '{model}' did not return requested output '{name}'"
-                    )
+                    raise InferenceCallableError(_missing_output(model, name, bool(listed)))
                 array = response[name]
                 if not isinstance(array, np.ndarray) and not hasattr(array, "__cuda_array_interface__"):
                     raise InferenceCallableError(

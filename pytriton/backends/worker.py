@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+from pytriton.backends._error_log import CallableErrorLog
 from pytriton.backends.callable_backend import (
     CallableBackend,
     InferenceCallableError,
@@ -87,6 +88,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         if stop is None:  # a worker process of our own (not a thread in the user's process)
             gc.collect()
             gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
+        errors = CallableErrorLog(label, logger)
         endpoint.send_hello()
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0
@@ -110,18 +112,32 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                 return 0
             if message.kind != ServerToWorker.INFER:
                 continue
-            _execute(endpoint, backend, message, frames, label)
+            _execute(endpoint, backend, message, frames, errors)
     finally:
         endpoint.close()
 
 
-def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, label: str) -> None:
+def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
+    """The responses of the requests that ran, with the errors of those that could not run in their places."""
+    if not any(failed):
+        return responses
+    ran = iter(responses)
+    return [([], error, {}) if error else next(ran) for error in failed]
+
+
+def _execute(
+    endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, errors: CallableErrorLog
+) -> None:
+    """Run one INFER message: decode, call the callable, check and send what it returns (or its error)."""
     start = time.perf_counter_ns()
     try:
-        requests, regions = endpoint.decode(message, frames)
+        requests, regions, failed = endpoint.decode(message, frames)
     except Exception as exc:  # noqa: BLE001
-        logger.exception("%s: cannot decode request", label)
+        logger.exception("%s: cannot decode request", errors.label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
+        return
+    if not requests:  # each one's client region could not be used
+        endpoint.send_result(message.id, _with_failed(failed, []))
         return
     decoupled = backend.config.decoupled
     t_input = time.perf_counter_ns()
@@ -136,7 +152,7 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
         stream = backend.iterate(result)
         for raw in stream:
             t_infer = time.perf_counter_ns()
-            responses = backend.check_outputs(requests, raw)
+            responses = _with_failed(failed, backend.check_outputs(requests, raw))
             endpoint.send_result(
                 message.id,
                 responses,
@@ -147,15 +163,16 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
             )
             sent += 1
             if decoupled and endpoint.cancelled(message.id):
-                logger.debug("%s: stream %d cancelled by the server", label, message.id)
+                logger.debug("%s: stream %d cancelled by the server", errors.label, message.id)
                 stream.close()  # runs the callable's generator cleanup (GeneratorExit)
                 break
             start = t_input = time.perf_counter_ns()
-    except InferenceCallableError as exc:
+    except InferenceCallableError as exc:  # what it returned does not fit the model
+        errors.report(exc, traceback=False)
         endpoint.send_result(message.id, None, error=str(exc))
         return
-    except Exception as exc:  # noqa: BLE001 - the callable's error goes back to the client
-        logger.debug("%s: inference callable raised", label, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - the callable's error is logged, and goes back to the client
+        errors.report(exc)
         endpoint.send_result(message.id, None, error=_format_error(exc))
         return
     finally:
@@ -163,7 +180,9 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
     if decoupled:
         endpoint.send_result(message.id, None, final=True)  # the stream is complete
     elif sent != 1:
-        endpoint.send_result(message.id, None, error="inference callable returned no response")
+        error = InferenceCallableError(f"inference callable of model '{backend.config.model_name}' returned no response")
+        errors.report(error, traceback=False)
+        endpoint.send_result(message.id, None, error=str(error))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,6 +64,16 @@ class _StreamResponses:
             self.close()
 
 
+def _stream_error(responses: queue.Queue) -> Exception | None:
+    """The error a stream ended with before its request could be sent (e.g. the server refused the stream at once:
+    tritonclient then only says the stream is "no longer in valid state"; the reason went to the callback)."""
+    while not responses.empty():
+        _, error = responses.get_nowait()
+        if error is not None:
+            return error
+    return None
+
+
 class DecoupledModelClient(ModelClient):
     """Synchronous client for decoupled models (gRPC only): `infer_sample` / `infer_batch` return an
     iterator over the streamed responses. One inference at a time per client."""
@@ -104,8 +114,8 @@ class DecoupledModelClient(ModelClient):
             )
             self._infer_client.async_stream_infer(**request, enable_empty_final_response=True)
         except Exception as exc:
-            self._finish_stream()
-            raise convert_server_error(exc, "inference request") from exc
+            self._finish_stream()  # joins tritonclient's response thread: the stream's own error is queued by now
+            raise convert_server_error(_stream_error(responses) or exc, "inference request") from exc
         return _StreamResponses(self, responses, call, self._inference_timeout_s)
 
     def close(self) -> None:

@@ -1,8 +1,11 @@
 """Client shared-memory regions (Triton's system and CUDA shared-memory extensions).
 
 The server only validates and records a region; the workers that execute a request map it themselves
-(by key, cached per worker) and read inputs from / write outputs to it directly. A region referenced by
-in-flight requests is removed only after they finish; the workers are then told to unmap it.
+(by key, cached per worker) and read inputs from / write outputs to it directly.
+
+Unregistering a region that requests in flight use only marks it, as Triton does: it stays listed, usable and
+registered (its name taken) until the last request using it ends; then it is removed and the workers are told to
+unmap it.
 """
 
 from __future__ import annotations
@@ -152,32 +155,35 @@ class SharedMemoryRegistry:
 
     # ---- status ------------------------------------------------------------------------------
     def system_status(self, name: str = "") -> list[dict]:
+        """Registered system regions (those awaiting removal too, as Triton lists them)."""
         if name:
             region = self._regions.get(name)
-            if region is None or region.removing:
+            if region is None:
                 raise not_found(f"Unable to find system shared memory region: '{name}'")
             if isinstance(region, CudaShmRegion):
                 raise not_found(f"The region named '{name}' is registered as CUDA shared memory, not system shared memory")
             return [region.status()]
-        return [r.status() for r in self._regions.values() if isinstance(r, SystemShmRegion) and not r.removing]
+        return [r.status() for r in self._regions.values() if isinstance(r, SystemShmRegion)]
 
     def cuda_status(self, name: str = "") -> list[dict]:
         if name:
             region = self._regions.get(name)
-            if region is None or region.removing:
+            if region is None:
                 raise not_found(f"Unable to find cuda shared memory region: '{name}'")
             if isinstance(region, SystemShmRegion):
                 raise not_found(f"The region named '{name}' is registered as system shared memory, not CUDA shared memory")
             return [region.status()]
-        return [r.status() for r in self._regions.values() if isinstance(r, CudaShmRegion) and not r.removing]
+        return [r.status() for r in self._regions.values() if isinstance(r, CudaShmRegion)]
 
     # ---- unregistration ----------------------------------------------------------------------
     def unregister(self, kind: type, name: str = "") -> None:
-        """Unregister one region of `kind` (unknown names succeed silently) or all of them (empty name)."""
+        """Unregister one region of `kind` (unknown names succeed silently) or all of them (empty name).
+
+        A region in use is only marked: it goes when the last request using it ends (`release`)."""
         self._check_allowed()
         if name:
-            region = self._regions.get(name)
-            targets = [region] if isinstance(region, kind) else []
+            found = self._regions.get(name)
+            targets: list[Region] = [found] if found is not None and isinstance(found, kind) else []
         else:
             targets = [r for r in self._regions.values() if isinstance(r, kind)]
         for region in targets:
@@ -193,9 +199,11 @@ class SharedMemoryRegistry:
 
     # ---- per-request use ---------------------------------------------------------------------
     def lookup(self, name: str, offset: int, byte_size: int) -> Region:
-        """The region for a tensor reference, with Triton's bounds checks (offset relative to the region)."""
+        """The region for a tensor reference, with Triton's bounds checks (offset relative to the region).
+
+        A region awaiting removal may still be used, as in Triton; the request then delays its removal."""
         region = self._regions.get(name)
-        if region is None or region.removing:
+        if region is None:
             raise not_found(f"Unable to find shared memory region: '{name}'")
         if offset < 0 or offset >= region.byte_size and not (offset == 0 and region.byte_size == 0):
             raise invalid_arg(f"Invalid offset for shared memory region: '{name}'")

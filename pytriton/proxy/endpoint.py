@@ -127,36 +127,54 @@ class WorkerEndpoint:
             self._dedicated_in_use.append(ref.segment)
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
 
-    def decode(self, message: Any, frames: Sequence[zmq.Frame]) -> tuple[list[Request], list[dict[str, Any]] | None]:
+    def decode(
+        self, message: Any, frames: Sequence[zmq.Frame]
+    ) -> tuple[list[Request], list[dict[str, Any]] | None, list[str]]:
         """Turn an INFER message into the callable's requests, with numpy inputs (read-only views for fixed-size
-        types), and per request the client regions its outputs go to (None when no request has any)."""
+        types); per request of the message, the client regions its outputs go to (None when no request has any);
+        and per request of the message the error that answers it instead ("" for those that run: a request whose
+        client region cannot be used, gone or shrunk, is left out and the others of the batch still run)."""
         decoded: list[Request] = []
         regions: list[dict[str, Any]] = []
+        failed: list[str] = []
         for item in message.requests:
-            inputs: dict[str, np.ndarray] = {}
-            for ref in item.inputs:
-                shape = tuple(ref.shape)
-                dtype = ref.dtype
-                if ref.cuda_handle:
-                    inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[dtype], shape)
-                    continue
-                buffer = self._input_buffer(ref, frames)
-                if dtype == _BYTES_CODE:
-                    array = deserialize_bytes_tensor(buffer, shape)
-                else:
-                    if not buffer.readonly:
-                        buffer = buffer.toreadonly()
-                    array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[dtype]).reshape(shape)
-                inputs[ref.name] = array
+            regions.append({ref.name: ref for ref in item.output_regions})
+            try:
+                inputs = self._decode_inputs(item, frames)
+            except RegionError as exc:
+                failed.append(str(exc))
+                continue
+            failed.append("")
             parameters = params_from_proto(item.parameters) if item.parameters else {}
             decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None))
-            regions.append({ref.name: ref for ref in item.output_regions})
-        return decoded, (regions if any(regions) else None)
+        return decoded, (regions if any(regions) else None), failed
+
+    def _decode_inputs(self, item: Any, frames: Sequence[zmq.Frame]) -> dict[str, np.ndarray]:
+        inputs: dict[str, np.ndarray] = {}
+        for ref in item.inputs:
+            shape = tuple(ref.shape)
+            dtype = ref.dtype
+            if ref.cuda_handle:
+                inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[dtype], shape)
+                continue
+            buffer = self._input_buffer(ref, frames)
+            if dtype == _BYTES_CODE:
+                array = deserialize_bytes_tensor(buffer, shape)
+            else:
+                if not buffer.readonly:
+                    buffer = buffer.toreadonly()
+                array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[dtype]).reshape(shape)
+            inputs[ref.name] = array
+        return inputs
 
     # ---- responses ---------------------------------------------------------------------------
     def _encode_output(
         self, ref: Any, name: str, datatype: str, array: Any, frames: list[Any], region: Any = None
     ) -> None:
+        """Put one output where the server reads it: the client's region, a frame, or a slot of the arena.
+
+        `ref.nbytes` is set only once the bytes have their place, so a ref left half-filled by an error owns no
+        arena slot (`_free_refs` frees only what was allocated)."""
         ref.name = name
         ref.dtype = TRITON_TO_CODE[datatype]
         ref.shape.extend(array.shape)
@@ -170,7 +188,6 @@ class WorkerEndpoint:
         else:
             nbytes = array.nbytes
             data = array
-        ref.nbytes = nbytes
         if region is not None:
             if nbytes > region.nbytes:
                 raise OutputRegionError(_too_small(name, region.nbytes, nbytes))
@@ -182,20 +199,23 @@ class WorkerEndpoint:
             ref.region = region.region
             ref.region_id = region.region_id
             ref.offset = region.offset
+            ref.nbytes = nbytes
             return
         if nbytes <= self.inline_max:
             if datatype != "BYTES":
                 data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
             frames.append(data)
             ref.frame = len(frames)
+            ref.nbytes = nbytes
             return
         segment_id, offset, view = self.arena.allocate(nbytes)
+        ref.segment = segment_id
+        ref.offset = offset
+        ref.nbytes = nbytes  # from here the slot is this ref's
         if datatype == "BYTES":
             view[:] = data
         else:
             np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
-        ref.segment = segment_id
-        ref.offset = offset
 
     def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
         nbytes = array.nbytes

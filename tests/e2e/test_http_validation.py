@@ -178,6 +178,13 @@ def test_unknown_version(client):
     assert client.infer("add_sub", good_inputs(), model_version="1").as_numpy("OUTPUT0").shape == (1, 16)
 
 
+@pytest.mark.parametrize("path", ["/v2/models/nope/ready", "/v2/models/add_sub/versions/99/ready"])
+def test_unknown_model_is_not_ready(add_sub, path):
+    """Triton 2.51 answers an unknown model's (or version's) readiness as not ready, not as unknown (404)."""
+    assert error_of(*request(add_sub.http_url, "GET", path)) == (400, "Model version not ready")
+    assert request(add_sub.http_url, "GET", "/v2/models/add_sub/ready")[0] == 200
+
+
 def test_non_numeric_version_is_not_a_route(add_sub):
     assert error_of(*request(add_sub.http_url, "POST", "/v2/models/add_sub/versions/abc/infer", b"{}")) == (
         404, "Not Found")
@@ -345,6 +352,12 @@ def test_callable_error_is_500(servers):
 def test_parameters_reach_the_callable(echo_client):
     result = echo_client.infer("echo_parameters", echo_inputs(), parameters={"a": 1, "b": True, "c": "x", "d": 0.5})
     assert result.as_numpy("PARAMS").tolist() == [b"a=1;b=True;c='x';d=0.5"]
+
+
+def test_parameters_reach_the_callable_with_requested_outputs(echo_client):
+    output = httpclient.InferRequestedOutput("PARAMS")
+    result = echo_client.infer("echo_parameters", echo_inputs(), outputs=[output], parameters={"s": "text"})
+    assert result.as_numpy("PARAMS").tolist() == [b"s='text'"]
 
 
 @pytest.mark.parametrize("key", ["triton_foo", "triton_enable_empty_final_response"])

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import serve, tensor_args
@@ -56,3 +60,59 @@ def test_grpc_restricted_groups(server):
     tensor = grpcclient.InferInput("IN_X", [2], "FP32")
     tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
     assert client.infer("identity", [tensor]).as_numpy("OUT_X").tolist() == [1, 1]
+
+
+# ---- a restricted inference group and streams -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def inference_restricted():
+    args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")]) + [
+        "--grpc-restricted-protocol", f"inference:triton-access-token={TOKEN}",
+    ]
+    with serve("tests.models:identity", *args) as s:
+        yield s
+
+
+def _stream_request() -> service_pb2.ModelInferRequest:
+    request = service_pb2.ModelInferRequest(model_name="identity")
+    request.inputs.add(name="IN_X", datatype="FP32", shape=[2])
+    request.raw_input_contents.append(np.ones(2, dtype=np.float32).tobytes())
+    return request
+
+
+def test_grpc_stream_without_header_ends_at_once(inference_restricted):
+    """Triton ends a ModelStreamInfer stream that lacks the header before reading any request."""
+    channel = grpc.insecure_channel(inference_restricted.grpc_url)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    never_sent = threading.Event()
+
+    def requests():  # the client sends nothing until the stream has ended
+        never_sent.wait(30)
+        return
+        yield
+
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            list(stub.ModelStreamInfer(requests(), timeout=20))
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert info.value.details() == (
+            "This protocol is restricted, expecting header 'triton-grpc-protocol-triton-access-token'"
+        )
+        metadata = (("triton-grpc-protocol-triton-access-token", TOKEN),)
+        [response] = list(stub.ModelStreamInfer(iter([_stream_request()]), metadata=metadata, timeout=20))
+        assert response.error_message == ""
+        assert np.frombuffer(response.infer_response.raw_output_contents[0], np.float32).tolist() == [1, 1]
+    finally:
+        never_sent.set()
+        channel.close()
+
+
+def test_grpc_unary_inference_restricted(inference_restricted):
+    client = grpcclient.InferenceServerClient(inference_restricted.grpc_url)
+    tensor = grpcclient.InferInput("IN_X", [2], "FP32")
+    tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("identity", [tensor])
+    assert info.value.status() == "StatusCode.UNAVAILABLE"
+    headers = {"triton-grpc-protocol-triton-access-token": TOKEN}
+    assert client.infer("identity", [tensor], headers=headers).as_numpy("OUT_X").tolist() == [1, 1]

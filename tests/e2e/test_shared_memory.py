@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import queue
 import signal
+import socket
+import threading
 import time
+import urllib.request
 import uuid
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from pytriton.app import gpu_available
@@ -55,6 +61,12 @@ class Regions:
         key = f"/{self.prefix}_{name}"
         handle = shm.create_shared_memory_region(name, key, size)
         self.handles.append(handle)
+        return key, handle
+
+    def create_registered(self, client, name: str, size: int):
+        """Create a region and register all of it with `client`'s server under `name`."""
+        key, handle = self.create(name, size)
+        client.register_system_shared_memory(name, key, size)
         return key, handle
 
     def close(self):
@@ -218,6 +230,9 @@ def test_per_request_errors(identity_server, regions, protocol):
         "to hold the results"
     )
     assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
+    # the worker gave back only what it had allocated for the failed output: nothing (its log comes a bit later)
+    time.sleep(0.5)
+    assert "free of unknown slot" not in identity_server.log
     # input byte size is checked like any input
     tensor = mod.InferInput("IN_X", [16], "FP32")
     tensor.set_shared_memory("r", 32)
@@ -280,30 +295,255 @@ def test_zero_copy_input_and_output(where_server, regions, protocol):
     client.unregister_system_shared_memory()
 
 
-def test_unregister_during_in_flight_request(regions):
-    args = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
-    with serve("tests.models:slow_pid", *args) as server:
+GATED = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+
+
+@pytest.fixture(scope="module")
+def gated_server():
+    # no pipelining: a second request waits in the queue (visible as pending) while the first executes
+    with serve("tests.models:gated_pid", *GATED, env={"PYTRITON_PIPELINE_DEPTH": "1"}) as server:
+        yield server
+
+
+@pytest.fixture
+def gates(tmp_path):
+    """Gates of gated_pid requests; all released at the end of the test, whatever happened."""
+    made: list[Gate] = []
+
+    def make(label: str) -> Gate:
+        made.append(Gate(tmp_path, label))
+        return made[-1]
+
+    yield make
+    for gate in made:
+        gate.release()
+
+
+class Gate:
+    """A request of tests.models:gated_pid: it runs until `release()`; `wait_started()` once it executes."""
+
+    def __init__(self, tmp_path, label: str):
+        self.started = tmp_path / f"{label}.started"
+        self.release_file = tmp_path / f"{label}.release"
+
+    def parameters(self) -> dict:
+        return {"started": str(self.started), "release": str(self.release_file)}
+
+    def wait_started(self) -> None:
+        assert _wait_until(self.started.exists), f"{self.started} never appeared"
+
+    def release(self) -> None:
+        self.release_file.touch()
+
+
+def _gated_request(mod, parameters: dict):
+    tensor = mod.InferInput("INPUT", [4], "FP32")
+    tensor.set_shared_memory("in", 16)
+    output = mod.InferRequestedOutput("PID")
+    output.set_shared_memory("out", 8)
+    return [tensor], [output], parameters
+
+
+def _start(server, protocol: str, gate: Gate) -> queue.Queue:
+    """Start a gated_pid request using regions 'in' and 'out' from a thread of its own, with a client of its own;
+    the queue gets (result, error)."""
+    done: queue.Queue = queue.Queue()
+
+    def run():
+        mod, client = client_for(server, protocol)
+        inputs, outputs, parameters = _gated_request(mod, gate.parameters())
+        try:
+            done.put((client.infer("gated_pid", inputs, outputs=outputs, parameters=parameters), None))
+        except InferenceServerException as exc:
+            done.put((None, exc))
+        finally:
+            client.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done
+
+
+def _pending(server) -> float:
+    """The server's nv_inference_pending_request_count (requests queued for an instance)."""
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("nv_inference_pending_request_count{"):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _wait_until(predicate, timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_unregister_during_in_flight_request(gated_server, regions, gates, protocol):
+    """As Triton's TestSharedMemoryUnregister: unregistering regions in use succeeds, they stay listed (and usable)
+    until the last request using them ends, then they are gone without another unregister."""
+    mod, observer = client_for(gated_server, protocol)
+    observer.unregister_system_shared_memory()
+    key, _ = regions.create_registered(observer, "in", 4096)
+    _, out_handle = regions.create_registered(observer, "out", 4096)
+    first_gate, second_gate = gates("first"), gates("second")
+    first = _start(gated_server, protocol, first_gate)
+    first_gate.wait_started()
+    observer.unregister_system_shared_memory()  # while the request uses both regions
+    assert status_names(observer, protocol) == ["in", "out"]  # still listed until the request ends
+    observer.get_system_shared_memory_status("in")
+    observer.unregister_system_shared_memory("in")  # again: still fine
+    err = error_of(lambda: observer.register_system_shared_memory("in", key, 4096))
+    assert err.message() == "shared memory region 'in' already in manager"
+    second = _start(gated_server, protocol, second_gate)  # a new request may still use them
+    assert _wait_until(lambda: _pending(gated_server) == 1)  # it waits for the (only) instance
+    first_gate.release()
+    _, error = first.get(timeout=30)
+    assert error is None, error
+    second_gate.wait_started()
+    assert status_names(observer, protocol) == ["in", "out"]  # the second request still uses them
+    second_gate.release()
+    _, error = second.get(timeout=30)
+    assert error is None, error
+    (pid,) = gated_server.worker_pids()
+    assert shm.get_contents_as_numpy(out_handle, np.int64, [1])[0] == pid
+    assert _wait_until(lambda: status_names(observer, protocol) == [])
+    err = error_of(lambda: observer.get_system_shared_memory_status("in"))
+    assert err.message() == "Unable to find system shared memory region: 'in'"
+    inputs, outputs, parameters = _gated_request(mod, {})
+    err = error_of(lambda: observer.infer("gated_pid", inputs, outputs=outputs, parameters=parameters))
+    assert err.message() == "Unable to find shared memory region: 'in'"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_client_leaves_during_unregister(gated_server, regions, gates, protocol):
+    """A client that goes away while its request holds a region being unregistered: each arena slot and region
+    reference is released once (no 'free of unknown slot'), the region goes when the execution ends."""
+    _, observer = client_for(gated_server, protocol)
+    observer.unregister_system_shared_memory()
+    regions.create_registered(observer, "out", 4096)
+    gate = gates("leaving")
+    big = np.ones(1 << 15, dtype=np.float32)  # 128 KiB: the input goes through the request arena
+    body = json.dumps({
+        "inputs": [{"name": "INPUT", "shape": [big.size], "datatype": "FP32",
+                    "parameters": {"binary_data_size": big.nbytes}}],
+        "outputs": [{"name": "PID", "parameters": {"shared_memory_region": "out", "shared_memory_byte_size": 8}}],
+        "parameters": gate.parameters(),
+    }).encode()
+    if protocol == "grpc":
+        channel = grpc.insecure_channel(gated_server.grpc_url)
+        request = service_pb2.ModelInferRequest(model_name="gated_pid")
+        request.inputs.add(name="INPUT", datatype="FP32", shape=[big.size])
+        request.raw_input_contents.append(big.tobytes())
+        output = request.outputs.add(name="PID")
+        output.parameters["shared_memory_region"].string_param = "out"
+        output.parameters["shared_memory_byte_size"].int64_param = 8
+        for key, value in gate.parameters().items():
+            request.parameters[key].string_param = value
+        call = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer.future(request, timeout=30)
+    else:
+        host, port = gated_server.http_url.split(":")
+        connection = socket.create_connection((host, int(port)))
+        connection.sendall(
+            b"POST /v2/models/gated_pid/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: %d\r\n"
+            b"Content-Length: %d\r\n\r\n" % (len(body), len(body) + big.nbytes) + body + big.tobytes()
+        )
+    gate.wait_started()
+    observer.unregister_system_shared_memory()
+    assert status_names(observer, protocol) == ["out"]
+    if protocol == "grpc":
+        call.cancel()
+        channel.close()
+    else:
+        connection.close()
+    time.sleep(0.3)  # the server hears of it before the execution ends
+    gate.release()
+    assert _wait_until(lambda: status_names(observer, protocol) == [])
+    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    (pid,) = gated_server.worker_pids()
+    with grpcclient.InferenceServerClient(gated_server.grpc_url) as client:
+        assert client.infer("gated_pid", [tensor]).as_numpy("PID").tolist() == [pid]
+    assert "free of unknown slot" not in gated_server.log
+    assert " ERROR " not in gated_server.log, gated_server.log
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_truncated_region_is_an_error_not_a_crash(identity_server, regions, protocol, which):
+    """A client that shrinks its registered object gets an error naming it for each request that uses it; the
+    worker (which would die of SIGBUS touching the lost pages) lives, and serves the region again once restored."""
+    mod, client = client_for(identity_server, protocol)
+    client.unregister_system_shared_memory()
+    in_key, in_handle = regions.create_registered(client, "in", 8192)
+    out_key, out_handle = regions.create_registered(client, "out", 8192)
+    data = np.arange(1024, dtype=np.float32)
+    shm.set_shared_memory_region(in_handle, [data], offset=4096)
+    infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096)
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [1024], offset=4096), data)
+    workers = identity_server.worker_pids()
+    key = in_key if which == "input" else out_key
+    fd = os.open("/dev/shm" + key, os.O_RDWR)
+    try:
+        os.ftruncate(fd, 4096)  # the tensor's pages [4096, 8192) are gone
+        for _ in range(2):
+            err = error_of(lambda: infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096))
+            assert err.message() == (
+                f"shared memory region with key '{key}' is 4096 bytes now, too small for tensor "
+                f"'{'IN_X' if which == 'input' else 'OUT_X'}' at bytes 4096..8192: it shrank after it was registered"
+            )
+            assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
+        tensor = mod.InferInput("IN_X", [2], "FP32")  # other requests are served as before
+        tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+        np.testing.assert_array_equal(client.infer("identity", [tensor]).as_numpy("OUT_X"), np.ones(2))
+        os.ftruncate(fd, 0)
+        err = error_of(lambda: infer_in_shm(mod, client, "in", 16, 0, "out", 16, 0))
+        assert f"'{key}' is 0 bytes now" in err.message()
+        os.ftruncate(fd, 8192)  # grown back: usable again (its bytes are zeros now)
+    finally:
+        os.close(fd)
+    shm.set_shared_memory_region(in_handle, [data], offset=4096)
+    infer_in_shm(mod, client, "in", 4096, 4096, "out", 4096, 4096)
+    np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [1024], offset=4096), data)
+    assert identity_server.worker_pids() == workers  # no worker died (none was restarted)
+    assert "restarting it" not in identity_server.log
+    client.unregister_system_shared_memory()
+
+
+def test_truncated_region_fails_only_its_request_of_a_batch(regions):
+    """In a batch, the request whose region shrank gets its error; the callable runs the others."""
+    args = ["--max-batch-size", "8", "--dynamic-batching", "--max-queue-delay-us", "2000000",
+            "--preferred-batch-size", "4", *tensor_args("input", [("INPUT", "fp32", "4")]),
+            *tensor_args("output", [("SEEN", "int32", "2")])]
+    with serve("tests.models:batch_size_seen", *args) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
-        key, handle = regions.create("in", 4096)
-        out_key, out_handle = regions.create("out", 4096)
-        client.register_system_shared_memory("in", key, 4096)
-        client.register_system_shared_memory("out", out_key, 4096)
-        tensor = grpcclient.InferInput("INPUT", [4], "FP32")
-        tensor.set_shared_memory("in", 16)
-        output = grpcclient.InferRequestedOutput("PID")
-        output.set_shared_memory("out", 8)
+        key, _ = regions.create_registered(client, "in", 8192)
+        fd = os.open("/dev/shm" + key, os.O_RDWR)
+        try:
+            os.ftruncate(fd, 4096)
+        finally:
+            os.close(fd)
         results: queue.Queue = queue.Queue()
-        client.async_infer("slow_pid", [tensor], outputs=[output], parameters={"sleep": "1.0"},
-                           callback=lambda result, error: results.put((result, error)))
-        time.sleep(0.3)
-        client.unregister_system_shared_memory()  # while the request uses both regions
-        assert len(client.get_system_shared_memory_status().regions) == 0
-        result, error = results.get(timeout=10)
-        assert error is None, error
-        (pid,) = server.worker_pids()
-        assert shm.get_contents_as_numpy(out_handle, np.int64, [1])[0] == pid
-        err = error_of(lambda: client.infer("slow_pid", [tensor]))
-        assert err.message() == "Unable to find shared memory region: 'in'"
+        for index in range(4):
+            tensor = grpcclient.InferInput("INPUT", [1, 4], "FP32")
+            if index == 2:
+                tensor.set_shared_memory("in", 16, offset=4096)
+            else:
+                tensor.set_data_from_numpy(np.zeros((1, 4), dtype=np.float32))
+            client.async_infer("batch_size_seen", [tensor], request_id=str(index),
+                               callback=lambda result, error: results.put((result, error)))
+        outcomes = [results.get(timeout=30) for _ in range(4)]
+        errors = [error for _, error in outcomes if error is not None]
+        assert [e.message() for e in errors] == [(
+            f"shared memory region with key '{key}' is 4096 bytes now, smaller than the 8192 bytes registered "
+            "(offset + byte_size): it shrank after it was registered"
+        )]
+        seen = [tuple(result.as_numpy("SEEN")[0]) for result, error in outcomes if error is None]
+        assert seen == [(3, 3)] * 3  # one execution of the three others
+        client.unregister_system_shared_memory()
 
 
 def test_killed_worker_holding_mappings_leaves_nothing(regions):

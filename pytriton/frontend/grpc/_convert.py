@@ -9,8 +9,9 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
-from pytriton.frontend.grpc._wire import InferResponseWire
 from pytriton.exceptions import ServerError, Status, invalid_arg
+from pytriton.frontend.access import AccessDenied
+from pytriton.frontend.grpc._wire import InferResponseWire
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {
@@ -196,24 +197,24 @@ def to_infer_request(request: Any) -> InferRequest:
         inputs.append(Tensor(tensor.name, tensor.datatype, tuple(tensor.shape), data))
     outputs = []
     for output in request.outputs:
-        parameters = {}
+        wanted: dict[str, Any] = {}  # the output's own parameters, not the request's
         if output.parameters:
-            parameters = {k: param_value(v) for k, v in output.parameters.items()}
+            wanted = {k: param_value(v) for k, v in output.parameters.items()}
             shm = _shm_reference(output, "tensor")
             if shm is not None:
-                if "classification" in parameters:
+                if "classification" in wanted:
                     raise invalid_arg("Output can't set both 'shared_memory_region' and 'classification'")
-                parameters.update(
+                wanted.update(
                     shared_memory_region=shm[0], shared_memory_byte_size=shm[1], shared_memory_offset=shm[2]
                 )
-            elif "classification" in parameters:
-                count = parameters["classification"]
+            elif "classification" in wanted:
+                count = wanted["classification"]
                 if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
                     raise invalid_arg(
                         f"invalid value type for 'classification' parameter for output '{output.name}', expected "
                         "int64_param > 0."
                     )
-        outputs.append(RequestedOutput(output.name, parameters))
+        outputs.append(RequestedOutput(output.name, wanted))
     return InferRequest(
         model_name=model_name,
         model_version=request.model_version,
@@ -252,5 +253,10 @@ def set_param(param: Any, value: Any) -> None:
         param.string_param = str(value)
 
 
-def grpc_code(error: ServerError) -> grpc.StatusCode:
-    return STATUS_TO_GRPC.get(error.status, grpc.StatusCode.UNKNOWN)
+def error_status(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    """The gRPC status (code, details) an error ends a call with; None for errors that carry none (bugs)."""
+    if isinstance(exc, ServerError):
+        return STATUS_TO_GRPC.get(exc.status, grpc.StatusCode.UNKNOWN), exc.message
+    if isinstance(exc, AccessDenied):
+        return grpc.StatusCode.UNAVAILABLE, str(exc)  # Triton's code for a restricted protocol
+    return None

@@ -14,10 +14,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2
 
-from pytriton.core.access import AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend._listen import listen
+from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.grpc import h2
 from pytriton.frontend.grpc._wire import (
     infer_response_chunks,

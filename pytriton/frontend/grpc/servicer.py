@@ -1,36 +1,101 @@
-"""`inference.GRPCInferenceService` on grpc.aio: a thin adapter between protobuf messages and the core."""
+"""`inference.GRPCInferenceService`: a thin adapter between protobuf messages and the core.
+
+Served by the HTTP/2 transport of this package (`h2.Context`) or by grpc.aio; both hand each handler a
+context with the few methods `CallContext` lists. A handler raises `ServerError` (or `AccessDenied`) and
+`_grpc_handler` turns it into the call's status, the one place where errors meet gRPC codes.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc  # noqa: F401 (servicer base)
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
 
-from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
-from pytriton.core.header_forwarding import compile_forward_pattern, forward_headers
+from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
+from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
-from pytriton.frontend.grpc._convert import grpc_code, to_infer_request, to_infer_response
-from pytriton.frontend.grpc._wire import StreamResponseWire
+from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
+from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire
+from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto
 
 logger = logging.getLogger("pytriton.frontend")
 
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
-async def _abort(context: grpc.aio.ServicerContext, error: ServerError) -> None:
-    await context.abort(grpc_code(error), error.message)
+
+class CallContext(Protocol):
+    """What handlers use of a call's context (grpc.aio's ServicerContext and `h2.Context` both have it)."""
+
+    def invocation_metadata(self) -> Sequence[tuple[str, str | bytes]] | None: ...
+
+    def peer(self) -> str: ...
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+        """End the call with `code` (raises; never returns)."""
 
 
-def _uses_shm(request: Any) -> bool:
+Handler = Callable[["InferenceServicer", _Request, CallContext], Awaitable[_Response]]
+
+
+def _grpc_handler(group: str) -> Callable[[Handler[_Request, _Response]], Handler[_Request, _Response]]:
+    """A unary handler of endpoint `group`: the client's access is checked first, and a `ServerError` or
+    `AccessDenied` it raises ends the call with the matching gRPC status."""
+
+    def wrap(handler: Handler[_Request, _Response]) -> Handler[_Request, _Response]:
+        @functools.wraps(handler)
+        async def handle(self: InferenceServicer, request: _Request, context: CallContext) -> _Response:
+            try:
+                self._allow(group, context)
+                return await handler(self, request, context)
+            except Exception as exc:  # what has no status goes on to the transport, which logs it
+                await _end_call(context, exc)
+                raise  # not reached: _end_call raises (this tells type checkers so)
+
+        return handle
+
+    return wrap
+
+
+async def _end_call(context: CallContext, exc: Exception) -> None:
+    """End the call with the gRPC status of `exc`; an error without one is raised again."""
+    status = error_status(exc)
+    if status is None:
+        raise exc
+    await context.abort(*status)
+    raise exc  # abort() raises; if a context did not, the call still ends
+
+
+def _uses_shm(request: InferRequest) -> bool:
     return any(t.data is None for t in request.inputs) or any(
         "shared_memory_region" in o.parameters for o in request.outputs
     )
+
+
+StreamItem: TypeAlias = "StreamResponseWire | pb.ModelStreamInferResponse"  # what ModelStreamInfer yields
+
+
+def _stream_message(model: Model, request: InferRequestView, response: InferResponse | None, final: bool) -> StreamItem:
+    """A stream response: an inference response with its final flag (an empty one when `response` is None)."""
+    if response is None:
+        message = pb.ModelInferResponse(model_name=model.name, model_version=str(model.version), id=request.id)
+        message.parameters["triton_final_response"].bool_param = final
+        return pb.ModelStreamInferResponse(infer_response=message)
+    wire = to_infer_response(response)
+    wire.parameters["triton_final_response"].bool_param = final
+    return StreamResponseWire(wire)
 
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -49,92 +114,52 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
         self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
-        self._config_cache: dict[tuple[str, str], Any] = {}
+        self._config_cache: dict[tuple[str, str], tuple[Model, pb.ModelConfigResponse]] = {}
 
-    def _check_access(self, group: str, context: grpc.aio.ServicerContext) -> None:
-        access = self.access
-        if group not in access.restrictions and group != "shared-memory":
-            return
-        headers = (
-            {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-            if group in access.restrictions
-            else {}
-        )
-        denied = access.check(group, headers, context.peer())
-        if denied is None:
-            return
-        if denied:
-            raise ServerError(Status.UNAVAILABLE, f"This protocol is restricted, expecting header '{denied}'")
-        raise ServerError(
-            Status.UNAVAILABLE,
-            "This protocol is restricted to clients on the server's host; restrict 'shared-memory' with an access "
-            "token (--grpc-restricted-protocol) to let remote clients use it",
-        )
+    def _allow(self, group: str, context: CallContext) -> None:
+        """Raise AccessDenied unless this call may use the endpoint `group`."""
+        if self.access.restricts(group):  # (most groups are open: skip asking the context)
+            self.access.enforce(group, lambda: _string_metadata(context), context.peer(), "grpc")
 
-    def _forward_headers(self, infer_request: Any, context: grpc.aio.ServicerContext) -> None:
+    def _forward_headers(self, infer_request: InferRequest, context: CallContext) -> None:
         if self.forward is not None:
             forward_headers(self.forward, context.invocation_metadata() or (), infer_request.parameters)
 
-    async def ServerLive(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("health", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    # ---- health and metadata -----------------------------------------------------------------
+    @_grpc_handler("health")
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: CallContext) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=self.core.live)
 
-    async def ServerReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("health", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("health")
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: CallContext) -> pb.ServerReadyResponse:
         return pb.ServerReadyResponse(ready=self.core.ready)
 
-    async def ModelReady(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    @_grpc_handler("health")
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: CallContext) -> pb.ModelReadyResponse:
+        """An unknown model (or version) is not ready: Triton answers `ready: false`, not NOT_FOUND."""
         try:
-            self._check_access("health", context)
+            ready = self.core.model_ready(request.name, request.version)
         except ServerError as exc:
-            await _abort(context, exc)
-            return None
-        try:
-            return pb.ModelReadyResponse(ready=self.core.model_ready(request.name, request.version))
-        except ServerError as exc:
-            await _abort(context, exc)
+            if exc.status is not Status.NOT_FOUND:
+                raise
+            ready = False
+        return pb.ModelReadyResponse(ready=ready)
 
-    async def ServerMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("metadata", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("metadata")
+    async def ServerMetadata(
+        self, request: pb.ServerMetadataRequest, context: CallContext
+    ) -> pb.ServerMetadataResponse:
         meta = self.core.server_metadata()
         return pb.ServerMetadataResponse(name=meta["name"], version=meta["version"], extensions=meta["extensions"])
 
-    async def ModelMetadata(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("metadata", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
-        try:
-            meta = self.core.model_metadata(request.name, request.version)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("metadata")
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: CallContext) -> pb.ModelMetadataResponse:
+        meta = self.core.model_metadata(request.name, request.version)
         return json_format.ParseDict(meta, pb.ModelMetadataResponse())
 
-    async def ModelConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("model-config", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
-        try:
-            model = self.core.registry.get(request.name, request.version)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("model-config")
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: CallContext) -> pb.ModelConfigResponse:
+        model = self.core.registry.get(request.name, request.version)
         key = (model.name, str(model.version))
         cached = self._config_cache.get(key)
         if cached is None or cached[0] is not model:
@@ -142,77 +167,43 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             cached = self._config_cache[key] = (model, pb.ModelConfigResponse(config=config))
         return cached[1]
 
-    async def ModelStatistics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("statistics", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
-        try:
-            stats = self.core.statistics(request.name, request.version)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("statistics")
+    async def ModelStatistics(
+        self, request: pb.ModelStatisticsRequest, context: CallContext
+    ) -> pb.ModelStatisticsResponse:
+        stats = self.core.statistics(request.name, request.version)
         return json_format.ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
-    async def _infer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        self._check_access("inference", context)
+    # ---- inference ---------------------------------------------------------------------------
+    @_grpc_handler("inference")
+    async def ModelInfer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
         model = self.core.registry.get(request.model_name, request.model_version)
         if model.config.decoupled:
             raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
         infer_request = to_infer_request(request)
         if _uses_shm(infer_request):
-            self._check_access("shared-memory", context)
+            self._allow("shared-memory", context)
         self._forward_headers(infer_request, context)
-        response = await self.core.infer(infer_request)
-        return to_infer_response(response)
+        return to_infer_response(await self.core.infer(infer_request))
 
-    async def ModelInfer(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[InferRequestView], context: CallContext
+    ) -> AsyncIterator[StreamItem]:
+        """Bidirectional stream: requests run concurrently; each ends with a response carrying the final flag.
+
+        A stream the client may not use ends at once with the access error, before any request is read; the
+        errors of one request are that request's `error_message`, and the stream goes on."""
         try:
-            return await self._infer(request, context)
-        except ServerError as exc:
-            await _abort(context, exc)
-
-    async def ModelStreamInfer(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        """Bidirectional stream: requests run concurrently; each yields one response with the final flag."""
-        queue: asyncio.Queue = asyncio.Queue()
-        tasks: set[asyncio.Task] = set()
-
-        async def handle(request: Any) -> None:
-            try:
-                self._check_access("inference", context)
-                infer_request = to_infer_request(request)
-                if _uses_shm(infer_request):
-                    self._check_access("shared-memory", context)
-                self._forward_headers(infer_request, context)
-                model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
-                if not model.config.decoupled:
-                    response = await self.core.infer(infer_request)
-                    message = to_infer_response(response)
-                    message.parameters["triton_final_response"].bool_param = True
-                    queue.put_nowait(StreamResponseWire(message))
-                    return
-                async for response in self.core.infer_stream(infer_request):
-                    message = to_infer_response(response)
-                    message.parameters["triton_final_response"].bool_param = False
-                    queue.put_nowait(StreamResponseWire(message))
-                empty_final = request.parameters.get("triton_enable_empty_final_response")
-                if empty_final is not None and empty_final.bool_param:
-                    message = pb.ModelInferResponse(
-                        model_name=model.name, model_version=str(model.version), id=request.id
-                    )
-                    message.parameters["triton_final_response"].bool_param = True
-                    queue.put_nowait(pb.ModelStreamInferResponse(infer_response=message))
-            except ServerError as exc:
-                queue.put_nowait(pb.ModelStreamInferResponse(error_message=exc.message))
-            except Exception as exc:  # noqa: BLE001 - keep the stream alive, tell the client
-                logger.exception("stream request failed")
-                queue.put_nowait(pb.ModelStreamInferResponse(error_message=f"internal error: {exc}"))
+            self._allow("inference", context)
+        except Exception as exc:  # noqa: BLE001 - _end_call raises again what has no status
+            await _end_call(context, exc)
+        queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
+        tasks: set[asyncio.Task[None]] = set()
 
         async def read() -> None:
             try:
-                async for request in request_iterator:
-                    task = asyncio.ensure_future(handle(request))
+                async for request in requests:
+                    task = asyncio.ensure_future(self._stream_one(request, context, queue))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
                 if tasks:
@@ -222,68 +213,69 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
         reader = asyncio.ensure_future(read())
         try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    break
+            while (item := await queue.get()) is not None:
                 yield item
         finally:
             reader.cancel()
             for task in list(tasks):
                 task.cancel()
 
-    async def TraceSetting(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _stream_one(
+        self, request: InferRequestView, context: CallContext, queue: asyncio.Queue[StreamItem | None]
+    ) -> None:
+        """Run one request of a stream; put its responses (or its error) on `queue`."""
         try:
-            self._check_access("trace", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+            infer_request = to_infer_request(request)
+            if _uses_shm(infer_request):
+                self._allow("shared-memory", context)
+            self._forward_headers(infer_request, context)
+            model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
+            if not model.config.decoupled:
+                queue.put_nowait(_stream_message(model, request, await self.core.infer(infer_request), True))
+                return
+            async for response in self.core.infer_stream(infer_request):
+                queue.put_nowait(_stream_message(model, request, response, False))
+            empty_final = request.parameters.get("triton_enable_empty_final_response")
+            if empty_final is not None and empty_final.bool_param:
+                queue.put_nowait(_stream_message(model, request, None, True))
+        except Exception as exc:
+            status = error_status(exc)
+            if status is None:
+                logger.exception("stream request failed")
+            queue.put_nowait(pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
+
+    # ---- settings ----------------------------------------------------------------------------
+    @_grpc_handler("trace")
+    async def TraceSetting(self, request: pb.TraceSettingRequest, context: CallContext) -> pb.TraceSettingResponse:
         model = request.model_name or None
-        try:
-            if model is not None:
-                try:
-                    self.core.registry.get(model)
-                except ServerError:
-                    raise invalid_arg(f"Request for unknown model : {model}") from None
-            if request.settings:
-                changes: dict[str, Any] = {}
-                for key, setting in request.settings.items():
-                    values = list(setting.value)
-                    if not values:
-                        changes[key] = None
-                    elif key == "trace_level":
-                        changes[key] = values
-                    else:
-                        changes[key] = values[0]
-                current = self.trace_settings.update(changes, model)
-            else:
-                current = self.trace_settings.get(model)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+        if model is not None:
+            try:
+                self.core.registry.get(model)
+            except ServerError:
+                raise invalid_arg(f"Request for unknown model : {model}") from None
+        if request.settings:
+            changes: dict[str, Any] = {}
+            for key, setting in request.settings.items():
+                values = list(setting.value)
+                changes[key] = (values if key == "trace_level" else values[0]) if values else None
+            current = self.trace_settings.update(changes, model)
+        else:
+            current = self.trace_settings.get(model)
         response = pb.TraceSettingResponse()
         for key, value in current.items():
             response.settings[key].value.extend(value if isinstance(value, list) else [value])
         return response
 
-    async def LogSettings(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("logging", context)
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
-        try:
-            if request.settings:
-                changes = {}
-                for key, setting in request.settings.items():
-                    kind = setting.WhichOneof("parameter_choice")
-                    changes[key] = getattr(setting, kind) if kind else None
-                current = self.log_settings.update(changes)
-            else:
-                current = self.log_settings.get()
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("logging")
+    async def LogSettings(self, request: pb.LogSettingsRequest, context: CallContext) -> pb.LogSettingsResponse:
+        if request.settings:
+            changes = {}
+            for key, setting in request.settings.items():
+                kind = setting.WhichOneof("parameter_choice")
+                changes[key] = getattr(setting, kind) if kind else None
+            current = self.log_settings.update(changes)
+        else:
+            current = self.log_settings.get()
         response = pb.LogSettingsResponse()
         for key, value in current.items():
             setting = response.settings[key]
@@ -296,72 +288,57 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         return response
 
     # ---- shared memory -----------------------------------------------------------------------
-    async def _shm_call(self, context: grpc.aio.ServicerContext, call: Any) -> Any:
-        try:
-            self._check_access("shared-memory", context)
-            return call()
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("shared-memory")
+    async def SystemSharedMemoryStatus(
+        self, request: pb.SystemSharedMemoryStatusRequest, context: CallContext
+    ) -> pb.SystemSharedMemoryStatusResponse:
+        regions = {s["name"]: pb.SystemSharedMemoryStatusResponse.RegionStatus(**s)
+                   for s in self.core.shm.system_status(request.name)}
+        return pb.SystemSharedMemoryStatusResponse(regions=regions)
 
-    async def SystemSharedMemoryStatus(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def call() -> Any:
-            response = pb.SystemSharedMemoryStatusResponse()
-            for status in self.core.shm.system_status(request.name):
-                region = response.regions[status["name"]]
-                region.name, region.key = status["name"], status["key"]
-                region.offset, region.byte_size = status["offset"], status["byte_size"]
-            return response
+    @_grpc_handler("shared-memory")
+    async def SystemSharedMemoryRegister(
+        self, request: pb.SystemSharedMemoryRegisterRequest, context: CallContext
+    ) -> pb.SystemSharedMemoryRegisterResponse:
+        self.core.shm.register_system(request.name, request.key, request.offset, request.byte_size)
+        return pb.SystemSharedMemoryRegisterResponse()
 
-        return await self._shm_call(context, call)
+    @_grpc_handler("shared-memory")
+    async def SystemSharedMemoryUnregister(
+        self, request: pb.SystemSharedMemoryUnregisterRequest, context: CallContext
+    ) -> pb.SystemSharedMemoryUnregisterResponse:
+        self.core.shm.unregister(SystemShmRegion, request.name)
+        return pb.SystemSharedMemoryUnregisterResponse()
 
-    async def SystemSharedMemoryRegister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def call() -> Any:
-            self.core.shm.register_system(request.name, request.key, request.offset, request.byte_size)
-            return pb.SystemSharedMemoryRegisterResponse()
+    @_grpc_handler("shared-memory")
+    async def CudaSharedMemoryStatus(
+        self, request: pb.CudaSharedMemoryStatusRequest, context: CallContext
+    ) -> pb.CudaSharedMemoryStatusResponse:
+        regions = {s["name"]: pb.CudaSharedMemoryStatusResponse.RegionStatus(**s)
+                   for s in self.core.shm.cuda_status(request.name)}
+        return pb.CudaSharedMemoryStatusResponse(regions=regions)
 
-        return await self._shm_call(context, call)
+    @_grpc_handler("shared-memory")
+    async def CudaSharedMemoryRegister(
+        self, request: pb.CudaSharedMemoryRegisterRequest, context: CallContext
+    ) -> pb.CudaSharedMemoryRegisterResponse:
+        self.core.shm.register_cuda(request.name, request.raw_handle, request.device_id, request.byte_size)
+        return pb.CudaSharedMemoryRegisterResponse()
 
-    async def SystemSharedMemoryUnregister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def call() -> Any:
-            self.core.shm.unregister(SystemShmRegion, request.name)
-            return pb.SystemSharedMemoryUnregisterResponse()
-
-        return await self._shm_call(context, call)
-
-    async def CudaSharedMemoryStatus(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def call() -> Any:
-            response = pb.CudaSharedMemoryStatusResponse()
-            for status in self.core.shm.cuda_status(request.name):
-                region = response.regions[status["name"]]
-                region.name, region.device_id, region.byte_size = status["name"], status["device_id"], status["byte_size"]
-            return response
-
-        return await self._shm_call(context, call)
-
-    async def CudaSharedMemoryRegister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def call() -> Any:
-            self.core.shm.register_cuda(request.name, request.raw_handle, request.device_id, request.byte_size)
-            return pb.CudaSharedMemoryRegisterResponse()
-
-        return await self._shm_call(context, call)
-
-    async def CudaSharedMemoryUnregister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        def call() -> Any:
-            self.core.shm.unregister(CudaShmRegion, request.name)
-            return pb.CudaSharedMemoryUnregisterResponse()
-
-        return await self._shm_call(context, call)
+    @_grpc_handler("shared-memory")
+    async def CudaSharedMemoryUnregister(
+        self, request: pb.CudaSharedMemoryUnregisterRequest, context: CallContext
+    ) -> pb.CudaSharedMemoryUnregisterResponse:
+        self.core.shm.unregister(CudaShmRegion, request.name)
+        return pb.CudaSharedMemoryUnregisterResponse()
 
     # ---- model repository --------------------------------------------------------------------
-    async def RepositoryIndex(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("model-repository", context)
-            if request.repository_name:
-                raise unsupported("'repository_name' specification is not supported")
-        except ServerError as exc:
-            await _abort(context, exc)
-            return None
+    @_grpc_handler("model-repository")
+    async def RepositoryIndex(
+        self, request: pb.RepositoryIndexRequest, context: CallContext
+    ) -> pb.RepositoryIndexResponse:
+        if request.repository_name:
+            raise unsupported("'repository_name' specification is not supported")
         response = pb.RepositoryIndexResponse()
         for model in self.core.registry:
             if request.ready and not model.ready:
@@ -370,15 +347,22 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                                 state="READY" if model.ready else "UNAVAILABLE")
         return response
 
-    async def _no_explicit_control(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            self._check_access("model-repository", context)
-            raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
-        except ServerError as exc:
-            await _abort(context, exc)
+    @_grpc_handler("model-repository")
+    async def RepositoryModelLoad(
+        self, request: pb.RepositoryModelLoadRequest, context: CallContext
+    ) -> pb.RepositoryModelLoadResponse:
+        raise _no_explicit_control()
 
-    async def RepositoryModelLoad(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._no_explicit_control(request, context)
+    @_grpc_handler("model-repository")
+    async def RepositoryModelUnload(
+        self, request: pb.RepositoryModelUnloadRequest, context: CallContext
+    ) -> pb.RepositoryModelUnloadResponse:
+        raise _no_explicit_control()
 
-    async def RepositoryModelUnload(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._no_explicit_control(request, context)
+
+def _no_explicit_control() -> ServerError:
+    return ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+
+
+def _string_metadata(context: CallContext) -> dict[str, str]:
+    return {key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)}

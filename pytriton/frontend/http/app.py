@@ -12,12 +12,12 @@ from urllib.parse import unquote
 
 import orjson
 
-from pytriton.core.access import AccessPolicy, is_local_peer
-from pytriton.core.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
+from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
+from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
@@ -132,10 +132,6 @@ _MODEL_ROUTE_GROUPS = {
 }
 
 
-class _Forbidden(Exception):
-    """The client may not use this endpoint (answered with 403)."""
-
-
 def _uint(value: Any, field: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise invalid_arg(f"Unable to parse '{field}': expected an unsigned integer")
@@ -171,24 +167,13 @@ class HttpApp:
             return await self._route(request)
         except ServerError as exc:
             return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
-        except _Forbidden as exc:
+        except AccessDenied as exc:
             return error_response(403, str(exc))
         except _TooLarge as exc:
             return error_response(413, str(exc))
 
     def _check(self, group: str, request: HttpRequest) -> None:
-        access = self.access
-        if group not in access.restrictions and group != "shared-memory":
-            return
-        denied = access.check(group, request.headers, request.peer)
-        if denied is None:
-            return
-        if denied:
-            raise _Forbidden(f"This API is restricted, expecting header '{denied}'")
-        raise _Forbidden(
-            "This API is restricted to clients on the server's host; restrict 'shared-memory' with an access "
-            "token (--http-restricted-api) to let remote clients use it"
-        )
+        self.access.enforce(group, lambda: request.headers, request.peer, "http")  # AccessDenied: 403
 
     # ---- routing -----------------------------------------------------------------------------
     async def _route(self, request: HttpRequest) -> HttpResponse:
@@ -232,7 +217,7 @@ class HttpApp:
             return bad
         self._check("model-repository", request)
         if not is_local_peer(request.peer):
-            raise _Forbidden("This API is restricted to clients on the server's host")
+            raise AccessDenied("This API is restricted to clients on the server's host")
         if self.connection_info is None:
             return error_response(404, "Not Found")
         return json_response(self.connection_info)
@@ -306,9 +291,13 @@ class HttpApp:
         if action == "ready":
             if bad := self._only(method, "GET"):
                 return bad
-            if self.core.model_ready(name, version):
-                return HttpResponse(200)
-            return error_response(400, "Model version not ready")
+            try:
+                ready = self.core.model_ready(name, version)
+            except ServerError as exc:  # an unknown model or version is not ready (Triton: 400, not 404)
+                if exc.status is not Status.NOT_FOUND:
+                    raise
+                ready = False
+            return HttpResponse(200) if ready else error_response(400, "Model version not ready")
         if action == "config":
             return self._only(method, "GET") or self._config(name, version)
         if action == "stats":

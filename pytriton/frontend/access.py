@@ -6,6 +6,10 @@ statistics, trace, logging. A group can require a header with a value (`--http-r
 `triton-grpc-protocol-`). Independently, shared memory is by default only for clients on this host: a
 remote client could otherwise make the server map and write host memory. With a token configured for
 `shared-memory`, a client that sends the token is accepted from anywhere.
+
+Both front-ends ask `AccessPolicy.enforce`; each maps `AccessDenied` to its own answer (HTTP 403, gRPC
+UNAVAILABLE, as Triton does). Peers are given as the front-ends know them: a bare host, or gRPC's
+`ipv4:host:port` / `ipv6:[host]:port` / `unix:path`.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+from collections.abc import Callable, Mapping
 from urllib.parse import unquote
-from typing import Mapping
 
 ENDPOINT_GROUPS = (
     "health",
@@ -29,6 +33,12 @@ ENDPOINT_GROUPS = (
 )
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 ACCESS_TOKEN_HEADER = "triton-access-token"
+# How each front-end words a refusal (Triton's words) and the option that configures it.
+_WORDING = {"http": ("API", "--http-restricted-api"), "grpc": ("protocol", "--grpc-restricted-protocol")}
+
+
+class AccessDenied(Exception):
+    """A client may not use an endpoint group; the message says what it must do."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +110,28 @@ class AccessPolicy:
     def header_for(self, group: str) -> str | None:
         restriction = self.restrictions.get(group)
         return None if restriction is None else self.header_prefix + restriction.header
+
+    def restricts(self, group: str) -> bool:
+        """Whether `group` is limited at all (by a header, or shared memory to local peers)."""
+        return group in self.restrictions or (group == "shared-memory" and self.shm_local_only)
+
+    def enforce(
+        self, group: str, headers: Callable[[], Mapping[str, str]], peer: str | None, protocol: str
+    ) -> None:
+        """Raise AccessDenied unless the client may use `group`; `headers()` is only asked for when a
+        restriction needs them. `protocol` ("http" or "grpc") words the refusal."""
+        if not self.restricts(group):
+            return
+        denied = self.check(group, headers() if group in self.restrictions else {}, peer)
+        if denied is None:
+            return
+        noun, option = _WORDING[protocol]
+        if denied:
+            raise AccessDenied(f"This {noun} is restricted, expecting header '{denied}'")
+        raise AccessDenied(
+            f"This {noun} is restricted to clients on the server's host; restrict 'shared-memory' with an access "
+            f"token ({option}) to let remote clients use it"
+        )
 
     def check(self, group: str, headers: Mapping[str, str], peer: str | None) -> str | None:
         """None if allowed; else why not (what the client must do)."""

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from pytriton.core.access import AccessPolicy, is_local_peer, parse_restriction
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer, parse_restriction
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpRequest
 
@@ -58,6 +58,27 @@ def test_token_and_local_rules():
     tokened = AccessPolicy.from_specs(["shared-memory:triton-access-token=t"], header_prefix="triton-grpc-protocol-")
     assert tokened.check("shared-memory", {"triton-grpc-protocol-triton-access-token": "t"}, "10.0.0.1") is None
     assert tokened.check("shared-memory", {}, "127.0.0.1") == "triton-grpc-protocol-triton-access-token"
+
+
+def test_enforce_words_refusals_per_protocol():
+    policy = AccessPolicy.from_specs(["logging:triton-access-token=t"], header_prefix="triton-grpc-protocol-")
+    asked = []
+
+    def headers():
+        asked.append(1)
+        return {}
+
+    policy.enforce("inference", headers, "10.0.0.1", "grpc")  # open group: no headers needed
+    policy.enforce("shared-memory", headers, "127.0.0.1", "grpc")  # local peer, no token configured
+    assert asked == []
+    with pytest.raises(AccessDenied) as info:
+        policy.enforce("logging", headers, "127.0.0.1", "grpc")
+    assert str(info.value) == "This protocol is restricted, expecting header 'triton-grpc-protocol-triton-access-token'"
+    with pytest.raises(AccessDenied) as info:
+        policy.enforce("shared-memory", headers, "10.0.0.1", "http")
+    assert str(info.value).startswith("This API is restricted to clients on the server's host")
+    assert "--http-restricted-api" in str(info.value)
+    policy.enforce("logging", lambda: {"triton-grpc-protocol-triton-access-token": "t"}, "10.0.0.1", "grpc")
 
 
 def test_http_app_refuses_remote_shared_memory_registration():

@@ -7,7 +7,8 @@ request parameters of the callable. Names Triton reserves for its own parameters
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pytriton.exceptions import invalid_arg
 
