@@ -12,16 +12,14 @@ import logging
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive, unlink_segments
 from pytriton.proxy.router import ProxyRouter
-from pytriton.scheduler.instance import InstanceHandler, InstanceStatus
-from pytriton.supervisor.instance import LinkedInstance
-from pytriton.supervisor.worker_pool import WorkerInstance
+from pytriton.supervisor.worker_pool import InstanceRoster, WorkerInstance
 
 logger = logging.getLogger("pytriton.supervisor")
 
 LIVENESS_PERIOD_S = 1.0
 
 
-class ExternalInstances:
+class ExternalInstances(InstanceRoster):
     """The instances of one model that another process hosts: an instance source, like WorkerPool.
 
     `identities()` creates the links the hosting threads connect to (the hosting process needs them before the
@@ -30,32 +28,16 @@ class ExternalInstances:
     """
 
     def __init__(self, router: ProxyRouter, config: TritonModelConfig, generation: int, ready_timeout_s: float = 300.0):
-        self.router = router
-        self.config = config
+        super().__init__(router, config)
         self.generation = generation
         self.ready_timeout_s = ready_timeout_s
-        self.handler: InstanceHandler | None = None
-        self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
         self._watcher: asyncio.Task | None = None
         self._stuck: set[int] = set()  # indexes of instances withheld after an execution timeout
         self._waiting = {instance.index for instance in self.instances}  # not yet connected
 
-    def bind(self, handler: InstanceHandler) -> None:
-        self.handler = handler
-
-    def describe(self) -> list[InstanceStatus]:
-        return [instance.status(f"{self.config.model_name}_0_{instance.index}") for instance in self.instances]
-
-    def _serve(self, instance: WorkerInstance) -> None:
+    def _serve_hosted(self, instance: WorkerInstance) -> None:
         assert instance.link is not None
-        instance.serving = LinkedInstance(self.router, instance.link, kill=lambda reason: self._withhold(instance))
-        if self.handler is not None:
-            self.handler.add_instance(instance.serving)
-
-    def _unserve(self, instance: WorkerInstance) -> None:
-        serving, instance.serving = instance.serving, None
-        if serving is not None and self.handler is not None:
-            self.handler.remove_instance(serving)
+        self._serve(instance, instance.link, kill=lambda reason: self._withhold(instance))
 
     def _withhold(self, instance: WorkerInstance) -> None:
         logger.error("model instance '%s' runs in another process and cannot be killed; it gets no work until its "
@@ -71,7 +53,7 @@ class ExternalInstances:
         identities = []
         for instance in self.instances:
             identity = self.identity(instance)
-            instance.link = self.router.add_link(identity.encode(), f"{self.config.model_name}_0_{instance.index}")
+            instance.link = self.router.add_link(identity.encode(), self._label(instance))
             identities.append(identity)
         self._watcher = asyncio.ensure_future(self._watch())
         return identities
@@ -88,7 +70,7 @@ class ExternalInstances:
             if instance.index in self._waiting and link is not None and link.hello.done() \
                     and link.hello.exception() is None:
                 self._waiting.discard(instance.index)
-                self._serve(instance)
+                self._serve_hosted(instance)
 
     async def _watch(self) -> None:
         while True:
@@ -100,7 +82,7 @@ class ExternalInstances:
                     continue
                 if instance.index in self._stuck and not link.pending:  # its stuck execution has returned
                     self._stuck.discard(instance.index)
-                    self._serve(instance)
+                    self._serve_hosted(instance)
                 if link.pid is not None and not pid_alive(link.pid):
                     logger.error("process %d hosting model instance '%s' is gone", link.pid, link.label)
                     self._unserve(instance)

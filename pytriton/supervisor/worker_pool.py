@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from pytriton._env import MALLOC_TUNABLES
 from pytriton.backends.spec import WorkerSpec
@@ -62,7 +63,39 @@ class WorkerInstance:
         return InstanceStatus(label, up, self.restarts, self.process.pid if alive and self.process else None)
 
 
-class WorkerPool:
+class InstanceRoster:
+    """The instances of one model as an instance source reports them: each configured instance, and the
+    `LinkedInstance` the scheduler dispatches to while it serves."""
+
+    def __init__(self, router: ProxyRouter, config: TritonModelConfig):
+        self.router = router
+        self.config = config
+        self.handler: InstanceHandler | None = None
+        self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
+
+    def bind(self, handler: InstanceHandler) -> None:
+        self.handler = handler
+
+    def describe(self) -> list[InstanceStatus]:
+        return [instance.status(self._label(instance)) for instance in self.instances]
+
+    def _label(self, instance: WorkerInstance) -> str:
+        """Triton's instance name: <model>_<group>_<index>."""
+        return f"{self.config.model_name}_0_{instance.index}"
+
+    def _serve(self, instance: WorkerInstance, link: WorkerLink, kill: Callable[[str], None]) -> None:
+        """The instance is up: the scheduler may dispatch to it; `kill` is what to do if it gets stuck."""
+        instance.serving = LinkedInstance(self.router, link, kill=kill)
+        if self.handler is not None:
+            self.handler.add_instance(instance.serving)
+
+    def _unserve(self, instance: WorkerInstance) -> None:
+        serving, instance.serving = instance.serving, None
+        if serving is not None and self.handler is not None:
+            self.handler.remove_instance(serving)
+
+
+class WorkerPool(InstanceRoster):
     """The worker processes of one model: an instance source for its scheduler."""
 
     def __init__(
@@ -74,32 +107,12 @@ class WorkerPool:
         start_timeout_s: float = 120.0,
         extra_env: dict[str, str] | None = None,
     ):
-        self.router = router
-        self.config = config
+        super().__init__(router, config)
         self.callable_target = callable_target
-        self.handler: InstanceHandler | None = None
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
         self.extra_env = extra_env or {}
-        self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
         self._stopping = False
-
-    def bind(self, handler: InstanceHandler) -> None:
-        self.handler = handler
-
-    def describe(self) -> list[InstanceStatus]:
-        return [instance.status(self._label(instance)) for instance in self.instances]
-
-    def _serve(self, instance: WorkerInstance, link: WorkerLink) -> None:
-        """The worker is up: the scheduler may dispatch to it."""
-        instance.serving = LinkedInstance(self.router, link, kill=lambda reason: self._kill_stuck(instance, reason))
-        if self.handler is not None:
-            self.handler.add_instance(instance.serving)
-
-    def _unserve(self, instance: WorkerInstance) -> None:
-        serving, instance.serving = instance.serving, None
-        if serving is not None and self.handler is not None:
-            self.handler.remove_instance(serving)
 
     def _kill_stuck(self, instance: WorkerInstance, reason: str) -> None:
         """An execution outlived the execution timeout: kill the worker; its watcher restarts it."""
@@ -110,10 +123,6 @@ class WorkerPool:
                 process.kill()
             except ProcessLookupError:
                 pass
-
-    def _label(self, instance: WorkerInstance) -> str:
-        """Triton's instance name: <model>_<group>_<index>."""
-        return f"{self.config.model_name}_0_{instance.index}"
 
     def _env(self, instance: WorkerInstance) -> dict[str, str]:
         env = dict(os.environ)
@@ -157,7 +166,7 @@ class WorkerPool:
             if link.hello in done and link.hello.exception() is None:
                 logger.info("model instance '%s' started (pid %d)", label, process.pid)
                 instance.watcher = asyncio.ensure_future(self._watch(instance, link, process, exited))
-                self._serve(instance, link)
+                self._serve(instance, link, kill=lambda reason: self._kill_stuck(instance, reason))
                 return
             if exited.done() and not link.hello.done():
                 # The worker reports why it cannot start (FATAL) before it exits: the exit may be seen first.
