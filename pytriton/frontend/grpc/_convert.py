@@ -133,13 +133,7 @@ def _shm_reference(tensor: Any, kind: str) -> tuple[str, int, int] | None:
                 "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter "
                 f"for {kind} '{tensor.name}'"
             )
-        off = params["shared_memory_offset"]
-        if off.WhichOneof("parameter_choice") != "int64_param":
-            raise invalid_arg(
-                f"invalid value type for 'shared_memory_offset' parameter for {kind} '{tensor.name}', "
-                "expected int64_param."
-            )
-        offset = off.int64_param
+        offset = _int64_param(params, "shared_memory_offset", kind, tensor.name)
     if "shared_memory_byte_size" not in params:
         # a region without a byte size (with neither a region nor a byte size, the offset check above fired)
         raise invalid_arg(
@@ -151,13 +145,14 @@ def _shm_reference(tensor: Any, kind: str) -> tuple[str, int, int] | None:
             "'shared_memory_byte_size' can not be specified without 'shared_memory_region' parameter "
             f"for {kind} '{tensor.name}'"
         )
-    size = params["shared_memory_byte_size"]
-    if size.WhichOneof("parameter_choice") != "int64_param":
-        raise invalid_arg(
-            f"invalid value type for 'shared_memory_byte_size' parameter for {kind} '{tensor.name}', "
-            "expected int64_param."
-        )
-    return region.string_param, size.int64_param, offset
+    return region.string_param, _int64_param(params, "shared_memory_byte_size", kind, tensor.name), offset
+
+
+def _int64_param(params: Any, key: str, kind: str, name: str) -> int:
+    param = params[key]
+    if param.WhichOneof("parameter_choice") != "int64_param":
+        raise invalid_arg(f"invalid value type for '{key}' parameter for {kind} '{name}', expected int64_param.")
+    return int(param.int64_param)
 
 
 def to_infer_request(request: Any) -> InferRequest:
