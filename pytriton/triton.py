@@ -64,6 +64,7 @@ class _TritonBase:
         self._server: ServerInfo | None = None
         self._info: dict[str, Any] = {}
         self._lock = threading.RLock()
+        self._stopped = False
         self._workspace = pathlib.Path(workspace) if workspace is not None else None
 
     # ---- binding -----------------------------------------------------------------------------
@@ -168,7 +169,17 @@ class _TritonBase:
         raise NotImplementedError
 
     def stop(self) -> bool:
-        raise NotImplementedError
+        """Unload this object's models and release what it started; False if it was stopped already."""
+        with self._lock:
+            if self._stopped:
+                return False
+            self._stopped = True
+            self._disconnect()
+            self._release()
+            return True
+
+    def _release(self) -> None:
+        """What a stop releases beyond this object's models (Triton: its server process and workspace)."""
 
     def is_alive(self) -> bool:
         raise NotImplementedError
@@ -209,7 +220,6 @@ class Triton(_TritonBase):
         self._security = security_config if security_config is not None else TritonSecurityConfig()
         self._process: ServerProcess | None = None
         self._run_dir: RunDirectory | None = None  # the workspace, when we made it
-        self._stopped = False
 
     def get_access_token(self) -> str | None:
         return self._security.access_token
@@ -254,19 +264,13 @@ class Triton(_TritonBase):
         """The server process runs and every thread hosting a bound model is alive."""
         return self._server_alive() and all(m.hosts_alive() for m in self._models.values())
 
-    def stop(self) -> bool:
-        """Unload models, stop their threads and the server; remove the workspace if we created it."""
-        with self._lock:
-            if self._stopped:
-                return False
-            self._stopped = True
-            self._disconnect()
-            self._terminate_server()
-            if self._run_dir is not None:
-                self._run_dir.remove()
-                self._run_dir = None
-            logger.info("pytriton stopped")
-            return True
+    def _release(self) -> None:
+        """Stop the server; remove the workspace if we created it."""
+        self._terminate_server()
+        if self._run_dir is not None:
+            self._run_dir.remove()
+            self._run_dir = None
+        logger.info("pytriton stopped")
 
     @property
     def ports(self) -> dict[str, int | None]:
@@ -286,7 +290,6 @@ class RemoteTriton(_TritonBase):
         super().__init__(workspace)
         self.url = url
         self._access_token = access_token
-        self._stopped = False
 
     def _connection_info(self, timeout_s: float) -> dict[str, Any]:
         url = self.url
@@ -320,15 +323,6 @@ class RemoteTriton(_TritonBase):
                 info = self._connection_info(timeout_s)
                 self._connect_control(info["address"])
             self._load_all()
-
-    def stop(self) -> bool:
-        """Unload this object's models (the server keeps running)."""
-        with self._lock:
-            if self._stopped:
-                return False
-            self._stopped = True
-            self._disconnect()
-            return True
 
     def is_alive(self) -> bool:
         return self._control is not None and all(t.is_alive() for m in self._models.values() for t in m.threads)
