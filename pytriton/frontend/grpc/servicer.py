@@ -17,7 +17,7 @@ from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.grpc._convert import grpc_code, to_infer_request, to_infer_response
-from pytriton.frontend.grpc._wire import StreamResponseWire
+from pytriton.frontend.grpc._wire import StreamResponseWire, release_unsent
 from pytriton.frontend.model_config_json import model_config_proto
 
 logger = logging.getLogger("pytriton.frontend")
@@ -231,6 +231,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             reader.cancel()
             for task in list(tasks):
                 task.cancel()
+            while not queue.empty():  # responses the client will not get: their buffers go back now
+                release_unsent(queue.get_nowait())
 
     async def TraceSetting(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
