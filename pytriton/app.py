@@ -23,6 +23,7 @@ from typing import Callable
 from pytriton.core.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.frontend.grpc import H2Limits
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http.server import HttpFrontend
@@ -49,6 +50,7 @@ class ServerConfig:
     grpc_address: str = "0.0.0.0"
     grpc_port: int = 8001
     grpc_header_forward_pattern: str | None = None
+    grpc_limits: H2Limits = dataclasses.field(default_factory=H2Limits)  # bounds per gRPC connection
     allow_http: bool = True
     http_address: str = "0.0.0.0"
     http_port: int = 8000
@@ -130,6 +132,7 @@ class Server:
                     access=AccessPolicy.from_specs(
                         config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX
                     ),
+                    limits=config.grpc_limits,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -263,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     fields = json.loads(args[0])
     models = [ModelSpec(TritonModelConfig.from_dict(m["config"]), m["callable"]) for m in fields.pop("models", [])]
+    if isinstance(fields.get("grpc_limits"), dict):
+        fields["grpc_limits"] = H2Limits(**fields["grpc_limits"])
     config = ServerConfig(models=models, **fields)
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)

@@ -5,6 +5,7 @@ second source tree (e.g. main exported with `git archive`), run alternately so b
 Each run starts `pytriton serve tests.models:identity` (16 FP32 in, the same out), warms up, then makes `--calls`
 ModelInfer calls with `--concurrency` threads (one InferenceServerClient each) and reports calls/s.
 Usage: scripts/bench_grpc_unary.py [--calls 3000] [--concurrency 1 8] [--repeats 3] [--base /tmp/main-tree]
+(a base tree: `mkdir /tmp/main-tree && git archive main pytriton tests | tar -x -C /tmp/main-tree`)
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ PORT = re.compile(r"Started GRPCInferenceService at [^:]+:(\d+)")
 
 
 def start(tree: Path | None) -> tuple[subprocess.Popen, int]:
-    env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")
-    if tree is not None:
-        env["PYTHONPATH"] = f"{tree}:{env.get('PYTHONPATH', '')}"
+    # PYTHONSAFEPATH: `-m` does not put the working directory first, so PYTHONPATH decides which pytriton runs
+    env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1", PYTHONSAFEPATH="1")
+    env["PYTHONPATH"] = f"{tree}:{REPO}" if tree is not None else str(REPO)
     cmd = [sys.executable, "-m", "pytriton.cli", "serve", "tests.models:identity", *ARGS, "--grpc-port", "0",
            "--grpc-address", "127.0.0.1", "--no-allow-http", "--no-allow-metrics"]
     process = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

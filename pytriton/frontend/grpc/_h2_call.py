@@ -453,9 +453,11 @@ class GrpcCalls:
 
     def _deadline(self, stream: Stream) -> None:
         stream.timer = None
-        if _over(stream):
-            return
+        if stream.state >= HALF_CLOSED_LOCAL:
+            return  # our END_STREAM is out, or the stream was reset
         task = stream.task
+        self._outbox.drop(stream)  # what the client's windows still hold back will not be sent,
+        stream.trailers = None  # nor a status waiting behind it
         self._outbox.finish(stream, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
         if task is not None and not task.done():
             task.cancel()

@@ -125,25 +125,26 @@ def status_block(code: grpc.StatusCode, message: str) -> bytes:
 class HeaderBlockDecoder:
     """Decodes request header blocks and measures them as RFC 9113 6.5.2 does (name + value + 32 per field).
 
-    The compressed block is at most `max_header_list_size` bytes (the connection refuses longer ones before they
-    are buffered), so what decoding materialises is bounded by that too: a reference to a table entry becomes a
-    tuple of the entry's own bytes objects, never a copy. The decoded size is returned for the caller to refuse
-    a list over the limit, on every path: a block of one-byte references to table entries (a client repeating
-    the same call) is looked up directly, ten times cheaper than the general decoder, and measured the same way.
+    The caller bounds the compressed block before it is buffered; decoding stops with a connection error once
+    the list passes `hard_limit` (HPACK state is then lost, as with any decoding error), which also bounds the
+    decoding work (the `hpack` package takes a few microseconds per field). Below that the block is decoded in
+    full and its size returned, for the caller to refuse a list over its soft limit with a stream error while
+    the dynamic table stays in step with the client's. A block of one-byte references to table entries (a client
+    repeating the same call) is looked up directly, ten times cheaper, and measured the same way; a reference
+    becomes a tuple of the entry's own bytes objects, never a copy.
     """
 
-    __slots__ = ("_decoder", "_table", "table_unchanged")
+    __slots__ = ("_decoder", "_table", "_hard_limit", "table_unchanged")
 
-    def __init__(self) -> None:
+    def __init__(self, hard_limit: int) -> None:
         self.table_unchanged = True  # the last block only referred to table entries (no insertion, no resize)
-        self._decoder = hpack.Decoder()
-        # Our own measure decides, after the block is decoded in full: the decoder's check raises half-way through
-        # a block and leaves the dynamic table out of step with the client's.
-        self._decoder.max_header_list_size = 1 << 62
+        self._hard_limit = hard_limit
+        self._decoder = hpack.Decoder(max_header_list_size=hard_limit)
         self._table = self._decoder.header_table
 
     def decode(self, block: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
-        """(fields, decoded size); H2ConnectionError(COMPRESSION_ERROR) for a block HPACK cannot decode."""
+        """(fields, decoded size); H2ConnectionError for a block HPACK cannot decode (COMPRESSION_ERROR) or whose
+        list is larger than the hard limit (ENHANCE_YOUR_CALM)."""
         try:
             if block and min(block) > 0x80 and max(block) < 0xFF:
                 get = self._table.get_by_index
@@ -152,9 +153,13 @@ class HeaderBlockDecoder:
             else:
                 self.table_unchanged = False
                 headers = self._decoder.decode(block, raw=True)
+        except hpack.OversizedHeaderListError:
+            raise H2ConnectionError(ENHANCE_YOUR_CALM, f"header list larger than {self._hard_limit} bytes") from None
         except hpack.HPACKError as exc:
             raise H2ConnectionError(COMPRESSION_ERROR, f"bad header block: {exc}") from None
         size = 32 * len(headers)
         for name, value in headers:
             size += len(name) + len(value)
+        if size > self._hard_limit:
+            raise H2ConnectionError(ENHANCE_YOUR_CALM, f"header list larger than {self._hard_limit} bytes")
         return headers, size

@@ -17,8 +17,9 @@ class H2Limits:
         max_concurrent_streams: streams open at once (advertised as SETTINGS_MAX_CONCURRENT_STREAMS); more are
             refused with RST_STREAM REFUSED_STREAM. grpcio: unlimited; HTTP/2 suggests at least 100.
         max_header_list_size: decoded request header list, name + value + 32 per field (advertised as
-            SETTINGS_MAX_HEADER_LIST_SIZE); a larger list ends the call with RESOURCE_EXHAUSTED, a compressed header
-            block larger than this closes the connection. grpcio: 8 KiB soft, 16 KiB hard.
+            SETTINGS_MAX_HEADER_LIST_SIZE); a larger list ends the call with RESOURCE_EXHAUSTED. Twice this is a
+            hard limit where decoding stops: GOAWAY ENHANCE_YOUR_CALM; so is a compressed block longer than this
+            (at least 16 KiB; GOAWAY FRAME_SIZE_ERROR for a single frame). grpcio: 8 KiB soft, 16 KiB hard.
         max_message_bytes: one request message, as declared and after decompression (RESOURCE_EXHAUSTED past it).
             Triton: 2 GiB - 1.
         initial_window_size: what a client may send ahead, per stream and per connection (refilled as it arrives).

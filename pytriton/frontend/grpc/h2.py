@@ -117,9 +117,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
-        # the largest non-DATA frame we accept: one that carries a header block (plus padding and priority)
-        self._frame_limits = (MAX_MAX_FRAME, limits.max_header_list_size + 261, 64, 4, 6 * 64, 0, 8,
-                              limits.max_header_list_size + 8, 4, limits.max_header_list_size)  # fmt: skip
+        # The longest frame of each type we accept (DATA is streamed, unknown types are skipped). A header block
+        # may be as long as the header list it encodes, and at least the protocol's default frame size.
+        self._block_limit = block = max(MIN_MAX_FRAME, limits.max_header_list_size)
+        self._frame_limits = (MAX_MAX_FRAME, block + 261, 64, 4, 6 * 64, 0, 8, block + 8, 4, block)
         self._direct: Stream | None = None  # the stream whose message the socket is writing into
         # the DATA frame being received (its payload is streamed, never buffered whole) or a frame being skipped
         self._data_left = 0
@@ -132,7 +133,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._block_stream = 0
         self._block_flags = 0
         self._self_dependent = False
-        self._decoder = HeaderBlockDecoder()
+        self._decoder = HeaderBlockDecoder(2 * limits.max_header_list_size)  # grpc: a soft and a 2x hard limit
         self._last_block: bytes | None = None  # the last header block of table references only, and its request
         self._last_head: CallHead | None = None
         self.streams: dict[int, Stream] = {}
@@ -450,10 +451,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if not payload and not flags & END_HEADERS:
             self._spend(self._empty_budget, "empty frames")
         block += payload
-        if len(block) > self.limits.max_header_list_size:
-            raise H2ConnectionError(
-                ENHANCE_YOUR_CALM, f"header block larger than {self.limits.max_header_list_size} bytes"
-            )
+        if len(block) > self._block_limit:
+            raise H2ConnectionError(ENHANCE_YOUR_CALM, f"header block larger than {self._block_limit} bytes")
         if flags & END_HEADERS:
             self._block = None
             self._header_deadline = None

@@ -7,6 +7,8 @@ import asyncio
 import threading
 from typing import Any, AsyncIterator, Callable
 
+import grpc
+
 from pytriton.frontend.grpc import h2
 
 PATTERN = 0x5A  # the bytes of a reply; a released reply's buffer is overwritten, as a reused worker segment would be
@@ -49,10 +51,15 @@ def _on_sent(response: Any) -> Callable[[], None] | None:
     return response.release if isinstance(response, Reply) else None
 
 
+def _broken(response: Any) -> list[Any]:
+    raise ValueError("cannot serialise this")
+
+
 def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
     """/t.S/Echo (the request back), /t.S/Hold (never answers; counts cancellations), /t.S/Big (a Reply of the
     size the request names, after the delay it names: b"<size>" or b"<size>:<seconds>"), /t.S/Stream (Replies of
-    the size named, one after another, until cancelled)."""
+    the size named, one after another, until cancelled); /t.S/Refused returns a Reply but ends the call with
+    set_code(NOT_FOUND); /t.S/Broken returns a Reply its serialiser fails on."""
 
     async def echo(request: bytes, context: h2.Context) -> bytes:
         return request
@@ -80,8 +87,15 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
             yield Reply(ledger, size)
             await asyncio.sleep(0)
 
+    async def refused(request: bytes, context: h2.Context) -> Reply:
+        context.set_code(grpc.StatusCode.NOT_FOUND)
+        context.set_details("chose not to answer")
+        return Reply(ledger, 1000)
+
     identity = bytes
     return {
+        b"/t.S/Refused": h2.Method(refused, identity, _serialize, on_sent=_on_sent),
+        b"/t.S/Broken": h2.Method(big, identity, _broken, on_sent=_on_sent),
         b"/t.S/Echo": h2.Method(echo, identity, _serialize),
         b"/t.S/Hold": h2.Method(hold, identity, _serialize),
         b"/t.S/Big": h2.Method(big, identity, _serialize, on_sent=_on_sent),
