@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 
@@ -29,28 +29,20 @@ from pytriton.frontend.grpc._h2_call import CallHead, Context, GrpcCalls, Method
 from pytriton.frontend.grpc._h2_frames import (
     ACK,
     CONTINUATION,
-    DATA,
-    END_HEADERS,
     END_STREAM,
     ENHANCE_YOUR_CALM,
     ERROR_NAMES,
     FLOW_CONTROL_ERROR,
-    FRAME,
     FRAME_SIZE_ERROR,
     GOAWAY,
     HEADERS,
-    INTERNAL_ERROR,
     MAX_MAX_FRAME,
     MAX_WINDOW,
     MIN_MAX_FRAME,
     NO_ERROR,
-    PADDED,
     PING,
-    PREFACE,
     PRIORITY,
-    PRIORITY_FLAG,
     PROTOCOL_ERROR,
-    PUSH_PROMISE,
     REFUSED_STREAM,
     RST_STREAM,
     S_ENABLE_PUSH,
@@ -70,6 +62,7 @@ from pytriton.frontend.grpc._h2_frames import (
     window_update_frame,
 )
 from pytriton.frontend.grpc._h2_limits import H2Limits, PingPolicy, RateBudget
+from pytriton.frontend.grpc._h2_read import CLOSING, READ_BUFFER, READY, FrameReader
 from pytriton.frontend.grpc._h2_send import Outbox
 from pytriton.frontend.grpc._h2_stream import (
     CLOSED,
@@ -89,63 +82,33 @@ from pytriton.frontend.grpc._h2_stream import (
     window_error,
 )
 
-__all__ = ["Context", "GrpcConnection", "H2Limits", "Method", "RpcAbort"]
+__all__ = ["READ_BUFFER", "Context", "GrpcConnection", "H2Limits", "Method", "RpcAbort"]
 
 logger = logging.getLogger("pytriton.frontend")
 
-READ_BUFFER = 64 * 1024  # per connection while it is in use; large messages bypass it
-MIN_READ = 16 * 1024  # less free room than this at the buffer's end: unparsed bytes move to its front first
 CLOSE_LINGER_S = 5.0  # a connection we close that does not take its last bytes is aborted after this
 _U32 = struct.Struct(">L")
 
-# The connection's own state.
-AWAIT_PREFACE, AWAIT_SETTINGS, READY, CLOSING = range(4)
 
-
-class GrpcConnection(asyncio.BufferedProtocol):
+class GrpcConnection(FrameReader):
     """One client connection: HTTP/2 frames in, RPCs dispatched to `methods`, responses out."""
 
     def __init__(self, methods: dict[bytes, Method], connections: set[GrpcConnection] | None = None,
                  limits: H2Limits | None = None):  # fmt: skip
-        self.limits = limits = limits or H2Limits()
+        limits = limits or H2Limits()
+        super().__init__(limits)
         self.connections = connections
-        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
-        self.peer = ""
-        self._phase = AWAIT_PREFACE
-        self._buf = bytearray(READ_BUFFER)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
-        # The longest frame of each type we accept (DATA is streamed, unknown types are skipped). A header block
-        # may be as long as the header list it encodes, and at least the protocol's default frame size.
-        self._block_limit = block = max(MIN_MAX_FRAME, limits.max_header_list_size)
-        self._frame_limits = (MAX_MAX_FRAME, block + 261, 64, 4, 6 * 64, 0, 8, block + 8, 4, block)
-        self._direct: Stream | None = None  # the stream whose message the socket is writing into
-        # the DATA frame being received (its payload is streamed, never buffered whole) or a frame being skipped
-        self._data_left = 0
-        self._pad_left = 0
-        self._skip_left = 0
-        self._data_stream: Stream | None = None
-        self._data_flags = 0
-        # a header block spread over HEADERS + CONTINUATION frames
-        self._block: bytearray | None = None
-        self._block_stream = 0
-        self._block_flags = 0
-        self._self_dependent = False
         self._decoder = HeaderBlockDecoder(2 * limits.max_header_list_size)  # grpc: a soft and a 2x hard limit
         self._last_block: bytes | None = None  # the last header block of table references only, and its request
         self._last_head: CallHead | None = None
         self.streams: dict[int, Stream] = {}
         self.closed = ClosedStreams()
         self.last_stream_id = 0
-        self._recv_window = limits.initial_window_size  # what the client may still send on the connection
-        self._recv_unacked = 0
         self._pings = PingPolicy(limits.min_ping_interval_s, limits.max_ping_strikes)
         self._resets = RateBudget(limits.max_resets_per_s)
         self._ping_budget = RateBudget(limits.max_pings_per_s)
         self._settings_budget = RateBudget(limits.max_settings_per_s)
-        self._empty_budget = RateBudget(limits.max_empty_frames_per_s)
         self.outbox = Outbox(self._local_end, self._pings, limits.max_pending_control_frames)
         self.calls = GrpcCalls(self, methods, limits.max_message_bytes)
         self.going_away = False
@@ -157,8 +120,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._linger: asyncio.TimerHandle | None = None
         self._handlers: dict[int, Callable[[int, int, memoryview], None]] = {
             HEADERS: self._on_headers, PRIORITY: self._on_priority, RST_STREAM: self._on_rst_stream,
-            SETTINGS: self._on_settings, PING: self._on_ping,
-            GOAWAY: self._on_goaway, WINDOW_UPDATE: self._on_window_update, CONTINUATION: self._on_continuation,
+            SETTINGS: self._on_settings, PING: self._on_ping, GOAWAY: self._on_goaway,
+            WINDOW_UPDATE: self._on_window_update, CONTINUATION: self._on_continuation,
         }  # fmt: skip
 
     # ---- asyncio protocol ----------------------------------------------------------------------------------------
@@ -206,181 +169,11 @@ class GrpcConnection(asyncio.BufferedProtocol):
         """The transport's buffer is empty: the buffers it held go back to their owners."""
         self.outbox.resume()
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._start == self._end:
-            self._start = self._end = 0
-            stream = self._data_stream
-            if stream is not None and self._data_left >= READ_BUFFER:
-                view = self.calls.direct_view(stream, self._data_left)
-                if view is not None:
-                    self._direct = stream
-                    return view
-            if not self._buf:
-                self._set_buffer(bytearray(READ_BUFFER))
-        elif len(self._buf) - self._end < MIN_READ:
-            self._make_room()
-        return self._view[self._end :]
+    # ---- frames in (the reader hands them over) ---------------------------------------------------------------------
+    def _dispatch(self, ftype: int, flags: int, stream_id: int, payload: memoryview) -> None:
+        self._handlers[ftype](flags, stream_id, payload)
 
-    def buffer_updated(self, nbytes: int) -> None:
-        try:
-            stream = self._direct
-            if stream is not None:
-                self._direct = None
-                self._data_left -= nbytes
-                self.calls.direct_received(stream, nbytes)
-                if not self._data_left and not self._pad_left:
-                    self._data_frame_done()
-                return
-            self._end += nbytes
-            if self._phase != CLOSING:
-                self._process()
-        except H2ConnectionError as exc:
-            self._fail(exc.code, str(exc))
-        except Exception:  # noqa: BLE001 - a bug here must not take the event loop down
-            logger.exception("gRPC connection from %s failed", self.peer)
-            self._fail(INTERNAL_ERROR, "internal error")
-
-    # ---- the read buffer -------------------------------------------------------------------------------------------
-    def _set_buffer(self, buffer: bytearray) -> None:
-        self._view.release()
-        self._buf, self._view = buffer, memoryview(buffer)
-
-    def _make_room(self) -> None:
-        """Move the unparsed bytes to the front; when they fill the buffer (a frame longer than it, within its
-        type's limit), double it: the buffer grows with the bytes received, not with a declared length."""
-        pending = self._end - self._start
-        if self._start:
-            self._buf[:pending] = self._view[self._start : self._end]
-            self._start, self._end = 0, pending
-        if len(self._buf) - pending < MIN_READ:
-            buffer = bytearray(max(2 * len(self._buf), READ_BUFFER))
-            buffer[:pending] = self._view[:pending]
-            self._set_buffer(buffer)
-
-    def _release_buffers(self) -> None:
-        """An idle connection keeps no large buffer: the read buffer (if empty) and the spare message buffer go."""
-        if self._start == self._end and self._buf:
-            self._start = self._end = 0
-            self._set_buffer(bytearray())
-        self.calls.spare = None
-        self.closed.clear()
-
-    # ---- frames in ----------------------------------------------------------------------------------------------------
-    def _process(self) -> None:
-        view = self._view
-        while True:
-            start, end = self._start, self._end
-            if self._data_left:
-                if start == end:
-                    return
-                take = min(end - start, self._data_left)
-                if self._data_stream is not None:
-                    self.calls.feed(self._data_stream, view[start : start + take])
-                self._start = start + take
-                self._data_left -= take
-                if self._data_left:
-                    return
-                if not self._pad_left:
-                    self._data_frame_done()
-                continue
-            if self._pad_left or self._skip_left:
-                take = min(end - start, self._pad_left + self._skip_left)
-                self._start = start + take
-                if self._pad_left:
-                    self._pad_left -= take
-                    if self._pad_left:
-                        return
-                    self._data_frame_done()
-                else:
-                    self._skip_left -= take
-                    if self._skip_left:
-                        return
-                continue
-            if self._phase == AWAIT_PREFACE:
-                if end - start < len(PREFACE):
-                    if view[start:end] != PREFACE[: end - start]:
-                        raise H2ConnectionError(PROTOCOL_ERROR, "not an HTTP/2 connection preface")
-                    return
-                if view[start : start + len(PREFACE)] != PREFACE:
-                    raise H2ConnectionError(PROTOCOL_ERROR, "not an HTTP/2 connection preface")
-                self._phase = AWAIT_SETTINGS
-                self._start = start + len(PREFACE)
-                continue
-            if end - start < 9:
-                return
-            high, low, ftype, flags, stream_id = FRAME.unpack_from(view, start)
-            length = (high << 8) | low
-            stream_id &= 0x7FFFFFFF
-            if length > self.limits.max_frame_size:
-                raise H2ConnectionError(FRAME_SIZE_ERROR, f"frame of {length} bytes")
-            if self._phase == AWAIT_SETTINGS:
-                if ftype != SETTINGS or flags & ACK:
-                    raise H2ConnectionError(PROTOCOL_ERROR, "the connection preface must be followed by SETTINGS")
-                self._phase = READY
-            if ftype == DATA:
-                if flags & PADDED and length and end - start < 10:  # its pad length byte has not arrived yet
-                    return
-                self._start = start + 9
-                try:
-                    self._data_frame(length, flags, stream_id)
-                except H2StreamError as exc:
-                    self._stream_error(exc)
-                continue
-            if ftype > CONTINUATION:  # unknown frame types are skipped as they arrive (RFC 9113 5.5)
-                if self._block is not None:
-                    raise H2ConnectionError(PROTOCOL_ERROR, "a frame of another type inside a header block")
-                if not length:
-                    self._spend(self._empty_budget, "empty frames")
-                self._start = start + 9
-                self._skip_left = length
-                continue
-            if ftype == PUSH_PROMISE:
-                raise H2ConnectionError(PROTOCOL_ERROR, "PUSH_PROMISE from a client")
-            if length > self._frame_limits[ftype]:
-                raise H2ConnectionError(FRAME_SIZE_ERROR, f"{length}-byte frame of type {ftype}: above its limit")
-            if end - start < 9 + length:
-                if start + 9 + length > len(self._buf):
-                    self._make_room()  # the frame fits once moved to the front (or after the buffer grows)
-                return
-            self._start = start + 9 + length
-            if self._block is not None and ftype != CONTINUATION:
-                raise H2ConnectionError(PROTOCOL_ERROR, "a frame of another type inside a header block")
-            try:
-                self._handlers[ftype](flags, stream_id, view[start + 9 : start + 9 + length])
-            except H2StreamError as exc:
-                self._stream_error(exc)
-            if self._phase == CLOSING:
-                return
-
-    def _spend(self, budget: RateBudget, what: str) -> None:
-        if not budget.spend(self.loop.time()):
-            raise H2ConnectionError(ENHANCE_YOUR_CALM, f"too many {what} (more than {budget.rate:g} per second)")
-
-    def _data_frame(self, length: int, flags: int, stream_id: int) -> None:
-        if self._block is not None or stream_id == 0:
-            raise H2ConnectionError(PROTOCOL_ERROR, "unexpected DATA frame")
-        self._data_stream = None
-        pad = 0
-        if flags & PADDED:
-            if not length:
-                raise H2ConnectionError(FRAME_SIZE_ERROR, "padded DATA frame without a pad length")
-            pad = self._view[self._start]
-            self._start += 1
-            if pad >= length:
-                raise H2ConnectionError(PROTOCOL_ERROR, "padding longer than the frame")
-        size = length - pad - 1 if flags & PADDED else length
-        self._data_left, self._pad_left, self._data_flags = size, pad, flags
-        # connection flow control counts every DATA frame, whatever becomes of it
-        self._recv_window -= length
-        if self._recv_window < 0:
-            raise H2ConnectionError(FLOW_CONTROL_ERROR, "DATA beyond the connection's flow-control window")
-        self._recv_unacked += length
-        if self._recv_unacked >= self.limits.initial_window_size // 2:
-            self.outbox.control(window_update_frame(0, self._recv_unacked))
-            self._recv_window += self._recv_unacked
-            self._recv_unacked = 0
-        if not size and not flags & END_STREAM:
-            self._spend(self._empty_budget, "empty frames")
+    def _on_data(self, stream_id: int, flags: int, length: int, size: int) -> None:
         stream = self.streams.get(stream_id)
         if stream is None:
             transition(stream_id, self.closed.state(stream_id, self.last_stream_id), RECV_DATA)
@@ -399,7 +192,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
             if stream.received > stream.content_length:
                 raise H2StreamError(stream_id, PROTOCOL_ERROR, "more DATA than its content-length")
         self._data_stream = stream
-        if not size and not pad:
+        if not size and not self._pad_left:
             self._data_frame_done()
 
     def _data_frame_done(self) -> None:
@@ -419,47 +212,13 @@ class GrpcConnection(asyncio.BufferedProtocol):
         else:
             self.calls.end(stream)
 
-    def _on_headers(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if stream_id == 0:
-            raise H2ConnectionError(PROTOCOL_ERROR, "HEADERS on stream 0")
-        pos, end = 0, len(payload)
-        if flags & PADDED:
-            if not end:
-                raise H2ConnectionError(FRAME_SIZE_ERROR, "padded HEADERS frame without a pad length")
-            end -= payload[0]
-            pos = 1
-        if flags & PRIORITY_FLAG:
-            if end - pos >= 4:
-                self._self_dependent = _U32.unpack_from(payload, pos)[0] & 0x7FFFFFFF == stream_id
-            pos += 5
-        if pos > end:
-            raise H2ConnectionError(PROTOCOL_ERROR, "padding longer than the HEADERS frame")
-        if pos == end and not flags & END_HEADERS:
-            self._spend(self._empty_budget, "empty frames")
-        if flags & END_HEADERS:
-            self._header_block(stream_id, flags, bytes(payload[pos:end]))
-            return
-        self._block = bytearray(payload[pos:end])
-        self._block_stream, self._block_flags = stream_id, flags
+    def _block_started(self) -> None:
         self._header_deadline = self.loop.time() + self.limits.header_timeout_s
         self._arm(self._header_deadline)
 
-    def _on_continuation(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        block = self._block
-        if block is None or stream_id != self._block_stream:
-            raise H2ConnectionError(PROTOCOL_ERROR, "unexpected CONTINUATION frame")
-        if not payload and not flags & END_HEADERS:
-            self._spend(self._empty_budget, "empty frames")
-        block += payload
-        if len(block) > self._block_limit:
-            raise H2ConnectionError(ENHANCE_YOUR_CALM, f"header block larger than {self._block_limit} bytes")
-        if flags & END_HEADERS:
-            self._block = None
-            self._header_deadline = None
-            self._header_block(stream_id, self._block_flags, bytes(block))
-
-    def _header_block(self, stream_id: int, flags: int, block: bytes) -> None:
+    def _header_block(self, stream_id: int, flags: int, block: bytes, self_dependent: bool) -> None:
         """A complete header block: a new request, or the trailers of one."""
+        self._header_deadline = None  # the block is complete (and the connection's first request has come)
         headers: list[tuple[bytes, bytes]] = []
         head = None
         size = 0
@@ -469,7 +228,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
             headers, size = self._decoder.decode(block)
             if not self._decoder.table_unchanged:
                 self._last_block = None
-        self_dependent, self._self_dependent = self._self_dependent, False
         stream = self.streams.get(stream_id)
         if stream is not None:  # trailers: no pseudo-headers, and the request's end
             stream.state = transition(stream_id, stream.state, RECV_HEADERS)  # type: ignore[assignment]
@@ -486,7 +244,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
         stream = Stream(stream_id, transition(stream_id, IDLE, RECV_HEADERS), self.outbox.initial_window,
                         self.limits.initial_window_size)  # type: ignore[arg-type]
         self.last_stream_id = stream_id
-        self._header_deadline = None
         if self_dependent:
             raise H2StreamError(stream_id, PROTOCOL_ERROR, "a stream cannot depend on itself")
         if self.going_away or len(self.streams) >= self.limits.max_concurrent_streams:
@@ -512,8 +269,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
             self.calls.end(stream)
 
     def _on_priority(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if stream_id == 0:
-            raise H2ConnectionError(PROTOCOL_ERROR, "PRIORITY on stream 0")
         stream = self.streams.get(stream_id)
         state = stream.state if stream is not None else self.closed.state(stream_id, self.last_stream_id)
         if len(payload) != 5:
@@ -527,10 +282,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
         transition(stream_id, state, RECV_PRIORITY)  # priorities are accepted and not used
 
     def _on_rst_stream(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if len(payload) != 4:
-            raise H2ConnectionError(FRAME_SIZE_ERROR, "RST_STREAM frame of a length other than 4")
-        if stream_id == 0:
-            raise H2ConnectionError(PROTOCOL_ERROR, "RST_STREAM on stream 0")
         self._spend(self._resets, "RST_STREAM frames")
         stream = self.streams.get(stream_id)
         if stream is None:
@@ -540,8 +291,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._forget(stream, cancel=True)
 
     def _on_settings(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if stream_id:
-            raise H2ConnectionError(PROTOCOL_ERROR, "SETTINGS on a stream")
         if flags & ACK:
             if payload:
                 raise H2ConnectionError(FRAME_SIZE_ERROR, "SETTINGS acknowledgement with a payload")
@@ -572,10 +321,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
         outbox.flush_blocked()
 
     def _on_ping(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if len(payload) != 8:
-            raise H2ConnectionError(FRAME_SIZE_ERROR, "PING frame of a length other than 8")
-        if stream_id:
-            raise H2ConnectionError(PROTOCOL_ERROR, "PING on a stream")
         if flags & ACK:
             return
         self._spend(self._ping_budget, "PING frames")
@@ -584,15 +329,11 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self.outbox.control(frame_header(8, PING, ACK, 0) + bytes(payload))
 
     def _on_goaway(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if stream_id:
-            raise H2ConnectionError(PROTOCOL_ERROR, "GOAWAY on a stream")
         if len(payload) < 8:
             raise H2ConnectionError(FRAME_SIZE_ERROR, "GOAWAY frame shorter than 8 bytes")
         self.going_away = True  # the client opens no more streams; those in progress go on
 
     def _on_window_update(self, flags: int, stream_id: int, payload: memoryview) -> None:
-        if len(payload) != 4:
-            raise H2ConnectionError(FRAME_SIZE_ERROR, "WINDOW_UPDATE frame of a length other than 4")
         increment = _U32.unpack_from(payload)[0] & 0x7FFFFFFF
         outbox = self.outbox
         if stream_id == 0:
@@ -660,6 +401,12 @@ class GrpcConnection(asyncio.BufferedProtocol):
             self._idle_since = now = self.loop.time()
             self.idle.set()
             self._arm(now + self.limits.buffer_release_s)
+
+    def _release_buffers(self) -> None:
+        """An idle connection keeps no large buffer: the read buffer (if empty) and the spare message buffer go."""
+        self._release_read_buffer()
+        self.calls.spare = None
+        self.closed.clear()
 
     # ---- timers: header and idle timeouts, idle buffers ----------------------------------------------------------------
     def _arm(self, when: float) -> None:

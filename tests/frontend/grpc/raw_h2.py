@@ -87,7 +87,8 @@ class RawH2:
         self.timeout_s = timeout_s
         self.encoder = hpack.Encoder()
         self.decoder = hpack.Decoder()
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.pos = 0
         self.server_settings: dict[int, int] = {}
         self.closed = False
         self.seen: list[Frame] = []
@@ -141,12 +142,15 @@ class RawH2:
     def read_frame(self, timeout_s: float | None = None) -> Frame | None:
         """The next frame; None once the server has closed the connection. TimeoutError if none comes in time."""
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        while len(self.buffer) < 9 or len(self.buffer) < 9 + int.from_bytes(self.buffer[:3], "big"):
+        buffer = self.buffer
+        while len(buffer) - self.pos < 9 or len(buffer) - self.pos < 9 + int.from_bytes(
+            buffer[self.pos : self.pos + 3], "big"
+        ):
             if self.closed:
                 return None
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no frame within the time; seen so far: {[str(f) for f in self.seen]}")
+                raise TimeoutError(f"no frame within the time; seen so far: {[str(f) for f in self.seen[-20:]]}")
             self.sock.settimeout(left)
             try:
                 chunk = self.sock.recv(1 << 20)
@@ -157,15 +161,20 @@ class RawH2:
             if not chunk:
                 self.closed = True
                 return None
-            self.buffer += chunk
-        length = int.from_bytes(self.buffer[:3], "big")
-        item = Frame(self.buffer[3], self.buffer[4], int.from_bytes(self.buffer[5:9], "big") & 0x7FFFFFFF,
-                     self.buffer[9 : 9 + length])  # fmt: skip
-        self.buffer = self.buffer[9 + length :]
+            if self.pos:
+                del buffer[: self.pos]
+                self.pos = 0
+            buffer += chunk
+        pos = self.pos
+        length = int.from_bytes(buffer[pos : pos + 3], "big")
+        item = Frame(buffer[pos + 3], buffer[pos + 4], int.from_bytes(buffer[pos + 5 : pos + 9], "big") & 0x7FFFFFFF,
+                     bytes(buffer[pos + 9 : pos + 9 + length]))  # fmt: skip
+        self.pos = pos + 9 + length
         self.seen.append(item)
+        del self.seen[:-1000]
         if item.type == SETTINGS and not item.flags & ACK:
-            for pos in range(0, len(item.payload), 6):
-                key, value = struct.unpack_from(">HL", item.payload, pos)
+            for offset in range(0, len(item.payload), 6):
+                key, value = struct.unpack_from(">HL", item.payload, offset)
                 self.server_settings[key] = value
             try:
                 self.send(frame(SETTINGS, ACK, 0))
@@ -217,14 +226,14 @@ class RawH2:
     def answer(self, stream_id: int) -> tuple[dict[str, str], bytes, dict[str, str]]:
         """(response headers, DATA bytes, trailers) of a stream; a trailers-only answer gives ({}, b"", trailers)."""
         headers: dict[str, str] = {}
-        data = b""
+        data: list[bytes] = []
         while True:
             item = self.wait_for(lambda f: f.stream_id == stream_id or f.type == GOAWAY, f"stream {stream_id}")
             assert item.type != GOAWAY and item.type != RST_STREAM, f"{item} instead of an answer"
             if item.type == DATA:
-                data += item.payload
+                data.append(item.payload)
             elif item.type == HEADERS:
                 decoded = dict(self.decoder.decode(item.payload))
                 if item.flags & END_STREAM:
-                    return (headers, data, decoded) if headers or data else ({}, b"", decoded)
+                    return (headers, b"".join(data), decoded) if headers or data else ({}, b"", decoded)
                 headers = decoded
