@@ -146,13 +146,14 @@ class HeaderBlockDecoder:
         """(fields, decoded size); H2ConnectionError for a block HPACK cannot decode (COMPRESSION_ERROR) or whose
         list is larger than the hard limit (ENHANCE_YOUR_CALM)."""
         try:
+            headers: list[tuple[bytes, bytes]]
             if block and min(block) > 0x80 and max(block) < 0xFF:
                 get = self._table.get_by_index
                 headers = [get(b & 0x7F) for b in block]
                 self.table_unchanged = True
             else:
                 self.table_unchanged = False
-                headers = self._decoder.decode(block, raw=True)
+                headers = self._decoder.decode(block, raw=True)  # type: ignore[assignment]  # bytes, with raw
         except hpack.OversizedHeaderListError:
             raise H2ConnectionError(ENHANCE_YOUR_CALM, f"header list larger than {self._hard_limit} bytes") from None
         except hpack.HPACKError as exc:

@@ -42,6 +42,7 @@ from pytriton.frontend.grpc._h2_frames import (
     H2StreamError,
     window_update_frame,
 )
+from pytriton.frontend.grpc._h2_call import DIRECT_MIN
 from pytriton.frontend.grpc._h2_limits import H2Limits, RateBudget
 from pytriton.frontend.grpc._h2_stream import Stream
 
@@ -51,8 +52,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pytriton.frontend")
 
-READ_BUFFER = 64 * 1024  # per connection while it is in use; large messages bypass it
-MIN_READ = 16 * 1024  # less free room than this at the buffer's end: unparsed bytes move to its front first
+READ_BUFFER = 64 * 1024  # the read buffer of a busy connection (large messages bypass it)
+FIRST_READ_BUFFER = 4 * 1024  # a new connection's: it doubles while reads fill it, up to READ_BUFFER
+CLOSE_DROP_MAX = 1 << 20  # a closing connection reads (and drops) this much from its client, then is aborted
+MIN_READ = 4 * 1024  # less free room than this at the buffer's end: unparsed bytes move to its front first
 
 # The connection's own state, apart from its streams'.
 AWAIT_PREFACE, AWAIT_SETTINGS, READY, CLOSING = range(4)
@@ -69,14 +72,16 @@ class FrameReader(asyncio.BufferedProtocol):
 
     outbox: Outbox
     calls: GrpcCalls
+    transport: asyncio.Transport | None
 
     def __init__(self, limits: H2Limits):
         self.limits = limits
         self.loop = asyncio.get_running_loop()
         self.peer = ""
         self._phase = AWAIT_PREFACE
-        self._buf = bytearray(READ_BUFFER)
+        self._buf = bytearray(FIRST_READ_BUFFER)
         self._view = memoryview(self._buf)
+        self._buf_size = FIRST_READ_BUFFER  # what the buffer is to be when it is next (re)allocated
         self._start = 0
         self._end = 0
         # The longest frame of each type we accept (DATA is streamed, unknown types are skipped). A header block
@@ -98,6 +103,7 @@ class FrameReader(asyncio.BufferedProtocol):
         self._recv_window = limits.initial_window_size  # what the client may still send on the connection
         self._recv_unacked = 0
         self._empty_budget = RateBudget(limits.max_empty_frames_per_s)
+        self._dropped = 0  # bytes read and dropped since the connection began to close
 
     # ---- the subclass's part ----------------------------------------------------------------------------------------
     def _dispatch(self, ftype: int, flags: int, stream_id: int, payload: memoryview) -> None:
@@ -129,13 +135,13 @@ class FrameReader(asyncio.BufferedProtocol):
         if self._start == self._end:
             self._start = self._end = 0
             stream = self._data_stream
-            if stream is not None and self._data_left >= READ_BUFFER:
+            if stream is not None and self._data_left >= DIRECT_MIN:
                 view = self.calls.direct_view(stream, self._data_left)
                 if view is not None:
                     self._direct = stream
                     return view
-            if not self._buf:
-                self._set_buffer(bytearray(READ_BUFFER))
+            if len(self._buf) < self._buf_size:
+                self._set_buffer(bytearray(self._buf_size))
         elif len(self._buf) - self._end < MIN_READ:
             self._make_room()
         return self._view[self._end :]
@@ -151,8 +157,15 @@ class FrameReader(asyncio.BufferedProtocol):
                     self._data_frame_done()
                 return
             self._end += nbytes
-            if self._phase != CLOSING:
-                self._process()
+            if self._phase == CLOSING:  # what a client sends after our GOAWAY is dropped, up to a point
+                self._start = self._end = 0
+                self._dropped += nbytes
+                if self._dropped > CLOSE_DROP_MAX and self.transport is not None:
+                    self.transport.abort()
+                return
+            if self._end == len(self._buf) and self._buf_size < READ_BUFFER:
+                self._buf_size = min(2 * len(self._buf), READ_BUFFER)  # the socket had more: read more at once
+            self._process()
         except H2ConnectionError as exc:
             self._fail(exc.code, str(exc))
         except Exception:
@@ -165,21 +178,23 @@ class FrameReader(asyncio.BufferedProtocol):
         self._buf, self._view = buffer, memoryview(buffer)
 
     def _make_room(self) -> None:
-        """Move the unparsed bytes to the front; when they fill the buffer (a frame longer than it, within its
-        type's limit), double it: the buffer grows with the bytes received, not with a declared length."""
+        """Move the unparsed bytes to the front; when they (an unfinished frame, within its type's limit) still fill
+        most of the buffer, double it: it grows with the bytes received, never to a length a header declares."""
         pending = self._end - self._start
         if self._start:
             self._buf[:pending] = self._view[self._start : self._end]
             self._start, self._end = 0, pending
-        if len(self._buf) - pending < MIN_READ:
-            buffer = bytearray(max(2 * len(self._buf), READ_BUFFER))
+        if len(self._buf) - pending < max(MIN_READ, len(self._buf) // 2):
+            buffer = bytearray(2 * len(self._buf))
             buffer[:pending] = self._view[:pending]
             self._set_buffer(buffer)
+            self._buf_size = max(self._buf_size, len(buffer))
 
     def _release_read_buffer(self) -> None:
         if self._start == self._end and self._buf:
             self._start = self._end = 0
             self._set_buffer(bytearray())
+            self._buf_size = FIRST_READ_BUFFER
 
     # ---- frames ---------------------------------------------------------------------------------------------------------
     def _process(self) -> None:

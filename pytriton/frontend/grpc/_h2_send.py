@@ -131,19 +131,19 @@ class Outbox:
             size += _size(part)
         out: list[Any] = []
         if stream.state == OPEN or stream.state == HALF_CLOSED_REMOTE:
-            stream.state = transition(stream.id, stream.state, SEND_HEADERS)  # type: ignore[assignment]
+            stream.state = transition(stream.id, stream.state, SEND_HEADERS)
             out.append(_HEADERS_FRAME + stream.id.to_bytes(4, "big") + RESPONSE_HEADERS)
         prefix = b"\x00" + size.to_bytes(4, "big")
         self._ping_policy.answered = True
         if not stream.pending and size + 5 <= min(self.window, stream.send_window, self.max_frame):
-            stream.state = transition(stream.id, stream.state, SEND_DATA)  # type: ignore[assignment]
+            stream.state = transition(stream.id, stream.state, SEND_DATA)
             out.append(frame_header(size + 5, DATA, 0, stream.id) + prefix)  # all of it in one frame, now
             out.extend(parts)
             self.window -= size + 5
             stream.send_window -= size + 5
             if last:
                 stream.trailers = TRAILERS_OK
-                stream.state = transition(stream.id, stream.state, SEND_END_STREAM)  # type: ignore[assignment]
+                stream.state = transition(stream.id, stream.state, SEND_END_STREAM)
                 out.append(_TRAILERS_OK_FRAME + stream.id.to_bytes(4, "big") + TRAILERS_OK)
             self._write(out, [on_sent] if on_sent is not None else [])
             if last:
@@ -198,7 +198,7 @@ class Outbox:
                     frame.append(chunk[:take])
                     pending[0] = chunk[take:]
                 size += take
-            stream.state = transition(stream.id, stream.state, SEND_DATA)  # type: ignore[assignment]
+            stream.state = transition(stream.id, stream.state, SEND_DATA)
             out.append(frame_header(size, DATA, 0, stream.id))
             out.extend(frame)
             self.window -= size
@@ -213,10 +213,10 @@ class Outbox:
             trailers = stream.trailers
             if trailers is not None:
                 if stream.state == OPEN or stream.state == HALF_CLOSED_REMOTE:
-                    stream.state = transition(stream.id, stream.state, SEND_HEADERS)  # type: ignore[assignment]
+                    stream.state = transition(stream.id, stream.state, SEND_HEADERS)
                 if len(trailers) > self.max_frame:  # a long status message: cut to fit one frame
                     trailers = trailers[: self.max_frame]
-                stream.state = transition(stream.id, stream.state, SEND_END_STREAM)  # type: ignore[assignment]
+                stream.state = transition(stream.id, stream.state, SEND_END_STREAM)
                 out.append(frame_header(len(trailers), HEADERS, END_HEADERS | END_STREAM, stream.id) + trailers)
                 ended = True
         if out or sent:

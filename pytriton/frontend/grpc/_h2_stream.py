@@ -51,8 +51,6 @@ EVENT_NAMES = (
     "PRIORITY received", "HEADERS sent", "DATA sent", "END_STREAM sent", "RST_STREAM sent",
 )  # fmt: skip
 
-_IGNORE = None  # the frame is dropped, the state stays
-
 
 class _Error:
     """A table entry that is an error: a stream error (RST_STREAM) or a connection error (GOAWAY) with `code`."""
@@ -69,7 +67,7 @@ _CONNECTION_STREAM_CLOSED = _Error(True, STREAM_CLOSED)
 _CONNECTION_PROTOCOL = _Error(True, PROTOCOL_ERROR)
 
 # (state, event) -> next state, or the _Error it is. Frames the RFC tells a receiver to ignore keep their state.
-_TABLE: dict[tuple[int, int], int | _Error | None] = {
+_TABLE: dict[tuple[int, int], int | _Error] = {
     (IDLE, RECV_HEADERS): OPEN,
     (IDLE, RECV_PRIORITY): IDLE,
 }
@@ -107,35 +105,35 @@ _TABLE.update({
     # 5.1 "closed"); WINDOW_UPDATE and RST_STREAM may cross our END_STREAM and are ignored
     (CLOSED, RECV_HEADERS): _CONNECTION_STREAM_CLOSED,
     (CLOSED, RECV_DATA): _STREAM_CLOSED,
-    (CLOSED, RECV_RST_STREAM): _IGNORE,
-    (CLOSED, RECV_WINDOW_UPDATE): _IGNORE,
-    (CLOSED, RECV_PRIORITY): _IGNORE,
+    (CLOSED, RECV_RST_STREAM): CLOSED,
+    (CLOSED, RECV_WINDOW_UPDATE): CLOSED,
+    (CLOSED, RECV_PRIORITY): CLOSED,
     # after a RST_STREAM received: anything but PRIORITY is a stream error; a RST_STREAM is never answered with one,
     # and a WINDOW_UPDATE is ignored as on any closed stream
     (CLOSED_RESET_BY_PEER, RECV_HEADERS): _STREAM_CLOSED,
     (CLOSED_RESET_BY_PEER, RECV_DATA): _STREAM_CLOSED,
-    (CLOSED_RESET_BY_PEER, RECV_RST_STREAM): _IGNORE,
-    (CLOSED_RESET_BY_PEER, RECV_WINDOW_UPDATE): _IGNORE,
-    (CLOSED_RESET_BY_PEER, RECV_PRIORITY): _IGNORE,
+    (CLOSED_RESET_BY_PEER, RECV_RST_STREAM): CLOSED_RESET_BY_PEER,
+    (CLOSED_RESET_BY_PEER, RECV_WINDOW_UPDATE): CLOSED_RESET_BY_PEER,
+    (CLOSED_RESET_BY_PEER, RECV_PRIORITY): CLOSED_RESET_BY_PEER,
     # after a RST_STREAM sent: the client may have sent frames before it saw ours; all are ignored
-    (CLOSED_RESET_BY_US, RECV_HEADERS): _IGNORE,
-    (CLOSED_RESET_BY_US, RECV_DATA): _IGNORE,
-    (CLOSED_RESET_BY_US, RECV_RST_STREAM): _IGNORE,
-    (CLOSED_RESET_BY_US, RECV_WINDOW_UPDATE): _IGNORE,
-    (CLOSED_RESET_BY_US, RECV_PRIORITY): _IGNORE,
+    (CLOSED_RESET_BY_US, RECV_HEADERS): CLOSED_RESET_BY_US,
+    (CLOSED_RESET_BY_US, RECV_DATA): CLOSED_RESET_BY_US,
+    (CLOSED_RESET_BY_US, RECV_RST_STREAM): CLOSED_RESET_BY_US,
+    (CLOSED_RESET_BY_US, RECV_WINDOW_UPDATE): CLOSED_RESET_BY_US,
+    (CLOSED_RESET_BY_US, RECV_PRIORITY): CLOSED_RESET_BY_US,
     # a stream id below the highest one opened that we know nothing of: new HEADERS there break the ordering of
     # stream ids (RFC 9113 5.1.1); late DATA gets a stream error
     (CLOSED_UNKNOWN, RECV_HEADERS): _CONNECTION_PROTOCOL,
     (CLOSED_UNKNOWN, RECV_DATA): _STREAM_CLOSED,
-    (CLOSED_UNKNOWN, RECV_RST_STREAM): _IGNORE,
-    (CLOSED_UNKNOWN, RECV_WINDOW_UPDATE): _IGNORE,
-    (CLOSED_UNKNOWN, RECV_PRIORITY): _IGNORE,
+    (CLOSED_UNKNOWN, RECV_RST_STREAM): CLOSED_UNKNOWN,
+    (CLOSED_UNKNOWN, RECV_WINDOW_UPDATE): CLOSED_UNKNOWN,
+    (CLOSED_UNKNOWN, RECV_PRIORITY): CLOSED_UNKNOWN,
 })  # fmt: skip
-TRANSITIONS: dict[int, int | _Error | None] = {state << 4 | event: entry for (state, event), entry in _TABLE.items()}
+TRANSITIONS: dict[int, int | _Error] = {state << 4 | event: entry for (state, event), entry in _TABLE.items()}
 
 
-def transition(stream_id: int, state: int, event: int) -> int | None:
-    """The state after `event` in `state`; None when the frame is to be ignored. An error in the table, or an
+def transition(stream_id: int, state: int, event: int) -> int:
+    """The state after `event` in `state` (a frame to be ignored leaves it as it is). An error in the table, or an
     event the table does not list, is raised here: H2StreamError or H2ConnectionError. (A sending event that is
     not listed is a bug of ours: INTERNAL_ERROR.)"""
     try:
@@ -145,12 +143,12 @@ def transition(stream_id: int, state: int, event: int) -> int | None:
         raise H2ConnectionError(
             code, f"stream {stream_id}: {EVENT_NAMES[event]} in state {STATE_NAMES[state]}"
         ) from None
-    if entry.__class__ is int or entry is None:
-        return entry  # type: ignore[return-value]
+    if isinstance(entry, int):
+        return entry
     message = f"stream {stream_id}: {EVENT_NAMES[event]} in state {STATE_NAMES[state]}"
-    if entry.connection:  # type: ignore[union-attr]
-        raise H2ConnectionError(entry.code, message)  # type: ignore[union-attr]
-    raise H2StreamError(stream_id, entry.code, message)  # type: ignore[union-attr]
+    if entry.connection:
+        raise H2ConnectionError(entry.code, message)
+    raise H2StreamError(stream_id, entry.code, message)
 
 
 def window_error(stream_id: int) -> H2StreamError | H2ConnectionError:

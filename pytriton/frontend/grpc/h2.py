@@ -22,6 +22,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Callable
+from typing import cast
 
 import grpc
 
@@ -126,7 +127,7 @@ class GrpcConnection(FrameReader):
 
     # ---- asyncio protocol ----------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = self.outbox.transport = transport  # type: ignore[assignment]
+        self.transport = self.outbox.transport = cast(asyncio.Transport, transport)
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple) and len(peername) >= 2:
             host, port = peername[0], peername[1]
@@ -136,13 +137,13 @@ class GrpcConnection(FrameReader):
         if self.connections is not None:
             self.connections.add(self)
         # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
-        self.transport.set_write_buffer_limits(high=0)  # type: ignore[union-attr]
+        self.transport.set_write_buffer_limits(high=0)
         limits = self.limits
         settings = settings_frame({
             S_MAX_CONCURRENT_STREAMS: limits.max_concurrent_streams, S_INITIAL_WINDOW_SIZE: limits.initial_window_size,
             S_MAX_FRAME_SIZE: limits.max_frame_size, S_MAX_HEADER_LIST_SIZE: limits.max_header_list_size,
         })  # fmt: skip
-        self.transport.write(settings + window_update_frame(0, limits.initial_window_size - 65535))  # type: ignore
+        self.transport.write(settings + window_update_frame(0, limits.initial_window_size - 65535))
         self._header_deadline = self.loop.time() + limits.header_timeout_s
         self._arm(self._header_deadline)
 
@@ -178,7 +179,7 @@ class GrpcConnection(FrameReader):
         if stream is None:
             transition(stream_id, self.closed.state(stream_id, self.last_stream_id), RECV_DATA)
             return  # ignored (a late frame on a stream we reset)
-        stream.state = transition(stream_id, stream.state, RECV_DATA)  # type: ignore[assignment]
+        stream.state = transition(stream_id, stream.state, RECV_DATA)
         stream.recv_window -= length
         if stream.recv_window < 0:
             raise H2StreamError(stream_id, FLOW_CONTROL_ERROR, "DATA beyond the stream's flow-control window")
@@ -204,7 +205,7 @@ class GrpcConnection(FrameReader):
                 self._stream_error(exc)
 
     def _end_stream(self, stream: Stream) -> None:
-        stream.state = transition(stream.id, stream.state, RECV_END_STREAM)  # type: ignore[assignment]
+        stream.state = transition(stream.id, stream.state, RECV_END_STREAM)
         if stream.content_length is not None and stream.received != stream.content_length:
             raise H2StreamError(stream.id, PROTOCOL_ERROR, "DATA shorter than its content-length")
         if stream.state == CLOSED:
@@ -230,7 +231,7 @@ class GrpcConnection(FrameReader):
                 self._last_block = None
         stream = self.streams.get(stream_id)
         if stream is not None:  # trailers: no pseudo-headers, and the request's end
-            stream.state = transition(stream_id, stream.state, RECV_HEADERS)  # type: ignore[assignment]
+            stream.state = transition(stream_id, stream.state, RECV_HEADERS)
             if not flags & END_STREAM or head is not None or any(name[:1] == b":" for name, _ in headers):
                 raise H2StreamError(stream_id, PROTOCOL_ERROR, "trailers without END_STREAM or with pseudo-headers")
             self._end_stream(stream)
@@ -242,7 +243,7 @@ class GrpcConnection(FrameReader):
             transition(stream_id, state, RECV_HEADERS)
             return  # ignored (a late frame on a stream we reset)
         stream = Stream(stream_id, transition(stream_id, IDLE, RECV_HEADERS), self.outbox.initial_window,
-                        self.limits.initial_window_size)  # type: ignore[arg-type]
+                        self.limits.initial_window_size)
         self.last_stream_id = stream_id
         if self_dependent:
             raise H2StreamError(stream_id, PROTOCOL_ERROR, "a stream cannot depend on itself")
@@ -252,7 +253,7 @@ class GrpcConnection(FrameReader):
         self.streams[stream_id] = stream
         self.idle.clear()
         if flags & END_STREAM:
-            stream.state = transition(stream_id, stream.state, RECV_END_STREAM)  # type: ignore[assignment]
+            stream.state = transition(stream_id, stream.state, RECV_END_STREAM)
         if size > self.limits.max_header_list_size:
             limit = self.limits.max_header_list_size
             self.outbox.finish(stream, grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -287,7 +288,7 @@ class GrpcConnection(FrameReader):
         if stream is None:
             transition(stream_id, self.closed.state(stream_id, self.last_stream_id), RECV_RST_STREAM)
             return
-        stream.state = transition(stream_id, stream.state, RECV_RST_STREAM)  # type: ignore[assignment]
+        stream.state = transition(stream_id, stream.state, RECV_RST_STREAM)
         self._forget(stream, cancel=True)
 
     def _on_settings(self, flags: int, stream_id: int, payload: memoryview) -> None:
@@ -350,7 +351,7 @@ class GrpcConnection(FrameReader):
             return
         if not increment:
             raise H2StreamError(stream_id, PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
-        stream.state = transition(stream_id, stream.state, RECV_WINDOW_UPDATE)  # type: ignore[assignment]
+        stream.state = transition(stream_id, stream.state, RECV_WINDOW_UPDATE)
         stream.send_window += increment
         if stream.send_window > MAX_WINDOW:
             raise window_error(stream_id)
@@ -364,7 +365,7 @@ class GrpcConnection(FrameReader):
         self.outbox.control(rst_stream_frame(exc.stream_id, exc.code))
         stream = self.streams.get(exc.stream_id)
         if stream is not None:
-            stream.state = transition(exc.stream_id, stream.state, SEND_RST_STREAM)  # type: ignore[assignment]
+            stream.state = transition(exc.stream_id, stream.state, SEND_RST_STREAM)
             self._forget(stream, cancel=True)
         else:
             self.closed.add(exc.stream_id, CLOSED_RESET_BY_US)
@@ -374,7 +375,7 @@ class GrpcConnection(FrameReader):
         """Our END_STREAM is out. A client still sending gets RST_STREAM NO_ERROR: we need no more of it."""
         if stream.state == HALF_CLOSED_LOCAL:
             self.outbox.control(rst_stream_frame(stream.id, NO_ERROR))
-            stream.state = transition(stream.id, stream.state, SEND_RST_STREAM)  # type: ignore[assignment]
+            stream.state = transition(stream.id, stream.state, SEND_RST_STREAM)
             self._forget(stream, cancel=True)
         elif stream.state == CLOSED:
             self._forget(stream, cancel=False)
@@ -437,7 +438,7 @@ class GrpcConnection(FrameReader):
             if limits.idle_timeout_s is not None:
                 if idle_for >= limits.idle_timeout_s:
                     self.goaway(NO_ERROR, f"idle for {limits.idle_timeout_s:g} s")
-                    self.close()
+                    self._shut()
                     return
                 due.append(self._idle_since + limits.idle_timeout_s)
             if holding:
@@ -456,16 +457,31 @@ class GrpcConnection(FrameReader):
         if self._phase == CLOSING or self.transport is None:
             return
         logger.debug("closing the gRPC connection from %s: %s (%s)", self.peer, reason, ERROR_NAMES[code])
-        self.transport.write(goaway_frame(self.last_stream_id, code, reason))
+        self.goaway(code, reason)
         self._phase = CLOSING
         for stream in list(self.streams.values()):
             self._forget(stream, cancel=True)
-        self.close()
+        self._shut()
+
+    def _shut(self) -> None:
+        """Close after a GOAWAY so that it reaches the client: our side is shut once what we wrote is out, what the
+        client still sends is read and dropped, and after CLOSE_LINGER_S the socket is closed whatever it does
+        (closing at once with its bytes unread would make the kernel reset the connection, GOAWAY and all)."""
+        transport = self.transport
+        self._phase = CLOSING
+        if transport is None or transport.is_closing():
+            return
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._linger = self.loop.call_later(CLOSE_LINGER_S, transport.abort)
+
+    def eof_received(self) -> bool:
+        return False  # the client is done: asyncio closes the transport
 
     def goaway(self, code: int = NO_ERROR, reason: str = "") -> None:
         """Tell the client to open no new streams here (server stop); calls in progress go on."""
         self.going_away = True
-        if self.transport is not None:
+        if self.transport is not None and not self.transport.is_closing():
             self.transport.write(goaway_frame(self.last_stream_id, code, reason))
 
     def close(self) -> None:
@@ -476,4 +492,3 @@ class GrpcConnection(FrameReader):
         transport.close()
         if transport.get_write_buffer_size():
             self._linger = self.loop.call_later(CLOSE_LINGER_S, transport.abort)
-

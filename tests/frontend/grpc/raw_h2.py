@@ -9,6 +9,7 @@ import dataclasses
 import socket
 import struct
 import time
+from collections.abc import Sequence
 
 import hpack
 
@@ -122,12 +123,12 @@ class RawH2:
     def encode(self, headers: list[tuple[str, str]]) -> bytes:
         return self.encoder.encode(headers)
 
-    def request(self, path: str = "/", method: str = "GET", extra: list[tuple[str, str]] = ()) -> bytes:
+    def request(self, path: str = "/", method: str = "GET", extra: Sequence[tuple[str, str]] = ()) -> bytes:
         """h2spec's common headers (:method, :scheme, :path, :authority), plus `extra`, encoded."""
         return self.encode([(":method", method), (":scheme", "http"), (":path", path),
                             (":authority", "127.0.0.1"), *extra])  # fmt: skip
 
-    def grpc_request(self, method: str, extra: list[tuple[str, str]] = ()) -> bytes:
+    def grpc_request(self, method: str, extra: Sequence[tuple[str, str]] = ()) -> bytes:
         return self.request(f"{SERVICE}/{method}", "POST", [("content-type", "application/grpc"), ("te", "trailers"),
                                                              *extra])  # fmt: skip
 
@@ -233,7 +234,7 @@ class RawH2:
             if item.type == DATA:
                 data.append(item.payload)
             elif item.type == HEADERS:
-                decoded = dict(self.decoder.decode(item.payload))
+                decoded: dict[str, str] = dict(self.decoder.decode(item.payload))  # type: ignore[arg-type]
                 if item.flags & END_STREAM:
                     return (headers, b"".join(data), decoded) if headers or data else ({}, b"", decoded)
                 headers = decoded

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -31,7 +32,7 @@ from tests.frontend.grpc.raw_h2 import (
 BIG_WINDOWS = ((S_INITIAL_WINDOW_SIZE, 2**31 - 1), (S_MAX_FRAME_SIZE, (1 << 24) - 1))
 
 
-def call(raw: RawH2, stream_id: int, path: str, body: bytes, extra: list[tuple[str, str]] = ()) -> None:
+def call(raw: RawH2, stream_id: int, path: str, body: bytes, extra: Sequence[tuple[str, str]] = ()) -> None:
     headers = [("content-type", "application/grpc"), ("te", "trailers"), *extra]
     raw.headers(stream_id, raw.request(path, "POST", headers), end_stream=False)
     raw.data(stream_id, grpc_message(body))
@@ -167,9 +168,10 @@ def test_grpcio_join_releases_once():
 def test_servicer_releases_what_its_stream_queue_still_holds():
     """ModelStreamInfer answers requests concurrently through a queue; a stream abandoned (client gone, reset)
     with answers still queued gives their buffers back."""
+    from tritonclient.grpc import service_pb2 as pb
+
     from pytriton.core.types import InferResponse
     from pytriton.frontend.grpc.servicer import InferenceServicer
-    from tritonclient.grpc import service_pb2 as pb
 
     released: list[int] = []
 
@@ -206,7 +208,7 @@ def test_servicer_releases_what_its_stream_queue_still_holds():
         stream = servicer.ModelStreamInfer(requests(), Context())
         first = await stream.__anext__()
         await asyncio.sleep(0.05)  # the other four are answered and queued
-        await stream.aclose()  # the transport abandons the stream
+        await stream.aclose()  # type: ignore[attr-defined]  # the transport abandons the stream
         return [first]
 
     (first,) = asyncio.run(main())
