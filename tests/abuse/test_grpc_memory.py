@@ -74,18 +74,22 @@ def _send(raw: RawH2, data: bytes) -> bool:
 
 
 def attack_hpack_references(port: int) -> str:
-    """Ten connections, each sending a 256 KiB HEADERS block of one-byte references to a static table entry."""
+    """Five connections, each inserting a 4000-byte field into the HPACK dynamic table with a first request, then
+    sending a 256 KiB HEADERS block of one-byte references to it (each decoded as a 4 KB metadata value)."""
     outcome = []
-    for _ in range(10):
+    for _ in range(5):
         raw = _connect(port)
         if raw is None:
             continue
-        _send(raw, frame(HEADERS, END_STREAM | END_HEADERS, 1, bytes([0x82]) * (256 << 10)))
+        raw.headers(1, raw.grpc_request("ServerLive", [("x-big", "v" * 4000)]), end_stream=False)
+        raw.data(1, grpc_message(b""))
+        _send(raw, frame(HEADERS, END_STREAM | END_HEADERS, 3, b"\xbe" * (256 << 10)))
         try:
-            item = raw.wait_for(lambda f: f.type == 7, "GOAWAY", timeout_s=30)
-            outcome.append(f"GOAWAY {item.code}")
+            item = raw.wait_for(lambda f: f.type == 7 or (f.stream_id == 3 and f.flags & END_STREAM), "the end",
+                                timeout_s=60)  # fmt: skip
+            outcome.append(f"GOAWAY {item.code}" if item.type == 7 else "answered")
         except (AssertionError, TimeoutError):
-            outcome.append("no GOAWAY")
+            outcome.append("no answer")
         raw.close()
     return ", ".join(sorted(set(outcome)))
 
