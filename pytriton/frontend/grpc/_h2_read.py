@@ -14,6 +14,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from pytriton.frontend.grpc._h2_call import DIRECT_MIN
 from pytriton.frontend.grpc._h2_frames import (
     ACK,
     CONTINUATION,
@@ -42,7 +43,6 @@ from pytriton.frontend.grpc._h2_frames import (
     H2StreamError,
     window_update_frame,
 )
-from pytriton.frontend.grpc._h2_call import DIRECT_MIN
 from pytriton.frontend.grpc._h2_limits import H2Limits, RateBudget
 from pytriton.frontend.grpc._h2_stream import Stream
 
@@ -196,7 +196,7 @@ class FrameReader(asyncio.BufferedProtocol):
             self._set_buffer(bytearray())
             self._buf_size = FIRST_READ_BUFFER
 
-    # ---- frames ---------------------------------------------------------------------------------------------------------
+    # ---- frames ------------------------------------------------------------------------------------------------------
     def _process(self) -> None:
         view = self._view
         while True:

@@ -115,7 +115,9 @@ class Outbox:
         if self._paused:
             self._pending_control += 1
             if self._pending_control > self._max_pending_control:
-                raise H2ConnectionError(ENHANCE_YOUR_CALM, "too many control frames queued for a client that does not read")
+                raise H2ConnectionError(
+                    ENHANCE_YOUR_CALM, "too many control frames queued for a client that does not read"
+                )
         self.transport.write(frame)
 
     # ---- responses ------------------------------------------------------------------------------------------------

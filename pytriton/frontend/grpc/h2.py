@@ -409,7 +409,7 @@ class GrpcConnection(FrameReader):
         self.calls.spare = None
         self.closed.clear()
 
-    # ---- timers: header and idle timeouts, idle buffers ----------------------------------------------------------------
+    # ---- timers: header and idle timeouts, idle buffers --------------------------------------------------------------
     def _arm(self, when: float) -> None:
         tick = self._tick
         if tick is not None:

@@ -6,6 +6,7 @@ through tritonclient and the CLI options are at the end, the memory measurements
 from __future__ import annotations
 
 import gzip
+import os
 import socket
 import struct
 import time
@@ -230,7 +231,7 @@ def test_idle_connection_gives_back_its_buffers():
         echo_works(raw, 3)
 
 
-# ---- streams and rates ------------------------------------------------------------------------------------------------
+# ---- streams and rates -----------------------------------------------------------------------------------------------
 
 
 def test_concurrent_streams_past_the_limit_are_refused():
@@ -377,6 +378,7 @@ def test_idle_timeout():
 # ---- end to end: the CLI options, through tritonclient ---------------------------------------------------------
 
 
+@pytest.mark.skipif(os.environ.get("PYTRITON_GRPC_SERVER") == "grpcio", reason="tests our HTTP/2 transport")
 def test_cli_limits_through_tritonclient():
     """--grpc-max-message-bytes, --grpc-max-header-list-size, --grpc-max-concurrent-streams and --grpc-idle-timeout
     reach the transport: tritonclient gets RESOURCE_EXHAUSTED past the first two, sees the third advertised, and
