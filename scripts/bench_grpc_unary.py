@@ -2,9 +2,9 @@
 """Small unary gRPC calls through tritonclient.grpc: calls/s of this checkout's server, optionally paired with a
 second source tree (e.g. main exported with `git archive`), run alternately so both see the same machine load.
 
-Each run starts `pytriton serve tests.models:identity` (16 FP32 in, the same out), warms up, then makes `--calls`
-ModelInfer calls with `--concurrency` threads (one InferenceServerClient each) and reports calls/s.
-Usage: scripts/bench_grpc_unary.py [--calls 3000] [--concurrency 1 8] [--repeats 3] [--base /tmp/main-tree]
+Each run starts `pytriton serve tests.models:identity` (`--floats` FP32 in, the same out), warms up, then makes
+`--calls` ModelInfer calls with `--concurrency` threads (one InferenceServerClient each) and reports calls/s.
+Usage: scripts/bench_grpc_unary.py [--calls 3000] [--concurrency 1 8] [--repeats 3] [--floats 16] [--base TREE]
 (a base tree: `mkdir /tmp/main-tree && git archive main pytriton tests | tar -x -C /tmp/main-tree`)
 """
 
@@ -49,9 +49,9 @@ def start(tree: Path | None) -> tuple[subprocess.Popen, int]:
     return process, port
 
 
-def run(port: int, calls: int, concurrency: int) -> float:
-    x = grpcclient.InferInput("IN_FP32", [16], "FP32")
-    x.set_data_from_numpy(np.arange(16, dtype=np.float32))
+def run(port: int, calls: int, concurrency: int, floats: int) -> float:
+    x = grpcclient.InferInput("IN_FP32", [floats], "FP32")
+    x.set_data_from_numpy(np.arange(floats, dtype=np.float32))
     clients = [grpcclient.InferenceServerClient(f"127.0.0.1:{port}") for _ in range(concurrency)]
     for client in clients:
         for _ in range(50):
@@ -79,6 +79,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--floats", type=int, default=16, help="tensor size (16 floats; 262144 = 1 MiB)")
     parser.add_argument("--base", type=Path, help="a source tree to compare with (its pytriton/ is imported)")
     options = parser.parse_args()
     trees: dict[str, Path | None] = {"this": None}
@@ -90,7 +91,7 @@ def main() -> None:
             process, port = start(tree)
             try:
                 for concurrency in options.concurrency:
-                    rate = run(port, options.calls, concurrency)
+                    rate = run(port, options.calls, concurrency, options.floats)
                     results.setdefault((name, concurrency), []).append(rate)
                     print(f"{name:5} c={concurrency:<3} {rate:8.0f} calls/s", flush=True)
             finally:
@@ -102,7 +103,8 @@ def main() -> None:
         for name in trees:
             line += f"  {name} {statistics.median(results[(name, concurrency)]):8.0f}"
         if options.base is not None:
-            ratio = statistics.median(results[("this", concurrency)]) / statistics.median(results[("base", concurrency)])
+            this, base = (statistics.median(results[(name, concurrency)]) for name in ("this", "base"))
+            ratio = this / base
             line += f"  this/base {ratio:.3f}"
         print(line)
 

@@ -29,6 +29,7 @@ from pytriton.frontend.grpc._h2_frames import (
 )
 from pytriton.frontend.grpc._h2_limits import PingPolicy
 from pytriton.frontend.grpc._h2_stream import (
+    HALF_CLOSED_LOCAL,
     HALF_CLOSED_REMOTE,
     OPEN,
     SEND_DATA,
@@ -124,8 +125,8 @@ class Outbox:
     def message(self, stream: Stream, parts: list[Any], on_sent: OnSent | None, last: bool = False) -> None:
         """Send one response message; with `last` the call ends OK after it (a unary answer: headers, message and
         trailers in one write when the windows allow it)."""
-        if stream.trailers is not None or self.transport is None:
-            if on_sent is not None:
+        if stream.trailers is not None or stream.state >= HALF_CLOSED_LOCAL or self.transport is None:
+            if on_sent is not None:  # the call is over (ended, reset, the connection lost): nothing more goes out
                 self.release([on_sent])
             return
         size = 0
@@ -166,7 +167,7 @@ class Outbox:
 
     def finish(self, stream: Stream, code: grpc.StatusCode, message: str) -> None:
         """End the call with this status (after any output still waiting for a window)."""
-        if stream.trailers is not None:
+        if stream.trailers is not None or stream.state >= HALF_CLOSED_LOCAL:
             return
         if stream.state == OPEN or stream.state == HALF_CLOSED_REMOTE:  # trailers-only response
             stream.trailers = RESPONSE_HEADERS + status_block(code, message)
