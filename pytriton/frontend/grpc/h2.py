@@ -3,17 +3,18 @@
 grpc.aio runs every call through its Cython layer on the event loop's thread (about 0.6 ms of CPU per small
 ModelInfer here, more with a large tensor: the message is copied three times inside grpc on the way in). This is
 the subset of HTTP/2 (RFC 9113) a gRPC server needs, written for that one job and bounded in everything a client
-can make it hold (`H2Limits`):
+can make it hold or do (`H2Limits`, docs/security.md). The connection is put together from:
 
-* frames are parsed from one per-connection buffer that grows only as bytes arrive; each frame type has a length
-  limit checked on its 9-byte header, DATA is never buffered whole; header blocks are decoded by the `hpack`
-  package and measured against SETTINGS_MAX_HEADER_LIST_SIZE;
-* each stream follows an explicit state table (`_h2_stream`); the connection's own state (preface, settings,
-  GOAWAY) is kept here;
-* flow control both ways, PING (with grpcio's ping policy), SETTINGS, RST_STREAM (cancels the call), GOAWAY on
-  stop, on errors and past the rate limits (RST_STREAM, PING, SETTINGS, empty frames);
-* gRPC on top (`_h2_call`): length-prefixed messages, gzip/deflate, `grpc-timeout`, metadata, status in trailers;
-  frames out and the release of response buffers (`_h2_send`).
+* `_h2_read.FrameReader` (its base class): bytes in, frames out, with a read buffer that grows only as bytes
+  arrive and each frame's header checked before its payload is buffered;
+* `_h2_stream`: each stream's state table (RFC 9113 5.1); the connection's own state (preface, settings, GOAWAY)
+  is kept apart, here and in the reader;
+* `_h2_send.Outbox`: frames out within the client's windows, and the release of response buffers (`on_sent`);
+* `_h2_call.GrpcCalls`: gRPC on a stream (messages, gzip/deflate, `grpc-timeout`, metadata, status in trailers);
+* `_h2_frames`, `_h2_limits`: framing and HPACK pieces; limits, rate budgets and grpcio's ping policy.
+
+This module handles the frames: streams opening and closing, flow control, SETTINGS, PING, GOAWAY, RST_STREAM
+(which cancels the call), rate limits, the header and idle timeouts, and closing.
 """
 
 from __future__ import annotations
