@@ -110,6 +110,7 @@ class Server:
                         config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX
                     ),
                     implementation=config.grpc_implementation,
+                    limits=config.grpc_limits,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)

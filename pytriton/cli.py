@@ -16,6 +16,7 @@ from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
+from pytriton.frontend.grpc import H2Limits
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -128,6 +129,14 @@ def main() -> None:
                    "'shared-memory,statistics:triton-access-token=SECRET'. Repeatable.")
 @click.option("--grpc-restricted-protocol", multiple=True, metavar="GROUPS:KEY=VALUE",
               help="The same for gRPC (clients send the header 'triton-grpc-protocol-KEY'). Repeatable.")
+@click.option("--grpc-max-concurrent-streams", type=click.IntRange(min=1), default=H2Limits.max_concurrent_streams,
+              show_default=True, help="Streams open at once per gRPC connection; more are refused (REFUSED_STREAM).")
+@click.option("--grpc-max-header-list-size", type=click.IntRange(min=1), default=H2Limits.max_header_list_size,
+              show_default=True, help="Largest gRPC request header list (metadata), in bytes.")
+@click.option("--grpc-max-message-bytes", type=click.IntRange(min=1), default=H2Limits.max_message_bytes,
+              show_default=True, help="Largest gRPC request message, as sent and once decompressed.")
+@click.option("--grpc-idle-timeout", type=click.FloatRange(min=0), default=H2Limits.idle_timeout_s, show_default=True,
+              help="Seconds a gRPC connection without calls stays open (0 = for ever).")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
               show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
 @click.option("--http-max-header-size", type=click.IntRange(min=1), default=HttpLimits.max_header_bytes,
@@ -182,6 +191,10 @@ def serve(
     shm_local_only: bool,
     http_restricted_api: tuple[str, ...],
     grpc_restricted_protocol: tuple[str, ...],
+    grpc_max_concurrent_streams: int,
+    grpc_max_header_list_size: int,
+    grpc_max_message_bytes: int,
+    grpc_idle_timeout: float,
     http_max_input_size: int,
     http_max_header_size: int,
     http_max_header_count: int,
@@ -244,6 +257,9 @@ def serve(
             grpc_address=grpc_address,
             grpc_port=grpc_port,
             grpc_header_forward_pattern=grpc_header_forward_pattern,
+            grpc_limits=H2Limits(max_concurrent_streams=grpc_max_concurrent_streams,
+                                 max_header_list_size=grpc_max_header_list_size,
+                                 max_message_bytes=grpc_max_message_bytes, idle_timeout_s=grpc_idle_timeout or None),
             allow_http=allow_http,
             http_address=http_address,
             http_port=http_port,

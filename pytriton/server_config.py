@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytriton import _env
+from pytriton.frontend.grpc._h2_limits import H2Limits
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -33,6 +34,7 @@ class ServerConfig:
     grpc_address: str = "0.0.0.0"
     grpc_port: int = 8001
     grpc_header_forward_pattern: str | None = None
+    grpc_limits: H2Limits = dataclasses.field(default_factory=H2Limits)  # bounds per gRPC connection
     allow_http: bool = True
     http_address: str = "0.0.0.0"
     http_port: int = 8000
@@ -73,4 +75,6 @@ class ServerConfig:
                             for m in fields.get("models", [])]
         if isinstance(fields.get("http_limits"), dict):
             fields["http_limits"] = HttpLimits(**fields["http_limits"])
+        if isinstance(fields.get("grpc_limits"), dict):
+            fields["grpc_limits"] = H2Limits(**fields["grpc_limits"])
         return cls(**fields)

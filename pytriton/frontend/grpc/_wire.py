@@ -1,4 +1,4 @@
-"""Zero-copy (de)serialisation of ModelInfer messages for grpc.aio.
+"""Zero-copy (de)serialisation of ModelInfer messages.
 
 Protobuf would copy every tensor several times (into its arena, out as a Python bytes object, again when
 serialising). Here the request is split on the wire: the tensor payloads (`raw_input_contents`, field 7)
@@ -9,8 +9,6 @@ output buffers, in one join.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any, Callable
 
 from tritonclient.grpc import service_pb2 as pb
@@ -111,35 +109,19 @@ def parse_infer_request(data: bytes) -> InferRequestView:
 
 
 class InferResponseWire:
-    """A ModelInferResponse as header + output buffers; the buffers are released once it is gone.
+    """A ModelInferResponse as header + output buffers, and `on_sent`: the call that gives the output buffers back.
 
-    grpc.aio serialises and drops the response on the event loop's thread, so the release is queued with
-    `call_soon` there (no self-pipe write and no extra loop wake-up); from any other thread it goes through
-    `call_soon_threadsafe`.
+    Whoever writes the response out calls `on_sent` exactly once, when it no longer needs the buffers: the HTTP/2
+    transport when the socket has taken the bytes (or the call ended without them), the grpcio fallback right after
+    its serializer joined them into one bytes object (`wire_bytes`).
     """
 
-    __slots__ = ("header", "parts", "_release", "_loop", "_thread")
+    __slots__ = ("header", "parts", "on_sent")
 
     def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None):
         self.header = header
         self.parts = parts
-        self._release = release
-        if release is not None:
-            self._loop = asyncio.get_running_loop()
-            self._thread = threading.get_ident()
-
-    def __del__(self) -> None:
-        release = self._release
-        if release is None:
-            return
-        self._release = None
-        try:
-            if threading.get_ident() == self._thread:
-                self._loop.call_soon(release)
-            else:
-                self._loop.call_soon_threadsafe(release)
-        except RuntimeError:  # the loop is closed: the server is gone
-            pass
+        self.on_sent = release
 
     @property
     def parameters(self) -> Any:
@@ -164,6 +146,24 @@ class StreamResponseWire:
     def __init__(self, response: InferResponseWire):
         self.response = response
 
+    @property
+    def on_sent(self) -> Callable[[], None] | None:
+        return self.response.on_sent
+
+
+def on_sent_of(response: Any) -> Callable[[], None] | None:
+    """The release of a response's buffers (None for a response that owns none)."""
+    if isinstance(response, (InferResponseWire, StreamResponseWire)):
+        return response.on_sent
+    return None
+
+
+def release_unsent(response: Any) -> None:
+    """A response that will never be written (its call ended first): its buffers go back now."""
+    on_sent = on_sent_of(response)
+    if on_sent is not None:
+        on_sent()
+
 
 def infer_response_chunks(response: Any) -> list[Any]:
     """A ModelInferResponse as the buffers that make up its serialised form (header, then tensors)."""
@@ -181,10 +181,10 @@ def stream_response_chunks(response: Any) -> list[Any]:
     return [response.SerializeToString()]
 
 
-def serialize_infer_response(response: Any) -> bytes:
-    """grpc.aio's serializer must return one bytes object: the chunks joined."""
-    return b"".join(infer_response_chunks(response))
-
-
-def serialize_stream_response(response: Any) -> bytes:
-    return b"".join(stream_response_chunks(response))
+def wire_bytes(chunks: Callable[[Any], list[Any]], response: Any) -> bytes:
+    """For grpc.aio, which wants one bytes object: the chunks joined, then the buffers released (the join copied
+    them), whatever happens."""
+    try:
+        return b"".join(chunks(response))
+    finally:
+        release_unsent(response)

@@ -19,12 +19,13 @@ from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend._listen import listen
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.grpc import h2
+from pytriton.frontend.grpc._h2_limits import H2Limits
 from pytriton.frontend.grpc._wire import (
     infer_response_chunks,
+    on_sent_of,
     parse_infer_request,
-    serialize_infer_response,
-    serialize_stream_response,
     stream_response_chunks,
+    wire_bytes,
 )
 from pytriton.frontend.grpc.servicer import InferenceServicer
 
@@ -36,21 +37,51 @@ HEALTH_SERVICE = "grpc.health.v1.Health"
 IMPLEMENTATIONS = ("h2", "grpcio")
 
 
-_ZERO_COPY = {
-    "ModelInfer": (parse_infer_request, serialize_infer_response),
-    "ModelStreamInfer": (parse_infer_request, serialize_stream_response),
-}
+def _joined_unary(handler: Any) -> Any:
+    """ModelInfer for grpc.aio: the response joined into bytes in the handler, its buffers released right then
+    (grpc.aio drops a response it does not serialize, e.g. of a call cancelled meanwhile)."""
+
+    async def call(request: Any, context: Any) -> Any:
+        response = await handler(request, context)
+        return None if response is None else wire_bytes(infer_response_chunks, response)
+
+    return call
+
+
+def _joined_stream(handler: Any) -> Any:
+    """ModelStreamInfer for grpc.aio, the same way, response by response."""
+
+    async def call(requests: Any, context: Any) -> AsyncIterator[bytes]:
+        responses = handler(requests, context)
+        try:
+            async for response in responses:
+                yield wire_bytes(stream_response_chunks, response)
+        finally:
+            await responses.aclose()
+
+    return call
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+_ZERO_COPY = {"ModelInfer": _joined_unary, "ModelStreamInfer": _joined_stream}
 
 
 def _service_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
     """The service's method handlers, as the generated code builds them, except that ModelInfer and
-    ModelStreamInfer use the zero-copy (de)serializers of `_wire`."""
+    ModelStreamInfer read requests with the zero-copy parser of `_wire` and serialise in the handler."""
     service = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     handlers = {}
     for method in service.methods:
         request_cls = getattr(service_pb2, method.input_type.name)
         response_cls = getattr(service_pb2, method.output_type.name)
-        deserialize, serialize = _ZERO_COPY.get(method.name, (request_cls.FromString, response_cls.SerializeToString))
+        handler = getattr(servicer, method.name)
+        deserialize, serialize = request_cls.FromString, response_cls.SerializeToString
+        if method.name in _ZERO_COPY:
+            handler = _ZERO_COPY[method.name](handler)
+            deserialize, serialize = parse_infer_request, _identity
         if method.client_streaming and method.server_streaming:
             make = grpc.stream_stream_rpc_method_handler
         elif method.server_streaming:
@@ -59,9 +90,7 @@ def _service_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
             make = grpc.stream_unary_rpc_method_handler
         else:
             make = grpc.unary_unary_rpc_method_handler
-        handlers[method.name] = make(
-            getattr(servicer, method.name), request_deserializer=deserialize, response_serializer=serialize
-        )
+        handlers[method.name] = make(handler, request_deserializer=deserialize, response_serializer=serialize)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
@@ -81,7 +110,8 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
         request_cls = getattr(service_pb2, method.input_type.name)
         deserialize, serialize = chunked.get(method.name, (request_cls.FromString, _serialize_one))
         methods[f"/{SERVICE_NAME}/{method.name}".encode()] = h2.Method(
-            getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming
+            getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming,
+            on_sent_of if method.name in chunked else None,
         )
     request = health_pb2.HealthCheckRequest.FromString
     methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)
@@ -137,8 +167,10 @@ class GrpcFrontend:
         header_forward_pattern: str | None = None,
         access: AccessPolicy | None = None,
         implementation: str = "h2",
+        limits: H2Limits | None = None,
     ):
         self.core = core
+        self.limits = limits or H2Limits()
         self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access)
         self.address = address
         self.requested_port = port
@@ -153,13 +185,19 @@ class GrpcFrontend:
     async def start(self) -> int:
         if self.implementation == "h2":
             return await self._start_h2()
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ],
-        )
+        limits = self.limits
+        options = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
+            ("grpc.max_metadata_size", limits.max_header_list_size),
+            ("grpc.http2.min_ping_interval_without_data_ms", int(limits.min_ping_interval_s * 1000)),
+            ("grpc.http2.max_ping_strikes", limits.max_ping_strikes),
+            ("grpc.so_reuseport", 0),
+        ]
+        if limits.idle_timeout_s is not None:
+            options.append(("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)))
+        server = grpc.aio.server(options=options)
         server.add_generic_rpc_handlers((_service_handler(self.servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"
@@ -178,7 +216,7 @@ class GrpcFrontend:
     async def _start_h2(self) -> int:
         methods = h2_methods(self.servicer, self._health)
         self._server, self.port = await listen(
-            lambda: h2.GrpcConnection(methods, self._connections), self.address, self.requested_port, "gRPC",
+            lambda: h2.GrpcConnection(methods, self._connections, self.limits), self.address, self.requested_port, "gRPC",
             "GRPCInferenceService",
         )
         return self.port

@@ -26,7 +26,7 @@ from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
-from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire
+from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire, release_unsent
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto
 
@@ -219,6 +219,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             reader.cancel()
             for task in list(tasks):
                 task.cancel()
+            while not queue.empty():  # responses the client will not get: their buffers go back now
+                release_unsent(queue.get_nowait())
 
     async def _stream_one(
         self, request: InferRequestView, context: CallContext, queue: asyncio.Queue[StreamItem | None]

@@ -1,4 +1,4 @@
-"""The gRPC front-end's own HTTP/2 transport (pytriton/frontend/grpc/h2.py), end to end.
+"""The gRPC front-end's own HTTP/2 transport (pytriton/frontend/grpc/h2.py), end to end (moved from tests/e2e).
 
 Through the real clients (tritonclient.grpc, .aio, grpc_health) for what users do, and through raw HTTP/2
 frames for what those clients never send but another client may (padding, CONTINUATION, split prefixes,
@@ -43,6 +43,10 @@ SERVERS = {
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
 END_STREAM, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x4, 0x8, 0x20
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+# Raw frames test our transport; grpc's server (PYTRITON_GRPC_SERVER=grpcio) answers some of them differently.
+h2_only = pytest.mark.skipif(os.environ.get("PYTRITON_GRPC_SERVER") == "grpcio", reason="tests our HTTP/2 transport")
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +241,7 @@ def test_unknown_method_answers_unimplemented(servers):
 # ---- raw frames --------------------------------------------------------------------------------------------------
 
 
+@h2_only
 def test_padding_priority_continuation_and_split_messages(servers):
     """A header block cut over HEADERS (padded, with priority) and two CONTINUATIONs; the message in three padded
     DATA frames, its 5-byte prefix itself cut in two."""
@@ -273,6 +278,7 @@ def test_padding_priority_continuation_and_split_messages(servers):
         raw.close()
 
 
+@h2_only
 def test_bad_requests_get_a_status_and_the_server_stays_up(servers):
     url = servers["identity"].grpc_url
     raw = RawH2(url)
@@ -440,6 +446,7 @@ def test_request_scanner_hands_odd_requests_to_protobuf():
     assert [bytes(r) for r in parsed.raw_input_contents] == [b"a" * 100, b"b" * 3] and parsed.id == "usual"
 
 
+@h2_only
 def test_large_response_to_a_slow_reader_keeps_its_bytes(servers):
     """A client with large HTTP/2 windows that reads slowly leaves most of a 15 MB answer in the server's transport
     buffer, where Python 3.12 keeps a view of the worker's output segment: the segment must not be reused for the

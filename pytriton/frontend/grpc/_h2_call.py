@@ -1,0 +1,463 @@
+"""gRPC on an HTTP/2 stream: request headers, length-prefixed messages, handlers, status.
+
+Method handlers keep grpc.aio's shape (`await handler(request, context)`, async generators for streams) and the
+context offers what our servicers use. A request message's buffer grows as its bytes arrive (never to a length
+that was only declared); a large one is received by the socket straight into it, and the connection keeps the
+last one for the next message of the same size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+import sys
+import zlib
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+import grpc
+
+from pytriton.frontend.grpc._h2_frames import PROTOCOL_ERROR, H2StreamError
+from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, OnSent, run_releases
+from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, Stream
+
+if TYPE_CHECKING:
+    from pytriton.frontend.grpc.h2 import GrpcConnection
+
+logger = logging.getLogger("pytriton.frontend")
+
+GROW_MIN = 16 * 1024  # the first buffer of a message whose bytes have not all arrived (it grows as they do)
+DIRECT_MIN = 64 * 1024  # a message part at least this large is received by the socket straight into its buffer
+SPARE_MAX = 64 << 20  # the largest message buffer a connection keeps for the next message of the same size
+
+_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+_TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
+_RESERVED_METADATA = frozenset((b"te", b"content-type", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"))
+_CONNECTION_SPECIFIC = frozenset((b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"))
+_PSEUDO = (b":method", b":scheme", b":path", b":authority")
+
+
+class RpcAbort(Exception):
+    """Raised by `Context.abort`: ends the call with this status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class Method:
+    """One RPC: its handler and (de)serialisers. `serialize` returns the message as a list of buffers;
+    `on_sent(response)`, where given, returns the callable that gives the response's buffers back (called once,
+    when the transport no longer needs them)."""
+
+    __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent")
+
+    def __init__(
+        self,
+        handler: Callable[..., Any],
+        deserialize: Callable[[Any], Any],
+        serialize: Callable[[Any], list[Any]],
+        client_streaming: bool = False,
+        server_streaming: bool = False,
+        on_sent: Callable[[Any], OnSent | None] | None = None,
+    ):
+        self.handler = handler
+        self.deserialize = deserialize
+        self.serialize = serialize
+        self.client_streaming = client_streaming
+        self.server_streaming = server_streaming
+        self.on_sent = on_sent
+
+
+class Context:
+    """The part of grpc.aio's ServicerContext our servicers use."""
+
+    __slots__ = ("_stream", "_peer", "code", "details")
+
+    def __init__(self, stream: Stream, peer: str):
+        self._stream = stream
+        self._peer = peer
+        self.code: grpc.StatusCode | None = None  # set_code/set_details: the status the call ends with
+        self.details = ""
+
+    def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return self._stream.metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+    def time_remaining(self) -> float | None:
+        deadline = self._stream.deadline
+        return None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+
+    def cancelled(self) -> bool:
+        return self._stream.reset
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+        raise RpcAbort(code, details)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def status(self) -> tuple[grpc.StatusCode, str] | None:
+        """The status a handler chose with set_code, if any (grpc's generated base methods do that)."""
+        if self.code is None or self.code is grpc.StatusCode.OK:
+            return None
+        return self.code, self.details
+
+
+class CallHead:
+    """What a request's header block says (immutable: the connection reuses it for an identical block)."""
+
+    __slots__ = ("path", "metadata", "timeout", "encoding", "content_length")
+
+    def __init__(self, path: bytes, metadata: tuple, timeout: bytes | None, encoding: str | None,
+                 content_length: int | None):  # fmt: skip
+        self.path = path
+        self.metadata = metadata
+        self.timeout = timeout
+        self.encoding = encoding
+        self.content_length = content_length
+
+
+def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHead:
+    """A request's header fields, checked as RFC 9113 8.2-8.3 asks (a malformed request is a stream error of type
+    PROTOCOL_ERROR), with gRPC's metadata decoded (`-bin` values base64)."""
+
+    def malformed(why: str) -> H2StreamError:
+        return H2StreamError(stream_id, PROTOCOL_ERROR, f"malformed request on stream {stream_id}: {why}")
+
+    pseudo: dict[bytes, bytes] = {}
+    metadata: list[tuple[str, Any]] = []
+    timeout = encoding = None
+    content_length = None
+    regular = False
+    for name, value in headers:
+        if name[:1] == b":":
+            if regular:
+                raise malformed(f"pseudo-header {name!r} after a regular field")
+            if name not in _PSEUDO or name in pseudo:
+                raise malformed(f"unknown or repeated pseudo-header {name!r}")
+            pseudo[name] = value
+            continue
+        regular = True
+        if name.lower() != name:
+            raise malformed(f"field name {name!r} is not lowercase")
+        if name in _RESERVED_METADATA:
+            if name == b"grpc-timeout":
+                timeout = value
+            elif name == b"grpc-encoding":
+                encoding = value.decode("latin-1")
+            elif name == b"te" and value != b"trailers":
+                raise malformed(f"te: {value!r}")
+            continue
+        if name in _CONNECTION_SPECIFIC:
+            raise malformed(f"connection-specific field {name!r}")
+        if name == b"content-length":
+            if not value.isdigit() or content_length is not None:
+                raise malformed(f"content-length: {value!r}")
+            content_length = int(value)
+            continue
+        key = name.decode("latin-1")
+        if key.endswith("-bin"):
+            try:
+                metadata.append((key, base64.b64decode(value + b"=" * (-len(value) % 4))))
+            except ValueError:
+                continue
+        else:
+            metadata.append((key, value.decode("latin-1")))
+    if b":method" not in pseudo or b":scheme" not in pseudo or not pseudo.get(b":path"):
+        raise malformed(":method, :scheme or :path missing or empty")
+    return CallHead(pseudo[b":path"], tuple(metadata), timeout, encoding, content_length)
+
+
+def decompress(message: Any, encoding: str | None, limit: int) -> bytes:
+    """A gzip/deflate request message, inflated to at most `limit` bytes (RpcAbort past that or when broken)."""
+    if encoding not in ("gzip", "deflate"):
+        raise RpcAbort(grpc.StatusCode.INTERNAL, "compressed message without grpc-encoding")
+    inflater = zlib.decompressobj(31 if encoding == "gzip" else 15)
+    try:
+        out = inflater.decompress(message, limit + 1)
+    except zlib.error as exc:
+        raise RpcAbort(grpc.StatusCode.INTERNAL, f"cannot decompress the request: {exc}") from None
+    if len(out) > limit:
+        raise RpcAbort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                       f"Received message larger than max (more than {limit} bytes once decompressed)")
+    if not inflater.eof:
+        raise RpcAbort(grpc.StatusCode.INTERNAL, "cannot decompress the request: truncated data")
+    return out
+
+
+def _over(stream: Stream) -> bool:
+    """The call is over: its status is queued or sent, or the stream was reset."""
+    return stream.trailers is not None or stream.state >= HALF_CLOSED_LOCAL
+
+
+class GrpcCalls:
+    """The gRPC calls of one connection: started by request headers, fed by DATA, ended by END_STREAM."""
+
+    def __init__(self, connection: GrpcConnection, methods: dict[bytes, Method], max_message_bytes: int):
+        self._connection = connection
+        self._outbox = connection.outbox
+        self._loop = connection.loop
+        self._methods = methods
+        self._max_message = max_message_bytes
+        self.spare: bytearray | None = None  # the last large message buffer, for the next of the same size
+
+    # ---- a call's start -------------------------------------------------------------------------------------------
+    def start(self, stream: Stream, head: CallHead) -> None:
+        stream.metadata = head.metadata
+        stream.encoding = head.encoding
+        stream.content_length = head.content_length
+        method = self._methods.get(head.path)
+        if method is None:
+            self._outbox.finish(stream, grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+            return
+        if head.encoding not in (None, "identity", "gzip", "deflate"):
+            self._outbox.finish(stream, grpc.StatusCode.UNIMPLEMENTED,
+                                f"Compression algorithm '{head.encoding}' is not supported")
+            return
+        stream.method = method
+        stream.context = Context(stream, self._connection.peer)
+        if head.timeout is not None:
+            match = _TIMEOUT.match(head.timeout.decode("latin-1"))
+            if match is None:
+                self._outbox.finish(stream, grpc.StatusCode.INTERNAL,
+                                    f"Invalid grpc-timeout '{head.timeout.decode('latin-1')}'")
+                return
+            seconds = int(match.group(1)) * _TIMEOUT_UNITS[match.group(2)]
+            stream.deadline = self._loop.time() + seconds
+            stream.timer = self._loop.call_later(seconds, self._deadline, stream)
+        if method.client_streaming:
+            stream.queue = asyncio.Queue()
+            stream.task = self._loop.create_task(self._run_streaming(stream, method, self._requests(stream)))
+
+    # ---- request messages -------------------------------------------------------------------------------------------
+    def feed(self, stream: Stream, data: memoryview) -> None:
+        """Append DATA bytes to the stream's messages (5-byte prefix: compressed flag, length)."""
+        pos, size = 0, len(data)
+        while pos < size:
+            if _over(stream):
+                return  # the call has ended: what the client still sends is dropped
+            body = stream.body
+            if body is None:
+                if stream.head_fill == 0 and size - pos >= 5:  # the common case: the prefix in one piece
+                    flag, length = data[pos], int.from_bytes(data[pos + 1 : pos + 5], "big")
+                    pos += 5
+                else:
+                    take = min(5 - stream.head_fill, size - pos)
+                    stream.head[stream.head_fill : stream.head_fill + take] = data[pos : pos + take]
+                    stream.head_fill += take
+                    pos += take
+                    if stream.head_fill < 5:
+                        return
+                    stream.head_fill = 0
+                    flag, length = stream.head[0], int.from_bytes(stream.head[1:5], "big")
+                if length > self._max_message:
+                    self._outbox.finish(stream, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                        f"Received message larger than max ({length} vs. {self._max_message})")
+                    return
+                stream.compressed = bool(flag & 1)
+                if size - pos >= length and length < DIRECT_MIN:
+                    self._deliver(stream, bytes(data[pos : pos + length]))
+                    pos += length
+                    continue
+                stream.body = self._message_buffer(length, size - pos)
+                stream.fill = 0
+                stream.expect = length
+                if not length:
+                    self._complete(stream)
+                continue
+            take = min(stream.expect - stream.fill, size - pos)
+            end = stream.fill + take
+            if end > len(body):
+                body = self._grow(stream, end)
+            body[stream.fill : end] = data[pos : pos + take]
+            stream.fill = end
+            pos += take
+            if end == stream.expect:
+                self._complete(stream)
+
+    def direct_view(self, stream: Stream, available: int) -> memoryview | None:
+        """Where the socket may write the next `available` bytes of the stream's message itself (at least
+        DIRECT_MIN of them, within the message), or None. The buffer grows to hold at most what has arrived
+        plus as much again (or DIRECT_MIN)."""
+        body = stream.body
+        if body is None or _over(stream):
+            return None
+        fill = stream.fill
+        want = min(available, stream.expect - fill)
+        if want < DIRECT_MIN:
+            return None
+        if len(body) - fill < DIRECT_MIN:
+            body = self._grow(stream, fill + min(want, max(fill, DIRECT_MIN)))
+        return memoryview(body)[fill : fill + min(len(body) - fill, want)]
+
+    def direct_received(self, stream: Stream, nbytes: int) -> None:
+        stream.fill += nbytes
+        if stream.fill == stream.expect:
+            self._complete(stream)
+
+    def _message_buffer(self, length: int, available: int) -> bytearray:
+        """A message's first buffer: the connection's spare when it has this size and nothing refers to it any more
+        (clients send same-sized tensors over and over), else what has arrived of it, at least GROW_MIN."""
+        if DIRECT_MIN <= length <= SPARE_MAX:
+            spare = self.spare
+            if spare is not None and len(spare) == length and sys.getrefcount(spare) == 3:  # attribute, local, arg
+                return spare
+        return bytearray(min(length, max(available, GROW_MIN)))
+
+    def _grow(self, stream: Stream, end: int) -> bytearray:
+        """Grow the message buffer to hold `end` bytes, at most doubling what has arrived (at least GROW_MIN)."""
+        body = stream.body
+        assert body is not None
+        size = min(stream.expect, max(end, stream.fill + max(stream.fill, GROW_MIN)))
+        try:
+            body += bytes(size - len(body))  # in place (no copy of what is there for large buffers)
+        except BufferError:  # something still holds a view of it
+            grown = bytearray(size)
+            grown[: stream.fill] = memoryview(body)[: stream.fill]
+            stream.body = body = grown
+        return body
+
+    def _complete(self, stream: Stream) -> None:
+        body, stream.body = stream.body, None
+        assert body is not None
+        if DIRECT_MIN <= len(body) <= SPARE_MAX:
+            self.spare = body
+        self._deliver(stream, body)
+
+    def _deliver(self, stream: Stream, message: Any) -> None:
+        if _over(stream):
+            return
+        if stream.compressed:
+            try:
+                message = decompress(message, stream.encoding, self._max_message)
+            except RpcAbort as exc:
+                self._outbox.finish(stream, exc.code, exc.details)
+                return
+        if stream.queue is not None:
+            stream.queue.put_nowait(message)
+        elif stream.messages:  # a second message on a unary call: no need to wait for more
+            self._outbox.finish(stream, grpc.StatusCode.UNIMPLEMENTED, "expected exactly one request message")
+            stream.messages.clear()
+        else:
+            stream.messages.append(message)
+
+    def end(self, stream: Stream) -> None:
+        """The request is complete (END_STREAM): a unary call runs now."""
+        if _over(stream):
+            return
+        if stream.queue is not None:
+            stream.queue.put_nowait(None)
+            return
+        method = stream.method
+        if method is None:
+            return
+        if stream.body is not None or stream.head_fill:
+            self._outbox.finish(stream, grpc.StatusCode.INTERNAL, "the request ended inside a message")
+            return
+        if not stream.messages:
+            self._outbox.finish(stream, grpc.StatusCode.INTERNAL, "no request message")
+            return
+        try:
+            request = method.deserialize(stream.messages.pop())
+        except Exception:  # noqa: BLE001 - the client sent something protobuf cannot read
+            self._outbox.finish(stream, grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+            return
+        if method.server_streaming:
+            stream.task = self._loop.create_task(self._run_streaming(stream, method, request))
+        else:
+            stream.task = self._loop.create_task(self._run_unary(stream, method, request))
+
+    async def _requests(self, stream: Stream) -> AsyncIterator[Any]:
+        queue, method = stream.queue, stream.method
+        while True:
+            message = await queue.get()  # type: ignore[union-attr]
+            if message is None:
+                return
+            try:
+                request = method.deserialize(message)  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001
+                raise RpcAbort(grpc.StatusCode.INTERNAL, "Exception deserializing request!") from None
+            yield request
+
+    # ---- handlers -----------------------------------------------------------------------------------------------
+    async def _run_unary(self, stream: Stream, method: Method, request: Any) -> None:
+        try:
+            response = await method.handler(request, stream.context)
+        except RpcAbort as exc:
+            self._outbox.finish(stream, exc.code, exc.details)
+            return
+        except asyncio.CancelledError:
+            return  # reset by the client, past its deadline, or the server is stopping
+        except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
+            self._handler_failed(stream, exc)
+            return
+        self._reply(stream, method, response, last=True)
+
+    def _reply(self, stream: Stream, method: Method, response: Any, last: bool = False) -> None:
+        """Send a handler's response; whatever happens, its buffers are given back exactly once."""
+        on_sent = method.on_sent(response) if method.on_sent is not None and response is not None else None
+        try:
+            chosen = stream.context.status() if last else None  # type: ignore[union-attr]
+            if chosen is not None:
+                raise RpcAbort(*chosen)
+            if response is None:
+                raise RpcAbort(grpc.StatusCode.INTERNAL, "the method returned no response")
+            parts = method.serialize(response)
+        except RpcAbort as exc:
+            run_releases([on_sent] if on_sent is not None else [])
+            self._outbox.finish(stream, exc.code, exc.details)
+            return
+        except Exception as exc:  # noqa: BLE001
+            run_releases([on_sent] if on_sent is not None else [])
+            self._handler_failed(stream, exc)
+            return
+        self._outbox.message(stream, parts, on_sent, last=last)
+
+    async def _run_streaming(self, stream: Stream, method: Method, request: Any) -> None:
+        responses = method.handler(request, stream.context)
+        try:
+            async for response in responses:
+                self._reply(stream, method, response)
+                if stream.pending_size > STREAM_SEND_BACKLOG and not _over(stream):
+                    stream.drained = self._loop.create_future()
+                    await stream.drained
+                if _over(stream):
+                    return
+        except RpcAbort as exc:
+            self._outbox.finish(stream, exc.code, exc.details)
+            return
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # noqa: BLE001
+            self._handler_failed(stream, exc)
+            return
+        finally:
+            await responses.aclose()
+        chosen = stream.context.status()  # type: ignore[union-attr]
+        self._outbox.finish(stream, *(chosen or (grpc.StatusCode.OK, "")))
+
+    def _handler_failed(self, stream: Stream, exc: Exception) -> None:
+        """A handler raised: the status it chose with set_code, else UNKNOWN as grpc answers (and a log entry)."""
+        chosen = stream.context.status()  # type: ignore[union-attr]
+        if chosen is None:
+            logger.exception("gRPC method failed")
+        self._outbox.finish(stream, *(chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")))
+
+    def _deadline(self, stream: Stream) -> None:
+        stream.timer = None
+        if stream.state >= HALF_CLOSED_LOCAL:
+            return  # our END_STREAM is out, or the stream was reset
+        task = stream.task
+        self._outbox.drop(stream)  # what the client's windows still hold back will not be sent,
+        stream.trailers = None  # nor a status waiting behind it
+        self._outbox.finish(stream, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        if task is not None and not task.done():
+            task.cancel()

@@ -1,0 +1,155 @@
+"""The HTTP/2 transport alone, in a thread's event loop, serving small test methods: for tests of its limits and
+of the release of response buffers, where a whole server (workers, servicer) would only blur what is measured."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, AsyncIterator, Callable
+
+import grpc
+
+from pytriton.frontend.grpc import h2
+
+PATTERN = 0x5A  # the bytes of a reply; a released reply's buffer is overwritten, as a reused worker segment would be
+
+
+class Ledger:
+    """Replies made and released (each must be released exactly once), calls started and cancelled."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.released: list[int] = []
+        self.started = 0
+        self.cancelled = 0
+
+    def double_releases(self) -> list[int]:
+        return sorted({r for r in self.released if self.released.count(r) > 1})
+
+
+class Reply:
+    """A response owning a buffer (like a worker's output segment) that goes back through `release`."""
+
+    def __init__(self, ledger: Ledger, size: int):
+        ledger.made += 1
+        self.number = ledger.made
+        self.ledger = ledger
+        self.buffer = bytearray([PATTERN]) * size
+
+    def release(self) -> None:
+        self.ledger.released.append(self.number)
+        self.buffer[:] = bytes(len(self.buffer))  # reused: whoever still reads it gets zeros
+
+
+def _serialize(response: Any) -> list[Any]:
+    if isinstance(response, Reply):
+        return [memoryview(response.buffer)]
+    return [bytes(response)]
+
+
+def _on_sent(response: Any) -> Callable[[], None] | None:
+    return response.release if isinstance(response, Reply) else None
+
+
+def _broken(response: Any) -> list[Any]:
+    raise ValueError("cannot serialise this")
+
+
+def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
+    """/t.S/Echo (the request back), /t.S/Hold (never answers; counts cancellations), /t.S/Big (a Reply of the
+    size the request names, after the delay it names: b"<size>" or b"<size>:<seconds>"), /t.S/Stream (Replies of
+    the size named, one after another, until cancelled); /t.S/Refused returns a Reply but ends the call with
+    set_code(NOT_FOUND); /t.S/Broken returns a Reply its serialiser fails on."""
+
+    async def echo(request: bytes, context: h2.Context) -> bytes:
+        return request
+
+    async def hold(request: bytes, context: h2.Context) -> bytes:
+        ledger.started += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            ledger.cancelled += 1
+            raise
+        return b""
+
+    async def big(request: bytes, context: h2.Context) -> Reply:
+        size, _, delay = bytes(request).decode().partition(":")
+        ledger.started += 1
+        if delay:
+            await asyncio.sleep(float(delay))
+        return Reply(ledger, int(size))
+
+    async def stream(request: bytes, context: h2.Context) -> AsyncIterator[Reply]:
+        size = int(bytes(request))
+        ledger.started += 1
+        while True:
+            yield Reply(ledger, size)
+            await asyncio.sleep(0)
+
+    async def refused(request: bytes, context: h2.Context) -> Reply:
+        context.set_code(grpc.StatusCode.NOT_FOUND)
+        context.set_details("chose not to answer")
+        return Reply(ledger, 1000)
+
+    identity = bytes
+    return {
+        b"/t.S/Refused": h2.Method(refused, identity, _serialize, on_sent=_on_sent),
+        b"/t.S/Broken": h2.Method(big, identity, _broken, on_sent=_on_sent),
+        b"/t.S/Echo": h2.Method(echo, identity, _serialize),
+        b"/t.S/Hold": h2.Method(hold, identity, _serialize),
+        b"/t.S/Big": h2.Method(big, identity, _serialize, on_sent=_on_sent),
+        b"/t.S/Stream": h2.Method(stream, identity, _serialize, server_streaming=True, on_sent=_on_sent),
+    }
+
+
+class InProcessServer:
+    """`with InProcessServer(limits) as server:` the transport on 127.0.0.1:`server.port` with `transport_methods`."""
+
+    def __init__(self, limits: h2.H2Limits | None = None):
+        self.limits = limits
+        self.ledger = Ledger()
+        self.connections: set[h2.GrpcConnection] = set()
+        self.loop = asyncio.new_event_loop()
+        self.port = 0
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+
+    def __enter__(self) -> InProcessServer:
+        self._thread.start()
+        methods = transport_methods(self.ledger)
+
+        async def start() -> None:
+            self._server = await self.loop.create_server(
+                lambda: h2.GrpcConnection(methods, self.connections, self.limits), "127.0.0.1", 0
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+
+        self.run(start())
+        return self
+
+    def run(self, what: Any, timeout_s: float = 30.0) -> Any:
+        """Run a coroutine, or call a function, in the server's loop; its result."""
+        if asyncio.iscoroutine(what):
+            return asyncio.run_coroutine_threadsafe(what, self.loop).result(timeout_s)
+
+        async def call() -> Any:
+            return what()
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout_s)
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop() -> None:
+            assert self._server is not None
+            self._server.close()
+            for connection in list(self.connections):
+                if connection.transport is not None:
+                    connection.transport.abort()
+            await asyncio.sleep(0.05)
+
+        try:
+            self.run(stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self.loop.close()
