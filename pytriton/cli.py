@@ -135,6 +135,8 @@ def main() -> None:
               show_default=True, help="Largest gRPC request header list (metadata), in bytes.")
 @click.option("--grpc-max-message-bytes", type=click.IntRange(min=1), default=H2Limits.max_message_bytes,
               show_default=True, help="Largest gRPC request message, as sent and once decompressed.")
+@click.option("--grpc-max-decompressed-bytes", type=click.IntRange(min=1), default=H2Limits.max_decompressed_bytes,
+              show_default=True, help="Largest gzip/deflate gRPC request message once decompressed.")
 @click.option("--grpc-idle-timeout", type=click.FloatRange(min=0), default=H2Limits.idle_timeout_s, show_default=True,
               help="Seconds a gRPC connection without calls stays open (0 = for ever).")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
@@ -194,6 +196,7 @@ def serve(
     grpc_max_concurrent_streams: int,
     grpc_max_header_list_size: int,
     grpc_max_message_bytes: int,
+    grpc_max_decompressed_bytes: int,
     grpc_idle_timeout: float,
     http_max_input_size: int,
     http_max_header_size: int,
@@ -259,7 +262,9 @@ def serve(
             grpc_header_forward_pattern=grpc_header_forward_pattern,
             grpc_limits=H2Limits(max_concurrent_streams=grpc_max_concurrent_streams,
                                  max_header_list_size=grpc_max_header_list_size,
-                                 max_message_bytes=grpc_max_message_bytes, idle_timeout_s=grpc_idle_timeout or None),
+                                 max_message_bytes=grpc_max_message_bytes,
+                                 max_decompressed_bytes=grpc_max_decompressed_bytes,
+                                 idle_timeout_s=grpc_idle_timeout or None),
             allow_http=allow_http,
             http_address=http_address,
             http_port=http_port,

@@ -22,6 +22,9 @@ class H2Limits:
             (at least 16 KiB; GOAWAY FRAME_SIZE_ERROR for a single frame). grpcio: 8 KiB soft, 16 KiB hard.
         max_message_bytes: one request message, as declared and after decompression (RESOURCE_EXHAUSTED past it).
             Triton: 2 GiB - 1.
+        max_decompressed_bytes: one gzip/deflate request message once decompressed (RESOURCE_EXHAUSTED past it),
+            when lower than max_message_bytes. Triton has no separate bound, so a 1 MiB gzip bomb could make it
+            inflate 2 GiB; 64 MiB by default here, as the HTTP front-end's body limit.
         initial_window_size: what a client may send ahead, per stream and per connection (refilled as it arrives).
         max_frame_size: the largest frame we accept (SETTINGS_MAX_FRAME_SIZE). DATA is never buffered whole; other
             frames are also bounded by their type (a header-carrying frame by max_header_list_size).
@@ -36,7 +39,10 @@ class H2Limits:
             sent by us in between, is a strike; past max_ping_strikes the connection gets GOAWAY ENHANCE_YOUR_CALM
             "too_many_pings".
         max_resets_per_s: RST_STREAM frames per second and connection, those the client sends and the stream errors
-            we answer with (rapid reset); max_pings_per_s, max_settings_per_s: PING and SETTINGS frames;
+            we answer with (rapid reset). A reset call is cancelled at once (its queued request never runs), so
+            resets cost no more work than calls and this only stops floods: ordinary clients cancelling on short
+            deadlines reach a few thousand per second on one shared connection (16 tritonclient threads with
+            0.5-2 ms deadlines: ~1,500/s here), a rapid-reset loop 100,000/s; max_pings_per_s, max_settings_per_s: PING and SETTINGS frames;
             max_empty_frames_per_s: frames that carry nothing (DATA without data or END_STREAM, empty HEADERS or
             CONTINUATION fragments, empty unknown frames). Each is a token bucket holding one second's worth; an
             empty bucket means GOAWAY ENHANCE_YOUR_CALM.
@@ -48,6 +54,7 @@ class H2Limits:
     max_concurrent_streams: int = 1024
     max_header_list_size: int = 16 * 1024
     max_message_bytes: int = 2**31 - 1
+    max_decompressed_bytes: int = 64 * 1024 * 1024
     initial_window_size: int = 1 << 24
     max_frame_size: int = (1 << 24) - 1
     header_timeout_s: float = 20.0
@@ -55,7 +62,7 @@ class H2Limits:
     buffer_release_s: float = 5.0
     min_ping_interval_s: float = 300.0
     max_ping_strikes: int = 2
-    max_resets_per_s: int = 1000
+    max_resets_per_s: int = 10_000
     max_pings_per_s: int = 100
     max_settings_per_s: int = 100
     max_empty_frames_per_s: int = 100
@@ -66,7 +73,8 @@ class H2Limits:
             raise ValueError(f"max_frame_size {self.max_frame_size}: must be within 16384 .. 2^24-1 (RFC 9113 6.5.2)")
         if not 65535 <= self.initial_window_size <= 2**31 - 1:
             raise ValueError(f"initial_window_size {self.initial_window_size}: must be within 65535 .. 2^31-1")
-        for name in ("max_concurrent_streams", "max_header_list_size", "max_message_bytes", "max_ping_strikes",
+        for name in ("max_concurrent_streams", "max_header_list_size", "max_message_bytes", "max_decompressed_bytes",
+                     "max_ping_strikes",
                      "max_resets_per_s", "max_pings_per_s", "max_settings_per_s", "max_empty_frames_per_s",
                      "max_pending_control_frames"):  # fmt: skip
             if getattr(self, name) < 1:

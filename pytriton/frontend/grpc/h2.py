@@ -112,7 +112,8 @@ class GrpcConnection(FrameReader):
         self._ping_budget = RateBudget(limits.max_pings_per_s)
         self._settings_budget = RateBudget(limits.max_settings_per_s)
         self.outbox = Outbox(self._local_end, self._pings, limits.max_pending_control_frames)
-        self.calls = GrpcCalls(self, methods, limits.max_message_bytes)
+        self.calls = GrpcCalls(self, methods, limits.max_message_bytes,
+                               min(limits.max_message_bytes, limits.max_decompressed_bytes))
         self.going_away = False
         self.idle: asyncio.Event = asyncio.Event()
         self.idle.set()
