@@ -1,0 +1,100 @@
+"""Instances hosted by another process (RemoteTriton / Triton.bind threads): what the server does when that
+process dies, and when one of its calls outlives the execution timeout (issue 13, items 5 and 6)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from pytriton.triton import RemoteTriton
+from tests.conftest import REPO, _started_pids, serve
+from tests.e2e.test_workers import SLOW_PID
+from tests.supervisor import remote_user
+
+
+def _x(value: float) -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput("x", [4], "FP32")
+    tensor.set_data_from_numpy(np.full(4, value, dtype=np.float32))
+    return tensor
+
+
+def _ready(http_url: str, model: str) -> bool:
+    try:
+        return urllib.request.urlopen(f"http://{http_url}/v2/models/{model}/ready", timeout=5).status == 200
+    except urllib.error.HTTPError:
+        return False
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "When the process hosting a model's instances dies, ExternalInstances._watch (pytriton/supervisor/"
+    "external.py:517-523) removes the instances and fails the calls in flight, but never tells the scheduler that "
+    "no instance can come back (InstanceHandler.set_unavailable, as WorkerPool does when a worker cannot restart): "
+    "the model stays registered and not ready, and every request to it (queued then or sent later) waits in the "
+    "queue until the client's deadline; one without a deadline waits forever. The whole server also stays not "
+    "ready for good (ServerCore.ready needs every model ready). Fix: call handler.set_unavailable(reason) there "
+    "(and consider unloading the model: nothing can bring its instances back)."))
+def test_requests_to_a_model_whose_hosting_process_died_fail_at_once():
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        user = subprocess.Popen([sys.executable, "-m", "tests.supervisor.remote_user", f"http://{server.http_url}"],
+                                cwd=REPO, stdout=subprocess.PIPE, text=True)
+        _started_pids.add(user.pid)
+        try:
+            assert user.stdout is not None and user.stdout.readline().strip() == "READY"
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            assert client.infer("remote", [_x(1)]).as_numpy("y").tolist() == [2, 2, 2, 2]
+        finally:
+            os.kill(user.pid, signal.SIGKILL)
+            user.wait()
+            user.stdout.close()
+        deadline = time.monotonic() + 20
+        while _ready(server.http_url, "remote") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _ready(server.http_url, "remote")
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("remote", [_x(1)], client_timeout=10)
+        assert info.value.status() == "StatusCode.UNAVAILABLE", str(info.value)
+        assert "remote" in info.value.message()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "A bound callable (a thread of the user's process) cannot be killed when its execution outlives the execution "
+    "timeout; _Execution.expired (pytriton/scheduler/dispatcher.py:102-111) fails the execution's jobs at once, "
+    "which runs their cleanups (ServerCore._job_ended: region references released, in-flight count), so the "
+    "client's output region can be unregistered and reused while the call still runs; when it returns, the "
+    "worker loop writes its outputs into the client's region (WorkerEndpoint._encode_output), over memory the "
+    "client was told is no longer the server's. Fix: keep the jobs of a timed-out execution that could not be "
+    "killed holding their regions until its worker answers or goes away (tell the callers, finish the jobs "
+    "later), and/or send CANCEL on expiry and have the worker check for it before it writes into client regions."))
+def test_a_bound_call_past_the_execution_timeout_never_writes_into_a_region_it_no_longer_holds():
+    with serve("tests.models:slow_pid", "--execution-timeout", "1", *SLOW_PID) as server:
+        remote = RemoteTriton(url=f"http://{server.http_url}")
+        remote_user.bind(remote, "sleepy")
+        key = f"/pt_attack_{uuid.uuid4().hex[:8]}"
+        region = shm.create_shared_memory_region("out", key, 16)
+        try:
+            with remote:
+                client = grpcclient.InferenceServerClient(server.grpc_url)
+                client.register_system_shared_memory("out", key, 16)
+                output = grpcclient.InferRequestedOutput("y")
+                output.set_shared_memory("out", 16)
+                with pytest.raises(InferenceServerException, match="execution timeout of 1 s"):
+                    client.infer("sleepy", [_x(3)], outputs=[output])  # the callable sleeps 3 s
+                client.unregister_system_shared_memory("out")
+                assert client.get_system_shared_memory_status(as_json=True) in ({}, {"regions": []})
+                shm.set_shared_memory_region(region, [np.full(4, -7, dtype=np.float32)])  # the client reuses it
+                time.sleep(3)  # the stuck call has returned by now
+                assert shm.get_contents_as_numpy(region, np.float32, [4]).tolist() == [-7, -7, -7, -7]
+        finally:
+            shm.destroy_shared_memory_region(region)
