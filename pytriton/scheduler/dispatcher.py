@@ -73,8 +73,9 @@ class _Execution:
         if final:
             self._end()
             self.scheduler._on_execution(total)
-        elif self.timer is not None:  # a stream: the timeout runs from its last response
-            self.timer.cancel()
+        elif self.scheduler.execution_timeout_s is not None:  # a stream: the timeout runs from its last response
+            if self.timer is not None:
+                self.timer.cancel()
             self.timer = self.scheduler._arm_timeout(self)
         for job, result in zip(self.jobs, results):
             job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
@@ -107,8 +108,7 @@ class _Execution:
         reason = (f"model '{scheduler.model_name}' instance '{self.instance.label}' did not finish an execution within "
                   f"the execution timeout of {scheduler.execution_timeout_s:g} s")
         logger.error("%s; killing the instance", reason)
-        self.fail(unavailable(reason))
-        scheduler._instance_stuck(self.instance, reason)
+        scheduler._instance_stuck(self, reason)
 
 
 class ModelScheduler:
@@ -140,7 +140,8 @@ class ModelScheduler:
         self._loop = asyncio.get_running_loop()
         self._load: dict[Any, int] = {}  # instance -> executions in flight on it
         self._free: list[Any] = []  # instances with room, least loaded last (the most recently freed idle one)
-        self._running: dict[Any, set[_Execution]] = {}
+        # instance -> its executions in the order it received them (it runs them in that order)
+        self._running: dict[Any, dict[_Execution, None]] = {}
         self._queue: collections.deque[Job] = collections.deque()
         self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
         self._timer: asyncio.TimerHandle | None = None
@@ -172,16 +173,20 @@ class ModelScheduler:
             return
         self._unavailable = None
         self._load[instance] = 0
-        self._running[instance] = set()
+        self._running[instance] = {}
         self._free.append(instance)
         self._schedule()
 
     def remove_instance(self, instance: Any) -> None:
         """The instance is gone (its executions are failed by the instance itself, as its worker went)."""
         self._load.pop(instance, None)
-        self._running.pop(instance, None)
+        running = self._running.pop(instance, None)
         if instance in self._free:
             self._free.remove(instance)
+        if running and self.execution_timeout_s is not None:
+            for execution in running:  # those that waited behind another: their clock runs from now on
+                if execution.timer is None and not execution.done:
+                    execution.timer = self._arm_timeout(execution)
 
     def set_unavailable(self, reason: str) -> None:
         """No instance can come back (e.g. the callable no longer loads): fail who waits, and later callers."""
@@ -194,8 +199,15 @@ class ModelScheduler:
                 job.fail(unavailable(reason))
         self._withdrawn = 0
 
-    def _instance_stuck(self, instance: Any, reason: str) -> None:
+    def _instance_stuck(self, execution: _Execution, reason: str) -> None:
+        """`execution` outlived the execution timeout: its instance leaves (before the execution fails, so that its
+        room never goes to a job that waits), the execution fails, and the instance is killed."""
+        instance = execution.instance
+        running = self._running.get(instance)
+        if running is not None:
+            running.pop(execution, None)
         self.remove_instance(instance)
+        execution.fail(unavailable(reason))
         try:
             instance.kill(reason)
         except Exception:  # noqa: BLE001 - the instance is out of the pool either way
@@ -288,13 +300,16 @@ class ModelScheduler:
         for job in jobs:
             job.state = RUNNING
             job.execution = execution
-        self._running[instance].add(execution)
+        running = self._running[instance]
+        running[execution] = None
         try:
             execution.cancel = instance.execute([job.payload for job in jobs], execution)
         except Exception as exc:  # noqa: BLE001 - e.g. the worker went away or the arena is full: these jobs fail
             execution.fail(exc)
             return
-        if self.execution_timeout_s is not None and not execution.done:
+        # The clock starts when the instance starts it: at once if nothing runs before it there, else when the
+        # executions before it have ended (see _execution_ended).
+        if self.execution_timeout_s is not None and not execution.done and next(iter(running)) is execution:
             execution.timer = self._arm_timeout(execution)
 
     def _arm_timeout(self, execution: _Execution) -> asyncio.TimerHandle:
@@ -307,7 +322,11 @@ class ModelScheduler:
         running = self._running.get(instance)
         if running is None or execution not in running:
             return
-        running.discard(execution)
+        del running[execution]
+        if running and self.execution_timeout_s is not None:
+            head = next(iter(running))  # the instance starts it now
+            if head.timer is None and not head.done:
+                head.timer = self._arm_timeout(head)
         load = self._load[instance] = self._load[instance] - 1
         if instance in self._free:
             self._free.remove(instance)

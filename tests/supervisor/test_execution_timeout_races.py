@@ -7,7 +7,6 @@ import queue
 import time
 
 import numpy as np
-import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.conftest import serve, tensor_args
@@ -16,19 +15,11 @@ from tests.e2e.test_workers import SLOW_PID, async_pid_request
 COUNTDOWN = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
     "output", [("VALUE", "int32", "1")])
 
-PIPELINED_TIMER = (
-    "The execution timer starts when the scheduler hands an execution to its instance "
-    "(ModelScheduler._start, pytriton/scheduler/dispatcher.py:297-298), but without dynamic batching an instance "
-    "holds PYTRITON_PIPELINE_DEPTH=2 executions and the worker runs them one after the other: the second one's "
-    "clock runs while it waits in the worker's socket behind the first. Two executions of 1.2 s each under a 2 s "
-    "timeout: the second 'times out' at 2 s, fails, and the healthy worker is SIGKILLed (with whatever else it "
-    "held). Fix: arm the timer of an execution only once it is the oldest on its instance (keep `_running` per "
-    "instance in order; in `_execution_ended` arm the next one's timer), since an instance runs its executions in "
-    "the order it received them.")
 
-
-@pytest.mark.xfail(strict=True, reason=PIPELINED_TIMER)
 def test_an_execution_waiting_behind_another_on_its_worker_is_not_timed_out():
+    """Without dynamic batching an instance holds two executions and its worker runs them in turn. The clock of the
+    second used to start when it was handed over, so two executions of 1.2 s under a 2 s timeout failed the second
+    and killed a healthy worker; it now starts when the first one ends."""
     with serve("tests.models:slow_pid", "--execution-timeout", "2", *SLOW_PID) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         (pid,) = server.worker_pids()
@@ -40,10 +31,9 @@ def test_an_execution_waiting_behind_another_on_its_worker_is_not_timed_out():
         assert "killing" not in server.log
 
 
-@pytest.mark.xfail(strict=True, reason=PIPELINED_TIMER + " For a stream the timer is re-armed on each response "
-                   "(_Execution.deliver), but the stream waiting behind a long, healthy stream still times out and "
-                   "the worker is killed in the middle of the healthy stream.")
 def test_a_stream_waiting_behind_a_long_stream_is_not_timed_out():
+    """A long stream answering often is within the timeout (it counts from the last response); the stream waiting
+    behind it on the same worker used to time out and get the worker killed in the middle of the long one."""
     with serve("tests.models:slow_countdown", "--model-name", "countdown", "--execution-timeout", "1",
                *COUNTDOWN) as server:
         streams = []
@@ -71,14 +61,9 @@ def test_a_stream_waiting_behind_a_long_stream_is_not_timed_out():
         assert "killing" not in server.log
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "When an execution times out, _Execution.expired (pytriton/scheduler/dispatcher.py:102-111) first fails it "
-    "(fail -> _end -> ModelScheduler._execution_ended), which gives the stuck instance its room back and at once "
-    "starts the next queued request on it, and only then removes the instance (_instance_stuck) and kills its "
-    "worker: the request that was waiting is sent to the hung worker and fails with 'worker ... was killed by "
-    "SIGKILL' instead of waiting for the restarted worker (or going to a healthy instance). Fix: in expired(), "
-    "remove the instance from the scheduler before failing the execution (then _execution_ended finds it gone)."))
 def test_a_request_queued_behind_a_hung_execution_runs_on_the_restarted_worker():
+    """A timed-out execution used to give its instance's room back before the instance left the scheduler, so the
+    request waiting in the queue was sent to the worker being killed and failed with it."""
     env = {"PYTRITON_PIPELINE_DEPTH": "1"}  # one execution per instance: the second request waits in the queue
     with serve("tests.models:slow_pid", "--execution-timeout", "1", *SLOW_PID, env=env) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
