@@ -37,15 +37,9 @@ def _ready(http_url: str, model: str) -> bool:
         return False
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "When the process hosting a model's instances dies, ExternalInstances._watch (pytriton/supervisor/"
-    "external.py:517-523) removes the instances and fails the calls in flight, but never tells the scheduler that "
-    "no instance can come back (InstanceHandler.set_unavailable, as WorkerPool does when a worker cannot restart): "
-    "the model stays registered and not ready, and every request to it (queued then or sent later) waits in the "
-    "queue until the client's deadline; one without a deadline waits forever. The whole server also stays not "
-    "ready for good (ServerCore.ready needs every model ready). Fix: call handler.set_unavailable(reason) there "
-    "(and consider unloading the model: nothing can bring its instances back)."))
 def test_requests_to_a_model_whose_hosting_process_died_fail_at_once():
+    """The instances of a RemoteTriton process that died cannot come back: requests used to wait in the queue until
+    their deadline (forever without one); they now fail at once with UNAVAILABLE naming the model."""
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         user = subprocess.Popen([sys.executable, "-m", "tests.supervisor.remote_user", f"http://{server.http_url}"],
                                 cwd=REPO, stdout=subprocess.PIPE, text=True)
