@@ -56,13 +56,14 @@ class WorkerLink:
         self.segments: SegmentMap | None = None
         self.closed = False
 
-    def release(self, keys: list[int]) -> None:
+    def release(self, keys: list[int], now: bool = False) -> None:
         """Queue response-arena slots for release; they ride on the next request to the worker
-        (which frees them before it allocates), or go alone once many have piled up."""
+        (which frees them before it allocates), or go alone once many have piled up, or at once with `now`
+        (a dedicated segment: an idle worker would otherwise keep a large tensor's memory until its next request)."""
         if self.closed or not keys:
             return
         self.pending_free.extend(keys)
-        if len(self.pending_free) >= FREE_FLUSH_THRESHOLD:
+        if now or len(self.pending_free) >= FREE_FLUSH_THRESHOLD:
             self.router._send_free(self)
 
 

@@ -82,12 +82,14 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Ex
 def _slot_release(link: WorkerLink, slots: list[int]) -> Callable[[], None]:
     def release() -> None:
         segments = link.segments
-        if segments is not None:
-            for key in slots:
-                segment_id, _ = split_key(key)
-                if is_dedicated(segment_id):
+        dedicated = False
+        for key in slots:
+            segment_id, _ = split_key(key)
+            if is_dedicated(segment_id):
+                dedicated = True
+                if segments is not None:
                     segments.release_dedicated(segment_id)
-        link.release(slots)
+        link.release(slots, now=dedicated)
 
     return release
 
