@@ -106,6 +106,9 @@ def serve(spec: dict[str, Any], infer_func: Any = None, stop: threading.Event | 
                 return 0
             if message.kind != ServerToWorker.INFER:
                 continue
+            if not endpoint.starting(message.id):  # its client went away while it waited behind another call
+                endpoint.send_result(message.id, None, error="the request was cancelled before it started")
+                continue
             _execute(endpoint, backend, message, frames, label)
     finally:
         endpoint.close()

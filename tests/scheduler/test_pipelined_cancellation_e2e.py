@@ -1,5 +1,5 @@
-"""Streams whose clients go away must stop running, also when they waited behind another stream on the same
-worker (without dynamic batching an instance holds two executions: the second waits in the worker's socket)."""
+"""Requests whose clients go away must not run, also when they already wait on a worker behind another request
+(without dynamic batching an instance holds two executions: the second waits in the worker's socket)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import time
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 from tests.conftest import serve, tensor_args
+from tests.e2e.test_workers import SLOW_PID, async_pid_request, pid_request
 
 ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args("output", [("VALUE", "int32", "1")])
 
@@ -26,16 +28,9 @@ def open_stream(url: str, count: int) -> tuple[grpcclient.InferenceServerClient,
     return client, results
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A CANCEL for a stream that waits behind another one on the same worker is dropped: while the worker streams "
-    "A it polls its socket between responses (WorkerEndpoint.cancelled, pytriton/proxy/endpoint.py:333-342); the "
-    "INFER of the waiting stream B goes to the backlog, but a CANCEL whose id is not A's is skipped with `continue` "
-    "and forgotten. When A ends, B is taken from the backlog and runs to its end for nobody (here 1000 s), holding "
-    "the instance: later requests wait behind it, the abandoned job stays in the in-flight count, and a graceful "
-    "stop waits for it. Fix: remember CANCELs of other calls in the endpoint (a set of ids), skip (answer with a "
-    "final empty RESULT) a backlog INFER whose id was cancelled, and check the set in `cancelled()`; STOP read "
-    "while streaming should also end the stream."))
 def test_a_cancelled_stream_waiting_behind_another_does_not_run():
+    """While the worker streamed A it read the waiting stream B's INFER into its backlog but dropped B's CANCEL (it
+    was not A's), so B ran to its end for nobody (here 1000 s), holding the instance and the in-flight count."""
     with serve("tests.models:slow_countdown", "--model-name", "countdown", "--exit-timeout", "1", *ARGS) as server:
         first, first_results = open_stream(server.grpc_url, 100_000)  # 10 ms per response: 1000 s
         assert first_results.get(timeout=20)[1] is None  # it runs
@@ -53,3 +48,16 @@ def test_a_cancelled_stream_waiting_behind_another_does_not_run():
             third.stop_stream(cancel_requests=True)
         assert error is None, str(error)
         assert int(result.as_numpy("VALUE")[0]) == 0
+
+
+def test_a_request_whose_client_left_while_it_waited_behind_another_does_not_run():
+    """The worker ignored CANCEL for unary calls: a request whose deadline passed while it waited on the worker
+    behind another one still ran (here 30 s) before anything sent after it."""
+    with serve("tests.models:slow_pid", "--exit-timeout", "1", *SLOW_PID) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        running = async_pid_request(client, 2)
+        time.sleep(0.5)  # it runs
+        with pytest.raises(InferenceServerException, match="Deadline"):
+            pid_request(client, sleep=30, client_timeout=0.5)  # waits on the worker behind the first, then gives up
+        assert running.get(timeout=30)[1] is None
+        pid_request(client, client_timeout=10)  # answered at once: the abandoned request never ran
