@@ -26,6 +26,7 @@ logger = logging.getLogger("pytriton.proxy")
 
 DEFAULT_INLINE_MAX = 64 * 1024
 FREE_FLUSH_THRESHOLD = 256
+DRAIN_BATCH = 256
 
 
 class WorkerGoneError(ConnectionError):
@@ -240,8 +241,12 @@ class ProxyRouter:
 
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:
+        """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
+        fast as it is read (a streaming model) must not keep the loop from everything else."""
         socket = self._socket
-        while not self._closed:
+        for _ in range(DRAIN_BATCH):
+            if self._closed:
+                return
             try:
                 frames = socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -254,6 +259,7 @@ class ProxyRouter:
                 self._dispatch(frames)
             except Exception:  # a bad message must not stop the loop
                 logger.exception("dropping malformed message from a worker")
+        self.loop.call_soon(self._drain)  # more may wait: after whatever else is ready
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
         identity = frames[0].bytes

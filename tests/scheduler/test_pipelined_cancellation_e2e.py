@@ -14,7 +14,8 @@ from tritonclient.utils import InferenceServerException
 from tests.conftest import serve, tensor_args
 from tests.e2e.test_workers import SLOW_PID, async_pid_request, pid_request
 
-ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args("output", [("VALUE", "int32", "1")])
+ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
+    "output", [("VALUE", "int32", "1")])
 
 
 def open_stream(url: str, count: int) -> tuple[grpcclient.InferenceServerClient, queue.Queue]:

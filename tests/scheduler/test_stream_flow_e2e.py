@@ -16,23 +16,14 @@ from tests.abuse._rss import rss_bytes
 from tests.conftest import serve, tensor_args
 from tests.scheduler.test_cancellation_e2e import _frame
 
-ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args("output", [("VALUE", "int32", "1")])
-
-NO_FLOW_CONTROL = (
-    "Nothing paces a stream to its consumer. The worker sends responses as fast as the generator yields them; "
-    "ProxyRouter._drain (pytriton/proxy/router.py:241-255) reads the ROUTER socket until it is empty, which it "
-    "never is while a fast generator runs, so this one callback holds the event loop; each response is queued "
-    "unbounded in Job.queue (scheduler/job.py:402), and ModelStreamInfer's handle() drains that queue without "
-    "yielding (asyncio.Queue.get returns at once while items wait) into the servicer's unbounded queue "
-    "(frontend/grpc/servicer.py:178). ")
+ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
+    "output", [("VALUE", "int32", "1")])
 
 
-@pytest.mark.xfail(strict=True, reason=NO_FLOW_CONTROL + (
-    "Measured: one ordinary tritonclient stream of 100k int32 responses keeps /v2/health/live from answering for "
-    "~10 s (300k: > 30 s, and SIGINT is not handled meanwhile) and adds ~220 MiB of server RSS. Fix: bound the work "
-    "of one _drain call (e.g. 256 messages, then call_soon itself) and give streams a credit window (the worker "
-    "waits for the server to take responses before it runs far ahead)."))
 def test_a_fast_stream_does_not_stall_the_server():
+    """ProxyRouter._drain read the worker socket until it was empty, which it never is while a fast generator runs:
+    one ordinary stream of 100k int32 responses kept /v2/health/live from answering for ~10 s (300k: > 30 s, SIGINT
+    not handled meanwhile, +800 MiB). It now handles a bounded batch per turn of the loop."""
     with serve("tests.models:countdown", "--model-name", "countdown", *ARGS) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         received = []
@@ -64,11 +55,15 @@ def _wait_until_answering(http_url: str, timeout_s: float = 90.0) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=NO_FLOW_CONTROL + (
-    "Measured: a client that opens a stream and never reads grows the server by 12-45 MiB/s (+370 MiB in 8 s for a "
-    "200k-response stream), bounded only by how many responses the model yields. Fix: a credit window per stream "
-    "between server and worker, refilled as the front-end hands responses to the transport (the HTTP/2 send "
-    "window then bounds what the server holds)."))
+@pytest.mark.xfail(strict=True, reason=(
+    "Nothing paces a stream to its consumer: the worker sends responses as fast as the generator yields them (the "
+    "ROUTER socket's receive queue is unbounded, RCVHWM=0, pytriton/proxy/router.py), each response is queued "
+    "without bound in Job.queue (scheduler/job.py), and ModelStreamInfer's handle() moves them on into the "
+    "servicer's unbounded queue (frontend/grpc/servicer.py) whatever the HTTP/2 send window says. Measured: a client "
+    "that opens a stream and never reads grows the server by 12-50 MiB/s (+415 MiB in 8 s for a 200k-response "
+    "stream), bounded only by how many responses the model yields. Fix: a credit window per stream between server "
+    "and worker (the worker waits, still answering CANCEL, once N responses are not yet taken), refilled as the "
+    "front-end hands responses to the transport; the HTTP/2 send window then bounds what the server holds."))
 def test_a_stream_whose_client_does_not_read_holds_bounded_server_memory():
     import hpack
 
@@ -79,8 +74,9 @@ def test_a_stream_whose_client_does_not_read_holds_bounded_server_memory():
         request.inputs.add(name="COUNT", datatype="INT32", shape=[1])
         request.raw_input_contents.append(np.array([200_000], dtype=np.int32).tobytes())
         body = request.SerializeToString()
-        headers = [(":method", "POST"), (":scheme", "http"), (":path", "/inference.GRPCInferenceService/ModelStreamInfer"),
-                   (":authority", "x"), ("content-type", "application/grpc"), ("te", "trailers")]
+        headers = [(":method", "POST"), (":scheme", "http"),
+                   (":path", "/inference.GRPCInferenceService/ModelStreamInfer"), (":authority", "x"),
+                   ("content-type", "application/grpc"), ("te", "trailers")]
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"") +
