@@ -135,6 +135,12 @@ def _execute(endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, f
         stream = backend.iterate(result)
         for raw in stream:
             t_infer = time.perf_counter_ns()
+            if regions is not None and endpoint.cancelled(message.id):
+                # The server gave up on this call (its clients left, or it outlived the execution timeout) and may
+                # have let go of the client regions its outputs were to be written into: nothing is written there.
+                stream.close()
+                endpoint.send_result(message.id, None, error="the request was cancelled")
+                return
             responses = backend.check_outputs(requests, raw)
             endpoint.send_result(
                 message.id,

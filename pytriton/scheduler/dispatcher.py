@@ -207,6 +207,9 @@ class ModelScheduler:
         if running is not None:
             running.pop(execution, None)
         self.remove_instance(instance)
+        if execution.cancel is not None:  # an instance that cannot be killed is at least told to drop the call
+            cancel, execution.cancel = execution.cancel, None
+            cancel()
         execution.fail(unavailable(reason))
         try:
             instance.kill(reason)

@@ -62,16 +62,11 @@ def test_requests_to_a_model_whose_hosting_process_died_fail_at_once():
         assert "remote" in info.value.message()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A bound callable (a thread of the user's process) cannot be killed when its execution outlives the execution "
-    "timeout; _Execution.expired (pytriton/scheduler/dispatcher.py:102-111) fails the execution's jobs at once, "
-    "which runs their cleanups (ServerCore._job_ended: region references released, in-flight count), so the "
-    "client's output region can be unregistered and reused while the call still runs; when it returns, the "
-    "worker loop writes its outputs into the client's region (WorkerEndpoint._encode_output), over memory the "
-    "client was told is no longer the server's. Fix: keep the jobs of a timed-out execution that could not be "
-    "killed holding their regions until its worker answers or goes away (tell the callers, finish the jobs "
-    "later), and/or send CANCEL on expiry and have the worker check for it before it writes into client regions."))
 def test_a_bound_call_past_the_execution_timeout_never_writes_into_a_region_it_no_longer_holds():
+    """A bound callable (a thread of the user's process) cannot be killed: its timed-out request failed and released
+    its regions at once, the client unregistered and reused its output region, and when the call returned the
+    worker loop wrote the outputs over the client's memory. The server now sends the call a CANCEL on expiry, and a
+    worker writes nothing into client regions for a call it was told to drop."""
     with serve("tests.models:slow_pid", "--execution-timeout", "1", *SLOW_PID) as server:
         remote = RemoteTriton(url=f"http://{server.http_url}")
         remote_user.bind(remote, "sleepy")
