@@ -144,6 +144,7 @@ class ModelScheduler:
         self._running: dict[Any, dict[_Execution, None]] = {}
         self._queue: collections.deque[Job] = collections.deque()
         self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
+        self._queued_weight = 0  # batch elements of the jobs that wait (what the queue delay compares with its target)
         self._timer: asyncio.TimerHandle | None = None
         self._unavailable: str | None = None
         self._scheduling = False  # _schedule is on the stack (an execution that fails at once must not recurse)
@@ -198,6 +199,7 @@ class ModelScheduler:
             if job.state == QUEUED:
                 job.fail(unavailable(reason))
         self._withdrawn = 0
+        self._queued_weight = 0
 
     def _instance_stuck(self, execution: _Execution, reason: str) -> None:
         """`execution` outlived the execution timeout: its instance leaves (before the execution fails, so that its
@@ -223,6 +225,7 @@ class ModelScheduler:
             raise unavailable(self._unavailable)
         job.enqueued_ns = time.perf_counter_ns()
         self._queue.append(job)
+        self._queued_weight += job.weight
         if self._free:
             self._schedule()
 
@@ -233,6 +236,7 @@ class ModelScheduler:
         job.abandon()
         if job.state == QUEUED:
             self._withdrawn += 1
+            self._queued_weight -= job.weight
             job.finish()  # it never runs; what it holds is released now
             if self._withdrawn > 64 and self._withdrawn * 2 > len(self._queue):
                 self._queue = collections.deque(j for j in self._queue if j.state == QUEUED)
@@ -265,10 +269,12 @@ class ModelScheduler:
             if not self._queue:
                 return
             if self.batching is None:
-                self._start([self._queue.popleft()])
+                job = self._queue.popleft()
+                self._queued_weight -= job.weight
+                self._start([job])
                 continue
             if self._delay_ns:
-                queued = sum(j.weight for j in self._queue if j.state == QUEUED)
+                queued = self._queued_weight
                 if queued < self._target and queued not in self._preferred:
                     wait_ns = self._queue[0].enqueued_ns + self._delay_ns - time.perf_counter_ns()
                     if wait_ns > 0:
@@ -292,6 +298,7 @@ class ModelScheduler:
                 break
             batch.append(queue.popleft())
             total += job.weight
+        self._queued_weight -= total
         return batch
 
     def _start(self, jobs: list[Job]) -> None:
@@ -351,6 +358,7 @@ class ModelScheduler:
             if job.state == QUEUED:
                 job.fail(unavailable(reason))
         self._withdrawn = 0
+        self._queued_weight = 0
 
 
 __all__ = ["BatchPolicy", "ModelScheduler", "DEFAULT_PIPELINE_DEPTH", "DONE"]
