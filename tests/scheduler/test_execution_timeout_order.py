@@ -9,7 +9,20 @@ import pytest
 
 from pytriton.exceptions import ServerError
 from pytriton.scheduler.dispatcher import ModelScheduler
+from pytriton.scheduler.job import Job
 from tests.scheduler.fakes import FakeInstance, make_job
+
+
+def _two_on_one_instance(timeout_s: float, stream: bool = False) -> tuple[ModelScheduler, FakeInstance, Job, Job]:
+    """A scheduler whose one instance (pipeline depth 2) was handed two jobs, "a" then "b"; it runs them in turn."""
+    scheduler = ModelScheduler("m", pipeline_depth=2, execution_timeout_s=timeout_s)
+    instance = FakeInstance("m_0_0")
+    scheduler.add_instance(instance)
+    first, second = make_job("a", stream=stream)[0], make_job("b", stream=stream)[0]
+    scheduler.submit(first)
+    scheduler.submit(second)
+    assert len(instance.executions) == 2
+    return scheduler, instance, first, second
 
 
 def _timers(scheduler: ModelScheduler, instance: FakeInstance) -> list[bool]:
@@ -19,13 +32,7 @@ def _timers(scheduler: ModelScheduler, instance: FakeInstance) -> list[bool]:
 
 def test_the_clock_of_an_execution_waiting_behind_another_starts_when_that_one_ends():
     async def main():
-        scheduler = ModelScheduler("m", pipeline_depth=2, execution_timeout_s=30)
-        instance = FakeInstance("m_0_0")
-        scheduler.add_instance(instance)
-        first, second = make_job("a")[0], make_job("b")[0]
-        scheduler.submit(first)
-        scheduler.submit(second)
-        assert len(instance.executions) == 2  # both handed to the instance, which runs them in turn
+        scheduler, instance, first, second = _two_on_one_instance(30)
         assert _timers(scheduler, instance) == [True, False]
         instance.executions[0].reply()
         assert _timers(scheduler, instance) == [True]  # the second one runs now
@@ -38,12 +45,7 @@ def test_the_clock_of_an_execution_waiting_behind_another_starts_when_that_one_e
 
 def test_a_waiting_execution_still_times_out_once_it_could_run():
     async def main():
-        scheduler = ModelScheduler("m", pipeline_depth=2, execution_timeout_s=0.1)
-        instance = FakeInstance("m_0_0")
-        scheduler.add_instance(instance)
-        first, second = make_job("a")[0], make_job("b")[0]
-        scheduler.submit(first)
-        scheduler.submit(second)
+        _, instance, _, second = _two_on_one_instance(0.1)
         instance.executions[0].reply()
         with pytest.raises(ServerError, match="execution timeout of 0.1 s"):
             await asyncio.wait_for(second.future, 5)
@@ -54,12 +56,7 @@ def test_a_waiting_execution_still_times_out_once_it_could_run():
 
 def test_a_stream_behind_another_stream_gets_its_clock_when_that_one_ends():
     async def main():
-        scheduler = ModelScheduler("m", pipeline_depth=2, execution_timeout_s=30)
-        instance = FakeInstance("m_0_0")
-        scheduler.add_instance(instance)
-        long, short = make_job("long", stream=True)[0], make_job("short", stream=True)[0]
-        scheduler.submit(long)
-        scheduler.submit(short)
+        scheduler, instance, _, short = _two_on_one_instance(30, stream=True)
         for _ in range(3):  # each response restarts the long stream's clock; the short one still waits
             instance.executions[0].reply(final=False)
             assert _timers(scheduler, instance) == [True, False]
