@@ -87,3 +87,38 @@ def test_a_bound_call_past_the_execution_timeout_never_writes_into_a_region_it_n
                 assert shm.get_contents_as_numpy(region, np.float32, [4]).tolist() == [-7, -7, -7, -7]
         finally:
             shm.destroy_shared_memory_region(region)
+
+
+def _exits_on_two(requests):
+    """y = 2 x; raises SystemExit (user code calling sys.exit()) when x[0] == 2."""
+    if requests[0]["x"][0] == 2:
+        raise SystemExit(3)
+    return [{"y": request["x"] * 2} for request in requests]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "A bound callable that raises a BaseException that is not an Exception (SystemExit from a sys.exit() in user "
+    "code, KeyboardInterrupt) ends its hosting thread: _execute (pytriton/backends/worker.py) catches only "
+    "Exception, so no RESULT is sent and worker.serve's finally closes the endpoint. The server never hears of it: "
+    "ExternalInstances._watch only checks that the hosting process lives, the router drops nothing, so the call in "
+    "flight waits until its deadline (forever without one), the model keeps reporting ready, and every later "
+    "request fails at once with 'not connected (Host unreachable)'. Fix: answer the call with an error for any "
+    "BaseException, and have a bound worker that leaves its loop without being told (no STOP, no stop event) tell "
+    "the server (e.g. FATAL after HELLO), which drops the link and takes the instance out (not ready)."))
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the hosting thread's SystemExit
+def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready():
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        remote = RemoteTriton(url=f"http://{server.http_url}")
+        remote.bind("exits", _exits_on_two, inputs=[remote_user.Tensor(name="x", shape=(4,), dtype=np.float32)],
+                    outputs=[remote_user.Tensor(name="y", shape=(4,), dtype=np.float32)],
+                    config=remote_user.ModelConfig(batching=False))
+        with remote:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            assert client.infer("exits", [_x(1)]).as_numpy("y").tolist() == [2, 2, 2, 2]
+            with pytest.raises(InferenceServerException) as info:
+                client.infer("exits", [_x(2)], client_timeout=10)
+            assert info.value.status() != "StatusCode.DEADLINE_EXCEEDED", "the call in flight was never answered"
+            deadline = time.monotonic() + 10
+            while _ready(server.http_url, "exits") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not _ready(server.http_url, "exits")
