@@ -56,6 +56,7 @@ class WorkerLink:
         self.pending_free: list[int] = []
         self.segments: SegmentMap | None = None
         self.closed = False
+        self.unreachable = False  # a send found no peer behind the identity: the worker's socket is gone
 
     def release(self, keys: list[int], now: bool = False) -> None:
         """Queue response-arena slots for release; they ride on the next request to the worker
@@ -122,6 +123,8 @@ class ProxyRouter:
         try:
             self._socket.send_multipart([link.identity, *frames], copy=False)
         except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                link.unreachable = True
             raise WorkerGoneError(f"model instance '{link.label}' is not connected ({exc})") from exc
         finally:
             # A send can consume the edge that announces pending input: check for it now.

@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from pytriton.exceptions import unavailable
-from pytriton.scheduler.instance import Instance
+from pytriton.scheduler.instance import Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
 
 logger = logging.getLogger("pytriton.scheduler")
@@ -218,6 +218,23 @@ class ModelScheduler:
         except Exception:  # noqa: BLE001 - the instance is out of the pool either way
             logger.exception("could not kill model instance '%s'", instance.label)
 
+    def _instance_gone(self, execution: _Execution, error: BaseException) -> None:
+        """The instance went away before it took `execution` (its source will remove it): it leaves now, and the
+        jobs, which never started, go back to the head of the queue for another instance."""
+        instance = execution.instance
+        logger.warning("model instance '%s' can take no work (%s); its requests wait for another", instance.label,
+                       error)
+        running = self._running.get(instance)
+        if running is not None:
+            running.pop(execution, None)
+        self.remove_instance(instance)
+        execution.done = True
+        for job in reversed(execution.jobs):
+            job.state = QUEUED
+            job.execution = None
+            self._queue.appendleft(job)
+            self._queued_weight += job.weight
+
     # ---- jobs ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
         """Queue `job`, or start it now if an instance has room and nobody waits before it."""
@@ -314,7 +331,10 @@ class ModelScheduler:
         running[execution] = None
         try:
             execution.cancel = instance.execute([job.payload for job in jobs], execution)
-        except Exception as exc:  # noqa: BLE001 - e.g. the worker went away or the arena is full: these jobs fail
+        except InstanceGoneError as exc:
+            self._instance_gone(execution, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. the request arena is full: these jobs fail
             execution.fail(exc)
             return
         # The clock starts when the instance starts it: at once if nothing runs before it there, else when the

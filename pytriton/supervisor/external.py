@@ -101,9 +101,11 @@ class ExternalInstances:
                 if instance.index in self._stuck and not link.pending:  # its stuck execution has returned
                     self._stuck.discard(instance.index)
                     self._serve(instance)
-                if link.pid is not None and not pid_alive(link.pid):
-                    logger.error("process %d hosting model instance '%s' is gone", link.pid, link.label)
-                    reason = f"the process hosting model instance '{link.label}' (pid {link.pid}) is gone"
+                if link.unreachable or (link.pid is not None and not pid_alive(link.pid)):
+                    reason = (f"the thread hosting model instance '{link.label}' in process {link.pid} is gone"
+                              if link.unreachable else
+                              f"the process hosting model instance '{link.label}' (pid {link.pid}) is gone")
+                    logger.error("%s", reason)
                     self._unserve(instance)
                     self.router.drop_link(link, reason)
                     unlink_segments(self.router.tag, link.pid)

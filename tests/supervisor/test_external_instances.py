@@ -18,6 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
+from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import RemoteTriton
 from tests.conftest import REPO, _started_pids, serve
 from tests.e2e.test_workers import SLOW_PID
@@ -96,22 +97,28 @@ def _exits_on_two(requests):
     return [{"y": request["x"] * 2} for request in requests]
 
 
+def _remote_exits(http_url: str) -> RemoteTriton:
+    """A RemoteTriton (threads of this process) serving `_exits_on_two` as model 'exits'."""
+    remote = RemoteTriton(url=f"http://{http_url}")
+    remote.bind("exits", _exits_on_two, inputs=[Tensor(name="x", shape=(4,), dtype=np.float32)],
+                outputs=[Tensor(name="y", shape=(4,), dtype=np.float32)],
+                config=ModelConfig(batching=False))
+    return remote
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "A bound callable that raises a BaseException that is not an Exception (SystemExit from a sys.exit() in user "
     "code, KeyboardInterrupt) ends its hosting thread: _execute (pytriton/backends/worker.py) catches only "
-    "Exception, so no RESULT is sent and worker.serve's finally closes the endpoint. The server never hears of it: "
-    "ExternalInstances._watch only checks that the hosting process lives, the router drops nothing, so the call in "
-    "flight waits until its deadline (forever without one), the model keeps reporting ready, and every later "
-    "request fails at once with 'not connected (Host unreachable)'. Fix: answer the call with an error for any "
-    "BaseException, and have a bound worker that leaves its loop without being told (no STOP, no stop event) tell "
-    "the server (e.g. FATAL after HELLO), which drops the link and takes the instance out (not ready)."))
+    "Exception, so no RESULT is sent, and worker.serve's finally closes the endpoint without a word to the server. "
+    "The server only learns of it the next time it sends to that worker and finds nobody (EHOSTUNREACH: the link "
+    "is then marked unreachable, ExternalInstances drops it within a second, the model reports not ready and "
+    "requests fail with UNAVAILABLE); until then the call in flight waits for its deadline (forever without one). "
+    "Fix: answer the call with an error for any BaseException, and have a bound worker that leaves its loop "
+    "without being told (no STOP, no stop event) say so (e.g. FATAL after HELLO), which drops the link at once."))
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the hosting thread's SystemExit
 def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready():
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
-        remote = RemoteTriton(url=f"http://{server.http_url}")
-        remote.bind("exits", _exits_on_two, inputs=[remote_user.Tensor(name="x", shape=(4,), dtype=np.float32)],
-                    outputs=[remote_user.Tensor(name="y", shape=(4,), dtype=np.float32)],
-                    config=remote_user.ModelConfig(batching=False))
+        remote = _remote_exits(server.http_url)
         with remote:
             client = grpcclient.InferenceServerClient(server.grpc_url)
             assert client.infer("exits", [_x(1)]).as_numpy("y").tolist() == [2, 2, 2, 2]
@@ -122,3 +129,29 @@ def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready()
             while _ready(server.http_url, "exits") and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert not _ready(server.http_url, "exits")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the hosting thread's SystemExit
+def test_a_bound_thread_found_gone_is_taken_out_of_service():
+    """Once the server finds a bound worker's thread gone (a send to it reaches nobody), the instance leaves: the
+    model reports not ready and requests fail at once naming it. They used to be sent to it and fail with 'not
+    connected' one by one while the model reported ready."""
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        remote = _remote_exits(server.http_url)
+        with remote:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            with pytest.raises(InferenceServerException):
+                client.infer("exits", [_x(2)], client_timeout=1)  # ends the thread (see the test above)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    client.infer("exits", [_x(1)], client_timeout=10)
+                except InferenceServerException as exc:
+                    if not _ready(server.http_url, "exits"):
+                        assert exc.status() == "StatusCode.UNAVAILABLE" and "exits" in exc.message(), str(exc)
+                        break
+                time.sleep(0.1)
+            assert not _ready(server.http_url, "exits")
+            with pytest.raises(InferenceServerException) as info:
+                client.infer("exits", [_x(1)], client_timeout=10)
+            assert info.value.status() == "StatusCode.UNAVAILABLE" and "is gone" in info.value.message()

@@ -67,7 +67,8 @@ def test_workers_killed_under_load_fail_only_their_own_calls():
         assert _pending(server.metrics_url) == 0
         client = grpcclient.InferenceServerClient(server.grpc_url)
         for _ in range(20):
-            assert (client.infer("add_sub", _inputs(), client_timeout=30).as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
+            result = client.infer("add_sub", _inputs(), client_timeout=30)
+            assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
         client.close()
         url = f"http://{server.http_url}/v2/models/add_sub/stats"
         stats = json.loads(urllib.request.urlopen(url, timeout=10).read())["model_stats"][0]["inference_stats"]
