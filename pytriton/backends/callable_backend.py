@@ -10,7 +10,7 @@ import asyncio
 import importlib
 import inspect
 import logging
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -97,7 +97,7 @@ class CallableBackend:
             result = self._loop_for().run_until_complete(result)
         return result
 
-    def iterate(self, result: Any) -> Generator[Any, None, None]:
+    def iterate(self, result: Any) -> Iterator[Any]:
         """The responses of a call: one list, or each list a (sync or async) generator yields."""
         if inspect.isgenerator(result):
             try:
@@ -132,7 +132,7 @@ class CallableBackend:
                 f"inference callable of model '{model}' returned {len(responses)} responses "
                 f"for {len(requests)} requests"
             )
-        checked: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]] = []
+        checked = []
         batched = self.config.batching
         for request, response in zip(requests, responses):
             if not isinstance(response, dict):
