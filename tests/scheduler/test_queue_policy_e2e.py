@@ -25,7 +25,7 @@ def _slow_identity(x):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "The scheduler ignores the model's queue policy: ServerCore.add_model (pytriton/core/server_core.py:77-80) "
+    "The scheduler ignores the model's queue policy: ServerCore.add_model (pytriton/core/server_core.py) "
     "hands the scheduler only max_batch_size, max_queue_delay_microseconds and preferred_batch_size; "
     "default_queue_policy (max_queue_size, default_timeout_microseconds, timeout_action REJECT/DELAY, "
     "allow_timeout_override), priority_queue_policy, priority_levels and preserve_ordering are accepted, shown in "

@@ -93,7 +93,7 @@ def test_a_stream_whose_client_does_not_read_holds_bounded_server_memory():
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "One ModelStreamInfer stream carries any number of requests, and each one the server reads becomes a task and a "
-    "queued job at once (InferenceServicer.ModelStreamInfer.read, frontend/grpc/servicer.py:212-219): there is no cap "
+    "queued job at once (InferenceServicer.ModelStreamInfer.read, frontend/grpc/servicer.py): there is no cap "
     "on the requests in flight per stream, and the HTTP/2 transport gives the client its receive window back as "
     "bytes arrive, not as the handler consumes them (h2.py GrpcConnection._consumed), so nothing slows the client "
     "down. Measured: 100k requests of 75 bytes (7 MiB) on one stream to a slow model: +480 MiB of server RSS and "
