@@ -123,7 +123,7 @@ def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready()
             client = grpcclient.InferenceServerClient(server.grpc_url)
             assert client.infer("exits", [_x(1)]).as_numpy("y").tolist() == [2, 2, 2, 2]
             with pytest.raises(InferenceServerException) as info:
-                client.infer("exits", [_x(2)], client_timeout=10)
+                client.infer("exits", [_x(2)], client_timeout=3)
             assert info.value.status() != "StatusCode.DEADLINE_EXCEEDED", "the call in flight was never answered"
             deadline = time.monotonic() + 10
             while _ready(server.http_url, "exits") and time.monotonic() < deadline:
