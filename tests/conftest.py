@@ -120,6 +120,8 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
         self._reader.join(5)
+        if not self._reader.is_alive() and self.process.stdout is not None:
+            self.process.stdout.close()  # (a failed test's traceback may keep this object alive until exit)
         return self.process.returncode
 
 

@@ -112,6 +112,9 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                 return 0
             if message.kind != ServerToWorker.INFER:
                 continue
+            if not endpoint.starting(message.id):  # its client went away while it waited behind another call
+                endpoint.send_result(message.id, None, error="the request was cancelled before it started")
+                continue
             _execute(endpoint, backend, message, frames, errors)
     finally:
         endpoint.close()
@@ -152,6 +155,12 @@ def _execute(
         stream = backend.iterate(result)
         for raw in stream:
             t_infer = time.perf_counter_ns()
+            if regions is not None and endpoint.cancelled(message.id):
+                # The server gave up on this call (its clients left, or it outlived the execution timeout) and may
+                # have let go of the client regions its outputs were to be written into: nothing is written there.
+                stream.close()
+                endpoint.send_result(message.id, None, error="the request was cancelled")
+                return
             responses = _with_failed(failed, backend.check_outputs(requests, raw))
             endpoint.send_result(
                 message.id,

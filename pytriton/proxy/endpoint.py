@@ -79,6 +79,7 @@ class WorkerEndpoint:
         self.regions = ClientRegions()
         self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
+        self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -106,16 +107,34 @@ class WorkerEndpoint:
             return None
         return self._read()
 
-    def cancelled(self, call_id: int) -> bool:
-        """Between two responses of a stream: has the server cancelled `call_id`? Other messages wait."""
+    def _collect(self) -> None:
+        """Read what waits in the socket without blocking: CANCELs are noted, other messages wait in the backlog."""
         while self._socket.poll(0, zmq.POLLIN):
             message, frames = self._read()
             if message.kind == ServerToWorker.CANCEL:
-                if message.id == call_id:
-                    return True
-                continue
-            self._backlog.append((message, frames))
-        return False
+                self._cancelled.add(message.id)
+            else:
+                self._backlog.append((message, frames))
+
+    def cancelled(self, call_id: int) -> bool:
+        """Between two responses of a stream: has the server cancelled `call_id`? Other messages wait."""
+        self._collect()
+        if call_id not in self._cancelled:
+            return False
+        self._cancelled.discard(call_id)
+        return True
+
+    def starting(self, call_id: int) -> bool:
+        """A call is about to start: False if the server cancelled it while it waited here (its client is gone).
+
+        Calls reach the worker in the order of their ids, so a CANCEL noted for an earlier one came after that call
+        had ended: it is forgotten now."""
+        self._collect()
+        if not self._cancelled:
+            return True
+        cancelled = self._cancelled
+        self._cancelled = {i for i in cancelled if i > call_id}
+        return call_id not in cancelled
 
     # ---- requests ----------------------------------------------------------------------------
     def _input_buffer(self, ref: Any, frames: Sequence[zmq.Frame]) -> Any:

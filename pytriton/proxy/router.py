@@ -26,6 +26,7 @@ logger = logging.getLogger("pytriton.proxy")
 
 DEFAULT_INLINE_MAX = 64 * 1024
 FREE_FLUSH_THRESHOLD = 256
+DRAIN_BATCH = 256
 
 
 class WorkerGoneError(ConnectionError):
@@ -55,14 +56,16 @@ class WorkerLink:
         self.pending_free: list[int] = []
         self.segments: SegmentMap | None = None
         self.closed = False
+        self.unreachable = False  # a send found no peer behind the identity: the worker's socket is gone
 
-    def release(self, keys: list[int]) -> None:
+    def release(self, keys: list[int], now: bool = False) -> None:
         """Queue response-arena slots for release; they ride on the next request to the worker
-        (which frees them before it allocates), or go alone once many have piled up."""
+        (which frees them before it allocates), or go alone once many have piled up, or at once with `now`
+        (a dedicated segment: an idle worker would otherwise keep a large tensor's memory until its next request)."""
         if self.closed or not keys:
             return
         self.pending_free.extend(keys)
-        if len(self.pending_free) >= FREE_FLUSH_THRESHOLD:
+        if now or len(self.pending_free) >= FREE_FLUSH_THRESHOLD:
             self.router._send_free(self)
 
 
@@ -120,6 +123,8 @@ class ProxyRouter:
         try:
             self._socket.send_multipart([link.identity, *frames], copy=False)
         except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                link.unreachable = True
             raise WorkerGoneError(f"model instance '{link.label}' is not connected ({exc})") from exc
         finally:
             # A send can consume the edge that announces pending input: check for it now.
@@ -239,8 +244,12 @@ class ProxyRouter:
 
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:
+        """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
+        fast as it is read (a streaming model) must not keep the loop from everything else."""
         socket = self._socket
-        while not self._closed:
+        for _ in range(DRAIN_BATCH):
+            if self._closed:
+                return
             try:
                 frames = socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -253,6 +262,7 @@ class ProxyRouter:
                 self._dispatch(frames)
             except Exception:  # a bad message must not stop the loop
                 logger.exception("dropping malformed message from a worker")
+        self.loop.call_soon(self._drain)  # more may wait: after whatever else is ready
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
         identity = frames[0].bytes

@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from pytriton.exceptions import unavailable
-from pytriton.scheduler.instance import Instance
+from pytriton.scheduler.instance import Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
 
 logger = logging.getLogger("pytriton.scheduler")
@@ -73,8 +73,9 @@ class _Execution:
         if final:
             self._end()
             self.scheduler._on_execution(total)
-        elif self.timer is not None:  # a stream: the timeout runs from its last response
-            self.timer.cancel()
+        elif self.scheduler.execution_timeout_s is not None:  # a stream: the timeout runs from its last response
+            if self.timer is not None:
+                self.timer.cancel()
             self.timer = self.scheduler._arm_timeout(self)
         for job, result in zip(self.jobs, results):
             job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
@@ -107,8 +108,7 @@ class _Execution:
         reason = (f"model '{scheduler.model_name}' instance '{self.instance.label}' did not finish an execution within "
                   f"the execution timeout of {scheduler.execution_timeout_s:g} s")
         logger.error("%s; killing the instance", reason)
-        self.fail(unavailable(reason))
-        scheduler._instance_stuck(self.instance, reason)
+        scheduler._instance_stuck(self, reason)
 
 
 class ModelScheduler:
@@ -140,9 +140,11 @@ class ModelScheduler:
         self._loop = asyncio.get_running_loop()
         self._load: dict[Any, int] = {}  # instance -> executions in flight on it
         self._free: list[Any] = []  # instances with room, least loaded last (the most recently freed idle one)
-        self._running: dict[Any, set[_Execution]] = {}
+        # instance -> its executions in the order it received them (it runs them in that order)
+        self._running: dict[Any, dict[_Execution, None]] = {}
         self._queue: collections.deque[Job] = collections.deque()
         self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
+        self._queued_weight = 0  # batch elements of the jobs that wait (what the queue delay compares with its target)
         self._timer: asyncio.TimerHandle | None = None
         self._unavailable: str | None = None
         self._scheduling = False  # _schedule is on the stack (an execution that fails at once must not recurse)
@@ -172,16 +174,20 @@ class ModelScheduler:
             return
         self._unavailable = None
         self._load[instance] = 0
-        self._running[instance] = set()
+        self._running[instance] = {}
         self._free.append(instance)
         self._schedule()
 
     def remove_instance(self, instance: Any) -> None:
         """The instance is gone (its executions are failed by the instance itself, as its worker went)."""
         self._load.pop(instance, None)
-        self._running.pop(instance, None)
+        running = self._running.pop(instance, None)
         if instance in self._free:
             self._free.remove(instance)
+        if running and self.execution_timeout_s is not None:
+            for execution in running:  # those that waited behind another: their clock runs from now on
+                if execution.timer is None and not execution.done:
+                    execution.timer = self._arm_timeout(execution)
 
     def set_unavailable(self, reason: str) -> None:
         """No instance can come back (e.g. the callable no longer loads): fail who waits, and later callers."""
@@ -193,13 +199,41 @@ class ModelScheduler:
             if job.state == QUEUED:
                 job.fail(unavailable(reason))
         self._withdrawn = 0
+        self._queued_weight = 0
 
-    def _instance_stuck(self, instance: Any, reason: str) -> None:
+    def _instance_stuck(self, execution: _Execution, reason: str) -> None:
+        """`execution` outlived the execution timeout: its instance leaves (before the execution fails, so that its
+        room never goes to a job that waits), the execution fails, and the instance is killed."""
+        instance = execution.instance
+        running = self._running.get(instance)
+        if running is not None:
+            running.pop(execution, None)
         self.remove_instance(instance)
+        if execution.cancel is not None:  # an instance that cannot be killed is at least told to drop the call
+            cancel, execution.cancel = execution.cancel, None
+            cancel()
+        execution.fail(unavailable(reason))
         try:
             instance.kill(reason)
         except Exception:  # noqa: BLE001 - the instance is out of the pool either way
             logger.exception("could not kill model instance '%s'", instance.label)
+
+    def _instance_gone(self, execution: _Execution, error: BaseException) -> None:
+        """The instance went away before it took `execution` (its source will remove it): it leaves now, and the
+        jobs, which never started, go back to the head of the queue for another instance."""
+        instance = execution.instance
+        logger.warning("model instance '%s' can take no work (%s); its requests wait for another", instance.label,
+                       error)
+        running = self._running.get(instance)
+        if running is not None:
+            running.pop(execution, None)
+        self.remove_instance(instance)
+        execution.done = True
+        for job in reversed(execution.jobs):
+            job.state = QUEUED
+            job.execution = None
+            self._queue.appendleft(job)
+            self._queued_weight += job.weight
 
     # ---- jobs ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
@@ -208,6 +242,7 @@ class ModelScheduler:
             raise unavailable(self._unavailable)
         job.enqueued_ns = time.perf_counter_ns()
         self._queue.append(job)
+        self._queued_weight += job.weight
         if self._free:
             self._schedule()
 
@@ -218,6 +253,7 @@ class ModelScheduler:
         job.abandon()
         if job.state == QUEUED:
             self._withdrawn += 1
+            self._queued_weight -= job.weight
             job.finish()  # it never runs; what it holds is released now
             if self._withdrawn > 64 and self._withdrawn * 2 > len(self._queue):
                 self._queue = collections.deque(j for j in self._queue if j.state == QUEUED)
@@ -250,10 +286,12 @@ class ModelScheduler:
             if not self._queue:
                 return
             if self.batching is None:
-                self._start([self._queue.popleft()])
+                job = self._queue.popleft()
+                self._queued_weight -= job.weight
+                self._start([job])
                 continue
             if self._delay_ns:
-                queued = sum(j.weight for j in self._queue if j.state == QUEUED)
+                queued = self._queued_weight
                 if queued < self._target and queued not in self._preferred:
                     wait_ns = self._queue[0].enqueued_ns + self._delay_ns - time.perf_counter_ns()
                     if wait_ns > 0:
@@ -277,6 +315,7 @@ class ModelScheduler:
                 break
             batch.append(queue.popleft())
             total += job.weight
+        self._queued_weight -= total
         return batch
 
     def _start(self, jobs: list[Job]) -> None:
@@ -288,13 +327,19 @@ class ModelScheduler:
         for job in jobs:
             job.state = RUNNING
             job.execution = execution
-        self._running[instance].add(execution)
+        running = self._running[instance]
+        running[execution] = None
         try:
             execution.cancel = instance.execute([job.payload for job in jobs], execution)
-        except Exception as exc:  # noqa: BLE001 - e.g. the worker went away or the arena is full: these jobs fail
+        except InstanceGoneError as exc:
+            self._instance_gone(execution, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. the request arena is full: these jobs fail
             execution.fail(exc)
             return
-        if self.execution_timeout_s is not None and not execution.done:
+        # The clock starts when the instance starts it: at once if nothing runs before it there, else when the
+        # executions before it have ended (see _execution_ended).
+        if self.execution_timeout_s is not None and not execution.done and next(iter(running)) is execution:
             execution.timer = self._arm_timeout(execution)
 
     def _arm_timeout(self, execution: _Execution) -> asyncio.TimerHandle:
@@ -307,7 +352,11 @@ class ModelScheduler:
         running = self._running.get(instance)
         if running is None or execution not in running:
             return
-        running.discard(execution)
+        del running[execution]
+        if running and self.execution_timeout_s is not None:
+            head = next(iter(running))  # the instance starts it now
+            if head.timer is None and not head.done:
+                head.timer = self._arm_timeout(head)
         load = self._load[instance] = self._load[instance] - 1
         if instance in self._free:
             self._free.remove(instance)
@@ -329,6 +378,7 @@ class ModelScheduler:
             if job.state == QUEUED:
                 job.fail(unavailable(reason))
         self._withdrawn = 0
+        self._queued_weight = 0
 
 
 __all__ = ["BatchPolicy", "ModelScheduler", "DEFAULT_PIPELINE_DEPTH", "DONE"]

@@ -9,7 +9,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Protocol
 
+from pytriton.exceptions import ServerError, Status
 from pytriton.scheduler.job import ExecutionStats
+
+
+class InstanceGoneError(ServerError):
+    """Raised by `Instance.execute` when the instance can take no work any more (its worker went away before its
+    source noticed): the execution never started, and its jobs wait for another instance."""
+
+    def __init__(self, message: str):
+        super().__init__(Status.UNAVAILABLE, message)
 
 
 class ExecutionSink(Protocol):
@@ -30,7 +39,8 @@ class Instance(Protocol):
 
     def execute(self, payloads: list[Any], sink: ExecutionSink) -> Callable[[], None] | None:
         """Start executing `payloads` as one batch; return a function that asks the instance to stop a streaming
-        execution early (None if it cannot). Raising means the execution never started."""
+        execution early (None if it cannot). Raising means the execution never started (InstanceGoneError: nor
+        will anything else on this instance)."""
 
     def kill(self, reason: str) -> None:
         """The instance is stuck: make it go away (its executions fail) and, where possible, come back fresh."""

@@ -83,13 +83,17 @@ class ExternalInstances(InstanceRoster):
                 if instance.index in self._stuck and not link.pending:  # its stuck execution has returned
                     self._stuck.discard(instance.index)
                     self._serve_hosted(instance)
-                if link.pid is not None and not pid_alive(link.pid):
-                    logger.error("process %d hosting model instance '%s' is gone", link.pid, link.label)
+                if link.unreachable or (link.pid is not None and not pid_alive(link.pid)):
+                    reason = (f"the thread hosting model instance '{link.label}' in process {link.pid} is gone"
+                              if link.unreachable else
+                              f"the process hosting model instance '{link.label}' (pid {link.pid}) is gone")
+                    logger.error("%s", reason)
                     self._unserve(instance)
-                    self.router.drop_link(
-                        link, f"the process hosting model instance '{link.label}' (pid {link.pid}) is gone"
-                    )
+                    self.router.drop_link(link, reason)
                     unlink_segments(self.router.tag, link.pid)
+                    if self.handler is not None and all(i.link is None or i.link.closed for i in self.instances):
+                        # Nothing can bring the instances back: who waits, and who comes later, fails now.
+                        self.handler.set_unavailable(f"model '{self.config.model_name}' is not available: {reason}")
 
     async def stop(self, timeout_s: float = 10.0) -> None:
         if self._watcher is not None:

@@ -21,7 +21,7 @@ from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
 from pytriton.proxy.messages import RequestData, TensorData, params_from_proto
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
-from pytriton.scheduler.instance import ExecutionSink
+from pytriton.scheduler.instance import ExecutionSink, InstanceGoneError
 from pytriton.scheduler.job import ExecutionStats
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -82,12 +82,14 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Ex
 def _slot_release(link: WorkerLink, slots: list[int]) -> Callable[[], None]:
     def release() -> None:
         segments = link.segments
-        if segments is not None:
-            for key in slots:
-                segment_id, _ = split_key(key)
-                if is_dedicated(segment_id):
+        dedicated = False
+        for key in slots:
+            segment_id, _ = split_key(key)
+            if is_dedicated(segment_id):
+                dedicated = True
+                if segments is not None:
                     segments.release_dedicated(segment_id)
-        link.release(slots)
+        link.release(slots, now=dedicated)
 
     return release
 
@@ -143,8 +145,8 @@ class LinkedInstance:
         call = _WorkerCall(self, sink, len(payloads))
         try:
             call.id = self.router.submit(self.link, [to_request_data(p) for p in payloads], call)
-        except WorkerGoneError as exc:
-            raise unavailable(str(exc)) from None
+        except WorkerGoneError as exc:  # e.g. the worker died and its watcher has not seen it yet
+            raise InstanceGoneError(str(exc)) from None
         except ArenaExhaustedError as exc:
             raise unavailable(f"cannot take the request for model instance '{self.label}': {exc}") from None
         return call.cancel

@@ -81,8 +81,10 @@ def test_an_instance_over_a_worker_answers_releases_per_request_and_fails_when_t
                 assert len(link.pending_free) == 3
                 job = Job(ExecutionRequest([Tensor("IN_FP32", "FP32", (1,), b"\0" * 4)], {}, [], {}, {}))
                 router.drop_link(link, "the worker went away")  # nothing to send to any more
+                scheduler.submit(job)  # the instance is found gone: it leaves, and the job waits for another one
+                assert not scheduler.ready and scheduler.queue_size == 1
+                scheduler.set_unavailable("no worker can come back")  # as a source says when none can
                 with pytest.raises(ServerError) as info:
-                    scheduler.submit(job)
                     await asyncio.wait_for(job.future, 10)
                 assert info.value.status == Status.UNAVAILABLE
             finally:

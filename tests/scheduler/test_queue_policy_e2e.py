@@ -1,0 +1,56 @@
+"""A model's queue policy (Triton's ModelQueuePolicy in its dynamic batcher) is what a PyTriton user sets to keep a
+flood of requests from queueing without bound; the server must enforce what the model's configuration says."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from pytriton.decorators import batch
+from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor
+from pytriton.triton import Triton, TritonConfig
+
+FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
+                  metrics_address="127.0.0.1")
+
+
+@batch
+def _slow_identity(x):
+    time.sleep(0.5)
+    return {"y": x}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "The scheduler ignores the model's queue policy: ServerCore.add_model (pytriton/core/server_core.py) "
+    "hands the scheduler only max_batch_size, max_queue_delay_microseconds and preferred_batch_size; "
+    "default_queue_policy (max_queue_size, default_timeout_microseconds, timeout_action REJECT/DELAY, "
+    "allow_timeout_override), priority_queue_policy, priority_levels and preserve_ordering are accepted, shown in "
+    "the model configuration (GetModelConfig reports max_queue_size: 2 here), and never applied: all 8 requests "
+    "queue and run one after the other, where Triton rejects those past the queue size at once with UNAVAILABLE "
+    "'Exceeds maximum queue size'. A user who bounded the queue against floods has no bound. Fix: a QueuePolicy in "
+    "BatchPolicy; ModelScheduler.submit refuses a job when the waiting jobs reach max_queue_size, and queued jobs "
+    "past their timeout are rejected (REJECT) or no longer held to it (DELAY), with priorities as separate queues."))
+def test_requests_past_the_max_queue_size_are_rejected_at_once():
+    with Triton(config=TritonConfig(**FREE_PORTS)) as triton:
+        policy = QueuePolicy(max_queue_size=2)
+        triton.bind("slow", _slow_identity, inputs=[Tensor(name="x", shape=(1,), dtype=np.float32)],
+                    outputs=[Tensor(name="y", shape=(1,), dtype=np.float32)],
+                    config=ModelConfig(max_batch_size=1, batcher=DynamicBatcher(default_queue_policy=policy)))
+        triton.run()
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{triton.ports['grpc']}")
+        configured = client.get_model_config("slow", as_json=True)["config"]["dynamic_batching"]
+        assert int(configured["default_queue_policy"]["max_queue_size"]) == 2
+        results: queue.Queue = queue.Queue()
+        for _ in range(8):  # one runs, two wait, the others find the queue full
+            tensor = grpcclient.InferInput("x", [1, 1], "FP32")
+            tensor.set_data_from_numpy(np.ones((1, 1), dtype=np.float32))
+            client.async_infer("slow", [tensor], callback=lambda result, error: results.put(error))
+        errors = [results.get(timeout=60) for _ in range(8)]
+        client.close()
+        rejected = [str(e) for e in errors if e is not None]
+        assert len(rejected) >= 3, rejected
+        assert all("Exceeds maximum queue size" in message for message in rejected), rejected

@@ -1,0 +1,157 @@
+"""Instances hosted by another process (RemoteTriton / Triton.bind threads): what the server does when that
+process dies, and when one of its calls outlives the execution timeout (issue 13, items 5 and 6)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from pytriton.model_config import ModelConfig, Tensor
+from pytriton.triton import RemoteTriton
+from tests.conftest import REPO, _started_pids, serve
+from tests.e2e.test_workers import SLOW_PID
+from tests.supervisor import remote_user
+
+
+def _x(value: float) -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput("x", [4], "FP32")
+    tensor.set_data_from_numpy(np.full(4, value, dtype=np.float32))
+    return tensor
+
+
+def _ready(http_url: str, model: str) -> bool:
+    try:
+        return urllib.request.urlopen(f"http://{http_url}/v2/models/{model}/ready", timeout=5).status == 200
+    except urllib.error.HTTPError:
+        return False
+
+
+def test_requests_to_a_model_whose_hosting_process_died_fail_at_once():
+    """The instances of a RemoteTriton process that died cannot come back: requests used to wait in the queue until
+    their deadline (forever without one); they now fail at once with UNAVAILABLE naming the model."""
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        user = subprocess.Popen([sys.executable, "-m", "tests.supervisor.remote_user", f"http://{server.http_url}"],
+                                cwd=REPO, stdout=subprocess.PIPE, text=True)
+        _started_pids.add(user.pid)
+        try:
+            assert user.stdout is not None and user.stdout.readline().strip() == "READY"
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            assert client.infer("remote", [_x(1)]).as_numpy("y").tolist() == [2, 2, 2, 2]
+        finally:
+            os.kill(user.pid, signal.SIGKILL)
+            user.wait()
+            user.stdout.close()
+        deadline = time.monotonic() + 20
+        while _ready(server.http_url, "remote") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _ready(server.http_url, "remote")
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("remote", [_x(1)], client_timeout=10)
+        assert info.value.status() == "StatusCode.UNAVAILABLE", str(info.value)
+        assert "remote" in info.value.message()
+
+
+def test_a_bound_call_past_the_execution_timeout_never_writes_into_a_region_it_no_longer_holds():
+    """A bound callable (a thread of the user's process) cannot be killed: its timed-out request failed and released
+    its regions at once, the client unregistered and reused its output region, and when the call returned the
+    worker loop wrote the outputs over the client's memory. The server now sends the call a CANCEL on expiry, and a
+    worker writes nothing into client regions for a call it was told to drop."""
+    with serve("tests.models:slow_pid", "--execution-timeout", "1", *SLOW_PID) as server:
+        remote = RemoteTriton(url=f"http://{server.http_url}")
+        remote_user.bind(remote, "sleepy")
+        key = f"/pt_attack_{uuid.uuid4().hex[:8]}"
+        region = shm.create_shared_memory_region("out", key, 16)
+        try:
+            with remote:
+                client = grpcclient.InferenceServerClient(server.grpc_url)
+                client.register_system_shared_memory("out", key, 16)
+                output = grpcclient.InferRequestedOutput("y")
+                output.set_shared_memory("out", 16)
+                with pytest.raises(InferenceServerException, match="execution timeout of 1 s"):
+                    client.infer("sleepy", [_x(3)], outputs=[output])  # the callable sleeps 3 s
+                client.unregister_system_shared_memory("out")
+                assert client.get_system_shared_memory_status(as_json=True) in ({}, {"regions": []})
+                shm.set_shared_memory_region(region, [np.full(4, -7, dtype=np.float32)])  # the client reuses it
+                time.sleep(3)  # the stuck call has returned by now
+                assert shm.get_contents_as_numpy(region, np.float32, [4]).tolist() == [-7, -7, -7, -7]
+        finally:
+            shm.destroy_shared_memory_region(region)
+
+
+def _exits_on_two(requests):
+    """y = 2 x; raises SystemExit (user code calling sys.exit()) when x[0] == 2."""
+    if requests[0]["x"][0] == 2:
+        raise SystemExit(3)
+    return [{"y": request["x"] * 2} for request in requests]
+
+
+def _remote_exits(http_url: str) -> RemoteTriton:
+    """A RemoteTriton (threads of this process) serving `_exits_on_two` as model 'exits'."""
+    remote = RemoteTriton(url=f"http://{http_url}")
+    remote.bind("exits", _exits_on_two, inputs=[Tensor(name="x", shape=(4,), dtype=np.float32)],
+                outputs=[Tensor(name="y", shape=(4,), dtype=np.float32)],
+                config=ModelConfig(batching=False))
+    return remote
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "A bound callable that raises a BaseException that is not an Exception (SystemExit from a sys.exit() in user "
+    "code, KeyboardInterrupt) ends its hosting thread: _execute (pytriton/backends/worker.py) catches only "
+    "Exception, so no RESULT is sent, and worker.serve's finally closes the endpoint without a word to the server. "
+    "The server only learns of it the next time it sends to that worker and finds nobody (EHOSTUNREACH: the link "
+    "is then marked unreachable, ExternalInstances drops it within a second, the model reports not ready and "
+    "requests fail with UNAVAILABLE); until then the call in flight waits for its deadline (forever without one). "
+    "Fix: answer the call with an error for any BaseException, and have a bound worker that leaves its loop "
+    "without being told (no STOP, no stop event) say so (e.g. FATAL after HELLO), which drops the link at once."))
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the hosting thread's SystemExit
+def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready():
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        remote = _remote_exits(server.http_url)
+        with remote:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            assert client.infer("exits", [_x(1)]).as_numpy("y").tolist() == [2, 2, 2, 2]
+            with pytest.raises(InferenceServerException) as info:
+                client.infer("exits", [_x(2)], client_timeout=3)
+            assert info.value.status() != "StatusCode.DEADLINE_EXCEEDED", "the call in flight was never answered"
+            deadline = time.monotonic() + 10
+            while _ready(server.http_url, "exits") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not _ready(server.http_url, "exits")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the hosting thread's SystemExit
+def test_a_bound_thread_found_gone_is_taken_out_of_service():
+    """Once the server finds a bound worker's thread gone (a send to it reaches nobody), the instance leaves: the
+    model reports not ready and requests fail at once naming it. They used to be sent to it and fail with 'not
+    connected' one by one while the model reported ready."""
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        remote = _remote_exits(server.http_url)
+        with remote:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            with pytest.raises(InferenceServerException):
+                client.infer("exits", [_x(2)], client_timeout=1)  # ends the thread (see the test above)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    client.infer("exits", [_x(1)], client_timeout=10)
+                except InferenceServerException as exc:
+                    if not _ready(server.http_url, "exits"):
+                        assert exc.status() == "StatusCode.UNAVAILABLE" and "exits" in exc.message(), str(exc)
+                        break
+                time.sleep(0.1)
+            assert not _ready(server.http_url, "exits")
+            with pytest.raises(InferenceServerException) as info:
+                client.infer("exits", [_x(1)], client_timeout=10)
+            assert info.value.status() == "StatusCode.UNAVAILABLE" and "is gone" in info.value.message()

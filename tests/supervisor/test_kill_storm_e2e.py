@@ -1,0 +1,76 @@
+"""Workers SIGKILLed again and again under load: only the calls in flight on a killed worker fail (each naming its
+instance), everything else is answered, nothing waits afterwards, and the statistics count what clients saw."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import signal
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from tests.abuse._rss import children
+from tests.conftest import _started_pids, serve
+from tests.scheduler.test_cancellation_e2e import ADD_SUB, _inputs, _pending
+
+
+@pytest.mark.slow
+def test_workers_killed_under_load_fail_only_their_own_calls():
+    with serve("examples.add_sub:add_sub", "--instances", "2", *ADD_SUB) as server:
+        outcomes: collections.Counter = collections.Counter()
+        failures: list[str] = []
+        lock = threading.Lock()
+        stop = time.monotonic() + 10
+
+        def load() -> None:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            while time.monotonic() < stop:
+                try:
+                    client.infer("add_sub", _inputs(), client_timeout=30)
+                    kind = "ok"
+                except InferenceServerException as exc:
+                    kind = "failed"
+                    failures.append(f"{exc.status()} {exc.message()}")
+                with lock:
+                    outcomes[kind] += 1
+            client.close()
+
+        threads = [threading.Thread(target=load) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        kills = 0
+        rng = random.Random(0)
+        while time.monotonic() < stop - 1.5:
+            time.sleep(1.5)
+            workers = children(server.process.pid)
+            if workers:
+                victim = rng.choice(workers)
+                _started_pids.add(victim)
+                os.kill(victim, signal.SIGKILL)
+                kills += 1
+        for thread in threads:
+            thread.join()
+        assert kills >= 4 and outcomes["ok"] > 0
+        assert outcomes["failed"] <= 2 * kills, (kills, outcomes, failures[:5])  # pipeline depth 2 per instance
+        assert all(f.startswith("StatusCode.UNAVAILABLE") and "add_sub_0_" in f for f in failures), failures[:5]
+        deadline = time.monotonic() + 10
+        while _pending(server.metrics_url) != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _pending(server.metrics_url) == 0
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        for _ in range(20):
+            result = client.infer("add_sub", _inputs(), client_timeout=30)
+            assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
+        client.close()
+        url = f"http://{server.http_url}/v2/models/add_sub/stats"
+        stats = json.loads(urllib.request.urlopen(url, timeout=10).read())["model_stats"][0]["inference_stats"]
+        assert int(stats["success"]["count"]) == outcomes["ok"] + 20
+        assert int(stats["fail"]["count"]) == outcomes["failed"]
