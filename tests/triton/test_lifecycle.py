@@ -95,9 +95,10 @@ def test_remote_triton_binds_into_a_running_server():
             RemoteTriton(url=url).connect(timeout_s=5)
 
 
-def start_user_program(mode: str, new_session: bool = False):
+def start_user_program(mode: str, new_session: bool = False, env: dict[str, str] | None = None):
     process = subprocess.Popen([sys.executable, "-m", "tests.triton.serve_script", mode], cwd=REPO,
-                               stdout=subprocess.PIPE, text=True, start_new_session=new_session)
+                               stdout=subprocess.PIPE, text=True, start_new_session=new_session,
+                               env=None if env is None else {**os.environ, **env})
     _started_pids.add(process.pid)
     line = process.stdout.readline()
     assert line.startswith("INFO "), line
@@ -146,13 +147,16 @@ def test_user_process_stops_quickly_when_the_server_is_stopped_first(target):
     assert_nothing_left(process, info)
 
 
-def test_killed_user_process_takes_the_server_down_and_the_next_server_sweeps_its_workspace():
-    process, info = start_user_program("sleep")
-    (workspace,) = glob.glob(os.path.join(tempfile.gettempdir(), f"pytriton-workspace-{process.pid}-*"))
+def test_killed_user_process_takes_the_server_down_and_the_next_server_sweeps_its_workspace(tmp_path, monkeypatch):
+    # A temporary directory of its own: servers that other tests start at the same time sweep the shared one.
+    process, info = start_user_program("sleep", env={"TMPDIR": str(tmp_path)})
+    (workspace,) = glob.glob(os.path.join(tmp_path, f"pytriton-workspace-{process.pid}-*"))
     process.kill()
     process.wait(10)
     assert_nothing_left(process, info)
     assert os.path.isdir(workspace)  # the killed process could not remove it ...
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with Triton(config=TritonConfig(**PORTS)):
         assert not os.path.exists(workspace)  # ... the next server's start-up sweep did
 
