@@ -25,7 +25,7 @@ from pytriton.supervisor.instance import LinkedInstance
 logger = logging.getLogger("pytriton.supervisor")
 
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
-FATAL_GRACE_S = 1.0
+FATAL_GRACE_S = 5.0  # generous: only a worker that exited before it was ready waits for its reason
 
 
 class WorkerStartError(RuntimeError):

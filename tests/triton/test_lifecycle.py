@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -147,16 +148,26 @@ def test_user_process_stops_quickly_when_the_server_is_stopped_first(target):
     assert_nothing_left(process, info)
 
 
-def test_killed_user_process_takes_the_server_down_and_the_next_server_sweeps_its_workspace(tmp_path, monkeypatch):
-    # A temporary directory of its own: servers that other tests start at the same time sweep the shared one.
-    process, info = start_user_program("sleep", env={"TMPDIR": str(tmp_path)})
+def test_killed_user_process_takes_the_server_down_and_the_next_server_sweeps_its_workspace(monkeypatch):
+    # A temporary directory of its own: servers that other tests start at the same time sweep the shared one. It is
+    # short: the server's worker socket lives below it, and a Unix socket path has at most 107 bytes.
+    tmp_path = tempfile.mkdtemp(prefix="pt-")
+    monkeypatch.setattr(tempfile, "tempdir", None)  # reset after the test; it is set below
+    try:
+        _killed_user_process_scenario(tmp_path, monkeypatch)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _killed_user_process_scenario(tmp_path: str, monkeypatch) -> None:
+    process, info = start_user_program("sleep", env={"TMPDIR": tmp_path})
     (workspace,) = glob.glob(os.path.join(tmp_path, f"pytriton-workspace-{process.pid}-*"))
     process.kill()
     process.wait(10)
     assert_nothing_left(process, info)
     assert os.path.isdir(workspace)  # the killed process could not remove it ...
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", tmp_path)
     with Triton(config=TritonConfig(**PORTS)):
         assert not os.path.exists(workspace)  # ... the next server's start-up sweep did
 
