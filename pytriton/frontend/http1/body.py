@@ -17,7 +17,6 @@ the request until its handler is done, then to the spare buffer (released when t
 from __future__ import annotations
 
 import asyncio
-import math
 import sys
 
 from pytriton.frontend.http1.budget import BufferBudget
@@ -76,8 +75,6 @@ class BodyReceiver(asyncio.BufferedProtocol):
 
     __slots__ = ("_body", "_body_charge", "_debt", "_direct", "_need", "_spare", "_spare_charge", "_waiting",
                  "budget")
-    transport: asyncio.Transport | None
-    deadline: float
 
     def __init__(self, budget: BufferBudget):
         self.budget = budget  # the listener's, shared by its connections
@@ -89,6 +86,10 @@ class BodyReceiver(asyncio.BufferedProtocol):
         self._debt = False  # this read charged bytes that had arrived without asking
         self._waiting = False  # stopped reading until the budget has `_need` bytes for this connection
         self._need = 0
+
+    def _stop_reading(self) -> None:
+        """Read nothing more until `_resume` (the connection also stops its head/body deadline)."""
+        raise NotImplementedError
 
     def _resume(self) -> None:
         """Read again (unless something else holds reading): the memory waited for is charged."""
@@ -179,9 +180,7 @@ class BodyReceiver(asyncio.BufferedProtocol):
             return True
         self._need = need
         self._waiting = True
-        self.deadline = math.inf  # not reading: the client cannot be late
-        if self.transport is not None:
-            self.transport.pause_reading()
+        self._stop_reading()
         return False
 
     def budget_granted(self) -> None:

@@ -169,6 +169,11 @@ class HttpConnection(RequestReader):
         else:
             self.deadline = math.inf  # requests are being answered
 
+    def _stop_reading(self) -> None:
+        self.deadline = math.inf  # not reading: the client cannot be late
+        if self.transport is not None:
+            self.transport.pause_reading()
+
     def _resume(self) -> None:
         """The budget charged what this connection waited for: read again, unless too many requests wait."""
         if not self.paused and self._phase != DONE and self.transport is not None:
