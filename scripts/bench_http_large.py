@@ -13,6 +13,7 @@ checking the answer (2x). Prints requests/s and MiB/s per case.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import time
 
 import numpy as np
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 MiB = 1024 * 1024
 
@@ -43,12 +45,10 @@ def _start(tree: str, extra: list[str]) -> tuple[subprocess.Popen, str]:
     url = f"127.0.0.1:{ports['http']}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            with httpclient.InferenceServerClient(url) as client:
-                if client.is_server_ready():
-                    return process, url
-        except Exception:
-            pass
+        # OSError, InferenceServerException: not listening yet
+        with contextlib.suppress(OSError, InferenceServerException), httpclient.InferenceServerClient(url) as client:
+            if client.is_server_ready():
+                return process, url
         time.sleep(0.2)
     process.kill()
     raise RuntimeError("server did not become ready")

@@ -75,8 +75,7 @@ class BufferBudget:
 
     def _update(self) -> None:
         used = self.used
-        if used > self.peak:
-            self.peak = used
+        self.peak = max(self.peak, used)
         self.roomy = not self._waiters and self.limit - used >= ROOMY
 
     def charge(self, nbytes: int) -> None:

@@ -15,7 +15,6 @@ from pytriton.frontend.http1.body import FIRST_BLOCK, DirectBody
 from pytriton.frontend.http1.connection import SPARE_KEEP_S, WRITE_HIGH
 from tests.frontend.http1._fake import Client, chunked, get, post, run, settle
 
-
 LIMIT = 300
 
 
