@@ -273,7 +273,9 @@ def test_hang_up_storm_is_bounded_by_the_buffered_bytes_budget(budget_mib):
         storm.join()
         peak = max(peak, peak_rss_while(pid, 5.0, rss_bytes))  # the server reads what the kernel holds
         _report(f"hang-up storm, budget {budget_mib} MiB", before, peak, rss_bytes(pid))
-        # The budget, one body past it, 4 KiB per waiting connection, and the interpreter's and allocator's slack.
-        assert peak - before < budget + 48 * MiB
+        # The budget (one 1 MiB body may pass it), plus what is not a body: ~1,200 connections' objects and their
+        # 4 KiB reads, the answers' shared-memory pages the server touches (~15 MiB), allocator slack (measured: the
+        # budget + 28-32 MiB).
+        assert peak - before < budget + 64 * MiB
         for floats in (16, MiB // 4, 4 * MiB):
             check_identity_serves(url, floats)

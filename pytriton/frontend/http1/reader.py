@@ -372,7 +372,8 @@ class RequestReader(BodyReceiver):
             self._direct = None
         else:
             body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-            self._body = []
+            if body:
+                self._body = []
         self._complete(body, keep_alive, self.parser.get_method(), self._body_done(len(body)))
 
     def _complete(self, body: Any, keep_alive: bool, method: bytes, charge: int) -> None:
