@@ -141,6 +141,9 @@ def main() -> None:
               help="Seconds a gRPC connection without calls stays open (0 = for ever).")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
               show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
+@click.option("--http-max-buffered-bytes", type=click.IntRange(min=1), default=HttpLimits.max_buffered_bytes,
+              show_default=True, help="Request body bytes all HTTP connections together may hold in memory; past it "
+                                      "connections stop reading until memory frees. HTTP and metrics ports (each).")
 @click.option("--http-max-header-size", type=click.IntRange(min=1), default=HttpLimits.max_header_bytes,
               show_default=True, help="Largest HTTP request head (request line and headers), in bytes; larger: 431. "
                                       "HTTP and metrics ports.")
@@ -199,6 +202,7 @@ def serve(
     grpc_max_decompressed_bytes: int,
     grpc_idle_timeout: float,
     http_max_input_size: int,
+    http_max_buffered_bytes: int,
     http_max_header_size: int,
     http_max_header_count: int,
     http_header_timeout: float,
@@ -271,6 +275,7 @@ def serve(
             http_header_forward_pattern=http_header_forward_pattern,
             http_limits=HttpLimits(
                 max_input_bytes=http_max_input_size,
+                max_buffered_bytes=http_max_buffered_bytes,
                 max_header_bytes=http_max_header_size,
                 max_header_count=http_max_header_count,
                 header_timeout_s=http_header_timeout,

@@ -9,6 +9,9 @@ under the limits; this half answers them and keeps the connection to its deadlin
 - Answers: the next pipelined request waits while more than `WRITE_HIGH` bytes of answers are unsent, and the
   connection stops reading while more than `max_pipelined` requests wait (memory bound: those requests, and
   one answer past `WRITE_HIGH`).
+- Memory: a request's body stays charged to the listener's budget while it waits and while its handler runs; a
+  connection waiting for memory (`_waiting`) does not read, and its head or body cannot be late meanwhile (the
+  server stopped it, not the client): its deadline starts again when it reads again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import logging
 import math
 from collections.abc import Callable
 
+from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response, write_response
 from pytriton.frontend.http1.reader import (
@@ -68,14 +72,15 @@ class HttpConnection(RequestReader):
         read_buffer: SharedReadBuffer,
         connections: set[HttpConnection] | None = None,
         too_large_hint: str = "",
+        budget: BufferBudget | None = None,
     ):
-        super().__init__(limits, read_buffer, too_large_hint)
+        super().__init__(limits, read_buffer, too_large_hint, budget)
         self.handler = handler
         self.connections = connections  # the listener's registry of open connections
         self.transport: asyncio.Transport | None = None
-        # Requests (and refusals) in order, answered one by one; a list: at most `max_pipelined` + 1, and an idle
-        # connection's empty deque would cost 760 bytes.
-        self.queue: list[tuple[HttpRequest | HttpResponse, bool]] = []
+        # Requests (and refusals) in order, answered one by one, with keep-alive and the bytes their body is charged;
+        # a list: at most `max_pipelined` + 1, and an idle connection's empty deque would cost 760 bytes.
+        self.queue: list[tuple[HttpRequest | HttpResponse, bool, int]] = []
         self.task: asyncio.Task | None = None
         self.paused = False  # reading paused: too many requests wait
         self.peer: str | None = None
@@ -117,21 +122,23 @@ class HttpConnection(RequestReader):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.deadline = self.send_deadline = math.inf
-        self._direct = self._spare = None
+        self._release_all()
         if self.connections is not None:
             self.connections.discard(self)
         if self.task is not None and not self.task.done():
-            self.task.cancel()
-        for item, _ in self.queue:
+            self.task.cancel()  # the request in its handler is released when the task ends
+        for item, _, charge in self.queue:
             if isinstance(item, HttpResponse) and item.on_sent:
                 item.on_sent()
+            elif charge:
+                self.budget.release(charge)
         self.queue.clear()
         self._run_after_drain()
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer `status` after the requests already read, then close; read nothing more."""
         self._phase = DONE
-        self._direct = None
+        self._release_all()
         self.deadline = math.inf
         self._enqueue(error_response(status, message), keep_alive=False)
         if self.transport is not None:
@@ -141,8 +148,9 @@ class HttpConnection(RequestReader):
     def _set_deadline(self, wait: int, seconds: float) -> None:
         """Start the time the client has for what the connection waits for (`wait`: its head, body, next request)."""
         self._wait = wait
-        # Not reading (too many requests wait): the client cannot be late; `_rearm` sets it when reading again.
-        self.deadline = math.inf if self.paused else self._now + seconds
+        # Not reading (too many requests wait, or memory): the client cannot be late; `_rearm` sets it when reading
+        # again.
+        self.deadline = math.inf if self.paused or self._waiting else self._now + seconds
 
     def _go_idle(self) -> None:
         self._idle_since = self.loop.time()
@@ -156,8 +164,21 @@ class HttpConnection(RequestReader):
             self._set_deadline(WAIT_HEAD, self.limits.header_timeout_s)
         elif self._phase in (BODY, DIRECT):
             self._set_deadline(WAIT_BODY, self.limits.body_timeout_s)
+        elif self._phase == IDLE and self.task is None and not self.queue:
+            self._go_idle()  # nothing under way: the next request has the idle timeout
         else:
             self.deadline = math.inf  # requests are being answered
+
+    def _stop_reading(self) -> None:
+        self.deadline = math.inf  # not reading: the client cannot be late
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _resume(self) -> None:
+        """The budget charged what this connection waited for: read again, unless too many requests wait."""
+        if not self.paused and self._phase != DONE and self.transport is not None:
+            self.transport.resume_reading()
+            self._rearm()
 
     def _expect_sent(self) -> None:
         """Answers wait in the transport: the client has to keep taking them."""
@@ -170,7 +191,7 @@ class HttpConnection(RequestReader):
         if now >= self.deadline or now >= self.send_deadline:
             self._deadline_passed(now)
         elif self._spare is not None and self._wait == WAIT_IDLE and now - self._idle_since >= SPARE_KEEP_S:
-            self._spare = None
+            self._drop_spare()
 
     def _deadline_passed(self, now: float) -> None:
         transport = self.transport
@@ -206,8 +227,8 @@ class HttpConnection(RequestReader):
                               "Use --http-body-timeout to increase the limit.")
 
     # ---- request pipeline --------------------------------------------------------------------
-    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool) -> None:
-        self.queue.append((item, keep_alive))
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool, charge: int = 0) -> None:
+        self.queue.append((item, keep_alive, charge))
         if len(self.queue) > self.limits.max_pipelined and self.transport is not None and not self.paused:
             self.paused = True
             self.transport.pause_reading()
@@ -222,7 +243,7 @@ class HttpConnection(RequestReader):
                 if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
                     await self._drain()  # the client does not take its answers: read and answer no more
                     continue
-                item, keep_alive = self.queue.pop(0)
+                item, keep_alive, charge = self.queue.pop(0)
                 if isinstance(item, HttpResponse):
                     response = item
                 else:
@@ -233,6 +254,8 @@ class HttpConnection(RequestReader):
                     except Exception as exc:  # a handler bug must not kill the connection
                         logger.exception("HTTP handler failed for %s %s", item.method, item.path)
                         response = error_response(500, f"internal error: {exc}")
+                    finally:
+                        self._request_done(item.body, charge)
                 head = isinstance(item, HttpRequest) and item.method == "HEAD"
                 keep_alive = keep_alive and not response.close
                 self._send(response, keep_alive, head)
@@ -244,11 +267,13 @@ class HttpConnection(RequestReader):
                 if self.paused and len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE:
                     assert self.transport is not None  # paused: the connection is open (else the task is cancelled)
                     self.paused = False
-                    self.transport.resume_reading()
-                    self._rearm()
+                    if not self._waiting:
+                        self.transport.resume_reading()
+                        self._rearm()
         finally:
             self.task = None
-            if self._phase == IDLE and not self.queue and self.transport and not self.transport.is_closing():
+            if (self._phase == IDLE and not self.queue and not self._waiting and self.transport
+                    and not self.transport.is_closing()):
                 self._go_idle()
 
     async def _drain(self) -> None:

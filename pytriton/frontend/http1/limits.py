@@ -30,6 +30,10 @@ class HttpLimits:
             far more often, and check a pooled connection before reusing it.
         max_pipelined: requests read ahead on one connection before it stops reading until answers have
             left (not an option).
+        max_buffered_bytes: request body bytes all connections of the port together may hold in memory (being
+            received, waiting in their pipelines, in their handlers) before connections stop reading until memory
+            frees (`--http-max-buffered-bytes`; `budget.py`). 256 MiB: four requests of the default
+            `max_input_bytes` at once, so ordinary large requests only wait when many arrive together.
     """
 
     max_input_bytes: int = 64 * MiB
@@ -39,6 +43,7 @@ class HttpLimits:
     body_timeout_s: float = 60.0
     idle_timeout_s: float = 60.0
     max_pipelined: int = 32
+    max_buffered_bytes: int = 256 * MiB
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):

@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from pytriton.frontend._listen import listen
+from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.connection import HttpConnection
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import Handler
@@ -16,7 +17,7 @@ logger = logging.getLogger("pytriton.frontend")
 
 class HttpListener:
     """Serves `handler` on `address:port` (the HTTP front-end's app, the metrics app). Owns its connections, the
-    read buffer they share, and the tick that holds them to their deadlines (`HttpLimits`)."""
+    read buffer and the memory budget they share, and the tick that holds them to their deadlines (`HttpLimits`)."""
 
     def __init__(
         self,
@@ -38,13 +39,20 @@ class HttpListener:
         self._ticker: asyncio.Task | None = None
         self._connections: set[HttpConnection] = set()
         self._read_buffer = SharedReadBuffer()
+        self.budget = BufferBudget(self.limits.max_buffered_bytes, name)  # request bodies in memory, all connections
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of request bodies its connections hold now (charged to `budget`)."""
+        return self.budget.used
 
     @property
     def connection_count(self) -> int:
         return len(self._connections)
 
     def _connection(self) -> HttpConnection:
-        return HttpConnection(self.handler, self.limits, self._read_buffer, self._connections, self.too_large_hint)
+        return HttpConnection(self.handler, self.limits, self._read_buffer, self._connections, self.too_large_hint,
+                              self.budget)
 
     async def start(self) -> int:
         self._server, self.port = await listen(self._connection, self.address, self.requested_port, "HTTP", self.name)

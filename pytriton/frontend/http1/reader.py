@@ -8,18 +8,21 @@
   `_parse_chunked` says). Header fields are counted (431), and repeated names are joined once, when the head is
   complete (linear, not quadratic).
 - Bodies: larger than `max_input_bytes` → 413; the head and body set the deadlines the connection keeps.
+- Memory: what bodies hold is charged to the listener's `BufferBudget` (`budget.py`). After each read
+  (`_settle`) a body that needs more than the budget has stops reading until the memory is charged; while memory is
+  tight, reads are `TIGHT_READ` bytes, so a connection brings few bytes past the budget before it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import sys
 from typing import Any
 
 import httptools
 
-from pytriton.frontend.http1.body import DirectBody
+from pytriton.frontend.http1.body import BodyReceiver
+from pytriton.frontend.http1.budget import TIGHT_READ, BufferBudget
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import HttpRequest, HttpResponse
 
@@ -37,26 +40,25 @@ WAIT_IDLE, WAIT_HEAD, WAIT_BODY = range(3)
 class SharedReadBuffer:
     """The buffer every connection of one listener reads into: each read is parsed before the next one."""
 
-    __slots__ = ("data", "view")
+    __slots__ = ("data", "tight", "view")
 
     def __init__(self, size: int = READ_BUFFER):
         self.data = bytearray(size)
         self.view = memoryview(self.data)
+        self.tight = self.view[:TIGHT_READ]  # what a read may bring while memory is short
 
 
 class _Refused(Exception):
     """Raised from a parser callback to stop parsing a request that is refused (`RequestReader._refusal`)."""
 
 
-class RequestReader(asyncio.BufferedProtocol):
+class RequestReader(BodyReceiver):
     """The reading half of a connection; `HttpConnection` answers what it reads (`_enqueue`), refuses (`_refuse`)
     and keeps the deadlines (`_set_deadline`)."""
 
     __slots__ = (
-        "_body",
         "_body_left",
         "_decoded_size",
-        "_direct",
         "_direct_keep_alive",
         "_direct_method",
         "_head_bytes",
@@ -69,7 +71,6 @@ class RequestReader(asyncio.BufferedProtocol):
         "_refusal",
         "_repeated",
         "_size",
-        "_spare",
         "_too_large",
         "_url",
         "deadline",
@@ -84,14 +85,19 @@ class RequestReader(asyncio.BufferedProtocol):
     task: asyncio.Task | None
     peer: str | None
 
-    def __init__(self, limits: HttpLimits, read_buffer: SharedReadBuffer, too_large_hint: str = ""):
+    def __init__(
+        self,
+        limits: HttpLimits,
+        read_buffer: SharedReadBuffer,
+        too_large_hint: str = "",
+        budget: BufferBudget | None = None,
+    ):
+        super().__init__(budget or BufferBudget(limits.max_buffered_bytes))
         self.limits = limits
         self.read_buffer = read_buffer
         self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
         self.parser = httptools.HttpRequestParser(self)
         self._phase = IDLE
-        self._spare: bytearray | None = None  # the last large body's buffer, reused once nothing holds it
-        self._direct: DirectBody | None = None
         self._direct_keep_alive = True
         self._direct_method = b""
         self._head_bytes = 0  # bytes of the current head handed to the parser
@@ -109,7 +115,6 @@ class RequestReader(asyncio.BufferedProtocol):
         self._repeated: dict[str, list[str]] | None = None
         self._header_count = 0
         self._decoded_size = 0  # header fields as the parser gave them, with their ": " and CRLF
-        self._body: list[bytes] = []
         self._size = 0
         self._body_left = -1  # bytes of a Content-Length body the parser has still to see; -1: chunked
         self._too_large = False
@@ -117,7 +122,7 @@ class RequestReader(asyncio.BufferedProtocol):
     def _refuse(self, status: int, message: str) -> None:
         raise NotImplementedError
 
-    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool) -> None:
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool, charge: int = 0) -> None:
         raise NotImplementedError
 
     def _set_deadline(self, wait: int, seconds: float) -> None:
@@ -126,9 +131,12 @@ class RequestReader(asyncio.BufferedProtocol):
     # ---- asyncio.BufferedProtocol --------------------------------------------------------------
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._phase == DIRECT:
-            assert self._direct is not None
-            return self._direct.room()
-        return self.read_buffer.view
+            direct = self._direct
+            assert direct is not None
+            if direct.full:  # its growth is charged (`_settle_direct`)
+                self._grow_direct()
+            return direct.room()
+        return self.read_buffer.view if self.budget.roomy else self.read_buffer.tight
 
     def buffer_updated(self, nbytes: int) -> None:
         self._now = self.loop.time()  # the deadlines this read starts count from it
@@ -143,6 +151,23 @@ class RequestReader(asyncio.BufferedProtocol):
                 self._direct_complete()
         elif phase != DONE:
             self._receive(nbytes)
+        if self._phase == DIRECT:
+            self._settle_direct()
+        elif self._debt:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Bytes of a body were taken while memory is tight: stop reading until memory frees (with the rest of a
+        small or chunked body reserved: at most the input limit)."""
+        self._debt = False
+        phase = self._phase
+        if phase == DONE or not self.budget.tight:
+            return
+        need = 0
+        if phase == BODY:
+            bound = self._size + self._body_left if self._body_left >= 0 else self.limits.max_input_bytes + 1
+            need = max(0, bound - self._body_charge)
+        self._wait_for_memory(need)
 
     # ---- reading -----------------------------------------------------------------------------
     def _receive(self, end: int) -> None:
@@ -247,7 +272,7 @@ class RequestReader(asyncio.BufferedProtocol):
         self.parser = httptools.HttpRequestParser(self)
         self._phase = IDLE
         self.deadline = math.inf
-        self._complete(direct.buffer, self._direct_keep_alive, self._direct_method)
+        self._complete(direct.buffer, self._direct_keep_alive, self._direct_method, self._body_done(direct.length))
 
     # ---- httptools callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -297,8 +322,7 @@ class RequestReader(asyncio.BufferedProtocol):
             if size > self.limits.max_input_bytes:
                 self._too_large = True
             elif size >= DIRECT_BODY_MIN:
-                self._direct = DirectBody(size, self._reusable_spare(size))
-                self._spare = self._direct.buffer
+                self._start_direct(size)
                 self._direct_keep_alive = self.parser.should_keep_alive()
                 self._direct_method = self.parser.get_method()
                 self._phase = DIRECT
@@ -314,14 +338,6 @@ class RequestReader(asyncio.BufferedProtocol):
         ):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
-    def _reusable_spare(self, size: int) -> bytearray | None:
-        """The previous large body's buffer when it has this size and no request, tensor view or message refers
-        to it any more (clients send same-sized tensors over and over)."""
-        spare = self._spare
-        if spare is not None and len(spare) == size and sys.getrefcount(spare) == 3:  # attribute, local, argument
-            return spare
-        return None
-
     def on_body(self, body: bytes) -> None:
         if self._body_left > 0:
             self._body_left -= len(body)
@@ -329,13 +345,15 @@ class RequestReader(asyncio.BufferedProtocol):
             return
         if self._direct is not None:  # only if a head ended where `_head_stop` did not see it
             self._direct.add(body)
+            self._hold(len(self._direct.buffer))
             return
         self._size += len(body)
         if self._size > self.limits.max_input_bytes:
             self._too_large = True
-            self._body.clear()
+            self._drop_body()
             return
         self._body.append(body)
+        self._hold(self._size)
 
     def on_message_complete(self) -> None:
         keep_alive = self.parser.should_keep_alive()
@@ -354,9 +372,12 @@ class RequestReader(asyncio.BufferedProtocol):
             self._direct = None
         else:
             body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        self._complete(body, keep_alive, self.parser.get_method())
+            if body:
+                self._body = []
+        self._complete(body, keep_alive, self.parser.get_method(), self._body_done(len(body)))
 
-    def _complete(self, body: Any, keep_alive: bool, method: bytes) -> None:
+    def _complete(self, body: Any, keep_alive: bool, method: bytes, charge: int) -> None:
+        """A request is read; `charge` is what its body is charged to the budget until the handler is done."""
         url = httptools.parse_url(self._url)
         request = HttpRequest(
             method.decode("ascii"),
@@ -366,4 +387,4 @@ class RequestReader(asyncio.BufferedProtocol):
             body,
             self.peer,
         )
-        self._enqueue(request, keep_alive)
+        self._enqueue(request, keep_alive, charge)

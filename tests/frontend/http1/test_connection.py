@@ -7,127 +7,13 @@ import asyncio
 import json
 import random
 import zlib
-from typing import Any
 
 import pytest
 
 from pytriton.frontend.http1 import HttpLimits, HttpRequest, HttpResponse
 from pytriton.frontend.http1.body import FIRST_BLOCK, DirectBody
-from pytriton.frontend.http1.connection import SPARE_KEEP_S, WRITE_HIGH, HttpConnection
-from pytriton.frontend.http1.reader import SharedReadBuffer
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.reading = True
-        self.closed = False
-        self.aborted = False
-        self.pending = 0  # what get_write_buffer_size reports
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: Any) -> None:
-        self.written += data
-
-    def get_write_buffer_size(self) -> int:
-        return self.pending
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed or self.aborted
-
-    def abort(self) -> None:
-        self.aborted = True
-
-
-class Client:
-    """One connection, its transport, and the requests its handler saw."""
-
-    def __init__(self, limits: HttpLimits, handler: Any = None):
-        self.requests: list[HttpRequest] = []
-        self.connection = HttpConnection(handler or self._answer, limits, SharedReadBuffer(), set())
-        self.transport = FakeTransport()
-        self.connection.connection_made(self.transport)  # type: ignore[arg-type]
-
-    async def _answer(self, request: HttpRequest) -> HttpResponse:
-        self.requests.append(request)
-        return HttpResponse(200, [str(len(request.body)).encode()])
-
-    def send(self, data: bytes, step: int | None = None) -> None:
-        """Deliver `data` as reads of at most `step` bytes (and at most what get_buffer offers)."""
-        pos = 0
-        while pos < len(data):
-            assert self.transport.reading, "the connection stopped reading"
-            view = self.connection.get_buffer(-1)
-            n = min(len(view), len(data) - pos, step or len(data))
-            view[:n] = data[pos : pos + n]
-            self.connection.buffer_updated(n)  # the transport's view is still alive here, as in asyncio
-            del view
-            pos += n
-
-    def hold(self, unsent: int) -> None:
-        """The transport now holds `unsent` bytes it could not send (and says so, as asyncio's transports do)."""
-        self.transport.pending = unsent
-        if unsent:
-            self.connection.pause_writing()
-        else:
-            self.connection.resume_writing()
-
-    def answers(self) -> list[tuple[int, bytes]]:
-        """(status, body) of everything written so far."""
-        out, data = [], bytes(self.transport.written)
-        while data:
-            head, _, rest = data.partition(b"\r\n\r\n")
-            lines = head.decode().split("\r\n")
-            if lines[0] == "HTTP/1.1 100 Continue":
-                data = rest
-                continue
-            length = next(int(line.split(":")[1]) for line in lines if line.lower().startswith("content-length"))
-            out.append((int(lines[0].split()[1]), rest[:length]))
-            data = rest[length:]
-        return out
-
-    def now(self, later: float = 0.0) -> float:
-        return self.connection.loop.time() + later
-
-
-async def settle() -> None:
-    for _ in range(10):
-        await asyncio.sleep(0)
-
-
-def run(test: Any) -> None:
-    asyncio.run(test())
-
-
-def get(path: str = "/", fields: int = 1, pad_to: int | None = None) -> bytes:
-    head = f"GET {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"X-F{i}: v\r\n" for i in range(fields - 1))
-    if pad_to is not None:
-        head += "X-Pad: " + "p" * (pad_to - len(head) - len("X-Pad: \r\n\r\n")) + "\r\n"
-    return (head + "\r\n").encode()
-
-
-def post(body: bytes, extra: str = "") -> bytes:
-    return f"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
-
-
-def chunked(body: bytes) -> bytes:
-    return (b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
-
+from pytriton.frontend.http1.connection import SPARE_KEEP_S, WRITE_HIGH
+from tests.frontend.http1._fake import Client, chunked, get, post, run, settle
 
 LIMIT = 300
 
@@ -242,6 +128,8 @@ def test_direct_body_room_and_add():
     body = DirectBody(200_000)
     assert len(body.buffer) == FIRST_BLOCK
     assert body.add(b"x" * 100_000) == 100_000  # copied in past the first block
+    assert body.full and body.growth() == 100_000
+    body.grow()
     room = body.room()
     assert len(room) == 100_000 and len(body.buffer) == 200_000
     room[:] = b"y" * 100_000

@@ -4,6 +4,7 @@ connections share one read buffer, and stop closes them all."""
 from __future__ import annotations
 
 import asyncio
+import zlib
 
 import pytest
 
@@ -61,8 +62,44 @@ def test_stop_closes_open_connections():
     asyncio.run(test())
 
 
+def test_connections_share_one_memory_budget():
+    """40 clients upload 100 KiB at once through a 256 KiB budget: some stall until others' handlers are done, all
+    are answered, and what bodies held goes back to 0 when the connections close."""
+    count, size = 40, 100 * 1024
+
+    async def crc(request: HttpRequest) -> HttpResponse:
+        await asyncio.sleep(0.01)  # the body stays charged meanwhile
+        return HttpResponse(200, [str(zlib.crc32(request.body)).encode()])
+
+    async def client(port: int, i: int) -> tuple[int, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        body = bytes([i]) * size
+        writer.write(f"POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode() + body)
+        answer = await asyncio.wait_for(_answer(reader), 30)
+        writer.close()
+        await writer.wait_closed()
+        return answer
+
+    async def test() -> None:
+        listener = HttpListener(crc, "127.0.0.1", 0, "test", HttpLimits(max_buffered_bytes=256 * 1024))
+        port = await listener.start()
+        answers = await asyncio.gather(*(client(port, i) for i in range(count)))
+        assert answers == [(200, str(zlib.crc32(bytes([i]) * size)).encode()) for i in range(count)]
+        budget = listener.budget
+        assert budget.waits > 0  # the budget was spent: some waited
+        assert budget.peak <= 256 * 1024 + size + count * 4096
+        for _ in range(100):
+            if listener.connection_count == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert listener.buffered_bytes == 0 and budget.waiting == 0
+        await listener.stop()
+
+    asyncio.run(test())
+
+
 @pytest.mark.parametrize("field", ["max_input_bytes", "max_header_bytes", "max_header_count", "header_timeout_s",
-                                   "body_timeout_s", "idle_timeout_s", "max_pipelined"])
+                                   "body_timeout_s", "idle_timeout_s", "max_pipelined", "max_buffered_bytes"])
 def test_limits_must_be_positive(field):
     with pytest.raises(ValueError, match=f"HTTP limit '{field}' must be positive, got 0"):
         HttpLimits(**{field: 0})
