@@ -118,6 +118,15 @@ def countdown(requests):
         yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]
 
 
+def batched_countdown(requests):
+    """Decoupled, with a batch dimension: for the largest COUNT[0, 0] of the batch, N responses VALUE = N-1 ... 0 to
+    every request (shaped as its batch), then finishes; SEEN is the number of requests executed together."""
+    count = max(int(r["COUNT"].reshape(-1)[0]) for r in requests)
+    for step in range(count):
+        yield [{"VALUE": np.full((r["COUNT"].shape[0], 1), count - 1 - step, dtype=np.int32),
+                "SEEN": np.full((r["COUNT"].shape[0], 1), len(requests), dtype=np.int32)} for r in requests]
+
+
 async def async_countdown(requests):
     count = int(requests[0]["COUNT"].reshape(-1)[0])
     for step in range(count):

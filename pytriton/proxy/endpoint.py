@@ -10,7 +10,8 @@ import collections
 import logging
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import zmq
@@ -53,6 +54,41 @@ def _to_host(array: Any) -> np.ndarray:
     return np.asarray(array)
 
 
+class StreamCredit:
+    """How far one streaming call may run ahead of its consumers: at most `window` responses sent and not yet
+    taken, and (once one is out) at most `window_bytes` of their outputs; 0 is no limit. The server reports what
+    was taken (CREDIT messages, a running total)."""
+
+    __slots__ = ("bytes_ahead", "call_id", "consumed", "sent", "sizes", "window", "window_bytes")
+
+    def __init__(self, call_id: int, window: int, window_bytes: int):
+        self.call_id = call_id
+        self.window = window
+        self.window_bytes = window_bytes
+        self.sent = 0
+        self.consumed = 0
+        self.sizes: collections.deque[int] = collections.deque()  # of the responses sent and not taken yet
+        self.bytes_ahead = 0
+
+    def on_sent(self, nbytes: int) -> None:
+        self.sent += 1
+        if self.sent > self.consumed:  # (not taken already: credit may come early)
+            self.sizes.append(nbytes)
+            self.bytes_ahead += nbytes
+
+    def on_consumed(self, consumed: int) -> None:
+        for _ in range(min(consumed, self.sent) - self.consumed):
+            self.bytes_ahead -= self.sizes.popleft()
+        self.consumed = max(self.consumed, consumed)
+
+    @property
+    def blocked(self) -> bool:
+        ahead = self.sent - self.consumed
+        if self.window and ahead >= self.window:
+            return True
+        return bool(self.window_bytes) and ahead > 0 and self.bytes_ahead >= self.window_bytes
+
+
 class WorkerEndpoint:
     """Connects a worker to the server's ROUTER and moves tensors in and out of shared memory."""
 
@@ -80,6 +116,8 @@ class WorkerEndpoint:
         self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
+        self._stop_seen = False  # a STOP waits in the backlog
+        self.credit: StreamCredit | None = None  # of the streaming call running now, if it has a window
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -102,19 +140,46 @@ class WorkerEndpoint:
     def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
         """Wait for the next message; apply the slot releases it carries. None on timeout."""
         if self._backlog:
-            return self._backlog.popleft()
+            message, frames = self._backlog.popleft()
+            self._stop_seen = self._stop_seen and message.kind != ServerToWorker.STOP
+            return message, frames
         if not self._socket.poll(timeout_ms, zmq.POLLIN):
             return None
         return self._read()
 
     def _collect(self) -> None:
-        """Read what waits in the socket without blocking: CANCELs are noted, other messages wait in the backlog."""
+        """Read what waits in the socket without blocking: CANCELs and CREDITs are noted, other messages wait in the
+        backlog."""
         while self._socket.poll(0, zmq.POLLIN):
             message, frames = self._read()
-            if message.kind == ServerToWorker.CANCEL:
+            kind = message.kind
+            if kind == ServerToWorker.CANCEL:
                 self._cancelled.add(message.id)
+            elif kind == ServerToWorker.CREDIT:
+                credit = self.credit
+                if credit is not None and credit.call_id == message.id:
+                    credit.on_consumed(message.consumed)
             else:
+                self._stop_seen = self._stop_seen or kind == ServerToWorker.STOP
                 self._backlog.append((message, frames))
+
+    def begin_stream(self, message: Any) -> None:
+        """A streaming call starts: its window (if the server gave one) holds from now on."""
+        self.credit = StreamCredit(message.id, message.window, message.window_bytes) if message.window else None
+
+    def await_credit(self, alive: Callable[[], bool], poll_ms: int) -> bool:
+        """Between two responses of a stream: wait while it is as far ahead of its consumers as its window allows.
+        False when it must end instead: the server cancelled it or asked us to stop, or `alive()` says to quit."""
+        credit = self.credit
+        if credit is None:
+            return True
+        self._collect()
+        while credit.blocked:
+            if credit.call_id in self._cancelled or self._stop_seen or not alive():
+                return False
+            if self._socket.poll(poll_ms, zmq.POLLIN):
+                self._collect()
+        return True
 
     def cancelled(self, call_id: int) -> bool:
         """Between two responses of a stream: has the server cancelled `call_id`? Other messages wait."""
@@ -260,11 +325,12 @@ class WorkerEndpoint:
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
         final: bool = True,
-    ) -> None:
+    ) -> int:
         """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
-        until the outputs are in place.
+        until the outputs are in place. During a stream with a window, returns the bytes of the outputs that the
+        server now holds (frames and arena slots; not those written into client regions); else 0.
         """
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
@@ -296,6 +362,10 @@ class WorkerEndpoint:
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
         if message.final:
             self._release_dedicated()
+        if self.credit is None:  # nobody counts them
+            return 0
+        return sum(ref.nbytes for item in message.responses for ref in item.outputs
+                   if not ref.region and not ref.cuda_handle)
 
     def _free_refs(self, item: Any) -> None:
         for ref in item.outputs:
