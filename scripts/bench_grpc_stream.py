@@ -5,7 +5,8 @@ both see the same machine load.
 
 Each run starts `pytriton serve tests.models:countdown --decoupled`, warms up, then each of `--streams` clients
 (one InferenceServerClient and one ModelStreamInfer stream each, in threads) asks for `--responses` responses
-(one INT32 each) `--requests` times, and the rate of responses received is reported.
+(one INT32 each) `--requests` times; reported: the rate of responses received, and the CPU time per response of the
+server process and of its worker (less sensitive to a busy machine than the rate).
 Usage: scripts/bench_grpc_stream.py [--responses 10000] [--streams 1 4] [--repeats 3] [--base TREE]
 (a base tree: `mkdir /tmp/main-tree && git archive main pytriton tests | tar -x -C /tmp/main-tree`)
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+from bench_lib.procfs import cpu_seconds, descendants
 
 REPO = Path(__file__).resolve().parent.parent
 SERVE = ["tests.models:countdown", "--model-name", "countdown", "--decoupled", "--max-batch-size", "0",
@@ -85,20 +87,24 @@ class Stream:
         self.client.close()
 
 
-def measure(port: int, responses: int, requests: int, streams: int) -> float:
+def measure(server: subprocess.Popen, port: int, responses: int, requests: int, streams: int) -> tuple[float, ...]:
+    """(responses/s, server CPU µs per response, worker CPU µs per response)."""
     clients = [Stream(port) for _ in range(streams)]
     for client in clients:
         client.ask(200)  # warm-up
     workers = [threading.Thread(target=lambda c=c: [c.ask(responses) for _ in range(requests)]) for c in clients]
+    cpu = [cpu_seconds([server.pid]), cpu_seconds(descendants(server.pid)[1:])]
     began = time.perf_counter()
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
     elapsed = time.perf_counter() - began
+    total = responses * requests * streams
+    cpu = [cpu_seconds([server.pid]) - cpu[0], cpu_seconds(descendants(server.pid)[1:]) - cpu[1]]
     for client in clients:
         client.close()
-    return responses * requests * streams / elapsed
+    return total / elapsed, cpu[0] * 1e6 / total, cpu[1] * 1e6 / total
 
 
 def main() -> None:
@@ -110,24 +116,27 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="a source tree to compare with (its pytriton/ is imported)")
     options = parser.parse_args()
     trees: dict[str, Path | None] = {"this": None} if options.base is None else {"base": options.base, "this": None}
-    rates: dict[tuple[str, int], list[float]] = {}
-    for _ in range(options.repeats):
-        for name, tree in trees.items():
+    figures: dict[tuple[str, int], list[tuple[float, ...]]] = {}
+    for repeat in range(options.repeats):
+        for name, tree in sorted(trees.items(), reverse=bool(repeat % 2)):  # each goes first as often (ABBA)
             server, port = serve(tree)
             try:
                 for streams in options.streams:
-                    rate = measure(port, options.responses, options.requests, streams)
-                    rates.setdefault((name, streams), []).append(rate)
-                    print(f"{name:5} streams={streams:<3} {rate:9.0f} responses/s", flush=True)
+                    figure = measure(server, port, options.responses, options.requests, streams)
+                    figures.setdefault((name, streams), []).append(figure)
+                    print(f"{name:5} streams={streams:<3} {figure[0]:9.0f} responses/s, CPU per response: server "
+                          f"{figure[1]:5.1f} µs, worker {figure[2]:5.1f} µs", flush=True)
             finally:
                 server.terminate()
                 server.wait(30)
-    print("\nmedians (responses/s):")
+    print("\nmedians (responses/s; server and worker CPU µs per response):")
     for streams in options.streams:
-        medians = {name: statistics.median(rates[(name, streams)]) for name in trees}
-        line = f"streams={streams:<3}" + "".join(f"  {name} {rate:9.0f}" for name, rate in medians.items())
+        medians = {name: [statistics.median(f[i] for f in figures[(name, streams)]) for i in range(3)]
+                   for name in trees}
+        line = f"streams={streams:<3}" + "".join(f"  {name} {m[0]:9.0f} {m[1]:5.1f} {m[2]:5.1f}"
+                                                 for name, m in medians.items())
         if options.base is not None:
-            line += f"  this/base {medians['this'] / medians['base']:.3f}"
+            line += f"  this/base {medians['this'][0] / medians['base'][0]:.3f}"
         print(line)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 
 import numpy as np
@@ -38,6 +39,14 @@ def slow_pid(requests):
         time.sleep(float(r.parameters.get("sleep", 0)))
         out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
     return out
+
+
+def exiting_pid(requests):
+    """Like slow_pid, but calls sys.exit(N) when a request has the parameter exit=N."""
+    for r in requests:
+        if "exit" in r.parameters:
+            sys.exit(int(r.parameters["exit"]))
+    return slow_pid(requests)
 
 
 def gated_pid(requests):

@@ -219,9 +219,9 @@ def _execute(
             )
             sent += 1
             if decoupled:
-                if endpoint.credit is not None:
-                    endpoint.credit.on_sent(nbytes)
-                if endpoint.cancelled(message.id) or not endpoint.await_credit(alive, poll_ms):
+                credit = endpoint.credit
+                ahead = credit is not None and not credit.on_sent(nbytes)  # a window ahead of its consumers
+                if endpoint.cancelled(message.id) or (ahead and not endpoint.await_credit(alive, poll_ms)):
                     logger.debug("%s: stream %d cancelled by the server", errors.label, message.id)
                     stream.close()  # runs the callable's generator cleanup (GeneratorExit)
                     break

@@ -70,11 +70,13 @@ class StreamCredit:
         self.sizes: collections.deque[int] = collections.deque()  # of the responses sent and not taken yet
         self.bytes_ahead = 0
 
-    def on_sent(self, nbytes: int) -> None:
+    def on_sent(self, nbytes: int) -> bool:
+        """Count one response sent; False once the stream must wait for credit before it sends another."""
         self.sent += 1
         if self.sent > self.consumed:  # (not taken already: credit may come early)
             self.sizes.append(nbytes)
             self.bytes_ahead += nbytes
+        return not self.blocked
 
     def on_consumed(self, consumed: int) -> None:
         for _ in range(min(consumed, self.sent) - self.consumed):
@@ -168,12 +170,12 @@ class WorkerEndpoint:
         self.credit = StreamCredit(message.id, message.window, message.window_bytes) if message.window else None
 
     def await_credit(self, alive: Callable[[], bool], poll_ms: int) -> bool:
-        """Between two responses of a stream: wait while it is as far ahead of its consumers as its window allows.
+        """Between two responses of a stream (right after `cancelled`, which read what had come): wait while it is as
+        far ahead of its consumers as its window allows.
         False when it must end instead: the server cancelled it or asked us to stop, or `alive()` says to quit."""
         credit = self.credit
         if credit is None:
             return True
-        self._collect()
         while credit.blocked:
             if credit.call_id in self._cancelled or self._stop_seen or not alive():
                 return False
@@ -254,8 +256,9 @@ class WorkerEndpoint:
     # ---- responses ---------------------------------------------------------------------------
     def _encode_output(
         self, ref: Any, name: str, datatype: str, array: Any, frames: list[Any], region: Any = None
-    ) -> None:
-        """Put one output where the server reads it: the client's region, a frame, or a slot of the arena.
+    ) -> int:
+        """Put one output where the server reads it: the client's region, a frame, or a slot of the arena; return
+        the bytes the server holds for it (0 in a client region).
 
         `ref.nbytes` is set only once the bytes have their place, so a ref left half-filled by an error owns no
         arena slot (`_free_refs` frees only what was allocated)."""
@@ -264,7 +267,7 @@ class WorkerEndpoint:
         ref.shape.extend(array.shape)
         if region is not None and region.cuda_handle:
             self._write_cuda_region(ref, region, array)
-            return
+            return 0
         array = _to_host(array)
         if datatype == "BYTES":
             data: Any = serialize_bytes_tensor(array)
@@ -284,14 +287,14 @@ class WorkerEndpoint:
             ref.region_id = region.region_id
             ref.offset = region.offset
             ref.nbytes = nbytes
-            return
+            return 0
         if nbytes <= self.inline_max:
             if datatype != "BYTES":
                 data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
             frames.append(data)
             ref.frame = len(frames)
             ref.nbytes = nbytes
-            return
+            return nbytes
         segment_id, offset, view = self.arena.allocate(nbytes)
         ref.segment = segment_id
         ref.offset = offset
@@ -300,6 +303,7 @@ class WorkerEndpoint:
             view[:] = data
         else:
             np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
+        return nbytes
 
     def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
         nbytes = array.nbytes
@@ -329,12 +333,13 @@ class WorkerEndpoint:
         """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
-        until the outputs are in place. During a stream with a window, returns the bytes of the outputs that the
-        server now holds (frames and arena slots; not those written into client regions); else 0.
+        until the outputs are in place. Returns the bytes of the outputs that the server now holds (frames and arena
+        slots; not those written into client regions).
         """
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
         frames: list[Any] = []
+        held = 0
         try:
             for index, (outputs, item_error, parameters) in enumerate(responses or ()):
                 item = message.responses.add()
@@ -344,7 +349,8 @@ class WorkerEndpoint:
                 regions = output_regions[index] if output_regions else {}
                 try:
                     for name, datatype, array in outputs:
-                        self._encode_output(item.outputs.add(), name, datatype, array, frames, regions.get(name))
+                        held += self._encode_output(item.outputs.add(), name, datatype, array, frames,
+                                                    regions.get(name))
                 except (OutputRegionError, RegionError) as exc:
                     self._free_refs(item)
                     del item.outputs[:]
@@ -357,15 +363,13 @@ class WorkerEndpoint:
                 self._free_refs(ref_item)
             message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=True, error=str(exc))
             frames = []
+            held = 0
         if output_started_ns:
             message.compute_output_ns = time.perf_counter_ns() - output_started_ns
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
         if message.final:
             self._release_dedicated()
-        if self.credit is None:  # nobody counts them
-            return 0
-        return sum(ref.nbytes for item in message.responses for ref in item.outputs
-                   if not ref.region and not ref.cuda_handle)
+        return held
 
     def _free_refs(self, item: Any) -> None:
         for ref in item.outputs:

@@ -94,7 +94,7 @@ def _slot_release(link: WorkerLink, slots: list[int]) -> Callable[[], None]:
     return release
 
 
-STREAM_WINDOW = 64  # responses a streaming call may run ahead of its slowest consumer
+STREAM_WINDOW = 4096  # responses a streaming call may run ahead of its slowest consumer
 STREAM_WINDOW_BYTES = 16 << 20  # ... and bytes of their outputs (past the first response)
 
 

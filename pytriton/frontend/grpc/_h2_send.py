@@ -42,7 +42,7 @@ from pytriton.frontend.grpc._h2_stream import (
 logger = logging.getLogger("pytriton.frontend")
 
 STREAM_SEND_BACKLOG = 4 << 20  # a streaming handler waits while this much of its output awaits the client,
-STREAM_SEND_MESSAGES = 256  # or this many of its messages (small ones cost more than their bytes)
+STREAM_SEND_MESSAGES = 4096  # or this many of its messages (small ones cost more than their bytes)
 LARGE_PART = 64 * 1024  # a response buffer at least this large is written on its own, not joined
 _HEADERS_FRAME = frame_header(len(RESPONSE_HEADERS), HEADERS, END_HEADERS, 0)[:5]  # + stream id
 _TRAILERS_OK_FRAME = frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, 0)[:5]

@@ -98,29 +98,34 @@ def _stream_message(model: Model, request: InferRequestView, response: InferResp
     return StreamResponseWire(wire)
 
 
-STREAM_RESPONSES_QUEUED = 64  # responses of one ModelStreamInfer stream waiting for the transport
+STREAM_RESPONSES_QUEUED = 64  # responses of one ModelStreamInfer stream waiting for the transport (then producers wait)
 
 
 class _StreamResponses:
-    """The responses of one ModelStreamInfer stream on their way to the transport: at most STREAM_RESPONSES_QUEUED
-    wait (a producer awaits room, the item it holds included), then None once no more will come."""
+    """The responses of one ModelStreamInfer stream on their way to the transport, then None once no more will come.
+    Once STREAM_RESPONSES_QUEUED wait, producers wait (each holding its one response) until half of them are taken:
+    they go on in batches, not one response per turn of the loop."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
-        self._room = asyncio.Semaphore(STREAM_RESPONSES_QUEUED)
+        self._room = asyncio.Event()
+        self._room.set()
 
     async def put(self, item: StreamItem) -> None:
-        try:
-            await self._room.acquire()
-        except BaseException:  # cancelled while it waited: its buffers go back now
-            release_unsent(item)
-            raise
+        if self._queue.qsize() >= STREAM_RESPONSES_QUEUED:
+            self._room.clear()
+        if not self._room.is_set():
+            try:
+                await self._room.wait()
+            except BaseException:  # cancelled while it waited: its buffers go back now
+                release_unsent(item)
+                raise
         self._queue.put_nowait(item)
 
     async def get(self) -> StreamItem | None:
         item = await self._queue.get()
-        if item is not None:
-            self._room.release()
+        if not self._room.is_set() and self._queue.qsize() <= STREAM_RESPONSES_QUEUED // 2:
+            self._room.set()
         return item
 
     def close(self) -> None:
