@@ -139,6 +139,10 @@ def main() -> None:
               show_default=True, help="Largest gzip/deflate gRPC request message once decompressed.")
 @click.option("--grpc-idle-timeout", type=click.FloatRange(min=0), default=H2Limits.idle_timeout_s, show_default=True,
               help="Seconds a gRPC connection without calls stays open (0 = for ever).")
+@click.option("--grpc-max-stream-requests-in-flight", type=click.IntRange(min=1),
+              default=H2Limits.max_stream_requests_in_flight, show_default=True,
+              help="Requests of one ModelStreamInfer stream served at once; the next waits (flow control holds the "
+                   "client).")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
               show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
 @click.option("--http-max-buffered-bytes", type=click.IntRange(min=1), default=HttpLimits.max_buffered_bytes,
@@ -201,6 +205,7 @@ def serve(
     grpc_max_message_bytes: int,
     grpc_max_decompressed_bytes: int,
     grpc_idle_timeout: float,
+    grpc_max_stream_requests_in_flight: int,
     http_max_input_size: int,
     http_max_buffered_bytes: int,
     http_max_header_size: int,
@@ -268,7 +273,8 @@ def serve(
                                  max_header_list_size=grpc_max_header_list_size,
                                  max_message_bytes=grpc_max_message_bytes,
                                  max_decompressed_bytes=grpc_max_decompressed_bytes,
-                                 idle_timeout_s=grpc_idle_timeout or None),
+                                 idle_timeout_s=grpc_idle_timeout or None,
+                                 max_stream_requests_in_flight=grpc_max_stream_requests_in_flight),
             allow_http=allow_http,
             http_address=http_address,
             http_port=http_port,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 
 import numpy as np
@@ -38,6 +39,14 @@ def slow_pid(requests):
         time.sleep(float(r.parameters.get("sleep", 0)))
         out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
     return out
+
+
+def exiting_pid(requests):
+    """Like slow_pid, but calls sys.exit(N) when a request has the parameter exit=N."""
+    for r in requests:
+        if "exit" in r.parameters:
+            sys.exit(int(r.parameters["exit"]))
+    return slow_pid(requests)
 
 
 def gated_pid(requests):
@@ -116,6 +125,15 @@ def countdown(requests):
     count = max(int(r["COUNT"].reshape(-1)[0]) for r in requests)
     for step in range(count):
         yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]
+
+
+def batched_countdown(requests):
+    """Decoupled, with a batch dimension: for the largest COUNT[0, 0] of the batch, N responses VALUE = N-1 ... 0 to
+    every request (shaped as its batch), then finishes; SEEN is the number of requests executed together."""
+    count = max(int(r["COUNT"].reshape(-1)[0]) for r in requests)
+    for step in range(count):
+        yield [{"VALUE": np.full((r["COUNT"].shape[0], 1), count - 1 - step, dtype=np.int32),
+                "SEEN": np.full((r["COUNT"].shape[0], 1), len(requests), dtype=np.int32)} for r in requests]
 
 
 async def async_countdown(requests):

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pytriton.backends._error_log import CallableErrorLog
@@ -43,8 +44,16 @@ def _die_with_parent() -> None:
         pass
 
 
+class _Terminated(SystemExit):
+    """SIGTERM: the worker is stopped from outside (its server died, or an operator); the call in flight is answered
+    and the process exits without a FATAL (nobody asked for one)."""
+
+    def __str__(self) -> str:
+        return f"the worker process was terminated (exit code {self.code})"
+
+
 def _terminate(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
+    raise _Terminated(128 + signum)
 
 
 def _format_error(exc: BaseException) -> str:
@@ -56,7 +65,9 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
 
     A spawned worker imports `spec.callable`; a thread in the user's process (Triton.bind) passes the callable
     itself and a `stop` event. The loop ends on STOP from the server, when the server is gone (it was our parent,
-    or its pid no longer exists), or when `stop` is set.
+    or its pid no longer exists), or when `stop` is set. If it ends for any other reason (the callable raised
+    SystemExit or KeyboardInterrupt, which end it once the call is answered; a failure of the loop itself), the
+    server is told (FATAL), so that the instance leaves its model at once, and the exception goes on.
     """
     config = spec.config
     label = spec.label
@@ -71,6 +82,15 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         arena_kind=spec.arena_kind,
     )
     poll_ms = PARENT_CHECK_MS if stop is None else 100
+
+    def server_gone() -> bool:
+        return (watch == "parent" and os.getppid() != server_pid) or (watch == "pid" and not pid_alive(server_pid))
+
+    def alive() -> bool:
+        """Whether to go on waiting (for credit): False once told to stop or the server is gone."""
+        return not ((stop is not None and stop.is_set()) or server_gone())
+
+    hello = False
     try:
         try:
             if infer_func is not None:
@@ -90,6 +110,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
         errors = CallableErrorLog(label, logger)
         endpoint.send_hello()
+        hello = True
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0
         while True:
@@ -101,9 +122,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                 if idle_polls * poll_ms < PARENT_CHECK_MS:
                     continue
                 idle_polls = 0
-                if (watch == "parent" and os.getppid() != server_pid) or (
-                    watch == "pid" and not pid_alive(server_pid)
-                ):
+                if server_gone():
                     logger.warning("%s: server process is gone; exiting", label)
                     return 0
                 continue
@@ -115,9 +134,26 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if not endpoint.starting(message.id):  # its client went away while it waited behind another call
                 endpoint.send_result(message.id, None, error="the request was cancelled before it started")
                 continue
-            _execute(endpoint, backend, message, frames, errors)
+            _execute(endpoint, backend, message, frames, errors, alive, poll_ms)
+    except BaseException as exc:
+        if hello and not isinstance(exc, _Terminated):
+            _report_end(endpoint, label, exc)
+        raise
     finally:
         endpoint.close()
+
+
+def _report_end(endpoint: WorkerEndpoint, label: str, exc: BaseException) -> None:
+    """The loop ends without being told to: the server hears why (best effort: the socket may be what failed)."""
+    error = _format_error(exc)
+    if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        logger.error("%s stopped serving: %s", label, error)
+    else:
+        logger.exception("%s stopped serving: %s", label, error)
+    try:
+        endpoint.send_fatal(error)
+    except Exception:  # noqa: BLE001 - the loop is ending either way
+        logger.debug("%s: could not tell the server", label, exc_info=True)
 
 
 def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
@@ -129,9 +165,18 @@ def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
 
 
 def _execute(
-    endpoint: WorkerEndpoint, backend: CallableBackend, message: Any, frames: Any, errors: CallableErrorLog
+    endpoint: WorkerEndpoint,
+    backend: CallableBackend,
+    message: Any,
+    frames: Any,
+    errors: CallableErrorLog,
+    alive: Callable[[], bool],
+    poll_ms: int,
 ) -> None:
-    """Run one INFER message: decode, call the callable, check and send what it returns (or its error)."""
+    """Run one INFER message: decode, call the callable, check and send what it returns (or its error).
+
+    A stream waits for credit between two responses (the generator stays suspended) while its consumers are a whole
+    window behind. Any exception of the callable answers the call; SystemExit and KeyboardInterrupt then go on."""
     start = time.perf_counter_ns()
     try:
         requests, regions, failed = endpoint.decode(message, frames)
@@ -143,6 +188,8 @@ def _execute(
         endpoint.send_result(message.id, _with_failed(failed, []))
         return
     decoupled = backend.config.decoupled
+    if decoupled:
+        endpoint.begin_stream(message)
     t_input = time.perf_counter_ns()
     sent = 0
     try:
@@ -162,7 +209,7 @@ def _execute(
                 endpoint.send_result(message.id, None, error="the request was cancelled")
                 return
             responses = _with_failed(failed, backend.check_outputs(requests, raw))
-            endpoint.send_result(
+            nbytes = endpoint.send_result(
                 message.id,
                 responses,
                 regions,
@@ -171,21 +218,28 @@ def _execute(
                 final=not decoupled,
             )
             sent += 1
-            if decoupled and endpoint.cancelled(message.id):
-                logger.debug("%s: stream %d cancelled by the server", errors.label, message.id)
-                stream.close()  # runs the callable's generator cleanup (GeneratorExit)
-                break
+            if decoupled:
+                credit = endpoint.credit
+                ahead = credit is not None and not credit.on_sent(nbytes)  # a window ahead of its consumers
+                if endpoint.cancelled(message.id) or (ahead and not endpoint.await_credit(alive, poll_ms)):
+                    logger.debug("%s: stream %d cancelled by the server", errors.label, message.id)
+                    stream.close()  # runs the callable's generator cleanup (GeneratorExit)
+                    break
             start = t_input = time.perf_counter_ns()
     except InferenceCallableError as exc:  # what it returned does not fit the model
         errors.report(exc, traceback=False)
         endpoint.send_result(message.id, None, error=str(exc))
         return
-    except Exception as exc:  # noqa: BLE001 - the callable's error is logged, and goes back to the client
-        errors.report(exc)
+    except BaseException as exc:  # the callable's error is logged, and goes back to the client
+        if not isinstance(exc, _Terminated):
+            errors.report(exc)
         endpoint.send_result(message.id, None, error=_format_error(exc))
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            raise  # the call is answered; the loop ends as the callable asked (serve tells the server)
         return
     finally:
         del requests
+        endpoint.credit = None
     if decoupled:
         endpoint.send_result(message.id, None, final=True)  # the stream is complete
     elif sent != 1:

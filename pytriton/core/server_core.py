@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
 from pytriton.core.registry import Model, ModelRegistry
@@ -252,19 +252,18 @@ class ServerCore:
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
         return response
 
-    async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
-        """A decoupled model's responses to one request, as the worker produces them (zero or more)."""
+    async def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
+        """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
+        ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
         start = time.perf_counter_ns()
         model, job = self._submit(request, stream=True)
-        queue = job.queue
-        assert queue is not None
         total = ExecutionStats()
         queue_ns = 0
         completed = False
         try:
             while True:
                 try:
-                    item: Delivery = await self._receive(model, job, queue.get)
+                    item: Delivery = await self._receive(model, job, job.next)  # (taking it gives credit back)
                     response = self._response(model, request, item.result) if item.result is not None else None
                 except ServerError:
                     model.stats.record_failure(time.perf_counter_ns() - start)

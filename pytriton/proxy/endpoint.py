@@ -10,7 +10,8 @@ import collections
 import logging
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import zmq
@@ -53,6 +54,43 @@ def _to_host(array: Any) -> np.ndarray:
     return np.asarray(array)
 
 
+class StreamCredit:
+    """How far one streaming call may run ahead of its consumers: at most `window` responses sent and not yet
+    taken, and (once one is out) at most `window_bytes` of their outputs; 0 is no limit. The server reports what
+    was taken (CREDIT messages, a running total)."""
+
+    __slots__ = ("bytes_ahead", "call_id", "consumed", "sent", "sizes", "window", "window_bytes")
+
+    def __init__(self, call_id: int, window: int, window_bytes: int):
+        self.call_id = call_id
+        self.window = window
+        self.window_bytes = window_bytes
+        self.sent = 0
+        self.consumed = 0
+        self.sizes: collections.deque[int] = collections.deque()  # of the responses sent and not taken yet
+        self.bytes_ahead = 0
+
+    def on_sent(self, nbytes: int) -> bool:
+        """Count one response sent; False once the stream must wait for credit before it sends another."""
+        self.sent += 1
+        if self.sent > self.consumed:  # (not taken already: credit may come early)
+            self.sizes.append(nbytes)
+            self.bytes_ahead += nbytes
+        return not self.blocked
+
+    def on_consumed(self, consumed: int) -> None:
+        for _ in range(min(consumed, self.sent) - self.consumed):
+            self.bytes_ahead -= self.sizes.popleft()
+        self.consumed = max(self.consumed, consumed)
+
+    @property
+    def blocked(self) -> bool:
+        ahead = self.sent - self.consumed
+        if self.window and ahead >= self.window:
+            return True
+        return bool(self.window_bytes) and ahead > 0 and self.bytes_ahead >= self.window_bytes
+
+
 class WorkerEndpoint:
     """Connects a worker to the server's ROUTER and moves tensors in and out of shared memory."""
 
@@ -80,6 +118,8 @@ class WorkerEndpoint:
         self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
+        self._stop_seen = False  # a STOP waits in the backlog
+        self.credit: StreamCredit | None = None  # of the streaming call running now, if it has a window
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -102,19 +142,46 @@ class WorkerEndpoint:
     def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
         """Wait for the next message; apply the slot releases it carries. None on timeout."""
         if self._backlog:
-            return self._backlog.popleft()
+            message, frames = self._backlog.popleft()
+            self._stop_seen = self._stop_seen and message.kind != ServerToWorker.STOP
+            return message, frames
         if not self._socket.poll(timeout_ms, zmq.POLLIN):
             return None
         return self._read()
 
     def _collect(self) -> None:
-        """Read what waits in the socket without blocking: CANCELs are noted, other messages wait in the backlog."""
+        """Read what waits in the socket without blocking: CANCELs and CREDITs are noted, other messages wait in the
+        backlog."""
         while self._socket.poll(0, zmq.POLLIN):
             message, frames = self._read()
-            if message.kind == ServerToWorker.CANCEL:
+            kind = message.kind
+            if kind == ServerToWorker.CANCEL:
                 self._cancelled.add(message.id)
+            elif kind == ServerToWorker.CREDIT:
+                credit = self.credit
+                if credit is not None and credit.call_id == message.id:
+                    credit.on_consumed(message.consumed)
             else:
+                self._stop_seen = self._stop_seen or kind == ServerToWorker.STOP
                 self._backlog.append((message, frames))
+
+    def begin_stream(self, message: Any) -> None:
+        """A streaming call starts: its window (if the server gave one) holds from now on."""
+        self.credit = StreamCredit(message.id, message.window, message.window_bytes) if message.window else None
+
+    def await_credit(self, alive: Callable[[], bool], poll_ms: int) -> bool:
+        """Between two responses of a stream (right after `cancelled`, which read what had come): wait while it is as
+        far ahead of its consumers as its window allows.
+        False when it must end instead: the server cancelled it or asked us to stop, or `alive()` says to quit."""
+        credit = self.credit
+        if credit is None:
+            return True
+        while credit.blocked:
+            if credit.call_id in self._cancelled or self._stop_seen or not alive():
+                return False
+            if self._socket.poll(poll_ms, zmq.POLLIN):
+                self._collect()
+        return True
 
     def cancelled(self, call_id: int) -> bool:
         """Between two responses of a stream: has the server cancelled `call_id`? Other messages wait."""
@@ -189,8 +256,9 @@ class WorkerEndpoint:
     # ---- responses ---------------------------------------------------------------------------
     def _encode_output(
         self, ref: Any, name: str, datatype: str, array: Any, frames: list[Any], region: Any = None
-    ) -> None:
-        """Put one output where the server reads it: the client's region, a frame, or a slot of the arena.
+    ) -> int:
+        """Put one output where the server reads it: the client's region, a frame, or a slot of the arena; return
+        the bytes the server holds for it (0 in a client region).
 
         `ref.nbytes` is set only once the bytes have their place, so a ref left half-filled by an error owns no
         arena slot (`_free_refs` frees only what was allocated)."""
@@ -199,7 +267,7 @@ class WorkerEndpoint:
         ref.shape.extend(array.shape)
         if region is not None and region.cuda_handle:
             self._write_cuda_region(ref, region, array)
-            return
+            return 0
         array = _to_host(array)
         if datatype == "BYTES":
             data: Any = serialize_bytes_tensor(array)
@@ -219,14 +287,14 @@ class WorkerEndpoint:
             ref.region_id = region.region_id
             ref.offset = region.offset
             ref.nbytes = nbytes
-            return
+            return 0
         if nbytes <= self.inline_max:
             if datatype != "BYTES":
                 data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
             frames.append(data)
             ref.frame = len(frames)
             ref.nbytes = nbytes
-            return
+            return nbytes
         segment_id, offset, view = self.arena.allocate(nbytes)
         ref.segment = segment_id
         ref.offset = offset
@@ -235,6 +303,7 @@ class WorkerEndpoint:
             view[:] = data
         else:
             np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
+        return nbytes
 
     def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
         nbytes = array.nbytes
@@ -260,15 +329,17 @@ class WorkerEndpoint:
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
         final: bool = True,
-    ) -> None:
+    ) -> int:
         """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
-        until the outputs are in place.
+        until the outputs are in place. Returns the bytes of the outputs that the server now holds (frames and arena
+        slots; not those written into client regions).
         """
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
         frames: list[Any] = []
+        held = 0
         try:
             for index, (outputs, item_error, parameters) in enumerate(responses or ()):
                 item = message.responses.add()
@@ -278,7 +349,8 @@ class WorkerEndpoint:
                 regions = output_regions[index] if output_regions else {}
                 try:
                     for name, datatype, array in outputs:
-                        self._encode_output(item.outputs.add(), name, datatype, array, frames, regions.get(name))
+                        held += self._encode_output(item.outputs.add(), name, datatype, array, frames,
+                                                    regions.get(name))
                 except (OutputRegionError, RegionError) as exc:
                     self._free_refs(item)
                     del item.outputs[:]
@@ -291,11 +363,13 @@ class WorkerEndpoint:
                 self._free_refs(ref_item)
             message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=True, error=str(exc))
             frames = []
+            held = 0
         if output_started_ns:
             message.compute_output_ns = time.perf_counter_ns() - output_started_ns
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
         if message.final:
             self._release_dedicated()
+        return held
 
     def _free_refs(self, item: Any) -> None:
         for ref in item.outputs:

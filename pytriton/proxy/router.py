@@ -57,6 +57,9 @@ class WorkerLink:
         self.segments: SegmentMap | None = None
         self.closed = False
         self.unreachable = False  # a send found no peer behind the identity: the worker's socket is gone
+        # Called with the reason when the worker says (FATAL after HELLO) that it stopped serving; its source
+        # takes the instance out of service and drops the link. Without one, the link is dropped at once.
+        self.on_fatal: Callable[[str], None] | None = None
 
     def release(self, keys: list[int], now: bool = False) -> None:
         """Queue response-arena slots for release; they ride on the next request to the worker
@@ -101,7 +104,10 @@ class ProxyRouter:
         return link
 
     def drop_link(self, link: WorkerLink, reason: str) -> None:
-        """Forget a worker: its pending calls hear `reason`, their request slots are freed."""
+        """Forget a worker: its pending calls hear `reason`, their request slots are freed (once: a dropped link
+        stays dropped)."""
+        if link.closed:
+            return
         link.closed = True
         self._links.pop(link.identity, None)
         pending, link.pending = link.pending, {}
@@ -175,6 +181,15 @@ class ProxyRouter:
             except WorkerGoneError:
                 pass
 
+    def credit(self, link: WorkerLink, call_id: int, consumed: int) -> None:
+        """Tell the worker that the consumers of streaming call `call_id` have taken `consumed` of its responses."""
+        if call_id in link.pending and not link.closed:
+            message = ServerToWorker(kind=ServerToWorker.CREDIT, id=call_id, consumed=consumed)
+            try:
+                self._send(link, [message.SerializeToString()])
+            except WorkerGoneError:
+                pass
+
     def _free_request_slots(self, slots: list[int]) -> None:
         for key in slots:
             self.arena.free_key(key)
@@ -207,14 +222,18 @@ class ProxyRouter:
         ref.segment = segment_id
         ref.offset = offset
 
-    def submit(self, link: WorkerLink, requests: list[RequestData], call: Call) -> int:
-        """Encode and send one execution; `call` hears of its answers. Returns the call id.
+    def submit(self, link: WorkerLink, requests: list[RequestData], call: Call, window: tuple[int, int] = (0, 0)
+               ) -> int:  # fmt: skip
+        """Encode and send one execution; `call` hears of its answers. Returns the call id. A streaming call's
+        `window` (responses, bytes) bounds how far the worker may run ahead of the credit it is given (`credit`).
 
         Raises WorkerGoneError or ArenaExhaustedError if it could not be sent (then `call` hears nothing)."""
         if link.closed:
             raise WorkerGoneError(f"model instance '{link.label}' is not running")
         call_id = next(self._ids)
         message = ServerToWorker(kind=ServerToWorker.INFER, id=call_id)
+        if window[0]:
+            message.window, message.window_bytes = window
         frames: list[Any] = []
         slots: list[int] = []
         try:
@@ -290,6 +309,10 @@ class ProxyRouter:
         elif message.kind == WorkerToServer.FATAL:
             if not link.hello.done():
                 link.hello.set_exception(WorkerGoneError(message.error))
+            elif link.on_fatal is not None:
+                link.on_fatal(message.error)
+            else:
+                self.drop_link(link, message.error)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

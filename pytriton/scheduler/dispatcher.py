@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from pytriton.exceptions import unavailable
-from pytriton.scheduler.instance import Instance, InstanceGoneError
+from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
 
 logger = logging.getLogger("pytriton.scheduler")
@@ -42,7 +42,7 @@ class BatchPolicy:
 class _Execution:
     """One batch of jobs on one instance; the `ExecutionSink` the instance reports to."""
 
-    __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "cancel", "total")
+    __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "control", "delivered", "total")
 
     def __init__(self, scheduler: ModelScheduler, instance: Instance, jobs: list[Job]):
         self.scheduler = scheduler
@@ -51,7 +51,8 @@ class _Execution:
         self.started_ns = time.perf_counter_ns()
         self.done = False
         self.timer: asyncio.TimerHandle | None = None
-        self.cancel: Callable[[], None] | None = None
+        self.control: ExecutionControl | None = None  # None once cancelled
+        self.delivered = 0  # results of a stream delivered before its final one
         self.total = ExecutionStats(sum(job.batch_size for job in jobs))
 
     def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True) -> None:
@@ -73,10 +74,12 @@ class _Execution:
         if final:
             self._end()
             self.scheduler._on_execution(total)
-        elif self.scheduler.execution_timeout_s is not None:  # a stream: the timeout runs from its last response
-            if self.timer is not None:
-                self.timer.cancel()
-            self.timer = self.scheduler._arm_timeout(self)
+        else:
+            self.delivered += 1
+            if self.scheduler.execution_timeout_s is not None:  # a stream: the timeout runs from its last response
+                if self.timer is not None:
+                    self.timer.cancel()
+                self.timer = self.scheduler._arm_timeout(self)
         for job, result in zip(self.jobs, results):
             job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
 
@@ -94,16 +97,41 @@ class _Execution:
             self.timer = None
         self.scheduler._execution_ended(self)
 
+    def _slowest(self) -> int:
+        """Results of this stream taken by its slowest caller still reading (all delivered when none is)."""
+        taken = self.delivered
+        for job in self.jobs:
+            if job.taken < taken and job.wanted:
+                taken = job.taken
+        return taken
+
+    def consumed(self) -> None:
+        """A caller took a result of this stream: the instance may run further ahead if it was the slowest. One
+        execution serves all its jobs in step, so the slowest reader paces it (callers who left do not count)."""
+        control = self.control
+        if control is None or self.done:
+            return
+        control.consumed(self._slowest())
+        if self.timer is None and self.scheduler.execution_timeout_s is not None:  # it waited for its readers
+            self.timer = self.scheduler._arm_timeout(self)
+
     def abandoned(self) -> None:
-        """Every job of this execution lost its caller: a stream is asked to stop early."""
-        if not self.done and self.cancel is not None and all(not job.wanted for job in self.jobs):
-            cancel, self.cancel = self.cancel, None
-            cancel()
+        """A job of this execution lost its caller: a stream is asked to stop early once none is left; until then
+        the slowest reader may be another one."""
+        if self.done or self.control is None:
+            return
+        if all(not job.wanted for job in self.jobs):
+            control, self.control = self.control, None
+            control.cancel()
+        elif self.delivered:
+            self.consumed()
 
     def expired(self) -> None:
         self.timer = None
         if self.done:
             return
+        if self.delivered > self._slowest() and self.control is not None:
+            return  # a stream that waits for a reader who does not read is not stuck; its clock runs once they read
         scheduler = self.scheduler
         reason = (f"model '{scheduler.model_name}' instance '{self.instance.label}' did not finish an execution within "
                   f"the execution timeout of {scheduler.execution_timeout_s:g} s")
@@ -209,9 +237,9 @@ class ModelScheduler:
         if running is not None:
             running.pop(execution, None)
         self.remove_instance(instance)
-        if execution.cancel is not None:  # an instance that cannot be killed is at least told to drop the call
-            cancel, execution.cancel = execution.cancel, None
-            cancel()
+        if execution.control is not None:  # an instance that cannot be killed is at least told to drop the call
+            control, execution.control = execution.control, None
+            control.cancel()
         execution.fail(unavailable(reason))
         try:
             instance.kill(reason)
@@ -330,7 +358,7 @@ class ModelScheduler:
         running = self._running[instance]
         running[execution] = None
         try:
-            execution.cancel = instance.execute([job.payload for job in jobs], execution)
+            execution.control = instance.execute([job.payload for job in jobs], execution)
         except InstanceGoneError as exc:
             self._instance_gone(execution, exc)
             return

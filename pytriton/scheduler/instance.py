@@ -7,7 +7,7 @@ repository models all implement these protocols; the scheduler never sees a work
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from pytriton.exceptions import ServerError, Status
 from pytriton.scheduler.job import ExecutionStats
@@ -32,15 +32,26 @@ class ExecutionSink(Protocol):
         """The whole execution failed (e.g. the worker died)."""
 
 
+class ExecutionControl(Protocol):
+    """What the scheduler may ask of an execution in progress."""
+
+    def cancel(self) -> None:
+        """Nobody wants the results any more: stop a streaming execution early (it still ends with a final result
+        or a failure)."""
+
+    def consumed(self, count: int) -> None:
+        """The slowest consumer still reading a streaming execution has taken `count` of its results (a running
+        total, never decreasing): the instance may run ahead of that by its own window, and no further."""
+
+
 class Instance(Protocol):
     """One model instance."""
 
     label: str
 
-    def execute(self, payloads: list[Any], sink: ExecutionSink) -> Callable[[], None] | None:
-        """Start executing `payloads` as one batch; return a function that asks the instance to stop a streaming
-        execution early (None if it cannot). Raising means the execution never started (InstanceGoneError: nor
-        will anything else on this instance)."""
+    def execute(self, payloads: list[Any], sink: ExecutionSink) -> ExecutionControl | None:
+        """Start executing `payloads` as one batch; return its control (None if it offers none). Raising means the
+        execution never started (InstanceGoneError: nor will anything else on this instance)."""
 
     def kill(self, reason: str) -> None:
         """The instance is stuck: make it go away (its executions fail) and, where possible, come back fresh."""

@@ -52,7 +52,7 @@ class Job:
     """
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
-                 "queue", "execution", "_cleanups")
+                 "queue", "taken", "execution", "_cleanups")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False):
         self.payload = payload
@@ -65,7 +65,10 @@ class Job:
         self.enqueued_ns = 0
         loop = asyncio.get_running_loop()
         self.future: asyncio.Future[Delivery] | None = None if stream else loop.create_future()
+        # Holds what the execution delivered and the caller has not taken yet: no more than the instance's window,
+        # as the execution runs ahead of its slowest reader by that much at most (`next` gives the credit back).
         self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream else None
+        self.taken = 0  # non-final results of a stream the caller has taken
         self.execution: Any = None
         self._cleanups: list[Callable[[], None]] = []
 
@@ -82,6 +85,18 @@ class Job:
         if self.abandoned:
             return False
         return self.future is None or not self.future.done()
+
+    async def next(self) -> Delivery | BaseException:
+        """A streaming job's next item: a Delivery, or the error that ends the job. Taking a result lets its
+        execution run one further ahead (the credit of a stream)."""
+        assert self.queue is not None
+        item = await self.queue.get()
+        if type(item) is Delivery and not item.final:
+            self.taken += 1
+            execution = self.execution
+            if execution is not None:
+                execution.consumed()
+        return item
 
     def deliver(self, delivery: Delivery) -> None:
         """Hand a result to the caller, or release it if the caller is gone; the final one ends the job."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive, unlink_segments
-from pytriton.proxy.router import ProxyRouter
+from pytriton.proxy.router import ProxyRouter, WorkerLink
 from pytriton.supervisor.worker_pool import InstanceRoster, WorkerInstance
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -83,17 +84,25 @@ class ExternalInstances(InstanceRoster):
                 if instance.index in self._stuck and not link.pending:  # its stuck execution has returned
                     self._stuck.discard(instance.index)
                     self._serve_hosted(instance)
-                if link.unreachable or (link.pid is not None and not pid_alive(link.pid)):
-                    reason = (f"the thread hosting model instance '{link.label}' in process {link.pid} is gone"
-                              if link.unreachable else
-                              f"the process hosting model instance '{link.label}' (pid {link.pid}) is gone")
-                    logger.error("%s", reason)
-                    self._unserve(instance)
-                    self.router.drop_link(link, reason)
-                    unlink_segments(self.router.tag, link.pid)
-                    if self.handler is not None and all(i.link is None or i.link.closed for i in self.instances):
-                        # Nothing can bring the instances back: who waits, and who comes later, fails now.
-                        self.handler.set_unavailable(f"model '{self.config.model_name}' is not available: {reason}")
+                process_gone = link.pid is not None and not pid_alive(link.pid)
+                if process_gone:
+                    self._lost(instance, link, f"the process hosting model instance '{link.label}' (pid {link.pid}) "
+                                               "is gone")
+                    unlink_segments(self.router.tag, link.pid)  # (its other threads' segments too: all are gone)
+                elif link.unreachable:  # the thread closed its own segments as it ended
+                    self._lost(instance, link, f"the thread hosting model instance '{link.label}' in process "
+                                               f"{link.pid} is gone")
+
+    def _fatal_reason(self, link: WorkerLink, error: str) -> str:
+        return f"the thread hosting model instance '{link.label}' in process {link.pid} is gone ({error})"
+
+    def _lost(self, instance: WorkerInstance, link: WorkerLink, reason: str) -> None:
+        """A hosting thread stopped serving (it said so, or it is found gone): nothing can bring it back."""
+        super()._lost(instance, link, reason)
+        self._stuck.discard(instance.index)
+        if self.handler is not None and all(i.link is None or i.link.closed for i in self.instances):
+            # Nothing can bring the instances back: who waits, and who comes later, fails now.
+            self.handler.set_unavailable(f"model '{self.config.model_name}' is not available: {reason}")
 
     async def stop(self, timeout_s: float = 10.0) -> None:
         if self._watcher is not None:

@@ -21,7 +21,7 @@ from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
 from pytriton.proxy.messages import RequestData, TensorData, params_from_proto
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
-from pytriton.scheduler.instance import ExecutionSink, InstanceGoneError
+from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
 from pytriton.scheduler.job import ExecutionStats
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -94,16 +94,22 @@ def _slot_release(link: WorkerLink, slots: list[int]) -> Callable[[], None]:
     return release
 
 
-class _WorkerCall:
-    """One execution on a worker: turns its RESULT messages into what the scheduler's sink takes."""
+STREAM_WINDOW = 4096  # responses a streaming call may run ahead of its slowest consumer
+STREAM_WINDOW_BYTES = 16 << 20  # ... and bytes of their outputs (past the first response)
 
-    __slots__ = ("instance", "sink", "count", "id")
+
+class _WorkerCall:
+    """One execution on a worker: turns its RESULT messages into what the scheduler's sink takes; the scheduler's
+    control of it (cancel, and the credit of a stream, sent to the worker every half window)."""
+
+    __slots__ = ("instance", "sink", "count", "id", "credited")
 
     def __init__(self, instance: LinkedInstance, sink: ExecutionSink, count: int):
         self.instance = instance
         self.sink = sink
         self.count = count
         self.id = 0
+        self.credited = 0  # the consumed count the worker was last told
 
     def on_reply(self, message: Any, frames: list[zmq.Frame]) -> None:
         link = self.instance.link
@@ -131,25 +137,32 @@ class _WorkerCall:
     def cancel(self) -> None:
         self.instance.router.cancel(self.instance.link, self.id)
 
+    def consumed(self, count: int) -> None:
+        if count - self.credited >= STREAM_WINDOW // 2:
+            self.credited = count
+            self.instance.router.credit(self.instance.link, self.id, count)
+
 
 class LinkedInstance:
     """A model instance served by one worker (a process of ours, or a thread of the user's process)."""
 
-    def __init__(self, router: ProxyRouter, link: WorkerLink, kill: Callable[[str], None] | None = None):
+    def __init__(self, router: ProxyRouter, link: WorkerLink, kill: Callable[[str], None] | None = None,
+                 streaming: bool = False):  # fmt: skip
         self.router = router
         self.link = link
         self.label = link.label
         self._kill = kill
+        self._window = (STREAM_WINDOW, STREAM_WINDOW_BYTES) if streaming else (0, 0)
 
-    def execute(self, payloads: list[ExecutionRequest], sink: ExecutionSink) -> Callable[[], None]:
+    def execute(self, payloads: list[ExecutionRequest], sink: ExecutionSink) -> ExecutionControl:
         call = _WorkerCall(self, sink, len(payloads))
         try:
-            call.id = self.router.submit(self.link, [to_request_data(p) for p in payloads], call)
+            call.id = self.router.submit(self.link, [to_request_data(p) for p in payloads], call, self._window)
         except WorkerGoneError as exc:  # e.g. the worker died and its watcher has not seen it yet
             raise InstanceGoneError(str(exc)) from None
         except ArenaExhaustedError as exc:
             raise unavailable(f"cannot take the request for model instance '{self.label}': {exc}") from None
-        return call.cancel
+        return call
 
     def kill(self, reason: str) -> None:
         if self._kill is not None:

@@ -84,10 +84,23 @@ class InstanceRoster:
         return f"{self.config.model_name}_0_{instance.index}"
 
     def _serve(self, instance: WorkerInstance, link: WorkerLink, kill: Callable[[str], None]) -> None:
-        """The instance is up: the scheduler may dispatch to it; `kill` is what to do if it gets stuck."""
-        instance.serving = LinkedInstance(self.router, link, kill=kill)
+        """The instance is up: the scheduler may dispatch to it; `kill` is what to do if it gets stuck. A worker
+        that says it stopped serving (FATAL) leaves at once (`_lost`)."""
+        instance.serving = LinkedInstance(self.router, link, kill=kill, streaming=self.config.decoupled)
+        link.on_fatal = lambda error: self._lost(instance, link, self._fatal_reason(link, error))
         if self.handler is not None:
             self.handler.add_instance(instance.serving)
+
+    def _fatal_reason(self, link: WorkerLink, error: str) -> str:
+        return f"the worker of model instance '{link.label}' (pid {link.pid}) stopped serving: {error}"
+
+    def _lost(self, instance: WorkerInstance, link: WorkerLink, reason: str) -> None:
+        """The worker behind `link` stopped serving: the instance leaves the scheduler before its calls fail (so
+        that their room goes to no waiting job), then the link is dropped."""
+        logger.error("%s", reason)
+        if instance.link is link:
+            self._unserve(instance)
+        self.router.drop_link(link, reason)
 
     def _unserve(self, instance: WorkerInstance) -> None:
         serving, instance.serving = instance.serving, None

@@ -78,6 +78,23 @@ def test_worker_killed_mid_request_fails_it_and_is_restarted():
         assert int(stats["inference_stats"]["fail"]["count"]) == 1
 
 
+def test_a_callable_that_exits_answers_its_call_and_its_worker_is_restarted():
+    """sys.exit() in the callable: the call gets the error (it used to get 'worker exited with code N' once the
+    process was found gone), the worker says it stopped serving before it exits, and it is restarted."""
+    with serve("tests.models:exiting_pid", "--model-name", "slow_pid", *SLOW_PID) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        (old_pid,) = server.worker_pids()
+        tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+        tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("slow_pid", [tensor], parameters={"exit": "5"}, client_timeout=20)
+        assert "SystemExit: 5" in info.value.message()
+        assert server.wait_for_log("stopped serving: SystemExit: 5", timeout_s=20)
+        result = pid_request(client, client_timeout=30)  # waits for the restarted worker
+        assert int(result.as_numpy("PID")[0]) != old_pid
+        assert shm_segments_of({old_pid}) == []
+
+
 def test_requests_wait_for_a_restarting_worker():
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)

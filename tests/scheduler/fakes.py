@@ -26,13 +26,31 @@ class FakeResult:
 
 
 class FakeExecution:
-    def __init__(self, instance: FakeInstance, payloads: list[Any], sink: Any):
+    """One execution on a FakeInstance, and its control: `cancel()` is noted, and the credit of a stream
+    (`consumed(count)`) is checked to only grow and never pass what was delivered."""
+
+    def __init__(self, instance: FakeInstance, payloads: list[Any], sink: Any, window: int = 0):
         self.instance = instance
         self.payloads = payloads
         self.sink = sink
         self.cancelled = False
         self.finished = False
         self.results: list[FakeResult] = []
+        self.window = window
+        self.sent = 0  # non-final replies
+        self.credit = 0  # the consumed count last reported
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def consumed(self, count: int) -> None:
+        assert self.credit <= count <= self.sent, (self.credit, count, self.sent)
+        self.credit = count
+
+    @property
+    def blocked(self) -> bool:
+        """A stream with a window that has run as far ahead of its readers as it may."""
+        return bool(self.window) and self.sent - self.credit >= self.window
 
     def reply(self, final: bool = True, error_index: int | None = None) -> list[FakeResult]:
         """The instance answers: one result per payload (or an error for one of them)."""
@@ -46,6 +64,8 @@ class FakeExecution:
                 results.append(result)
         if final:
             self.finished = True
+        else:
+            self.sent += 1
         self.sink.deliver(results, ExecutionStats(0, 1, 2, 3), final)
         return [r for r in results if isinstance(r, FakeResult)]
 
@@ -57,22 +77,19 @@ class FakeExecution:
 class FakeInstance:
     """An instance whose executions the test completes by hand."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, window: int = 0):
         self.label = label
+        self.window = window
         self.executions: list[FakeExecution] = []
         self.dead = False
         self.killed: str | None = None
 
-    def execute(self, payloads: list[Any], sink: Any):
+    def execute(self, payloads: list[Any], sink: Any) -> FakeExecution:
         if self.dead:
             raise unavailable(f"model instance '{self.label}' is not running")
-        execution = FakeExecution(self, list(payloads), sink)
+        execution = FakeExecution(self, list(payloads), sink, self.window)
         self.executions.append(execution)
-
-        def cancel() -> None:
-            execution.cancelled = True
-
-        return cancel
+        return execution
 
     def kill(self, reason: str) -> None:
         self.killed = reason

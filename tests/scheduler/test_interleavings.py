@@ -1,5 +1,6 @@
 """Thousands of random interleavings of submissions, replies, caller cancellations, instance deaths and execution
-timeouts: afterwards no instance room, result buffer or request resource is lost, and none is freed twice."""
+timeouts: afterwards no instance room, result buffer or request resource is lost, and none is freed twice; a stream
+never runs further ahead of its slowest reader than its window, and readers that read always give it credit back."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class Caller:
                 delivery.result.release()
             else:
                 while True:
-                    item = await job.queue.get()
+                    item = await job.next()
                     if isinstance(item, BaseException):
                         raise item
                     if item.result is not None:
@@ -57,7 +58,8 @@ class Caller:
 async def scenario(seed: int) -> None:
     rng = random.Random(seed)
     batching = BatchPolicy(max_batch_size=4) if rng.random() < 0.4 else None
-    stream = batching is None and rng.random() < 0.3
+    stream = rng.random() < 0.3
+    window = rng.choice((0, 1, 3)) if stream else 0  # how far a stream may run ahead of its slowest reader
     scheduler = ModelScheduler("m", batching, pipeline_depth=rng.choice((1, 2, 3)),
                                execution_timeout_s=rng.choice((None, None, 30.0)))
     instances: list[FakeInstance] = []
@@ -66,7 +68,7 @@ async def scenario(seed: int) -> None:
     def new_instance() -> None:
         nonlocal serial
         serial += 1
-        instance = FakeInstance(f"m_{serial}")
+        instance = FakeInstance(f"m_{serial}", window)
         instances.append(instance)
         scheduler.add_instance(instance)
 
@@ -81,7 +83,7 @@ async def scenario(seed: int) -> None:
             callers.append(Caller(scheduler, len(callers), stream, rng.randint(1, 2)))
         elif action < 0.6 and running:
             execution = rng.choice(running)
-            final = not stream or rng.random() < 0.5
+            final = not stream or rng.random() < 0.5 or execution.blocked  # (a blocked stream may only end)
             error = rng.randrange(len(execution.payloads)) if rng.random() < 0.1 else None
             execution.reply(final=final, error_index=error)
         elif action < 0.75 and callers:
@@ -101,6 +103,11 @@ async def scenario(seed: int) -> None:
             new_instance()
         for _ in range(rng.randint(0, 2)):  # let callers run: replies and cancels land in every order
             await asyncio.sleep(0)
+    # Readers that read get credit back: once they have had their turns, no stream that has one is held back.
+    for _ in range(5):
+        await asyncio.sleep(0)
+    for execution in (e for i in instances if not i.dead for e in i.running):
+        assert not execution.blocked or execution.cancelled, (seed, execution.sent, execution.credit)
     # Settle: every execution still running gets its final answer, until nothing runs and nothing waits.
     if not any(not i.dead for i in instances):
         new_instance()

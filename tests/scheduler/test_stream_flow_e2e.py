@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import time
 import urllib.request
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from tritonclient.grpc import service_pb2
 
 from tests.abuse._rss import rss_bytes
 from tests.conftest import serve, tensor_args
-from tests.scheduler.test_cancellation_e2e import _frame
+from tests.scheduler.test_cancellation_e2e import _frame, _pending
 
 ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
     "output", [("VALUE", "int32", "1")])
@@ -55,15 +56,6 @@ def _wait_until_answering(http_url: str, timeout_s: float = 90.0) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "Nothing paces a stream to its consumer: the worker sends responses as fast as the generator yields them (the "
-    "ROUTER socket's receive queue is unbounded, RCVHWM=0, pytriton/proxy/router.py), each response is queued "
-    "without bound in Job.queue (scheduler/job.py), and ModelStreamInfer's handle() moves them on into the "
-    "servicer's unbounded queue (frontend/grpc/servicer.py) whatever the HTTP/2 send window says. Measured: a client "
-    "that opens a stream and never reads grows the server by 12-50 MiB/s (+415 MiB in 8 s for a 200k-response "
-    "stream), bounded only by how many responses the model yields. Fix: a credit window per stream between server "
-    "and worker (the worker waits, still answering CANCEL, once N responses are not yet taken), refilled as the "
-    "front-end hands responses to the transport; the HTTP/2 send window then bounds what the server holds."))
 def test_a_stream_whose_client_does_not_read_holds_bounded_server_memory():
     import hpack
 
@@ -90,20 +82,63 @@ def test_a_stream_whose_client_does_not_read_holds_bounded_server_memory():
         assert growth < 32 << 20, f"server RSS grew by {growth >> 20} MiB for one stream nobody reads"
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "One ModelStreamInfer stream carries any number of requests, and each one the server reads becomes a task and a "
-    "queued job at once (InferenceServicer.ModelStreamInfer.read, frontend/grpc/servicer.py): there is no cap "
-    "on the requests in flight per stream, and the HTTP/2 transport gives the client its receive window back as "
-    "bytes arrive, not as the handler consumes them (h2.py GrpcConnection._consumed), so nothing slows the client "
-    "down. Measured: 100k requests of 75 bytes (7 MiB) on one stream to a slow model: +480 MiB of server RSS and "
-    "74k requests pending, from one connection whatever its concurrent-stream limit. Fix: a per-stream cap of "
-    "requests in flight (the reader awaits a semaphore before it takes the next request), with the stream's "
-    "window returned only as its messages are taken, so the client is held by HTTP/2 flow control."))
-def test_requests_flooding_one_stream_hold_bounded_server_memory():
+def _flood(port: int, requests: int, then: Callable[[], None], sleep_s: str = "0.5", stall_s: float = 20.0) -> int:
+    """Send `requests` ModelStreamInfer requests of 75 bytes to slow_pid on one stream, as fast as the server takes
+    them, until the socket has taken none for `stall_s`; 2 s later call `then()` while the connection is still
+    open; return how many were sent."""
     import hpack
 
+    request = service_pb2.ModelInferRequest(model_name="slow_pid")
+    request.inputs.add(name="INPUT", datatype="FP32", shape=[4])
+    request.raw_input_contents.append(np.zeros(4, dtype=np.float32).tobytes())
+    request.parameters["sleep"].string_param = sleep_s
+    body = request.SerializeToString()
+    message = _frame(0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body)
+    headers = [(":method", "POST"), (":scheme", "http"),
+               (":path", "/inference.GRPCInferenceService/ModelStreamInfer"), (":authority", "x"),
+               ("content-type", "application/grpc"), ("te", "trailers")]
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(stall_s)
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"") +
+                     _frame(1, 0x4, 1, hpack.Encoder().encode(headers)))
+        sent = 0
+        try:
+            for _ in range(requests // 1000):  # as fast as the server takes them
+                sock.sendall(message * 1000)
+                sent += 1000
+        except OSError:
+            pass  # held back by flow control, or refused: either way the server is in charge
+        time.sleep(2)
+        then()
+        return sent
+
+
+@pytest.mark.slow
+def test_requests_flooding_one_stream_hold_bounded_server_memory():
+    """One stream carried any number of requests, each one a task and a queued job at once: 100k requests of 75
+    bytes gave +480 MiB and 74k requests pending, whatever the concurrent-stream limit. At most
+    `max_stream_requests_in_flight` (128) run now; the others wait unread, in the stream's flow-control window."""
     from tests.e2e.test_workers import SLOW_PID
+
+    with serve("tests.models:slow_pid", *SLOW_PID) as server:
+        pid = server.process.pid
+        before = rss_bytes(pid)
+        seen: dict[str, float] = {}
+        sent = _flood(server.port, 100_000, lambda: seen.update(growth=rss_bytes(pid) - before,
+                                                                pending=_pending(server.metrics_url)))
+        _wait_until_answering(server.http_url)
+        assert seen["pending"] <= 128, seen
+        assert seen["growth"] < 64 << 20, f"server RSS grew by {seen['growth'] / 2**20:.0f} MiB for {sent} requests"
+
+
+@pytest.mark.slow
+def test_requests_waiting_unread_hold_the_streams_flow_control_window():
+    """The stream's window goes back to the client only for the requests the server has read, so a client is held
+    by flow control: one that ignores it and sends 20 MiB of requests (the window is 16 MiB) has its stream reset
+    with FLOW_CONTROL_ERROR, having been given nothing back (it used to get its window back as its bytes arrived,
+    and send on). The server's memory stays bounded, and it serves others meanwhile."""
+    from tests.e2e.test_workers import SLOW_PID
+    from tests.frontend.grpc import raw_h2
 
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         pid = server.process.pid
@@ -111,24 +146,19 @@ def test_requests_flooding_one_stream_hold_bounded_server_memory():
         request = service_pb2.ModelInferRequest(model_name="slow_pid")
         request.inputs.add(name="INPUT", datatype="FP32", shape=[4])
         request.raw_input_contents.append(np.zeros(4, dtype=np.float32).tobytes())
-        request.parameters["sleep"].string_param = "0.5"
-        body = request.SerializeToString()
-        message = _frame(0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body)
-        headers = [(":method", "POST"), (":scheme", "http"),
-                   (":path", "/inference.GRPCInferenceService/ModelStreamInfer"), (":authority", "x"),
-                   ("content-type", "application/grpc"), ("te", "trailers")]
-        with socket.create_connection(("127.0.0.1", server.port)) as sock:
-            sock.settimeout(20)
-            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"") +
-                         _frame(1, 0x4, 1, hpack.Encoder().encode(headers)))
-            sent = 0
-            try:
-                for _ in range(100):  # 100k requests, 7 MiB, as fast as the server takes them
-                    sock.sendall(message * 1000)
-                    sent += 1000
-            except OSError:
-                pass  # held back by flow control, or refused: either way the server is in charge
-            time.sleep(2)
+        request.parameters["sleep"].string_param = "0.01"
+        message = raw_h2.frame(raw_h2.DATA, 0, 1, raw_h2.grpc_message(request.SerializeToString()))
+        with raw_h2.RawH2(server.port, timeout_s=30) as client:
+            client.handshake()
+            client.headers(1, client.grpc_request("ModelStreamInfer"), end_stream=False)
+            for _ in range((20 << 20) // (len(message) * 1000) + 1):
+                client.send(message * 1000)
+            reset = client.wait_for(lambda f: f.type in (raw_h2.RST_STREAM, raw_h2.GOAWAY), "the stream's end")
+            assert (reset.type, reset.stream_id, reset.code) == (raw_h2.RST_STREAM, 1, raw_h2.FLOW_CONTROL_ERROR)
+            assert not [f for f in client.seen if f.type == raw_h2.WINDOW_UPDATE and f.stream_id == 1]
             growth = rss_bytes(pid) - before
+            tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+            tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+            grpcclient.InferenceServerClient(server.grpc_url).infer("slow_pid", [tensor], client_timeout=60)
         _wait_until_answering(server.http_url)
-        assert growth < 64 << 20, f"server RSS grew by {growth >> 20} MiB for {sent} requests on one stream"
+        assert growth < 64 << 20, f"server RSS grew by {growth / 2**20:.0f} MiB"

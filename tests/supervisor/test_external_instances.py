@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -97,26 +98,31 @@ def _exits_on_two(requests):
     return [{"y": request["x"] * 2} for request in requests]
 
 
-def _remote_exits(http_url: str) -> RemoteTriton:
-    """A RemoteTriton (threads of this process) serving `_exits_on_two` as model 'exits'."""
+class _Interrupted(BaseException):
+    """Not an Exception, like asyncio.CancelledError or GeneratorExit, and not a request to exit."""
+
+
+def _interrupted_on_three(requests):
+    """y = 2 x; raises _Interrupted when x[0] == 3."""
+    if requests[0]["x"][0] == 3:
+        raise _Interrupted("gave up on this one")
+    return [{"y": request["x"] * 2} for request in requests]
+
+
+def _remote_exits(http_url: str, fn: Callable = _exits_on_two) -> RemoteTriton:
+    """A RemoteTriton (threads of this process) serving `fn` (`_exits_on_two`) as model 'exits'."""
     remote = RemoteTriton(url=f"http://{http_url}")
-    remote.bind("exits", _exits_on_two, inputs=[Tensor(name="x", shape=(4,), dtype=np.float32)],
+    remote.bind("exits", fn, inputs=[Tensor(name="x", shape=(4,), dtype=np.float32)],
                 outputs=[Tensor(name="y", shape=(4,), dtype=np.float32)],
                 config=ModelConfig(batching=False))
     return remote
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A bound callable that raises a BaseException that is not an Exception (SystemExit from a sys.exit() in user "
-    "code, KeyboardInterrupt) ends its hosting thread: _execute (pytriton/backends/worker.py) catches only "
-    "Exception, so no RESULT is sent, and worker.serve's finally closes the endpoint without a word to the server. "
-    "The server only learns of it the next time it sends to that worker and finds nobody (EHOSTUNREACH: the link "
-    "is then marked unreachable, ExternalInstances drops it within a second, the model reports not ready and "
-    "requests fail with UNAVAILABLE); until then the call in flight waits for its deadline (forever without one). "
-    "Fix: answer the call with an error for any BaseException, and have a bound worker that leaves its loop "
-    "without being told (no STOP, no stop event) say so (e.g. FATAL after HELLO), which drops the link at once."))
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the hosting thread's SystemExit
 def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready():
+    """SystemExit (a sys.exit() in user code) ended the hosting thread silently: the call in flight waited for its
+    deadline, and the instance stayed in service until a send to it found nobody. The call is now answered with the
+    error, and the thread tells the server (FATAL) as it ends, which takes the instance out of service at once."""
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         remote = _remote_exits(server.http_url)
         with remote:
@@ -125,6 +131,7 @@ def test_a_bound_callable_that_exits_fails_its_call_and_the_model_is_not_ready()
             with pytest.raises(InferenceServerException) as info:
                 client.infer("exits", [_x(2)], client_timeout=3)
             assert info.value.status() != "StatusCode.DEADLINE_EXCEEDED", "the call in flight was never answered"
+            assert "SystemExit: 3" in info.value.message()
             deadline = time.monotonic() + 10
             while _ready(server.http_url, "exits") and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -155,3 +162,15 @@ def test_a_bound_thread_found_gone_is_taken_out_of_service():
             with pytest.raises(InferenceServerException) as info:
                 client.infer("exits", [_x(1)], client_timeout=10)
             assert info.value.status() == "StatusCode.UNAVAILABLE" and "is gone" in info.value.message()
+
+
+def test_a_bound_callable_raising_another_base_exception_fails_its_call_and_the_thread_serves_on():
+    """A BaseException that is neither SystemExit nor KeyboardInterrupt answers its call like any error, and the
+    hosting thread keeps serving (it used to end, silently)."""
+    with serve("tests.models:slow_pid", *SLOW_PID) as server, _remote_exits(server.http_url, _interrupted_on_three):
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("exits", [_x(3)], client_timeout=10)
+        assert "_Interrupted: gave up on this one" in info.value.message()
+        assert client.infer("exits", [_x(1)], client_timeout=10).as_numpy("y").tolist() == [2, 2, 2, 2]
+        assert _ready(server.http_url, "exits")

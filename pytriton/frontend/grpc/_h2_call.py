@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
 import grpc
 
 from pytriton.frontend.grpc._h2_frames import PROTOCOL_ERROR, H2StreamError
-from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, OnSent, run_releases
-from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, Stream
+from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, OnSent, run_releases
+from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
 if TYPE_CHECKING:
     from pytriton.frontend.grpc.h2 import GrpcConnection
@@ -362,6 +362,7 @@ class GrpcCalls:
     def _deliver(self, stream: Stream, message: Any) -> None:
         if _over(stream):
             return
+        size = len(message) + 5  # on the wire, as flow control counted it
         if stream.compressed:
             try:
                 message = decompress(message, stream.encoding, self._max_decompressed)
@@ -369,7 +370,8 @@ class GrpcCalls:
                 self._outbox.finish(stream, exc.code, exc.details)
                 return
         if stream.queue is not None:
-            stream.queue.put_nowait(message)
+            stream.held += size  # its window goes back when the handler takes it (`_requests`)
+            stream.queue.put_nowait((message, size))
         elif stream.messages:  # a second message on a unary call: no need to wait for more
             self._outbox.finish(stream, grpc.StatusCode.UNIMPLEMENTED, "expected exactly one request message")
             stream.messages.clear()
@@ -404,10 +406,15 @@ class GrpcCalls:
 
     async def _requests(self, stream: Stream) -> AsyncIterator[Any]:
         queue, method = stream.queue, stream.method
+        connection = self._connection
         while True:
-            message = await queue.get()  # type: ignore[union-attr]
-            if message is None:
+            item = await queue.get()  # type: ignore[union-attr]
+            if item is None:
                 return
+            message, size = item
+            stream.held -= size
+            if stream.state == OPEN or stream.state == OPEN_REPLYING:  # the client may still send
+                connection.return_window(stream)
             try:
                 request = method.deserialize(message)  # type: ignore[union-attr]
             except Exception:  # noqa: BLE001
@@ -453,7 +460,8 @@ class GrpcCalls:
         try:
             async for response in responses:
                 self._reply(stream, method, response)
-                if stream.pending_size > STREAM_SEND_BACKLOG and not _over(stream):
+                if (stream.pending_size > STREAM_SEND_BACKLOG or stream.pending_messages > STREAM_SEND_MESSAGES) \
+                        and not _over(stream):
                     stream.drained = self._loop.create_future()
                     await stream.drained
                 if _over(stream):

@@ -49,6 +49,10 @@ class H2Limits:
         max_pending_control_frames: control frames (PING and SETTINGS acknowledgements, RST_STREAM) written while
             the client is not reading what we already sent; past it the connection is closed (grpc's
             `grpc.http2.max_pending_induced_frames`, 10000).
+        max_stream_requests_in_flight: requests of one ModelStreamInfer stream being served at once; the next one
+            is read only when one of them has ended, and the stream's flow-control window is returned only for the
+            messages read, so a client that keeps sending is held back by HTTP/2 flow control (with grpcio, by
+            grpcio's). grpcio and Triton: unlimited.
     """
 
     max_concurrent_streams: int = 1024
@@ -67,6 +71,7 @@ class H2Limits:
     max_settings_per_s: int = 100
     max_empty_frames_per_s: int = 100
     max_pending_control_frames: int = 10_000
+    max_stream_requests_in_flight: int = 128
 
     def __post_init__(self) -> None:
         if not 16384 <= self.max_frame_size <= (1 << 24) - 1:
@@ -76,7 +81,7 @@ class H2Limits:
         for name in ("max_concurrent_streams", "max_header_list_size", "max_message_bytes", "max_decompressed_bytes",
                      "max_ping_strikes",
                      "max_resets_per_s", "max_pings_per_s", "max_settings_per_s", "max_empty_frames_per_s",
-                     "max_pending_control_frames"):  # fmt: skip
+                     "max_pending_control_frames", "max_stream_requests_in_flight"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} {getattr(self, name)}: must be at least 1")
         for name in ("header_timeout_s", "buffer_release_s", "min_ping_interval_s"):

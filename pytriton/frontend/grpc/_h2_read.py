@@ -292,6 +292,18 @@ class FrameReader(asyncio.BufferedProtocol):
         elif not stream_id and ftype != WINDOW_UPDATE:
             raise H2ConnectionError(PROTOCOL_ERROR, f"frame of type {ftype} on stream 0")
 
+    def return_window(self, stream: Stream) -> None:
+        """Give the client back what it sent on `stream`, half a window at a time, except the messages of a
+        client-streaming call that its handler has not taken yet: a client that sends faster than the handler
+        takes is held by flow control (the connection's window is returned as bytes arrive)."""
+        returnable = stream.recv_unacked - stream.held
+        if stream is self._data_stream:  # the rest of the DATA frame being read is not in yet
+            returnable -= self._data_left + self._pad_left
+        if returnable >= self.limits.initial_window_size // 2:
+            self.outbox.control(window_update_frame(stream.id, returnable))
+            stream.recv_window += returnable
+            stream.recv_unacked -= returnable
+
     def _spend(self, budget: RateBudget, what: str) -> None:
         if not budget.spend(self.loop.time()):
             raise H2ConnectionError(ENHANCE_YOUR_CALM, f"too many {what} (more than {budget.rate:g} per second)")

@@ -41,7 +41,8 @@ from pytriton.frontend.grpc._h2_stream import (
 
 logger = logging.getLogger("pytriton.frontend")
 
-STREAM_SEND_BACKLOG = 4 << 20  # a streaming handler waits while this much of its output awaits the client
+STREAM_SEND_BACKLOG = 4 << 20  # a streaming handler waits while this much of its output awaits the client,
+STREAM_SEND_MESSAGES = 4096  # or this many of its messages (small ones cost more than their bytes)
 LARGE_PART = 64 * 1024  # a response buffer at least this large is written on its own, not joined
 _HEADERS_FRAME = frame_header(len(RESPONSE_HEADERS), HEADERS, END_HEADERS, 0)[:5]  # + stream id
 _TRAILERS_OK_FRAME = frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, 0)[:5]
@@ -58,6 +59,10 @@ def _as_bytes_view(part: Any) -> memoryview:
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
     return view
+
+
+def _nothing_to_release() -> None:
+    """Ends a queued message that owns no buffers (each message in `Stream.pending` ends with a callable)."""
 
 
 def run_releases(callbacks: list[OnSent]) -> None:
@@ -158,9 +163,9 @@ class Outbox:
         for part in parts:
             if _size(part):
                 stream.pending.append(_as_bytes_view(part))
-        if on_sent is not None:
-            stream.pending.append(on_sent)
+        stream.pending.append(on_sent if on_sent is not None else _nothing_to_release)
         stream.pending_size += size + 5
+        stream.pending_messages += 1
         self.flush(stream)
         if last:
             self.finish(stream, grpc.StatusCode.OK, "")
@@ -183,6 +188,7 @@ class Outbox:
         while pending:
             if callable(pending[0]):  # a message's last byte is in `out`
                 sent.append(pending.popleft())  # type: ignore[arg-type]
+                stream.pending_messages -= 1
                 continue
             room = min(self.window, stream.send_window, self.max_frame)
             if room <= 0:
@@ -193,6 +199,7 @@ class Outbox:
                 chunk = pending[0]
                 if callable(chunk):
                     sent.append(pending.popleft())  # type: ignore[arg-type]
+                    stream.pending_messages -= 1
                     continue
                 take = min(len(chunk), room - size)
                 if take == len(chunk):
@@ -224,7 +231,8 @@ class Outbox:
                 ended = True
         if out or sent:
             self._write(out, sent)
-        if stream.drained is not None and (stream.pending_size <= STREAM_SEND_BACKLOG // 2 or ended):
+        if stream.drained is not None and (ended or (stream.pending_size <= STREAM_SEND_BACKLOG // 2 and
+                                                     stream.pending_messages <= STREAM_SEND_MESSAGES // 2)):
             if not stream.drained.done():
                 stream.drained.set_result(None)
             stream.drained = None
@@ -244,6 +252,7 @@ class Outbox:
         released = [item for item in stream.pending if callable(item)]
         stream.pending.clear()
         stream.pending_size = 0
+        stream.pending_messages = 0
         if released:
             self.release(released)  # type: ignore[arg-type]
 

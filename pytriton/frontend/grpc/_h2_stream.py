@@ -191,8 +191,8 @@ class Stream:
     __slots__ = (
         "id", "state", "method", "metadata", "encoding", "deadline", "timer", "task", "context",
         "head", "head_fill", "body", "fill", "expect", "compressed", "messages", "queue",
-        "recv_window", "recv_unacked", "content_length", "received",
-        "send_window", "pending", "pending_size", "trailers", "drained",
+        "recv_window", "recv_unacked", "held", "content_length", "received",
+        "send_window", "pending", "pending_size", "pending_messages", "trailers", "drained",
     )  # fmt: skip
 
     def __init__(self, stream_id: int, state: int, send_window: int, recv_window: int):
@@ -213,15 +213,18 @@ class Stream:
         self.expect = 0  # the body's declared length
         self.compressed = False
         self.messages: list[Any] = []  # complete messages of a unary call
-        self.queue: asyncio.Queue | None = None  # complete messages of a client-streaming call (None ends it)
+        # complete messages of a client-streaming call with their sizes on the wire (None ends it)
+        self.queue: asyncio.Queue | None = None
         self.recv_window = recv_window  # what the client may still send on this stream
-        self.recv_unacked = 0
+        self.recv_unacked = 0  # received and not yet returned to the client (WINDOW_UPDATE)
+        self.held = 0  # of those, the bytes of complete messages its handler has not taken yet (not to be returned)
         self.content_length: int | None = None  # a content-length header, checked against the DATA received
         self.received = 0
         # sending: response bytes waiting for a window, with each message's release (a callable) after its bytes
         self.send_window = send_window
         self.pending: collections.deque[memoryview | Callable[[], None]] = collections.deque()
         self.pending_size = 0
+        self.pending_messages = 0
         self.trailers: bytes | None = None  # the call's end, queued or sent (the call is over once set)
         self.drained: asyncio.Future | None = None  # a streaming handler waiting for its backlog to drain
 

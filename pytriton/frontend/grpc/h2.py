@@ -185,11 +185,7 @@ class GrpcConnection(FrameReader):
         stream.recv_window -= length
         if stream.recv_window < 0:
             raise H2StreamError(stream_id, FLOW_CONTROL_ERROR, "DATA beyond the stream's flow-control window")
-        stream.recv_unacked += length
-        if stream.recv_unacked >= self.limits.initial_window_size // 2 and not flags & END_STREAM:
-            self.outbox.control(window_update_frame(stream_id, stream.recv_unacked))
-            stream.recv_window += stream.recv_unacked
-            stream.recv_unacked = 0
+        stream.recv_unacked += length  # returned once the frame's messages are in (`_data_frame_done`)
         if stream.content_length is not None:
             stream.received += size
             if stream.received > stream.content_length:
@@ -200,11 +196,15 @@ class GrpcConnection(FrameReader):
 
     def _data_frame_done(self) -> None:
         stream, self._data_stream = self._data_stream, None
-        if stream is not None and self._data_flags & END_STREAM:
-            try:
-                self._end_stream(stream)
-            except H2StreamError as exc:
-                self._stream_error(exc)
+        if stream is None:
+            return
+        if not self._data_flags & END_STREAM:
+            self.return_window(stream)
+            return
+        try:
+            self._end_stream(stream)
+        except H2StreamError as exc:
+            self._stream_error(exc)
 
     def _end_stream(self, stream: Stream) -> None:
         stream.state = transition(stream.id, stream.state, RECV_END_STREAM)

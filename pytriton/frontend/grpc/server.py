@@ -171,7 +171,8 @@ class GrpcFrontend:
     ):
         self.core = core
         self.limits = limits or H2Limits()
-        self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access)
+        self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access,
+                                          self.limits.max_stream_requests_in_flight)
         self.address = address
         self.requested_port = port
         self.port: int | None = None

@@ -98,6 +98,45 @@ def _stream_message(model: Model, request: InferRequestView, response: InferResp
     return StreamResponseWire(wire)
 
 
+STREAM_RESPONSES_QUEUED = 64  # responses of one ModelStreamInfer stream waiting for the transport (then producers wait)
+
+
+class _StreamResponses:
+    """The responses of one ModelStreamInfer stream on their way to the transport, then None once no more will come.
+    Once STREAM_RESPONSES_QUEUED wait, producers wait (each holding its one response) until half of them are taken:
+    they go on in batches, not one response per turn of the loop."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def put(self, item: StreamItem) -> None:
+        if self._queue.qsize() >= STREAM_RESPONSES_QUEUED:
+            self._room.clear()
+        if not self._room.is_set():
+            try:
+                await self._room.wait()
+            except BaseException:  # cancelled while it waited: its buffers go back now
+                release_unsent(item)
+                raise
+        self._queue.put_nowait(item)
+
+    async def get(self) -> StreamItem | None:
+        item = await self._queue.get()
+        if not self._room.is_set() and self._queue.qsize() <= STREAM_RESPONSES_QUEUED // 2:
+            self._room.set()
+        return item
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    def release_unsent(self) -> None:
+        """The stream ended: responses the client will not get give their buffers back now."""
+        while not self._queue.empty():
+            release_unsent(self._queue.get_nowait())
+
+
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     """Implements the Triton gRPC service methods this server supports; the rest answer UNIMPLEMENTED."""
 
@@ -108,8 +147,10 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         trace_settings: TraceSettings | None = None,
         header_forward_pattern: str | None = None,
         access: AccessPolicy | None = None,
+        max_stream_requests_in_flight: int = 128,
     ):
         self.core = core
+        self.max_stream_requests_in_flight = max_stream_requests_in_flight
         self.access = access or AccessPolicy(header_prefix=GRPC_HEADER_PREFIX)
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
@@ -192,40 +233,52 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         """Bidirectional stream: requests run concurrently; each ends with a response carrying the final flag.
 
         A stream the client may not use ends at once with the access error, before any request is read; the
-        errors of one request are that request's `error_message`, and the stream goes on."""
+        errors of one request are that request's `error_message`, and the stream goes on. At most
+        `max_stream_requests_in_flight` requests run at once (the next is read when one ends), and their responses
+        wait for the transport in a bounded queue: a producer awaits room, so a client that reads slowly slows its
+        requests' streams down to the model (see `ServerCore.infer_stream`)."""
         try:
             self._allow("inference", context)
         except Exception as exc:  # noqa: BLE001 - _end_call raises again what has no status
             await _end_call(context, exc)
-        queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
+        responses = _StreamResponses()
+        room = asyncio.Semaphore(self.max_stream_requests_in_flight)
         tasks: set[asyncio.Task[None]] = set()
+
+        def ended(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            room.release()
 
         async def read() -> None:
             try:
-                async for request in requests:
-                    task = asyncio.ensure_future(self._stream_one(request, context, queue))
+                iterator = aiter(requests)
+                while True:
+                    await room.acquire()  # the next request stays unread (its window unreturned) until one ends
+                    try:
+                        request = await anext(iterator)
+                    except StopAsyncIteration:
+                        break
+                    task = asyncio.ensure_future(self._stream_one(request, context, responses))
                     tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                    task.add_done_callback(ended)
                 if tasks:
                     await asyncio.gather(*list(tasks), return_exceptions=True)
             finally:
-                queue.put_nowait(None)
+                responses.close()
 
         reader = asyncio.ensure_future(read())
         try:
-            while (item := await queue.get()) is not None:
+            while (item := await responses.get()) is not None:
                 yield item
+            await reader  # raises what ended the reading (e.g. a message that cannot be read)
         finally:
             reader.cancel()
             for task in list(tasks):
                 task.cancel()
-            while not queue.empty():  # responses the client will not get: their buffers go back now
-                release_unsent(queue.get_nowait())
+            responses.release_unsent()
 
-    async def _stream_one(
-        self, request: InferRequestView, context: CallContext, queue: asyncio.Queue[StreamItem | None]
-    ) -> None:
-        """Run one request of a stream; put its responses (or its error) on `queue`."""
+    async def _stream_one(self, request: InferRequestView, context: CallContext, responses: _StreamResponses) -> None:
+        """Run one request of a stream; put its responses (or its error) on `responses`."""
         try:
             infer_request = to_infer_request(request)
             if _uses_shm(infer_request):
@@ -233,18 +286,23 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             self._forward_headers(infer_request, context)
             model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
             if not model.config.decoupled:
-                queue.put_nowait(_stream_message(model, request, await self.core.infer(infer_request), True))
+                await responses.put(_stream_message(model, request, await self.core.infer(infer_request), True))
                 return
-            async for response in self.core.infer_stream(infer_request):
-                queue.put_nowait(_stream_message(model, request, response, False))
+            stream = self.core.infer_stream(infer_request)
+            try:
+                async for response in stream:
+                    await responses.put(_stream_message(model, request, response, False))
+            finally:
+                await stream.aclose()  # cancelled while it awaited room: the job is withdrawn now, not when collected
             empty_final = request.parameters.get("triton_enable_empty_final_response")
             if empty_final is not None and empty_final.bool_param:
-                queue.put_nowait(_stream_message(model, request, None, True))
+                await responses.put(_stream_message(model, request, None, True))
         except Exception as exc:
             status = error_status(exc)
             if status is None:
                 logger.exception("stream request failed")
-            queue.put_nowait(pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
+            await responses.put(
+                pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
 
     # ---- settings ----------------------------------------------------------------------------
     @_grpc_handler("trace")

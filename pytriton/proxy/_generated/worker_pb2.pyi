@@ -69,7 +69,7 @@ class RequestItem(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
@@ -78,25 +78,33 @@ class ServerToWorker(_message.Message):
         UNMAP: _ClassVar[ServerToWorker.Kind]
         CONTROL: _ClassVar[ServerToWorker.Kind]
         CANCEL: _ClassVar[ServerToWorker.Kind]
+        CREDIT: _ClassVar[ServerToWorker.Kind]
     INFER: ServerToWorker.Kind
     STOP: ServerToWorker.Kind
     FREE: ServerToWorker.Kind
     UNMAP: ServerToWorker.Kind
     CONTROL: ServerToWorker.Kind
     CANCEL: ServerToWorker.Kind
+    CREDIT: ServerToWorker.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     FREED_FIELD_NUMBER: _ClassVar[int]
     UNMAP_REGIONS_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
     freed: _containers.RepeatedScalarFieldContainer[int]
     unmap_regions: _containers.RepeatedScalarFieldContainer[int]
     control: str
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ...) -> None: ...
+    window: int
+    window_bytes: int
+    consumed: int
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
     __slots__ = ("outputs", "error", "parameters")

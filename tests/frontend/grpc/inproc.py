@@ -22,6 +22,7 @@ class Ledger:
         self.released: list[int] = []
         self.started = 0
         self.cancelled = 0
+        self.gate = asyncio.Event()  # /t.S/Gate takes its requests past the first once this is set
 
     def double_releases(self) -> list[int]:
         return sorted({r for r in self.released if self.released.count(r) > 1})
@@ -59,7 +60,8 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
     """/t.S/Echo (the request back), /t.S/Hold (never answers; counts cancellations), /t.S/Big (a Reply of the
     size the request names, after the delay it names: b"<size>" or b"<size>:<seconds>"), /t.S/Stream (Replies of
     the size named, one after another, until cancelled); /t.S/Refused returns a Reply but ends the call with
-    set_code(NOT_FOUND); /t.S/Broken returns a Reply its serialiser fails on."""
+    set_code(NOT_FOUND); /t.S/Broken returns a Reply its serialiser fails on; /t.S/Gate (bidirectional) takes its
+    first request, then the others once `ledger.gate` is set, and answers the bytes it took."""
 
     async def echo(request: bytes, context: h2.Context) -> bytes:
         return request
@@ -87,6 +89,13 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
             yield Reply(ledger, size)
             await asyncio.sleep(0)
 
+    async def gate(requests: AsyncIterator[bytes], context: h2.Context) -> AsyncIterator[bytes]:
+        total = len(await anext(requests))
+        await ledger.gate.wait()
+        async for request in requests:
+            total += len(request)
+        yield str(total).encode()
+
     async def refused(request: bytes, context: h2.Context) -> Reply:
         context.set_code(grpc.StatusCode.NOT_FOUND)
         context.set_details("chose not to answer")
@@ -100,6 +109,7 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
         b"/t.S/Hold": h2.Method(hold, identity, _serialize),
         b"/t.S/Big": h2.Method(big, identity, _serialize, on_sent=_on_sent),
         b"/t.S/Stream": h2.Method(stream, identity, _serialize, server_streaming=True, on_sent=_on_sent),
+        b"/t.S/Gate": h2.Method(gate, identity, _serialize, client_streaming=True, server_streaming=True),
     }
 
 

@@ -40,6 +40,7 @@ from tests.frontend.grpc.raw_h2 import (
     S_INITIAL_WINDOW_SIZE,
     S_MAX_CONCURRENT_STREAMS,
     S_MAX_HEADER_LIST_SIZE,
+    WINDOW_UPDATE,
     RawH2,
     frame,
     grpc_message,
@@ -214,6 +215,28 @@ def test_flow_control_is_enforced():
         raw.headers(1, request(raw, "/t.S/Hold"), end_stream=False)
         raw.data(1, b"x" * 65536, end_stream=False)
         raw.expect_stream_error(1, FLOW_CONTROL_ERROR)
+
+
+def test_a_client_streaming_call_gets_its_window_back_as_its_handler_takes_its_messages():
+    """The window of a client-streaming call went back as its bytes arrived, so a client could send any number of
+    messages while the handler took none. It goes back now for the messages the handler takes (padding and the
+    message being received as they arrive): a client sending faster than that is held by flow control."""
+    with InProcessServer(H2Limits(initial_window_size=65535)) as server, RawH2(server.port) as raw:
+        raw.handshake()
+        raw.headers(1, request(raw, "/t.S/Gate"), end_stream=False)
+        message = grpc_message(b"m" * 995)  # 1,000 bytes with its prefix
+        raw.send(frame(DATA, 0, 1, message * 60))  # 60,000 bytes: the handler takes one, the others wait
+        raw.wait_for(lambda f: f.type == WINDOW_UPDATE and f.stream_id == 0, "the connection's window back")
+        with pytest.raises(TimeoutError):
+            raw.wait_for(lambda f: f.type == WINDOW_UPDATE and f.stream_id == 1, "no window back", timeout_s=0.5)
+        server.run(server.ledger.gate.set)  # the handler takes the others: their window goes back
+        update = raw.wait_for(lambda f: f.type == WINDOW_UPDATE and f.stream_id == 1, "the stream's window back")
+        assert int.from_bytes(update.payload, "big") >= 65535 // 2
+        for _ in range(60):  # as much again: beyond the first window
+            raw.data(1, message, end_stream=False)
+        raw.data(1, b"")
+        _, data, trailers = raw.answer(1)
+        assert trailers["grpc-status"] == "0" and data[5:] == str(120 * 995).encode()
 
 
 def test_idle_connection_gives_back_its_buffers():
