@@ -187,9 +187,13 @@ def test_a_stream_waiting_for_credit_ends_on_stop(how):
     assert not thread.is_alive()
 
 
-def _raises(exc: BaseException) -> Callable:
+def _raises(exc: BaseException, gate: threading.Event | None = None) -> Callable:
+    """Raises `exc` for N=2 (once `gate` is set, if given), else answers V=[0]."""
+
     def fn(requests):
         if int(requests[0]["N"][0]) == 2:
+            if gate is not None:
+                gate.wait(10)
             raise exc
         return [{"V": np.zeros(1, dtype=np.int32)}]
 
@@ -234,13 +238,16 @@ def test_a_callable_raising_another_base_exception_answers_its_call_and_the_loop
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_fatal_after_hello_drops_a_link_without_a_handler():
+    submitted = threading.Event()  # the worker exits only once both calls are sent (else the second finds it gone)
+
     async def scenario(router, link, stop):
         pending = Replies(link)
         router.submit(link, [_n(2)], Replies(link))
         router.submit(link, [_n(3)], pending)  # was to run after the one that exits: never
+        submitted.set()
         with pytest.raises(WorkerGoneError, match="SystemExit: 3"):
             await asyncio.wait_for(pending.final, 10)
         assert link.closed
 
-    thread = run_worker(UNARY, _raises(SystemExit(3)), scenario)
+    thread = run_worker(UNARY, _raises(SystemExit(3), submitted), scenario)
     assert not thread.is_alive()
