@@ -220,14 +220,8 @@ class ModelScheduler:
     def set_unavailable(self, reason: str) -> None:
         """No instance can come back (e.g. the callable no longer loads): fail who waits, and later callers."""
         self._unavailable = reason
-        if self._load:
-            return
-        while self._queue:
-            job = self._queue.popleft()
-            if job.state == QUEUED:
-                job.fail(unavailable(reason))
-        self._withdrawn = 0
-        self._queued_weight = 0
+        if not self._load:
+            self.fail_all(reason)
 
     def _instance_stuck(self, execution: _Execution, reason: str) -> None:
         """`execution` outlived the execution timeout: its instance leaves (before the execution fails, so that its
@@ -400,7 +394,7 @@ class ModelScheduler:
             self.on_execution(stats)
 
     def fail_all(self, reason: str) -> None:
-        """Fail every queued job (the model is being removed)."""
+        """Fail every queued job (the model is being removed, or no instance can come back)."""
         while self._queue:
             job = self._queue.popleft()
             if job.state == QUEUED:
