@@ -1,6 +1,25 @@
-"""gRPC front-end (Triton's GRPCInferenceService) over this package's own HTTP/2 transport, or grpcio."""
+"""gRPC front-end (Triton's GRPCInferenceService) over this package's own HTTP/2 transport, or grpcio.
 
-from pytriton.frontend.grpc._h2_limits import H2Limits
-from pytriton.frontend.grpc.server import GrpcFrontend
+The names below load on first use: a process that needs only the limits (`_h2_limits`, e.g. the user's process
+behind `Triton.bind`, which builds the server's configuration) does not import the server, grpcio and tritonclient.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytriton.frontend.grpc._h2_limits import H2Limits
+    from pytriton.frontend.grpc.server import GrpcFrontend
+
+_WHERE = {"GrpcFrontend": "pytriton.frontend.grpc.server", "H2Limits": "pytriton.frontend.grpc._h2_limits"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)
+
 
 __all__ = ["GrpcFrontend", "H2Limits"]

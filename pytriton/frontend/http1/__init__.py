@@ -1,8 +1,32 @@
 """The HTTP/1.1 server that the HTTP (Triton REST) and metrics front-ends both use: requests and responses,
-the plain JSON error answer, the listening port, and its limits."""
+the plain JSON error answer, the listening port, and its limits.
 
-from pytriton.frontend.http1.limits import HttpLimits
-from pytriton.frontend.http1.listener import HttpListener
-from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response
+The names below load on first use: a process that needs only the limits (`limits`) does not import the server."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytriton.frontend.http1.limits import HttpLimits
+    from pytriton.frontend.http1.listener import HttpListener
+    from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response
+
+_WHERE = {
+    "HttpLimits": "pytriton.frontend.http1.limits",
+    "HttpListener": "pytriton.frontend.http1.listener",
+    "Handler": "pytriton.frontend.http1.messages",
+    "HttpRequest": "pytriton.frontend.http1.messages",
+    "HttpResponse": "pytriton.frontend.http1.messages",
+    "error_response": "pytriton.frontend.http1.messages",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)
+
 
 __all__ = ["Handler", "HttpLimits", "HttpListener", "HttpRequest", "HttpResponse", "error_response"]
