@@ -35,3 +35,9 @@ def test_the_lazy_packages_still_give_their_names():
             error_response.__module__, WorkerPool.__module__, WorkerStartError.__module__} == {
         "pytriton.frontend.grpc.server", "pytriton.frontend.grpc._h2_limits", "pytriton.frontend.http1.limits",
         "pytriton.frontend.http1.listener", "pytriton.frontend.http1.messages", "pytriton.supervisor.worker_pool"}
+
+
+def test_a_lazy_package_has_no_other_names():
+    import pytriton.supervisor
+
+    assert not hasattr(pytriton.supervisor, "Nothing")

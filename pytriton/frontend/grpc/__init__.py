@@ -6,8 +6,9 @@ behind `Triton.bind`, which builds the server's configuration) does not import t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytriton._lazy import lazy_names
 
 if TYPE_CHECKING:
     from pytriton.frontend.grpc._h2_limits import H2Limits
@@ -15,11 +16,6 @@ if TYPE_CHECKING:
 
 _WHERE = {"GrpcFrontend": "pytriton.frontend.grpc.server", "H2Limits": "pytriton.frontend.grpc._h2_limits"}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
-
+__getattr__ = lazy_names(__name__, _WHERE)
 
 __all__ = ["GrpcFrontend", "H2Limits"]

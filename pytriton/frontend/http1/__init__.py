@@ -5,8 +5,9 @@ The names below load on first use: a process that needs only the limits (`limits
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pytriton._lazy import lazy_names
 
 if TYPE_CHECKING:
     from pytriton.frontend.http1.limits import HttpLimits
@@ -22,11 +23,6 @@ _WHERE = {
     "error_response": "pytriton.frontend.http1.messages",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
-
+__getattr__ = lazy_names(__name__, _WHERE)
 
 __all__ = ["Handler", "HttpLimits", "HttpListener", "HttpRequest", "HttpResponse", "error_response"]
