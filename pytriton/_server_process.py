@@ -16,7 +16,7 @@ from typing import Any
 
 from pytriton import _env
 from pytriton.exceptions import PyTritonRuntimeError
-from pytriton.server_config import READY_PREFIX, ServerConfig
+from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ServerConfig
 
 logger = logging.getLogger("pytriton.triton")
 
@@ -47,6 +47,7 @@ class ServerProcess:
             if stderr is not None:
                 stderr.close()
         self._ready_line: str | None = None
+        self._failure: str | None = None  # the reason the server gave when it could not start
         self._ready = threading.Event()
         self._reader = threading.Thread(target=self._read_output, name="pytriton-server-output", daemon=True)
         self._reader.start()
@@ -57,6 +58,8 @@ class ServerProcess:
         if not self._ready.wait(timeout_s) or self._ready_line is None:
             code = self._process.poll() if self._process is not None else None
             self.terminate()
+            if self._failure is not None:
+                raise PyTritonRuntimeError(f"the pytriton server did not start: {self._failure}")
             raise PyTritonRuntimeError(
                 f"the pytriton server did not start (exit code {code}); see its log above"
                 + (f" or in {self.log_file}" if self.log_file else "")
@@ -71,6 +74,8 @@ class ServerProcess:
             if line.startswith(READY_PREFIX) and self._ready_line is None:
                 self._ready_line = line[len(READY_PREFIX) :]
                 self._ready.set()
+            elif line.startswith(FAILED_PREFIX) and self._failure is None:
+                self._failure = json.loads(line[len(FAILED_PREFIX) :])
             elif line:
                 sys.stdout.write(line + "\n")
         self._ready.set()

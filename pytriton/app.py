@@ -27,7 +27,7 @@ from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
-from pytriton.server_config import READY_PREFIX, ModelSpec, ServerConfig
+from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.host import WorkerHost
 from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
 
@@ -130,7 +130,7 @@ class Server:
             if config.allow_metrics:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
                 self.metrics = HttpListener(MetricsApp(self.core).handle, config.metrics_address, config.metrics_port,
-                                            "Metrics Service", limits)
+                                            "Metrics Service", limits, protocol="metrics")
                 await self.metrics.start()
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
@@ -286,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve_until_signal(config, on_ready=_announce))
     except (OSError, RuntimeError) as exc:
         sys.stderr.write(f"pytriton server failed to start: {exc}\n")
+        sys.stdout.write(FAILED_PREFIX + json.dumps(str(exc)) + "\n")  # for Triton's exception
+        sys.stdout.flush()
         return 1
     return 0
 

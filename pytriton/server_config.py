@@ -17,6 +17,8 @@ from pytriton.proxy.router import DEFAULT_INLINE_MAX
 
 # The line a server process started by `Triton` writes on stdout once it is ready, followed by its details as JSON.
 READY_PREFIX = "PYTRITON_READY "
+# ... or, when it could not start, this line followed by the reason as a JSON string.
+FAILED_PREFIX = "PYTRITON_FAILED "
 
 
 @dataclasses.dataclass

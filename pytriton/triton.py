@@ -310,7 +310,12 @@ class RemoteTriton(_TritonBase):
                     return json.loads(response.read())
             except urllib.error.HTTPError as exc:
                 body = exc.read().decode("utf-8", "replace")
-                raise PyTritonRuntimeError(f"cannot join the server at {self.url}: HTTP {exc.code} {body}") from None
+                hint = ""
+                if exc.code == 403:
+                    hint = (" (the server restricts its model-repository endpoints: pass RemoteTriton(..., access_token=)"
+                            " the token of the Triton() that runs it, triton.get_access_token())")
+                raise PyTritonRuntimeError(
+                    f"cannot join the server at {self.url}: HTTP {exc.code} {body}{hint}") from None
             except OSError:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no pytriton server answered at {self.url} within {timeout_s:.0f} s") from None

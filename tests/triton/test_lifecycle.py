@@ -18,6 +18,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from pytriton.exceptions import PyTritonRuntimeError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import RemoteTriton, Triton, TritonConfig
 from tests.conftest import REPO, _pid_alive, _started_pids
@@ -92,8 +93,9 @@ def test_remote_triton_binds_into_a_running_server():
         client = httpclient.InferenceServerClient(f"127.0.0.1:{server.ports['http']}")
         assert not client.is_model_ready("times3")  # RemoteTriton.stop() unloaded its model
         # without the token the server refuses to hand out its connection
-        with pytest.raises(Exception, match="403"):
+        with pytest.raises(PyTritonRuntimeError, match="403") as info:
             RemoteTriton(url=url).connect(timeout_s=5)
+        assert "access_token=" in str(info.value) and "get_access_token()" in str(info.value)  # what to do about it
 
 
 def start_user_program(mode: str, new_session: bool = False, env: dict[str, str] | None = None):

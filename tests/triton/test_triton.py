@@ -232,3 +232,23 @@ def test_triton_config_validation_and_env(monkeypatch):
     config = TritonConfig.from_env()
     assert (config.grpc_port, config.allow_http, config.log_verbose) == (9123, False, 2)
     assert config.to_dict() == {"grpc_port": 9123, "allow_http": False, "log_verbose": 2}
+
+
+def test_a_taken_port_is_the_cause_in_the_exception():
+    """It said only "the pytriton server did not start (exit code 1); see its log above"."""
+    import socket
+
+    from pytriton.exceptions import PyTritonRuntimeError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(PyTritonRuntimeError) as info:
+            with Triton(config=TritonConfig(http_address="127.0.0.1", http_port=port, grpc_port=0,
+                                            metrics_port=0)) as triton:
+                triton.bind("identity", models.identity, inputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))],
+                            outputs=[Tensor(name="x", dtype=np.float32, shape=(-1,))])
+                triton.run()
+    assert f"cannot listen for HTTP on 127.0.0.1:{port}" in str(info.value)
+    assert "address already in use" in str(info.value)

@@ -27,11 +27,13 @@ class HttpListener:
         name: str,
         limits: HttpLimits | None = None,
         too_large_hint: str = "",
+        protocol: str = "HTTP",
     ):
         self.handler = handler
         self.address = address
         self.requested_port = port
         self.name = name  # in the log line: "Started <name> at ..."
+        self.protocol = protocol  # in the error when the port is taken: "cannot listen for <protocol> on ..."
         self.limits = limits or HttpLimits()
         self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
         self.port: int | None = None
@@ -55,7 +57,8 @@ class HttpListener:
                               self.budget)
 
     async def start(self) -> int:
-        self._server, self.port = await listen(self._connection, self.address, self.requested_port, "HTTP", self.name)
+        self._server, self.port = await listen(self._connection, self.address, self.requested_port, self.protocol,
+                                                   self.name)
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         return self.port
 
