@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -172,3 +173,14 @@ def nothing_left_behind() -> Iterator[None]:
             pass
     assert not alive, f"processes still alive after the tests: {alive}"
     assert not leftovers, f"shared-memory segments left in /dev/shm: {leftovers}"
+
+
+def serve_on_a_taken_port(*args: str) -> tuple[subprocess.CompletedProcess, int]:
+    """Run `python -m pytriton.cli serve ARGS` to its end, each "{port}" in ARGS replaced by a port that another
+    socket listens on; return the finished process and that port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "pytriton.cli", "serve", *(a.replace("{port}", str(port)) for a in args)]
+        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False), port

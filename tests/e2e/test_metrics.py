@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import serve, serve_on_a_taken_port, tensor_args
 
 TIMEOUT_S = 30
 SUCCESS_BATCHES = [1, 2, 3, 1, 4]  # N = 5 successful requests, 11 inferences
@@ -238,21 +238,10 @@ def test_metrics_endpoint_routes(identity_server):
 
 def test_a_taken_metrics_port_is_reported_as_the_metrics_port():
     """It was reported as "cannot listen for HTTP on ...", sending the user to the wrong option."""
-    import pathlib
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "pytriton.cli", "serve", "tests.models:identity", "--max-batch-size", "0",
-             *tensor_args("input", [("IN_FP32", "fp32", "-1")]), *tensor_args("output", [("OUT_FP32", "fp32", "-1")]),
-             "--grpc-port", "0", "--http-port", "0", "--metrics-address", "127.0.0.1", "--metrics-port", str(port)],
-            cwd=pathlib.Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+    result, port = serve_on_a_taken_port(
+        "tests.models:identity", "--max-batch-size", "0", *tensor_args("input", [("IN_FP32", "fp32", "-1")]),
+        *tensor_args("output", [("OUT_FP32", "fp32", "-1")]), "--grpc-port", "0", "--http-port", "0",
+        "--metrics-address", "127.0.0.1", "--metrics-port", "{port}")
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert f"cannot listen for metrics on 127.0.0.1:{port}" in output

@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, lazy_servers, serve, tensor_args
+from tests.conftest import REPO, lazy_servers, serve, serve_on_a_taken_port, tensor_args
 
 TIMEOUT_S = 60
 IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_FP32", "fp32", "-1")]) + tensor_args(
@@ -491,14 +491,7 @@ def test_large_response_to_a_slow_reader_keeps_its_bytes(servers):
 
 
 def test_grpc_port_in_use_is_reported():
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "pytriton.cli", "serve", "tests.models:identity", *IDENTITY,
-             "--grpc-address", "127.0.0.1", "--grpc-port", str(port), "--http-port", "0", "--metrics-port", "0"],
-            cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+    result, port = serve_on_a_taken_port("tests.models:identity", *IDENTITY, "--grpc-address", "127.0.0.1",
+                                         "--grpc-port", "{port}", "--http-port", "0", "--metrics-port", "0")
     assert result.returncode != 0
     assert f"cannot listen for gRPC on 127.0.0.1:{port}" in result.stdout + result.stderr
