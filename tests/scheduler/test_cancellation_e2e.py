@@ -33,6 +33,21 @@ def _pending(metrics_url: str) -> float:
     return sum(float(v) for v in values)
 
 
+def _assert_nothing_pending(metrics_url: str) -> None:
+    """The pending-request gauge is back at 0 (within 10 s)."""
+    deadline = time.monotonic() + 10
+    while _pending(metrics_url) != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _pending(metrics_url) == 0
+
+
+def _assert_ordinary_calls_succeed(grpc_url: str) -> None:
+    client = grpcclient.InferenceServerClient(grpc_url)
+    for _ in range(50):
+        result = client.infer("add_sub", _inputs(), client_timeout=10)
+        assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
+
+
 def deadline_storm(url: str, model: str, seconds: float, threads: int = 16) -> dict[str, int]:
     """`threads` clients call `model` with deadlines of 0.5-2 ms for `seconds`; counts what they saw."""
     stop = time.monotonic() + seconds
@@ -71,14 +86,8 @@ def test_deadline_storm_leaves_the_model_working():
     with serve("examples.add_sub:add_sub", "--instances", "2", *ADD_SUB) as server:
         counts = deadline_storm(server.grpc_url, "add_sub", seconds=6)
         assert counts["deadline"] > 0, counts
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        for _ in range(50):
-            result = client.infer("add_sub", _inputs(), client_timeout=10)
-            assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
-        deadline = time.monotonic() + 10
-        while _pending(server.metrics_url) != 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _pending(server.metrics_url) == 0
+        _assert_ordinary_calls_succeed(server.grpc_url)
+        _assert_nothing_pending(server.metrics_url)
 
 
 def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
@@ -142,14 +151,8 @@ def test_rapid_reset_leaves_the_model_working():
     with serve("examples.add_sub:add_sub", "--instances", "2", *ADD_SUB) as server:
         rapid_reset(server.port, "add_sub", streams=10_000)  # HEADERS, DATA, RST_STREAM back to back
         rapid_reset(server.port, "add_sub", streams=10_000, batch=20, delay=0.003)  # resets racing the answers
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        for _ in range(50):
-            result = client.infer("add_sub", _inputs(), client_timeout=10)
-            assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
-        deadline = time.monotonic() + 10
-        while _pending(server.metrics_url) != 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _pending(server.metrics_url) == 0
+        _assert_ordinary_calls_succeed(server.grpc_url)
+        _assert_nothing_pending(server.metrics_url)
 
 
 def http_hangups(port: int, model: str, seconds: float, threads: int = 8) -> int:
@@ -198,7 +201,4 @@ def test_http_clients_that_hang_up_leave_the_model_working():
                 inputs.append(tensor)
             assert (client.infer("add_sub", inputs).as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
         client.close()
-        deadline = time.monotonic() + 10
-        while _pending(server.metrics_url) != 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _pending(server.metrics_url) == 0
+        _assert_nothing_pending(server.metrics_url)
