@@ -12,6 +12,7 @@ import click
 from pytriton import _env
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
+from pytriton.core.gpus import GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
@@ -44,13 +45,17 @@ def parse_tensor(text: str, kind: str) -> TensorSpec:
         raise click.BadParameter(str(exc)) from None
 
 
-def parse_gpus(text: str | None) -> list[int]:
-    if not text:
-        return []
+def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None) -> list[int]:
+    """The visible GPU ids the model's instances go on: `--gpus` checked against the GPUs found here, or, without
+    it, the default for the model's declared device kind ("gpu": every visible GPU; None/"cpu": CPU instances)."""
+    if gpus is None and device_kind in (None, "cpu"):
+        return []  # no GPU lookup (NVML) at all for a CPU model
     try:
-        return [int(g) for g in text.split(",") if g.strip()]
-    except ValueError:
-        raise click.BadParameter(f"--gpus takes comma-separated device ids, got '{text}'") from None
+        all_requested = gpus is not None and gpus.strip().lower() == "all"
+        requested = None if gpus is None or all_requested else parse_gpu_ids(gpus)
+        return select_gpus(model_name, device_kind, requested, visible_gpus(), all_requested=all_requested)
+    except GpuSelectionError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpus") from None
 
 
 def _tune_malloc() -> None:
@@ -105,7 +110,8 @@ def main() -> None:
 @click.option("--preferred-batch-size", type=click.IntRange(min=1), multiple=True,
               help="With --dynamic-batching: batch sizes to aim for (repeatable).")
 @click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True, help="Instances per GPU (or CPU).")
-@click.option("--gpus", help="Comma-separated GPU ids; each gets --instances workers.")
+@click.option("--gpus", metavar="IDS|all", help="Comma-separated ids of visible GPUs (as numbered after "
+              "CUDA_VISIBLE_DEVICES), or 'all'; each gets --instances workers, pinned with CUDA_VISIBLE_DEVICES.")
 @click.option("--decoupled", is_flag=True, help="The callable is a generator yielding any number of responses per "
               "request (streamed over gRPC ModelStreamInfer).")
 @click.option("--grpc-address", default="0.0.0.0", show_default=True)
@@ -236,7 +242,7 @@ def serve(
             outputs=output_specs,
             max_batch_size=max_batch_size,
             instance_count=instances,
-            gpus=parse_gpus(gpus),
+            gpus=resolve_gpus(name, gpus),
             decoupled=decoupled,
             batcher=DynamicBatcher(max_queue_delay_microseconds=max_queue_delay_us,
                                    preferred_batch_size=list(preferred_batch_size) or None)

@@ -91,3 +91,5 @@ class InstanceStatus:
     up: bool
     restarts: int = 0
     pid: int | None = None  # a worker process of the server's own (its memory counts as the server's)
+    gpu: int | None = None  # the visible GPU id it is pinned to (None: a CPU instance)
+    gpu_uuid: str = ""  # that GPU's UUID, where known

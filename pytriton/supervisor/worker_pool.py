@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from pytriton._env import MALLOC_TUNABLES
 from pytriton.backends.spec import WorkerSpec
+from pytriton.core.gpus import GpuDevice, visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink
@@ -47,9 +48,10 @@ def _describe_exit(returncode: int | None) -> str:
 class WorkerInstance:
     """One model instance: its process, its router link, and how often it was restarted."""
 
-    def __init__(self, index: int, device: int | None):
+    def __init__(self, index: int, device: int | None, gpu: GpuDevice | None = None):
         self.index = index
-        self.device = device
+        self.device = device  # the visible GPU id (None: CPU)
+        self.gpu = gpu  # that GPU as discovered (None: CPU, or a GPU id no discovery knows)
         self.generation = 0
         self.restarts = 0
         self.process: asyncio.subprocess.Process | None = None
@@ -60,7 +62,18 @@ class WorkerInstance:
     def status(self, label: str) -> InstanceStatus:
         up = self.link is not None and not self.link.closed and self.serving is not None
         alive = self.process is not None and self.process.returncode is None
-        return InstanceStatus(label, up, self.restarts, self.process.pid if alive and self.process else None)
+        return InstanceStatus(label, up, self.restarts, self.process.pid if alive and self.process else None,
+                              self.device, self.gpu.uuid if self.gpu else "")
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        """The worker's CUDA_VISIBLE_DEVICES: the physical GPU behind its visible id (None: a CPU instance).
+
+        A GPU id that discovery does not know (a config given through the Python API on a machine where no GPU
+        was found) is passed on as it is, as before discovery existed."""
+        if self.device is None:
+            return None
+        return self.gpu.cuda_visible_devices if self.gpu is not None else str(self.device)
 
 
 class InstanceRoster:
@@ -71,7 +84,10 @@ class InstanceRoster:
         self.router = router
         self.config = config
         self.handler: InstanceHandler | None = None
-        self.instances = [WorkerInstance(i, dev) for i, dev in enumerate(config.instance_devices())]
+        devices = config.instance_devices()
+        gpus = visible_gpus() if any(d is not None for d in devices) else []
+        self.instances = [WorkerInstance(i, dev, gpus[dev] if dev is not None and 0 <= dev < len(gpus) else None)
+                          for i, dev in enumerate(devices)]
 
     def bind(self, handler: InstanceHandler) -> None:
         self.handler = handler
@@ -140,8 +156,8 @@ class WorkerPool(InstanceRoster):
     def _env(self, instance: WorkerInstance) -> dict[str, str]:
         env = dict(os.environ)
         env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
-        if instance.device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(instance.device)
+        if instance.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = instance.cuda_visible_devices
         env.update(self.extra_env)
         # The worker must import the same pytriton and the user's module as the server does.
         path = [p for p in sys.path if p]

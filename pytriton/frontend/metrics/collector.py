@@ -9,6 +9,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Metric
 
 from pytriton.core.server_core import ServerCore
+from pytriton.frontend.metrics.gpu import GpuMetricsSource
 
 # (metric name, help, statistic, divisor) — durations are exported in microseconds as Triton does.
 _COUNTERS = (
@@ -82,6 +83,7 @@ class TritonMetricsCollector:
     def __init__(self, core: ServerCore):
         self.core = core
         self.cpu = _CpuSampler()
+        self.gpu = GpuMetricsSource()
 
     def collect(self) -> Iterator[Metric]:
         models = list(self.core.registry)
@@ -104,7 +106,9 @@ class TritonMetricsCollector:
                           "restarted after it died", "counter")
         for model in models:
             for instance in model.instances():
-                labels = {"model": model.name, "version": str(model.version), "instance": instance.label}
+                labels = {"model": model.name, "version": str(model.version), "instance": instance.label,
+                          "kind": "KIND_CPU" if instance.gpu is None else "KIND_GPU",
+                          "gpu": "" if instance.gpu is None else str(instance.gpu), "gpu_uuid": instance.gpu_uuid}
                 up.add_sample("pytriton_model_instance_up", labels, 1 if instance.up else 0)
                 restarts.add_sample("pytriton_model_instance_restarts", labels, instance.restarts)
         yield up
@@ -125,6 +129,7 @@ class TritonMetricsCollector:
         pids = [os.getpid()] + [i.pid for m in models for i in m.instances() if i.pid is not None]
         rss.add_sample("pytriton_server_resident_memory_bytes", {}, sum(_rss(p) for p in pids))
         yield rss
+        yield from self.gpu.collect()
 
 
 def _rss(pid: int) -> int:
