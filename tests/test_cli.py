@@ -1,13 +1,11 @@
-"""The `pytriton serve` command line: argument parsing and errors (click's CliRunner), GPU pinning."""
+"""The `pytriton serve` command line: argument parsing and errors (click's CliRunner); GPUs: tests/e2e/test_gpus.py."""
 
 from __future__ import annotations
 
-import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from pytriton.cli import main, parse_tensor
 from tests.conftest import serve
@@ -119,26 +117,3 @@ def test_duplicate_tensor_names_are_rejected():
     )
     assert result.exit_code == 2
     assert "duplicate input names ['A']" in result.output
-
-
-def test_gpus_pin_each_instance_and_health_check():
-    args = ["--instances", "2", "--gpus", "0,1", "--output", "DEVICES:bytes:1", "--input", "IN_X:int8:1"]
-    with serve("tests.models:visible_devices", *args) as server:
-        assert len(server.worker_pids()) == 4
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        config = client.get_model_config("visible_devices", as_json=True)["config"]
-        groups = [(g["kind"], g["count"], g["gpus"]) for g in config["instance_group"]]
-        assert groups == [("KIND_GPU", 2, [0]), ("KIND_GPU", 2, [1])]
-        seen = set()
-        tensor = grpcclient.InferInput("IN_X", [1], "INT8")
-        tensor.set_data_from_numpy(np.zeros(1, dtype=np.int8))
-        for _ in range(20):
-            seen.add(client.infer("visible_devices", [tensor]).as_numpy("DEVICES")[0])
-            if seen == {b"0", b"1"}:
-                break
-        assert seen <= {b"0", b"1"} and seen
-        with grpc.insecure_channel(server.grpc_url) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            for service in ("", "inference.GRPCInferenceService"):
-                reply = stub.Check(health_pb2.HealthCheckRequest(service=service))
-                assert reply.status == health_pb2.HealthCheckResponse.SERVING

@@ -78,7 +78,7 @@ def driver_file_devices(root: Path | None = None) -> list[GpuDevice]:
         entries = sorted(p for p in root.iterdir() if (p / "information").is_file())
     except OSError:
         return []
-    devices = []
+    devices: list[GpuDevice] = []
     for entry in entries:
         fields: dict[str, str] = {}
         try:
@@ -158,8 +158,8 @@ def parse_gpu_ids(text: str) -> list[int]:
         raise GpuSelectionError(f"GPU ids are comma-separated integers (or 'all'), got '{text}'") from None
 
 
-NO_GPU_HINT = ("none (no NVIDIA GPU was found: NVML, from nvidia-ml-py and the driver's libnvidia-ml, and the driver's "
-               "/proc/driver/nvidia/gpus report none, or CUDA_VISIBLE_DEVICES hides them all)")
+NO_GPU_HINT = ("none (no NVIDIA GPU was found: neither NVML nor /proc/driver/nvidia/gpus lists one, "
+               "or CUDA_VISIBLE_DEVICES hides them)")
 
 
 def _visible(available: Sequence[GpuDevice]) -> str:

@@ -187,7 +187,8 @@ def test_instance_and_cpu_gauges(traffic):
     identity_server, _ = traffic
     values = samples(scrape(identity_server))
     up = {labels: v for (name, labels), v in values.items() if name == "pytriton_model_instance_up"}
-    assert up == {(("instance", "identity_0_0"), ("model", "identity"), ("version", "1")): 1}
+    assert up == {(("gpu", ""), ("gpu_uuid", ""), ("instance", "identity_0_0"), ("kind", "KIND_CPU"),
+                   ("model", "identity"), ("version", "1")): 1}
     assert model_value(values, "nv_inference_pending_request_count", "identity") == 0
     cpu = values[("nv_cpu_utilization", ())]
     assert 0 <= cpu <= 1
