@@ -129,7 +129,8 @@ class Server:
                 await self.http.start()
             if config.allow_metrics:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
-                self.metrics = HttpListener(MetricsApp(self.core).handle, config.metrics_address, config.metrics_port,
+                metrics_app = MetricsApp(self.core, gpu_metrics=config.allow_gpu_metrics)
+                self.metrics = HttpListener(metrics_app.handle, config.metrics_address, config.metrics_port,
                                             "Metrics Service", limits, protocol="metrics")
                 await self.metrics.start()
         except BaseException:

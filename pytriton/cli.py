@@ -123,6 +123,8 @@ def main() -> None:
 @click.option("--allow-grpc/--no-allow-grpc", default=True, show_default=True)
 @click.option("--allow-http/--no-allow-http", default=True, show_default=True)
 @click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
+@click.option("--allow-gpu-metrics/--no-allow-gpu-metrics", default=True, show_default=True,
+              help="Export nv_gpu_* metrics of the visible GPUs (through NVML) when there are any.")
 @click.option("--http-header-forward-pattern", help="Regex; matching HTTP headers are passed to the callable as parameters.")
 @click.option("--grpc-header-forward-pattern", help="Regex; matching gRPC metadata is passed to the callable as parameters.")
 @click.option("--allow-client-shm/--no-allow-client-shm", default=True, show_default=True,
@@ -200,6 +202,7 @@ def serve(
     allow_grpc: bool,
     allow_http: bool,
     allow_metrics: bool,
+    allow_gpu_metrics: bool,
     http_header_forward_pattern: str | None,
     grpc_header_forward_pattern: str | None,
     allow_client_shm: bool,
@@ -295,6 +298,7 @@ def serve(
                 idle_timeout_s=http_idle_timeout,
             ),
             allow_metrics=allow_metrics,
+            allow_gpu_metrics=allow_gpu_metrics,
             allow_client_shm=allow_client_shm,
             shm_local_only=shm_local_only,
             http_restricted_api=list(http_restricted_api),

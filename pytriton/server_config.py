@@ -43,6 +43,7 @@ class ServerConfig:
     http_header_forward_pattern: str | None = None
     http_limits: HttpLimits = dataclasses.field(default_factory=HttpLimits)  # the HTTP and metrics ports' bounds
     allow_metrics: bool = True
+    allow_gpu_metrics: bool = True  # nv_gpu_* per visible GPU (through NVML) on the metrics port
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     trace_file: str = ""

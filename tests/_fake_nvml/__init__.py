@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
+import types
 from pathlib import Path
 
 FAKE_NVML_DIR = Path(__file__).resolve().parent
@@ -30,3 +33,17 @@ def fake_nvml_env(devices: list[dict] | None, cuda_visible_devices: str | None =
     env["CUDA_VISIBLE_DEVICES"] = (",".join(str(i) for i in range(count)) if cuda_visible_devices is None
                                    else cuda_visible_devices)
     return env
+
+
+def install_fake_pynvml(monkeypatch) -> types.ModuleType:
+    """In this process: `import pynvml` gives a fresh fake, and GPU discovery is looked up afresh (undone with
+    `monkeypatch`, the caller clears `physical_gpus` again after the test)."""
+    from pytriton.core import gpus
+
+    spec = importlib.util.spec_from_file_location("pynvml", FAKE_NVML_DIR / "pynvml.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    gpus.physical_gpus.cache_clear()
+    return module

@@ -3,15 +3,13 @@ gets (`select_gpus`, Triton's rules and wording)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
 from pytriton.core import gpus
 from pytriton.core.gpus import GpuDevice, GpuSelectionError, apply_cuda_visible_devices, select_gpus
-from tests._fake_nvml import FAKE_NVML_DIR, fake_gpus
+from tests._fake_nvml import fake_gpus, install_fake_pynvml
 
 A = GpuDevice(0, "GPU-aaaa1111-0000", "A", "0000:01:00.0")
 B = GpuDevice(1, "GPU-bbbb2222-0000", "B", "0000:02:00.0")
@@ -42,13 +40,7 @@ def test_no_driver_directory_is_no_gpu(tmp_path):
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
-    """`import pynvml` gives the fake (devices from its environment variable); discovery is looked up afresh."""
-    spec = importlib.util.spec_from_file_location("pynvml", FAKE_NVML_DIR / "pynvml.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "pynvml", module)
-    gpus.physical_gpus.cache_clear()
-    yield module
+    yield install_fake_pynvml(monkeypatch)
     gpus.physical_gpus.cache_clear()
 
 

@@ -9,7 +9,6 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Metric
 
 from pytriton.core.server_core import ServerCore
-from pytriton.frontend.metrics.gpu import GpuMetricsSource
 
 # (metric name, help, statistic, divisor) — durations are exported in microseconds as Triton does.
 _COUNTERS = (
@@ -83,7 +82,6 @@ class TritonMetricsCollector:
     def __init__(self, core: ServerCore):
         self.core = core
         self.cpu = _CpuSampler()
-        self.gpu = GpuMetricsSource()
 
     def collect(self) -> Iterator[Metric]:
         models = list(self.core.registry)
@@ -129,7 +127,6 @@ class TritonMetricsCollector:
         pids = [os.getpid()] + [i.pid for m in models for i in m.instances() if i.pid is not None]
         rss.add_sample("pytriton_server_resident_memory_bytes", {}, sum(_rss(p) for p in pids))
         yield rss
-        yield from self.gpu.collect()
 
 
 def _rss(pid: int) -> int:
