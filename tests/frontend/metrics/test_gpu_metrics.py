@@ -62,3 +62,16 @@ def test_allow_gpu_metrics(fake_nvml, monkeypatch, allowed):
     text = render_metrics(MetricsApp(ServerCore(), gpu_metrics=allowed).registry).decode()
     assert ("# TYPE nv_energy_consumption counter\n" in text) is allowed
     assert (f'nv_gpu_memory_total_bytes{{gpu_uuid="{fake_gpus(1)[0]["uuid"]}"}} 17179869184\n' in text) is allowed
+
+
+@pytest.mark.parametrize("given, expected", [(None, True), (False, False)])
+def test_triton_config_allow_gpu_metrics_reaches_the_server(caplog, given, expected):
+    """`TritonConfig(allow_gpu_metrics=...)` (PyTriton's field) is honoured, not logged as ignored, and survives the
+    JSON hand-over to the server process."""
+    from pytriton._triton_config import TritonConfig, TritonSecurityConfig, server_config
+    from pytriton.server_config import ServerConfig
+
+    with caplog.at_level("INFO"):
+        config = server_config(TritonConfig(allow_gpu_metrics=given), TritonSecurityConfig())
+    assert ServerConfig.from_json(config.to_json()).allow_gpu_metrics is expected
+    assert "allow_gpu_metrics" not in caplog.text
