@@ -118,7 +118,8 @@ def test_the_mission_command_serves_on_two_gpus():
             assert second[("nv_energy_consumption", label)] == first[("nv_energy_consumption", label)] + 1 > 0
         up = {dict(labels)["instance"]: (dict(labels)["kind"], dict(labels)["gpu"], dict(labels)["gpu_uuid"], value)
               for (name, labels), value in first.items() if name == "pytriton_model_instance_up"}
-        assert up == {f"visible_devices_0_{i}": ("KIND_GPU", str(i // 2), uuids[i // 2], 1) for i in range(4)}
+        # instances named as Triton names them: <instance group>_<index in the group>
+        assert up == {f"visible_devices_{g}_{k}": ("KIND_GPU", str(g), uuids[g], 1) for g in (0, 1) for k in (0, 1)}
 
 
 def test_cuda_visible_devices_renumbers_the_gpus_and_all_takes_every_visible_one():
