@@ -6,6 +6,7 @@ on two KIND_GPU groups when discovery reports two: each worker pinned to its GPU
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -28,8 +29,6 @@ GPU_METRICS = ("nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     """`python -m pytriton.cli serve ARGS` to its end (a refused command exits before it listens)."""
-    import os
-
     return subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", *args, "--grpc-port", "0", "--http-port",
                            "0", "--metrics-port", "0", "--grpc-address", "127.0.0.1", "--http-address", "127.0.0.1",
                            "--metrics-address", "127.0.0.1"],
