@@ -96,7 +96,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if infer_func is not None:
                 fn = infer_func
             elif spec.callable is not None:
-                fn = load_callable(spec.callable)
+                # A GPU instance sees only its own GPU (CUDA_VISIBLE_DEVICES), so it is always local device 0.
+                fn = load_callable(spec.callable, device="cuda:0" if config.gpus else "cpu")
             else:
                 raise ValueError("the worker spec names no inference callable")
             inject_triton_context(fn, config)
