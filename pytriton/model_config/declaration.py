@@ -154,6 +154,9 @@ def _declaration(
     if outputs is not None and any(t.optional for t in outputs):
         raise PyTritonValidationError(f"{where}: outputs cannot be optional")
     batching = config is not None and config.batching
+    if inputs is not None and len(inputs) == 0 and batching:
+        raise PyTritonValidationError(f"{where}: a model without inputs cannot batch (the batch size comes from the "
+                                      "inputs): use ModelConfig(batching=False), or declare its inputs")
     declaration = ModelDeclaration(
         name=name,
         inputs=input_specs,
