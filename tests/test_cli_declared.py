@@ -43,7 +43,8 @@ def test_the_mission_command_serves_a_module_that_declares_its_model():
             np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
         client.close()
         http = httpclient.InferenceServerClient(server.http_url)
-        np.testing.assert_array_equal(http.infer("infer_fn", _vector_inputs(httpclient, a, b)).as_numpy("OUTPUT0"), a + b)
+        result = http.infer("infer_fn", _vector_inputs(httpclient, a, b))
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
         http.close()
 
 

@@ -138,7 +138,8 @@ def _declaration(
             raise PyTritonValidationError(f"{where}: a model name is a non-empty string without '/'")
     for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
         if tensors is not None and (isinstance(tensors, (str, Tensor)) or not isinstance(tensors, Sequence)):
-            raise PyTritonValidationError(f"{where}: {kind} must be a list of Tensor(...), got {type(tensors).__name__}")
+            raise PyTritonValidationError(
+                f"{where}: {kind} must be a list of Tensor(...), got {type(tensors).__name__}")
     if config is not None and not isinstance(config, ModelConfig):
         raise PyTritonValidationError(f"{where}: config must be a pytriton.model_config.ModelConfig, "
                                       f"got {type(config).__name__}")

@@ -44,7 +44,8 @@ def no_inputs(requests):
 
 
 DEVICE_IO = {"inputs": [Tensor(name="IN", dtype=np.int8, shape=(1,))],
-             "outputs": [Tensor(name="DEVICE", dtype=bytes, shape=(1,)), Tensor(name="PID", dtype=np.int64, shape=(1,))]}
+             "outputs": [Tensor(name="DEVICE", dtype=bytes, shape=(1,)),
+                         Tensor(name="PID", dtype=np.int64, shape=(1,))]}
 
 
 @triton_model(**DEVICE_IO)
