@@ -166,3 +166,19 @@ def test_an_exception_in_init_stops_the_start_with_the_workers_error():
     assert result.exit_code == 1
     assert f"cannot load inference callable '{DECLARED}:FailsToStart'" in result.output
     assert "RuntimeError: the weights are missing on purpose" in result.output
+
+
+def test_the_demo_command_serves_the_declared_example():
+    """scripts/demo's `pytriton serve` line, as written there: the example declares its tensors and batching."""
+    (line,) = [line for line in (REPO / "scripts/demo").read_text().splitlines() if "pytriton serve" in line]
+    target, *flags = line.split("pytriton serve", 1)[1].replace('"$@"', "").split()
+    assert (target, flags) == ("examples.add_sub:add_sub", [])
+    with serve(target) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        config = client.get_model_config("add_sub", as_json=True)["config"]
+        assert config["max_batch_size"] == 8 and "dynamic_batching" in config
+        a = np.arange(32, dtype=np.int32).reshape(2, 16)
+        result = client.infer("add_sub", _vector_inputs(grpcclient, a, a))
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - a)
+        client.close()
