@@ -231,7 +231,8 @@ def serve(
     log_level: str,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
-    protocols. The model's tensors and settings come from its @triton_model declaration, overridden by the flags."""
+    protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
+    come from its @triton_model declaration, overridden by the flags."""
     log_level = log_level.upper()
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path and os.getcwd() not in sys.path:

@@ -182,3 +182,10 @@ def test_the_demo_command_serves_the_declared_example():
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - a)
         client.close()
+
+
+def test_a_module_that_ends_the_importing_process_is_reported():
+    result = _invoke("tests.cli_targets.exits:fn")
+    assert result.exit_code == 1
+    assert ("cannot load inference callable 'tests.cli_targets.exits:fn': the process that imports it exited with "
+            "code 3 before it answered") in result.output
