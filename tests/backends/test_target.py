@@ -128,3 +128,12 @@ def test_what_cannot_be_called_per_batch_is_named(classes, attr, message):
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file: '.*missing.py'"):
         import_target_module(CallableTarget.parse(f"{tmp_path}/missing.py:fn"))
+
+
+def test_a_gpu_worker_gives_a_class_local_device_0():
+    from pytriton.backends.worker import instance_device
+    from pytriton.model_config import TensorSpec, TritonModelConfig
+
+    outputs = [TensorSpec("Y", "FP32", (1,))]
+    assert instance_device(TritonModelConfig("m", [], outputs, gpus=[3])) == "cuda:0"  # pinned by CUDA_VISIBLE_DEVICES
+    assert instance_device(TritonModelConfig("m", [], outputs)) == "cpu"
