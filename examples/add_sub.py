@@ -1,14 +1,26 @@
 """Example models for `pytriton serve`.
 
-    pytriton serve examples.add_sub:add_sub --input INPUT0:int32:16 --input INPUT1:int32:16 \
-        --output OUTPUT0:int32:16 --output OUTPUT1:int32:16 --max-batch-size 8
+`add_sub` declares its model next to it, so it is served as is (`scripts/demo` does this):
+
+    pytriton serve examples.add_sub:add_sub
+
+`double` declares nothing: its tensors are given on the command line:
+
+    pytriton serve examples.add_sub:double --input INPUT:fp32:-1 --output OUTPUT:fp32:-1
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor, triton_model
 
+
+@triton_model(
+    inputs=[Tensor(name="INPUT0", dtype=np.int32, shape=(16,)), Tensor(name="INPUT1", dtype=np.int32, shape=(16,))],
+    outputs=[Tensor(name="OUTPUT0", dtype=np.int32, shape=(16,)), Tensor(name="OUTPUT1", dtype=np.int32, shape=(16,))],
+    config=ModelConfig(max_batch_size=8, batcher=DynamicBatcher()),
+)
 def add_sub(requests):
     """OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, per request."""
     return [

@@ -10,27 +10,13 @@ from collections.abc import Callable, Sequence
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import CallableTarget
 from pytriton.exceptions import PyTritonValidationError
-from pytriton.model_config.datatypes import numpy_to_triton
+from pytriton.model_config.declaration import tensor_specs
 from pytriton.model_config.model_config import ModelConfig
 from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.control import LoadReply, LoadRequest
 
 logger = logging.getLogger("pytriton.triton")
-
-
-def _tensor_specs(tensors: Sequence[Tensor], prefix: str) -> list[TensorSpec]:
-    specs = []
-    for index, tensor in enumerate(tensors, start=1):
-        if not isinstance(tensor, Tensor):
-            raise PyTritonValidationError(f"{prefix.lower()}s must be pytriton.model_config.Tensor objects")
-        name = tensor.name or f"{prefix}_{index}"
-        try:
-            datatype = numpy_to_triton(tensor.dtype)
-        except TypeError as exc:
-            raise PyTritonValidationError(f"{prefix.lower()} '{name}': {exc}") from None
-        specs.append(TensorSpec(name, datatype, tuple(tensor.shape), bool(tensor.optional)))
-    return specs
 
 
 class BoundModel:
@@ -63,8 +49,8 @@ class BoundModel:
             instance_count = len(self.functions)
         self.config = TritonModelConfig(
             model_name=model_name,
-            inputs=_tensor_specs(inputs, "INPUT"),
-            outputs=_tensor_specs(outputs, "OUTPUT"),
+            inputs=tensor_specs(inputs, "INPUT"),
+            outputs=tensor_specs(outputs, "OUTPUT"),
             model_version=model_version,
             max_batch_size=config.max_batch_size if config.batching else 0,
             instance_count=instance_count,

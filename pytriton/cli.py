@@ -10,17 +10,16 @@ import sys
 import click
 
 from pytriton import _env
+from pytriton._cli_model import ModelFlags, build_model_config, describe_target
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
-from pytriton.core.gpus import GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
-from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import parse_datatype
-from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.model_config.triton_model_config import TensorSpec
 
 logger = logging.getLogger("pytriton.cli")
 
@@ -45,19 +44,6 @@ def parse_tensor(text: str, kind: str) -> TensorSpec:
         raise click.BadParameter(str(exc)) from None
 
 
-def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None) -> list[int]:
-    """The visible GPU ids the model's instances go on: `--gpus` checked against the GPUs found here, or, without
-    it, the default for the model's declared device kind ("gpu": every visible GPU; None/"cpu": CPU instances)."""
-    if gpus is None and device_kind in (None, "cpu"):
-        return []  # no GPU lookup (NVML) at all for a CPU model
-    try:
-        all_requested = gpus is not None and gpus.strip().lower() == "all"
-        requested = None if gpus is None or all_requested else parse_gpu_ids(gpus)
-        return select_gpus(model_name, device_kind, requested, visible_gpus(), all_requested=all_requested)
-    except GpuSelectionError as exc:
-        raise click.BadParameter(str(exc), param_hint="--gpus") from None
-
-
 def _tune_malloc() -> None:
     """Re-execute once with glibc malloc tunables: large tensors then reuse heap memory instead of fresh mmaps
     (2.5-3x on 1 MiB paths, see the measurements); GLIBC_TUNABLES set by the user is left alone. Only when
@@ -77,12 +63,17 @@ def _tune_malloc() -> None:
 
 
 def check_target(text: str) -> CallableTarget:
-    """The callable's import path, checked without importing it: the worker processes import it (and a callable
-    that fails to import stops the server at start with their error)."""
+    """The callable's import path (a file path made absolute), checked without importing it: only child processes
+    import it (the one that reads its declaration, then the workers)."""
     try:
         target = CallableTarget.parse(text)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="MODULE:CALLABLE") from None
+    if target.is_file:
+        if not os.path.isfile(target.module):
+            where = os.path.abspath(target.module)
+            raise click.ClickException(f"cannot load '{text}': no such file '{target.module}' ({where})")
+        return target.absolute()
     try:
         find_module(target.module)
     except Exception as exc:  # noqa: BLE001 - a parent package that fails to import is the user's to see too
@@ -98,22 +89,31 @@ def main() -> None:
 
 @main.command()
 @click.argument("target", metavar="MODULE:CALLABLE")
-@click.option("--model-name", help="Name of the model (default: the callable's name, the last part of CALLABLE).")
+@click.option("--model-name", help="Name of the model (default: the declared name, else the callable's name, the "
+              "last part of CALLABLE).")
 @click.option("--model-version", type=int, default=1, show_default=True)
-@click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model input; repeatable.")
-@click.option("--output", "outputs", multiple=True, metavar="NAME:DTYPE:SHAPE", help="Model output; repeatable.")
-@click.option("--max-batch-size", type=click.IntRange(min=0), default=0, show_default=True, help="0 = no batching.")
-@click.option("--dynamic-batching", is_flag=True,
-              help="Merge queued requests into batches of up to --max-batch-size (Triton's dynamic batcher).")
-@click.option("--max-queue-delay-us", type=click.IntRange(min=0), default=0, show_default=True,
-              help="With --dynamic-batching: how long a request may wait for others to join its batch.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:SHAPE",
+              help="Model input; repeatable. Replaces the declared inputs.")
+@click.option("--output", "outputs", multiple=True, metavar="NAME:DTYPE:SHAPE",
+              help="Model output; repeatable. Replaces the declared outputs.")
+@click.option("--max-batch-size", type=click.IntRange(min=0), default=None,
+              help="0 = no batching. Default: the declared one, else 0.")
+@click.option("--dynamic-batching/--no-dynamic-batching", default=None,
+              help="Merge queued requests into batches of up to --max-batch-size (Triton's dynamic batcher). "
+                   "Default: as declared, else off.")
+@click.option("--max-queue-delay-us", type=click.IntRange(min=0), default=None,
+              help="With dynamic batching: how long a request may wait for others to join its batch. "
+                   "Default: the declared one, else 0.")
 @click.option("--preferred-batch-size", type=click.IntRange(min=1), multiple=True,
-              help="With --dynamic-batching: batch sizes to aim for (repeatable).")
-@click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True, help="Instances per GPU (or CPU).")
+              help="With dynamic batching: batch sizes to aim for (repeatable).")
+@click.option("--instances", type=click.IntRange(min=1), default=None,
+              help="Instances per GPU (or CPU). Default: the declared count, else 1.")
 @click.option("--gpus", metavar="IDS|all", help="Comma-separated ids of visible GPUs (as numbered after "
-              "CUDA_VISIBLE_DEVICES), or 'all'; each gets --instances workers, pinned with CUDA_VISIBLE_DEVICES.")
-@click.option("--decoupled", is_flag=True, help="The callable is a generator yielding any number of responses per "
-              "request (streamed over gRPC ModelStreamInfer).")
+              "CUDA_VISIBLE_DEVICES), or 'all'; each gets --instances workers, pinned with CUDA_VISIBLE_DEVICES. "
+              "Default: every visible GPU for a model declared with device='gpu', else CPU instances.")
+@click.option("--decoupled/--no-decoupled", default=None,
+              help="The callable is a generator yielding any number of responses per request (streamed over gRPC "
+                   "ModelStreamInfer). Default: as declared, else off.")
 @click.option("--grpc-address", default="0.0.0.0", show_default=True)
 @click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0 = any free port.")
 @click.option("--http-address", default="0.0.0.0", show_default=True)
@@ -186,13 +186,13 @@ def serve(
     model_version: int,
     inputs: tuple[str, ...],
     outputs: tuple[str, ...],
-    max_batch_size: int,
-    dynamic_batching: bool,
-    max_queue_delay_us: int,
+    max_batch_size: int | None,
+    dynamic_batching: bool | None,
+    max_queue_delay_us: int | None,
     preferred_batch_size: tuple[int, ...],
-    instances: int,
+    instances: int | None,
     gpus: str | None,
-    decoupled: bool,
+    decoupled: bool | None,
     grpc_address: str,
     grpc_port: int,
     http_address: str,
@@ -226,35 +226,20 @@ def serve(
     execution_timeout: float | None,
     log_level: str,
 ) -> None:
-    """Serve the inference callable MODULE:CALLABLE over Triton's gRPC and HTTP protocols."""
+    """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
+    protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
+    come from its @triton_model declaration, overridden by the flags."""
     log_level = log_level.upper()
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    callable_target = check_target(target)
     input_specs = [parse_tensor(t, "input") for t in inputs]
     output_specs = [parse_tensor(t, "output") for t in outputs]
-    if not output_specs:
-        raise click.UsageError("at least one --output NAME:DTYPE:SHAPE is required")
-    name = model_name or callable_target.name
-    try:
-        config = TritonModelConfig(
-            model_name=name,
-            model_version=model_version,
-            inputs=input_specs,
-            outputs=output_specs,
-            max_batch_size=max_batch_size,
-            instance_count=instances,
-            gpus=resolve_gpus(name, gpus),
-            decoupled=decoupled,
-            batcher=DynamicBatcher(max_queue_delay_microseconds=max_queue_delay_us,
-                                   preferred_batch_size=list(preferred_batch_size) or None)
-            if dynamic_batching else None,
-        )
-    except PyTritonError as exc:
-        raise click.UsageError(str(exc)) from None
-    if dynamic_batching and max_batch_size == 0:
-        raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
+    callable_target = check_target(target)
+    flags = ModelFlags(model_name=model_name, model_version=model_version, inputs=input_specs, outputs=output_specs,
+                       max_batch_size=max_batch_size, dynamic_batching=dynamic_batching,
+                       max_queue_delay_us=max_queue_delay_us, preferred_batch_size=preferred_batch_size,
+                       instances=instances, gpus=gpus, decoupled=decoupled)
     if not (allow_grpc or allow_http):
         raise click.UsageError("at least one of gRPC and HTTP must be allowed")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),
@@ -271,6 +256,7 @@ def serve(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
     _tune_malloc()
+    config = build_model_config(callable_target, describe_target(callable_target), flags)
     try:
         server_config = ServerConfig.from_env(
             models=[ModelSpec(config, str(callable_target))],

@@ -49,14 +49,15 @@ def shm_segments_of(pids: set[int]) -> list[str]:
 class ServerProcess:
     """A `pytriton serve` process with its log; `grpc_url` once it is ready."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0,
+                 cwd: Path | None = None):
         cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args]
         for service in ("grpc", "http", "metrics"):
             cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         full_env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")  # no server outlives a crashed test run
         full_env.update(env or {})
         self.process = subprocess.Popen(
-            cmd, cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cmd, cwd=cwd or REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         _started_pids.add(self.process.pid)
         self.lines: list[str] = []
@@ -127,8 +128,9 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def serve(target: str, *args: str, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
-    server = ServerProcess([target, *args], env=env)
+def serve(target: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+          ) -> Iterator[ServerProcess]:
+    server = ServerProcess([target, *args], env=env, cwd=cwd)
     try:
         yield server
     finally:

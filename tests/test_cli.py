@@ -34,7 +34,7 @@ def test_parse_tensor(text, expected):
         (["--input", "INPUT0:int32:a,b"], "comma-separated integers"),
         (["--input", "INPUT0:int32:-5"], "dimensions must be >= -1"),
         (["--max-batch-size", "-1"], "-1 is not in the range"),
-        ([], "at least one --output"),
+        ([], "declares no outputs, and no --output was given"),
     ],
 )
 def test_bad_arguments_are_usage_errors(args, message):
@@ -85,8 +85,9 @@ def test_a_module_that_cannot_be_found_is_reported_before_anything_starts(target
 
 
 def test_the_server_process_does_not_import_the_callable(tmp_path):
-    """Only the workers import the user's module (and its package), once each; the model is named after the
-    attribute (a callable object's class name is not used)."""
+    """Only child processes import the user's module (and its package), once each: the one that reads its
+    declaration at start, then the workers; the model is named after the attribute (a callable object's class name
+    is not used)."""
     log = tmp_path / "imports.log"
     args = ["--instances", "2", "--input", "IN:int32:-1", "--output", "OUT:int32:-1"]
     with serve("tests.cli_targets.recorded:double_model", *args, env={"PYTRITON_TEST_IMPORT_LOG": str(log)}) \
@@ -98,14 +99,16 @@ def test_the_server_process_does_not_import_the_callable(tmp_path):
         assert client.infer("double_model", [tensor]).as_numpy("OUT").tolist() == [2, 4, 6]
         client.close()
     imports = [line.split() for line in log.read_text().splitlines()]
-    importers = [int(pid) for _, pid in imports]
+    importers = {int(pid) for _, pid in imports}
     assert server.process.pid not in importers
-    assert sorted(imports) == sorted([[name, str(pid)] for pid in workers
+    (describer,) = importers - workers
+    assert sorted(imports) == sorted([[name, str(pid)] for pid in (*workers, describer)
                                       for name in ("tests.cli_targets", "tests.cli_targets.recorded")])
 
 
 def test_a_bad_environment_variable_is_reported_by_name():
-    result = CliRunner().invoke(main, ["serve", "tests.models:identity", "--output", "O:int32:1", *LOCAL_PORTS],
+    result = CliRunner().invoke(main, ["serve", "tests.models:identity", "--input", "IN_O:int32:1",
+                                       "--output", "OUT_O:int32:1", *LOCAL_PORTS],
                                 env={"PYTRITON_INLINE_MAX_BYTES": "lots"})
     assert result.exit_code == 1
     assert "PYTRITON_INLINE_MAX_BYTES='lots': expected a non-negative integer" in result.output

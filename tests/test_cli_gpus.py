@@ -8,7 +8,7 @@ import json
 import click
 import pytest
 
-from pytriton.cli import resolve_gpus
+from pytriton._cli_model import resolve_gpus
 from pytriton.core import gpus
 from tests._fake_nvml import fake_gpus, install_fake_pynvml
 

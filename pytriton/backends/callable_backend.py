@@ -7,7 +7,6 @@ The callable receives `List[Request]` and returns `List[Dict[str, ndarray]]`, on
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import logging
 from collections.abc import Callable, Generator
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pytriton.backends.target import CallableTarget, resolve
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, numpy_to_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.types import Request
@@ -30,20 +30,10 @@ class InferenceCallableError(Exception):
     """The callable failed or returned something that does not match the model's outputs."""
 
 
-def load_callable(target: str) -> Callable[..., Any]:
-    """Import `module:attr` (attr may be dotted, e.g. `module:Model.infer`)."""
-    module_name, sep, attr_path = target.partition(":")
-    if not sep or not module_name or not attr_path:
-        raise ValueError(f"inference callable must be given as 'module:callable', got '{target}'")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr_path.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ValueError(f"module '{module_name}' has no attribute '{attr_path}'") from None
-    if not callable(obj):
-        raise ValueError(f"'{target}' is not callable")
-    return obj
+def load_callable(target: str, device: str = "cpu") -> Callable[..., Any]:
+    """Import `module:attr` or `path/to/file.py:attr` (attr may be dotted); a class (`module:Model`, or
+    `module:Model.infer` for a method) is instantiated, with `device` if its __init__ takes a `device` parameter."""
+    return resolve(CallableTarget.parse(target)).instantiate(device)
 
 
 def _cast_output(array: Any, wanted: str, datatype: str) -> tuple[Any, str]:

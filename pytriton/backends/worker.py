@@ -26,6 +26,7 @@ from pytriton.backends.callable_backend import (
     load_callable,
 )
 from pytriton.backends.spec import WorkerSpec
+from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint
 from pytriton.proxy.messages import ServerToWorker
@@ -54,6 +55,12 @@ class _Terminated(SystemExit):
 
 def _terminate(signum: int, frame: Any) -> None:
     raise _Terminated(128 + signum)
+
+
+def instance_device(config: TritonModelConfig) -> str:
+    """The device a class target's __init__ gets: a GPU instance sees only its own GPU (the supervisor sets
+    CUDA_VISIBLE_DEVICES to it), so it is always local device 0."""
+    return "cuda:0" if config.gpus else "cpu"
 
 
 def _format_error(exc: BaseException) -> str:
@@ -96,7 +103,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if infer_func is not None:
                 fn = infer_func
             elif spec.callable is not None:
-                fn = load_callable(spec.callable)
+                fn = load_callable(spec.callable, device=instance_device(config))
             else:
                 raise ValueError("the worker spec names no inference callable")
             inject_triton_context(fn, config)

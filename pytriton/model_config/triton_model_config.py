@@ -65,6 +65,7 @@ class TritonModelConfig:
     batcher: DynamicBatcher | None = None
     response_cache: bool = False
     strict: bool = True  # outputs must match the declared dtype exactly (else safe casts are applied)
+    device: str | None = None  # the device kind the model was declared for ("cpu" | "gpu"), None: not declared
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -167,6 +168,7 @@ class TritonModelConfig:
             "batcher": self.to_triton_dict().get("dynamic_batching") if self.batcher else None,
             "response_cache": self.response_cache,
             "strict": self.strict,
+            "device": self.device,
         }
 
     @classmethod
@@ -174,7 +176,7 @@ class TritonModelConfig:
         fields = dict(data)
         fields["inputs"] = [TensorSpec(**s) for s in data["inputs"]]
         fields["outputs"] = [TensorSpec(**s) for s in data["outputs"]]
-        fields["batcher"] = _batcher_from_triton(data["batcher"]) if data.get("batcher") is not None else None
+        fields["batcher"] = batcher_from_triton(data["batcher"]) if data.get("batcher") is not None else None
         return cls(**fields)
 
     @classmethod
@@ -196,7 +198,7 @@ class TritonModelConfig:
         gpus = [int(g) for group in groups for g in group.get("gpus", [])]
         count = int(groups[0].get("count", 1)) if groups else 1
         versions = (data.get("version_policy") or {}).get("specific", {}).get("versions") or [1]
-        batcher = _batcher_from_triton(data["dynamic_batching"]) if "dynamic_batching" in data else None
+        batcher = batcher_from_triton(data["dynamic_batching"]) if "dynamic_batching" in data else None
         return cls(
             model_name=data["name"],
             inputs=specs(data.get("input", [])),
@@ -221,7 +223,7 @@ def _queue_policy(data: dict[str, Any]) -> QueuePolicy:
     )
 
 
-def _batcher_from_triton(data: dict[str, Any]) -> DynamicBatcher:
+def batcher_from_triton(data: dict[str, Any]) -> DynamicBatcher:
     default = data.get("default_queue_policy")
     priority = data.get("priority_queue_policy") or {}
     return DynamicBatcher(

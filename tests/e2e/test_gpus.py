@@ -22,7 +22,8 @@ from tests.conftest import REPO, serve, tensor_args
 from tests.e2e.test_metrics import samples, scrape
 
 TENSORS = tensor_args("input", [("IN_X", "int8", "1")]) + tensor_args("output", [("DEVICES", "bytes", "1")])
-MISSION = ["tests.models:visible_devices", "--instances", "2", "--gpus", "0,1", *TENSORS]
+# The mission's command as typed: the module declares its tensors, batching and device (no tensor flags).
+MISSION = ["tests.cli_targets.mission:infer_fn", "--instances", "2", "--gpus", "0,1"]
 GPU_METRICS = ("nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes", "nv_gpu_power_usage",
                "nv_gpu_power_limit", "nv_energy_consumption")
 
@@ -35,12 +36,12 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
                           cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False)
 
 
-def answered_device(url: str, model: str) -> bytes:
+def answered_device(url: str, model: str, shape: tuple[int, ...] = (1,)) -> bytes:
     """CUDA_VISIBLE_DEVICES of the worker that answers one inference (the callable returns it)."""
-    tensor = grpcclient.InferInput("IN_X", [1], "INT8")
-    tensor.set_data_from_numpy(np.zeros(1, dtype=np.int8))
+    tensor = grpcclient.InferInput("IN_X", list(shape), "INT8")
+    tensor.set_data_from_numpy(np.zeros(shape, dtype=np.int8))
     with grpcclient.InferenceServerClient(url) as client:
-        return client.infer(model, [tensor]).as_numpy("DEVICES")[0]
+        return client.infer(model, [tensor]).as_numpy("DEVICES").reshape(-1)[0]
 
 
 def workers_cuda_visible_devices(server) -> list[str]:
@@ -57,7 +58,7 @@ def workers_cuda_visible_devices(server) -> list[str]:
 def test_the_mission_command_is_refused_without_gpus(devices):
     result = run_cli(MISSION, fake_nvml_env(devices))
     assert result.returncode == 2, result.stderr
-    assert ("Invalid value for --gpus: instance group visible_devices_0 of model visible_devices specifies "
+    assert ("Invalid value for --gpus: instance group infer_fn_0 of model infer_fn specifies "
             "invalid or unsupported gpu id 0. Visible GPUs: none (no NVIDIA GPU was found") in result.stderr
     assert "Started" not in result.stderr  # refused before anything started
 
@@ -89,16 +90,16 @@ def test_the_mission_command_serves_on_two_gpus():
     with serve(*MISSION, env=fake_nvml_env(gpus)) as server:
         assert len(server.worker_pids()) == 4
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
-            config = client.get_model_config("visible_devices", as_json=True)["config"]
+            config = client.get_model_config("infer_fn", as_json=True)["config"]
         groups = [(g["name"], g["kind"], g["count"], g["gpus"]) for g in config["instance_group"]]
-        assert groups == [("visible_devices_0", "KIND_GPU", 2, [0]), ("visible_devices_1", "KIND_GPU", 2, [1])]
+        assert groups == [("infer_fn_0", "KIND_GPU", 2, [0]), ("infer_fn_1", "KIND_GPU", 2, [1])]
         assert workers_cuda_visible_devices(server) == [uuids[0], uuids[0], uuids[1], uuids[1]]
         wanted = {u.encode() for u in uuids}
-        assert answered_device(server.grpc_url, "visible_devices") in wanted  # what the callable itself sees
+        assert answered_device(server.grpc_url, "infer_fn", (1, 1)) in wanted  # what the callable itself sees
         with httpclient.InferenceServerClient(server.http_url) as client:
-            tensor = httpclient.InferInput("IN_X", [1], "INT8")
-            tensor.set_data_from_numpy(np.zeros(1, dtype=np.int8))
-            assert client.infer("visible_devices", [tensor]).as_numpy("DEVICES")[0] in wanted
+            tensor = httpclient.InferInput("IN_X", [2, 1], "INT8")
+            tensor.set_data_from_numpy(np.zeros((2, 1), dtype=np.int8))
+            assert set(client.infer("infer_fn", [tensor]).as_numpy("DEVICES").reshape(-1)) <= wanted
         with grpc.insecure_channel(server.grpc_url) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
@@ -118,7 +119,24 @@ def test_the_mission_command_serves_on_two_gpus():
         up = {dict(labels)["instance"]: (dict(labels)["kind"], dict(labels)["gpu"], dict(labels)["gpu_uuid"], value)
               for (name, labels), value in first.items() if name == "pytriton_model_instance_up"}
         # instances named as Triton names them: <instance group>_<index in the group>
-        assert up == {f"visible_devices_{g}_{k}": ("KIND_GPU", str(g), uuids[g], 1) for g in (0, 1) for k in (0, 1)}
+        assert up == {f"infer_fn_{g}_{k}": ("KIND_GPU", str(g), uuids[g], 1) for g in (0, 1) for k in (0, 1)}
+
+
+def test_a_model_declared_for_gpu_goes_on_every_gpu_without_gpus_flag():
+    """Triton's default for a KIND_GPU instance group without gpus: the instances on each visible GPU."""
+    gpus = fake_gpus(2)
+    with serve("tests.cli_targets.mission:infer_fn", env=fake_nvml_env(gpus)) as server:
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            config = client.get_model_config("infer_fn", as_json=True)["config"]
+        assert [(g["kind"], g["count"], g["gpus"]) for g in config["instance_group"]] == [
+            ("KIND_GPU", 1, [0]), ("KIND_GPU", 1, [1])]
+        assert workers_cuda_visible_devices(server) == sorted(g["uuid"] for g in gpus)
+
+
+def test_a_model_declared_for_gpu_is_refused_where_there_is_none():
+    result = run_cli(["tests.cli_targets.mission:infer_fn"], fake_nvml_env([]))
+    assert result.returncode == 2, result.stderr
+    assert "model infer_fn has kind KIND_GPU but no GPUs are available" in result.stderr, result.stderr
 
 
 def test_cuda_visible_devices_renumbers_the_gpus_and_all_takes_every_visible_one():

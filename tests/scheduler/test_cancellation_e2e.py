@@ -13,9 +13,9 @@ from tritonclient.utils import InferenceServerException
 
 from tests.conftest import serve, tensor_args
 
-ADD_SUB = tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]) + tensor_args(
-    "output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")]
-)
+# The example declares max_batch_size 8; these tests send unbatched tensors, so the flag turns batching off.
+ADD_SUB = ["--max-batch-size", "0"] + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]) \
+    + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")])
 
 
 def _inputs() -> list:

@@ -3,6 +3,7 @@ tritonclient (HTTP and gRPC)."""
 
 from __future__ import annotations
 
+import os
 import queue
 
 import numpy as np
@@ -252,3 +253,26 @@ def test_a_taken_port_is_the_cause_in_the_exception():
                 triton.run()
     assert f"cannot listen for HTTP on 127.0.0.1:{port}" in str(info.value)
     assert "address already in use" in str(info.value)
+
+
+def test_a_declared_callable_and_a_class_target_bind_as_before(triton):
+    """@triton_model leaves a callable usable with bind; a class named by import path gets an instance per worker."""
+    from pytriton.decorators import batch
+    from pytriton.model_config import triton_model
+
+    @triton_model(inputs=[Tensor(name="x", shape=(1,), dtype=np.float32)],
+                  outputs=[Tensor(name="y", shape=(1,), dtype=np.float32)], config=ModelConfig(max_batch_size=4))
+    @batch
+    def declared_double(x):
+        return {"y": x * 2}
+
+    triton.bind("declared_double", declared_double, inputs=[Tensor(name="x", shape=(1,), dtype=np.float32)],
+                outputs=[Tensor(name="y", shape=(1,), dtype=np.float32)], config=ModelConfig(max_batch_size=4))
+    result = grpc(triton).infer("declared_double", make_inputs(grpcclient, x=np.array([[3.0]], dtype=np.float32)))
+    assert result.as_numpy("y").tolist() == [[6.0]]
+    triton.bind("on_device", "tests.cli_targets.declared:OnDevice",
+                inputs=[Tensor(name="IN", shape=(1,), dtype=np.int32)],
+                outputs=[Tensor(name="DEVICE", shape=(1,), dtype=bytes),
+                         Tensor(name="PID", shape=(1,), dtype=np.int64)], config=ModelConfig(batching=False))
+    result = grpc(triton).infer("on_device", make_inputs(grpcclient, IN=np.zeros(1, dtype=np.int32)))
+    assert result.as_numpy("DEVICE").tolist() == [b"cpu"] and int(result.as_numpy("PID")[0]) != os.getpid()

@@ -1,0 +1,175 @@
+"""The model `pytriton serve` serves: what the target declares (`@triton_model`, read in a short-lived child process),
+overridden field by field by the command line's flags, then the defaults; with the errors that show how to declare."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from typing import TypeVar
+
+import click
+
+from pytriton.backends.target import CallableTarget
+from pytriton.core.gpus import GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
+from pytriton.exceptions import PyTritonError
+from pytriton.model_config.common import DynamicBatcher
+from pytriton.model_config.declaration import ModelDeclaration
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+
+GUIDE = "docs/guide/declaring-models.md"
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetDescription:
+    """What the describe process found: the declaration (None: none), and "function", "class" or "method"."""
+
+    declaration: ModelDeclaration | None
+    kind: str = "function"
+    takes_device: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFlags:
+    """The model's command-line flags; None (or empty) where the flag was not given."""
+
+    model_name: str | None = None
+    model_version: int = 1
+    inputs: list[TensorSpec] = dataclasses.field(default_factory=list)
+    outputs: list[TensorSpec] = dataclasses.field(default_factory=list)
+    max_batch_size: int | None = None
+    dynamic_batching: bool | None = None
+    max_queue_delay_us: int | None = None
+    preferred_batch_size: tuple[int, ...] = ()
+    instances: int | None = None
+    gpus: str | None = None  # --gpus as given: ids, "all", or None
+    decoupled: bool | None = None
+
+
+def describe_target(target: CallableTarget) -> TargetDescription:
+    """Import the target in a child process (never here: it may load a model onto a GPU) and read its declaration;
+    ClickException with the child's error if it cannot be imported or found."""
+    path = [p for p in sys.path if p]
+    if os.getcwd() not in path:
+        path.insert(0, os.getcwd())
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    process = subprocess.run([sys.executable, "-m", "pytriton.backends.describe", str(target)],
+                             stdout=subprocess.PIPE, env=env, check=False)
+    try:
+        result = json.loads(process.stdout)
+    except ValueError:
+        raise click.ClickException(f"cannot load inference callable '{target}': the process that imports it exited "
+                                   f"with code {process.returncode} before it answered (see above)") from None
+    if "error" in result:
+        raise click.ClickException(f"cannot load inference callable '{target}': {result['error']}")
+    declaration = result.get("declaration")
+    return TargetDescription(
+        declaration=None if declaration is None else ModelDeclaration.from_dict(declaration),
+        kind=result.get("kind", "function"),
+        takes_device=bool(result.get("takes_device")),
+    )
+
+
+def build_model_config(target: CallableTarget, description: TargetDescription, flags: ModelFlags) -> TritonModelConfig:
+    """The declaration overridden by the flags that were given, then the defaults (no batching, one instance);
+    UsageError naming the model when something is missing or does not fit."""
+    declared = description.declaration or ModelDeclaration(strict=True)  # the CLI's models are strict by default
+    name = flags.model_name or declared.name or target.name
+    outputs = flags.outputs or declared.outputs
+    inputs = flags.inputs or declared.inputs
+    if not outputs:
+        raise click.UsageError(_missing_tensors(name, target, description, "outputs"))
+    if inputs is None:
+        raise click.UsageError(_missing_tensors(name, target, description, "inputs"))
+    max_batch_size = _first(flags.max_batch_size, declared.max_batch_size, 0)
+    dynamic = _first(flags.dynamic_batching, declared.batcher is not None)
+    if flags.dynamic_batching and max_batch_size == 0:
+        raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
+    batcher = None
+    if dynamic and max_batch_size > 0:
+        batcher = dataclasses.replace(declared.batcher or DynamicBatcher())
+        if flags.max_queue_delay_us is not None:
+            batcher.max_queue_delay_microseconds = flags.max_queue_delay_us
+        if flags.preferred_batch_size:
+            batcher.preferred_batch_size = list(flags.preferred_batch_size)
+    if not inputs and max_batch_size > 0:
+        raise click.UsageError(
+            f"model '{name}' has no inputs, so it cannot batch (the batch size comes from the inputs): serve it with "
+            "max_batch_size 0 (--max-batch-size 0), or declare its inputs"
+        )
+    try:
+        return TritonModelConfig(
+            model_name=name,
+            model_version=flags.model_version,
+            inputs=list(inputs),
+            outputs=list(outputs),
+            max_batch_size=max_batch_size,
+            instance_count=_first(flags.instances, declared.instances, 1),
+            gpus=resolve_gpus(name, flags.gpus, declared.device),
+            decoupled=_first(flags.decoupled, declared.decoupled, False),
+            batcher=batcher,
+            response_cache=bool(declared.response_cache),
+            strict=declared.strict,
+            device=declared.device,
+        )
+    except PyTritonError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None) -> list[int]:
+    """The visible GPU ids the model's instances go on: `--gpus` checked against the GPUs found here, or, without
+    it, the default for the model's declared device kind ("gpu": every visible GPU; None/"cpu": CPU instances)."""
+    if gpus is None and device_kind in (None, "cpu"):
+        return []  # no GPU lookup (NVML) at all for a CPU model
+    try:
+        all_requested = gpus is not None and gpus.strip().lower() == "all"
+        requested = None if gpus is None or all_requested else parse_gpu_ids(gpus)
+        return select_gpus(model_name, device_kind, requested, visible_gpus(), all_requested=all_requested)
+    except GpuSelectionError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpus") from None
+
+
+def _first(*values: T | None) -> T:
+    """The first value that is not None (a flag given, else the declaration, else the default)."""
+    for value in values:
+        if value is not None:
+            return value
+    raise ValueError("no value")
+
+
+def _missing_tensors(name: str, target: CallableTarget, description: TargetDescription, kind: str) -> str:
+    flag = "--output" if kind == "outputs" else "--input"
+    if description.declaration is not None:
+        return (
+            f"model '{name}' ({target}): its @triton_model declares no {kind}. Add {kind}=[Tensor(name=..., "
+            f"dtype=..., shape=...)] to it, or give {flag} NAME:DTYPE:SHAPE (repeatable)"
+            + (". A model that takes no inputs declares inputs=[]" if kind == "inputs" else "")
+            + f". See {GUIDE}."
+        )
+    attr = target.attr.rsplit(".", 1)[-1]
+    if description.kind == "function":
+        definition = f"def {attr}(requests):\n        ..."
+    elif description.kind == "class":
+        definition = f"class {attr}:\n        def __call__(self, requests):\n            ..."
+    else:
+        definition = f"def {attr}(self, requests):  # in class {target.attr.split('.')[-2]}\n        ..."
+    return (
+        f"model '{name}' ({target}) declares no {kind}, and no {flag} was given. Declare the model next to its "
+        f"callable:\n\n"
+        "    import numpy as np\n"
+        "    from pytriton.model_config import ModelConfig, Tensor, triton_model\n\n"
+        "    @triton_model(\n"
+        "        inputs=[Tensor(name=\"INPUT0\", dtype=np.float32, shape=(-1,))],\n"
+        "        outputs=[Tensor(name=\"OUTPUT0\", dtype=np.float32, shape=(-1,))],\n"
+        "        config=ModelConfig(max_batch_size=8),\n"
+        "    )\n"
+        f"    {definition}\n\n"
+        "or give the tensors on the command line (NAME:DTYPE:SHAPE, shape without the batch dimension):\n\n"
+        f"    pytriton serve {target} --input INPUT0:fp32:-1 --output OUTPUT0:fp32:-1 --max-batch-size 8\n\n"
+        + ("A model that takes no inputs declares inputs=[]. " if kind == "inputs" else "")
+        + f"See {GUIDE}."
+    )
