@@ -18,7 +18,7 @@ from pytriton.client import ModelClient
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default="localhost:8000", help="http://HOST:PORT (the default scheme) or grpc://HOST:PORT")
+    parser.add_argument("--url", default="localhost:8000", help="http://HOST:PORT (the default) or grpc://HOST:PORT")
     args = parser.parse_args()
     # init_timeout_s: how long to wait for the server and the model to be ready.
     with ModelClient(args.url, "Linear", init_timeout_s=30) as client:

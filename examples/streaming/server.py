@@ -31,8 +31,8 @@ def generate_tokens(prompt: str, max_tokens: int) -> Iterator[str]:
 
 def make_generator(token_delay_s: float):
     def generate(requests):
-        # The model has no dynamic batcher, so each call holds one request; each `yield` is the list of responses to
-        # the call's requests (here: one), and the stream of that request ends when the generator returns.
+        # The model does not batch (batching=False), so each call holds one request. Each `yield` is the list of
+        # responses to the call's requests (here: one); the request's stream ends when the generator returns.
         (request,) = requests
         prompt = request["prompt"][0].decode("utf-8")
         max_tokens = int(request["max_tokens"][0]) if "max_tokens" in request else 16
