@@ -19,7 +19,7 @@ import numpy as np
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
-CONTINUATION = "is a fine thing to stream one token at a time".split()
+CONTINUATION = ["is", "a", "fine", "thing", "to", "stream", "one", "token", "at", "a", "time"]
 
 
 def generate_tokens(prompt: str, max_tokens: int) -> Iterator[str]:

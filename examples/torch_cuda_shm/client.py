@@ -19,7 +19,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.cuda_shared_memory as cudashm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for `examples.` when run as a script
-from examples.torch_cuda_shm.model import IN_FEATURES, OUT_FEATURES, weights  # noqa: E402
+from examples.torch_cuda_shm.model import IN_FEATURES, OUT_FEATURES, weights
 
 
 def main() -> None:

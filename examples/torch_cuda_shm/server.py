@@ -22,7 +22,7 @@ from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `examples.` importable here and in the workers
-from examples.torch_cuda_shm.model import IN_FEATURES, OUT_FEATURES  # noqa: E402
+from examples.torch_cuda_shm.model import IN_FEATURES, OUT_FEATURES
 
 
 def main() -> None:
