@@ -304,4 +304,4 @@ def serve(
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="pytriton")  # also after the malloc re-exec (`python -m pytriton.cli`): usage says `pytriton`
