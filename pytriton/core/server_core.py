@@ -14,6 +14,7 @@ import time
 from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
+from pytriton.core.latency_summary import LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
@@ -42,8 +43,10 @@ class ServerCore:
         gpu_available: bool = False,
         pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
         execution_timeout_s: float | None = None,
+        metrics: MetricsSettings | None = None,
     ):
         self.registry = ModelRegistry()
+        self.metrics = metrics or MetricsSettings()
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.pipeline_depth = pipeline_depth
@@ -85,6 +88,8 @@ class ServerCore:
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
         model = Model(config=config, scheduler=scheduler, source=source)
+        if self.metrics.summary_latencies:
+            model.stats.summaries = LatencySummaries(self.metrics)
         stats_holder.append(model)
         source.bind(scheduler)
         self.registry.add(model)

@@ -1,0 +1,157 @@
+"""Triton's `--metrics-config` settings and the sliding-window latency quantiles behind its `*_summary_us` metrics.
+
+A quantile is estimated from counts in logarithmic buckets (relative value error at most `RELATIVE_ERROR`): one
+O(1) update per observation, and a window of `AGE_BUCKETS` such tables rotated over `MAX_AGE_S`, as Prometheus
+summaries slide (prometheus_client's Python Summary computes no quantiles at all).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable
+
+# Triton's default `summary_quantiles` (quantile: allowed rank error).
+DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
+    (0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.001))
+MAX_AGE_S = 60.0  # observations older than this no longer count (prometheus-cpp's default for summaries)
+AGE_BUCKETS = 5  # ... dropped a fifth of the window at a time
+RELATIVE_ERROR = 0.01  # a reported quantile is within 1% of the value of some observation of that rank
+
+# The durations of ModelStatistics that have a summary, in the order record_success passes them.
+SUMMARY_STATISTICS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+
+_SETTINGS = ("counter_latencies", "summary_latencies", "summary_quantiles")
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsSettings:
+    """What `--metrics-config KEY=VALUE` chose (Triton's keys that this server implements)."""
+
+    counter_latencies: bool = True
+    summary_latencies: bool = False
+    summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
+
+    @classmethod
+    def parse(cls, items: list[str] | tuple[str, ...]) -> MetricsSettings:
+        """Settings from Triton's `KEY=VALUE` items; a ValueError names the item that is wrong."""
+        values: dict[str, object] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            key, value = key.strip(), value.strip().strip('"')
+            if not sep or not key:
+                raise ValueError(f"--metrics-config expects KEY=VALUE (e.g. summary_latencies=true), got '{item}'")
+            if key not in _SETTINGS:
+                raise ValueError(f"--metrics-config: unknown setting '{key}'; this server implements "
+                                 f"{', '.join(_SETTINGS)}")
+            if key == "summary_quantiles":
+                values[key] = _parse_quantiles(value)
+            else:
+                values[key] = _parse_bool(key, value)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def _parse_bool(key: str, value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("true", "1", "on", "yes"):
+        return True
+    if lowered in ("false", "0", "off", "no"):
+        return False
+    raise ValueError(f"--metrics-config: {key} expects true or false, got '{value}'")
+
+
+def _parse_quantiles(value: str) -> tuple[tuple[float, float], ...]:
+    pairs = []
+    for part in value.split(","):
+        quantile, sep, error = part.partition(":")
+        try:
+            q, e = float(quantile), float(error)
+        except ValueError:
+            q = e = math.nan
+        if not sep or not (0.0 <= q <= 1.0) or not (0.0 <= e <= 1.0):
+            raise ValueError(f"--metrics-config: summary_quantiles expects QUANTILE:ERROR pairs between 0 and 1 "
+                             f"separated by commas (e.g. 0.5:0.05,0.99:0.001), got '{part}' in '{value}'")
+        pairs.append((q, e))
+    return tuple(pairs)
+
+
+_LOG_GAMMA = math.log((1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR))
+
+
+class WindowedQuantiles:
+    """Quantiles of the values observed in the last `max_age_s` (to within one age bucket)."""
+
+    def __init__(self, max_age_s: float = MAX_AGE_S, age_buckets: int = AGE_BUCKETS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._slice_s = max_age_s / age_buckets
+        self._tables: list[dict[int, int]] = [{} for _ in range(age_buckets)]
+        self._current = 0
+        self._rotate_at = clock() + self._slice_s
+
+    def observe(self, value: float) -> None:
+        """Count one value (>= 0); values below 1 share the zero bucket."""
+        now = self._clock()
+        if now >= self._rotate_at:
+            self._rotate(now)
+        index = math.ceil(math.log(value) / _LOG_GAMMA) if value >= 1.0 else 0
+        table = self._tables[self._current]
+        table[index] = table.get(index, 0) + 1
+
+    def _rotate(self, now: float) -> None:
+        """Start a fresh table for each slice of time that has passed (the oldest table is dropped)."""
+        passed = int((now - self._rotate_at) // self._slice_s) + 1
+        for _ in range(min(passed, len(self._tables))):
+            self._current = (self._current + 1) % len(self._tables)
+            self._tables[self._current] = {}
+        self._rotate_at += passed * self._slice_s
+
+    def quantiles(self, qs: list[float]) -> list[float]:
+        """The value at each quantile in `qs` (NaN when the window holds nothing, as Prometheus reports it)."""
+        now = self._clock()
+        if now >= self._rotate_at:
+            self._rotate(now)
+        merged: dict[int, int] = {}
+        for table in self._tables:
+            for index, count in table.items():
+                merged[index] = merged.get(index, 0) + count
+        total = sum(merged.values())
+        if total == 0:
+            return [math.nan] * len(qs)
+        ordered = sorted(merged.items())
+        out = []
+        for q in qs:
+            rank = max(1, math.ceil(q * total))  # the rank-th smallest observation
+            seen = 0
+            for index, count in ordered:
+                seen += count
+                if seen >= rank:
+                    out.append(_value(index))
+                    break
+        return out
+
+
+def _value(index: int) -> float:
+    """The representative of a bucket: within RELATIVE_ERROR of every value that falls in it."""
+    if index == 0:
+        return 0.0
+    gamma = math.exp(_LOG_GAMMA)
+    return 2 * gamma ** index / (gamma + 1)
+
+
+class LatencySummaries:
+    """One window per duration of SUMMARY_STATISTICS, in microseconds; `_count`/`_sum` come from the counters."""
+
+    def __init__(self, settings: MetricsSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self.quantiles = [q for q, _ in settings.summary_quantiles]
+        self.windows = {name: WindowedQuantiles(clock=clock) for name in SUMMARY_STATISTICS}
+        self._ordered = [self.windows[name] for name in SUMMARY_STATISTICS]
+
+    def observe(self, *durations_ns: int) -> None:
+        """One successful request's durations, in SUMMARY_STATISTICS order, in nanoseconds."""
+        for window, ns in zip(self._ordered, durations_ns):
+            window.observe(ns / 1000)
+
+
+__all__ = ["DEFAULT_QUANTILES", "LatencySummaries", "MetricsSettings", "SUMMARY_STATISTICS", "WindowedQuantiles"]
