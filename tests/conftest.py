@@ -49,8 +49,10 @@ def shm_segments_of(pids: set[int]) -> list[str]:
 class ServerProcess:
     """A `pytriton serve` process with its log; `grpc_url` once it is ready."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0):
-        cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args]
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0,
+                 program: list[str] | None = None):
+        """`program` (default `python -m pytriton.cli serve`) runs with `args`, then ports 0 on 127.0.0.1."""
+        cmd = [*(program or [sys.executable, "-m", "pytriton.cli", "serve"]), *args]
         for service in ("grpc", "http", "metrics"):
             cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         full_env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")  # no server outlives a crashed test run
