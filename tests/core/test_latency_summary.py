@@ -90,3 +90,15 @@ def test_parse_metrics_config():
 def test_parse_metrics_config_errors_name_the_setting(item, message):
     with pytest.raises(ValueError, match=message):
         MetricsSettings.parse([item])
+
+
+def test_triton_config_metrics_config_reaches_the_server_config():
+    """`TritonConfig(metrics_config=[...])` (PyTriton's field) is checked at once and handed to the server process."""
+    from pytriton._triton_config import TritonConfig, TritonSecurityConfig, server_config
+    from pytriton.exceptions import PyTritonValidationError
+    from pytriton.server_config import ServerConfig
+
+    config = server_config(TritonConfig(metrics_config=["summary_latencies=true"]), TritonSecurityConfig())
+    assert ServerConfig.from_json(config.to_json()).metrics_config == ["summary_latencies=true"]
+    with pytest.raises(PyTritonValidationError, match="TritonConfig.metrics_config: .*unknown setting 'cache'"):
+        TritonConfig(metrics_config=["cache=true"])

@@ -15,6 +15,7 @@ from tests.conftest import REPO, serve, tensor_args
 from tests.e2e.test_metrics import scrape
 
 DASHBOARD = REPO / "deploy" / "grafana" / "pytriton.json"
+DEPLOYMENT_GUIDE = REPO / "docs" / "guide" / "deployment.md"
 FAKE_NVML = REPO / "tests" / "_fake_nvml" / "pynvml.py"
 # Labels Prometheus adds to every series from its target, not the server.
 TARGET_LABELS = {"instance", "job"}
@@ -125,10 +126,25 @@ SERVER_ARGS = ["--max-batch-size", "8", *tensor_args("input", [("IN_X", "fp32", 
                *tensor_args("output", [("OUT_X", "fp32", "4")]), "--metrics-config", "summary_latencies=true"]
 
 
-def test_every_dashboard_metric_is_served():
-    selectors = [s for s in dashboard_selectors() if not s[0].startswith("nv_gpu_")]
+@pytest.fixture(scope="module")
+def metrics_page() -> str:
+    """/metrics of a server (summaries on) after a few inferences."""
     with serve("tests.models:identity", *SERVER_ARGS) as server:
-        _check(selectors, _series(_traffic_and_scrape(server)))
+        yield _traffic_and_scrape(server)
+
+
+def test_every_dashboard_metric_is_served(metrics_page):
+    _check([s for s in dashboard_selectors() if not s[0].startswith("nv_gpu_")], _series(metrics_page))
+
+
+def test_the_metrics_reference_lists_every_metric(metrics_page):
+    """docs/guide/deployment.md's table names each family on /metrics, with its type."""
+    documented = dict(re.findall(r"^\| `([a-z_:]+)` \| (counter|gauge|summary|histogram) \|",
+                                 DEPLOYMENT_GUIDE.read_text(), re.MULTILINE))
+    served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", metrics_page, re.MULTILINE))
+    assert served and served.items() <= documented.items(), set(served.items()) - set(documented.items())
+    undocumented_gpu = {n for n in documented if n.startswith(("nv_gpu_", "nv_energy_"))}
+    assert set(documented) - set(served) == undocumented_gpu  # those need a GPU (test below where one is faked)
 
 
 def test_every_dashboard_gpu_metric_is_served():
@@ -140,6 +156,9 @@ def test_every_dashboard_gpu_metric_is_served():
                     "not here yet")
     fake = importlib.import_module("tests._fake_nvml")  # (branch gpus) PYTHONPATH with the fake first, two GPUs
     with serve("tests.models:identity", *SERVER_ARGS, env=fake.fake_nvml_env(fake.fake_gpus(2))) as server:
-        series = _series(_traffic_and_scrape(server))
-        _check(selectors, series)
-        assert "gpu_uuid" in series["nv_gpu_utilization"]
+        text = _traffic_and_scrape(server)
+    series = _series(text)
+    _check(selectors, series)
+    assert "gpu_uuid" in series["nv_gpu_utilization"]
+    documented = set(re.findall(r"^\| `([a-z_:]+)` \|", DEPLOYMENT_GUIDE.read_text(), re.MULTILINE))
+    assert set(re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE)) <= documented
