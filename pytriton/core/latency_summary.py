@@ -90,9 +90,10 @@ class WindowedQuantiles:
         self._current = 0
         self._rotate_at = clock() + self._slice_s
 
-    def observe(self, value: float) -> None:
-        """Count one value (>= 0); values below 1 share the zero bucket."""
-        now = self._clock()
+    def observe(self, value: float, now: float | None = None) -> None:
+        """Count one value (>= 0) at `now` (default: the clock's time); values below 1 share the zero bucket."""
+        if now is None:
+            now = self._clock()
         if now >= self._rotate_at:
             self._rotate(now)
         index = math.ceil(math.log(value) / _LOG_GAMMA) if value >= 1.0 else 0
@@ -147,11 +148,13 @@ class LatencySummaries:
         self.quantiles = [q for q, _ in settings.summary_quantiles]
         self.windows = {name: WindowedQuantiles(clock=clock) for name in SUMMARY_STATISTICS}
         self._ordered = [self.windows[name] for name in SUMMARY_STATISTICS]
+        self._clock = clock
 
     def observe(self, *durations_ns: int) -> None:
         """One successful request's durations, in SUMMARY_STATISTICS order, in nanoseconds."""
+        now = self._clock()
         for window, ns in zip(self._ordered, durations_ns):
-            window.observe(ns / 1000)
+            window.observe(ns / 1000, now)
 
 
 __all__ = ["DEFAULT_QUANTILES", "LatencySummaries", "MetricsSettings", "SUMMARY_STATISTICS", "WindowedQuantiles"]
