@@ -13,8 +13,8 @@ import secrets
 from typing import Any
 
 from pytriton import _env
+from pytriton._metrics_config import MetricsSettings
 from pytriton.exceptions import PyTritonValidationError
-from pytriton.core.latency_summary import MetricsSettings
 from pytriton.server_config import ServerConfig
 
 logger = logging.getLogger("pytriton.triton")

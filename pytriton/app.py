@@ -18,9 +18,9 @@ import signal
 import sys
 from collections.abc import Callable
 
+from pytriton._metrics_config import MetricsSettings
 from pytriton.control_service import ControlService
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
-from pytriton.core.latency_summary import MetricsSettings
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.server import GrpcFrontend

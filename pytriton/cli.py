@@ -10,9 +10,9 @@ import sys
 import click
 
 from pytriton import _env
+from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
-from pytriton.core.latency_summary import MetricsSettings
 from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern

@@ -1,4 +1,4 @@
-"""Triton's `--metrics-config` settings and the sliding-window latency quantiles behind its `*_summary_us` metrics.
+"""The sliding-window latency quantiles behind Triton's `nv_inference_*_summary_us` metrics.
 
 A quantile is estimated from counts in logarithmic buckets (relative value error at most `RELATIVE_ERROR`): one
 O(1) update per observation, and a window of `AGE_BUCKETS` such tables rotated over `MAX_AGE_S`, as Prometheus
@@ -7,74 +7,18 @@ summaries slide (prometheus_client's Python Summary computes no quantiles at all
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from typing import Callable
 
-# Triton's default `summary_quantiles` (quantile: allowed rank error).
-DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
-    (0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.001))
+from pytriton._metrics_config import MetricsSettings
+
 MAX_AGE_S = 60.0  # observations older than this no longer count (prometheus-cpp's default for summaries)
 AGE_BUCKETS = 5  # ... dropped a fifth of the window at a time
 RELATIVE_ERROR = 0.01  # a reported quantile is within 1% of the value of some observation of that rank
 
 # The durations of ModelStatistics that have a summary, in the order record_success passes them.
 SUMMARY_STATISTICS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
-
-_SETTINGS = ("counter_latencies", "summary_latencies", "summary_quantiles")
-
-
-@dataclasses.dataclass(frozen=True)
-class MetricsSettings:
-    """What `--metrics-config KEY=VALUE` chose (Triton's keys that this server implements)."""
-
-    counter_latencies: bool = True
-    summary_latencies: bool = False
-    summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
-
-    @classmethod
-    def parse(cls, items: list[str] | tuple[str, ...]) -> MetricsSettings:
-        """Settings from Triton's `KEY=VALUE` items; a ValueError names the item that is wrong."""
-        values: dict[str, object] = {}
-        for item in items:
-            key, sep, value = item.partition("=")
-            key, value = key.strip(), value.strip().strip('"')
-            if not sep or not key:
-                raise ValueError(f"--metrics-config expects KEY=VALUE (e.g. summary_latencies=true), got '{item}'")
-            if key not in _SETTINGS:
-                raise ValueError(f"--metrics-config: unknown setting '{key}'; this server implements "
-                                 f"{', '.join(_SETTINGS)}")
-            if key == "summary_quantiles":
-                values[key] = _parse_quantiles(value)
-            else:
-                values[key] = _parse_bool(key, value)
-        return cls(**values)  # type: ignore[arg-type]
-
-
-def _parse_bool(key: str, value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("true", "1", "on", "yes"):
-        return True
-    if lowered in ("false", "0", "off", "no"):
-        return False
-    raise ValueError(f"--metrics-config: {key} expects true or false, got '{value}'")
-
-
-def _parse_quantiles(value: str) -> tuple[tuple[float, float], ...]:
-    pairs = []
-    for part in value.split(","):
-        quantile, sep, error = part.partition(":")
-        try:
-            q, e = float(quantile), float(error)
-        except ValueError:
-            q = e = math.nan
-        if not sep or not (0.0 <= q <= 1.0) or not (0.0 <= e <= 1.0):
-            raise ValueError(f"--metrics-config: summary_quantiles expects QUANTILE:ERROR pairs between 0 and 1 "
-                             f"separated by commas (e.g. 0.5:0.05,0.99:0.001), got '{part}' in '{value}'")
-        pairs.append((q, e))
-    return tuple(pairs)
-
 
 _LOG_GAMMA = math.log((1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR))
 
@@ -157,4 +101,4 @@ class LatencySummaries:
             window.observe(ns / 1000, now)
 
 
-__all__ = ["DEFAULT_QUANTILES", "LatencySummaries", "MetricsSettings", "SUMMARY_STATISTICS", "WindowedQuantiles"]
+__all__ = ["LatencySummaries", "MetricsSettings", "SUMMARY_STATISTICS", "WindowedQuantiles"]

@@ -8,13 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from pytriton.core.latency_summary import (
-    DEFAULT_QUANTILES,
-    RELATIVE_ERROR,
-    LatencySummaries,
-    MetricsSettings,
-    WindowedQuantiles,
-)
+from pytriton._metrics_config import DEFAULT_QUANTILES, MetricsSettings
+from pytriton.core.latency_summary import RELATIVE_ERROR, LatencySummaries, WindowedQuantiles
 
 
 class FakeClock:
