@@ -9,7 +9,7 @@ import math
 # Triton's default `summary_quantiles` (quantile: allowed rank error).
 DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
     (0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.001))
-_SETTINGS = ("counter_latencies", "summary_latencies", "summary_quantiles")
+_SETTINGS = ("counter_latencies", "histogram_latencies", "summary_latencies", "summary_quantiles")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +17,7 @@ class MetricsSettings:
     """What `--metrics-config KEY=VALUE` chose (Triton's keys that this server implements)."""
 
     counter_latencies: bool = True
+    histogram_latencies: bool = False
     summary_latencies: bool = False
     summary_quantiles: tuple[tuple[float, float], ...] = DEFAULT_QUANTILES
 

@@ -117,7 +117,8 @@ def main() -> None:
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True, help="0 = any free port.")
 @click.option("--metrics-config", multiple=True, metavar="KEY=VALUE",
               help="As Triton's: summary_latencies=true adds the nv_inference_*_summary_us quantiles (last minute), "
-                   "summary_quantiles=0.5:0.05,0.99:0.001 picks them, counter_latencies=false drops the "
+                   "summary_quantiles=0.5:0.05,0.99:0.001 picks them, histogram_latencies=true adds "
+                   "nv_inference_first_response_histogram_ms (decoupled models), counter_latencies=false drops the "
                    "*_duration_us counters. Repeatable.")
 @click.option("--allow-grpc/--no-allow-grpc", default=True, show_default=True)
 @click.option("--allow-http/--no-allow-http", default=True, show_default=True)

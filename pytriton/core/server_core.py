@@ -14,7 +14,7 @@ import time
 from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
-from pytriton.core.latency_summary import LatencySummaries, MetricsSettings
+from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
@@ -90,6 +90,8 @@ class ServerCore:
         model = Model(config=config, scheduler=scheduler, source=source)
         if self.metrics.summary_latencies:
             model.stats.summaries = LatencySummaries(self.metrics)
+        if self.metrics.histogram_latencies and config.decoupled:
+            model.stats.first_response = FirstResponseHistogram()
         stats_holder.append(model)
         source.bind(scheduler)
         self.registry.add(model)
@@ -265,6 +267,7 @@ class ServerCore:
         total = ExecutionStats()
         queue_ns = 0
         completed = False
+        first_response = model.stats.first_response  # None unless histogram_latencies: nothing to time
         try:
             while True:
                 try:
@@ -278,6 +281,9 @@ class ServerCore:
                 total.compute_infer_ns += item.stats.compute_infer_ns
                 total.compute_output_ns += item.stats.compute_output_ns
                 if response is not None:
+                    if first_response is not None:
+                        first_response.observe(time.perf_counter_ns() - start)
+                        first_response = None
                     yield response
                 if item.final:
                     completed = True

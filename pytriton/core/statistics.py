@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pytriton.core.latency_summary import LatencySummaries
+from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries
 
 _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
 
@@ -20,6 +20,8 @@ class ModelStatistics:
         self.last_inference_ms = 0
         self.batch: dict[int, dict[str, list[int]]] = {}
         self.summaries: LatencySummaries | None = None  # with `--metrics-config summary_latencies=true`
+        # a decoupled model's, with `--metrics-config histogram_latencies=true`
+        self.first_response: FirstResponseHistogram | None = None
 
     def record_success(
         self, batch_size: int, total_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int

@@ -9,7 +9,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Metric
 
 from pytriton.core.server_core import ServerCore
-from pytriton.frontend.metrics.summaries import summary_metrics
+from pytriton.frontend.metrics.latency import first_response_metrics, summary_metrics
 
 # (metric name, help, statistic, divisor) — durations are exported in microseconds as Triton does.
 _COUNTERS = (
@@ -102,6 +102,7 @@ class TritonMetricsCollector:
                                {"model": model.name, "version": str(model.version)}, model.scheduler.queue_size)
         yield pending
         yield from summary_metrics(models)
+        yield from first_response_metrics(models)
 
         up = Metric("pytriton_model_instance_up", "1 if the worker process of the model instance is serving", "gauge")
         restarts = Metric("pytriton_model_instance_restarts", "Times the worker process of the model instance was "
@@ -170,7 +171,7 @@ def render_metrics(registry: CollectorRegistry) -> bytes:
     lines = []
     for metric in registry.collect():
         lines.append(f"# HELP {metric.name} {_escape(metric.documentation, False)}")
-        kind = metric.type if metric.type in ("counter", "gauge", "summary") else "untyped"
+        kind = metric.type if metric.type in ("counter", "gauge", "summary", "histogram") else "untyped"
         lines.append(f"# TYPE {metric.name} {kind}")
         for sample in metric.samples:
             labels = ",".join(f'{k}="{_escape(str(v), True)}"' for k, v in sample.labels.items())

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from pytriton._metrics_config import DEFAULT_QUANTILES, MetricsSettings
-from pytriton.core.latency_summary import RELATIVE_ERROR, LatencySummaries, WindowedQuantiles
+from pytriton.core.latency_metrics import (
+    FIRST_RESPONSE_BUCKETS_MS,
+    RELATIVE_ERROR,
+    FirstResponseHistogram,
+    LatencySummaries,
+    WindowedQuantiles,
+)
 
 
 class FakeClock:
@@ -77,7 +83,7 @@ def test_parse_metrics_config():
 
 @pytest.mark.parametrize("item, message", [
     ("summary_latencies", "expects KEY=VALUE"),
-    ("histogram_latencies=true", "unknown setting 'histogram_latencies'"),
+    ("cache_latencies=true", "unknown setting 'cache_latencies'"),
     ("summary_latencies=maybe", "summary_latencies expects true or false, got 'maybe'"),
     ("summary_quantiles=0.5", "got '0.5'"),
     ("summary_quantiles=1.5:0.01", "got '1.5:0.01'"),
@@ -97,3 +103,18 @@ def test_triton_config_metrics_config_reaches_the_server_config():
     assert ServerConfig.from_json(config.to_json()).metrics_config == ["summary_latencies=true"]
     with pytest.raises(PyTritonValidationError, match="TritonConfig.metrics_config: .*unknown setting 'cache'"):
         TritonConfig(metrics_config=["cache=true"])
+
+
+def test_first_response_histogram_buckets_in_whole_milliseconds():
+    histogram = FirstResponseHistogram()
+    assert FIRST_RESPONSE_BUCKETS_MS == (100, 500, 2000, 5000)  # Triton's default buckets
+    for ms in (0.4, 99.9, 100.0, 100.9, 101, 499, 1999, 5000, 5001, 60000):
+        histogram.observe(int(ms * 1_000_000))
+    # 100.9 ms counts as 100 (Triton records whole milliseconds); a bucket holds the values <= its bound.
+    assert histogram.cumulative() == [(100, 4), (500, 6), (2000, 7), (5000, 8), (math.inf, 10)]
+    assert histogram.sum_ms == 0 + 99 + 100 + 100 + 101 + 499 + 1999 + 5000 + 5001 + 60000
+
+
+def test_parse_histogram_latencies():
+    assert MetricsSettings.parse(["histogram_latencies=true"]).histogram_latencies
+    assert not MetricsSettings().histogram_latencies

@@ -1,4 +1,5 @@
-"""The sliding-window latency quantiles behind Triton's `nv_inference_*_summary_us` metrics.
+"""The latency metrics Triton offers beyond its counters: sliding-window quantiles (`nv_inference_*_summary_us`) and
+the first-response histogram of decoupled models (`nv_inference_first_response_histogram_ms`).
 
 A quantile is estimated from counts in logarithmic buckets (relative value error at most `RELATIVE_ERROR`): one
 O(1) update per observation, and a window of `AGE_BUCKETS` such tables rotated over `MAX_AGE_S`, as Prometheus
@@ -7,6 +8,7 @@ summaries slide (prometheus_client's Python Summary computes no quantiles at all
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from typing import Callable
@@ -101,4 +103,32 @@ class LatencySummaries:
             window.observe(ns / 1000, now)
 
 
-__all__ = ["LatencySummaries", "MetricsSettings", "SUMMARY_STATISTICS", "WindowedQuantiles"]
+# Triton's default buckets of `nv_inference_first_response_histogram_ms`, in milliseconds (then +Inf).
+FIRST_RESPONSE_BUCKETS_MS: tuple[float, ...] = (100, 500, 2000, 5000)
+
+
+class FirstResponseHistogram:
+    """Time from a request's arrival to its first response, for a decoupled model: cumulative bucket counts."""
+
+    def __init__(self, bounds_ms: tuple[float, ...] = FIRST_RESPONSE_BUCKETS_MS) -> None:
+        self.bounds_ms = bounds_ms
+        self.counts = [0] * (len(bounds_ms) + 1)  # per bucket (the last one: above every bound), not cumulative
+        self.sum_ms = 0
+
+    def observe(self, duration_ns: int) -> None:
+        """One first response, `duration_ns` after its request arrived (whole milliseconds, as Triton records it)."""
+        ms = duration_ns // 1_000_000
+        self.counts[bisect.bisect_left(self.bounds_ms, ms)] += 1
+        self.sum_ms += ms
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(upper bound, observations <= it) per bucket, the last bound +Inf."""
+        out, total = [], 0
+        for bound, count in zip((*self.bounds_ms, math.inf), self.counts):
+            total += count
+            out.append((bound, total))
+        return out
+
+
+__all__ = ["FIRST_RESPONSE_BUCKETS_MS", "FirstResponseHistogram", "LatencySummaries", "MetricsSettings",
+           "SUMMARY_STATISTICS", "WindowedQuantiles"]

@@ -1,6 +1,9 @@
-"""`--metrics-config`: Triton's latency summaries (quantiles of known request timings) and counter_latencies=false."""
+"""`--metrics-config`: Triton's latency summaries (quantiles of known request timings), the first-response histogram of
+decoupled models and counter_latencies=false."""
 
 from __future__ import annotations
+
+import queue
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -64,11 +67,12 @@ def test_summary_quantiles_of_known_timings():
 
 def test_custom_quantiles_and_no_latency_counters():
     args = ("--metrics-config", "summary_latencies=true", "--metrics-config", "summary_quantiles=0.25:0.01,1:0.001",
-            "--metrics-config", "counter_latencies=false")
+            "--metrics-config", "counter_latencies=false", "--metrics-config", "histogram_latencies=true")
     with serve("tests.models:slow_pid", *SLOW_ARGS, *args) as server:
         _infer(server.grpc_url, [FAST_S, FAST_S, FAST_S, SLOW_S])
         families = _families(server)
         assert not [name for name in families if name.endswith("_duration_us")]
+        assert "nv_inference_first_response_histogram_ms" not in families  # as Triton: decoupled models only
         assert families["nv_inference_request_success"].samples[0].value == 4
         request = {s.labels.get("quantile"): s.value for s in families["nv_inference_request_summary_us"].samples
                    if s.labels.get("quantile")}
@@ -84,3 +88,39 @@ def test_summaries_are_off_by_default():
         families = _families(server)
         assert "nv_inference_request_duration_us" in families
         assert not [name for name in families if name.endswith("_summary_us")]
+
+
+def _stream(url: str, delays_and_counts: list[tuple[float, int]]) -> None:
+    """One request after the other on a stream, each answered in full before the next is sent."""
+    results: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(url) as client:
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        for delay, count in delays_and_counts:
+            x = grpcclient.InferInput("COUNT", [1], "INT32")
+            x.set_data_from_numpy(np.array([count], dtype=np.int32))
+            client.async_stream_infer("delayed_countdown", [x], parameters={"first_delay": delay},
+                                      enable_empty_final_response=True)
+            while True:
+                result, error = results.get(timeout=30)
+                assert error is None, error
+                if result.get_response().parameters["triton_final_response"].bool_param:
+                    break
+        client.stop_stream()
+
+
+def test_first_response_histogram_of_a_decoupled_model():
+    args = ["--decoupled", *tensor_args("input", [("COUNT", "int32", "1")]),
+            *tensor_args("output", [("VALUE", "int32", "1")]), "--metrics-config", "histogram_latencies=true"]
+    with serve("tests.models:delayed_countdown", *args) as server:
+        # First responses after ~10 ms, ~300 ms and ~700 ms (then 2 more responses each); a request answered by
+        # no response at all has no first response.
+        _stream(server.grpc_url, [(0.01, 3), (0.3, 3), (0.7, 3), (0.0, 0)])
+        family = _families(server)["nv_inference_first_response_histogram_ms"]
+        assert family.type == "histogram"
+        values = {(s.name.rsplit("_", 1)[-1], s.labels.get("le")): s.value for s in family.samples}
+        assert {le: v for (kind, le), v in values.items() if kind == "bucket"} == {
+            "100": 1, "500": 2, "2000": 3, "5000": 3, "+Inf": 3}  # Triton's default buckets, cumulative
+        assert values[("count", None)] == 3
+        assert 1010 <= values[("sum", None)] < 1010 + 3 * 150  # whole milliseconds
+        assert {s.labels["model"] for s in family.samples} == {"delayed_countdown"}
+        assert "# TYPE nv_inference_first_response_histogram_ms histogram\n" in scrape(server)
