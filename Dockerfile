@@ -35,8 +35,9 @@ EXPOSE 8000 8001 8002
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "/usr/local/bin/pytriton-healthcheck"]
 
-# The latency summaries feed the dashboard's percentiles (deploy/grafana/pytriton.json); a later
-# `--metrics-config summary_latencies=false` in the command turns them off.
-ENTRYPOINT ["pytriton", "serve", "--metrics-config", "summary_latencies=true"]
+# The latency summaries and the first-response histogram (decoupled models) feed the dashboard's percentiles
+# (deploy/grafana/pytriton.json); a later `--metrics-config summary_latencies=false` in the command turns one off.
+ENTRYPOINT ["pytriton", "serve", "--metrics-config", "summary_latencies=true", \
+            "--metrics-config", "histogram_latencies=true"]
 CMD ["examples.add_sub:add_sub", "--input", "INPUT0:int32:16", "--input", "INPUT1:int32:16", \
      "--output", "OUTPUT0:int32:16", "--output", "OUTPUT1:int32:16", "--max-batch-size", "8"]

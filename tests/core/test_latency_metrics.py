@@ -79,6 +79,8 @@ def test_parse_metrics_config():
                                       "counter_latencies=false"])
     assert settings == MetricsSettings(counter_latencies=False, summary_latencies=True,
                                        summary_quantiles=((0.5, 0.05), (0.99, 0.001)))
+    # A later item wins (the container's entry point sets summary_latencies=true; a command may turn it off).
+    assert not MetricsSettings.parse(["summary_latencies=true", "summary_latencies=false"]).summary_latencies
 
 
 @pytest.mark.parametrize("item, message", [

@@ -13,6 +13,7 @@ import tritonclient.http as httpclient
 
 from tests.conftest import REPO, serve, tensor_args
 from tests.e2e.test_metrics import scrape
+from tests.e2e.test_metrics_latency import stream_delayed_countdown
 
 DASHBOARD = REPO / "deploy" / "grafana" / "pytriton.json"
 DEPLOYMENT_GUIDE = REPO / "docs" / "guide" / "deployment.md"
@@ -126,11 +127,20 @@ SERVER_ARGS = ["--max-batch-size", "8", *tensor_args("input", [("IN_X", "fp32", 
                *tensor_args("output", [("OUT_X", "fp32", "4")]), "--metrics-config", "summary_latencies=true"]
 
 
+DECOUPLED_ARGS = ["--decoupled", *tensor_args("input", [("COUNT", "int32", "1")]),
+                  *tensor_args("output", [("VALUE", "int32", "1")]), "--metrics-config", "histogram_latencies=true"]
+
+
 @pytest.fixture(scope="module")
 def metrics_page() -> str:
-    """/metrics of a server (summaries on) after a few inferences."""
+    """/metrics of two servers after a few requests, one after the other: a model with the summaries on, and a
+    decoupled one with the first-response histogram on."""
     with serve("tests.models:identity", *SERVER_ARGS) as server:
-        yield _traffic_and_scrape(server)
+        page = _traffic_and_scrape(server)
+    with serve("tests.models:delayed_countdown", *DECOUPLED_ARGS) as server:
+        stream_delayed_countdown(server.grpc_url, [(0.0, 2)])
+        page += scrape(server)
+    return page
 
 
 def test_every_dashboard_metric_is_served(metrics_page):

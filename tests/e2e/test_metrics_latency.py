@@ -90,7 +90,7 @@ def test_summaries_are_off_by_default():
         assert not [name for name in families if name.endswith("_summary_us")]
 
 
-def _stream(url: str, delays_and_counts: list[tuple[float, int]]) -> None:
+def stream_delayed_countdown(url: str, delays_and_counts: list[tuple[float, int]]) -> None:
     """One request after the other on a stream, each answered in full before the next is sent."""
     results: queue.Queue = queue.Queue()
     with grpcclient.InferenceServerClient(url) as client:
@@ -114,7 +114,7 @@ def test_first_response_histogram_of_a_decoupled_model():
     with serve("tests.models:delayed_countdown", *args) as server:
         # First responses after ~10 ms, ~300 ms and ~700 ms (then 2 more responses each); a request answered by
         # no response at all has no first response.
-        _stream(server.grpc_url, [(0.01, 3), (0.3, 3), (0.7, 3), (0.0, 0)])
+        stream_delayed_countdown(server.grpc_url, [(0.01, 3), (0.3, 3), (0.7, 3), (0.0, 0)])
         family = _families(server)["nv_inference_first_response_histogram_ms"]
         assert family.type == "histogram"
         values = {(s.name.rsplit("_", 1)[-1], s.labels.get("le")): s.value for s in family.samples}
