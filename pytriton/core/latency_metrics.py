@@ -22,7 +22,8 @@ RELATIVE_ERROR = 0.01  # a reported quantile is within 1% of the value of some o
 # The durations of ModelStatistics that have a summary, in the order record_success passes them.
 SUMMARY_STATISTICS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
 
-_LOG_GAMMA = math.log((1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR))
+_GAMMA = (1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR)  # the ratio of a bucket's upper to its lower bound
+_LOG_GAMMA = math.log(_GAMMA)
 
 
 class WindowedQuantiles:
@@ -83,8 +84,7 @@ def _value(index: int) -> float:
     """The representative of a bucket: within RELATIVE_ERROR of every value that falls in it."""
     if index == 0:
         return 0.0
-    gamma = math.exp(_LOG_GAMMA)
-    return 2 * gamma ** index / (gamma + 1)
+    return 2 * _GAMMA ** index / (_GAMMA + 1)
 
 
 class LatencySummaries:
@@ -108,7 +108,7 @@ FIRST_RESPONSE_BUCKETS_MS: tuple[float, ...] = (100, 500, 2000, 5000)
 
 
 class FirstResponseHistogram:
-    """Time from a request's arrival to its first response, for a decoupled model: cumulative bucket counts."""
+    """Time from a request's arrival to its first response, for a decoupled model: counts per bucket and the sum."""
 
     def __init__(self, bounds_ms: tuple[float, ...] = FIRST_RESPONSE_BUCKETS_MS) -> None:
         self.bounds_ms = bounds_ms
