@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from pytriton import _env
+from pytriton._metrics_config import MetricsSettings
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.server_config import ServerConfig
 
@@ -51,7 +52,6 @@ _IGNORED_FIELDS = {
     "grpc_http2_max_ping_strikes": "grpc defaults are used",
     "allow_cpu_metrics": "CPU metrics are always exported with the metrics endpoint",
     "metrics_interval_ms": "metrics are computed when scraped",
-    "metrics_config": "not applicable to this server",
     "cache_config": "the response cache is not implemented",
     "cache_directory": "the response cache is not implemented",
     "buffer_manager_thread_count": "not applicable to this server",
@@ -133,6 +133,10 @@ class TritonConfig:
             )
         if self.execution_timeout_secs is not None and not self.execution_timeout_secs > 0:
             raise PyTritonValidationError("TritonConfig.execution_timeout_secs must be a number of seconds > 0")
+        try:
+            MetricsSettings.parse(self.metrics_config or [])
+        except ValueError as exc:
+            raise PyTritonValidationError(f"TritonConfig.metrics_config: {exc}") from None
         if self.allow_sagemaker or self.allow_vertex_ai:
             raise PyTritonValidationError("SageMaker and Vertex AI modes are not supported by this server")
         for name, reason in _IGNORED_FIELDS.items():
@@ -250,6 +254,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         log_level=log_level,
         exit_timeout_s=exit_timeout_of(config),
         execution_timeout_s=config.execution_timeout_secs,
+        metrics_config=list(config.metrics_config or []),
         exit_with_parent=True,
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol

@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from pytriton._metrics_config import MetricsSettings
 from pytriton.control_service import ControlService
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
@@ -92,6 +93,7 @@ class Server:
                 gpu_available=gpu_available(),
                 pipeline_depth=config.pipeline_depth,
                 execution_timeout_s=config.execution_timeout_s,
+                metrics=MetricsSettings.parse(config.metrics_config),
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             await core.start()

@@ -11,6 +11,7 @@ import click
 
 from pytriton import _env
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
+from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
 from pytriton.exceptions import PyTritonError
@@ -120,6 +121,11 @@ def main() -> None:
 @click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0 = any free port.")
 @click.option("--metrics-address", default="0.0.0.0", show_default=True)
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True, help="0 = any free port.")
+@click.option("--metrics-config", multiple=True, metavar="KEY=VALUE",
+              help="As Triton's: summary_latencies=true adds the nv_inference_*_summary_us quantiles (last minute), "
+                   "summary_quantiles=0.5:0.05,0.99:0.001 picks them, histogram_latencies=true adds "
+                   "nv_inference_first_response_histogram_ms (decoupled models), counter_latencies=false drops the "
+                   "*_duration_us counters. Repeatable.")
 @click.option("--allow-grpc/--no-allow-grpc", default=True, show_default=True)
 @click.option("--allow-http/--no-allow-http", default=True, show_default=True)
 @click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
@@ -199,6 +205,7 @@ def serve(
     http_port: int,
     metrics_address: str,
     metrics_port: int,
+    metrics_config: tuple[str, ...],
     allow_grpc: bool,
     allow_http: bool,
     allow_metrics: bool,
@@ -255,6 +262,10 @@ def serve(
             AccessPolicy.from_specs(list(specs))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
+    try:
+        MetricsSettings.parse(metrics_config)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--metrics-config: "), param_hint="--metrics-config") from None
     _tune_malloc()
     config = build_model_config(callable_target, describe_target(callable_target), flags)
     try:
@@ -291,6 +302,7 @@ def serve(
             grpc_restricted_protocol=list(grpc_restricted_protocol),
             metrics_address=metrics_address,
             metrics_port=metrics_port,
+            metrics_config=list(metrics_config),
             log_level=log_level,
             exit_timeout_s=exit_timeout,
             execution_timeout_s=execution_timeout,

@@ -46,6 +46,7 @@ class ServerConfig:
     allow_gpu_metrics: bool = True  # nv_gpu_* per visible GPU (through NVML) on the metrics port
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
+    metrics_config: list[str] = dataclasses.field(default_factory=list)  # Triton's `--metrics-config KEY=VALUE`
     trace_file: str = ""
     allow_client_shm: bool = True
     shm_local_only: bool = True

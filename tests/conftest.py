@@ -50,8 +50,9 @@ class ServerProcess:
     """A `pytriton serve` process with its log; `grpc_url` once it is ready."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0,
-                 cwd: Path | None = None):
-        cmd = [sys.executable, "-m", "pytriton.cli", "serve", *args]
+                 cwd: Path | None = None, program: list[str] | None = None):
+        """`program` (default `python -m pytriton.cli serve`) runs with `args`, then ports 0 on 127.0.0.1."""
+        cmd = [*(program or [sys.executable, "-m", "pytriton.cli", "serve"]), *args]
         for service in ("grpc", "http", "metrics"):
             cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         full_env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")  # no server outlives a crashed test run

@@ -158,6 +158,12 @@ def slow_countdown(requests):
         yield [{"VALUE": np.array([count - 1 - step], dtype=np.int32)} for _ in requests]
 
 
+def delayed_countdown(requests):
+    """Decoupled: sleeps `first_delay` seconds (request parameter), then like countdown (COUNT = 0: no response)."""
+    time.sleep(max(float(r.parameters.get("first_delay", 0)) for r in requests))
+    yield from countdown(requests)
+
+
 def cuda_info(requests):
     """OUT_X = 2 * IN_X (numpy or cupy); KIND = b"cupy" when IN_X is a GPU array, else b"numpy"."""
     out = []

@@ -14,6 +14,7 @@ import time
 from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
+from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
@@ -42,8 +43,10 @@ class ServerCore:
         gpu_available: bool = False,
         pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
         execution_timeout_s: float | None = None,
+        metrics: MetricsSettings | None = None,
     ):
         self.registry = ModelRegistry()
+        self.metrics = metrics or MetricsSettings()
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.pipeline_depth = pipeline_depth
@@ -85,6 +88,10 @@ class ServerCore:
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
         model = Model(config=config, scheduler=scheduler, source=source)
+        if self.metrics.summary_latencies:
+            model.stats.summaries = LatencySummaries(self.metrics)
+        if self.metrics.histogram_latencies and config.decoupled:
+            model.stats.first_response = FirstResponseHistogram()
         stats_holder.append(model)
         source.bind(scheduler)
         self.registry.add(model)
@@ -260,6 +267,7 @@ class ServerCore:
         total = ExecutionStats()
         queue_ns = 0
         completed = False
+        first_response = model.stats.first_response  # None unless histogram_latencies: nothing to time
         try:
             while True:
                 try:
@@ -273,6 +281,9 @@ class ServerCore:
                 total.compute_infer_ns += item.stats.compute_infer_ns
                 total.compute_output_ns += item.stats.compute_output_ns
                 if response is not None:
+                    if first_response is not None:
+                        first_response.observe(time.perf_counter_ns() - start)
+                        first_response = None
                     yield response
                 if item.final:
                     completed = True

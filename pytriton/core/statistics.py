@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries
+
 _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
 
 
@@ -17,6 +19,9 @@ class ModelStatistics:
         self.execution_count = 0
         self.last_inference_ms = 0
         self.batch: dict[int, dict[str, list[int]]] = {}
+        self.summaries: LatencySummaries | None = None  # with `--metrics-config summary_latencies=true`
+        # a decoupled model's, with `--metrics-config histogram_latencies=true`
+        self.first_response: FirstResponseHistogram | None = None
 
     def record_success(
         self, batch_size: int, total_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
@@ -34,6 +39,8 @@ class ModelStatistics:
             entry[0] += 1
             entry[1] += ns
         self.inference_count += batch_size
+        if self.summaries is not None:
+            self.summaries.observe(total_ns, queue_ns, input_ns, infer_ns, output_ns)
         self.last_inference_ms = int(time.time() * 1000)
 
     def record_execution(self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int) -> None:

@@ -9,6 +9,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Metric
 
 from pytriton.core.server_core import ServerCore
+from pytriton.frontend.metrics.latency import first_response_metrics, summary_metrics
 
 # (metric name, help, statistic, divisor) — durations are exported in microseconds as Triton does.
 _COUNTERS = (
@@ -86,6 +87,8 @@ class TritonMetricsCollector:
     def collect(self) -> Iterator[Metric]:
         models = list(self.core.registry)
         for name, doc, key, divisor in _COUNTERS:
+            if divisor != 1 and not self.core.metrics.counter_latencies:
+                continue  # `--metrics-config counter_latencies=false`: the *_duration_us counters are left out
             metric = Metric(name, doc, "counter")
             for model in models:
                 value = _stat(model.stats, key)
@@ -98,6 +101,8 @@ class TritonMetricsCollector:
             pending.add_sample("nv_inference_pending_request_count",
                                {"model": model.name, "version": str(model.version)}, model.scheduler.queue_size)
         yield pending
+        yield from summary_metrics(models)
+        yield from first_response_metrics(models)
 
         up = Metric("pytriton_model_instance_up", "1 if the worker process of the model instance is serving", "gauge")
         restarts = Metric("pytriton_model_instance_restarts", "Times the worker process of the model instance was "
@@ -168,7 +173,8 @@ def render_metrics(registry: CollectorRegistry) -> bytes:
     lines = []
     for metric in registry.collect():
         lines.append(f"# HELP {metric.name} {_escape(metric.documentation, False)}")
-        lines.append(f"# TYPE {metric.name} {metric.type if metric.type in ('counter', 'gauge') else 'untyped'}")
+        kind = metric.type if metric.type in ("counter", "gauge", "summary", "histogram") else "untyped"
+        lines.append(f"# TYPE {metric.name} {kind}")
         for sample in metric.samples:
             labels = ",".join(f'{k}="{_escape(str(v), True)}"' for k, v in sample.labels.items())
             lines.append(f"{sample.name}{{{labels}}} {_number(sample.value)}" if labels
