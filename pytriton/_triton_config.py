@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from pytriton import _env
+from pytriton.core.trace import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.server_config import ServerConfig
 
@@ -56,7 +57,6 @@ _IGNORED_FIELDS = {
     "cache_config": "the response cache is not implemented",
     "cache_directory": "the response cache is not implemented",
     "buffer_manager_thread_count": "not applicable to this server",
-    "trace_config": "tracing output is not implemented; trace settings are kept but not acted upon",
     "sagemaker_port": "SageMaker mode is not supported",
     "sagemaker_safe_port_range": "SageMaker mode is not supported",
     "sagemaker_thread_count": "SageMaker mode is not supported",
@@ -134,6 +134,13 @@ class TritonConfig:
             )
         if self.execution_timeout_secs is not None and not self.execution_timeout_secs > 0:
             raise PyTritonValidationError("TritonConfig.execution_timeout_secs must be a number of seconds > 0")
+        if self.trace_config is not None:
+            if isinstance(self.trace_config, str):
+                self.trace_config = [self.trace_config]
+            try:
+                parse_trace_config(self.trace_config)
+            except ValueError as exc:
+                raise PyTritonValidationError(f"TritonConfig.trace_config: {exc}") from None
         if self.allow_sagemaker or self.allow_vertex_ai:
             raise PyTritonValidationError("SageMaker and Vertex AI modes are not supported by this server")
         for name, reason in _IGNORED_FIELDS.items():
@@ -250,6 +257,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         log_level=log_level,
         exit_timeout_s=exit_timeout_of(config),
         execution_timeout_s=config.execution_timeout_secs,
+        trace_config=list(config.trace_config or []),
         exit_with_parent=True,
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol

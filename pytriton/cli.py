@@ -12,6 +12,7 @@ import click
 from pytriton import _env
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
+from pytriton.core.trace import parse_trace_config
 from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
@@ -166,6 +167,10 @@ def main() -> None:
 @click.option("--execution-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="An execution that runs longer fails its requests and its worker is killed and restarted "
                    "(for a streaming model: no response for this long). Default: no limit.")
+@click.option("--trace-config", "trace_config", multiple=True, metavar="[MODE,]SETTING=VALUE",
+              help="Tracing, as Triton's --trace-config; repeatable: level=TIMESTAMPS, rate=N, count=N, "
+                   "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
+                   "opentelemetry,resource=KEY=VALUE.")
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -215,6 +220,7 @@ def serve(
     http_idle_timeout: float,
     exit_timeout: float,
     execution_timeout: float | None,
+    trace_config: tuple[str, ...],
     log_level: str,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE over Triton's gRPC and HTTP protocols."""
@@ -261,6 +267,10 @@ def serve(
             AccessPolicy.from_specs(list(specs))
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
+    try:
+        parse_trace_config(trace_config)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trace-config") from None
     _tune_malloc()
     try:
         server_config = ServerConfig.from_env(
@@ -298,6 +308,7 @@ def serve(
             log_level=log_level,
             exit_timeout_s=exit_timeout,
             execution_timeout_s=execution_timeout,
+            trace_config=list(trace_config),
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None

@@ -45,7 +45,8 @@ class ServerConfig:
     allow_metrics: bool = True
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
-    trace_file: str = ""
+    trace_file: str = ""  # the same as trace_config ["triton,file=..."]
+    trace_config: list[str] = dataclasses.field(default_factory=list)  # Triton's --trace-config entries
     allow_client_shm: bool = True
     shm_local_only: bool = True
     http_restricted_api: list[str] = dataclasses.field(default_factory=list)

@@ -16,6 +16,7 @@ from typing import Any, AsyncGenerator, Callable
 from pytriton.core.classification import classify
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
+from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, Trace
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
@@ -240,16 +241,25 @@ class ServerCore:
     async def infer(self, request: InferRequest) -> InferResponse:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
         start = time.perf_counter_ns()
+        trace = request.trace
+        if trace is not None:
+            trace.stamp(REQUEST_START, start)
         model, job = self._submit(request, stream=False)
+        if trace is not None:
+            trace.stamp(QUEUE_START, job.enqueued_ns)
         future = job.future
         assert future is not None
         try:
             delivery: Delivery = await self._receive(model, job, lambda: future)
+            if trace is not None:
+                _stamp_compute(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
         except ServerError:
             model.stats.record_failure(time.perf_counter_ns() - start)
             raise
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
+        if trace is not None:
+            trace.stamp(REQUEST_END)
         return response
 
     async def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
@@ -319,6 +329,10 @@ class ServerCore:
             model.scheduler.fail_all("the server is stopping")
         await asyncio.gather(*(m.source.stop(timeout_s) for m in models), return_exceptions=True)
         self.live = False
+
+
+def _stamp_compute(trace: Trace, stats: ExecutionStats) -> None:
+    trace.stamp_compute(stats.compute_start_ns, stats.compute_input_ns, stats.compute_infer_ns, stats.compute_output_ns)
 
 
 __all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]

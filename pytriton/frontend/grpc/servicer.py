@@ -22,6 +22,15 @@ from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
+from pytriton.core.trace import (
+    GRPC_SEND_END,
+    GRPC_SEND_START,
+    GRPC_WAITREAD_END,
+    GRPC_WAITREAD_START,
+    Tracer,
+    finish_on_sent,
+    now_ns,
+)
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
@@ -148,12 +157,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         header_forward_pattern: str | None = None,
         access: AccessPolicy | None = None,
         max_stream_requests_in_flight: int = 128,
+        tracer: Tracer | None = None,
     ):
         self.core = core
         self.max_stream_requests_in_flight = max_stream_requests_in_flight
         self.access = access or AccessPolicy(header_prefix=GRPC_HEADER_PREFIX)
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
+        self.tracer = tracer or Tracer(self.trace_settings)
         self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self._config_cache: dict[tuple[str, str], tuple[Model, pb.ModelConfigResponse]] = {}
 
@@ -221,11 +232,41 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         model = self.core.registry.get(request.model_name, request.model_version)
         if model.config.decoupled:
             raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
+        if self.tracer.active:
+            return await self._traced_infer(request, context)
         infer_request = to_infer_request(request)
         if _uses_shm(infer_request):
             self._allow("shared-memory", context)
         self._forward_headers(infer_request, context)
         return to_infer_response(await self.core.infer(infer_request))
+
+    async def _traced_infer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
+        """ModelInfer while tracing is on: the request may be traced (then with the gRPC front-end's timestamps)."""
+        received = now_ns()
+        trace = self.tracer.start(request.model_name, request.model_version, _traceparent(context))
+        if trace is None:
+            infer_request = to_infer_request(request)
+        else:
+            trace.stamp(GRPC_WAITREAD_START, received)
+            infer_request = to_infer_request(request)
+            trace.stamp(GRPC_WAITREAD_END)
+            trace.request_id = infer_request.id
+            infer_request.trace = trace
+        try:
+            if _uses_shm(infer_request):
+                self._allow("shared-memory", context)
+            self._forward_headers(infer_request, context)
+            response = await self.core.infer(infer_request)
+            if trace is not None:
+                trace.stamp(GRPC_SEND_START)
+            wire = to_infer_response(response)
+        except BaseException:
+            if trace is not None:
+                self.tracer.finish(trace)
+            raise
+        if trace is not None:
+            wire.on_sent = finish_on_sent(self.tracer, trace, GRPC_SEND_END, wire.on_sent)
+        return wire
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[InferRequestView], context: CallContext
@@ -422,6 +463,13 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
 def _no_explicit_control() -> ServerError:
     return ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+
+
+def _traceparent(context: CallContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "traceparent" and isinstance(value, str):
+            return value
+    return None
 
 
 def _string_metadata(context: CallContext) -> dict[str, str]:

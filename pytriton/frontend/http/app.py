@@ -14,6 +14,16 @@ import orjson
 
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.core.trace import (
+    HTTP_RECV_END,
+    HTTP_RECV_START,
+    HTTP_SEND_END,
+    HTTP_SEND_START,
+    Trace,
+    Tracer,
+    finish_on_sent,
+    now_ns,
+)
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
@@ -152,8 +162,10 @@ class HttpApp:
         max_input_bytes: int = 64 * 1024 * 1024,
         access: AccessPolicy | None = None,
         connection_info: dict[str, Any] | None = None,
+        tracer: Tracer | None = None,
     ):
         self.core = core
+        self.tracer = tracer or Tracer(trace_settings)
         self.connection_info = connection_info  # where a RemoteTriton on this host connects to host models
         self.access = access or AccessPolicy()
         self.log_settings = log_settings
@@ -415,6 +427,21 @@ class HttpApp:
         return spec.name, spec.datatype, lead + tuple(shape)
 
     async def _infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
+        if self.tracer.active:
+            received = now_ns()
+            trace = self.tracer.start(name, version, request.headers.get("traceparent"))
+            if trace is not None:
+                trace.stamp(HTTP_RECV_START, received)
+                try:
+                    response = await self._infer_one(request, name, version, trace)
+                except BaseException:
+                    self.tracer.finish(trace)
+                    raise
+                response.on_sent = finish_on_sent(self.tracer, trace, HTTP_SEND_END, response.on_sent)
+                return response
+        return await self._infer_one(request, name, version, None)
+
+    async def _infer_one(self, request: HttpRequest, name: str, version: str, trace: Trace | None) -> HttpResponse:
         headers = request.headers
         # The connection bounds the body as received (413), `_decompress` as inflated.
         body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
@@ -432,7 +459,13 @@ class HttpApp:
         model = self.core.registry.get(name, version)
         if model.config.decoupled:
             raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
+        if trace is not None:
+            trace.stamp(HTTP_RECV_END)
+            trace.request_id = infer_request.id
+            infer_request.trace = trace
         response = await self.core.infer(infer_request)
+        if trace is not None:
+            trace.stamp(HTTP_SEND_START)
         try:
             parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
         except BaseException:

@@ -1,0 +1,109 @@
+"""Trace mode `opentelemetry`: each finished trace becomes spans exported over OTLP/HTTP (the `otel` extra), joined to
+the client's trace when the request carried a W3C `traceparent`.
+
+As Triton: a top-level span `InferRequest` (front-end receive/send events), a span named after the model (request
+and queue events, model attributes) and a `compute` span (compute events).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from pytriton.core.trace import (
+    COMPUTE_END,
+    COMPUTE_START,
+    REQUEST_END,
+    REQUEST_START,
+    Trace,
+    TraceConfig,
+    now_ns,
+)
+
+OTEL_EXTRA_HINT = ("trace mode 'opentelemetry' needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
+                   "pip install 'pytriton[otel]'")
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_COMPUTE = {"COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"}
+_MODEL = {"REQUEST_START", "QUEUE_START", "REQUEST_END"}
+
+
+def parse_traceparent(value: str) -> tuple[int, int, int] | None:
+    """(trace id, parent span id, flags) of a W3C `traceparent` header, or None when it is not a valid one."""
+    match = _TRACEPARENT.match(value.strip().lower())
+    if match is None or match.group(1) == "ff":
+        return None
+    trace_id, span_id = int(match.group(2), 16), int(match.group(3), 16)
+    if not trace_id or not span_id:
+        return None
+    return trace_id, span_id, int(match.group(4), 16)
+
+
+class OtelSpanExporter:
+    """The `TraceSink` of mode `opentelemetry`: a tracer provider with a batch span processor and an OTLP/HTTP
+    exporter to `config.otel_url`. Spans are built on the caller's thread; export happens in the SDK's thread."""
+
+    def __init__(self, config: TraceConfig):
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        except ImportError as exc:
+            raise RuntimeError(f"{OTEL_EXTRA_HINT} ({exc})") from None
+        from opentelemetry import trace as otel_trace
+
+        self._api = otel_trace
+        bsp = config.otel_bsp
+        self.provider = TracerProvider(resource=Resource.create(dict(config.otel_resource)))
+        self.provider.add_span_processor(BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=config.otel_url),
+            max_queue_size=bsp["bsp_max_queue_size"],
+            schedule_delay_millis=bsp["bsp_schedule_delay"],
+            max_export_batch_size=bsp["bsp_max_export_batch_size"],
+        ))
+        self.tracer = self.provider.get_tracer("pytriton")
+
+    def _parent_context(self, traceparent: str | None) -> Any:
+        parsed = parse_traceparent(traceparent) if traceparent else None
+        if parsed is None:
+            return None
+        trace_id, span_id, flags = parsed
+        api = self._api
+        remote = api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=api.TraceFlags(flags))
+        return api.set_span_in_context(api.NonRecordingSpan(remote))
+
+    def submit(self, trace: Trace) -> None:
+        if not trace.timestamps:
+            return
+        offset = time.time_ns() - now_ns()  # trace clock (monotonic) -> the wall clock OpenTelemetry uses
+        stamps = [(name, ns + offset) for name, ns in trace.timestamps]
+        at = dict(stamps)
+        api = self._api
+        first, last = min(ns for _, ns in stamps), max(ns for _, ns in stamps)
+        root = self.tracer.start_span("InferRequest", context=self._parent_context(trace.traceparent),
+                                      kind=api.SpanKind.SERVER, start_time=first)
+        model = self.tracer.start_span(trace.model_name, context=api.set_span_in_context(root),
+                                       start_time=at.get(REQUEST_START, first))
+        model.set_attributes({
+            "triton.model_name": trace.model_name, "triton.model_version": trace.model_version,
+            "triton.trace_id": trace.id, "triton.trace_parent_id": trace.parent_id,
+            "triton.request_id": trace.request_id,
+        })
+        compute = None
+        if COMPUTE_START in at:
+            compute = self.tracer.start_span("compute", context=api.set_span_in_context(model),
+                                             start_time=at[COMPUTE_START])
+        for name, ns in stamps:
+            span = compute if name in _COMPUTE and compute is not None else model if name in _MODEL else root
+            span.add_event(name, timestamp=ns)
+        if compute is not None:
+            compute.end(end_time=at.get(COMPUTE_END, at[COMPUTE_START]))
+        model.end(end_time=at.get(REQUEST_END, last))
+        root.end(end_time=last)
+
+    def close(self) -> None:
+        self.provider.shutdown()  # exports what the batch processor still holds
+
+
+__all__ = ["OtelSpanExporter", "OTEL_EXTRA_HINT", "parse_traceparent"]
