@@ -246,6 +246,7 @@ class ServerCore:
             trace.stamp(REQUEST_START, start)
         model, job = self._submit(request, stream=False)
         if trace is not None:
+            trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
             trace.stamp(QUEUE_START, job.enqueued_ns)
         future = job.future
         assert future is not None
