@@ -6,6 +6,9 @@ from __future__ import annotations
 import concurrent.futures
 import http.server
 import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import REPO, serve, tensor_args
 
 MODEL = "batch_size_seen"
 ARGS = [*tensor_args("input", [("INPUT", "fp32", "4")]), *tensor_args("output", [("SEEN", "int32", "2")]),
@@ -153,19 +156,32 @@ def test_settings_changed_at_run_time_apply(tmp_path):
         _check_ordered(trace)
 
 
-def test_bad_trace_config_is_refused_naming_the_key():
-    from tests.conftest import REPO
-    import subprocess
-    import sys
+def _serve_to_the_end(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", f"tests.models:{MODEL}", *ARGS,
+                           "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0", "--grpc-address",
+                           "127.0.0.1", "--http-address", "127.0.0.1", "--metrics-address", "127.0.0.1", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
 
+
+def test_bad_trace_config_is_refused_naming_the_key():
     for value, expected in (("rate=often", "--trace-config rate: expected an integer, got 'often'"),
                             ("level=LOUD", "--trace-config level: expected one of OFF, TIMESTAMPS, TENSORS"),
                             ("triton,url=x", "--trace-config triton,url: unknown Triton trace setting"),
                             ("colour=blue", "--trace-config colour: unknown trace setting")):
-        done = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", f"tests.models:{MODEL}", *ARGS,
-                               "--trace-config", value], cwd=REPO, capture_output=True, text=True, timeout=60)
+        done = _serve_to_the_end("--trace-config", value)
         assert done.returncode == 2, done.stderr
         assert expected in done.stderr, done.stderr
+
+
+def test_opentelemetry_mode_without_the_extra_says_what_to_install(tmp_path):
+    hidden = tmp_path / "opentelemetry"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("raise ImportError('opentelemetry is hidden by this test')\n")
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    done = _serve_to_the_end("--trace-config", "mode=opentelemetry", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("Error: trace mode 'opentelemetry' needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
+            "pip install 'pytriton[otel]'") in done.stderr
 
 
 # ---- OpenTelemetry ---------------------------------------------------------------------------------------------
