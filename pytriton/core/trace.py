@@ -23,6 +23,7 @@ REQUEST_START, QUEUE_START = "REQUEST_START", "QUEUE_START"
 COMPUTE_START, COMPUTE_INPUT_END = "COMPUTE_START", "COMPUTE_INPUT_END"
 COMPUTE_OUTPUT_START, COMPUTE_END = "COMPUTE_OUTPUT_START", "COMPUTE_END"
 REQUEST_END = "REQUEST_END"
+INFER_RESPONSE_COMPLETE = "INFER_RESPONSE_COMPLETE"  # each response of a decoupled model
 HTTP_SEND_START, HTTP_SEND_END = "HTTP_SEND_START", "HTTP_SEND_END"
 GRPC_SEND_START, GRPC_SEND_END = "GRPC_SEND_START", "GRPC_SEND_END"
 
@@ -185,6 +186,12 @@ class Trace:
 
     def stamp(self, name: str, ns: int | None = None) -> None:
         self.timestamps.append((name, now_ns() if ns is None else ns))
+
+    def received(self, request: Any, read_end: str) -> None:
+        """The front-end has decoded `request` (an InferRequest): stamp `read_end`, take its id, ride along with it."""
+        self.stamp(read_end)
+        self.request_id = request.id
+        request.trace = self
 
     def stamp_compute(self, start_ns: int, input_ns: int, infer_ns: int, output_ns: int) -> None:
         """The compute timestamps from what the instance measured: when it began and how long each part took."""

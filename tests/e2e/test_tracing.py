@@ -7,6 +7,7 @@ import concurrent.futures
 import http.server
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -154,6 +155,44 @@ def test_settings_changed_at_run_time_apply(tmp_path):
     assert sorted(t["request_id"] for t in traces.values()) == ["global"] * 3 + ["model"] * 2
     for trace in traces.values():
         _check_ordered(trace)
+
+
+def test_stream_requests_are_traced(tmp_path):
+    """ModelStreamInfer: a non-decoupled model's request is traced as with ModelInfer; a decoupled model's trace has
+    one INFER_RESPONSE_COMPLETE per response, between its COMPUTE_START and COMPUTE_END."""
+    trace_args = ["--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1"]
+    results: queue.Queue = queue.Queue()
+    path = tmp_path / "plain.json"
+    with serve(f"tests.models:{MODEL}", *ARGS, *trace_args, "--trace-config", f"triton,file={path}") as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        for i in range(3):
+            client.async_stream_infer(MODEL, [_input(grpcclient)], request_id=f"s{i}")
+        for _ in range(3):
+            assert results.get(timeout=30)[1] is None
+        client.stop_stream()
+    traces = _traces(path)
+    assert sorted(t["request_id"] for t in traces.values()) == ["s0", "s1", "s2"]
+    assert all(_check_ordered(t) == "GRPC" for t in traces.values())
+
+    path = tmp_path / "decoupled.json"
+    args = ["--decoupled", *tensor_args("input", [("COUNT", "int32", "1")]),
+            *tensor_args("output", [("VALUE", "int32", "1")]), *trace_args, "--trace-config", f"triton,file={path}"]
+    with serve("tests.models:countdown", *args) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        count = grpcclient.InferInput("COUNT", [1], "INT32")
+        count.set_data_from_numpy(np.array([3], dtype=np.int32))
+        client.async_stream_infer("countdown", [count], request_id="d", enable_empty_final_response=True)
+        for _ in range(4):
+            assert results.get(timeout=30)[1] is None
+        client.stop_stream()
+    (trace,) = _traces(path).values()
+    names = [ts["name"] for ts in trace["timestamps"]]
+    assert names == ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START",
+                     *["INFER_RESPONSE_COMPLETE"] * 3, "COMPUTE_END", "REQUEST_END"]
+    ns = [ts["ns"] for ts in trace["timestamps"]]
+    assert ns == sorted(ns)
 
 
 def _serve_to_the_end(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

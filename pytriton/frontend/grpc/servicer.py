@@ -22,19 +22,12 @@ from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
-from pytriton.core.trace import (
-    GRPC_SEND_END,
-    GRPC_SEND_START,
-    GRPC_WAITREAD_END,
-    GRPC_WAITREAD_START,
-    Tracer,
-    finish_on_sent,
-    now_ns,
-)
+from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Tracer, finish_on_sent
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
+from pytriton.frontend.grpc._trace import start_trace
 from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire, release_unsent
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto
@@ -242,16 +235,10 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def _traced_infer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
         """ModelInfer while tracing is on: the request may be traced (then with the gRPC front-end's timestamps)."""
-        received = now_ns()
-        trace = self.tracer.start(request.model_name, request.model_version, _traceparent(context))
-        if trace is None:
-            infer_request = to_infer_request(request)
-        else:
-            trace.stamp(GRPC_WAITREAD_START, received)
-            infer_request = to_infer_request(request)
-            trace.stamp(GRPC_WAITREAD_END)
-            trace.request_id = infer_request.id
-            infer_request.trace = trace
+        trace = start_trace(self.tracer, request, context)
+        infer_request = to_infer_request(request)
+        if trace is not None:
+            trace.received(infer_request, GRPC_WAITREAD_END)
         try:
             if _uses_shm(infer_request):
                 self._allow("shared-memory", context)
@@ -320,14 +307,25 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def _stream_one(self, request: InferRequestView, context: CallContext, responses: _StreamResponses) -> None:
         """Run one request of a stream; put its responses (or its error) on `responses`."""
+        trace = start_trace(self.tracer, request, context) if self.tracer.active else None
         try:
             infer_request = to_infer_request(request)
+            if trace is not None:
+                trace.received(infer_request, GRPC_WAITREAD_END)
             if _uses_shm(infer_request):
                 self._allow("shared-memory", context)
             self._forward_headers(infer_request, context)
             model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
             if not model.config.decoupled:
-                await responses.put(_stream_message(model, request, await self.core.infer(infer_request), True))
+                response = await self.core.infer(infer_request)
+                if trace is not None:
+                    trace.stamp(GRPC_SEND_START)
+                message = _stream_message(model, request, response, True)
+                if trace is not None and isinstance(message, StreamResponseWire):
+                    message.response.on_sent = finish_on_sent(self.tracer, trace, GRPC_SEND_END,
+                                                              message.response.on_sent)
+                    trace = None  # finished once sent
+                await responses.put(message)
                 return
             stream = self.core.infer_stream(infer_request)
             try:
@@ -344,6 +342,9 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 logger.exception("stream request failed")
             await responses.put(
                 pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
+        finally:
+            if trace is not None:  # a decoupled model's trace ends with its last response (or the request's error)
+                self.tracer.finish(trace)
 
     # ---- settings ----------------------------------------------------------------------------
     @_grpc_handler("trace")
@@ -463,13 +464,6 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
 def _no_explicit_control() -> ServerError:
     return ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
-
-
-def _traceparent(context: CallContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == "traceparent" and isinstance(value, str):
-            return value
-    return None
 
 
 def _string_metadata(context: CallContext) -> dict[str, str]:

@@ -460,9 +460,7 @@ class HttpApp:
         if model.config.decoupled:
             raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
         if trace is not None:
-            trace.stamp(HTTP_RECV_END)
-            trace.request_id = infer_request.id
-            infer_request.trace = trace
+            trace.received(infer_request, HTTP_RECV_END)
         response = await self.core.infer(infer_request)
         if trace is not None:
             trace.stamp(HTTP_SEND_START)
