@@ -85,9 +85,13 @@ def parse_trace_config(entries: list[str] | tuple[str, ...] | None, trace_file: 
     """
     config = TraceConfig(file=trace_file)
     levels: list[str] = []
+    carried = ""  # a mode given alone: the scope of the next entry (a comma-split "triton,file=..." list)
     for entry in entries or ():
         text = entry.strip()
-        scope = ""
+        scope, carried = carried, ""
+        if text in ("triton", "opentelemetry") and not scope:
+            carried = text
+            continue
         if "," in text.split("=", 1)[0]:
             scope, text = text.split(",", 1)
             scope = scope.strip()
@@ -133,6 +137,8 @@ def parse_trace_config(entries: list[str] | tuple[str, ...] | None, trace_file: 
         else:
             raise ValueError(f"--trace-config {key}: unknown trace setting (level, rate, count, mode, or "
                              "triton,<file|log-frequency>, opentelemetry,<url|resource|bsp_...>)")
+    if carried:
+        raise ValueError(f"--trace-config {carried}: expected <setting>=<value> after the mode")
     if levels:
         # As Triton: OFF given with another level leaves the other ones.
         config.level = [lvl for lvl in dict.fromkeys(levels) if lvl != "OFF"] or ["OFF"]

@@ -69,6 +69,14 @@ def test_parse_errors_name_the_setting(entry, message):
     assert message in str(info.value)
 
 
+def test_entries_split_at_commas_keep_their_mode():
+    """PYTRITON_TRITON_CONFIG_TRACE_CONFIG="triton,file=/t.json,level=TIMESTAMPS" arrives split at its commas."""
+    config = parse_trace_config(["triton", "file=/t.json", "level=TIMESTAMPS", "opentelemetry", "url=h:1/v1/traces"])
+    assert (config.file, config.level, config.otel_url) == ("/t.json", ["TIMESTAMPS"], "http://h:1/v1/traces")
+    with pytest.raises(ValueError, match="--trace-config triton: expected <setting>=<value> after the mode"):
+        parse_trace_config(["level=TIMESTAMPS", "triton"])
+
+
 def test_export_batch_larger_than_queue_is_refused():
     with pytest.raises(ValueError, match="bsp_max_export_batch_size must not exceed bsp_max_queue_size"):
         parse_trace_config(["opentelemetry,bsp_max_queue_size=10", "opentelemetry,bsp_max_export_batch_size=20"])

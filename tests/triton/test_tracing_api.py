@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
+from pytriton.core.trace import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
@@ -56,3 +57,11 @@ def test_bad_trace_config_raises_naming_the_setting():
     with pytest.raises(PyTritonValidationError, match="bind\\(trace_config=...\\) of model 'm': trace setting "
                                                       "'triton,file=/tmp/x' is not per model"):
         _bind(Triton(), "m", trace_config=["triton,file=/tmp/x"])
+
+
+def test_trace_config_from_the_environment(monkeypatch):
+    monkeypatch.setenv("PYTRITON_TRITON_CONFIG_TRACE_CONFIG", "triton,file=/t.json,level=TIMESTAMPS,rate=1")
+    config = TritonConfig.from_env()
+    assert parse_trace_config(config.trace_config).settings().get() == {
+        "trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": "-1", "log_frequency": "0",
+        "trace_file": "/t.json", "trace_mode": "triton"}
