@@ -268,6 +268,7 @@ class ServerCore:
             raise
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
         if trace is not None:
+            trace.stamp(INFER_RESPONSE_COMPLETE)
             trace.stamp(REQUEST_END)
         return response
 

@@ -26,10 +26,11 @@ ARGS = [*tensor_args("input", [("INPUT", "fp32", "4")]), *tensor_args("output", 
 # The order every traced request meets its timestamps in, per protocol.
 ORDER = {
     "GRPC": ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START",
-             "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END", "GRPC_SEND_START",
-             "GRPC_SEND_END"],
+             "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "INFER_RESPONSE_COMPLETE", "REQUEST_END",
+             "GRPC_SEND_START", "GRPC_SEND_END"],
     "HTTP": ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
-             "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END", "HTTP_SEND_START", "HTTP_SEND_END"],
+             "COMPUTE_OUTPUT_START", "COMPUTE_END", "INFER_RESPONSE_COMPLETE", "REQUEST_END", "HTTP_SEND_START",
+             "HTTP_SEND_END"],
 }
 
 
@@ -300,4 +301,5 @@ def test_opentelemetry_spans_join_the_clients_trace():
                                                      "COMPUTE_END"]
         assert span.start_time_unix_nano <= span.end_time_unix_nano
     root_events = sorted(e.name for s in roots for e in s.events)
-    assert root_events == sorted(ORDER["GRPC"][:2] + ORDER["GRPC"][-2:] + ORDER["HTTP"][:2] + ORDER["HTTP"][-2:])
+    assert root_events == sorted(ORDER["GRPC"][:2] + ORDER["GRPC"][-2:] + ORDER["HTTP"][:2] + ORDER["HTTP"][-2:]
+                                 + ["INFER_RESPONSE_COMPLETE"] * 2)

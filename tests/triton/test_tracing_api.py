@@ -44,8 +44,8 @@ def test_trace_config_from_python_and_per_model(tmp_path):
     for entry in entries:
         if "timestamps" in entry:
             names = [t["name"] for t in entry["timestamps"]]
-            assert names[2:9] == ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
-                                  "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"]
+            assert names[2:10] == ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+                                   "COMPUTE_OUTPUT_START", "COMPUTE_END", "INFER_RESPONSE_COMPLETE", "REQUEST_END"]
             ns = [t["ns"] for t in entry["timestamps"]]
             assert ns == sorted(ns)  # the compute timestamps of a thread of this process fit in between
 
