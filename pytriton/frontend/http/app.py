@@ -297,6 +297,8 @@ class HttpApp:
         action = "/".join(rest)
         self._check(_MODEL_ROUTE_GROUPS.get(action, "metadata"), request)
         if action == "infer":
+            if self.tracer.active:
+                return self._only(method, "POST") or await self._traced_infer(request, name, version)
             return self._only(method, "POST") or await self._infer(request, name, version)
         if action == "":
             return self._only(method, "GET") or json_response(self.core.model_metadata(name, version))
@@ -426,22 +428,22 @@ class HttpApp:
             shape[variable[0]] = body_size // fixed
         return spec.name, spec.datatype, lead + tuple(shape)
 
-    async def _infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
-        if self.tracer.active:
-            received = now_ns()
-            trace = self.tracer.start(name, version, request.headers.get("traceparent"))
-            if trace is not None:
-                trace.stamp(HTTP_RECV_START, received)
-                try:
-                    response = await self._infer_one(request, name, version, trace)
-                except BaseException:
-                    self.tracer.finish(trace)
-                    raise
-                response.on_sent = finish_on_sent(self.tracer, trace, HTTP_SEND_END, response.on_sent)
-                return response
-        return await self._infer_one(request, name, version, None)
+    async def _traced_infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
+        """An inference while tracing is on: the request may be traced (then with the HTTP front-end's timestamps)."""
+        received = now_ns()
+        trace = self.tracer.start(name, version, request.headers.get("traceparent"))
+        if trace is None:
+            return await self._infer(request, name, version)
+        trace.stamp(HTTP_RECV_START, received)
+        try:
+            response = await self._infer(request, name, version, trace)
+        except BaseException:
+            self.tracer.finish(trace)
+            raise
+        response.on_sent = finish_on_sent(self.tracer, trace, HTTP_SEND_END, response.on_sent)
+        return response
 
-    async def _infer_one(self, request: HttpRequest, name: str, version: str, trace: Trace | None) -> HttpResponse:
+    async def _infer(self, request: HttpRequest, name: str, version: str, trace: Trace | None = None) -> HttpResponse:
         headers = request.headers
         # The connection bounds the body as received (413), `_decompress` as inflated.
         body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
