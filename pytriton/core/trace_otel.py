@@ -7,7 +7,10 @@ and queue events, model attributes) and a `compute` span (compute events).
 
 from __future__ import annotations
 
+import logging
+import queue
 import re
+import threading
 import time
 from typing import Any
 
@@ -20,6 +23,8 @@ from pytriton.core.trace import (
     TraceConfig,
     now_ns,
 )
+
+logger = logging.getLogger("pytriton.core")
 
 OTEL_EXTRA_HINT = ("trace mode 'opentelemetry' needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
                    "pip install 'pytriton[otel]'")
@@ -41,7 +46,7 @@ def parse_traceparent(value: str) -> tuple[int, int, int] | None:
 
 class OtelSpanExporter:
     """The `TraceSink` of mode `opentelemetry`: a tracer provider with a batch span processor and an OTLP/HTTP
-    exporter to `config.otel_url`. Spans are built on the caller's thread; export happens in the SDK's thread."""
+    exporter to `config.otel_url`. Spans are built by a thread of this exporter, exported by the SDK's thread."""
 
     def __init__(self, config: TraceConfig):
         try:
@@ -63,6 +68,9 @@ class OtelSpanExporter:
             max_export_batch_size=bsp["bsp_max_export_batch_size"],
         ))
         self.tracer = self.provider.get_tracer("pytriton")
+        self._traces: queue.SimpleQueue[Trace | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="pytriton-trace-spans", daemon=True)
+        self._thread.start()
 
     def _parent_context(self, traceparent: str | None) -> Any:
         parsed = parse_traceparent(traceparent) if traceparent else None
@@ -74,6 +82,17 @@ class OtelSpanExporter:
         return api.set_span_in_context(api.NonRecordingSpan(remote))
 
     def submit(self, trace: Trace) -> None:
+        """Queue `trace`: its spans are built by this exporter's thread (the SDK takes ~80 µs for one trace)."""
+        self._traces.put(trace)
+
+    def _run(self) -> None:
+        while (trace := self._traces.get()) is not None:
+            try:
+                self._export(trace)
+            except Exception:  # noqa: BLE001 - a trace never stops the exporter
+                logger.exception("cannot export trace %d", trace.id)
+
+    def _export(self, trace: Trace) -> None:
         if not trace.timestamps:
             return
         offset = time.time_ns() - now_ns()  # trace clock (monotonic) -> the wall clock OpenTelemetry uses
@@ -103,7 +122,10 @@ class OtelSpanExporter:
         root.end(end_time=last)
 
     def close(self) -> None:
-        self.provider.shutdown()  # exports what the batch processor still holds
+        """Build the spans still queued, then export what the batch processor holds and stop it."""
+        self._traces.put(None)
+        self._thread.join()
+        self.provider.shutdown()
 
 
 __all__ = ["OtelSpanExporter", "OTEL_EXTRA_HINT", "parse_traceparent"]
