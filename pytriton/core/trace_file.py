@@ -15,6 +15,10 @@ from pytriton.core.trace import Trace
 
 logger = logging.getLogger("pytriton.core")
 
+# Traces held in memory for the file written at stop (log frequency 0); ~700 bytes each. Past it new traces are
+# dropped (with one warning): a client that may change trace settings must not be able to grow memory without bound.
+MAX_HELD_TRACES = 100_000
+
 
 def trace_entries(trace: Trace) -> bytes:
     """One trace as Triton writes it: its identity object, then one object holding its timestamps."""
@@ -31,8 +35,10 @@ def trace_entries(trace: Trace) -> bytes:
 class TraceFileWriter:
     """The `TraceSink` of mode `triton`. `log_frequency` is read at each trace (it may change at run time)."""
 
-    def __init__(self, path: str, log_frequency: Callable[[], int]):
+    def __init__(self, path: str, log_frequency: Callable[[], int], max_held: int = MAX_HELD_TRACES):
         self.path = path
+        self.max_held = max_held
+        self.dropped = 0
         self.log_frequency = log_frequency
         self.index = 0  # of the next `<file>.<index>`
         self._pending: list[bytes] = []
@@ -46,6 +52,13 @@ class TraceFileWriter:
         entry = trace_entries(trace)
         frequency = self.log_frequency()
         with self._lock:
+            if frequency <= 0 and len(self._pending) >= self.max_held:
+                if not self.dropped:
+                    logger.warning("%d traces wait for the trace file '%s' (written at stop); further traces are "
+                                   "dropped: set a log frequency (--trace-config triton,log-frequency=N) or a count",
+                                   self.max_held, self.path)
+                self.dropped += 1
+                return
             self._pending.append(entry)
             if frequency > 0 and len(self._pending) >= frequency:
                 batch, self._pending = self._pending, []

@@ -170,6 +170,17 @@ def test_file_writer_with_log_frequency_splits_files(tmp_path):
     assert ids == [[1, 2], [3, 4], [5, 6]]
 
 
+def test_traces_held_for_the_stop_are_bounded(tmp_path, caplog):
+    path = tmp_path / "t.json"
+    writer = TraceFileWriter(str(path), lambda: 0, max_held=3)
+    for i in range(1, 6):
+        writer.submit(_trace(i))
+    writer.close()
+    assert [e["id"] for e in json.loads(path.read_text()) if "timestamps" in e] == [1, 2, 3]
+    assert writer.dropped == 2
+    assert "further traces are dropped: set a log frequency" in caplog.text
+
+
 def test_an_empty_trace_file_is_still_valid_json(tmp_path):
     path = tmp_path / "t.json"
     TraceFileWriter(str(path), lambda: 0).close()
