@@ -68,7 +68,8 @@ class OtelSpanExporter:
             max_export_batch_size=bsp["bsp_max_export_batch_size"],
         ))
         self.tracer = self.provider.get_tracer("pytriton")
-        self._traces: queue.SimpleQueue[Trace | None] = queue.SimpleQueue()
+        self._traces: queue.Queue[Trace | None] = queue.Queue(bsp["bsp_max_queue_size"])
+        self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="pytriton-trace-spans", daemon=True)
         self._thread.start()
 
@@ -82,8 +83,15 @@ class OtelSpanExporter:
         return api.set_span_in_context(api.NonRecordingSpan(remote))
 
     def submit(self, trace: Trace) -> None:
-        """Queue `trace`: its spans are built by this exporter's thread (the SDK takes ~80 µs for one trace)."""
-        self._traces.put(trace)
+        """Queue `trace`: its spans are built by this exporter's thread (the SDK takes ~80 µs for one trace). When
+        the thread is bsp_max_queue_size traces behind, the trace is dropped (as the SDK drops spans)."""
+        try:
+            self._traces.put_nowait(trace)
+        except queue.Full:
+            if not self.dropped:
+                logger.warning("OpenTelemetry spans are built slower than requests are traced; traces are dropped "
+                               "(lower the trace rate)")
+            self.dropped += 1
 
     def _run(self) -> None:
         while (trace := self._traces.get()) is not None:
@@ -123,7 +131,7 @@ class OtelSpanExporter:
 
     def close(self) -> None:
         """Build the spans still queued, then export what the batch processor holds and stop it."""
-        self._traces.put(None)
+        self._traces.put(None)  # (waits for room: the thread is taking traces)
         self._thread.join()
         self.provider.shutdown()
 
