@@ -36,6 +36,9 @@ class TraceFileWriter:
     """The `TraceSink` of mode `triton`. `log_frequency` is read at each trace (it may change at run time)."""
 
     def __init__(self, path: str, log_frequency: Callable[[], int], max_held: int = MAX_HELD_TRACES):
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+            raise RuntimeError(f"cannot write the trace file '{path}': '{directory}' is not a writable directory")
         self.path = path
         self.max_held = max_held
         self.dropped = 0

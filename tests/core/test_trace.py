@@ -181,6 +181,12 @@ def test_traces_held_for_the_stop_are_bounded(tmp_path, caplog):
     assert "further traces are dropped: set a log frequency" in caplog.text
 
 
+def test_a_trace_file_that_cannot_be_written_is_refused_at_start(tmp_path):
+    with pytest.raises(RuntimeError, match=f"cannot write the trace file '{tmp_path}/no/t.json': '{tmp_path}/no' is "
+                                           "not a writable directory"):
+        TraceFileWriter(str(tmp_path / "no" / "t.json"), lambda: 0)
+
+
 def test_an_empty_trace_file_is_still_valid_json(tmp_path):
     path = tmp_path / "t.json"
     TraceFileWriter(str(path), lambda: 0).close()
