@@ -302,4 +302,5 @@ def finish_on_sent(
     return sent
 
 
-__all__ = ["Trace", "TraceConfig", "TraceSink", "Tracer", "parse_trace_config", "model_trace_settings", "finish_on_sent", "now_ns"]
+__all__ = ["Trace", "TraceConfig", "TraceSink", "Tracer", "parse_trace_config", "model_trace_settings", "finish_on_sent",
+           "now_ns"]
