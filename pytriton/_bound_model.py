@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import CallableTarget
+from pytriton._trace_config import model_trace_settings
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config.declaration import tensor_specs
 from pytriton.model_config.model_config import ModelConfig
@@ -31,6 +32,7 @@ class BoundModel:
         model_version: int,
         config: ModelConfig,
         strict: bool,
+        trace_config: list[str] | None = None,
     ):
         if any(t.optional for t in outputs):
             raise PyTritonValidationError("Output tensors cannot be optional.")
@@ -59,6 +61,12 @@ class BoundModel:
             response_cache=config.response_cache,
             strict=strict,
         )
+        self.trace_config = list(trace_config) if trace_config else None
+        if self.trace_config:
+            try:
+                model_trace_settings(self.trace_config)
+            except ValueError as exc:
+                raise PyTritonValidationError(f"bind(trace_config=...) of model '{model_name}': {exc}") from None
         self.threads: list[threading.Thread] = []
         self.stop_event = threading.Event()
         self.loaded = False
@@ -70,8 +78,9 @@ class BoundModel:
     def load_request(self, timeout_s: float) -> LoadRequest:
         """What asks the server to load this model: worker processes for an import path, else our threads."""
         if self.target is not None:
-            return LoadRequest(config=self.config, hosting="spawn", callable=self.target, timeout_s=timeout_s)
-        return LoadRequest(config=self.config, hosting="external", timeout_s=timeout_s)
+            return LoadRequest(config=self.config, hosting="spawn", callable=self.target, timeout_s=timeout_s,
+                               trace_config=self.trace_config)
+        return LoadRequest(config=self.config, hosting="external", timeout_s=timeout_s, trace_config=self.trace_config)
 
     def start_hosts(self, reply: LoadReply) -> None:
         """Start one thread per callable, each serving the instance the server made for it."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytriton import _env
 from pytriton._metrics_config import MetricsSettings
+from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.server_config import ServerConfig
 
@@ -55,7 +56,6 @@ _IGNORED_FIELDS = {
     "cache_config": "the response cache is not implemented",
     "cache_directory": "the response cache is not implemented",
     "buffer_manager_thread_count": "not applicable to this server",
-    "trace_config": "tracing output is not implemented; trace settings are kept but not acted upon",
     "sagemaker_port": "SageMaker mode is not supported",
     "sagemaker_safe_port_range": "SageMaker mode is not supported",
     "sagemaker_thread_count": "SageMaker mode is not supported",
@@ -137,6 +137,13 @@ class TritonConfig:
             MetricsSettings.parse(self.metrics_config or [])
         except ValueError as exc:
             raise PyTritonValidationError(f"TritonConfig.metrics_config: {exc}") from None
+        if self.trace_config is not None:
+            if isinstance(self.trace_config, str):
+                self.trace_config = [self.trace_config]
+            try:
+                parse_trace_config(self.trace_config)
+            except ValueError as exc:
+                raise PyTritonValidationError(f"TritonConfig.trace_config: {exc}") from None
         if self.allow_sagemaker or self.allow_vertex_ai:
             raise PyTritonValidationError("SageMaker and Vertex AI modes are not supported by this server")
         for name, reason in _IGNORED_FIELDS.items():
@@ -255,6 +262,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         exit_timeout_s=exit_timeout_of(config),
         execution_timeout_s=config.execution_timeout_secs,
         metrics_config=list(config.metrics_config or []),
+        trace_config=list(config.trace_config or []),
         exit_with_parent=True,
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol

@@ -23,6 +23,8 @@ from pytriton.control_service import ControlService
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.core.trace import TraceConfig, Tracer, TraceSink, parse_trace_config
+from pytriton.core.trace_file import TraceFileWriter
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
@@ -51,6 +53,20 @@ def gpu_available() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*")) and importlib.util.find_spec("cupy") is not None
 
 
+def _trace_sink(config: TraceConfig, settings: TraceSettings) -> TraceSink | None:
+    """Where traces go: OpenTelemetry spans, a Triton trace file, or nowhere (no file given)."""
+    if config.mode == "opentelemetry":
+        from pytriton.core.trace_otel import OtelSpanExporter
+
+        return OtelSpanExporter(config)
+    if config.file:
+        return TraceFileWriter(config.file, lambda: int(settings.global_values["log_frequency"]))
+    if "OFF" not in config.level:
+        logger.warning("trace level %s without a trace file: no trace is written (--trace-config triton,file=PATH)",
+                       ",".join(config.level))
+    return None
+
+
 class Server:
     """One pytriton server in this process's event loop."""
 
@@ -65,7 +81,9 @@ class Server:
         self.http: HttpListener | None = None
         self.metrics: HttpListener | None = None
         self.log_settings = LogSettings(config.log_level)
-        self.trace_settings = TraceSettings(config.trace_file)
+        self.trace_config = parse_trace_config(config.trace_config, config.trace_file)
+        self.trace_settings: TraceSettings = self.trace_config.settings()
+        self.tracer = Tracer(self.trace_settings)  # its sink is made at start
 
     @property
     def grpc_port(self) -> int | None:
@@ -96,8 +114,10 @@ class Server:
                 metrics=MetricsSettings.parse(config.metrics_config),
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
+            self.tracer.attach(_trace_sink(self.trace_config, self.trace_settings),
+                               always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()
-            self.control = ControlService(core, host)
+            self.control = ControlService(core, host, self.trace_settings)
             for spec in config.models:
                 await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
             if config.allow_grpc:
@@ -113,6 +133,7 @@ class Server:
                     ),
                     implementation=config.grpc_implementation,
                     limits=config.grpc_limits,
+                    tracer=self.tracer,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -125,6 +146,7 @@ class Server:
                     max_input_bytes=config.http_limits.max_input_bytes,
                     access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
                     connection_info={"address": host.address, "tag": self.tag},
+                    tracer=self.tracer,
                 )
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
                                          config.http_limits, too_large_hint=app.too_large_hint)
@@ -164,7 +186,10 @@ class Server:
             finally:
                 await self._stop_frontends(deadline)
         finally:
-            unlink_segments(self.tag)
+            try:
+                await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+            finally:
+                unlink_segments(self.tag)
             if self.run_dir is not None:
                 self.run_dir.remove()
                 self.run_dir = None

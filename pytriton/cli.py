@@ -14,6 +14,7 @@ from pytriton._cli_model import ModelFlags, build_model_config, describe_target
 from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
+from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
@@ -180,6 +181,10 @@ def main() -> None:
 @click.option("--execution-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="An execution that runs longer fails its requests and its worker is killed and restarted "
                    "(for a streaming model: no response for this long). Default: no limit.")
+@click.option("--trace-config", "trace_config", multiple=True, metavar="[MODE,]SETTING=VALUE",
+              help="Tracing, as Triton's --trace-config; repeatable: level=TIMESTAMPS, rate=N, count=N, "
+                   "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
+                   "opentelemetry,resource=KEY=VALUE.")
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -231,6 +236,7 @@ def serve(
     http_idle_timeout: float,
     exit_timeout: float,
     execution_timeout: float | None,
+    trace_config: tuple[str, ...],
     log_level: str,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
@@ -266,6 +272,10 @@ def serve(
         MetricsSettings.parse(metrics_config)
     except ValueError as exc:
         raise click.BadParameter(str(exc).removeprefix("--metrics-config: "), param_hint="--metrics-config") from None
+    try:
+        parse_trace_config(trace_config)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trace-config") from None
     _tune_malloc()
     config = build_model_config(callable_target, describe_target(callable_target), flags)
     try:
@@ -306,6 +316,7 @@ def serve(
             log_level=log_level,
             exit_timeout_s=exit_timeout,
             execution_timeout_s=execution_timeout,
+            trace_config=list(trace_config),
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None

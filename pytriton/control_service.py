@@ -9,6 +9,8 @@ import os
 from typing import Any
 
 from pytriton.core.server_core import ServerCore
+from pytriton.core.settings import TraceSettings
+from pytriton._trace_config import model_trace_settings
 from pytriton.supervisor.host import WorkerHost
 from pytriton.exceptions import ServerError
 from pytriton.proxy.control import (
@@ -34,9 +36,10 @@ logger = logging.getLogger("pytriton.server")
 class ControlService:
     """Answers control requests that arrive on the core's router; `close()` cancels the ones still running."""
 
-    def __init__(self, core: ServerCore, host: WorkerHost):
+    def __init__(self, core: ServerCore, host: WorkerHost, trace_settings: TraceSettings | None = None):
         assert host.router is not None, "start the worker host first"
         self.core = core
+        self.trace_settings = trace_settings
         self.host = host
         self.router = host.router
         self._tasks: set[asyncio.Future] = set()
@@ -72,6 +75,8 @@ class ControlService:
         if isinstance(request, LoadRequest):
             name = request.config.model_name
             await self.core.unload_model(name)  # a load replaces a model of the same name
+            if request.trace_config and self.trace_settings is not None:
+                self.trace_settings.update(model_trace_settings(request.trace_config), name)
             if request.hosting == "external":
                 # The hosting process starts its instances once it has their identities: the model becomes ready
                 # in the background, when they have connected.

@@ -47,7 +47,8 @@ class ServerConfig:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     metrics_config: list[str] = dataclasses.field(default_factory=list)  # Triton's `--metrics-config KEY=VALUE`
-    trace_file: str = ""
+    trace_file: str = ""  # the same as trace_config ["triton,file=..."]
+    trace_config: list[str] = dataclasses.field(default_factory=list)  # Triton's --trace-config entries
     allow_client_shm: bool = True
     shm_local_only: bool = True
     http_restricted_api: list[str] = dataclasses.field(default_factory=list)

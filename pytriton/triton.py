@@ -84,11 +84,12 @@ class _TritonBase:
         `infer_func` is a callable (hosted by a thread of this process), a list of callables (one instance
         each) or an import path "module:fn" (served by worker processes of the server). With `strict=True`
         outputs must match the declared dtype and shape exactly; otherwise numeric outputs are cast to the
-        declared dtype when that is a safe cast.
+        declared dtype when that is a safe cast. `trace_config` sets this model's own trace settings with
+        `--trace-config` entries (level, rate, count, log-frequency), e.g. `["level=TIMESTAMPS", "rate=1"]`; where
+        traces go is the server's setting (`TritonConfig(trace_config=[...])`).
         """
-        if trace_config:
-            logger.warning("bind(trace_config=...) has no effect: tracing output is not implemented")
-        model = _BoundModel(model_name, infer_func, inputs, outputs, model_version, config or ModelConfig(), strict)
+        model = _BoundModel(model_name, infer_func, inputs, outputs, model_version, config or ModelConfig(), strict,
+                            trace_config)
         with self._lock:
             old = self._models.get(model.name)
             if old is not None and self.is_connected():

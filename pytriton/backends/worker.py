@@ -223,6 +223,7 @@ def _execute(
                 timings=(t_input - start, t_infer - t_input),
                 output_started_ns=t_infer,
                 final=not decoupled,
+                started_ns=start,
             )
             sent += 1
             if decoupled:

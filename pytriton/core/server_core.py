@@ -17,6 +17,15 @@ from pytriton.core.classification import classify
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
+from pytriton.core.trace import (
+    COMPUTE_END,
+    COMPUTE_START,
+    INFER_RESPONSE_COMPLETE,
+    QUEUE_START,
+    REQUEST_END,
+    REQUEST_START,
+    Trace,
+)
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
@@ -247,23 +256,40 @@ class ServerCore:
     async def infer(self, request: InferRequest) -> InferResponse:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
         start = time.perf_counter_ns()
+        trace = request.trace
+        if trace is not None:
+            trace.stamp(REQUEST_START, start)
         model, job = self._submit(request, stream=False)
+        if trace is not None:
+            trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
+            trace.stamp(QUEUE_START, job.enqueued_ns)
         future = job.future
         assert future is not None
         try:
             delivery: Delivery = await self._receive(model, job, lambda: future)
+            if trace is not None:
+                _stamp_compute(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
         except ServerError:
             model.stats.record_failure(time.perf_counter_ns() - start)
             raise
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
+        if trace is not None:
+            trace.stamp(INFER_RESPONSE_COMPLETE)
+            trace.stamp(REQUEST_END)
         return response
 
     async def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
         ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
         start = time.perf_counter_ns()
+        trace = request.trace
+        if trace is not None:
+            trace.stamp(REQUEST_START, start)
         model, job = self._submit(request, stream=True)
+        if trace is not None:
+            trace.model_version = str(model.version)
+            trace.stamp(QUEUE_START, job.enqueued_ns)
         total = ExecutionStats()
         queue_ns = 0
         completed = False
@@ -272,6 +298,8 @@ class ServerCore:
             while True:
                 try:
                     item: Delivery = await self._receive(model, job, job.next)  # (taking it gives credit back)
+                    if trace is not None:
+                        _stamp_stream(trace, item)
                     response = self._response(model, request, item.result) if item.result is not None else None
                 except ServerError:
                     model.stats.record_failure(time.perf_counter_ns() - start)
@@ -292,6 +320,8 @@ class ServerCore:
             if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
                 model.scheduler.withdraw(job)
         self._record_success(model, job, total, start, queue_ns)
+        if trace is not None:
+            trace.stamp(REQUEST_END)
 
     @staticmethod
     def _record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:
@@ -330,6 +360,22 @@ class ServerCore:
             model.scheduler.fail_all("the server is stopping")
         await asyncio.gather(*(m.source.stop(timeout_s) for m in models), return_exceptions=True)
         self.live = False
+
+
+def _stamp_compute(trace: Trace, stats: ExecutionStats) -> None:
+    trace.stamp_compute(stats.compute_start_ns, stats.compute_input_ns, stats.compute_infer_ns, stats.compute_output_ns)
+
+
+def _stamp_stream(trace: Trace, item: Delivery) -> None:
+    """A decoupled model's execution in a trace: COMPUTE_START with its first message, INFER_RESPONSE_COMPLETE per
+    response, COMPUTE_END with its final message."""
+    stats = item.stats
+    if trace.timestamps[-1][0] == QUEUE_START:  # the first message
+        trace.stamp(COMPUTE_START, stats.compute_start_ns or None)
+    if item.result is not None:
+        trace.stamp(INFER_RESPONSE_COMPLETE)
+    if item.final:
+        trace.stamp(COMPUTE_END)
 
 
 __all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any
+from typing import Any, Callable
 
+from pytriton._trace_config import TRACE_LEVELS
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 
 LOG_FORMATS = {
@@ -79,7 +80,6 @@ class LogSettings:
             handler.setFormatter(formatter)
 
 
-TRACE_LEVELS = ("OFF", "TIMESTAMPS", "TENSORS")
 
 
 class TraceSettings:
@@ -95,6 +95,7 @@ class TraceSettings:
             "trace_mode": "triton",
         }
         self.model_values: dict[str, dict[str, Any]] = {}
+        self.listeners: list[Callable[[], None]] = []  # called after every change (the tracer's `active` flag)
 
     def get(self, model: str | None = None) -> dict[str, Any]:
         values = copy.deepcopy(self.global_values)
@@ -137,4 +138,6 @@ class TraceSettings:
                 staged[key] = str(value)
         target.clear()
         target.update(staged)
+        for listener in self.listeners:
+            listener()
         return self.get(model)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from pytriton.core.shm_registry import Region
+    from pytriton.core.trace import Trace
 
 
 @dataclasses.dataclass(slots=True)
@@ -67,6 +68,7 @@ class InferRequest:
     inputs: list[Tensor] = dataclasses.field(default_factory=list)
     outputs: list[RequestedOutput] = dataclasses.field(default_factory=list)
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    trace: Trace | None = None  # set by the front-end when this request is traced
 
 
 @dataclasses.dataclass

@@ -177,6 +177,7 @@ class LoadRequest(ControlRequest[LoadReply]):
     hosting: str = "spawn"
     callable: str | None = None
     timeout_s: float = 300.0
+    trace_config: list[str] | None = None  # the model's own trace settings (bind(trace_config=...))
 
     def __post_init__(self) -> None:
         if self.hosting not in HOSTING_KINDS:

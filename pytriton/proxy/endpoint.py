@@ -329,15 +329,18 @@ class WorkerEndpoint:
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
         final: bool = True,
+        started_ns: int = 0,
     ) -> int:
         """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
-        until the outputs are in place. Returns the bytes of the outputs that the server now holds (frames and arena
+        until the outputs are in place; `started_ns` is when the execution began (perf_counter_ns, CLOCK_MONOTONIC on
+        Linux: the server places trace timestamps with it). Returns the bytes of the outputs that the server now holds (frames and arena
         slots; not those written into client regions).
         """
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
+        message.compute_start_ns = started_ns
         frames: list[Any] = []
         held = 0
         try:

@@ -27,6 +27,7 @@ class ExecutionStats:
     compute_input_ns: int = 0
     compute_infer_ns: int = 0
     compute_output_ns: int = 0
+    compute_start_ns: int = 0  # when the instance began (perf_counter_ns, comparable across processes); 0: unknown
 
 
 @dataclasses.dataclass(slots=True)

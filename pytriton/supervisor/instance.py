@@ -113,7 +113,8 @@ class _WorkerCall:
 
     def on_reply(self, message: Any, frames: list[zmq.Frame]) -> None:
         link = self.instance.link
-        stats = ExecutionStats(0, message.compute_input_ns, message.compute_infer_ns, message.compute_output_ns)
+        stats = ExecutionStats(0, message.compute_input_ns, message.compute_infer_ns, message.compute_output_ns,
+                               message.compute_start_ns)
         if message.error:
             link.release(response_slots(message))
             self.sink.fail(internal(

@@ -16,6 +16,7 @@ from tritonclient.grpc import service_pb2
 
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.core.trace import Tracer
 from pytriton.frontend._listen import listen
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.grpc import h2
@@ -168,11 +169,12 @@ class GrpcFrontend:
         access: AccessPolicy | None = None,
         implementation: str = "h2",
         limits: H2Limits | None = None,
+        tracer: Tracer | None = None,
     ):
         self.core = core
         self.limits = limits or H2Limits()
         self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access,
-                                          self.limits.max_stream_requests_in_flight)
+                                          self.limits.max_stream_requests_in_flight, tracer)
         self.address = address
         self.requested_port = port
         self.port: int | None = None

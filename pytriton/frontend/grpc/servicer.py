@@ -22,10 +22,12 @@ from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
+from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Tracer, finish_on_sent
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
+from pytriton.frontend.grpc._trace import start_trace
 from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire, release_unsent
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto
@@ -148,12 +150,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         header_forward_pattern: str | None = None,
         access: AccessPolicy | None = None,
         max_stream_requests_in_flight: int = 128,
+        tracer: Tracer | None = None,
     ):
         self.core = core
         self.max_stream_requests_in_flight = max_stream_requests_in_flight
         self.access = access or AccessPolicy(header_prefix=GRPC_HEADER_PREFIX)
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
+        self.tracer = tracer or Tracer(self.trace_settings)
         self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self._config_cache: dict[tuple[str, str], tuple[Model, pb.ModelConfigResponse]] = {}
 
@@ -221,11 +225,35 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         model = self.core.registry.get(request.model_name, request.model_version)
         if model.config.decoupled:
             raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
+        if self.tracer.active:
+            return await self._traced_infer(request, context)
         infer_request = to_infer_request(request)
         if _uses_shm(infer_request):
             self._allow("shared-memory", context)
         self._forward_headers(infer_request, context)
         return to_infer_response(await self.core.infer(infer_request))
+
+    async def _traced_infer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
+        """ModelInfer while tracing is on: the request may be traced (then with the gRPC front-end's timestamps)."""
+        trace = start_trace(self.tracer, request, context)
+        infer_request = to_infer_request(request)
+        if trace is not None:
+            trace.received(infer_request, GRPC_WAITREAD_END)
+        try:
+            if _uses_shm(infer_request):
+                self._allow("shared-memory", context)
+            self._forward_headers(infer_request, context)
+            response = await self.core.infer(infer_request)
+            if trace is not None:
+                trace.stamp(GRPC_SEND_START)
+            wire = to_infer_response(response)
+        except BaseException:
+            if trace is not None:
+                self.tracer.finish(trace)
+            raise
+        if trace is not None:
+            wire.on_sent = finish_on_sent(self.tracer, trace, GRPC_SEND_END, wire.on_sent)
+        return wire
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[InferRequestView], context: CallContext
@@ -279,14 +307,25 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     async def _stream_one(self, request: InferRequestView, context: CallContext, responses: _StreamResponses) -> None:
         """Run one request of a stream; put its responses (or its error) on `responses`."""
+        trace = start_trace(self.tracer, request, context) if self.tracer.active else None
         try:
             infer_request = to_infer_request(request)
+            if trace is not None:
+                trace.received(infer_request, GRPC_WAITREAD_END)
             if _uses_shm(infer_request):
                 self._allow("shared-memory", context)
             self._forward_headers(infer_request, context)
             model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
             if not model.config.decoupled:
-                await responses.put(_stream_message(model, request, await self.core.infer(infer_request), True))
+                response = await self.core.infer(infer_request)
+                if trace is not None:
+                    trace.stamp(GRPC_SEND_START)
+                message = _stream_message(model, request, response, True)
+                if trace is not None and isinstance(message, StreamResponseWire):
+                    message.response.on_sent = finish_on_sent(self.tracer, trace, GRPC_SEND_END,
+                                                              message.response.on_sent)
+                    trace = None  # finished once sent
+                await responses.put(message)
                 return
             stream = self.core.infer_stream(infer_request)
             try:
@@ -303,6 +342,9 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 logger.exception("stream request failed")
             await responses.put(
                 pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
+        finally:
+            if trace is not None:  # a decoupled model's trace ends with its last response (or the request's error)
+                self.tracer.finish(trace)
 
     # ---- settings ----------------------------------------------------------------------------
     @_grpc_handler("trace")

@@ -14,6 +14,16 @@ import orjson
 
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.core.trace import (
+    HTTP_RECV_END,
+    HTTP_RECV_START,
+    HTTP_SEND_END,
+    HTTP_SEND_START,
+    Trace,
+    Tracer,
+    finish_on_sent,
+    now_ns,
+)
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
@@ -152,8 +162,10 @@ class HttpApp:
         max_input_bytes: int = 64 * 1024 * 1024,
         access: AccessPolicy | None = None,
         connection_info: dict[str, Any] | None = None,
+        tracer: Tracer | None = None,
     ):
         self.core = core
+        self.tracer = tracer or Tracer(trace_settings)
         self.connection_info = connection_info  # where a RemoteTriton on this host connects to host models
         self.access = access or AccessPolicy()
         self.log_settings = log_settings
@@ -285,6 +297,8 @@ class HttpApp:
         action = "/".join(rest)
         self._check(_MODEL_ROUTE_GROUPS.get(action, "metadata"), request)
         if action == "infer":
+            if self.tracer.active:
+                return self._only(method, "POST") or await self._traced_infer(request, name, version)
             return self._only(method, "POST") or await self._infer(request, name, version)
         if action == "":
             return self._only(method, "GET") or json_response(self.core.model_metadata(name, version))
@@ -414,7 +428,22 @@ class HttpApp:
             shape[variable[0]] = body_size // fixed
         return spec.name, spec.datatype, lead + tuple(shape)
 
-    async def _infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
+    async def _traced_infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
+        """An inference while tracing is on: the request may be traced (then with the HTTP front-end's timestamps)."""
+        received = now_ns()
+        trace = self.tracer.start(name, version, request.headers.get("traceparent"))
+        if trace is None:
+            return await self._infer(request, name, version)
+        trace.stamp(HTTP_RECV_START, received)
+        try:
+            response = await self._infer(request, name, version, trace)
+        except BaseException:
+            self.tracer.finish(trace)
+            raise
+        response.on_sent = finish_on_sent(self.tracer, trace, HTTP_SEND_END, response.on_sent)
+        return response
+
+    async def _infer(self, request: HttpRequest, name: str, version: str, trace: Trace | None = None) -> HttpResponse:
         headers = request.headers
         # The connection bounds the body as received (413), `_decompress` as inflated.
         body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
@@ -432,7 +461,11 @@ class HttpApp:
         model = self.core.registry.get(name, version)
         if model.config.decoupled:
             raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
+        if trace is not None:
+            trace.received(infer_request, HTTP_RECV_END)
         response = await self.core.infer(infer_request)
+        if trace is not None:
+            trace.stamp(HTTP_SEND_START)
         try:
             parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
         except BaseException:
