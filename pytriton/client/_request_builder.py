@@ -98,9 +98,11 @@ class InferCall(NamedTuple):
     def from_arguments(
         cls, inputs: tuple, named_inputs: dict, parameters: ParamsOrHeaders, headers: ParamsOrHeaders
     ) -> InferCall:
-        """Check the arguments of a call: inputs either positional or named, and valid parameters and headers."""
-        if not inputs and not named_inputs:
-            raise PyTritonClientValueError("Provide input data")
+        """Check the arguments of a call: inputs either positional or named, and valid parameters and headers.
+
+        A call without inputs is checked against the model's configuration (`for_sample` / `for_batch`): only a
+        model declared without inputs takes one.
+        """
         if inputs and named_inputs:
             raise PyTritonClientValueError("Use either positional either keyword method arguments convention")
         verify_parameters(parameters, "parameters")
@@ -109,17 +111,24 @@ class InferCall(NamedTuple):
 
     def for_sample(self, model_config: TritonModelConfig) -> InferCall:
         """The call of one sample: for a batching model the batch axis is added (and later removed)."""
+        self._check_has_inputs(model_config)
         if model_config.max_batch_size <= 0:
             return self
         return InferCall(_add_batch_axis(model_config, self.inputs), self.parameters, self.headers, unbatch=True)
 
     def for_batch(self, model_config: TritonModelConfig) -> InferCall:
         """The call of a batch; the model must batch."""
+        self._check_has_inputs(model_config)
         if model_config.max_batch_size <= 0:
             raise PyTritonClientModelDoesntSupportBatchingError(
                 f"Model {model_config.model_name} doesn't support batching - use infer_sample method instead"
             )
         return self
+
+    def _check_has_inputs(self, model_config: TritonModelConfig) -> None:
+        if not self.inputs and model_config.inputs:
+            names = [spec.name for spec in model_config.inputs]
+            raise PyTritonClientValueError(f"Provide input data: model {model_config.model_name} has inputs {names}")
 
     def outputs(self, result: Outputs) -> Outputs:
         """The outputs as the caller expects them (without the batch axis added for a sample)."""

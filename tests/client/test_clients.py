@@ -81,6 +81,7 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
         tensor_args("input", [("X", "fp32", "4")]) + tensor_args("output", [("OUTPUT", "fp32", "4")]),
     ),
     # for timeouts (a cancelled request may keep its worker busy for a while)
+    "no_inputs": ("tests.cli_targets.declared:no_inputs", []),  # declared with inputs=[]
     "slow": ("tests.models:slow_pid", ["--instances", "2"] + SLOW),
     # for concurrency: nothing here is ever cancelled
     "slow_pool": ("tests.models:slow_pid", ["--model-name", "slow_pool", "--instances", "2"] + SLOW),
@@ -272,8 +273,10 @@ def test_input_validation(servers, form):
     with ModelClient(url_of(servers["add_sub"], form), "add_sub") as client:
         with pytest.raises(PyTritonClientValueError, match="either positional"):
             client.infer_sample(f32(1), INPUT1=f32(2))
-        with pytest.raises(PyTritonClientValueError):
+        with pytest.raises(PyTritonClientValueError, match=r"Provide input data: model add_sub has inputs"):
             client.infer_sample()
+        with pytest.raises(PyTritonClientValueError, match=r"Provide input data: model add_sub has inputs"):
+            client.infer_batch()
         with pytest.raises(PyTritonClientValueError):
             client.infer_sample(f32(1), f32(2), f32(3))  # more positional inputs than the model has
         with pytest.raises(PyTritonClientValueError):
@@ -285,6 +288,12 @@ def test_input_validation(servers, form):
             client.infer_sample(IN_F=f32(1), IN_S=np.array(["text"]))
         with pytest.raises(PyTritonClientValueError, match="dtype=object"):
             client.infer_sample(IN_F=f32(1), IN_S=np.array(["text"], dtype=object))
+
+
+@pytest.mark.parametrize("form", PROTOCOLS)
+def test_model_without_inputs_is_called_without_inputs(servers, form):
+    with ModelClient(url_of(servers["no_inputs"], form), "no_inputs") as client:
+        assert client.infer_sample()["ANSWER"].tolist() == [42]
 
 
 @pytest.mark.parametrize("form", PROTOCOLS)

@@ -63,13 +63,21 @@ def bytes_layout(items: list[bytes]) -> bytes:
 
 
 def test_call_needs_inputs_of_one_convention():
+    with pytest.raises(PyTritonClientValueError, match=r"Provide input data: model m has inputs \['A', 'B'\]"):
+        InferCall.from_arguments((), {}, None, None).for_sample(model(0))
     with pytest.raises(PyTritonClientValueError, match="Provide input data"):
-        InferCall.from_arguments((), {}, None, None)
+        InferCall.from_arguments((), {}, None, None).for_batch(model(4))
     with pytest.raises(PyTritonClientValueError, match="either positional either keyword"):
         InferCall.from_arguments((np.zeros(1),), {"B": np.zeros(1)}, None, None)
     positional = InferCall.from_arguments((1, 2), {}, None, None)
     named = InferCall.from_arguments((), {"A": 1}, None, None)
     assert positional.inputs == (1, 2) and named.inputs == {"A": 1}
+
+
+def test_a_model_without_inputs_takes_a_call_without_inputs():
+    no_inputs = TritonModelConfig(model_name="answer", inputs=[], outputs=[TensorSpec("ANSWER", "INT32", (1,))])
+    call = InferCall.from_arguments((), {}, None, None)
+    assert call.for_sample(no_inputs) is call and not call.inputs
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import runpy
+import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tritonclient.http as httpclient
 
 from tests.conftest import REPO, ServerProcess
@@ -57,10 +59,10 @@ def _in_context(image_path: str) -> Path:
     raise AssertionError(f"nothing is copied to {image_path}")
 
 
-def _healthcheck(port: int | None) -> subprocess.CompletedProcess:
+def _healthcheck(port: int | str | None, **extra_env: str) -> subprocess.CompletedProcess:
     command = healthcheck_command(instructions(DOCKERFILE))
     assert command[0] == "python"
-    env = dict(os.environ)
+    env = dict(os.environ, **extra_env)
     if port is not None:
         env["PYTRITON_HEALTHCHECK_PORT"] = str(port)
     return subprocess.run([sys.executable, str(_in_context(command[1])), *command[2:]], env=env, capture_output=True,
@@ -78,6 +80,12 @@ def test_entrypoint_serves_the_example_and_the_healthcheck_follows_the_server():
     server = ServerProcess(cmd, program=[str(BIN / entrypoint[0]), *entrypoint[1:]])
     try:
         assert _healthcheck(server.ports["HTTPService"]).returncode == 0, server.log
+        # A proxy in the environment (here one that refuses every connection) is not used: the check targets the
+        # local server directly.
+        dead_proxy = f"http://127.0.0.1:{_refused_port()}"
+        for variable in ("http_proxy", "HTTP_PROXY", "all_proxy"):
+            proxied = _healthcheck(server.ports["HTTPService"], **{variable: dead_proxy})
+            assert proxied.returncode == 0, (variable, proxied.stderr)
         with httpclient.InferenceServerClient(server.http_url) as client:
             a = np.arange(16, dtype=np.int32).reshape(1, 16)
             b = np.full((1, 16), 3, dtype=np.int32)
@@ -97,6 +105,29 @@ def test_entrypoint_serves_the_example_and_the_healthcheck_follows_the_server():
     assert f"127.0.0.1:{port}/v2/health/ready" in down.stderr
 
 
+def _refused_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("PYTRITON_HEALTHCHECK_PORT", "abc", "PYTRITON_HEALTHCHECK_PORT must be a number from 1 to 65535, got 'abc'"),
+        ("PYTRITON_HEALTHCHECK_PORT", "70000",
+         "PYTRITON_HEALTHCHECK_PORT must be a number from 1 to 65535, got '70000'"),
+        ("PYTRITON_HEALTHCHECK_TIMEOUT", "soon", "PYTRITON_HEALTHCHECK_TIMEOUT must be a number from 0.001 to 3600, "
+                                                 "got 'soon'"),
+    ],
+)
+def test_healthcheck_bad_setting_is_one_line(variable, value, message):
+    result = _healthcheck(None, **{variable: value})
+    assert result.returncode == 1
+    assert result.stderr == f"pytriton-healthcheck: {message}\n"
+
+
 def test_healthcheck_defaults_to_the_servers_http_port(monkeypatch):
     """Without PYTRITON_HEALTHCHECK_PORT it asks port 8000 (`pytriton serve`'s default --http-port, as Triton's)."""
     from pytriton.cli import serve
@@ -104,12 +135,12 @@ def test_healthcheck_defaults_to_the_servers_http_port(monkeypatch):
     (option,) = [p for p in serve.params if p.name == "http_port"]
     asked = []
 
-    def refuse(url, timeout):
+    def refuse(self, url, data=None, timeout=None):
         asked.append(url)
         raise ConnectionRefusedError(111, "Connection refused")
 
     monkeypatch.delenv("PYTRITON_HEALTHCHECK_PORT", raising=False)
-    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", refuse)
     script = runpy.run_path(str(_in_context(healthcheck_command(instructions(DOCKERFILE))[1])))
     assert script["main"]() == 1
     assert asked == [f"http://127.0.0.1:{option.default}/v2/health/ready"] and option.default == 8000
