@@ -1,0 +1,67 @@
+"""docs/guide/cli.md documents every option of `pytriton serve`: the option names are read from the click command,
+so an option added without a line on that page fails here."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from pytriton.cli import serve
+from tests.conftest import REPO
+
+PAGE = REPO / "docs" / "guide" / "cli.md"
+
+
+def _options() -> list[click.Option]:
+    return [param for param in serve.params if isinstance(param, click.Option)]
+
+
+def _documented_rows() -> dict[str, str]:
+    """Each option name written in code in the first cell of a table row, with the row's text."""
+    rows: dict[str, str] = {}
+    for line in PAGE.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("| `--"):
+            continue
+        first_cell = line.split(" | ")[0]
+        for name in re.findall(r"`(--[a-z0-9-]+)", first_cell):
+            rows[name] = line
+    return rows
+
+
+def test_every_option_of_serve_has_a_row():
+    rows = _documented_rows()
+    missing = [name for option in _options() for name in [*option.opts, *option.secondary_opts] if name not in rows]
+    assert not missing, f"options of `pytriton serve` missing from {PAGE.relative_to(REPO)}: {missing}"
+
+
+def test_no_row_for_an_option_that_does_not_exist():
+    known = {name for option in _options() for name in [*option.opts, *option.secondary_opts]}
+    stale = sorted(set(_documented_rows()) - known)
+    assert not stale, f"{PAGE.relative_to(REPO)} documents options `pytriton serve` does not have: {stale}"
+
+
+def test_the_documented_defaults_are_the_real_ones():
+    """Where an option has a plain default (a number, an address, a level), its row shows that value."""
+    rows = _documented_rows()
+    checked = 0
+    for option in _options():
+        default = option.default
+        if option.is_flag or option.multiple or isinstance(default, bool) or default is None:
+            continue
+        if not isinstance(default, (int, float, str)):
+            continue
+        text = f"{default:g}" if isinstance(default, float) else str(default)
+        default_cell = rows[option.opts[0]].split(" | ")[1]
+        assert f"`{text}`" in default_cell, (option.opts[0], text, default_cell)
+        checked += 1
+    assert checked >= 20  # the ports, addresses, limits and timeouts
+
+
+def test_on_off_options_show_their_default_state():
+    rows = _documented_rows()
+    for option in _options():
+        if option.secondary_opts and isinstance(option.default, bool):
+            default_cell = rows[option.opts[0]].split(" | ")[1]
+            expected = ("on", f"`{option.opts[0]}`") if option.default else ("off", f"`{option.secondary_opts[0]}`")
+            assert default_cell.strip() in expected, (option.opts[0], default_cell)
