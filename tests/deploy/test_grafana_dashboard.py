@@ -16,7 +16,7 @@ from tests.e2e.test_metrics import scrape
 from tests.e2e.test_metrics_latency import stream_delayed_countdown
 
 DASHBOARD = REPO / "deploy" / "grafana" / "pytriton.json"
-DEPLOYMENT_GUIDE = REPO / "docs" / "guide" / "deployment.md"
+METRICS_REFERENCE = REPO / "docs" / "guide" / "metrics.md"  # its "Reference" table
 # Labels Prometheus adds to every series from its target, not the server.
 TARGET_LABELS = {"instance", "job"}
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset",
@@ -147,13 +147,51 @@ def test_every_dashboard_metric_is_served(metrics_page):
 
 
 def test_the_metrics_reference_lists_every_metric(metrics_page):
-    """docs/guide/deployment.md's table names each family on /metrics, with its type."""
+    """docs/guide/metrics.md's reference table names each family on /metrics, with its type."""
     documented = dict(re.findall(r"^\| `([a-z_:]+)` \| (counter|gauge|summary|histogram) \|",
-                                 DEPLOYMENT_GUIDE.read_text(), re.MULTILINE))
+                                 METRICS_REFERENCE.read_text(), re.MULTILINE))
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", metrics_page, re.MULTILINE))
     assert served and served.items() <= documented.items(), set(served.items()) - set(documented.items())
     undocumented_gpu = {n for n in documented if n.startswith(("nv_gpu_", "nv_energy_"))}
     assert set(documented) - set(served) == undocumented_gpu  # those need a GPU (test below where one is faked)
+
+
+def _documented_labels() -> dict[str, set[str]]:
+    """The reference table's Labels column, per metric family ("—": none)."""
+    rows = re.findall(r"^\| `([a-z_:]+)` \| [a-z]+ \| ([^|]+) \|", METRICS_REFERENCE.read_text(), re.MULTILINE)
+    return {name: {label.strip() for label in labels.split(",")} - {"—", ""} for name, labels in rows}
+
+
+def _served_label_sets(page: str) -> dict[str, set[frozenset[str]]]:
+    """Family -> the label-name sets of its samples (a summary's or histogram's _count, _sum and _bucket samples
+    belong to their family)."""
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", page, re.MULTILINE))
+    found: dict[str, set[frozenset[str]]] = {}
+    for name, labels in re.findall(r"^([a-z_:]+)(?:\{([^}]*)\})? \S+$", page, re.MULTILINE):
+        family = name
+        for suffix in ("_count", "_sum", "_bucket"):
+            base = name.removesuffix(suffix)
+            if name.endswith(suffix) and types.get(base) in ("summary", "histogram"):
+                family = base
+        names = frozenset(re.findall(r'([a-zA-Z_]\w*)="', labels))
+        found.setdefault(family, set()).add(names)
+    return found
+
+
+def _check_labels(page: str) -> None:
+    documented = _documented_labels()
+    for family, label_sets in _served_label_sets(page).items():
+        for names in label_sets:
+            # _count and _sum samples have no quantile / le label
+            assert names in (documented[family], documented[family] - {"quantile", "le"}), (family, set(names),
+                                                                                           documented[family])
+
+
+def test_the_metrics_reference_gives_the_served_labels(metrics_page):
+    """Each sample on /metrics carries exactly the labels the reference lists for its metric (the worker metrics'
+    kind, gpu and gpu_uuid included)."""
+    assert 'kind="KIND_CPU",gpu="",gpu_uuid=""' in metrics_page
+    _check_labels(metrics_page)
 
 
 def test_every_dashboard_gpu_metric_is_served():
@@ -166,5 +204,6 @@ def test_every_dashboard_gpu_metric_is_served():
     series = _series(text)
     _check(selectors, series)
     assert "gpu_uuid" in series["nv_gpu_utilization"]
-    documented = set(re.findall(r"^\| `([a-z_:]+)` \|", DEPLOYMENT_GUIDE.read_text(), re.MULTILINE))
+    documented = set(re.findall(r"^\| `([a-z_:]+)` \|", METRICS_REFERENCE.read_text(), re.MULTILINE))
     assert set(re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE)) <= documented
+    _check_labels(text)  # the nv_gpu_* metrics' gpu_uuid; a GPU instance's kind, gpu and gpu_uuid
