@@ -3,6 +3,7 @@ so an option added without a line on that page fails here."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import click
@@ -65,3 +66,19 @@ def test_on_off_options_show_their_default_state():
             default_cell = rows[option.opts[0]].split(" | ")[1]
             expected = ("on", f"`{option.opts[0]}`") if option.default else ("off", f"`{option.secondary_opts[0]}`")
             assert default_cell.strip() in expected, (option.opts[0], default_cell)
+
+
+def test_every_server_environment_variable_has_a_row():
+    """The variables that set server settings (pytriton/_env.py) are on the page too, with their defaults."""
+    from pytriton import _env
+    from pytriton.server_config import ServerConfig
+
+    defaults = {field.name: field.default for field in dataclasses.fields(ServerConfig)}
+
+    rows = {line.split(" | ")[0].removeprefix("| ").strip("`"): line
+            for line in PAGE.read_text(encoding="utf-8").splitlines() if line.startswith("| `PYTRITON_")}
+    missing = [variable.name for variable in _env.SERVER_VARIABLES if variable.name not in rows]
+    assert not missing, f"environment variables missing from {PAGE.relative_to(REPO)}: {missing}"
+    for variable in _env.SERVER_VARIABLES:
+        if variable.name != "PYTRITON_EXIT_WITH_PARENT":  # a flag: 0 for `pytriton serve`, set by Triton()
+            assert rows[variable.name].split(" | ")[1] == f"`{defaults[variable.field]}`", variable.name
