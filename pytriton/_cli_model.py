@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from typing import TypeVar
 
 import click
@@ -20,6 +21,7 @@ from pytriton.model_config.declaration import ModelDeclaration
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 
 GUIDE = "docs/guide/declaring-models.md"
+NOTICE_AFTER_S = 3.0  # a target whose import takes longer gets a line saying what is going on
 
 T = TypeVar("T")
 
@@ -52,19 +54,24 @@ class ModelFlags:
 
 def describe_target(target: CallableTarget) -> TargetDescription:
     """Import the target in a child process (never here: it may load a model onto a GPU) and read its declaration;
-    ClickException with the child's error if it cannot be imported or found."""
+    ClickException with the child's error (its traceback printed first) if it cannot be imported or found."""
     path = [p for p in sys.path if p]
     if os.getcwd() not in path:
         path.insert(0, os.getcwd())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
-    process = subprocess.run([sys.executable, "-m", "pytriton.backends.describe", str(target)],
-                             stdout=subprocess.PIPE, env=env, check=False)
-    try:
-        result = json.loads(process.stdout)
-    except ValueError:
-        raise click.ClickException(f"cannot load inference callable '{target}': the process that imports it exited "
-                                   f"with code {process.returncode} before it answered (see above)") from None
+    with tempfile.TemporaryDirectory(prefix="pytriton-describe-") as directory:
+        answer_path = os.path.join(directory, "answer.json")
+        returncode = _run_describe(target, answer_path, env)
+        try:
+            with open(answer_path, encoding="utf-8") as answer:
+                result = json.load(answer)
+        except (OSError, ValueError):
+            raise click.ClickException(
+                f"cannot load inference callable '{target}': the process that imports it exited with code "
+                f"{returncode} before it answered (see above)") from None
     if "error" in result:
+        if result.get("traceback"):
+            click.echo(result["traceback"].rstrip("\n"), err=True)
         raise click.ClickException(f"cannot load inference callable '{target}': {result['error']}")
     declaration = result.get("declaration")
     return TargetDescription(
@@ -72,6 +79,29 @@ def describe_target(target: CallableTarget) -> TargetDescription:
         kind=result.get("kind", "function"),
         takes_device=bool(result.get("takes_device")),
     )
+
+
+def _run_describe(target: CallableTarget, answer_path: str, env: dict[str, str]) -> int:
+    """Run the describe process to its end (not to the end of its output: a process its module forked may keep that
+    open); say what is going on when the import takes a while (no time limit: a module may load a big model); the
+    process dies with this one (PR_SET_PDEATHSIG) and is stopped if this one is interrupted."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytriton.backends.describe", str(target), answer_path, str(os.getpid())], env=env)
+    try:
+        try:
+            return process.wait(timeout=NOTICE_AFTER_S)
+        except subprocess.TimeoutExpired:
+            click.echo(f"importing {target.module} to read its model declaration (still running after "
+                       f"{NOTICE_AFTER_S:g} s; the import is not limited in time)...", err=True)
+        return process.wait()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def build_model_config(target: CallableTarget, description: TargetDescription, flags: ModelFlags) -> TritonModelConfig:
