@@ -14,7 +14,7 @@ from typing import TypeVar
 import click
 
 from pytriton.backends.target import CallableTarget
-from pytriton.core.gpus import GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
+from pytriton.core.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.declaration import ModelDeclaration
@@ -49,6 +49,7 @@ class ModelFlags:
     preferred_batch_size: tuple[int, ...] = ()
     instances: int | None = None
     gpus: str | None = None  # --gpus as given: ids, "all", or None
+    device: str | None = None  # --device: "cpu" or "gpu"
     decoupled: bool | None = None
 
 
@@ -116,9 +117,22 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
     if inputs is None:
         raise click.UsageError(_missing_tensors(name, target, description, "inputs"))
     max_batch_size = _first(flags.max_batch_size, declared.max_batch_size, 0)
+    device = flags.device or declared.device
     dynamic = _first(flags.dynamic_batching, declared.batcher is not None)
     if flags.dynamic_batching and max_batch_size == 0:
         raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
+    batcher_flags = [option for option, given in (("--max-queue-delay-us", flags.max_queue_delay_us is not None),
+                                                  ("--preferred-batch-size", bool(flags.preferred_batch_size)))
+                     if given]
+    if batcher_flags:  # settings of Triton's dynamic_batching block: giving one turns the dynamic batcher on
+        given = " and ".join(batcher_flags)
+        if flags.dynamic_batching is False:
+            raise click.UsageError(f"{given} set(s) the dynamic batcher, which --no-dynamic-batching turns off: "
+                                   "drop one or the other")
+        if max_batch_size == 0:
+            raise click.UsageError(f"{given} set(s) the dynamic batcher, and model '{name}' does not batch "
+                                   "(max_batch_size 0): give --max-batch-size > 0")
+        dynamic = True
     batcher = None
     if dynamic and max_batch_size > 0:
         batcher = dataclasses.replace(declared.batcher or DynamicBatcher())
@@ -139,28 +153,42 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
             outputs=list(outputs),
             max_batch_size=max_batch_size,
             instance_count=_first(flags.instances, declared.instances, 1),
-            gpus=resolve_gpus(name, flags.gpus, declared.device),
+            gpus=resolve_gpus(name, flags.gpus, device, device_flag=flags.device is not None),
             decoupled=_first(flags.decoupled, declared.decoupled, False),
             batcher=batcher,
             response_cache=bool(declared.response_cache),
             strict=declared.strict,
-            device=declared.device,
+            device=device,
         )
     except PyTritonError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None) -> list[int]:
+def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None, *,
+                 device_flag: bool = False) -> list[int]:
     """The visible GPU ids the model's instances go on: `--gpus` checked against the GPUs found here, or, without
-    it, the default for the model's declared device kind ("gpu": every visible GPU; None/"cpu": CPU instances)."""
+    it, the default for the model's device kind ("gpu": every visible GPU; None/"cpu": CPU instances), which
+    `--device` gave (`device_flag`) or the declaration did."""
+    if gpus is not None and device_flag and device_kind == "cpu":
+        raise click.UsageError(f"model '{model_name}': --device cpu and --gpus {gpus} disagree; give one of them")
     if gpus is None and device_kind in (None, "cpu"):
         return []  # no GPU lookup (NVML) at all for a CPU model
+    all_requested = gpus is not None and gpus.strip().lower() == "all"
     try:
-        all_requested = gpus is not None and gpus.strip().lower() == "all"
         requested = None if gpus is None or all_requested else parse_gpu_ids(gpus)
-        return select_gpus(model_name, device_kind, requested, visible_gpus(), all_requested=all_requested)
     except GpuSelectionError as exc:
         raise click.BadParameter(str(exc), param_hint="--gpus") from None
+    available = visible_gpus()
+    try:
+        return select_gpus(model_name, device_kind, requested, available, all_requested=all_requested)
+    except GpuSelectionError as exc:
+        if available:
+            raise click.BadParameter(str(exc), param_hint="--gpus") from None
+        if gpus is not None:
+            raise click.BadParameter(f"{exc}; drop --gpus to run on CPU", param_hint="--gpus") from None
+        asked = "served on GPU (--device gpu)" if device_flag else "declared for GPU (device='gpu')"
+        raise click.UsageError(f"model '{model_name}' is {asked} but no GPU was found ({NO_GPU_REASON}); serve it "
+                               "on CPU with --device cpu") from None
 
 
 def _first(*values: T | None) -> T:
