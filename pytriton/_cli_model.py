@@ -125,13 +125,13 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
                                                   ("--preferred-batch-size", bool(flags.preferred_batch_size)))
                      if given]
     if batcher_flags:  # settings of Triton's dynamic_batching block: giving one turns the dynamic batcher on
-        given = " and ".join(batcher_flags)
+        given = " and ".join(batcher_flags) + (" set" if len(batcher_flags) > 1 else " sets")
         if flags.dynamic_batching is False:
-            raise click.UsageError(f"{given} set(s) the dynamic batcher, which --no-dynamic-batching turns off: "
-                                   "drop one or the other")
+            raise click.UsageError(f"{given} the dynamic batcher, which --no-dynamic-batching turns off: drop one "
+                                   "or the other")
         if max_batch_size == 0:
-            raise click.UsageError(f"{given} set(s) the dynamic batcher, and model '{name}' does not batch "
-                                   "(max_batch_size 0): give --max-batch-size > 0")
+            raise click.UsageError(f"{given} the dynamic batcher, and model '{name}' does not batch (max_batch_size "
+                                   "0): give --max-batch-size > 0")
         dynamic = True
     batcher = None
     if dynamic and max_batch_size > 0:

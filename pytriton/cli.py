@@ -118,7 +118,8 @@ def main() -> None:
               help="Instances per GPU (or CPU). Default: the declared count, else 1.")
 @click.option("--gpus", metavar="IDS|all", help="Comma-separated ids of visible GPUs (as numbered after "
               "CUDA_VISIBLE_DEVICES), or 'all'; each gets --instances workers, pinned with CUDA_VISIBLE_DEVICES. "
-              "Default: every visible GPU for a model declared with device='gpu' (or --device gpu), else CPU instances.")
+              "Default: every visible GPU for a model declared with device='gpu' (or --device gpu), else CPU "
+              "instances.")
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default=None,
               help="The kind of device the model runs on; replaces the declared device='...'. gpu without --gpus: "
                    "every visible GPU. Default: the declared one, else cpu.")
