@@ -298,6 +298,7 @@ def test_a_target_that_cannot_load_raises_a_pytriton_error_with_the_cause(triton
         triton.bind("broken_file", "./broken_rel.py:infer_fn", inputs=[Tensor(name="x", shape=(1,), dtype=np.float32)],
                     outputs=[Tensor(name="y", shape=(1,), dtype=np.float32)])
     message = str(info.value)
-    assert message.startswith("model 'broken_file' failed to load: ")
+    assert message.startswith("model 'broken_file' failed to load: model instance 'broken_file_0_0' failed to start: "
+                              "cannot load inference callable ")
     assert "RuntimeError: broken on purpose" in message
     assert type(info.value).__module__ == "pytriton.exceptions"
