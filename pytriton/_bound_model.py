@@ -38,7 +38,8 @@ class BoundModel:
             raise PyTritonValidationError("Output tensors cannot be optional.")
         if isinstance(infer_func, str):
             try:
-                self.target: str | None = str(CallableTarget.parse(infer_func))
+                # a file path relative to this process's cwd: the server process runs elsewhere
+                self.target: str | None = str(CallableTarget.parse(infer_func).absolute())
             except ValueError as exc:
                 raise PyTritonValidationError(f"infer_func: {exc}") from None
             self.functions: list[Callable] = []

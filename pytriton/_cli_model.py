@@ -8,18 +8,20 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from typing import TypeVar
 
 import click
 
 from pytriton.backends.target import CallableTarget
-from pytriton.core.gpus import GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
+from pytriton.core.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.declaration import ModelDeclaration
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 
 GUIDE = "docs/guide/declaring-models.md"
+NOTICE_AFTER_S = 3.0  # a target whose import takes longer gets a line saying what is going on
 
 T = TypeVar("T")
 
@@ -47,24 +49,30 @@ class ModelFlags:
     preferred_batch_size: tuple[int, ...] = ()
     instances: int | None = None
     gpus: str | None = None  # --gpus as given: ids, "all", or None
+    device: str | None = None  # --device: "cpu" or "gpu"
     decoupled: bool | None = None
 
 
 def describe_target(target: CallableTarget) -> TargetDescription:
     """Import the target in a child process (never here: it may load a model onto a GPU) and read its declaration;
-    ClickException with the child's error if it cannot be imported or found."""
+    ClickException with the child's error (its traceback printed first) if it cannot be imported or found."""
     path = [p for p in sys.path if p]
     if os.getcwd() not in path:
         path.insert(0, os.getcwd())
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
-    process = subprocess.run([sys.executable, "-m", "pytriton.backends.describe", str(target)],
-                             stdout=subprocess.PIPE, env=env, check=False)
-    try:
-        result = json.loads(process.stdout)
-    except ValueError:
-        raise click.ClickException(f"cannot load inference callable '{target}': the process that imports it exited "
-                                   f"with code {process.returncode} before it answered (see above)") from None
+    with tempfile.TemporaryDirectory(prefix="pytriton-describe-") as directory:
+        answer_path = os.path.join(directory, "answer.json")
+        returncode = _run_describe(target, answer_path, env)
+        try:
+            with open(answer_path, encoding="utf-8") as answer:
+                result = json.load(answer)
+        except (OSError, ValueError):
+            raise click.ClickException(
+                f"cannot load inference callable '{target}': the process that imports it exited with code "
+                f"{returncode} before it answered (see above)") from None
     if "error" in result:
+        if result.get("traceback"):
+            click.echo(result["traceback"].rstrip("\n"), err=True)
         raise click.ClickException(f"cannot load inference callable '{target}': {result['error']}")
     declaration = result.get("declaration")
     return TargetDescription(
@@ -72,6 +80,29 @@ def describe_target(target: CallableTarget) -> TargetDescription:
         kind=result.get("kind", "function"),
         takes_device=bool(result.get("takes_device")),
     )
+
+
+def _run_describe(target: CallableTarget, answer_path: str, env: dict[str, str]) -> int:
+    """Run the describe process to its end (not to the end of its output: a process its module forked may keep that
+    open); say what is going on when the import takes a while (no time limit: a module may load a big model); the
+    process dies with this one (PR_SET_PDEATHSIG) and is stopped if this one is interrupted."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytriton.backends.describe", str(target), answer_path, str(os.getpid())], env=env)
+    try:
+        try:
+            return process.wait(timeout=NOTICE_AFTER_S)
+        except subprocess.TimeoutExpired:
+            click.echo(f"importing {target.module} to read its model declaration (still running after "
+                       f"{NOTICE_AFTER_S:g} s; the import is not limited in time)...", err=True)
+        return process.wait()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def build_model_config(target: CallableTarget, description: TargetDescription, flags: ModelFlags) -> TritonModelConfig:
@@ -86,9 +117,22 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
     if inputs is None:
         raise click.UsageError(_missing_tensors(name, target, description, "inputs"))
     max_batch_size = _first(flags.max_batch_size, declared.max_batch_size, 0)
+    device = flags.device or declared.device
     dynamic = _first(flags.dynamic_batching, declared.batcher is not None)
     if flags.dynamic_batching and max_batch_size == 0:
         raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
+    batcher_flags = [option for option, given in (("--max-queue-delay-us", flags.max_queue_delay_us is not None),
+                                                  ("--preferred-batch-size", bool(flags.preferred_batch_size)))
+                     if given]
+    if batcher_flags:  # settings of Triton's dynamic_batching block: giving one turns the dynamic batcher on
+        given = " and ".join(batcher_flags) + (" set" if len(batcher_flags) > 1 else " sets")
+        if flags.dynamic_batching is False:
+            raise click.UsageError(f"{given} the dynamic batcher, which --no-dynamic-batching turns off: drop one "
+                                   "or the other")
+        if max_batch_size == 0:
+            raise click.UsageError(f"{given} the dynamic batcher, and model '{name}' does not batch (max_batch_size "
+                                   "0): give --max-batch-size > 0")
+        dynamic = True
     batcher = None
     if dynamic and max_batch_size > 0:
         batcher = dataclasses.replace(declared.batcher or DynamicBatcher())
@@ -109,28 +153,42 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
             outputs=list(outputs),
             max_batch_size=max_batch_size,
             instance_count=_first(flags.instances, declared.instances, 1),
-            gpus=resolve_gpus(name, flags.gpus, declared.device),
+            gpus=resolve_gpus(name, flags.gpus, device, device_flag=flags.device is not None),
             decoupled=_first(flags.decoupled, declared.decoupled, False),
             batcher=batcher,
             response_cache=bool(declared.response_cache),
             strict=declared.strict,
-            device=declared.device,
+            device=device,
         )
     except PyTritonError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None) -> list[int]:
+def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = None, *,
+                 device_flag: bool = False) -> list[int]:
     """The visible GPU ids the model's instances go on: `--gpus` checked against the GPUs found here, or, without
-    it, the default for the model's declared device kind ("gpu": every visible GPU; None/"cpu": CPU instances)."""
+    it, the default for the model's device kind ("gpu": every visible GPU; None/"cpu": CPU instances), which
+    `--device` gave (`device_flag`) or the declaration did."""
+    if gpus is not None and device_flag and device_kind == "cpu":
+        raise click.UsageError(f"model '{model_name}': --device cpu and --gpus {gpus} disagree; give one of them")
     if gpus is None and device_kind in (None, "cpu"):
         return []  # no GPU lookup (NVML) at all for a CPU model
+    all_requested = gpus is not None and gpus.strip().lower() == "all"
     try:
-        all_requested = gpus is not None and gpus.strip().lower() == "all"
         requested = None if gpus is None or all_requested else parse_gpu_ids(gpus)
-        return select_gpus(model_name, device_kind, requested, visible_gpus(), all_requested=all_requested)
     except GpuSelectionError as exc:
         raise click.BadParameter(str(exc), param_hint="--gpus") from None
+    available = visible_gpus()
+    try:
+        return select_gpus(model_name, device_kind, requested, available, all_requested=all_requested)
+    except GpuSelectionError as exc:
+        if available:
+            raise click.BadParameter(str(exc), param_hint="--gpus") from None
+        if gpus is not None:
+            raise click.BadParameter(f"{exc}; drop --gpus to run on CPU", param_hint="--gpus") from None
+        asked = "served on GPU (--device gpu)" if device_flag else "declared for GPU (device='gpu')"
+        raise click.UsageError(f"model '{model_name}' is {asked} but no GPU was found ({NO_GPU_REASON}); serve it "
+                               "on CPU with --device cpu") from None
 
 
 def _first(*values: T | None) -> T:

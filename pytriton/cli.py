@@ -27,23 +27,26 @@ logger = logging.getLogger("pytriton.cli")
 
 
 def parse_tensor(text: str, kind: str) -> TensorSpec:
-    """NAME:DTYPE:SHAPE, e.g. INPUT0:int32:16 or TEXT:bytes:-1 or X:FP32:2,3 (shape without batch dim)."""
+    """NAME:DTYPE:SHAPE, e.g. INPUT0:int32:16 or TEXT:bytes:-1 or X:FP32:2,3 (shape without batch dim); a mistake is
+    a BadParameter naming the option and the tensor as typed (`--input 'X:fp23:-1'`)."""
+    hint = f"--{kind} '{text}'"
     parts = text.split(":")
     if len(parts) != 3 or not parts[0]:
-        raise click.BadParameter(f"expected NAME:DTYPE:SHAPE (e.g. {kind.upper()}0:int32:16), got '{text}'")
+        raise click.BadParameter(f"expected NAME:DTYPE:SHAPE (e.g. {kind.upper()}0:int32:16)", param_hint=hint)
     name, dtype_text, shape_text = parts
     try:
         datatype = parse_datatype(dtype_text)
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(f"{kind} '{name}': {exc}", param_hint=hint) from None
     try:
         shape = tuple(int(d) for d in shape_text.split(",")) if shape_text.strip() else ()
     except ValueError:
-        raise click.BadParameter(f"shape of {kind} '{name}' must be comma-separated integers, got '{shape_text}'")
+        raise click.BadParameter(f"shape of {kind} '{name}' must be comma-separated integers, got '{shape_text}'",
+                                 param_hint=hint) from None
     try:
         return TensorSpec(name, datatype, shape)
     except PyTritonError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _tune_malloc() -> None:
@@ -93,7 +96,8 @@ def main() -> None:
 @click.argument("target", metavar="MODULE:CALLABLE")
 @click.option("--model-name", help="Name of the model (default: the declared name, else the callable's name, the "
               "last part of CALLABLE).")
-@click.option("--model-version", type=int, default=1, show_default=True)
+@click.option("--model-version", type=click.IntRange(min=0), default=1, show_default=True,
+              help="The version the model is served as (/v2/models/NAME/versions/N).")
 @click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:SHAPE",
               help="Model input; repeatable. Replaces the declared inputs.")
 @click.option("--output", "outputs", multiple=True, metavar="NAME:DTYPE:SHAPE",
@@ -104,15 +108,21 @@ def main() -> None:
               help="Merge queued requests into batches of up to --max-batch-size (Triton's dynamic batcher). "
                    "Default: as declared, else off.")
 @click.option("--max-queue-delay-us", type=click.IntRange(min=0), default=None,
-              help="With dynamic batching: how long a request may wait for others to join its batch. "
+              help="Dynamic batcher: how long a request may wait for others to join its batch. Like Triton's "
+                   "dynamic_batching setting, it turns dynamic batching on (needs --max-batch-size > 0). "
                    "Default: the declared one, else 0.")
 @click.option("--preferred-batch-size", type=click.IntRange(min=1), multiple=True,
-              help="With dynamic batching: batch sizes to aim for (repeatable).")
+              help="Dynamic batcher: a batch size to aim for, at most --max-batch-size (repeatable). Turns dynamic "
+                   "batching on, as --max-queue-delay-us does.")
 @click.option("--instances", type=click.IntRange(min=1), default=None,
               help="Instances per GPU (or CPU). Default: the declared count, else 1.")
 @click.option("--gpus", metavar="IDS|all", help="Comma-separated ids of visible GPUs (as numbered after "
               "CUDA_VISIBLE_DEVICES), or 'all'; each gets --instances workers, pinned with CUDA_VISIBLE_DEVICES. "
-              "Default: every visible GPU for a model declared with device='gpu', else CPU instances.")
+              "Default: every visible GPU for a model declared with device='gpu' (or --device gpu), else CPU "
+              "instances.")
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default=None,
+              help="The kind of device the model runs on; replaces the declared device='...'. gpu without --gpus: "
+                   "every visible GPU. Default: the declared one, else cpu.")
 @click.option("--decoupled/--no-decoupled", default=None,
               help="The callable is a generator yielding any number of responses per request (streamed over gRPC "
                    "ModelStreamInfer). Default: as declared, else off.")
@@ -149,9 +159,13 @@ def main() -> None:
 @click.option("--grpc-max-header-list-size", type=click.IntRange(min=1), default=H2Limits.max_header_list_size,
               show_default=True, help="Largest gRPC request header list (metadata), in bytes.")
 @click.option("--grpc-max-message-bytes", type=click.IntRange(min=1), default=H2Limits.max_message_bytes,
-              show_default=True, help="Largest gRPC request message, as sent and once decompressed.")
+              show_default=True, help="Largest gRPC request message as sent (Triton's limit, 2 GiB - 1); a "
+                                      "compressed one is also bounded once decompressed by "
+                                      "--grpc-max-decompressed-bytes.")
 @click.option("--grpc-max-decompressed-bytes", type=click.IntRange(min=1), default=H2Limits.max_decompressed_bytes,
-              show_default=True, help="Largest gzip/deflate gRPC request message once decompressed.")
+              show_default=True, help="Largest gzip/deflate-compressed gRPC request message once decompressed "
+                                      "(so that a small compressed message cannot inflate to gigabytes); "
+                                      "uncompressed messages are bounded by --grpc-max-message-bytes alone.")
 @click.option("--grpc-idle-timeout", type=click.FloatRange(min=0), default=H2Limits.idle_timeout_s, show_default=True,
               help="Seconds a gRPC connection without calls stays open (0 = for ever).")
 @click.option("--grpc-max-stream-requests-in-flight", type=click.IntRange(min=1),
@@ -187,9 +201,10 @@ def main() -> None:
                    "opentelemetry,resource=KEY=VALUE.")
 @click.option(
     "--log-level",
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
     show_default=True,
+    help="Least severe messages logged (any case).",
 )
 def serve(
     target: str,
@@ -203,6 +218,7 @@ def serve(
     preferred_batch_size: tuple[int, ...],
     instances: int | None,
     gpus: str | None,
+    device: str | None,
     decoupled: bool | None,
     grpc_address: str,
     grpc_port: int,
@@ -252,7 +268,8 @@ def serve(
     flags = ModelFlags(model_name=model_name, model_version=model_version, inputs=input_specs, outputs=output_specs,
                        max_batch_size=max_batch_size, dynamic_batching=dynamic_batching,
                        max_queue_delay_us=max_queue_delay_us, preferred_batch_size=preferred_batch_size,
-                       instances=instances, gpus=gpus, decoupled=decoupled)
+                       instances=instances, gpus=gpus, device=device,
+                       decoupled=decoupled)
     if not (allow_grpc or allow_http):
         raise click.UsageError("at least one of gRPC and HTTP must be allowed")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),

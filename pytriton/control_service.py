@@ -12,6 +12,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import TraceSettings
 from pytriton._trace_config import model_trace_settings
 from pytriton.supervisor.host import WorkerHost
+from pytriton.supervisor.worker_pool import WorkerStartError
 from pytriton.exceptions import ServerError
 from pytriton.proxy.control import (
     ControlMessageError,
@@ -65,7 +66,8 @@ class ControlService:
             text = error_reply(exc.op or op, str(exc))
         except Exception as exc:  # noqa: BLE001 - the controlling process gets the reason
             logger.warning("control request '%s' failed: %s", op, exc)
-            text = error_reply(op, f"{type(exc).__name__}: {exc}")
+            # a worker that cannot start says so in full; other exceptions are named by their class
+            text = error_reply(op, str(exc) if isinstance(exc, WorkerStartError) else f"{type(exc).__name__}: {exc}")
         self.router.reply_control(identity, text)
 
     async def handle(self, request: ControlRequest[Any]) -> ControlReply:

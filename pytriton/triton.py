@@ -46,7 +46,14 @@ from pytriton.exceptions import PyTritonInvalidOperationError, PyTritonRuntimeEr
 from pytriton.model_config.model_config import ModelConfig
 from pytriton.model_config.tensor import Tensor
 from pytriton.proxy.arena import pid_alive
-from pytriton.proxy.control import ControlClient, InfoRequest, ModelReadyRequest, ServerInfo, UnloadRequest
+from pytriton.proxy.control import (
+    ControlClient,
+    ControlError,
+    InfoRequest,
+    ModelReadyRequest,
+    ServerInfo,
+    UnloadRequest,
+)
 from pytriton.server_config import READY_PREFIX  # noqa: F401 - importable from here as before
 from pytriton.supervisor.run_dir import RunDirectory
 
@@ -103,7 +110,10 @@ class _TritonBase:
 
     def _load(self, model: _BoundModel, timeout_s: float = START_TIMEOUT_S) -> None:
         assert self._control is not None
-        reply = self._control.call(model.load_request(timeout_s), timeout_s)
+        try:
+            reply = self._control.call(model.load_request(timeout_s), timeout_s)
+        except ControlError as exc:  # the server's refusal, with its cause (e.g. the worker's import error)
+            raise PyTritonRuntimeError(f"model '{model.name}' failed to load: {exc}") from None
         if model.target is None:
             model.start_hosts(reply)
         self._wait_model_ready(model, timeout_s)

@@ -1,16 +1,17 @@
-"""`python -m pytriton.backends.describe MODULE:CALLABLE`: import the target in a short-lived process and print, as one
-JSON object, what `@triton_model` declared for it, so that the server process never imports user code."""
+"""`python -m pytriton.backends.describe MODULE:CALLABLE ANSWER_FILE`: import the target in a short-lived process and
+write, as one JSON object, what `@triton_model` declared for it, so that the server process never imports user code."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
 from typing import Any
 
-from pytriton.backends.target import CallableTarget, resolve
+from pytriton.backends.target import CallableTarget, resolve, user_traceback
 from pytriton.model_config.declaration import declaration_of
-
 
 def describe(text: str) -> dict[str, Any]:
     """The target's declaration (None if it has none) and kind ("function", "class" or "method"); a class is not
@@ -29,15 +30,27 @@ def describe(text: str) -> dict[str, Any]:
     }
 
 
+def _die_with_parent(parent: int) -> None:
+    """SIGTERM when `pytriton serve` goes (Linux), and exit now if it went before this process asked."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if parent and os.getppid() != parent:
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # what the user's module prints goes to stderr; stdout carries our answer alone
+    target, answer_path = args[0], args[1]
+    _die_with_parent(int(args[2]) if len(args) > 2 else 0)
+    os.dup2(2, 1)  # what the user's module prints goes to stderr
     try:
-        result = describe(args[0])
+        result = describe(target)
     except BaseException as exc:  # noqa: BLE001 - the user's import error (even SystemExit) is the answer
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    with answer:
+        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": user_traceback(exc)}
+    # The answer goes to a file, read once this process has exited: a process the module forked may hold our pipes.
+    with open(answer_path, "w", encoding="utf-8") as answer:
         answer.write(json.dumps(result))
     return 0
 

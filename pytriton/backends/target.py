@@ -10,9 +10,13 @@ import importlib.util
 import inspect
 import os
 import sys
+import traceback
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORTLIB_DIR = os.path.dirname(importlib.util.__file__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,3 +182,18 @@ def resolve(target: CallableTarget) -> ResolvedTarget:
 
 def _defines_call(cls: type) -> bool:
     return any("__call__" in vars(klass) for klass in cls.__mro__ if klass is not object)
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of an exception raised in the user's code, from its first frame outside pytriton and the import
+    machinery; "" when pytriton itself raised it (its message says it all)."""
+    tb = exc.__traceback__
+    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(("<frozen ", _PACKAGE_DIR + os.sep, _IMPORTLIB_DIR + os.sep))

@@ -26,6 +26,7 @@ from pytriton.backends.callable_backend import (
     load_callable,
 )
 from pytriton.backends.spec import WorkerSpec
+from pytriton.backends.target import user_traceback
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint
@@ -109,7 +110,9 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             inject_triton_context(fn, config)
             backend = CallableBackend(fn, config)
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which explains it to the user
-            logger.error("%s: cannot load inference callable '%s': %s", label, spec.callable, exc)
+            where = user_traceback(exc)  # the user's file and line: import errors, a class's __init__
+            logger.error("%s: cannot load inference callable '%s': %s%s", label, spec.callable, _format_error(exc),
+                         "\n" + where.rstrip("\n") if where else "")
             endpoint.send_fatal(f"cannot load inference callable '{spec.callable}': {_format_error(exc)}")
             return 3
         if stop is None:  # a worker process of our own (not a thread in the user's process)

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -150,16 +151,19 @@ class GpuSelectionError(ValueError):
     """The GPU ids asked for cannot be used here (unknown, repeated or negative ids, or no GPU at all)."""
 
 
+_GPU_ID = re.compile(r"\s*(-?[0-9]+)\s*")  # ASCII digits only: int() would take "1_0" and "١"
+
+
 def parse_gpu_ids(text: str) -> list[int]:
     """Comma-separated GPU ids as typed (`--gpus 0,1`); whether they exist is `select_gpus`'s to check."""
-    try:
-        return [int(part.strip()) for part in text.split(",")]
-    except ValueError:
-        raise GpuSelectionError(f"GPU ids are comma-separated integers (or 'all'), got '{text}'") from None
+    matches = [_GPU_ID.fullmatch(part) for part in text.split(",")]
+    if not all(matches):
+        raise GpuSelectionError(f"GPU ids are comma-separated integers (or 'all'), got '{text}'")
+    return [int(match.group(1)) for match in matches if match]
 
 
-NO_GPU_HINT = ("none (no NVIDIA GPU was found: neither NVML nor /proc/driver/nvidia/gpus lists one, "
-               "or CUDA_VISIBLE_DEVICES hides them)")
+NO_GPU_REASON = "neither NVML nor /proc/driver/nvidia/gpus lists one, or CUDA_VISIBLE_DEVICES hides them"
+NO_GPU_HINT = f"none (no NVIDIA GPU was found: {NO_GPU_REASON})"
 
 
 def _visible(available: Sequence[GpuDevice]) -> str:

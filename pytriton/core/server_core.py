@@ -86,6 +86,9 @@ class ServerCore:
 
         The model is registered (not ready) while its instances start; if they cannot, it is removed again
         and the error raised."""
+        if config.response_cache:  # reported as given in the model's config, as Triton would; not served yet
+            logger.warning("model '%s': response_cache is enabled in its config but has no effect yet (pytriton has "
+                           "no response cache; every request is computed)", config.model_name)
         batching = None
         if config.batcher is not None and config.max_batch_size > 0:
             batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+
+import numpy as np
 
 from pytriton.exceptions import PyTritonError, PyTritonValidationError
 from pytriton.model_config.common import DynamicBatcher
@@ -31,7 +33,12 @@ def tensor_specs(tensors: Sequence[Tensor], prefix: str) -> list[TensorSpec]:
             datatype = numpy_to_triton(tensor.dtype)
         except TypeError as exc:
             raise PyTritonValidationError(f"{prefix.lower()} '{name}': {exc}") from None
-        specs.append(TensorSpec(name, datatype, tuple(tensor.shape), bool(tensor.optional)))
+        shape = tensor.shape
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable) or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+            raise PyTritonValidationError(f"{prefix.lower()} '{name}': shape must be a tuple of ints without the batch "
+                                          f"dimension (-1: variable), e.g. shape=(16,), got {shape!r}")
+        specs.append(TensorSpec(name, datatype, tuple(int(d) for d in shape), bool(tensor.optional)))
     return specs
 
 
@@ -178,6 +185,7 @@ def _declaration(
             outputs=output_specs if output_specs is not None else [TensorSpec("_", "INT8", (1,))],
             max_batch_size=declaration.max_batch_size or 0,
             instance_count=instances or 1,
+            batcher=declaration.batcher,
         )
     except PyTritonError as exc:
         raise PyTritonValidationError(f"{where}: {exc.message.partition(': ')[2] or exc.message}") from None

@@ -83,6 +83,16 @@ class TritonModelConfig:
                 raise PyTritonModelConfigError(f"model '{self.model_name}': duplicate {kind} names {duplicates}")
         if not self.outputs:
             raise PyTritonModelConfigError(f"model '{self.model_name}': at least one output is required")
+        preferred = list(self.batcher.preferred_batch_size or []) if self.batcher is not None else []
+        for size in preferred:  # Triton's checks and wording (model_config_utils.cc), with the values added
+            if size <= 0:
+                raise PyTritonModelConfigError(
+                    f"dynamic batching preferred size must be positive for {self.model_name} (preferred_batch_size "
+                    f"{preferred})")
+            if size > self.max_batch_size:
+                raise PyTritonModelConfigError(
+                    f"dynamic batching preferred size must be <= max batch size for {self.model_name} "
+                    f"(preferred_batch_size {preferred}, max_batch_size {self.max_batch_size})")
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
 

@@ -85,3 +85,11 @@ class FailsToStart:
 
     def __call__(self, requests):
         return []
+
+
+@triton_model(inputs=[Tensor(name="IN", dtype=np.int32, shape=(-1,))],
+              outputs=[Tensor(name="OUT", dtype=np.int32, shape=(-1,))],
+              config=ModelConfig(batching=False, response_cache=True))
+def cached(requests):
+    """Declares a response cache, which pytriton does not have yet."""
+    return [{"OUT": r["IN"]} for r in requests]

@@ -21,7 +21,8 @@ SERVERS = {
     "raises": ("tests.models:raises", FP32_4 + tensor_args("output", [("OUTPUT", "fp32", "4")])),
 }
 PROTOCOLS = ["grpc", "http"]
-PREFIX = re.escape("Failed to process the request(s) for model '") + r"[^']*" + re.escape("', message: ")
+PREFIX = (re.escape("Failed to process the request(s) for model instance '") + r"[^']*"
+          + re.escape("', message: "))
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,7 @@ def test_the_mission_command_is_refused_without_gpus(devices):
     assert result.returncode == 2, result.stderr
     assert ("Invalid value for --gpus: instance group infer_fn_0 of model infer_fn specifies "
             "invalid or unsupported gpu id 0. Visible GPUs: none (no NVIDIA GPU was found") in result.stderr
+    assert "hides them); drop --gpus to run on CPU" in result.stderr
     assert "Started" not in result.stderr  # refused before anything started
 
 
@@ -82,6 +83,7 @@ def test_gpus_all_without_gpus_is_refused():
     assert result.returncode == 2, result.stderr
     assert ("instance group visible_devices_gpus of model visible_devices has kind KIND_GPU but no GPUs are "
             "available") in result.stderr
+    assert "; drop --gpus to run on CPU" in result.stderr
 
 
 def test_the_mission_command_serves_on_two_gpus():
@@ -136,7 +138,19 @@ def test_a_model_declared_for_gpu_goes_on_every_gpu_without_gpus_flag():
 def test_a_model_declared_for_gpu_is_refused_where_there_is_none():
     result = run_cli(["tests.cli_targets.mission:infer_fn"], fake_nvml_env([]))
     assert result.returncode == 2, result.stderr
-    assert "model infer_fn has kind KIND_GPU but no GPUs are available" in result.stderr, result.stderr
+    assert ("Error: model 'infer_fn' is declared for GPU (device='gpu') but no GPU was found (neither NVML nor "
+            "/proc/driver/nvidia/gpus lists one, or CUDA_VISIBLE_DEVICES hides them); serve it on CPU with --device "
+            "cpu") in result.stderr, result.stderr
+    assert "--gpus" not in result.stderr
+
+
+def test_device_cpu_serves_a_model_declared_for_gpu_where_there_is_none():
+    with serve("tests.cli_targets.mission:infer_fn", "--device", "cpu", env=fake_nvml_env([])) as server:
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            config = client.get_model_config("infer_fn", as_json=True)["config"]
+        assert [g["kind"] for g in config["instance_group"]] == ["KIND_CPU"]
+        inherited = os.environ.get("CUDA_VISIBLE_DEVICES", "").encode()
+        assert answered_device(server.grpc_url, "infer_fn", (1, 1)) == inherited  # not pinned to a GPU
 
 
 def test_cuda_visible_devices_renumbers_the_gpus_and_all_takes_every_visible_one():

@@ -696,7 +696,7 @@ FAILURE_PATTERNS = {
 def test_failing_callable(servers, name):
     url = servers[name].grpc_url
     pattern = re.compile(
-        re.escape("Failed to process the request(s) for model '") + r"[^']*" + re.escape("', message: ")
+        re.escape("Failed to process the request(s) for model instance '") + r"[^']*" + re.escape("', message: ")
         + FAILURE_PATTERNS[name],
         re.DOTALL,
     )

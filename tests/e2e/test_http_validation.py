@@ -342,8 +342,8 @@ def test_callable_error_is_500(servers):
     x = httpclient.InferInput("INPUT", [4], "FP32")
     x.set_data_from_numpy(np.zeros(4, dtype=np.float32))
     with httpclient.InferenceServerClient(url) as c:
-        message = expect_error(lambda: c.infer("raises", [x]), 500, re.compile(r"Failed to process the request\(s\) "
-                                                                              r"for model '.*', message: .*", re.DOTALL))
+        pattern = re.compile(r"Failed to process the request\(s\) for model instance '.*', message: .*", re.DOTALL)
+        message = expect_error(lambda: c.infer("raises", [x]), 500, pattern)
     assert "the callable failed on purpose" in message
 
 

@@ -276,3 +276,29 @@ def test_a_declared_callable_and_a_class_target_bind_as_before(triton):
                          Tensor(name="PID", shape=(1,), dtype=np.int64)], config=ModelConfig(batching=False))
     result = grpc(triton).infer("on_device", make_inputs(grpcclient, IN=np.zeros(1, dtype=np.int32)))
     assert result.as_numpy("DEVICE").tolist() == [b"cpu"] and int(result.as_numpy("PID")[0]) != os.getpid()
+
+
+def test_a_relative_file_target_is_found_from_the_callers_directory(triton, tmp_path, monkeypatch):
+    """`bind("M", "./mymod.py:fn")` names the file as seen from the user's cwd, not the server process's."""
+    (tmp_path / "mymod_rel.py").write_text(
+        "from pytriton.decorators import batch\n\n\n@batch\ndef infer_fn(x):\n    return {'y': x + 1}\n")
+    monkeypatch.chdir(tmp_path)
+    triton.bind("relative_file", "./mymod_rel.py:infer_fn", inputs=[Tensor(name="x", shape=(1,), dtype=np.float32)],
+                outputs=[Tensor(name="y", shape=(1,), dtype=np.float32)], config=ModelConfig(max_batch_size=4))
+    result = grpc(triton).infer("relative_file", make_inputs(grpcclient, x=np.array([[1.0]], dtype=np.float32)))
+    assert result.as_numpy("y").tolist() == [[2.0]]
+
+
+def test_a_target_that_cannot_load_raises_a_pytriton_error_with_the_cause(triton, tmp_path, monkeypatch):
+    from pytriton.exceptions import PyTritonRuntimeError
+
+    (tmp_path / "broken_rel.py").write_text("raise RuntimeError('broken on purpose')\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PyTritonRuntimeError) as info:
+        triton.bind("broken_file", "./broken_rel.py:infer_fn", inputs=[Tensor(name="x", shape=(1,), dtype=np.float32)],
+                    outputs=[Tensor(name="y", shape=(1,), dtype=np.float32)])
+    message = str(info.value)
+    assert message.startswith("model 'broken_file' failed to load: model instance 'broken_file_0_0' failed to start: "
+                              "cannot load inference callable ")
+    assert "RuntimeError: broken on purpose" in message
+    assert type(info.value).__module__ == "pytriton.exceptions"
