@@ -61,7 +61,7 @@ def test_requests_that_do_not_fit_fail_clearly_and_the_server_keeps_serving(serv
         _infer(client, 40 * MIB)
     message = worker_side.value.message()
     assert "output 'OUTPUT'" in message and "shared memory /dev/shm is full" in message, message
-    assert "40.0 MiB" in message and "of 64.0 MiB" in message and "--shm-size" in message, message
+    assert "40.0 MiB (41943040 bytes) needed, 24.0 MiB free of 64.0 MiB" in message and "--shm-size" in message, message
     # 72 MiB cannot even be taken in: the server refuses it before the worker sees it.
     with pytest.raises(InferenceServerException) as server_side:
         _infer(client, 72 * MIB)
