@@ -84,16 +84,27 @@ def shm_full_message(nbytes: int) -> str:
     )
 
 
+_FULL_WARNING_INTERVAL_S = 60.0
+_last_full_warning = -_FULL_WARNING_INTERVAL_S
+
+
 def reserve_pages(fd: int, offset: int, length: int) -> None:
     """Make tmpfs commit the pages of [offset, offset + length) now, so that writing them cannot raise SIGBUS.
 
-    Raises SharedMemoryFullError when /dev/shm has no room (ENOSPC), ArenaExhaustedError on another failure.
+    Raises SharedMemoryFullError when /dev/shm has no room (ENOSPC; also logged, at most once a minute),
+    ArenaExhaustedError on another failure.
     """
+    global _last_full_warning
     try:
         os.posix_fallocate(fd, offset, length)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise SharedMemoryFullError(shm_full_message(length)) from None
+            message = shm_full_message(length)
+            now = time.monotonic()
+            if now - _last_full_warning >= _FULL_WARNING_INTERVAL_S:
+                _last_full_warning = now
+                logger.warning("%s (further ones are not logged for a minute)", message)
+            raise SharedMemoryFullError(message) from None
         raise ArenaExhaustedError(f"cannot reserve {length} bytes of shared memory in {SHM_DIR}: {exc}") from None
 
 
@@ -225,6 +236,15 @@ class _Segment:
         reserve_pages(self.fd, self.reserved, target - self.reserved)
         self.reserved = target
 
+    def release(self, start: int, end: int) -> int:
+        """Give the whole pages of [start, end) back to /dev/shm (their content is lost); return the bytes."""
+        start = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if end <= start:
+            return 0
+        self.mmap.madvise(mmap.MADV_REMOVE, start, end - start)
+        return end - start
+
     @staticmethod
     def _unlink(name: str) -> None:
         try:
@@ -267,6 +287,7 @@ class ShmArena:
         self._next_id = 0
         self._next_dedicated = DEDICATED_BASE
         self._free: dict[int, list[int]] = {}
+        self._free_released: dict[int, list[int]] = {}  # free slots whose pages went back to /dev/shm
         self._slots: dict[int, int] = {}  # key -> size class (0 for dedicated)
         self._total = 0
 
@@ -297,7 +318,12 @@ class ShmArena:
             segment_id = self._next_dedicated
             self._next_dedicated += 1
             size = max(mmap.PAGESIZE, -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE)
-            segment = self._new_segment(segment_id, size, reserve=True)
+            try:
+                segment = self._new_segment(segment_id, size, reserve=True)
+            except SharedMemoryFullError:
+                if not self.release_free_pages():
+                    raise
+                segment = self._new_segment(segment_id, size, reserve=True)
             self._slots[self.key(segment_id, 0)] = 0
             return segment_id, 0, segment.view[:nbytes]
         size_class = _size_class(nbytes)
@@ -307,6 +333,8 @@ class ShmArena:
             self._slots[key] = size_class
             segment_id, offset = split_key(key)
             return segment_id, offset, self._segments[segment_id].view[offset : offset + nbytes]
+        if self._free_released.get(size_class):
+            return self._reuse_released(size_class, nbytes)
         current = self._current
         if current is None or current.used + size_class > current.size:
             self._current_id = self._next_id
@@ -315,11 +343,48 @@ class ShmArena:
         segment = current
         offset = segment.used
         if offset + size_class > segment.reserved:
-            segment.reserve_to(offset + size_class)
+            try:
+                segment.reserve_to(offset + size_class)
+            except SharedMemoryFullError:
+                if not self.release_free_pages():
+                    raise
+                segment.reserve_to(offset + size_class)
         segment.used += size_class
         key = self.key(self._current_id, offset)
         self._slots[key] = size_class
         return self._current_id, offset, segment.view[offset : offset + nbytes]
+
+    def _reuse_released(self, size_class: int, nbytes: int) -> tuple[int, int, memoryview]:
+        key = self._free_released[size_class][-1]
+        segment_id, offset = split_key(key)
+        segment = self._segments[segment_id]
+        try:
+            reserve_pages(segment.fd, offset, size_class)
+        except SharedMemoryFullError:
+            if not self.release_free_pages():
+                raise
+            reserve_pages(segment.fd, offset, size_class)
+        self._free_released[size_class].pop()
+        self._slots[key] = size_class
+        return segment_id, offset, segment.view[offset : offset + nbytes]
+
+    def release_free_pages(self) -> int:
+        """Give the pages of free slots (and of reserved, never used segment tails) back to /dev/shm, for when it is
+        full; return the bytes given back. A released slot is reserved again when it is reused."""
+        released = 0
+        for size_class in [size for size in self._free if size >= mmap.PAGESIZE]:
+            keys = self._free.pop(size_class)
+            for key in keys:
+                segment_id, offset = split_key(key)
+                released += self._segments[segment_id].release(offset, offset + size_class)
+            self._free_released.setdefault(size_class, []).extend(keys)
+        for segment_id, segment in self._segments.items():
+            if not is_dedicated(segment_id) and segment.reserved > segment.used:
+                released += segment.release(segment.used, segment.reserved)
+                segment.reserved = segment.used
+        if released:
+            logger.debug("arena '%s': gave %d bytes of free slots back to %s", self.kind, released, SHM_DIR)
+        return released
 
     def free(self, segment_id: int, offset: int) -> None:
         """Return a slot; freeing an unknown slot is an error in the caller and is logged."""
@@ -345,6 +410,7 @@ class ShmArena:
         self._segments.clear()
         self._slots.clear()
         self._free.clear()
+        self._free_released.clear()
         self._current = None
         self._total = 0
 

@@ -151,19 +151,42 @@ def test_full_shm_is_an_error_naming_dev_shm_and_the_arena_stays_usable(tag, mon
                 arena.allocate(5 << 20)
             with pytest.raises(SharedMemoryFullError):
                 arena.allocate(1 << 20)  # a slot of segment 0 past its reserved first MiB
-            arena.allocate(1000)  # within the reserved MiB: no reservation needed
         message = str(dedicated.value)
         assert message.startswith("shared memory /dev/shm is full: 5.0 MiB (5242880 bytes) needed, ")
         assert " free of " in message and "--shm-size" in message
-        assert asked == [5 << 20, (1 << 20)]
+        assert asked[0] == 5 << 20
         assert isinstance(dedicated.value, ArenaExhaustedError)  # what the router and the workers already handle
         # Nothing half-made is left: no dedicated segment, no slot; what was allocated before is intact.
         assert [pid for _, pid in our_segments(tag)] == [os.getpid()]
-        assert arena.allocated_slots == 2 and arena.total_bytes == 8 << 20
-        assert arena.allocate(1 << 20)[:2] == (0, 2048)  # the failed slot was not carved
+        assert arena.allocated_slots == 1 and arena.total_bytes == 8 << 20
+        assert arena.allocate(1 << 20)[:2] == (0, 1024)  # the failed slot was not carved
         assert arena.allocate(5 << 20)[0] >= DEDICATED_BASE
         arena.free(*kept)
         assert arena.allocate(1000)[:2] == kept
+
+
+def test_when_shm_is_full_free_slots_give_their_pages_back_and_are_reserved_again_on_reuse(tag, monkeypatch):
+    with ShmArena(tag, "req", segment_size=8 << 20) as arena:
+        slot = arena.allocate(2 << 20)
+        slot[2][:] = b"x" * (2 << 20)
+        arena.free(*slot[:2])
+        assert _blocks(tag, "req", 0) == 2 << 20  # a freed slot keeps its pages for reuse
+        real = os.posix_fallocate
+        calls: list[int] = []
+
+        def full_once(fd: int, offset: int, length: int) -> None:
+            calls.append(length)
+            if len(calls) == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real(fd, offset, length)
+
+        monkeypatch.setattr(os, "posix_fallocate", full_once)
+        segment, _, view = arena.allocate(5 << 20)  # full at first: the free slot's pages go back, then it fits
+        assert segment >= DEDICATED_BASE and len(calls) == 2
+        assert _blocks(tag, "req", 0) == 0
+        again = arena.allocate(2 << 20)  # the released slot, its pages reserved again
+        assert again[:2] == slot[:2] and _blocks(tag, "req", 0) == 2 << 20 and len(calls) == 3
+        assert bytes(again[2][:4]) == b"\0\0\0\0"
 
 
 def test_other_fallocate_failures_are_arena_errors(tag, monkeypatch):
@@ -195,11 +218,23 @@ def test_real_small_tmpfs_gives_enospc_error_not_sigbus():
             except SharedMemoryFullError as exc:
                 print("full", exc)
         arena.close()
+        # 3 MiB of free slots, then 6 MiB for a segment of its own: the free slots give their pages back.
+        arena = ShmArena("abce", "rsp", segment_size=8 << 20)
+        slots = [arena.allocate(nbytes) for nbytes in (2 << 20, 1 << 20)]
+        for segment, offset, view in slots:
+            view[:] = b"y" * len(view)
+            arena.free(segment, offset)
+        for nbytes in (6 << 20, 1 << 20):
+            segment, offset, view = arena.allocate(nbytes)
+            view[:] = b"z" * nbytes
+            print("reused", nbytes)
+        arena.close()
         """
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == [f"ok {4 << 20}", f"ok {1 << 20}"], result.stdout
+    assert lines[3:] == ["reused 6291456", "reused 1048576"], result.stdout
     # 6 MiB take a slot of the 8 MiB size class: that is what /dev/shm is asked for
     assert lines[2].startswith("full shared memory /dev/shm is full: 8.0 MiB (8388608 bytes) needed, "), lines
     assert "of 8.0 MiB" in lines[2]
