@@ -2,8 +2,8 @@
 
 An arena is owned by one process, which allocates and writes; the peer maps the same segments read-only
 (`SegmentMap`) and is told (segment id, offset, size). Segment names are derived from a per-server tag,
-the owner's pid and a segment id. The owner holds an exclusive `flock` on each of its segments for as long as it
-lives, so `sweep_dead_segments` removes only what a dead owner left behind, even across pid namespaces. Pages are
+the owner's pid and a segment id. The owner locks each segment (`flock`) before it gets its name and holds the lock
+for as long as it lives, so `sweep_dead_segments` removes only what a dead owner left behind, even across pid namespaces. Pages are
 reserved (`posix_fallocate`) before they are written: a full /dev/shm is an error for one request, not a SIGBUS.
 """
 
@@ -34,7 +34,9 @@ DEFAULT_ARENA_LIMIT = 8 * 1024 * 1024 * 1024
 DEDICATED_BASE = 1 << 20
 # Pages of a shared segment are reserved in steps of this many bytes as slots are first carved from it.
 RESERVE_STEP = 1024 * 1024
-# A segment younger than this is never swept: its creator may not have locked it yet.
+# A segment is made under its name plus this suffix, locked, then renamed: a segment under its real name is always
+# locked while its owner lives. A staging name younger than SWEEP_GRACE_S is never swept (not locked yet, maybe).
+STAGING_SUFFIX = ".new"
 SWEEP_GRACE_S = 2.0
 
 _OFFSET_BITS = 40
@@ -56,7 +58,7 @@ def is_dedicated(segment_id: int) -> bool:
     return segment_id >= DEDICATED_BASE
 
 
-_NAME_RE = re.compile(rf"^{NAME_ROOT}_([0-9a-f]+)_(\d+)_([a-z]+)(\d+)$")
+_NAME_RE = re.compile(rf"^{NAME_ROOT}_([0-9a-f]+)_(\d+)_([a-z]+)(\d+)({re.escape(STAGING_SUFFIX)})?$")
 
 
 class ArenaExhaustedError(MemoryError):
@@ -154,10 +156,12 @@ def unlink_segments(tag: str | None = None, owner_pid: int | None = None) -> int
     return removed
 
 
-def _remove_if_dead(name: str, uid: int) -> bool:
-    """Unlink one segment if no process holds its lock (and it is not brand new); True if it was removed.
+def _remove_if_dead(name: str, pid: int, uid: int) -> bool:
+    """Unlink one segment if no process holds its lock; True if it was removed.
 
-    Segments of other users are left alone, and so are files that are not regular files (a symlink, say).
+    Also kept: segments of other users, files that are not regular files (a symlink, say), a segment whose pid
+    is alive in our pid namespace (one made without a lock, or a reused pid: it waits for a later sweep), and a
+    staging name younger than SWEEP_GRACE_S (its maker may be between creating and locking it).
     """
     path = SHM_DIR + name
     info = os.lstat(path)
@@ -169,8 +173,10 @@ def _remove_if_dead(name: str, uid: int) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False  # its owner is alive, in this pid namespace or another sharing /dev/shm
-        if time.time() - os.fstat(fd).st_ctime < SWEEP_GRACE_S:
-            return False  # just created: its owner may be about to lock it
+        if pid_alive(pid):
+            return False
+        if name.endswith(STAGING_SUFFIX) and time.time() - os.fstat(fd).st_ctime < SWEEP_GRACE_S:
+            return False
         os.unlink(path)  # while we hold the lock
         return True
     finally:
@@ -186,13 +192,13 @@ def sweep_dead_segments() -> int:
     removed = 0
     uid = os.getuid()
     try:
-        names = [name for name, _ in our_segments()]
+        segments = list(our_segments())
     except OSError as exc:
         logger.debug("cannot list %s for the sweep: %s", SHM_DIR, exc)
         return 0
-    for name in names:
+    for name, pid in segments:
         try:
-            removed += _remove_if_dead(name, uid)
+            removed += _remove_if_dead(name, pid, uid)
         except OSError as exc:  # gone meanwhile, or not ours to open
             logger.debug("sweep: leaving shared-memory segment '%s': %s", name, exc)
     if removed:
@@ -213,15 +219,18 @@ class _Segment:
 
     def __init__(self, name: str, size: int, reserve: bool = False):
         """`reserve`: commit all its pages now (a dedicated segment, written whole at once)."""
-        shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600, size=size)
+        created = name + STAGING_SUFFIX
+        shm = posix_ipc.SharedMemory(created, posix_ipc.O_CREX, mode=0o600, size=size)
         self.fd = shm.fd
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held until close: the sweep's sign of life
+            os.rename(SHM_DIR + created, SHM_DIR + name)
+            created = name
             if reserve:
                 reserve_pages(self.fd, 0, size)
             self.mmap = mmap.mmap(self.fd, size)
         except BaseException:
-            self._unlink(name)
+            self._unlink(created)
             os.close(self.fd)
             raise
         self.name = name

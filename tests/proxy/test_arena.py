@@ -4,6 +4,7 @@ error, not a SIGBUS), cleanup of dead owners only (by lock, across pid namespace
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from pytriton.proxy.arena import (
     DEDICATED_BASE,
     RESERVE_STEP,
+    STAGING_SUFFIX,
     ArenaExhaustedError,
     SegmentMap,
     SharedMemoryFullError,
@@ -251,8 +253,7 @@ def _dead_owner_segment(tag: str) -> int:
     return int(child.stdout.strip())
 
 
-def test_sweep_removes_segments_of_dead_owners_only(tag, monkeypatch):
-    monkeypatch.setattr("pytriton.proxy.arena.SWEEP_GRACE_S", 0.0)
+def test_sweep_removes_segments_of_dead_owners_only(tag):
     dead_pid = _dead_owner_segment(tag)
     with ShmArena(tag, "req", segment_size=64 * 1024) as arena:
         arena.allocate(10)
@@ -262,10 +263,9 @@ def test_sweep_removes_segments_of_dead_owners_only(tag, monkeypatch):
         assert {pid for _, pid in our_segments(tag)} == {os.getpid()}
 
 
-def test_sweep_keeps_locked_segments_whatever_pid_their_name_carries(tag, monkeypatch):
+def test_sweep_keeps_locked_segments_whatever_pid_their_name_carries(tag):
     # A server in another pid namespace sharing /dev/shm: its pid means nothing here (no such process), but it
     # holds the lock of its segments, and the sweep must leave them alone.
-    monkeypatch.setattr("pytriton.proxy.arena.SWEEP_GRACE_S", 0.0)
     foreign_pid = _dead_owner_segment(secrets.token_hex(4))  # a pid that is surely gone
     unlink_segments(owner_pid=foreign_pid)
     with ShmArena(tag, "req", segment_size=64 * 1024, owner_pid=foreign_pid) as arena:
@@ -282,7 +282,7 @@ def test_sweep_from_another_pid_namespace_keeps_a_live_owners_segments(tag):
     with ShmArena(tag, "req", segment_size=64 * 1024) as arena:
         arena.allocate(10)
         arena.allocate(5 * 64 * 1024)  # and a dedicated one
-        code = "from pytriton.proxy import arena; arena.SWEEP_GRACE_S = 0; print(arena.sweep_dead_segments())"
+        code = "from pytriton.proxy import arena; print(arena.sweep_dead_segments())"
         result = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
                                 capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         if result.returncode != 0:
@@ -290,17 +290,38 @@ def test_sweep_from_another_pid_namespace_keeps_a_live_owners_segments(tag):
         assert len(list(our_segments(tag))) == 2, result.stdout
 
 
-def test_sweep_leaves_young_unlocked_segments_and_other_users_and_never_raises(tag):
+def test_segments_are_made_under_a_staging_name_and_locked_before_they_get_their_own(tag):
+    with ShmArena(tag, "req", segment_size=64 * 1024) as arena:
+        arena.allocate(10)
+        [(name, _)] = our_segments(tag)
+        assert name == segment_name(tag, os.getpid(), "req", 0)  # renamed once locked: no staging name stays
+        fd = os.open("/dev/shm" + name, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+
+
+def test_sweep_leaves_young_staging_segments_and_other_users_and_never_raises(tag, monkeypatch):
     import posix_ipc
 
-    young = posix_ipc.SharedMemory(segment_name(tag, 999_999_999, "req", 0), posix_ipc.O_CREX, size=4096)
-    young.close_fd()  # unlocked, but just made: its creator may be about to lock it
-    other = segment_name(tag, 999_999_999, "req", 1)
+    gone = _dead_owner_segment(secrets.token_hex(4))
+    unlink_segments(owner_pid=gone)
+    # Unlocked under its staging name, just made: its maker may be about to lock it. Kept until it is old.
+    staging = segment_name(tag, gone, "req", 0) + STAGING_SUFFIX
+    posix_ipc.SharedMemory(staging, posix_ipc.O_CREX, size=4096).close_fd()
+    other = segment_name(tag, gone, "req", 1)
     posix_ipc.SharedMemory(other, posix_ipc.O_CREX, mode=0o600, size=4096).close_fd()
     try:
         os.chown("/dev/shm" + other, 4321, 4321)
-        os.utime("/dev/shm" + other, (0, 0))
     except PermissionError:
         pytest.skip("needs root to give a segment to another user")
+    # Unlocked (made by an older version, say) but its pid is alive here: kept too.
+    alive = segment_name(tag, os.getpid(), "rsp", 0)
+    posix_ipc.SharedMemory(alive, posix_ipc.O_CREX, size=4096).close_fd()
     assert sweep_dead_segments() == 0
-    assert len(list(our_segments(tag))) == 2
+    assert len(list(our_segments(tag))) == 3
+    monkeypatch.setattr("pytriton.proxy.arena.SWEEP_GRACE_S", 0.0)  # the staging one is old now
+    assert sweep_dead_segments() == 1
+    assert sorted(name for name, _ in our_segments(tag)) == sorted([other, alive])  # another user's: never
