@@ -1,10 +1,10 @@
 """POSIX shared-memory arenas: the segments tensors travel in between the server and its workers.
 
 An arena is owned by one process, which allocates and writes; the peer maps the same segments read-only
-(`SegmentMap`) and is told (segment id, offset, size). Segment names are derived from a per-server tag,
-the owner's pid and a segment id. The owner locks each segment (`flock`) before it gets its name and holds the lock
-for as long as it lives, so `sweep_dead_segments` removes only what a dead owner left behind, even across pid namespaces. Pages are
-reserved (`posix_fallocate`) before they are written: a full /dev/shm is an error for one request, not a SIGBUS.
+(`SegmentMap`) and is told (segment id, offset, size). Segment names carry a per-server tag, the owner's pid and a
+segment id. The owner locks each segment (`flock`) before it gets its name and holds the lock while it lives, so
+`sweep_dead_segments` removes only what a dead owner left, even across pid namespaces. Pages are reserved
+(`posix_fallocate`) before they are written: a full /dev/shm is an error for one request, not a SIGBUS.
 """
 
 from __future__ import annotations
