@@ -22,7 +22,7 @@ from pytriton.model_config.datatypes import (
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
 )
-from pytriton.proxy.arena import SegmentMap, ShmArena, is_dedicated
+from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -295,7 +295,10 @@ class WorkerEndpoint:
             ref.frame = len(frames)
             ref.nbytes = nbytes
             return nbytes
-        segment_id, offset, view = self.arena.allocate(nbytes)
+        try:
+            segment_id, offset, view = self.arena.allocate(nbytes)
+        except SharedMemoryFullError as exc:
+            raise SharedMemoryFullError(f"output '{name}': {exc}") from None
         ref.segment = segment_id
         ref.offset = offset
         ref.nbytes = nbytes  # from here the slot is this ref's

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 import zmq
 
 from pytriton.model_config.datatypes import TRITON_TO_CODE
-from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, ShmArena, slot_key
+from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, SharedMemoryFullError, ShmArena, slot_key
 from pytriton.proxy.messages import RequestData, ServerToWorker, TensorData, WorkerToServer, params_to_proto
 
 logger = logging.getLogger("pytriton.proxy")
@@ -216,7 +216,10 @@ class ProxyRouter:
             frames.append(data)
             ref.frame = len(frames)
             return
-        segment_id, offset, view = self.arena.allocate(nbytes)
+        try:
+            segment_id, offset, view = self.arena.allocate(nbytes)
+        except SharedMemoryFullError as exc:
+            raise SharedMemoryFullError(f"input '{tensor.name}': {exc}") from None
         slots.append(slot_key(segment_id, offset))
         view[:] = memoryview(data).cast("B")
         ref.segment = segment_id
