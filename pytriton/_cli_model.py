@@ -185,7 +185,8 @@ def resolve_gpus(model_name: str, gpus: str | None, device_kind: str | None = No
         if available:
             raise click.BadParameter(str(exc), param_hint="--gpus") from None
         if gpus is not None:
-            raise click.BadParameter(f"{exc}; drop --gpus to run on CPU", param_hint="--gpus") from None
+            hint = "drop --gpus and give --device cpu" if device_kind == "gpu" else "drop --gpus"
+            raise click.BadParameter(f"{exc}; {hint} to run on CPU", param_hint="--gpus") from None
         asked = "served on GPU (--device gpu)" if device_flag else "declared for GPU (device='gpu')"
         raise click.UsageError(f"model '{model_name}' is {asked} but no GPU was found ({NO_GPU_REASON}); serve it "
                                "on CPU with --device cpu") from None

@@ -56,6 +56,9 @@ def test_gpus_given_on_a_machine_without_one_says_to_drop_them(fake_nvml, monkey
         with pytest.raises(click.BadParameter) as raised:
             resolve_gpus("m", gpus, None)
         assert raised.value.format_message().endswith("; drop --gpus to run on CPU")
+        with pytest.raises(click.BadParameter) as raised:
+            resolve_gpus("m", gpus, "gpu")  # declared for GPU: dropping --gpus alone would still want one
+        assert raised.value.format_message().endswith("; drop --gpus and give --device cpu to run on CPU")
 
 
 def test_device_cpu_and_gpus_disagree(fake_nvml):

@@ -60,7 +60,8 @@ def test_the_mission_command_is_refused_without_gpus(devices):
     assert result.returncode == 2, result.stderr
     assert ("Invalid value for --gpus: instance group infer_fn_0 of model infer_fn specifies "
             "invalid or unsupported gpu id 0. Visible GPUs: none (no NVIDIA GPU was found") in result.stderr
-    assert "hides them); drop --gpus to run on CPU" in result.stderr
+    # the module declares device="gpu": without --gpus it would still want one, so --device cpu is the way
+    assert "hides them); drop --gpus and give --device cpu to run on CPU" in result.stderr
     assert "Started" not in result.stderr  # refused before anything started
 
 
