@@ -22,6 +22,7 @@ from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec
+from pytriton.repository import ModelRepositoryError, load_repositories
 
 logger = logging.getLogger("pytriton.cli")
 
@@ -86,6 +87,14 @@ def check_target(text: str) -> CallableTarget:
     return target
 
 
+def _repository_models(folders: tuple[str, ...]) -> list[ModelSpec]:
+    """The models of the --model-repository folders; a repository or config that cannot be served stops the start."""
+    try:
+        return [ModelSpec(m.config, m.target) for m in load_repositories(folders)]
+    except ModelRepositoryError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @click.group()
 @click.version_option(package_name="pytriton")
 def main() -> None:
@@ -93,7 +102,11 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("target", metavar="MODULE:CALLABLE")
+@click.argument("target", metavar="[MODULE:CALLABLE]", required=False)
+@click.option("--model-repository", "model_repositories", multiple=True, metavar="DIR",
+              help="A Triton model repository (<model>/config.pbtxt, <model>/<version>/model.py) whose Python-backend "
+                   "models are all served (model control mode none); repeatable. Serves beside MODULE:CALLABLE when "
+                   "both are given.")
 @click.option("--model-name", help="Name of the model (default: the declared name, else the callable's name, the "
               "last part of CALLABLE).")
 @click.option("--model-version", type=click.IntRange(min=0), default=1, show_default=True,
@@ -207,7 +220,8 @@ def main() -> None:
     help="Least severe messages logged (any case).",
 )
 def serve(
-    target: str,
+    target: str | None,
+    model_repositories: tuple[str, ...],
     model_name: str | None,
     model_version: int,
     inputs: tuple[str, ...],
@@ -257,14 +271,19 @@ def serve(
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
     protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
-    come from its @triton_model declaration, overridden by the flags."""
+    come from its @triton_model declaration, overridden by the flags. With --model-repository DIR, the Python-backend
+    models of a Triton model repository are served (beside the callable, or alone)."""
     log_level = log_level.upper()
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     input_specs = [parse_tensor(t, "input") for t in inputs]
     output_specs = [parse_tensor(t, "output") for t in outputs]
-    callable_target = check_target(target)
+    if target is None and not model_repositories:
+        raise click.UsageError("give the inference callable MODULE:CALLABLE, --model-repository DIR, or both")
+    if target is None and (inputs or outputs or model_name):
+        raise click.UsageError("--model-name, --input and --output describe MODULE:CALLABLE, which is not given")
+    callable_target = check_target(target) if target is not None else None
     flags = ModelFlags(model_name=model_name, model_version=model_version, inputs=input_specs, outputs=output_specs,
                        max_batch_size=max_batch_size, dynamic_batching=dynamic_batching,
                        max_queue_delay_us=max_queue_delay_us, preferred_batch_size=preferred_batch_size,
@@ -294,10 +313,16 @@ def serve(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--trace-config") from None
     _tune_malloc()
-    config = build_model_config(callable_target, describe_target(callable_target), flags)
+    models = _repository_models(model_repositories)
+    if callable_target is not None:
+        config = build_model_config(callable_target, describe_target(callable_target), flags)
+        if config.model_name in {m.config.model_name for m in models}:
+            raise click.UsageError(f"model '{config.model_name}' of {callable_target} is also in a model repository; "
+                                   "give it another name with --model-name")
+        models.insert(0, ModelSpec(config, str(callable_target)))
     try:
         server_config = ServerConfig.from_env(
-            models=[ModelSpec(config, str(callable_target))],
+            models=models,
             allow_grpc=allow_grpc,
             grpc_address=grpc_address,
             grpc_port=grpc_port,

@@ -25,6 +25,7 @@ from pytriton.backends.callable_backend import (
     inject_triton_context,
     load_callable,
 )
+from pytriton.backends.python_model import PythonModelBackend, is_python_model_target
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -99,21 +100,28 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         return not ((stop is not None and stop.is_set()) or server_gone())
 
     hello = False
+    backend: CallableBackend | None = None
+    what = f"inference callable '{spec.callable}'"
     try:
         try:
-            if infer_func is not None:
-                fn = infer_func
-            elif spec.callable is not None:
-                fn = load_callable(spec.callable, device=instance_device(config))
+            if infer_func is None and is_python_model_target(spec.callable):
+                what = f"model '{config.model_name}' version {config.model_version}"
+                backend = PythonModelBackend(str(spec.callable), config, spec.instance)
             else:
-                raise ValueError("the worker spec names no inference callable")
-            inject_triton_context(fn, config)
-            backend = CallableBackend(fn, config)
+                if infer_func is not None:
+                    fn = infer_func
+                elif spec.callable is not None:
+                    fn = load_callable(spec.callable, device=instance_device(config))
+                else:
+                    raise ValueError("the worker spec names no inference callable")
+                inject_triton_context(fn, config)
+                backend = CallableBackend(fn, config)
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which explains it to the user
             where = user_traceback(exc)  # the user's file and line: import errors, a class's __init__
-            logger.error("%s: cannot load inference callable '%s': %s%s", label, spec.callable, _format_error(exc),
+            logger.error("%s: cannot load %s: %s%s", label, what, _format_error(exc),
                          "\n" + where.rstrip("\n") if where else "")
-            endpoint.send_fatal(f"cannot load inference callable '{spec.callable}': {_format_error(exc)}")
+            shown = where.rstrip("\n") if where and is_python_model_target(spec.callable) else ""  # initialize()'s
+            endpoint.send_fatal(f"cannot load {what}: {_format_error(exc)}" + (f"\n{shown}" if shown else ""))
             return 3
         if stop is None:  # a worker process of our own (not a thread in the user's process)
             gc.collect()
@@ -150,7 +158,11 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             _report_end(endpoint, label, exc)
         raise
     finally:
-        endpoint.close()
+        try:
+            if isinstance(backend, PythonModelBackend):
+                backend.close()  # the model's finalize()
+        finally:
+            endpoint.close()
 
 
 def _report_end(endpoint: WorkerEndpoint, label: str, exc: BaseException) -> None:

@@ -334,7 +334,9 @@ class ServerCore:
     @staticmethod
     def _classify(model: Model, request: InferRequest, outputs: list) -> list:
         counts = {o.name: int(o.parameters["classification"]) for o in request.outputs if "classification" in o.parameters}
-        return [classify(t, counts[t.name], model.config.batching) if t.name in counts else t for t in outputs]
+        labels = model.config.labels
+        return [classify(t, counts[t.name], model.config.batching, labels.get(t.name)) if t.name in counts else t
+                for t in outputs]
 
     # ---- shutdown ----------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:

@@ -66,6 +66,12 @@ class TritonModelConfig:
     response_cache: bool = False
     strict: bool = True  # outputs must match the declared dtype exactly (else safe casts are applied)
     device: str | None = None  # the device kind the model was declared for ("cpu" | "gpu"), None: not declared
+    # From a repository's config.pbtxt (defaults otherwise): the labels of classification outputs and their files,
+    # the version policy and default model file as written there.
+    labels: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    label_filenames: dict[str, str] = dataclasses.field(default_factory=dict)
+    version_policy: dict[str, Any] | None = None
+    default_model_filename: str = ""
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -120,7 +126,7 @@ class TritonModelConfig:
             if is_input:
                 entry.update({"format": "FORMAT_NONE", "allow_ragged_batch": False, "optional": spec.optional})
             else:
-                entry["label_filename"] = ""
+                entry["label_filename"] = self.label_filenames.get(spec.name, "")
             return entry
 
         devices = self.instance_devices()
@@ -139,7 +145,7 @@ class TritonModelConfig:
             "platform": "",
             "backend": "python",
             "runtime": "",
-            "version_policy": {"specific": {"versions": [self.model_version]}},
+            "version_policy": self.version_policy or {"specific": {"versions": [self.model_version]}},
             "max_batch_size": self.max_batch_size,
             "input": [tensor(s, True) for s in self.inputs],
             "output": [tensor(s, False) for s in self.outputs],
@@ -153,7 +159,7 @@ class TritonModelConfig:
                 "eager_batching": False,
             },
             "instance_group": groups,
-            "default_model_filename": "",
+            "default_model_filename": self.default_model_filename,
             "cc_model_filenames": {},
             "metric_tags": {},
             "parameters": {k: {"string_value": v} for k, v in self.backend_parameters.items()},
@@ -179,6 +185,10 @@ class TritonModelConfig:
             "response_cache": self.response_cache,
             "strict": self.strict,
             "device": self.device,
+            "labels": {name: list(labels) for name, labels in self.labels.items()},
+            "label_filenames": dict(self.label_filenames),
+            "version_policy": self.version_policy,
+            "default_model_filename": self.default_model_filename,
         }
 
     @classmethod

@@ -1,0 +1,276 @@
+"""`triton_python_backend_utils` (imported as `pb_utils` by Triton Python-backend models): the tensors, requests,
+responses, errors and helpers such a `model.py` uses, as Triton's python_backend defines them.
+
+Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS, custom metrics
+and the auto-complete helpers are not supported yet: using them raises an error naming the feature.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_NUMPY
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+_logger = logging.getLogger("pytriton.backends.model")
+
+
+def _not_supported(feature: str) -> NotImplementedError:
+    return NotImplementedError(f"{feature} is not supported by pytriton yet (Triton Python-backend models: see "
+                               "docs/guide/model-repositories.md)")
+
+
+class TritonModelException(Exception):
+    """What Triton raises into a model when a pb_utils call fails."""
+
+
+class TritonError:
+    """An error a response carries (`InferenceResponse(error=...)`): a message and one of Triton's codes."""
+
+    UNKNOWN = 0
+    INTERNAL = 1
+    NOT_FOUND = 2
+    INVALID_ARG = 3
+    UNAVAILABLE = 4
+    UNSUPPORTED = 5
+    ALREADY_EXISTS = 6
+    CANCELLED = 7
+
+    def __init__(self, message: str, code: int = INTERNAL):
+        self._message = str(message)
+        self._code = int(code)
+
+    def message(self) -> str:
+        return self._message
+
+    def code(self) -> int:
+        return self._code
+
+    def __repr__(self) -> str:
+        return f"TritonError({self._message!r}, code={self._code})"
+
+
+class Tensor:
+    """A named tensor; inputs are numpy views on the request's shared memory (no copy)."""
+
+    def __init__(self, name: str, tensor: Any):
+        if not isinstance(tensor, np.ndarray):
+            raise TritonModelException(
+                f"tensor '{name}': pb_utils.Tensor takes a numpy array, got {type(tensor).__name__} (use "
+                "pb_utils.Tensor.from_dlpack for other arrays)")
+        self._name = name
+        self._array = tensor
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray:
+        return self._array
+
+    def is_cpu(self) -> bool:
+        return True
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule of the array (numpy's own export)."""
+        return self._array.__dlpack__()
+
+    @staticmethod
+    def from_dlpack(name: str, capsule: Any) -> Tensor:
+        """A tensor from an object that exports DLPack (a CPU array)."""
+        return Tensor(name, np.from_dlpack(capsule))
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name!r}, {self._array.dtype}, {list(self._array.shape)})"
+
+
+class InferenceResponse:
+    """One request's answer: its output tensors, or an error (that fails only this request)."""
+
+    def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None,
+                 parameters: dict[str, Any] | str | None = None):
+        self._outputs = list(output_tensors or [])
+        self._error = error
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters) if parameters else {}
+        self._parameters: dict[str, Any] = dict(parameters or {})
+
+    def output_tensors(self) -> list[Tensor]:
+        return self._outputs
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> TritonError | None:
+        return self._error
+
+    def parameters(self) -> str:
+        return json.dumps(self._parameters)
+
+
+class InferenceResponseSender:
+    """A decoupled model's way to answer one request: any number of responses, then the final flag."""
+
+    def __init__(self, index: int, put: Callable[[int, InferenceResponse | None, int], None]):
+        self._index = index
+        self._put = put
+        self._closed = False
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._closed = True
+        self._put(self._index, response, flags)
+
+    def is_cancelled(self) -> bool:
+        return False
+
+
+class InferenceRequest:
+    """A request the model receives in `execute`. Built by a model itself (for BLS), it cannot run yet."""
+
+    def __init__(self, model_name: str = "", inputs: list[Tensor] | None = None,
+                 requested_output_names: list[str] | None = None, **kwargs: Any):
+        self._model_name = model_name
+        self._inputs = list(inputs or [])
+        self._by_name = {t.name(): t for t in self._inputs}
+        self._requested = list(requested_output_names or [])
+        self._parameters: dict[str, Any] = dict(kwargs.get("parameters") or {})
+        self._request_id: str = kwargs.get("request_id", "")
+        self._correlation_id: int | str = kwargs.get("correlation_id", 0)
+        self._flags: int = kwargs.get("flags", 0)
+        self._sender: InferenceResponseSender | None = None
+
+    @classmethod
+    def _received(cls, inputs: list[Tensor], requested: list[str], parameters: dict[str, Any],
+                  sender: InferenceResponseSender | None) -> InferenceRequest:
+        request = cls(inputs=inputs, requested_output_names=requested, parameters=parameters)
+        request._sender = sender
+        return request
+
+    def inputs(self) -> list[Tensor]:
+        return self._inputs
+
+    def get_input_tensor_by_name(self, name: str) -> Tensor | None:
+        return self._by_name.get(name)
+
+    def requested_output_names(self) -> list[str]:
+        return self._requested
+
+    def parameters(self) -> str:
+        return json.dumps(self._parameters)
+
+    def request_id(self) -> str:
+        return self._request_id
+
+    def correlation_id(self) -> int | str:
+        return self._correlation_id
+
+    def flags(self) -> int:
+        return self._flags
+
+    def model_name(self) -> str:
+        return self._model_name
+
+    def is_cancelled(self) -> bool:
+        return False
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        if self._sender is None:
+            raise _not_supported("get_response_sender() in a model that is not decoupled")
+        return self._sender
+
+    def exec(self, *args: Any, **kwargs: Any) -> Any:
+        raise _not_supported("BLS (InferenceRequest.exec)")
+
+    async def async_exec(self, *args: Any, **kwargs: Any) -> Any:
+        raise _not_supported("BLS (InferenceRequest.async_exec)")
+
+
+class Logger:
+    """Triton's model logger; lines go to the worker's log under `pytriton.backends.model`."""
+
+    @staticmethod
+    def log(message: str, level: int = 0) -> None:
+        _logger.info("%s", message)
+
+    @staticmethod
+    def log_info(message: str) -> None:
+        _logger.info("%s", message)
+
+    @staticmethod
+    def log_warn(message: str) -> None:
+        _logger.warning("%s", message)
+
+    @staticmethod
+    def log_error(message: str) -> None:
+        _logger.error("%s", message)
+
+    @staticmethod
+    def log_verbose(message: str) -> None:
+        _logger.debug("%s", message)
+
+
+def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
+    return request.get_input_tensor_by_name(name)
+
+
+def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Tensor | None:
+    return next((t for t in response.output_tensors() if t.name() == name), None)
+
+
+def _config_entry(model_config: dict[str, Any] | str, kind: str, name: str) -> dict[str, Any] | None:
+    config = json.loads(model_config) if isinstance(model_config, str) else model_config
+    return next((entry for entry in config.get(kind, []) if entry.get("name") == name), None)
+
+
+def get_input_config_by_name(model_config: dict[str, Any] | str, name: str) -> dict[str, Any] | None:
+    """The input `name` of a model configuration (the JSON `initialize` gets, parsed), or None."""
+    return _config_entry(model_config, "input", name)
+
+
+def get_output_config_by_name(model_config: dict[str, Any] | str, name: str) -> dict[str, Any] | None:
+    """The output `name` of a model configuration, or None."""
+    return _config_entry(model_config, "output", name)
+
+
+def triton_string_to_numpy(triton_type_string: str) -> Any:
+    """The numpy type of a configuration datatype ("TYPE_FP32" -> np.float32; "TYPE_STRING" -> np.object_)."""
+    datatype = CONFIG_TO_TRITON.get(triton_type_string)
+    if datatype is None:
+        return None
+    return np.object_ if datatype == "BYTES" else TRITON_TO_NUMPY[datatype].type
+
+
+class MetricFamily:
+    """Custom metrics: not supported yet."""
+
+    COUNTER = 0
+    GAUGE = 1
+    HISTOGRAM = 2
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise _not_supported("custom metrics (pb_utils.MetricFamily)")
+
+
+class ModelConfig:
+    """The auto-complete helpers: not supported yet."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise _not_supported("auto_complete_config (pb_utils.ModelConfig)")
+

@@ -1,0 +1,175 @@
+"""A Triton model's `config.pbtxt` read into tritonclient's `ModelConfig` and turned into the `TritonModelConfig` the
+server serves; a field it cannot take is refused with the file and the field named."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from pytriton.core.gpus import GpuDevice, GpuSelectionError, select_gpus
+from pytriton.exceptions import PyTritonError
+from pytriton.model_config.datatypes import CONFIG_TO_TRITON
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
+
+CONFIG_FILE = "config.pbtxt"
+DEFAULT_MODEL_FILENAME = "model.py"
+# Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
+UNSUPPORTED_FIELDS = ("sequence_batching", "ensemble_scheduling", "batch_input", "batch_output", "model_warmup",
+                      "model_repository_agents", "response_cache")
+
+
+class ModelRepositoryError(PyTritonError):
+    """A model repository (or one model's config.pbtxt) that cannot be served."""
+
+
+def read_model_config(path: str) -> pb.ModelConfig:
+    """Parse `path` (protobuf text format) into a `ModelConfig`; ModelRepositoryError naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ModelRepositoryError(f"{path}: cannot read the model configuration: {exc.strerror}") from None
+    try:
+        return text_format.Parse(text, pb.ModelConfig())
+    except text_format.ParseError as exc:
+        raise ModelRepositoryError(f"{path}: invalid model configuration: {exc}") from None
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+class _Fields:
+    """Error messages naming the config file and the field."""
+
+    def __init__(self, path: str, model: str):
+        self.path = path
+        self.model = model
+
+    def error(self, field: str, problem: str) -> ModelRepositoryError:
+        return ModelRepositoryError(f"{self.path}: field '{field}' of model '{self.model}': {problem}")
+
+
+def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSpec]:
+    specs = []
+    for index, entry in enumerate(getattr(config, kind)):
+        field = f"{kind}[{index}]"
+        if not entry.name:
+            raise where.error(f"{field}.name", "a tensor needs a name")
+        datatype = CONFIG_TO_TRITON.get(pb.DataType.Name(entry.data_type))
+        if datatype is None:
+            raise where.error(f"{field}.data_type", f"tensor '{entry.name}' needs a data type (e.g. TYPE_FP32), got "
+                                                    f"{pb.DataType.Name(entry.data_type)}")
+        dims = list(entry.dims)
+        if any(d == 0 or d < -1 for d in dims):
+            raise where.error(f"{field}.dims", f"tensor '{entry.name}': dimensions must be >= 1 or -1 (variable), "
+                                               f"got {dims}")
+        if entry.HasField("reshape"):
+            raise where.error(f"{field}.reshape", "reshape is not supported yet")
+        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False))))
+    return specs
+
+
+def _labels(config: pb.ModelConfig, model_dir: str, where: _Fields) -> tuple[dict[str, list[str]], dict[str, str]]:
+    labels: dict[str, list[str]] = {}
+    files: dict[str, str] = {}
+    for index, entry in enumerate(config.output):
+        if not entry.label_filename:
+            continue
+        path = os.path.join(model_dir, entry.label_filename)
+        try:
+            with open(path, encoding="utf-8") as f:
+                labels[entry.name] = [line.rstrip("\r\n") for line in f]
+        except OSError as exc:
+            raise where.error(f"output[{index}].label_filename",
+                              f"cannot read label file '{path}': {exc.strerror}") from None
+        files[entry.name] = entry.label_filename
+    return labels, files
+
+
+def _instances(config: pb.ModelConfig, where: _Fields, gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int]]:
+    """The instance count (per GPU) and the visible GPU ids of the model's instance group."""
+    groups = list(config.instance_group)
+    if not groups:
+        return 1, []
+    if len(groups) > 1:
+        raise where.error("instance_group", f"{len(groups)} instance groups: only one is supported yet")
+    group = groups[0]
+    count = group.count or 1  # Triton's default
+    if count < 1:
+        raise where.error("instance_group[0].count", f"must be >= 1, got {count}")
+    kind = pb.ModelInstanceGroup.Kind.Name(group.kind)
+    if kind == "KIND_CPU":
+        return count, []
+    if kind not in ("KIND_GPU", "KIND_AUTO"):
+        raise where.error("instance_group[0].kind", f"{kind} is not supported (KIND_CPU, KIND_GPU or KIND_AUTO)")
+    try:
+        selected = select_gpus(where.model, "gpu" if kind == "KIND_GPU" else "auto", list(group.gpus) or None, gpus())
+    except GpuSelectionError as exc:
+        raise where.error("instance_group[0].gpus", str(exc)) from None
+    return count, selected
+
+
+def version_policy(config: pb.ModelConfig) -> dict[str, Any]:
+    """The version policy as Triton shows it (its default: the latest version)."""
+    choice = config.version_policy.WhichOneof("policy_choice")
+    if choice == "all":
+        return {"all": {}}
+    if choice == "specific":
+        return {"specific": {"versions": [int(v) for v in config.version_policy.specific.versions]}}
+    if choice == "latest":
+        return {"latest": {"num_versions": int(config.version_policy.latest.num_versions)}}
+    return {"latest": {"num_versions": 1}}
+
+
+def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: int,
+                    gpus: Callable[[], Sequence[GpuDevice]]) -> TritonModelConfig:
+    """The served configuration of `config` (read from `path`, in `model_dir`), serving `version`.
+
+    `gpus` gives the visible GPUs (asked only for a KIND_GPU or KIND_AUTO instance group).
+    """
+    folder = os.path.basename(os.path.normpath(model_dir))
+    name = config.name or folder
+    where = _Fields(path, name)
+    if name != folder:
+        raise where.error("name", f"the model name must match its directory: '{config.name}' is in directory "
+                                  f"'{folder}'")
+    if config.platform == "ensemble":
+        raise where.error("platform", "ensemble models are not supported yet")
+    if config.backend != "python":
+        got = f"'{config.backend}'" if config.backend else "none"
+        raise where.error("backend", f"only Python-backend models are supported (backend: \"python\"), got {got}")
+    for field in UNSUPPORTED_FIELDS:
+        if field in {f.name for f, _ in config.ListFields()}:
+            raise where.error(field, "is not supported yet")
+    if config.max_batch_size < 0:
+        raise where.error("max_batch_size", f"must be >= 0, got {config.max_batch_size}")
+    inputs = _tensors(config, "input", where)
+    outputs = _tensors(config, "output", where)
+    if not outputs:
+        raise where.error("output", "the model declares no output (at least one is required)")
+    decoupled = config.model_transaction_policy.decoupled
+    batcher = None
+    if config.HasField("dynamic_batching"):
+        if config.max_batch_size == 0:
+            raise where.error("dynamic_batching", "needs max_batch_size > 0")
+        if decoupled:
+            raise where.error("dynamic_batching", "dynamic batching of decoupled models is not supported yet")
+        batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
+    count, selected = _instances(config, where, gpus)
+    labels, label_files = _labels(config, model_dir, where)
+    policy = version_policy(config)
+    try:
+        return TritonModelConfig(
+            model_name=name, inputs=inputs, outputs=outputs, model_version=version,
+            max_batch_size=config.max_batch_size, instance_count=count, gpus=selected, decoupled=decoupled,
+            backend_parameters={k: v.string_value for k, v in config.parameters.items()}, batcher=batcher,
+            device="gpu" if selected else None, labels=labels, label_filenames=label_files, version_policy=policy,
+            default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
+        )
+    except PyTritonError as exc:
+        raise ModelRepositoryError(f"{path}: {exc}") from None

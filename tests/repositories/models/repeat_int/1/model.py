@@ -1,0 +1,31 @@
+"""Decoupled: streams each element of IN as its own response, then the final flag (from a thread, as Triton's
+decoupled examples do)."""
+
+import threading
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.threads = []
+
+    def execute(self, requests):
+        for request in requests:
+            values = request.get_input_tensor_by_name("IN").as_numpy().copy()
+            sender = request.get_response_sender()
+            thread = threading.Thread(target=self.send, args=(sender, values))
+            thread.start()
+            self.threads.append(thread)
+        return None
+
+    @staticmethod
+    def send(sender, values):
+        for value in values:
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([value], dtype=np.int32))]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def finalize(self):
+        for thread in self.threads:
+            thread.join()
