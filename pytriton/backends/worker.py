@@ -117,11 +117,13 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                 inject_triton_context(fn, config)
                 backend = CallableBackend(fn, config)
         except BaseException as exc:  # noqa: BLE001 - reported to the server, which explains it to the user
-            where = user_traceback(exc)  # the user's file and line: import errors, a class's __init__
-            logger.error("%s: cannot load %s: %s%s", label, what, _format_error(exc),
-                         "\n" + where.rstrip("\n") if where else "")
-            shown = where.rstrip("\n") if where and is_python_model_target(spec.callable) else ""  # initialize()'s
-            endpoint.send_fatal(f"cannot load {what}: {_format_error(exc)}" + (f"\n{shown}" if shown else ""))
+            where = user_traceback(exc).rstrip("\n")  # the user's file and line: import errors, a class's __init__
+            if is_python_model_target(spec.callable) and where:  # initialize()'s traceback: the server shows it
+                logger.debug("%s: cannot load %s: %s", label, what, _format_error(exc))
+                endpoint.send_fatal(f"cannot load {what}: {_format_error(exc)}\n{where}")
+                return 3
+            logger.error("%s: cannot load %s: %s%s", label, what, _format_error(exc), "\n" + where if where else "")
+            endpoint.send_fatal(f"cannot load {what}: {_format_error(exc)}")
             return 3
         if stop is None:  # a worker process of our own (not a thread in the user's process)
             gc.collect()
