@@ -91,7 +91,8 @@ def _labels(config: pb.ModelConfig, model_dir: str, where: _Fields) -> tuple[dic
     return labels, files
 
 
-def _instances(config: pb.ModelConfig, where: _Fields, gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int]]:
+def _instances(config: pb.ModelConfig, where: _Fields,
+               gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int]]:
     """The instance count (per GPU) and the visible GPU ids of the model's instance group."""
     groups = list(config.instance_group)
     if not groups:

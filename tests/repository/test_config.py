@@ -42,7 +42,8 @@ def test_the_test_repository_converts_as_written():
     config = add_sub.config
     assert add_sub.target.startswith("python-backend:") and add_sub.target.endswith("add_sub/1/model.py")
     assert (config.model_name, config.model_version, config.max_batch_size) == ("add_sub", 1, 8)
-    assert [(t.name, t.datatype, t.shape) for t in config.inputs] == [("INPUT0", "FP32", (4,)), ("INPUT1", "FP32", (4,))]
+    assert [(t.name, t.datatype, t.shape) for t in config.inputs] == [("INPUT0", "FP32", (4,)),
+                                                                      ("INPUT1", "FP32", (4,))]
     assert config.batcher is not None and config.batcher.preferred_batch_size == [4]
     assert config.batcher.max_queue_delay_microseconds == 20000
     assert config.backend_parameters == {"scale": "1"}

@@ -5,5 +5,7 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("SCORES", r.get_input_tensor_by_name("SCORES_IN").as_numpy())])
-                for r in requests]
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("SCORES", r.get_input_tensor_by_name("SCORES_IN").as_numpy())])
+            for r in requests
+        ]
