@@ -157,6 +157,7 @@ def test_specific_version_policy():
         assert client.infer("versioned", [tensor]).as_numpy("VERSION").tolist() == [1]
         config = client.get_model_config("versioned", as_json=True)["config"]
         assert config["version_policy"] == {"specific": {"versions": ["1"]}}
+    assert "versioned version 1 finalized" in s.log  # finalize() ran when the server stopped; Logger reached the log
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -11,3 +11,6 @@ class TritonPythonModel:
     def execute(self, requests):
         return [pb_utils.InferenceResponse([pb_utils.Tensor("VERSION", np.array([self.version], dtype=np.int32))])
                 for _ in requests]
+
+    def finalize(self):
+        pb_utils.Logger.log_info(f"versioned version {self.version} finalized")
