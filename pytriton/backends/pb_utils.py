@@ -1,8 +1,9 @@
 """`triton_python_backend_utils` (imported as `pb_utils` by Triton Python-backend models): the tensors, requests,
 responses, errors and helpers such a `model.py` uses, as Triton's python_backend defines them.
 
-Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS, custom metrics
-and the auto-complete helpers are not supported yet: using them raises an error naming the feature.
+Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS requests
+(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`). Custom metrics and the auto-complete helpers
+are not supported yet: using them raises an error naming the feature.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
 _logger = logging.getLogger("pytriton.backends.model")
+
+# The worker's BLS client (backends/bls.BlsClient), set once the worker serves; None elsewhere.
+_bls_client: Any = None
 
 
 def _not_supported(feature: str) -> NotImplementedError:
@@ -106,6 +110,7 @@ class InferenceResponse:
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
         self._parameters: dict[str, Any] = dict(parameters or {})
+        self._flags = 0  # a BLS answer from a decoupled model: TRITONSERVER_RESPONSE_COMPLETE_FINAL on the last
 
     def output_tensors(self) -> list[Tensor]:
         return self._outputs
@@ -142,11 +147,13 @@ class InferenceResponseSender:
 
 
 class InferenceRequest:
-    """A request the model receives in `execute`. Built by a model itself (for BLS), it cannot run yet."""
+    """A request the model receives in `execute`; or one a model builds itself and runs with `exec()` or
+    `async_exec()` on any model the server serves (BLS)."""
 
     def __init__(self, model_name: str = "", inputs: list[Tensor] | None = None,
-                 requested_output_names: list[str] | None = None, **kwargs: Any):
+                 requested_output_names: list[str] | None = None, model_version: int = -1, **kwargs: Any):
         self._model_name = model_name
+        self._model_version = int(model_version)
         self._inputs = list(inputs or [])
         self._by_name = {t.name(): t for t in self._inputs}
         self._requested = list(requested_output_names or [])
@@ -187,6 +194,9 @@ class InferenceRequest:
     def model_name(self) -> str:
         return self._model_name
 
+    def model_version(self) -> int:
+        return self._model_version
+
     def is_cancelled(self) -> bool:
         return False
 
@@ -195,11 +205,23 @@ class InferenceRequest:
             raise _not_supported("get_response_sender() in a model that is not decoupled")
         return self._sender
 
-    def exec(self, *args: Any, **kwargs: Any) -> Any:
-        raise _not_supported("BLS (InferenceRequest.exec)")
+    def exec(self, decoupled: bool = False) -> Any:
+        """Run this request on model `model_name` and wait for its answer: an `InferenceResponse` (which carries the
+        error if it failed), or with `decoupled=True` an iterator of the responses of a decoupled model, the last one
+        flagged final."""
+        return _client().exec(self, decoupled)
 
-    async def async_exec(self, *args: Any, **kwargs: Any) -> Any:
-        raise _not_supported("BLS (InferenceRequest.async_exec)")
+    async def async_exec(self, decoupled: bool = False) -> Any:
+        """`exec` for `async def execute`: awaiting it lets other requests' `async_exec` run meanwhile. With
+        `decoupled=True` it returns once the last response has come, an iterator of them all."""
+        return await _client().async_exec(self, decoupled)
+
+
+def _client() -> Any:
+    if _bls_client is None:
+        raise TritonModelException("BLS requests (InferenceRequest.exec) can be made only by a model that a pytriton "
+                                   "server runs, once initialize() has returned")
+    return _bls_client
 
 
 class Logger:

@@ -7,6 +7,7 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import queue
@@ -93,6 +94,8 @@ class PythonModelBackend(CallableBackend):
         if self.config.decoupled:
             return self._stream(requests)
         responses = self.model.execute(self._requests(requests, [None] * len(requests)))
+        if inspect.isawaitable(responses):  # `async def execute` (its BLS calls may use async_exec)
+            responses = self._loop_for().run_until_complete(responses)
         name = self.config.model_name
         if not isinstance(responses, (list, tuple)):
             raise InferenceCallableError(f"execute() of model '{name}' must return a list of pb_utils."

@@ -18,7 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytriton.backends import pb_utils
 from pytriton.backends._error_log import CallableErrorLog
+from pytriton.backends.bls import BlsClient
 from pytriton.backends.callable_backend import (
     CallableBackend,
     InferenceCallableError,
@@ -131,6 +133,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         errors = CallableErrorLog(label, logger)
         endpoint.send_hello()
         hello = True
+        if isinstance(backend, PythonModelBackend):
+            pb_utils._bls_client = BlsClient(endpoint, config, alive, poll_ms)
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0
         while True:
@@ -160,6 +164,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             _report_end(endpoint, label, exc)
         raise
     finally:
+        pb_utils._bls_client = None
         try:
             if isinstance(backend, PythonModelBackend):
                 backend.close()  # the model's finalize()

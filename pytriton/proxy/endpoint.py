@@ -7,8 +7,10 @@ recv costs fewer wake-ups than an event loop.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +24,7 @@ from pytriton.model_config.datatypes import (
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
 )
-from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated
+from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated, slot_key
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -120,6 +122,9 @@ class WorkerEndpoint:
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
         self._stop_seen = False  # a STOP waits in the backlog
         self.credit: StreamCredit | None = None  # of the streaming call running now, if it has a window
+        self.thread = threading.get_ident()  # the only thread that may use the socket
+        self._bls_ids = itertools.count(1)
+        self._bls_replies: dict[int, collections.deque[tuple[Any, list[zmq.Frame]]]] = {}  # BLS calls in flight
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -147,7 +152,11 @@ class WorkerEndpoint:
             return message, frames
         if not self._socket.poll(timeout_ms, zmq.POLLIN):
             return None
-        return self._read()
+        message, frames = self._read()
+        if message.kind == ServerToWorker.BLS_RESULT:
+            self._route_bls(message, frames)
+            return None
+        return message, frames
 
     def _collect(self) -> None:
         """Read what waits in the socket without blocking: CANCELs and CREDITs are noted, other messages wait in the
@@ -155,7 +164,9 @@ class WorkerEndpoint:
         while self._socket.poll(0, zmq.POLLIN):
             message, frames = self._read()
             kind = message.kind
-            if kind == ServerToWorker.CANCEL:
+            if kind == ServerToWorker.BLS_RESULT:
+                self._route_bls(message, frames)
+            elif kind == ServerToWorker.CANCEL:
                 self._cancelled.add(message.id)
             elif kind == ServerToWorker.CREDIT:
                 credit = self.credit
@@ -202,6 +213,93 @@ class WorkerEndpoint:
         cancelled = self._cancelled
         self._cancelled = {i for i in cancelled if i > call_id}
         return call_id not in cancelled
+
+    # ---- BLS: this worker's own requests to the server ----------------------------------------
+    def bls_send(self, model_name: str, model_version: str, inputs: list[tuple[str, str, Any]],
+                 requested_outputs: list[str], parameters: dict[str, Any], decoupled: bool) -> int:
+        """Send a model's own inference request upstream; its inputs go as frames or through this worker's response
+        arena (the server gives those slots back when the request ends). Returns the call id for `bls_next`."""
+        call_id = next(self._bls_ids)
+        message = WorkerToServer(kind=WorkerToServer.BLS, id=call_id, model_name=model_name,
+                                 model_version=model_version, decoupled=decoupled)
+        request = message.request
+        frames: list[Any] = []
+        try:
+            for name, datatype, array in inputs:
+                self._encode_output(request.inputs.add(), name, datatype, array, frames)
+        except BaseException:
+            for ref in request.inputs:
+                if not ref.frame and ref.nbytes:
+                    self.arena.free(ref.segment, ref.offset)
+            raise
+        request.requested_outputs.extend(requested_outputs)
+        if parameters:
+            params_to_proto(parameters, request.parameters)
+        self._bls_replies[call_id] = collections.deque()
+        self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
+        return call_id
+
+    def bls_poll(self, call_id: int, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
+        """The next answer of BLS call `call_id`, waiting at most `timeout_ms` for one; None if none came. Other
+        messages wait in the backlog (or are noted, as between two responses of a stream)."""
+        replies = self._bls_replies[call_id]
+        if not replies and self._socket.poll(timeout_ms, zmq.POLLIN):
+            self._collect()
+        if not replies:
+            return None
+        message, frames = replies.popleft()
+        if message.final:
+            del self._bls_replies[call_id]
+        return message, frames
+
+    def bls_read(self, message: Any, frames: Sequence[zmq.Frame]) -> tuple[list[tuple[str, np.ndarray]],
+                                                                          dict[str, Any]]:
+        """The outputs of one BLS answer as arrays of their own (copied out of shared memory, whose slots go back to
+        the server at once), and its parameters."""
+        outputs: list[tuple[str, np.ndarray]] = []
+        keys: list[int] = []
+        try:
+            for item in message.responses:
+                for ref in item.outputs:
+                    shape = tuple(ref.shape)
+                    if ref.frame:
+                        buffer: Any = frames[ref.frame - 1].buffer
+                    else:
+                        keys.append(slot_key(ref.segment, ref.offset))
+                        buffer = self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
+                    if ref.dtype == _BYTES_CODE:
+                        array = deserialize_bytes_tensor(buffer, shape)
+                    else:
+                        array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[ref.dtype]).reshape(shape).copy()
+                    outputs.append((ref.name, array))
+                    if not ref.frame and is_dedicated(ref.segment):
+                        del buffer
+                        self.request_segments.release_dedicated(ref.segment)
+        finally:
+            self._bls_free(message)
+        parameters = params_from_proto(message.responses[0].parameters) if message.responses else {}
+        return outputs, parameters
+
+    def bls_abandon(self, call_id: int) -> None:
+        """Nobody waits for BLS call `call_id` any more: what came for it and what still comes is given back."""
+        replies = self._bls_replies.pop(call_id, None)
+        for message, _ in replies or ():
+            self._bls_free(message)
+
+    def _route_bls(self, message: Any, frames: list[zmq.Frame]) -> None:
+        replies = self._bls_replies.get(message.id)
+        if replies is None:  # abandoned: give its slots back
+            self._bls_free(message)
+        else:
+            replies.append((message, frames))
+
+    def _bls_free(self, message: Any) -> None:
+        keys = [slot_key(ref.segment, ref.offset) for item in message.responses for ref in item.outputs
+                if not ref.frame and not ref.region]
+        if keys:
+            free = WorkerToServer(kind=WorkerToServer.FREE)
+            free.freed.extend(keys)
+            self._socket.send(free.SerializeToString())
 
     # ---- requests ----------------------------------------------------------------------------
     def _input_buffer(self, ref: Any, frames: Sequence[zmq.Frame]) -> Any:

@@ -60,6 +60,7 @@ class WorkerLink:
         # Called with the reason when the worker says (FATAL after HELLO) that it stopped serving; its source
         # takes the instance out of service and drops the link. Without one, the link is dropped at once.
         self.on_fatal: Callable[[str], None] | None = None
+        self.bls_slots: set[int] = set()  # request-arena slots of BLS answers the worker has not given back yet
 
     def release(self, keys: list[int], now: bool = False) -> None:
         """Queue response-arena slots for release; they ride on the next request to the worker
@@ -96,6 +97,9 @@ class ProxyRouter:
         self._closed = False
         # Called with (identity, JSON text) for CONTROL messages from peers that are not workers.
         self.on_control: Callable[[bytes, str], None] | None = None
+        # Called with (link, message, frames) for a worker's BLS request; hears first of a link being dropped.
+        self.on_bls: Callable[[WorkerLink, Any, list[zmq.Frame]], None] | None = None
+        self.on_link_dropped: Callable[[WorkerLink], None] | None = None
 
     # ---- links -------------------------------------------------------------------------------
     def add_link(self, identity: bytes, label: str) -> WorkerLink:
@@ -110,6 +114,10 @@ class ProxyRouter:
             return
         link.closed = True
         self._links.pop(link.identity, None)
+        if self.on_link_dropped is not None:
+            self.on_link_dropped(link)
+        self._free_request_slots(list(link.bls_slots))
+        link.bls_slots.clear()
         pending, link.pending = link.pending, {}
         for call, slots in pending.values():
             self._free_request_slots(slots)
@@ -264,6 +272,39 @@ class ProxyRouter:
             raise
         return call_id
 
+    def send_bls_result(self, link: WorkerLink, call_id: int, outputs: list[TensorData] | None = None,
+                        parameters: dict[str, Any] | None = None, error: str = "", error_code: int = 0,
+                        final: bool = True) -> None:
+        """Answer a worker's BLS request `call_id`: outputs (large ones through the request arena, lent to the worker
+        until it sends them back in a FREE), or an error. A worker that is gone hears nothing; nothing stays lent."""
+        if link.closed:
+            return
+        message = ServerToWorker(kind=ServerToWorker.BLS_RESULT, id=call_id, final=final, error=error,
+                                 error_code=error_code)
+        frames: list[Any] = []
+        slots: list[int] = []
+        try:
+            if outputs is not None:
+                item = message.responses.add()
+                for tensor in outputs:
+                    self._encode_tensor(tensor, item.outputs.add(), frames, slots)
+                if parameters:
+                    params_to_proto(parameters, item.parameters)
+        except ArenaExhaustedError as exc:
+            self._free_request_slots(slots)
+            message = ServerToWorker(kind=ServerToWorker.BLS_RESULT, id=call_id, final=True, error=str(exc),
+                                     error_code=1)
+            frames, slots = [], []
+        if link.pending_free:
+            message.freed.extend(link.pending_free)
+            link.pending_free.clear()
+        link.bls_slots.update(slots)
+        try:
+            self._send(link, [message.SerializeToString(), *frames])
+        except WorkerGoneError:
+            link.bls_slots.difference_update(slots)
+            self._free_request_slots(slots)
+
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:
         """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
@@ -304,6 +345,16 @@ class ProxyRouter:
                 del link.pending[message.id]
                 self._free_request_slots(slots)
             call.on_reply(message, frames[2:])
+        elif message.kind == WorkerToServer.BLS:
+            if self.on_bls is not None:
+                self.on_bls(link, message, frames[2:])
+            else:
+                self.send_bls_result(link, message.id, error="BLS requests are not served here", error_code=5)
+        elif message.kind == WorkerToServer.FREE:
+            for key in message.freed:
+                if key in link.bls_slots:  # (only what was lent to this worker, once)
+                    link.bls_slots.discard(key)
+                    self.arena.free_key(key)
         elif message.kind == WorkerToServer.HELLO:
             link.pid = message.pid
             link.segments = SegmentMap(self.tag, message.pid, message.arena or "rsp")

@@ -6,8 +6,11 @@ The server composes it with the core: the core gets instance sources, never this
 
 from __future__ import annotations
 
+from typing import Any
+
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.router import ProxyRouter
+from pytriton.supervisor.bls import BlsBridge
 from pytriton.supervisor.external import ExternalInstances
 from pytriton.supervisor.worker_pool import WorkerPool
 
@@ -30,6 +33,11 @@ class WorkerHost:
 
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
+
+    def serve_bls(self, infer: Any, infer_stream: Any) -> BlsBridge:
+        """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
+        assert self.router is not None, "start() first"
+        return BlsBridge(self.router, infer, infer_stream)
 
     def worker_pool(self, config: TritonModelConfig, callable_target: str) -> WorkerPool:
         """Worker processes of our own that import and run `callable_target`."""

@@ -69,7 +69,7 @@ class RequestItem(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
@@ -79,6 +79,7 @@ class ServerToWorker(_message.Message):
         CONTROL: _ClassVar[ServerToWorker.Kind]
         CANCEL: _ClassVar[ServerToWorker.Kind]
         CREDIT: _ClassVar[ServerToWorker.Kind]
+        BLS_RESULT: _ClassVar[ServerToWorker.Kind]
     INFER: ServerToWorker.Kind
     STOP: ServerToWorker.Kind
     FREE: ServerToWorker.Kind
@@ -86,6 +87,7 @@ class ServerToWorker(_message.Message):
     CONTROL: ServerToWorker.Kind
     CANCEL: ServerToWorker.Kind
     CREDIT: ServerToWorker.Kind
+    BLS_RESULT: ServerToWorker.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +97,10 @@ class ServerToWorker(_message.Message):
     WINDOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_BYTES_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
@@ -104,7 +110,11 @@ class ServerToWorker(_message.Message):
     window: int
     window_bytes: int
     consumed: int
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ...) -> None: ...
+    responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
+    error: str
+    error_code: int
+    final: bool
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
     __slots__ = ("outputs", "error", "parameters")
@@ -124,17 +134,21 @@ class ResponseItem(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
-    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns")
+    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT: _ClassVar[WorkerToServer.Kind]
         HELLO: _ClassVar[WorkerToServer.Kind]
         FATAL: _ClassVar[WorkerToServer.Kind]
         CONTROL: _ClassVar[WorkerToServer.Kind]
+        BLS: _ClassVar[WorkerToServer.Kind]
+        FREE: _ClassVar[WorkerToServer.Kind]
     RESULT: WorkerToServer.Kind
     HELLO: WorkerToServer.Kind
     FATAL: WorkerToServer.Kind
     CONTROL: WorkerToServer.Kind
+    BLS: WorkerToServer.Kind
+    FREE: WorkerToServer.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +161,11 @@ class WorkerToServer(_message.Message):
     ARENA_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_START_NS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    DECOUPLED_FIELD_NUMBER: _ClassVar[int]
+    FREED_FIELD_NUMBER: _ClassVar[int]
     kind: WorkerToServer.Kind
     id: int
     responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
@@ -159,4 +178,9 @@ class WorkerToServer(_message.Message):
     arena: str
     control: str
     compute_start_ns: int
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ...) -> None: ...
+    model_name: str
+    model_version: str
+    request: RequestItem
+    decoupled: bool
+    freed: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: _Optional[bool] = ..., freed: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -1,0 +1,147 @@
+"""BLS (Business Logic Scripting) in a worker: `pb_utils.InferenceRequest.exec` / `async_exec` send the request up the
+worker's own socket to the server, which runs it like a network request; answers come back the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from pytriton.backends import pb_utils
+from pytriton.model_config.datatypes import numpy_to_triton
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.endpoint import WorkerEndpoint
+
+ASYNC_POLL_S = 0.0005  # how often an awaiting async_exec looks at the socket (it shares the thread with execute)
+
+
+class ServerGoneError(pb_utils.TritonModelException):
+    """The server went away while a BLS request waited for its answer."""
+
+
+class BlsClient:
+    """Sends a model's `InferenceRequest`s through the worker's endpoint and turns the answers into
+    `pb_utils.InferenceResponse`s."""
+
+    def __init__(self, endpoint: WorkerEndpoint, config: TritonModelConfig, alive: Callable[[], bool], poll_ms: int):
+        self.endpoint = endpoint
+        self.config = config
+        self.alive = alive
+        self.poll_ms = poll_ms
+        self.instances = config.instance_count * max(1, len(config.gpus or ()))
+
+    # ---- sending ------------------------------------------------------------------------------
+    def _refusal(self, request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse | None:
+        """A request that cannot be sent, answered at once (as an error response)."""
+        name = request.model_name()
+        if name == self.config.model_name and self.instances <= 1:
+            return _error_response(
+                f"model '{name}' has one instance, which is running this BLS request: a BLS request to the model "
+                "itself would wait for that instance forever (give the model more instances)",
+                pb_utils.TritonError.UNAVAILABLE)
+        return None
+
+    def _send(self, request: pb_utils.InferenceRequest, decoupled: bool) -> int:
+        if threading.get_ident() != self.endpoint.thread:
+            raise pb_utils.TritonModelException(
+                "BLS requests can be made only from the thread that runs execute() (or its event loop), not from "
+                "other threads")
+        inputs = []
+        for tensor in request.inputs():
+            array = tensor.as_numpy()
+            try:
+                datatype = numpy_to_triton(array.dtype)
+            except Exception as exc:  # noqa: BLE001
+                raise pb_utils.TritonModelException(
+                    f"input '{tensor.name()}' of the BLS request to model '{request.model_name()}': {exc}") from None
+            if datatype == "BYTES" and array.dtype != np.object_:
+                array = array.astype(np.object_)
+            inputs.append((tensor.name(), datatype, array))
+        version = request.model_version()
+        return self.endpoint.bls_send(request.model_name(), str(version) if version > 0 else "", inputs,
+                                      request.requested_output_names(), json_params(request), decoupled)
+
+    # ---- receiving ----------------------------------------------------------------------------
+    def _response(self, message: Any, frames: Any) -> pb_utils.InferenceResponse:
+        if message.error:
+            return _error_response(message.error, message.error_code)
+        outputs, parameters = self.endpoint.bls_read(message, frames)
+        return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs],
+                                          parameters=parameters)
+
+    def _wait(self, call_id: int) -> tuple[Any, Any]:
+        while True:
+            got = self.endpoint.bls_poll(call_id, self.poll_ms)
+            if got is not None:
+                return got
+            if not self.alive():
+                self.endpoint.bls_abandon(call_id)
+                raise ServerGoneError("the server went away while a BLS request waited for its answer")
+
+    def exec(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return iter([refusal]) if decoupled else refusal
+        call_id = self._send(request, decoupled)
+        if decoupled:
+            return self._stream(call_id)
+        message, frames = self._wait(call_id)
+        return self._response(message, frames)
+
+    def _stream(self, call_id: int) -> Iterator[pb_utils.InferenceResponse]:
+        """Each response of a decoupled callee as it comes; the last one (empty unless it carries an error) is flagged
+        final. Closing the iterator early gives back whatever still comes."""
+        done = False
+        try:
+            while not done:
+                message, frames = self._wait(call_id)
+                done = bool(message.final)
+                if message.error or message.responses:
+                    response = self._response(message, frames)
+                else:
+                    response = pb_utils.InferenceResponse()
+                response._flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if done else 0
+                yield response
+        finally:
+            if not done:
+                self.endpoint.bls_abandon(call_id)
+
+    async def async_exec(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return iter([refusal]) if decoupled else refusal
+        call_id = self._send(request, decoupled)
+        responses: list[pb_utils.InferenceResponse] = []
+        done = False
+        try:
+            while not done:
+                got = self.endpoint.bls_poll(call_id, 0)
+                if got is None:
+                    if not self.alive():
+                        raise ServerGoneError("the server went away while a BLS request waited for its answer")
+                    await asyncio.sleep(ASYNC_POLL_S)
+                    continue
+                message, frames = got
+                done = bool(message.final)
+                if not decoupled:
+                    return self._response(message, frames)
+                response = (self._response(message, frames) if message.error or message.responses
+                            else pb_utils.InferenceResponse())
+                response._flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if done else 0
+                responses.append(response)
+        finally:
+            if not done:
+                self.endpoint.bls_abandon(call_id)
+        return iter(responses)
+
+
+def json_params(request: pb_utils.InferenceRequest) -> dict[str, Any]:
+    return dict(request._parameters)
+
+
+def _error_response(message: str, code: int) -> pb_utils.InferenceResponse:
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code or pb_utils.TritonError.INTERNAL))

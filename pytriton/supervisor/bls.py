@@ -1,0 +1,113 @@
+"""BLS requests of workers (a Python-backend model calling another model): the translator between a worker's BLS
+message and the core's `InferRequest`, run through the same core path as a network request.
+
+Inputs are read in place from the calling worker's response arena (its slots go back when the request ends);
+outputs go back through the request arena (the worker returns those slots with a FREE). A caller worker that goes
+away cancels its requests; a server that stops answers them with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import zmq
+
+from pytriton.core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+from pytriton.exceptions import ServerError, Status
+from pytriton.model_config.datatypes import CODE_TO_TRITON
+from pytriton.proxy.arena import slot_key
+from pytriton.proxy.messages import TensorData, params_from_proto
+from pytriton.proxy.router import ProxyRouter, WorkerLink
+
+logger = logging.getLogger("pytriton.supervisor")
+
+_CODES = list(Status)  # in the order of pb_utils.TritonError's codes
+
+
+class BlsBridge:
+    """Serves the BLS requests of every worker of a router with the core's `infer` / `infer_stream`."""
+
+    def __init__(self, router: ProxyRouter, infer: Callable[[InferRequest], Awaitable[InferResponse]],
+                 infer_stream: Callable[[InferRequest], AsyncIterator[InferResponse]]):
+        self.router = router
+        self.infer = infer
+        self.infer_stream = infer_stream
+        self._tasks: dict[WorkerLink, set[asyncio.Task[None]]] = {}
+        router.on_bls = self._on_bls
+        router.on_link_dropped = self._on_dropped
+
+    def _on_bls(self, link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> None:
+        slots: list[int] = []
+        try:
+            request = self._request(link, message, frames, slots)
+        except Exception as exc:  # noqa: BLE001 - a request that cannot be read is answered, not dropped
+            link.release(slots)
+            self.router.send_bls_result(link, message.id, error=f"cannot read the BLS request: {exc}", error_code=1)
+            return
+        task = asyncio.get_running_loop().create_task(self._run(link, message.id, request, message.decoupled, slots))
+        tasks = self._tasks.setdefault(link, set())
+        tasks.add(task)
+        task.add_done_callback(lambda t: self._done(link, t))
+
+    def _done(self, link: WorkerLink, task: asyncio.Task[None]) -> None:
+        tasks = self._tasks.get(link)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del self._tasks[link]
+
+    def _on_dropped(self, link: WorkerLink) -> None:
+        """The caller is gone: its requests are withdrawn (their results released by the core)."""
+        for task in list(self._tasks.get(link, ())):
+            task.cancel()
+
+    @staticmethod
+    def _request(link: WorkerLink, message: Any, frames: list[zmq.Frame], slots: list[int]) -> InferRequest:
+        item = message.request
+        inputs: list[Tensor] = []
+        for ref in item.inputs:
+            if ref.frame:
+                data: Any = frames[ref.frame - 1].buffer
+            else:
+                assert link.segments is not None
+                slots.append(slot_key(ref.segment, ref.offset))
+                data = link.segments.view(ref.segment, ref.offset, ref.nbytes)
+            inputs.append(Tensor(ref.name, CODE_TO_TRITON[ref.dtype], tuple(ref.shape), data))
+        return InferRequest(message.model_name, message.model_version, "", inputs,
+                            [RequestedOutput(name) for name in item.requested_outputs],
+                            params_from_proto(item.parameters) if item.parameters else {})
+
+    async def _run(self, link: WorkerLink, call_id: int, request: InferRequest, decoupled: bool, slots: list[int]
+                   ) -> None:  # fmt: skip
+        router = self.router
+        try:
+            if decoupled:
+                async for response in self.infer_stream(request):
+                    self._answer(link, call_id, response, final=False)
+                router.send_bls_result(link, call_id, final=True)
+            else:
+                self._answer(link, call_id, await self.infer(request), final=True)
+        except ServerError as exc:
+            router.send_bls_result(link, call_id, error=exc.message, error_code=_CODES.index(exc.status))
+        except asyncio.CancelledError:
+            router.send_bls_result(link, call_id, error="the BLS request was cancelled (the server is stopping)",
+                                   error_code=_CODES.index(Status.CANCELLED))
+            raise
+        except Exception as exc:  # noqa: BLE001
+            logger.exception("BLS request to model '%s' failed", request.model_name)
+            router.send_bls_result(link, call_id, error=f"internal error: {exc}", error_code=1)
+        finally:
+            link.release(slots)
+
+    def _answer(self, link: WorkerLink, call_id: int, response: InferResponse, final: bool) -> None:
+        try:
+            inline_max = self.router.inline_max
+            # Small outputs ride as frames: copied, since the callee's slots are released right after the send.
+            outputs = [TensorData(t.name, t.datatype, t.shape, bytes(t.data) if t.nbytes <= inline_max else t.data)
+                       for t in response.outputs if t.data is not None]
+            self.router.send_bls_result(link, call_id, outputs, response.parameters, final=final)
+        finally:
+            response.release()

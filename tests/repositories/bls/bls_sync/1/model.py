@@ -1,0 +1,28 @@
+"""BLS with exec(): forwards its inputs to the model the "target" parameter names and answers with its outputs (or
+with its error, prefixed by the code)."""
+
+import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            target = json.loads(request.parameters()).get("target", "add_sub")
+            bls = pb_utils.InferenceRequest(
+                model_name=target,
+                inputs=[request.get_input_tensor_by_name("INPUT0"), request.get_input_tensor_by_name("INPUT1")],
+                requested_output_names=["OUTPUT0", "OUTPUT1"])
+            answer = bls.exec()
+            if answer.has_error():
+                error = answer.error()
+                responses.append(pb_utils.InferenceResponse(
+                    error=pb_utils.TritonError(f"[code {error.code()}] {error.message()}")))
+                continue
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUTPUT0", pb_utils.get_output_tensor_by_name(answer, "OUTPUT0").as_numpy()),
+                pb_utils.Tensor("OUTPUT1", pb_utils.get_output_tensor_by_name(answer, "OUTPUT1").as_numpy()),
+            ]))
+        return responses
