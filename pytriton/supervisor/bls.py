@@ -83,24 +83,36 @@ class BlsBridge:
     async def _run(self, link: WorkerLink, call_id: int, request: InferRequest, decoupled: bool, slots: list[int]
                    ) -> None:  # fmt: skip
         router = self.router
+
+        def release_inputs() -> None:  # (before the answer is sent, so that the release rides on it)
+            held = slots[:]
+            slots.clear()
+            link.release(held)
+
         try:
             if decoupled:
                 async for response in self.infer_stream(request):
                     self._answer(link, call_id, response, final=False)
+                release_inputs()
                 router.send_bls_result(link, call_id, final=True)
             else:
-                self._answer(link, call_id, await self.infer(request), final=True)
+                response = await self.infer(request)
+                release_inputs()
+                self._answer(link, call_id, response, final=True)
         except ServerError as exc:
+            release_inputs()
             router.send_bls_result(link, call_id, error=exc.message, error_code=_CODES.index(exc.status))
         except asyncio.CancelledError:
+            release_inputs()
             router.send_bls_result(link, call_id, error="the BLS request was cancelled (the server is stopping)",
                                    error_code=_CODES.index(Status.CANCELLED))
             raise
         except Exception as exc:  # noqa: BLE001
             logger.exception("BLS request to model '%s' failed", request.model_name)
+            release_inputs()
             router.send_bls_result(link, call_id, error=f"internal error: {exc}", error_code=1)
         finally:
-            link.release(slots)
+            release_inputs()
 
     def _answer(self, link: WorkerLink, call_id: int, response: InferResponse, final: bool) -> None:
         try:
