@@ -5,6 +5,11 @@ tritonclient over gRPC and HTTP."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -17,15 +22,25 @@ REPOS = REPO / "tests" / "repositories"
 CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
+CALLABLE_ARGS = ["--model-name", "add_sub_callable", "--max-batch-size", "8",
+                 *tensor_args("input", [("INPUT0", "fp32", "-1"), ("INPUT1", "fp32", "-1")]),
+                 *tensor_args("output", [("OUTPUT0", "fp32", "-1"), ("OUTPUT1", "fp32", "-1")])]
+SERVE_ARGS = ("tests.models:add_sub", *CALLABLE_ARGS, "--model-repository", str(REPOS / "models"),
+              "--model-repository", str(REPOS / "bls"))
+
+
 @pytest.fixture(scope="module")
 def server():
     """The `models` and `bls` repositories beside a callable (tests.models:add_sub, as add_sub_callable)."""
-    callable_args = ["--model-name", "add_sub_callable", "--max-batch-size", "8",
-                     *tensor_args("input", [("INPUT0", "fp32", "-1"), ("INPUT1", "fp32", "-1")]),
-                     *tensor_args("output", [("OUTPUT0", "fp32", "-1"), ("OUTPUT1", "fp32", "-1")])]
-    with serve("tests.models:add_sub", *callable_args, "--model-repository", str(REPOS / "models"),
-               "--model-repository", str(REPOS / "bls")) as s:
+    with serve(*SERVE_ARGS) as s:
         yield s
+
+
+def wait_for_file(path, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
 
 
 def infer(server, protocol: str, model: str, a: np.ndarray, b: np.ndarray, **parameters):
@@ -100,6 +115,57 @@ def test_a_model_calling_itself_with_one_instance_fails_at_once(server):
     assert "model 'bls_sync' has one instance" in info.value.message()
 
 
+def test_the_callee_counts_the_request_in_its_statistics(server):
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+
+    def successes() -> int:
+        stats = client.get_inference_statistics("add_sub_callable", as_json=True)["model_stats"][0]
+        return int(stats["inference_stats"]["success"].get("count", 0))
+
+    before = successes()
+    infer(server, "grpc", "bls_sync", A, B, target="add_sub_callable")
+    assert successes() == before + 1
+
+
 def test_server_still_serves_after_the_errors(server):
     result = infer(server, "grpc", "bls_sync", A, B)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+
+
+def test_a_caller_killed_mid_call_fails_its_request_and_the_model_serves_on(server, tmp_path):
+    """The BLS model's worker dies while its request waits in `gated`: its client gets an error, the callee's answer
+    is dropped when it comes, and the restarted worker serves the next request."""
+    started, release, pid_file = tmp_path / "started", tmp_path / "release", tmp_path / "pid"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(infer, server, "grpc", "bls_sync", A, B, target="gated", started=str(started),
+                              release=str(release), pid_file=str(pid_file))
+        wait_for_file(started)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        with pytest.raises(InferenceServerException) as info:
+            pending.result(30)
+        assert "bls_sync" in info.value.message()
+    release.touch()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            result = infer(server, "grpc", "bls_sync", A, B)
+            break
+        except InferenceServerException:
+            assert time.monotonic() < deadline, "bls_sync did not serve again"
+            time.sleep(0.2)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+
+
+def test_a_server_stopped_mid_call_exits_cleanly(tmp_path):
+    """SIGINT while a BLS request waits in its callee: the server drains it and exits 0 (serve() checks the code)."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    with serve(*SERVE_ARGS) as stopping:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(infer, stopping, "grpc", "bls_sync", A, B, target="gated", started=str(started),
+                                  release=str(release))
+            wait_for_file(started)
+            stopping.process.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            release.touch()
+            result = pending.result(30)  # drained: the request in flight completes
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)

@@ -95,6 +95,18 @@ def test_large_tensors_both_ways_and_every_slot_comes_back():
     run(scenario)
 
 
+def test_bytes_tensors_both_ways():
+    async def scenario(loop, router, link, endpoint):
+        words = np.array([b"a", b"", "é".encode(), b"x" * 100_000], dtype=np.object_)
+        [(error, _, outputs)] = await loop.run_in_executor(None, call, endpoint, "echo", [("W", "BYTES", words)])
+        assert error == ""
+        assert outputs[0][1].tolist() == words.tolist()
+        await settle()
+        assert router.arena.allocated_slots == 0 and endpoint.arena.allocated_slots == 0
+
+    run(scenario)
+
+
 def test_an_error_answers_with_its_code_and_frees_the_inputs():
     async def scenario(loop, router, link, endpoint):
         a = np.ones(BIG, dtype=np.float32)

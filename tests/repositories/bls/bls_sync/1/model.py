@@ -1,7 +1,9 @@
-"""BLS with exec(): forwards its inputs to the model the "target" parameter names and answers with its outputs (or
-with its error, prefixed by the code)."""
+"""BLS with exec(): forwards its inputs (and its other parameters) to the model the "target" parameter names and
+answers with its outputs (or with its error, prefixed by the code). With the parameter "pid_file" it first writes its
+process id there."""
 
 import json
+import os
 
 import triton_python_backend_utils as pb_utils
 
@@ -10,11 +12,15 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            target = json.loads(request.parameters()).get("target", "add_sub")
+            parameters = json.loads(request.parameters())
+            target = parameters.pop("target", "add_sub")
+            if "pid_file" in parameters:
+                with open(parameters.pop("pid_file"), "w") as file:
+                    file.write(str(os.getpid()))
             bls = pb_utils.InferenceRequest(
                 model_name=target,
                 inputs=[request.get_input_tensor_by_name("INPUT0"), request.get_input_tensor_by_name("INPUT1")],
-                requested_output_names=["OUTPUT0", "OUTPUT1"])
+                requested_output_names=["OUTPUT0", "OUTPUT1"], parameters=parameters)
             answer = bls.exec()
             if answer.has_error():
                 error = answer.error()
