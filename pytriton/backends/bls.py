@@ -16,7 +16,7 @@ from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.endpoint import WorkerEndpoint
 
-ASYNC_POLL_S = 0.0005  # how often an awaiting async_exec looks at the socket (it shares the thread with execute)
+ASYNC_WAIT_S = 0.02  # the longest an awaiting async_exec sleeps without looking at the socket (ZMQ signals edges)
 
 
 class ServerGoneError(pb_utils.TritonModelException):
@@ -33,6 +33,7 @@ class BlsClient:
         self.alive = alive
         self.poll_ms = poll_ms
         self.instances = config.instance_count * max(1, len(config.gpus or ()))
+        self._wakeup: asyncio.Future[None] | None = None  # shared by the async_exec calls waiting now
 
     # ---- sending ------------------------------------------------------------------------------
     def _refusal(self, request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse | None:
@@ -123,7 +124,7 @@ class BlsClient:
                 if got is None:
                     if not self.alive():
                         raise ServerGoneError("the server went away while a BLS request waited for its answer")
-                    await asyncio.sleep(ASYNC_POLL_S)
+                    await self._readable()
                     continue
                 message, frames = got
                 done = bool(message.final)
@@ -137,6 +138,24 @@ class BlsClient:
             if not done:
                 self.endpoint.bls_abandon(call_id)
         return iter(responses)
+
+
+    async def _readable(self) -> None:
+        """Wait until the socket may have something for us (or ASYNC_WAIT_S at most); one reader for all waiters."""
+        wakeup = self._wakeup
+        if wakeup is None or wakeup.done():
+            loop = asyncio.get_running_loop()
+            wakeup = self._wakeup = loop.create_future()
+            fd = self.endpoint.fileno()
+
+            def wake() -> None:
+                if not wakeup.done():  # (only the first of the reader and the timer acts)
+                    loop.remove_reader(fd)
+                    wakeup.set_result(None)
+
+            loop.add_reader(fd, wake)
+            loop.call_later(ASYNC_WAIT_S, wake)
+        await asyncio.shield(wakeup)
 
 
 def json_params(request: pb_utils.InferenceRequest) -> dict[str, Any]:

@@ -239,6 +239,10 @@ class WorkerEndpoint:
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
         return call_id
 
+    def fileno(self) -> int:
+        """The socket's file descriptor: readable (edge-triggered, as ZMQ signals) when messages may be waiting."""
+        return int(self._socket.getsockopt(zmq.FD))
+
     def bls_poll(self, call_id: int, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
         """The next answer of BLS call `call_id`, waiting at most `timeout_ms` for one; None if none came. Other
         messages wait in the backlog (or are noted, as between two responses of a stream)."""
