@@ -104,10 +104,10 @@ class BlsBridge:
             router.send_bls_result(link, call_id, error=exc.message, error_code=_CODES.index(exc.status))
         except asyncio.CancelledError:
             release_inputs()
-            router.send_bls_result(link, call_id, error="the BLS request was cancelled (the server is stopping)",
+            router.send_bls_result(link, call_id, error="the BLS request was cancelled",
                                    error_code=_CODES.index(Status.CANCELLED))
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             logger.exception("BLS request to model '%s' failed", request.model_name)
             release_inputs()
             router.send_bls_result(link, call_id, error=f"internal error: {exc}", error_code=1)

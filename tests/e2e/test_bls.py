@@ -159,13 +159,12 @@ def test_a_caller_killed_mid_call_fails_its_request_and_the_model_serves_on(serv
 def test_a_server_stopped_mid_call_exits_cleanly(tmp_path):
     """SIGINT while a BLS request waits in its callee: the server drains it and exits 0 (serve() checks the code)."""
     started, release = tmp_path / "started", tmp_path / "release"
-    with serve(*SERVE_ARGS) as stopping:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(infer, stopping, "grpc", "bls_sync", A, B, target="gated", started=str(started),
-                                  release=str(release))
-            wait_for_file(started)
-            stopping.process.send_signal(signal.SIGINT)
-            time.sleep(0.5)
-            release.touch()
-            result = pending.result(30)  # drained: the request in flight completes
-            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+    with serve(*SERVE_ARGS) as stopping, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(infer, stopping, "grpc", "bls_sync", A, B, target="gated", started=str(started),
+                              release=str(release))
+        wait_for_file(started)
+        stopping.process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        release.touch()
+        result = pending.result(30)  # drained: the request in flight completes
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
