@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.core.server_core import ServerCore
-from pytriton.exceptions import PyTritonError, ServerError, Status, invalid_arg
+from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.repository import ModelRepositoryError, load_model, scan_repositories
 
 logger = logging.getLogger("pytriton.server")
@@ -202,7 +202,7 @@ class ModelControl:
             version = model.config.model_version
             source = self.host.worker_pool(model.config, model.target)
             await self.core.replace_model(model.config, source, self.retire_timeout_s)
-        except (PyTritonError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - e.g. initialize() raised: the index shows why
             reason = str(exc)
             if self.core.registry.find(name) is not None and before.state == "READY":
                 entry.state, entry.reason = before.state, before.reason  # the version served goes on serving
