@@ -219,3 +219,22 @@ def test_load_model_needs_explicit_mode():
                              str(REPOS / "models"), "--model-control-mode", "explicit", "--load-model", "nope"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "no model 'nope' in the model repositories" in result.stderr
+
+
+def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, "http")
+        config = json.dumps({"name": "uploaded", "backend": "python", "max_batch_size": 0,
+                             "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
+                             "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
+        source = SCALE_MODEL.format(factor=7.0).encode()
+        with pytest.raises(InferenceServerException, match="must be relative to the model folder"):
+            client.load_model("uploaded", config=config, files={f"file:../../{outside.name}/x.py": source})
+        assert not list(outside.iterdir())
+        client.load_model("uploaded", config=config, files={"file:1/model.py": source})
+        x = np.array([1.0], np.float32)
+        tensor = httpclient.InferInput("X", [1], "FP32")
+        tensor.set_data_from_numpy(x)
+        np.testing.assert_array_equal(client.infer("uploaded", [tensor]).as_numpy("Y"), [7.0])
+        assert not (repo / "uploaded").exists()  # nothing written into the repository
