@@ -96,7 +96,7 @@ def _repository_models(folders: tuple[str, ...]) -> list[ModelSpec]:
         raise click.ClickException(str(exc)) from None
 
 
-def _repository_names(folders: tuple[str, ...], mode: str, load_models: tuple[str, ...]) -> set[str]:
+def _repository_names(folders: tuple[str, ...], load_models: tuple[str, ...]) -> set[str]:
     """The model names of the --model-repository folders; --load-model names that are none of them stop the start."""
     try:
         names = set(scan_repositories(folders))
@@ -343,7 +343,7 @@ def serve(
     if model_control_mode != "none" and not model_repositories:
         raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
     _tune_malloc()
-    repository_names = _repository_names(model_repositories, model_control_mode, load_models)
+    repository_names = _repository_names(model_repositories, load_models)
     models = _repository_models(model_repositories) if model_control_mode == "none" else []
     if callable_target is not None:
         config = build_model_config(callable_target, describe_target(callable_target), flags)

@@ -67,6 +67,7 @@ class ServerCore:
         self._drained: asyncio.Event | None = None
         # The repository extension's load/unload/index: a model repository's controller, when one is attached.
         self.repository: RepositoryControl | None = None
+        self._retiring: dict[int, Model] = {}  # by id: replaced or unloaded models finishing their requests
 
     async def start(self) -> None:
         self._drained = asyncio.Event()
@@ -150,11 +151,15 @@ class ServerCore:
         """Stop a model no longer in the registry once what it queued and runs has ended (or at `timeout_s`)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while (model.scheduler.queue_size or model.scheduler.executions_in_flight) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        model.loaded = False
-        model.scheduler.fail_all(f"model '{model.name}' was unloaded")
-        await model.source.stop(max(0.0, deadline - loop.time()) or 1.0)
+        self._retiring[id(model)] = model  # a stop meanwhile stops it too
+        try:
+            while (model.scheduler.queue_size or model.scheduler.executions_in_flight) and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            model.loaded = False
+            model.scheduler.fail_all(f"model '{model.name}' was unloaded")
+            await model.source.stop(max(0.0, deadline - loop.time()) or 1.0)
+        finally:
+            self._retiring.pop(id(model), None)
 
     async def unload_model(self, name: str, timeout_s: float = 10.0, graceful: bool = False) -> None:
         """Stop serving a model: it leaves the registry, queued requests fail, then its instances stop.
@@ -416,7 +421,7 @@ class ServerCore:
     async def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the instances of every model (their requests in flight fail)."""
         self.accepting = False
-        models = list(self.registry)
+        models = [*self.registry, *self._retiring.values()]
         for model in models:
             model.loaded = False
             model.scheduler.fail_all("the server is stopping")

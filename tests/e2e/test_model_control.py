@@ -190,6 +190,12 @@ def test_poll_picks_up_a_new_version_a_change_and_a_removal(repo):
         assert index(client, "http")["scale"]["version"] == "2"
         np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [5.0])
 
+        write_scale(repo, 2, 6.0)  # model.py edited: reloaded
+        while not np.array_equal(scale(client, "http", np.array([1.0], np.float32)), [6.0]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [6.0])
+
         shutil.rmtree(repo / "add_sub")
         while "add_sub" in index(client, "http") and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -238,3 +244,4 @@ def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factor
         tensor.set_data_from_numpy(x)
         np.testing.assert_array_equal(client.infer("uploaded", [tensor]).as_numpy("Y"), [7.0])
         assert not (repo / "uploaded").exists()  # nothing written into the repository
+
