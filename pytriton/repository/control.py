@@ -23,6 +23,7 @@ logger = logging.getLogger("pytriton.server")
 
 MODES = ("none", "explicit", "poll")
 DEFAULT_POLL_SECS = 15  # Triton's --repository-poll-secs default
+DUPLICATE_REASON = "model appears in two or more repositories"
 
 
 @dataclasses.dataclass
@@ -50,6 +51,21 @@ def folder_signature(model_dir: str) -> tuple:
                 continue
             files.append((os.path.relpath(path, model_dir), stat.st_size, stat.st_mtime_ns))
     return tuple(files)
+
+
+def _model_names(folders: Sequence[str]) -> tuple[set[str], set[str]]:
+    """The model folder names of the repositories, and those found in more than one of them."""
+    names: set[str] = set()
+    duplicates: set[str] = set()
+    for folder in folders:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.startswith(".") and os.path.isdir(os.path.join(folder, entry)):
+                (duplicates if entry in names else names).add(entry)
+    return names, duplicates
 
 
 class ModelControl:
@@ -108,13 +124,14 @@ class ModelControl:
 
     # ---- the repository extension ----------------------------------------------------------------
     def index(self, ready_only: bool) -> list[dict[str, str]]:
-        try:
-            names = set(scan_repositories(self.folders))
-        except ModelRepositoryError as exc:
-            logger.warning("repository index: %s", exc)
-            names = set()
+        names, duplicates = _model_names(self.folders)
         result = []
         for name in sorted(names | set(self._entries)):
+            if name in duplicates:  # as Triton: it cannot be loaded until one of them is removed
+                if not ready_only:
+                    result.append({"name": name, "version": "-1", "state": "UNAVAILABLE",
+                                   "reason": DUPLICATE_REASON})
+                continue
             entry = self._entries.get(name)
             if entry is None or entry.version is None:
                 if not ready_only:
