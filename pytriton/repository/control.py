@@ -216,19 +216,19 @@ class ModelControl:
         version = entry.version
         try:
             model = load_model(model_dir, override)
-            version = model.config.model_version
+            version = entry.version = model.config.model_version  # LOADING is shown with the version it loads
             source = self.host.worker_pool(model.config, model.target)
             await self.core.replace_model(model.config, source, self.retire_timeout_s)
         except Exception as exc:  # noqa: BLE001 - e.g. initialize() raised: the index shows why
             reason = str(exc)
             if self.core.registry.find(name) is not None and before.state == "READY":
-                entry.state, entry.reason = before.state, before.reason  # the version served goes on serving
+                entry.version, entry.state, entry.reason = before.version, before.state, before.reason  # it serves on
             else:
                 entry.version, entry.state, entry.reason = version if version is not None else 1, "UNAVAILABLE", reason
             raise ServerError(Status.INVALID_ARG, f"load failed for model '{name}': version {version or 1} is at "
                                                   f"UNAVAILABLE state: {reason};") from None
         except BaseException:
-            entry.state, entry.reason = before.state, before.reason
+            entry.version, entry.state, entry.reason = before.version, before.state, before.reason
             raise
         entry.version, entry.state, entry.reason = model.config.model_version, "READY", ""
 

@@ -185,7 +185,8 @@ def test_poll_picks_up_a_new_version_a_change_and_a_removal(repo):
 
         write_scale(repo, 2, 5.0)  # a new version: the latest is served
         deadline = time.monotonic() + 20
-        while index(client, "http")["scale"].get("version") != "2" and time.monotonic() < deadline:
+        while (index(client, "http")["scale"].get("version"), index(client, "http")["scale"].get("state")) != (
+                "2", "READY") and time.monotonic() < deadline:
             time.sleep(0.2)
         assert index(client, "http")["scale"]["version"] == "2"
         np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [5.0])
@@ -245,3 +246,51 @@ def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factor
         np.testing.assert_array_equal(client.infer("uploaded", [tensor]).as_numpy("Y"), [7.0])
         assert not (repo / "uploaded").exists()  # nothing written into the repository
 
+
+
+SLOW_INIT_MODEL = """
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(2.0)
+
+    def execute(self, requests):
+        raise AssertionError("not called")
+"""
+
+
+def test_index_shows_loading_while_initialize_runs(repo):
+    (repo / "slow").mkdir()
+    (repo / "slow" / "config.pbtxt").write_text(SCALE_CONFIG.replace('"scale"', '"slow"'))
+    (repo / "slow" / "1").mkdir()
+    (repo / "slow" / "1" / "model.py").write_text(SLOW_INIT_MODEL)
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, "grpc")
+        loader = threading.Thread(target=client_for(server, "http").load_model, args=("slow",))
+        loader.start()
+        states = set()
+        while loader.is_alive():
+            states.add(index(client, "grpc")["slow"].get("state"))
+            time.sleep(0.05)
+        loader.join()
+        assert "LOADING" in states, states
+        assert index(client, "grpc")["slow"]["state"] == "READY"
+
+
+def test_load_and_unload_stay_behind_the_model_repository_restriction(repo):
+    token = "repo-token"
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit",
+               "--http-restricted-api", f"model-repository:triton-access-token={token}",
+               "--grpc-restricted-protocol", f"model-repository:triton-access-token={token}") as server:
+        http, grpc_client = client_for(server, "http"), client_for(server, "grpc")
+        for call in (lambda **kw: http.load_model("scale", **kw), lambda **kw: grpc_client.load_model("scale", **kw),
+                     lambda **kw: http.unload_model("scale", **kw), http.get_model_repository_index):
+            with pytest.raises(InferenceServerException, match="restricted"):
+                call()
+        assert not http.is_model_ready("scale")
+        http.load_model("scale", headers={"triton-access-token": token})
+        assert http.is_model_ready("scale")
+        grpc_client.unload_model("scale", headers={"triton-grpc-protocol-triton-access-token": token})
+        assert not http.is_model_ready("scale")
