@@ -23,6 +23,7 @@ logger = logging.getLogger("pytriton.server")
 
 MODES = ("none", "explicit", "poll")
 DEFAULT_POLL_SECS = 15  # Triton's --repository-poll-secs default
+CLOSE_WAIT_S = 10.0
 DUPLICATE_REASON = "model appears in two or more repositories"
 
 
@@ -90,6 +91,7 @@ class ModelControl:
         self._lock = asyncio.Lock()
         self._poller: asyncio.Task | None = None
         self._upload_dirs: list[str] = []
+        self._closed = False
 
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
@@ -113,7 +115,14 @@ class ModelControl:
             self._poller = asyncio.ensure_future(self._poll_forever())
 
     async def close(self) -> None:
-        """Stop polling and remove the folders of uploaded model files (the core stops the models)."""
+        """Stop polling, let a load under way register its model (so that the core's stop stops it too; at most
+        `CLOSE_WAIT_S`), and remove the folders of uploaded model files (the core stops the models)."""
+        self._closed = True
+        try:
+            await asyncio.wait_for(self._lock.acquire(), CLOSE_WAIT_S)
+            self._lock.release()
+        except asyncio.TimeoutError:
+            logger.warning("a model load still runs as the server stops")
         if self._poller is not None:
             self._poller.cancel()
             await asyncio.gather(self._poller, return_exceptions=True)
@@ -205,6 +214,8 @@ class ModelControl:
             await self._load(name, model_dir, override)
 
     async def _load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:
+        if self._closed:
+            raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
         served = self.core.registry.find(name)
         if served is not None and name not in self._entries:
             raise invalid_arg(f"failed to load '{name}': a model of that name is served that is not from the model "

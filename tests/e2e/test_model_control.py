@@ -228,10 +228,11 @@ def test_load_model_needs_explicit_mode():
     assert result.returncode == 2 and "no model 'nope' in the model repositories" in result.stderr
 
 
-def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factory):
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factory, protocol):
     outside = tmp_path_factory.mktemp("outside")
     with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
-        client = client_for(server, "http")
+        client = client_for(server, protocol)
         config = json.dumps({"name": "uploaded", "backend": "python", "max_batch_size": 0,
                              "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
                              "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
@@ -241,7 +242,7 @@ def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factor
         assert not list(outside.iterdir())
         client.load_model("uploaded", config=config, files={"file:1/model.py": source})
         x = np.array([1.0], np.float32)
-        tensor = httpclient.InferInput("X", [1], "FP32")
+        tensor = CLIENTS[protocol].InferInput("X", [1], "FP32")
         tensor.set_data_from_numpy(x)
         np.testing.assert_array_equal(client.infer("uploaded", [tensor]).as_numpy("Y"), [7.0])
         assert not (repo / "uploaded").exists()  # nothing written into the repository
