@@ -40,8 +40,8 @@ logger = logging.getLogger("pytriton.core")
 SERVER_NAME = "triton"
 # The Triton release whose protocol this server follows (tritonclient 2.73.0).
 SERVER_VERSION = "2.73.0"
-EXTENSIONS = ("classification", "model_configuration", "system_shared_memory", "cuda_shared_memory",
-              "binary_tensor_data", "parameters", "statistics")
+EXTENSIONS = ("classification", "model_repository", "model_repository(unload_dependents)", "model_configuration",
+              "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics")
 
 
 class ServerCore:

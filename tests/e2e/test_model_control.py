@@ -208,6 +208,8 @@ def test_poll_picks_up_a_new_version_a_change_and_a_removal(repo):
 def test_mode_none_refuses_load_and_unload(protocol):
     with serve("--model-repository", str(REPOS / "models")) as server:
         client = client_for(server, protocol)
+        extensions = client.get_server_metadata(**({"as_json": True} if protocol == "grpc" else {}))["extensions"]
+        assert "model_repository" in extensions and "model_repository(unload_dependents)" in extensions
         with pytest.raises(InferenceServerException, match=REFUSAL):
             client.load_model("add_sub")
         with pytest.raises(InferenceServerException, match=REFUSAL):
