@@ -128,6 +128,7 @@ def test_explicit_load_override_unload_and_reasons(repo, protocol):
 
         # unload: the index says so, requests are refused
         client.unload_model("add_sub", unload_dependents=True)
+        assert server.wait_for_log("add_sub finalized")  # finalize() ran on unload
         assert index(client, protocol)["add_sub"] == {"name": "add_sub", "version": "1", "state": "UNAVAILABLE",
                                                       "reason": "unloaded"}
         with pytest.raises(InferenceServerException, match="add_sub"):
