@@ -29,6 +29,7 @@ from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
+from pytriton.repository.control import ModelControl
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
 from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.host import WorkerHost
@@ -77,6 +78,7 @@ class Server:
         self.core: ServerCore | None = None
         self.host: WorkerHost | None = None
         self.control: ControlService | None = None
+        self.model_control: ModelControl | None = None
         self.grpc: GrpcFrontend | None = None
         self.http: HttpListener | None = None
         self.metrics: HttpListener | None = None
@@ -121,6 +123,11 @@ class Server:
             self.control = ControlService(core, host, self.trace_settings)
             for spec in config.models:
                 await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
+            if config.model_control_mode != "none":
+                self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
+                                                  config.repository_poll_secs, config.exit_timeout_s)
+                core.repository = self.model_control
+                await self.model_control.start(config.load_models)
             if config.allow_grpc:
                 self.grpc = GrpcFrontend(
                     self.core,
@@ -215,6 +222,9 @@ class Server:
         control, self.control = self.control, None
         if control is not None:
             await control.close()
+        model_control, self.model_control = self.model_control, None
+        if model_control is not None:
+            await model_control.close()
         core, self.core = self.core, None
         if core is not None:
             await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))

@@ -22,7 +22,8 @@ from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec
-from pytriton.repository import ModelRepositoryError, load_repositories
+from pytriton.repository import ModelRepositoryError, load_repositories, scan_repositories
+from pytriton.repository.control import DEFAULT_POLL_SECS, MODES
 
 logger = logging.getLogger("pytriton.cli")
 
@@ -95,6 +96,19 @@ def _repository_models(folders: tuple[str, ...]) -> list[ModelSpec]:
         raise click.ClickException(str(exc)) from None
 
 
+def _repository_names(folders: tuple[str, ...], load_models: tuple[str, ...]) -> set[str]:
+    """The model names of the --model-repository folders; --load-model names that are none of them stop the start."""
+    try:
+        names = set(scan_repositories(folders))
+    except ModelRepositoryError as exc:
+        raise click.ClickException(str(exc)) from None
+    for name in load_models:
+        if name != "*" and name not in names:
+            raise click.BadParameter(f"no model '{name}' in the model repositories ({', '.join(folders)})",
+                                     param_hint="--load-model")
+    return names
+
+
 @click.group()
 @click.version_option(package_name="pytriton")
 def main() -> None:
@@ -105,8 +119,17 @@ def main() -> None:
 @click.argument("target", metavar="[MODULE:CALLABLE]", required=False)
 @click.option("--model-repository", "model_repositories", multiple=True, metavar="DIR",
               help="A Triton model repository (<model>/config.pbtxt, <model>/<version>/model.py) whose Python-backend "
-                   "models are all served (model control mode none); repeatable. Serves beside MODULE:CALLABLE when "
+                   "models are served (see --model-control-mode); repeatable. Serves beside MODULE:CALLABLE when "
                    "both are given.")
+@click.option("--model-control-mode", type=click.Choice(list(MODES)), default="none", show_default=True,
+              help="Triton's model control mode for --model-repository: none (every model loaded at start), explicit "
+                   "(--load-model at start, then load/unload over the repository extension) or poll (every model "
+                   "loaded; the repositories rescanned every --repository-poll-secs for new, changed and removed "
+                   "models).")
+@click.option("--load-model", "load_models", multiple=True, metavar="NAME",
+              help="Model control mode explicit: a repository model to load at start; repeatable; '*' loads all.")
+@click.option("--repository-poll-secs", type=click.IntRange(min=1), default=DEFAULT_POLL_SECS, show_default=True,
+              help="Model control mode poll: seconds between two scans of the model repositories.")
 @click.option("--model-name", help="Name of the model (default: the declared name, else the callable's name, the "
               "last part of CALLABLE).")
 @click.option("--model-version", type=click.IntRange(min=0), default=1, show_default=True,
@@ -222,6 +245,9 @@ def main() -> None:
 def serve(
     target: str | None,
     model_repositories: tuple[str, ...],
+    model_control_mode: str,
+    load_models: tuple[str, ...],
+    repository_poll_secs: int,
     model_name: str | None,
     model_version: int,
     inputs: tuple[str, ...],
@@ -312,11 +338,16 @@ def serve(
         parse_trace_config(trace_config)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--trace-config") from None
+    if load_models and model_control_mode != "explicit":
+        raise click.UsageError("Use of '--load-model' requires setting '--model-control-mode=explicit' as well.")
+    if model_control_mode != "none" and not model_repositories:
+        raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
     _tune_malloc()
-    models = _repository_models(model_repositories)
+    repository_names = _repository_names(model_repositories, load_models)
+    models = _repository_models(model_repositories) if model_control_mode == "none" else []
     if callable_target is not None:
         config = build_model_config(callable_target, describe_target(callable_target), flags)
-        if config.model_name in {m.config.model_name for m in models}:
+        if config.model_name in repository_names:
             raise click.UsageError(f"model '{config.model_name}' of {callable_target} is also in a model repository; "
                                    "give it another name with --model-name")
         models.insert(0, ModelSpec(config, str(callable_target)))
@@ -359,6 +390,10 @@ def serve(
             exit_timeout_s=exit_timeout,
             execution_timeout_s=execution_timeout,
             trace_config=list(trace_config),
+            model_repositories=list(model_repositories) if model_control_mode != "none" else [],
+            model_control_mode=model_control_mode,
+            load_models=list(load_models),
+            repository_poll_secs=float(repository_poll_secs),
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None

@@ -61,6 +61,11 @@ class ServerConfig:
     pipeline_depth: int = _env.DEFAULT_PIPELINE_DEPTH
     grpc_implementation: str = _env.GRPC_IMPLEMENTATIONS[0]
     execution_timeout_s: float | None = None  # an execution that runs longer is failed and its worker restarted
+    # Model repositories under model control "explicit" or "poll" (in mode "none" their models are in `models`)
+    model_repositories: list[str] = dataclasses.field(default_factory=list)
+    model_control_mode: str = "none"
+    load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)
+    repository_poll_secs: float = 15.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: Any) -> ServerConfig:

@@ -78,6 +78,16 @@ class ModelRegistry:
             return None
         return self._models.pop(name, None)
 
+    def find(self, name: str) -> Model | None:
+        """The model called `name`, if there is one."""
+        return self._models.get(name)
+
+    def replace(self, model: Model) -> Model | None:
+        """Register `model` in place of the model of its name (returned)."""
+        old = self._models.get(model.name)
+        self._models[model.name] = model
+        return old
+
     def get(self, name: str, version: str = "") -> Model:
         """The model for a request, or Triton's NOT_FOUND error."""
         number = parse_version(version)

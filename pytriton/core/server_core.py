@@ -16,6 +16,7 @@ from typing import Any, AsyncGenerator, Callable
 from pytriton.core.classification import classify
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry
+from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     COMPUTE_END,
@@ -39,8 +40,8 @@ logger = logging.getLogger("pytriton.core")
 SERVER_NAME = "triton"
 # The Triton release whose protocol this server follows (tritonclient 2.73.0).
 SERVER_VERSION = "2.73.0"
-EXTENSIONS = ("classification", "model_configuration", "system_shared_memory", "cuda_shared_memory",
-              "binary_tensor_data", "parameters", "statistics")
+EXTENSIONS = ("classification", "model_repository", "model_repository(unload_dependents)", "model_configuration",
+              "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics")
 
 
 class ServerCore:
@@ -64,6 +65,9 @@ class ServerCore:
         self.accepting = False
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
+        # The repository extension's load/unload/index: a model repository's controller, when one is attached.
+        self.repository: RepositoryControl | None = None
+        self._retiring: dict[int, Model] = {}  # by id: replaced or unloaded models finishing their requests
 
     async def start(self) -> None:
         self._drained = asyncio.Event()
@@ -86,6 +90,21 @@ class ServerCore:
 
         The model is registered (not ready) while its instances start; if they cannot, it is removed again
         and the error raised."""
+        model = self._new_model(config, source)
+        self.registry.add(model)
+        try:
+            await source.start()
+        except BaseException:
+            self.registry.remove(config.model_name, model)
+            model.scheduler.fail_all(f"model '{config.model_name}' failed to start")
+            raise
+        model.loaded = True
+        logger.info("model '%s' version %d ready (%d instance(s), max_batch_size %d)", config.model_name,
+                    config.model_version, len(source.describe()), config.max_batch_size)
+        return model
+
+    def _new_model(self, config: TritonModelConfig, source: InstanceSource) -> Model:
+        """A model (not registered yet) whose scheduler `source` feeds."""
         if config.response_cache:  # reported as given in the model's config, as Triton would; not served yet
             logger.warning("model '%s': response_cache is enabled in its config but has no effect yet (pytriton has "
                            "no response cache; every request is computed)", config.model_name)
@@ -106,27 +125,70 @@ class ServerCore:
             model.stats.first_response = FirstResponseHistogram()
         stats_holder.append(model)
         source.bind(scheduler)
-        self.registry.add(model)
+        return model
+
+    async def replace_model(self, config: TritonModelConfig, source: InstanceSource, timeout_s: float = 10.0) -> Model:
+        """Serve `config` in place of the model of the same name without dropping a request: the new instances
+        start first, new requests go to them once they have, and the old instances finish the requests they hold
+        (within `timeout_s`) before they stop. Without a model of that name it is `add_model`."""
+        old = self.registry.find(config.model_name)
+        if old is None:
+            return await self.add_model(config, source)
+        model = self._new_model(config, source)
         try:
             await source.start()
         except BaseException:
-            self.registry.remove(config.model_name, model)
-            scheduler.fail_all(f"model '{config.model_name}' failed to start")
+            model.scheduler.fail_all(f"model '{config.model_name}' failed to start")
             raise
         model.loaded = True
-        logger.info("model '%s' version %d ready (%d instance(s), max_batch_size %d)", config.model_name,
-                    config.model_version, len(source.describe()), config.max_batch_size)
+        self.registry.replace(model)
+        logger.info("model '%s' version %d ready in place of version %d", config.model_name, config.model_version,
+                    old.version)
+        await self._retire(old, timeout_s)
         return model
 
-    async def unload_model(self, name: str, timeout_s: float = 10.0) -> None:
-        """Stop serving a model: it leaves the registry, queued requests fail, then its instances stop."""
+    async def _retire(self, model: Model, timeout_s: float) -> None:
+        """Stop a model no longer in the registry once what it queued and runs has ended (or at `timeout_s`)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        self._retiring[id(model)] = model  # a stop meanwhile stops it too
+        try:
+            while (model.scheduler.queue_size or model.scheduler.executions_in_flight) and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            model.loaded = False
+            model.scheduler.fail_all(f"model '{model.name}' was unloaded")
+            await model.source.stop(max(0.0, deadline - loop.time()) or 1.0)
+        finally:
+            self._retiring.pop(id(model), None)
+
+    async def unload_model(self, name: str, timeout_s: float = 10.0, graceful: bool = False) -> None:
+        """Stop serving a model: it leaves the registry, queued requests fail, then its instances stop.
+
+        `graceful`: the requests it queued and runs finish first (within `timeout_s`)."""
         model = self.registry.remove(name)
         if model is None:
+            return
+        if graceful:
+            await self._retire(model, timeout_s)
+            logger.info("model '%s' unloaded", name)
             return
         model.loaded = False
         model.scheduler.fail_all(f"model '{name}' was unloaded")
         await model.source.stop(timeout_s)
         logger.info("model '%s' unloaded", name)
+
+    def repository_index(self, ready_only: bool) -> list[dict[str, str]]:
+        """The repository extension's index: the repository's models, else those served."""
+        if self.repository is not None:
+            return self.repository.index(ready_only)
+        return [{"name": m.name, "version": str(m.version), "state": "READY" if m.ready else "UNAVAILABLE"}
+                for m in self.registry if m.ready or not ready_only]
+
+    def repository_control(self) -> RepositoryControl:
+        """Where loads and unloads go; Triton's refusal when the server has no model control."""
+        if self.repository is None:
+            raise no_explicit_control()
+        return self.repository
 
     # ---- metadata ----------------------------------------------------------------------------
     def server_metadata(self) -> dict[str, Any]:
@@ -359,7 +421,7 @@ class ServerCore:
     async def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the instances of every model (their requests in flight fail)."""
         self.accepting = False
-        models = list(self.registry)
+        models = [*self.registry, *self._retiring.values()]
         for model in models:
             model.loaded = False
             model.scheduler.fail_all("the server is stopping")

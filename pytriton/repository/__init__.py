@@ -9,6 +9,8 @@ import functools
 import os
 from collections.abc import Sequence
 
+from tritonclient.grpc import model_config_pb2 as pb
+
 from pytriton.backends.python_model import python_model_target
 from pytriton.core.gpus import visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -54,15 +56,21 @@ def select_versions(policy: dict, available: list[int], path: str, model: str) -
     return available[-count:]
 
 
-def load_model(model_dir: str) -> RepositoryModel:
-    """The model in `model_dir` (`config.pbtxt` and a version folder), ModelRepositoryError naming what is wrong."""
+def load_model(model_dir: str, override: pb.ModelConfig | None = None) -> RepositoryModel:
+    """The model in `model_dir` (`config.pbtxt` and a version folder), ModelRepositoryError naming what is wrong.
+
+    `override` replaces the model's `config.pbtxt` (a load request's `config` parameter)."""
     model_dir = os.path.abspath(model_dir)
     name = os.path.basename(model_dir)
     path = os.path.join(model_dir, CONFIG_FILE)
-    if not os.path.isfile(path):
+    if override is not None:
+        proto = override
+        path = f"the configuration given to load model '{name}'"
+    elif not os.path.isfile(path):
         raise ModelRepositoryError(f"model '{name}' in {os.path.dirname(model_dir)}: {CONFIG_FILE} is required "
                                    "(auto-complete is not supported yet)")
-    proto = read_model_config(path)
+    else:
+        proto = read_model_config(path)
     available = _versions(model_dir)
     if not available:
         raise ModelRepositoryError(f"model '{name}' in {os.path.dirname(model_dir)}: no version folder (e.g. "
@@ -81,10 +89,10 @@ def load_model(model_dir: str) -> RepositoryModel:
     return RepositoryModel(config, python_model_target(model_file))
 
 
-def load_repositories(folders: Sequence[str]) -> list[RepositoryModel]:
-    """Every model of the repositories `folders` (mode "none": all are served), by name; a model name found in two
-    repositories is refused, as Triton does."""
-    models: dict[str, tuple[str, RepositoryModel]] = {}
+def scan_repositories(folders: Sequence[str]) -> dict[str, str]:
+    """The model folders of the repositories `folders`, by model name; a model name found in two repositories is
+    refused, as Triton does."""
+    found: dict[str, str] = {}
     for folder in folders:
         if not os.path.isdir(folder):
             raise ModelRepositoryError(f"model repository '{folder}' is not a directory")
@@ -92,11 +100,16 @@ def load_repositories(folders: Sequence[str]) -> list[RepositoryModel]:
             model_dir = os.path.join(folder, entry)
             if entry.startswith(".") or not os.path.isdir(model_dir):
                 continue
-            if entry in models:
+            if entry in found:
                 raise ModelRepositoryError(f"model '{entry}' appears in two model repositories: "
-                                           f"'{models[entry][0]}' and '{folder}'")
-            models[entry] = (folder, load_model(model_dir))
-    return [model for _, model in models.values()]
+                                           f"'{os.path.dirname(found[entry])}' and '{folder}'")
+            found[entry] = model_dir
+    return found
 
 
-__all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories"]
+def load_repositories(folders: Sequence[str]) -> list[RepositoryModel]:
+    """Every model of the repositories `folders` (mode "none": all are served)."""
+    return [load_model(model_dir) for model_dir in scan_repositories(folders).values()]
+
+
+__all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "scan_repositories"]

@@ -8,6 +8,7 @@ requests through the router, its shared-memory segments are unlinked, and a new 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ logger = logging.getLogger("pytriton.supervisor")
 
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 FATAL_GRACE_S = 5.0  # generous: only a worker that exited before it was ready waits for its reason
+_POOL_SERIALS = itertools.count(1)  # see WorkerPool.serial
 
 
 class WorkerStartError(RuntimeError):
@@ -145,6 +147,9 @@ class WorkerPool(InstanceRoster):
         self.start_timeout_s = start_timeout_s
         self.extra_env = extra_env or {}
         self._stopping = False
+        # Distinguishes this pool's workers from those of an earlier pool of the same model that may still run
+        # (a reload swaps pools while the old one finishes its requests): their router identities must differ.
+        self.serial = next(_POOL_SERIALS)
 
     def _kill_stuck(self, instance: WorkerInstance, reason: str) -> None:
         """An execution outlived the execution timeout: kill the worker; its watcher restarts it."""
@@ -172,7 +177,7 @@ class WorkerPool(InstanceRoster):
     async def _spawn(self, instance: WorkerInstance) -> None:
         """Start one worker process and wait until it says hello (or fails)."""
         instance.generation += 1
-        identity = f"{self.config.model_name}#{instance.index}#{instance.generation}"
+        identity = f"{self.config.model_name}#{instance.index}#{self.serial}.{instance.generation}"
         label = self._label(instance)
         link = self.router.add_link(identity.encode(), label)
         spec = WorkerSpec.for_process(

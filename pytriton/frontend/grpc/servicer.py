@@ -442,28 +442,35 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         if request.repository_name:
             raise unsupported("'repository_name' specification is not supported")
         response = pb.RepositoryIndexResponse()
-        for model in self.core.registry:
-            if request.ready and not model.ready:
-                continue
-            response.models.add(name=model.name, version=str(model.version),
-                                state="READY" if model.ready else "UNAVAILABLE")
+        for entry in self.core.repository_index(request.ready):
+            response.models.add(**entry)
         return response
 
     @_grpc_handler("model-repository")
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: CallContext
     ) -> pb.RepositoryModelLoadResponse:
-        raise _no_explicit_control()
+        if request.repository_name:
+            raise unsupported("'repository_name' specification is not supported")
+        control = self.core.repository_control()
+        parameters: dict[str, str | bytes] = {}
+        for key, value in request.parameters.items():
+            choice = value.WhichOneof("parameter_choice")
+            if choice is not None:
+                parameters[key] = getattr(value, choice)
+        await control.load(request.model_name, parameters)
+        return pb.RepositoryModelLoadResponse()
 
     @_grpc_handler("model-repository")
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: CallContext
     ) -> pb.RepositoryModelUnloadResponse:
-        raise _no_explicit_control()
-
-
-def _no_explicit_control() -> ServerError:
-    return ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        if request.repository_name:
+            raise unsupported("'repository_name' specification is not supported")
+        control = self.core.repository_control()
+        dependents = request.parameters.get("unload_dependents")
+        await control.unload(request.model_name, bool(dependents is not None and dependents.bool_param))
+        return pb.RepositoryModelUnloadResponse()
 
 
 def _string_metadata(context: CallContext) -> dict[str, str]:

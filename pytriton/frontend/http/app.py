@@ -28,6 +28,7 @@ from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
+from pytriton.frontend.http.repository import load_parameters, unload_dependents
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
@@ -216,7 +217,7 @@ class HttpApp:
             return self._logging(request)
         if head == "repository":
             self._check("model-repository", request)
-            return self._repository(request, rest[1:])
+            return await self._repository(request, rest[1:])
         if head in ("systemsharedmemory", "cudasharedmemory"):
             return self._shared_memory(request, head, rest[1:])
         if head == "pytriton" and rest[1:] == ["connection"]:
@@ -363,24 +364,27 @@ class HttpApp:
             raise invalid_arg("log settings must be a JSON object")
         return json_response(self.log_settings.update(changes))
 
-    def _repository(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
+    async def _repository(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
         if bad := self._only(request.method, "POST"):
             return bad
         if rest == ["index"]:
             body = self._json_body(request)
             ready_only = bool(body.get("ready", False)) if isinstance(body, dict) else False
-            return json_response(
-                [
-                    {"name": m.name, "version": str(m.version), "state": "READY" if m.ready else "UNAVAILABLE"}
-                    for m in self.core.registry
-                    if m.ready or not ready_only
-                ]
-            )
+            return json_response(self.core.repository_index(ready_only))
         if len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"):
-            raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+            return await self._load_unload(request, rest[1], rest[2])
         if len(rest) >= 2 and rest[0] not in ("models", "index"):
             raise unsupported("'repository_name' specification is not supported")
         return error_response(404, "Not Found")
+
+    async def _load_unload(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
+        control = self.core.repository_control()
+        body = self._json_body(request)
+        if action == "unload":
+            await control.unload(name, unload_dependents(body))
+        else:
+            await control.load(name, load_parameters(body))
+        return json_response({})
 
     # ---- inference ---------------------------------------------------------------------------
     def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:

@@ -1,0 +1,34 @@
+"""What the front-ends' repository extension (index, load, unload) calls: a model repository's controller when the
+server serves one with model control, else the registry alone (every load and unload refused, as Triton does)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pytriton.exceptions import ServerError, Status
+
+# Triton's answer to a load or unload when the model control mode is not "explicit".
+NO_EXPLICIT_CONTROL = "explicit model load / unload is not allowed if polling is enabled"
+
+
+class RepositoryControl(Protocol):
+    """The repository extension's operations; errors are ServerErrors with Triton's codes."""
+
+    def index(self, ready_only: bool) -> list[dict[str, str]]:
+        """One entry per model: name, and once it was loaded version, state and reason."""
+        ...
+
+    async def load(self, name: str, parameters: dict[str, str | bytes]) -> None:
+        """Load (or reload) `name`; parameters as the client sent them (`config`, `file:...`)."""
+        ...
+
+    async def unload(self, name: str, unload_dependents: bool) -> None:
+        """Stop serving `name`."""
+        ...
+
+
+def no_explicit_control() -> ServerError:
+    return ServerError(Status.UNAVAILABLE, NO_EXPLICIT_CONTROL)
+
+
+__all__ = ["NO_EXPLICIT_CONTROL", "RepositoryControl", "no_explicit_control"]

@@ -1,0 +1,293 @@
+"""Model control of a served model repository (Triton's modes "explicit" and "poll"): loads, reloads and unloads
+its models at run time, swapping a reloaded model in without dropping requests, and answers the repository index."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from pytriton.core.server_core import ServerCore
+from pytriton.exceptions import ServerError, Status, invalid_arg
+from pytriton.repository import ModelRepositoryError, load_model, scan_repositories
+
+logger = logging.getLogger("pytriton.server")
+
+MODES = ("none", "explicit", "poll")
+DEFAULT_POLL_SECS = 15  # Triton's --repository-poll-secs default
+CLOSE_WAIT_S = 10.0
+DUPLICATE_REASON = "model appears in two or more repositories"
+
+
+@dataclasses.dataclass
+class _Entry:
+    """What the index says of one model once a load of it was tried."""
+
+    version: int | None = None
+    state: str = ""
+    reason: str = ""
+    signature: tuple | None = None  # the model folder's files when it was last (re)loaded (poll mode)
+
+
+def folder_signature(model_dir: str) -> tuple:
+    """The files of a model folder with their sizes and modification times: it changes when a file does."""
+    files = []
+    for root, dirs, names in os.walk(model_dir):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue
+            files.append((os.path.relpath(path, model_dir), stat.st_size, stat.st_mtime_ns))
+    return tuple(files)
+
+
+def _model_names(folders: Sequence[str]) -> tuple[set[str], set[str]]:
+    """The model folder names of the repositories, and those found in more than one of them."""
+    names: set[str] = set()
+    duplicates: set[str] = set()
+    for folder in folders:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.startswith(".") and os.path.isdir(os.path.join(folder, entry)):
+                (duplicates if entry in names else names).add(entry)
+    return names, duplicates
+
+
+class ModelControl:
+    """The repository extension's controller for model control modes "explicit" and "poll".
+
+    Loads and unloads run one at a time. In mode "poll" a background task rescans the repositories every
+    `poll_secs` and loads new or changed models and unloads removed ones; loads and unloads asked by clients are
+    refused there, as Triton does.
+    """
+
+    def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
+                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0):
+        if mode not in ("explicit", "poll"):
+            raise ValueError(f"model control mode '{mode}' has no controller")
+        self.core = core
+        self.host = host  # pytriton.supervisor.host.WorkerHost: makes the worker pools
+        self.folders = list(folders)
+        self.mode = mode
+        self.poll_secs = poll_secs
+        self.retire_timeout_s = retire_timeout_s
+        self._entries: dict[str, _Entry] = {}
+        self._lock = asyncio.Lock()
+        self._poller: asyncio.Task | None = None
+        self._upload_dirs: list[str] = []
+        self._closed = False
+
+    # ---- life cycle ----------------------------------------------------------------------------
+    async def start(self, load_models: Sequence[str] = ()) -> None:
+        """Load the models named (`*`: all; mode "poll": all); a model that fails is shown UNAVAILABLE with its
+        reason and the server starts anyway. An unknown name is a ModelRepositoryError."""
+        found = scan_repositories(self.folders)
+        if self.mode == "poll" or "*" in load_models:
+            names = list(found)
+        else:
+            names = list(dict.fromkeys(load_models))
+            for name in names:
+                if name not in found:
+                    raise ModelRepositoryError(f"--load-model '{name}': no model '{name}' in the model repositories "
+                                               f"({', '.join(self.folders)})")
+        for name in names:
+            try:
+                await self._locked_load(name, found[name])
+            except ServerError as exc:
+                logger.error("%s", exc)
+        if self.mode == "poll":
+            self._poller = asyncio.ensure_future(self._poll_forever())
+
+    async def close(self) -> None:
+        """Stop polling, let a load under way register its model (so that the core's stop stops it too; at most
+        `CLOSE_WAIT_S`), and remove the folders of uploaded model files (the core stops the models)."""
+        self._closed = True
+        try:
+            await asyncio.wait_for(self._lock.acquire(), CLOSE_WAIT_S)
+            self._lock.release()
+        except asyncio.TimeoutError:
+            logger.warning("a model load still runs as the server stops")
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
+        for folder in self._upload_dirs:
+            shutil.rmtree(folder, ignore_errors=True)
+        self._upload_dirs.clear()
+
+    # ---- the repository extension ----------------------------------------------------------------
+    def index(self, ready_only: bool) -> list[dict[str, str]]:
+        names, duplicates = _model_names(self.folders)
+        result = []
+        for name in sorted(names | set(self._entries)):
+            if name in duplicates:  # as Triton: it cannot be loaded until one of them is removed
+                if not ready_only:
+                    result.append({"name": name, "version": "-1", "state": "UNAVAILABLE",
+                                   "reason": DUPLICATE_REASON})
+                continue
+            entry = self._entries.get(name)
+            if entry is None or entry.version is None:
+                if not ready_only:
+                    result.append({"name": name})
+                continue
+            state = entry.state
+            model = self.core.registry.find(name)
+            if state == "READY" and (model is None or not model.ready):
+                state = "UNAVAILABLE"
+            if ready_only and state != "READY":
+                continue
+            result.append({"name": name, "version": str(entry.version), "state": state, "reason": entry.reason})
+        return result
+
+    async def load(self, name: str, parameters: dict[str, str | bytes]) -> None:
+        if self.mode != "explicit":
+            raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        override = None
+        if "config" in parameters:
+            text = parameters["config"]
+            try:
+                override = json_format.Parse(text if isinstance(text, str) else text.decode(), pb.ModelConfig())
+            except (json_format.ParseError, UnicodeDecodeError) as exc:
+                raise invalid_arg(f"failed to load '{name}': the 'config' parameter is not a valid model "
+                                  f"configuration in JSON: {exc}") from None
+        files = {key[len("file:"):]: value for key, value in parameters.items() if key.startswith("file:")}
+        if files:
+            if override is None:
+                raise invalid_arg(f"failed to load '{name}': a model given as files ('file:' parameters) needs its "
+                                  "configuration in the 'config' parameter")
+            model_dir = self._write_upload(name, files)
+        else:
+            model_dir = self._find(name)
+        await self._locked_load(name, model_dir, override)
+
+    async def unload(self, name: str, unload_dependents: bool) -> None:
+        # unload_dependents is accepted: no model served from a repository depends on another yet (no ensembles)
+        if self.mode != "explicit":
+            raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
+        async with self._lock:
+            await self._unload(name)
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _find(self, name: str) -> str:
+        try:
+            found = scan_repositories(self.folders)
+        except ModelRepositoryError as exc:
+            raise ServerError(Status.INTERNAL, f"failed to load '{name}', {exc}") from None
+        if name not in found:
+            raise ServerError(Status.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
+        return found[name]
+
+    def _write_upload(self, name: str, files: dict[str, str | bytes]) -> str:
+        """A model folder of our own holding the uploaded files; a path that would leave it is refused."""
+        root = tempfile.mkdtemp(prefix="pytriton-model-")
+        self._upload_dirs.append(root)
+        model_dir = os.path.join(root, name)
+        for relative, content in files.items():
+            clean = os.path.normpath(relative)
+            if not relative or os.path.isabs(relative) or clean == "." or clean.split(os.sep)[0] == "..":
+                raise invalid_arg(f"failed to load '{name}': file path '{relative}' must be relative to the model "
+                                  "folder and stay inside it")
+            path = os.path.join(model_dir, clean)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(content if isinstance(content, bytes) else content.encode())
+        return model_dir
+
+    async def _locked_load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:
+        async with self._lock:
+            await self._load(name, model_dir, override)
+
+    async def _load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:
+        if self._closed:
+            raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
+        served = self.core.registry.find(name)
+        if served is not None and name not in self._entries:
+            raise invalid_arg(f"failed to load '{name}': a model of that name is served that is not from the model "
+                              "repository")
+        entry = self._entries.setdefault(name, _Entry())
+        entry.signature = folder_signature(model_dir)
+        before = dataclasses.replace(entry)
+        entry.state, entry.reason = "LOADING", ""
+        version = entry.version
+        try:
+            model = load_model(model_dir, override)
+            version = entry.version = model.config.model_version  # LOADING is shown with the version it loads
+            source = self.host.worker_pool(model.config, model.target)
+            await self.core.replace_model(model.config, source, self.retire_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - e.g. initialize() raised: the index shows why
+            reason = str(exc)
+            if self.core.registry.find(name) is not None and before.state == "READY":
+                entry.version, entry.state, entry.reason = before.version, before.state, before.reason  # it serves on
+            else:
+                entry.version, entry.state, entry.reason = version if version is not None else 1, "UNAVAILABLE", reason
+            raise ServerError(Status.INVALID_ARG, f"load failed for model '{name}': version {version or 1} is at "
+                                                  f"UNAVAILABLE state: {reason};") from None
+        except BaseException:
+            entry.version, entry.state, entry.reason = before.version, before.state, before.reason
+            raise
+        entry.version, entry.state, entry.reason = model.config.model_version, "READY", ""
+
+    async def _unload(self, name: str) -> None:
+        entry = self._entries.get(name)
+        if entry is None:
+            if self.core.registry.find(name) is not None:
+                raise invalid_arg(f"failed to unload '{name}': the model is not served from the model repository")
+            return  # as Triton: unloading a model that is not loaded is no error
+        if self.core.registry.find(name) is None:
+            return
+        entry.state = "UNLOADING"
+        try:
+            await self.core.unload_model(name, self.retire_timeout_s, graceful=True)
+        finally:
+            entry.state, entry.reason = "UNAVAILABLE", "unloaded"
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_secs)
+            try:
+                async with self._lock:
+                    await self._poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - polling goes on; the log says why this round failed
+                logger.error("polling the model repository failed: %s", exc)
+
+    async def _poll_once(self) -> None:
+        """Load new and changed models, unload removed ones."""
+        try:
+            found = scan_repositories(self.folders)
+        except ModelRepositoryError as exc:
+            logger.error("polling the model repository: %s", exc)
+            return
+        for name, model_dir in found.items():
+            entry = self._entries.get(name)
+            if entry is not None and entry.signature == folder_signature(model_dir):
+                continue
+            logger.info("model repository poll: %s model '%s'", "loading" if entry is None else "reloading", name)
+            try:
+                await self._load(name, model_dir)
+            except ServerError as exc:
+                logger.error("%s", exc)
+        for name in [n for n in self._entries if n not in found]:
+            logger.info("model repository poll: unloading model '%s' (its folder is gone)", name)
+            await self._unload(name)
+            del self._entries[name]
+
+
+__all__ = ["DEFAULT_POLL_SECS", "MODES", "ModelControl", "folder_signature"]

@@ -1,0 +1,300 @@
+"""Model control of `pytriton serve --model-repository`: explicit load (with a config override), unload and reload,
+poll mode picking up a new version and a removed model, the repository index's states and reasons, a request in
+flight surviving a reload, and Triton's refusals in modes none and poll; checked with tritonclient gRPC and HTTP."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import REPO, serve
+
+REPOS = REPO / "tests" / "repositories"
+CLIENTS = {"grpc": grpcclient, "http": httpclient}
+REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
+
+SCALE_CONFIG = """
+name: "scale"
+backend: "python"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+SCALE_MODEL = """
+import time
+
+import triton_python_backend_utils as pb_utils
+
+FACTOR = {factor}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            if x.size and x[0] < 0:  # a slow request, to be in flight during a reload
+                time.sleep(2.0)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x * FACTOR)]))
+        return responses
+"""
+
+
+def write_scale(repo: Path, version: int, factor: float) -> None:
+    (repo / "scale").mkdir(exist_ok=True)
+    (repo / "scale" / "config.pbtxt").write_text(SCALE_CONFIG)
+    (repo / "scale" / str(version)).mkdir(exist_ok=True)
+    (repo / "scale" / str(version) / "model.py").write_text(SCALE_MODEL.format(factor=factor))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository of our own to edit: add_sub and init_fails copied from tests/repositories, and `scale`."""
+    shutil.copytree(REPOS / "models" / "add_sub", tmp_path / "add_sub")
+    shutil.copytree(REPOS / "broken_init" / "init_fails", tmp_path / "init_fails")
+    write_scale(tmp_path, 1, 2.0)
+    return tmp_path
+
+
+def client_for(server, protocol: str):
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    return CLIENTS[protocol].InferenceServerClient(url)
+
+
+def scale(client, protocol: str, x: np.ndarray) -> np.ndarray:
+    tensor = CLIENTS[protocol].InferInput("X", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    return client.infer("scale", [tensor]).as_numpy("Y")
+
+
+def index(client, protocol: str) -> dict[str, dict]:
+    if protocol == "grpc":
+        models = client.get_model_repository_index(as_json=True).get("models", [])
+    else:
+        models = client.get_model_repository_index()
+    return {m["name"]: m for m in models}
+
+
+def ready_index(server) -> list[str]:
+    """POST /v2/repository/index {"ready": true} (tritonclient has no argument for the filter)."""
+    request = urllib.request.Request(f"http://{server.http_url}/v2/repository/index", data=b'{"ready": true}',
+                                     method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return [m["name"] for m in json.loads(response.read())]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_explicit_load_override_unload_and_reasons(repo, protocol):
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--load-model", "scale") as server:
+        client = client_for(server, protocol)
+        models = index(client, protocol)
+        assert models["scale"]["state"] == "READY" and models["scale"]["version"] == "1"
+        assert models["add_sub"] == {"name": "add_sub"}  # in the repository, never loaded
+        assert ready_index(server) == ["scale"]
+        assert not client.is_model_ready("add_sub")
+
+        # load with a config override: the scale parameter becomes 3
+        config = json.dumps({"name": "add_sub", "backend": "python", "max_batch_size": 8,
+                             "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]},
+                                       {"name": "INPUT1", "data_type": "TYPE_FP32", "dims": [4]}],
+                             "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]},
+                                        {"name": "OUTPUT1", "data_type": "TYPE_FP32", "dims": [4]}],
+                             "parameters": {"scale": {"string_value": "3"}}})
+        client.load_model("add_sub", config=config)
+        assert client.is_model_ready("add_sub")
+        a = np.ones((1, 4), dtype=np.float32)
+        inputs = []
+        for name in ("INPUT0", "INPUT1"):
+            tensor = CLIENTS[protocol].InferInput(name, [1, 4], "FP32")
+            tensor.set_data_from_numpy(a * (2 if name == "INPUT0" else 1))
+            inputs.append(tensor)
+        np.testing.assert_array_equal(client.infer("add_sub", inputs).as_numpy("OUTPUT0"), a * 9)
+        served = client_for(server, "grpc").get_model_config("add_sub", as_json=True)["config"]
+        assert served["parameters"]["scale"]["string_value"] == "3"
+        assert "dynamic_batching" not in served  # the override replaced config.pbtxt as a whole
+
+        # unload: the index says so, requests are refused
+        client.unload_model("add_sub", unload_dependents=True)
+        assert server.wait_for_log("add_sub finalized")  # finalize() ran on unload
+        assert index(client, protocol)["add_sub"] == {"name": "add_sub", "version": "1", "state": "UNAVAILABLE",
+                                                      "reason": "unloaded"}
+        with pytest.raises(InferenceServerException, match="add_sub"):
+            client.infer("add_sub", inputs)
+
+        # a model whose initialize() raises: the load fails with the reason, the index keeps it, the server serves on
+        with pytest.raises(InferenceServerException, match="weights file missing for init_fails"):
+            client.load_model("init_fails")
+        entry = index(client, protocol)["init_fails"]
+        assert entry["state"] == "UNAVAILABLE" and "weights file missing for init_fails" in entry["reason"]
+        np.testing.assert_array_equal(scale(client, protocol, np.array([1, 2], np.float32)), [2, 4])
+
+        # a model that is in no repository
+        with pytest.raises(InferenceServerException, match="failed to load 'nope', failed to poll from model "
+                                                            "repository"):
+            client.load_model("nope")
+        # a bad override is refused naming the model
+        with pytest.raises(InferenceServerException, match="failed to load 'scale'"):
+            client.load_model("scale", config="{not json")
+        assert client.is_server_live()
+
+
+def test_reload_after_editing_model_py_keeps_a_request_in_flight(repo):
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--load-model", "*") as server:
+        client = client_for(server, "grpc")
+        assert index(client, "grpc")["init_fails"]["state"] == "UNAVAILABLE"  # `*` tried it; the server is up
+        np.testing.assert_array_equal(scale(client, "grpc", np.array([1.0], np.float32)), [2.0])
+        write_scale(repo, 1, 10.0)
+
+        slow: dict[str, np.ndarray] = {}
+
+        def slow_request() -> None:
+            slow["y"] = scale(client_for(server, "grpc"), "grpc", np.array([-1.0], np.float32))
+
+        thread = threading.Thread(target=slow_request)
+        thread.start()
+        time.sleep(0.5)  # the slow request is executing in the old instance
+        client_for(server, "http").load_model("scale")
+        thread.join(10)
+        np.testing.assert_array_equal(slow["y"], [-2.0])  # answered by the old instance, not dropped
+        np.testing.assert_array_equal(scale(client, "grpc", np.array([1.0], np.float32)), [10.0])
+        assert index(client, "grpc")["scale"]["state"] == "READY"
+
+
+def test_poll_picks_up_a_new_version_a_change_and_a_removal(repo):
+    with serve("--model-repository", str(repo), "--model-control-mode", "poll", "--repository-poll-secs",
+               "1") as server:
+        client = client_for(server, "http")
+        assert index(client, "http")["init_fails"]["state"] == "UNAVAILABLE"
+        np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [2.0])
+        with pytest.raises(InferenceServerException, match=REFUSAL):
+            client.load_model("scale")
+        with pytest.raises(InferenceServerException, match=REFUSAL):
+            client_for(server, "grpc").unload_model("scale")
+
+        write_scale(repo, 2, 5.0)  # a new version: the latest is served
+        deadline = time.monotonic() + 20
+        while (index(client, "http")["scale"].get("version"), index(client, "http")["scale"].get("state")) != (
+                "2", "READY") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert index(client, "http")["scale"]["version"] == "2"
+        np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [5.0])
+
+        write_scale(repo, 2, 6.0)  # model.py edited: reloaded
+        while not np.array_equal(scale(client, "http", np.array([1.0], np.float32)), [6.0]) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [6.0])
+
+        shutil.rmtree(repo / "add_sub")
+        while "add_sub" in index(client, "http") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "add_sub" not in index(client, "http")
+        assert not client.is_model_ready("add_sub")
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_mode_none_refuses_load_and_unload(protocol):
+    with serve("--model-repository", str(REPOS / "models")) as server:
+        client = client_for(server, protocol)
+        extensions = client.get_server_metadata(**({"as_json": True} if protocol == "grpc" else {}))["extensions"]
+        assert "model_repository" in extensions and "model_repository(unload_dependents)" in extensions
+        with pytest.raises(InferenceServerException, match=REFUSAL):
+            client.load_model("add_sub")
+        with pytest.raises(InferenceServerException, match=REFUSAL):
+            client.unload_model("add_sub")
+        assert client.is_model_ready("add_sub")
+        assert index(client, protocol)["add_sub"]["state"] == "READY"
+
+
+def test_load_model_needs_explicit_mode():
+    result = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository",
+                             str(REPOS / "models"), "--load-model", "add_sub"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert "Use of '--load-model' requires setting '--model-control-mode=explicit' as well." in result.stderr
+    result = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository",
+                             str(REPOS / "models"), "--model-control-mode", "explicit", "--load-model", "nope"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "no model 'nope' in the model repositories" in result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factory, protocol):
+    outside = tmp_path_factory.mktemp("outside")
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, protocol)
+        config = json.dumps({"name": "uploaded", "backend": "python", "max_batch_size": 0,
+                             "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
+                             "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
+        source = SCALE_MODEL.format(factor=7.0).encode()
+        with pytest.raises(InferenceServerException, match="must be relative to the model folder"):
+            client.load_model("uploaded", config=config, files={f"file:../../{outside.name}/x.py": source})
+        assert not list(outside.iterdir())
+        client.load_model("uploaded", config=config, files={"file:1/model.py": source})
+        x = np.array([1.0], np.float32)
+        tensor = CLIENTS[protocol].InferInput("X", [1], "FP32")
+        tensor.set_data_from_numpy(x)
+        np.testing.assert_array_equal(client.infer("uploaded", [tensor]).as_numpy("Y"), [7.0])
+        assert not (repo / "uploaded").exists()  # nothing written into the repository
+
+
+
+SLOW_INIT_MODEL = """
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(2.0)
+
+    def execute(self, requests):
+        raise AssertionError("not called")
+"""
+
+
+def test_index_shows_loading_while_initialize_runs(repo):
+    (repo / "slow").mkdir()
+    (repo / "slow" / "config.pbtxt").write_text(SCALE_CONFIG.replace('"scale"', '"slow"'))
+    (repo / "slow" / "1").mkdir()
+    (repo / "slow" / "1" / "model.py").write_text(SLOW_INIT_MODEL)
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, "grpc")
+        loader = threading.Thread(target=client_for(server, "http").load_model, args=("slow",))
+        loader.start()
+        states = set()
+        while loader.is_alive():
+            states.add(index(client, "grpc")["slow"].get("state"))
+            time.sleep(0.05)
+        loader.join()
+        assert "LOADING" in states, states
+        assert index(client, "grpc")["slow"]["state"] == "READY"
+
+
+def test_load_and_unload_stay_behind_the_model_repository_restriction(repo):
+    token = "repo-token"
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit",
+               "--http-restricted-api", f"model-repository:triton-access-token={token}",
+               "--grpc-restricted-protocol", f"model-repository:triton-access-token={token}") as server:
+        http, grpc_client = client_for(server, "http"), client_for(server, "grpc")
+        for call in (lambda **kw: http.load_model("scale", **kw), lambda **kw: grpc_client.load_model("scale", **kw),
+                     lambda **kw: http.unload_model("scale", **kw), http.get_model_repository_index):
+            with pytest.raises(InferenceServerException, match="restricted"):
+                call()
+        assert not http.is_model_ready("scale")
+        http.load_model("scale", headers={"triton-access-token": token})
+        assert http.is_model_ready("scale")
+        grpc_client.unload_model("scale", headers={"triton-grpc-protocol-triton-access-token": token})
+        assert not http.is_model_ready("scale")
