@@ -89,7 +89,9 @@ def test_a_callable_that_exits_answers_its_call_and_its_worker_is_restarted():
         with pytest.raises(InferenceServerException) as info:
             client.infer("slow_pid", [tensor], parameters={"exit": "5"}, client_timeout=20)
         assert "SystemExit: 5" in info.value.message()
-        assert server.wait_for_log("stopped serving: SystemExit: 5", timeout_s=20)
+        # The server's line, not the worker's own (which it logs before telling the server): once the server has
+        # taken the instance out, the next request waits for the restarted worker instead of meeting the old one.
+        assert server.wait_for_log(f"(pid {old_pid}) stopped serving: SystemExit: 5", timeout_s=20)
         result = pid_request(client, client_timeout=30)  # waits for the restarted worker
         assert int(result.as_numpy("PID")[0]) != old_pid
         assert shm_segments_of({old_pid}) == []
