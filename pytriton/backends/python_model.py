@@ -6,7 +6,6 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import os
@@ -19,6 +18,7 @@ import numpy as np
 
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import CallableBackend, CheckedResponse, InferenceCallableError, _shape_matches
+from pytriton.backends.target import exec_file_module
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.types import Request
@@ -39,17 +39,7 @@ def is_python_model_target(target: str | None) -> bool:
 def _import_model_file(path: str, model_name: str, version: str) -> Any:
     """Import `model.py` under a name of its own, with its version folder on sys.path (as Triton's stub does)."""
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
-    folder = os.path.dirname(path)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    module_name = f"_pytriton_repository_model_{model_name}_{version}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import the model file '{path}'")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    return exec_file_module(path, f"_pytriton_repository_model_{model_name}_{version}")
 
 
 class PythonModelBackend(CallableBackend):

@@ -93,18 +93,24 @@ def import_target_module(target: CallableTarget) -> ModuleType:
     path = os.path.abspath(target.module)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: '{target.module}'")
-    directory = os.path.dirname(path)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
     name = os.path.splitext(os.path.basename(path))[0]
     existing = sys.modules.get(name)
     if existing is not None:
         if getattr(existing, "__file__", None) == path:
             return existing
         name = f"_pytriton_file_{name}"
+    return exec_file_module(path, name)
+
+
+def exec_file_module(path: str, name: str) -> ModuleType:
+    """Run the Python file `path` as module `name` (registered in sys.modules unless it fails), with the file's
+    directory on sys.path so that its sibling modules import as they do when it runs as a script."""
+    directory = os.path.dirname(path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load '{target.module}' as a Python module")
+        raise ImportError(f"cannot load '{path}' as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
