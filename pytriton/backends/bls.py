@@ -1,11 +1,13 @@
 """BLS (Business Logic Scripting) in a worker: `pb_utils.InferenceRequest.exec` / `async_exec` send the request up the
 worker's own socket to the server, which runs it like a network request; answers come back the same way.
+
+Any thread of the model may make them (`initialize`, `execute`, threads it starts); the endpoint serialises the
+socket. A request's `timeout` (microseconds, as Triton's) bounds the wait for its (first) answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,10 +49,6 @@ class BlsClient:
         return None
 
     def _send(self, request: pb_utils.InferenceRequest, decoupled: bool) -> int:
-        if threading.get_ident() != self.endpoint.thread:
-            raise pb_utils.TritonModelException(
-                "BLS requests can be made only from the thread that runs execute() (or its event loop), not from "
-                "other threads")
         inputs = []
         for tensor in request.inputs():
             array = tensor.as_numpy()
@@ -63,8 +61,10 @@ class BlsClient:
                 array = array.astype(np.object_)
             inputs.append((tensor.name(), datatype, array))
         version = request.model_version()
+        fields = (request.request_id(), request.correlation_id(), request.flags())
         return self.endpoint.bls_send(request.model_name(), str(version) if version > 0 else "", inputs,
-                                      request.requested_output_names(), json_params(request), decoupled)
+                                      request.requested_output_names(), json_params(request), decoupled, fields,
+                                      int(request._timeout_us))
 
     # ---- receiving ----------------------------------------------------------------------------
     def _response(self, message: Any, frames: Any) -> pb_utils.InferenceResponse:
@@ -109,7 +109,7 @@ class BlsClient:
                 yield response
         finally:
             if not done:
-                self.endpoint.bls_abandon(call_id)
+                self.endpoint.bls_abandon(call_id, tell=True)
 
     async def async_exec(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
         refusal = self._refusal(request)
@@ -136,7 +136,7 @@ class BlsClient:
                 responses.append(response)
         finally:
             if not done:
-                self.endpoint.bls_abandon(call_id)
+                self.endpoint.bls_abandon(call_id, tell=True)
         return iter(responses)
 
 

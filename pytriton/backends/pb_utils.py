@@ -132,6 +132,7 @@ class InferenceResponseSender:
         self._index = index
         self._put = put
         self._closed = False
+        self._cancelled: Callable[[], bool] | None = None
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
         if self._closed:
@@ -143,7 +144,8 @@ class InferenceResponseSender:
         self._put(self._index, response, flags)
 
     def is_cancelled(self) -> bool:
-        return False
+        """True once the client of this request went away."""
+        return self._cancelled is not None and self._cancelled()
 
 
 class InferenceRequest:
@@ -161,13 +163,24 @@ class InferenceRequest:
         self._request_id: str = kwargs.get("request_id", "")
         self._correlation_id: int | str = kwargs.get("correlation_id", 0)
         self._flags: int = kwargs.get("flags", 0)
+        correlation_id = self._correlation_id
+        if not isinstance(correlation_id, (int, str)) or isinstance(correlation_id, bool):
+            raise TritonModelException("Correlation ID must be integer or string")
+        self._timeout_us = int(kwargs.get("timeout", 0))  # BLS: microseconds to wait for the (first) answer; 0: no limit
         self._sender: InferenceResponseSender | None = None
+        self._cancelled: Callable[[], bool] | None = None  # a received request: whether its client left
 
     @classmethod
     def _received(cls, inputs: list[Tensor], requested: list[str], parameters: dict[str, Any],
-                  sender: InferenceResponseSender | None) -> InferenceRequest:
-        request = cls(inputs=inputs, requested_output_names=requested, parameters=parameters)
+                  sender: InferenceResponseSender | None, fields: tuple[str, int | str, int] = ("", 0, 0),
+                  cancelled: Callable[[], bool] | None = None) -> InferenceRequest:
+        request_id, correlation_id, flags = fields
+        request = cls(inputs=inputs, requested_output_names=requested, parameters=parameters, request_id=request_id,
+                      correlation_id=correlation_id, flags=flags)
         request._sender = sender
+        request._cancelled = cancelled
+        if sender is not None:
+            sender._cancelled = cancelled
         return request
 
     def inputs(self) -> list[Tensor]:
@@ -191,6 +204,9 @@ class InferenceRequest:
     def flags(self) -> int:
         return self._flags
 
+    def timeout(self) -> int:
+        return self._timeout_us
+
     def model_name(self) -> str:
         return self._model_name
 
@@ -198,7 +214,8 @@ class InferenceRequest:
         return self._model_version
 
     def is_cancelled(self) -> bool:
-        return False
+        """True once the client of this request went away (cancelled, timed out or disconnected)."""
+        return self._cancelled is not None and self._cancelled()
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:

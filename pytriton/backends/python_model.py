@@ -6,12 +6,13 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
 import queue
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -67,17 +68,22 @@ class PythonModelBackend(CallableBackend):
             "model_version": version,
             "model_name": config.model_name,
         }
+        # Set by the worker for each execution: whether the client of request i (of those that run) left.
+        self.cancel_probe: Callable[[int], bool] | None = None
         if hasattr(self.model, "initialize"):
             self.model.initialize(self.args)
         super().__init__(self._run, config)
 
     def _requests(self, requests: list[Request], senders: list[pb_utils.InferenceResponseSender | None]
                   ) -> list[pb_utils.InferenceRequest]:
+        probe = self.cancel_probe
         return [
             pb_utils.InferenceRequest._received(
                 [pb_utils.Tensor(name, array) for name, array in request.data.items()],
-                list(request.requested_output_names or []), dict(request.parameters), sender)
-            for request, sender in zip(requests, senders)
+                list(request.requested_output_names or []), dict(request.parameters), sender,
+                (request.request_id, request.correlation_id, request.flags),
+                None if probe is None else functools.partial(probe, index))
+            for index, (request, sender) in enumerate(zip(requests, senders))
         ]
 
     def _run(self, requests: list[Request]) -> Any:

@@ -108,6 +108,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         try:
             if infer_func is None and is_python_model_target(spec.callable):
                 what = f"model '{config.model_name}' version {config.model_version}"
+                pb_utils._bls_client = BlsClient(endpoint, config, alive, poll_ms)  # (initialize() may use BLS)
                 backend = PythonModelBackend(str(spec.callable), config, spec.instance)
             else:
                 if infer_func is not None:
@@ -133,8 +134,6 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         errors = CallableErrorLog(label, logger)
         endpoint.send_hello()
         hello = True
-        if isinstance(backend, PythonModelBackend):
-            pb_utils._bls_client = BlsClient(endpoint, config, alive, poll_ms)
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0
         while True:
@@ -221,6 +220,10 @@ def _execute(
         endpoint.begin_stream(message)
     t_input = time.perf_counter_ns()
     sent = 0
+    if isinstance(backend, PythonModelBackend):
+        ran = [index for index, error in enumerate(failed) if not error]  # (requests whose regions failed never run)
+        call_id = message.id
+        backend.cancel_probe = lambda i: endpoint.request_cancelled(call_id, ran[i])
     try:
         result = backend(requests)
         if not decoupled and (inspect.isgenerator(result) or inspect.isasyncgen(result)):

@@ -281,7 +281,7 @@ class ServerCore:
             regions.append(region)
             output_regions[output.name] = RegionSlice(region, offset, size)
         execution = ExecutionRequest(request.inputs, input_regions, [o.name for o in request.outputs],
-                                     output_regions, request.parameters)
+                                     output_regions, request.parameters, request.id)
         return execution, regions
 
     def _response(self, model: Model, request: InferRequest, output: ExecutionOutput | None) -> InferResponse:

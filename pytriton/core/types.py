@@ -98,6 +98,7 @@ class ExecutionRequest:
     requested_outputs: list[str]
     output_regions: dict[str, RegionSlice]  # output name -> the client region to write it into
     parameters: dict[str, Any]
+    request_id: str = ""  # the client's request id
 
 
 @dataclasses.dataclass(slots=True)

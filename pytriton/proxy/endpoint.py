@@ -1,7 +1,9 @@
 """Worker side of the transport: a ZMQ DEALER, the worker's response arena and the server's segments.
 
-Blocking and single-threaded on purpose: a model instance executes one batch at a time, and a blocking
-recv costs fewer wake-ups than an event loop.
+Blocking on purpose: a model instance executes one batch at a time, and a blocking wait costs fewer wake-ups than an
+event loop. The worker's loop runs in one thread, but a model's own threads may send BLS requests and ask whether a
+request was cancelled: one lock guards the socket and the arenas, and whichever thread waits watches the socket for
+all the others (the rest wait on a condition and are woken when something for them was read).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import collections
 import itertools
 import logging
 import os
+import select
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +28,16 @@ from pytriton.model_config.datatypes import (
     serialize_bytes_tensor,
 )
 from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated, slot_key
-from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
+from pytriton.proxy.messages import (
+    ServerToWorker,
+    WorkerToServer,
+    decode_request_fields,
+    encode_request_fields,
+    params_from_proto,
+    params_to_proto,
+)
+from pytriton.proxy._bls_endpoint import BlsEndpoint
+from pytriton.proxy.credit import StreamCredit
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
 from pytriton.proxy.types import Request
@@ -34,6 +46,7 @@ logger = logging.getLogger("pytriton.proxy")
 
 
 _BYTES_CODE = TRITON_TO_CODE["BYTES"]
+MAX_WAIT_S = 0.25  # the longest the watching thread sleeps without looking at the socket (an edge may be missed)
 
 
 class OutputRegionError(Exception):
@@ -56,44 +69,7 @@ def _to_host(array: Any) -> np.ndarray:
     return np.asarray(array)
 
 
-class StreamCredit:
-    """How far one streaming call may run ahead of its consumers: at most `window` responses sent and not yet
-    taken, and (once one is out) at most `window_bytes` of their outputs; 0 is no limit. The server reports what
-    was taken (CREDIT messages, a running total)."""
-
-    __slots__ = ("bytes_ahead", "call_id", "consumed", "sent", "sizes", "window", "window_bytes")
-
-    def __init__(self, call_id: int, window: int, window_bytes: int):
-        self.call_id = call_id
-        self.window = window
-        self.window_bytes = window_bytes
-        self.sent = 0
-        self.consumed = 0
-        self.sizes: collections.deque[int] = collections.deque()  # of the responses sent and not taken yet
-        self.bytes_ahead = 0
-
-    def on_sent(self, nbytes: int) -> bool:
-        """Count one response sent; False once the stream must wait for credit before it sends another."""
-        self.sent += 1
-        if self.sent > self.consumed:  # (not taken already: credit may come early)
-            self.sizes.append(nbytes)
-            self.bytes_ahead += nbytes
-        return not self.blocked
-
-    def on_consumed(self, consumed: int) -> None:
-        for _ in range(min(consumed, self.sent) - self.consumed):
-            self.bytes_ahead -= self.sizes.popleft()
-        self.consumed = max(self.consumed, consumed)
-
-    @property
-    def blocked(self) -> bool:
-        ahead = self.sent - self.consumed
-        if self.window and ahead >= self.window:
-            return True
-        return bool(self.window_bytes) and ahead > 0 and self.bytes_ahead >= self.window_bytes
-
-
-class WorkerEndpoint:
+class WorkerEndpoint(BlsEndpoint):
     """Connects a worker to the server's ROUTER and moves tensors in and out of shared memory."""
 
     def __init__(
@@ -120,20 +96,91 @@ class WorkerEndpoint:
         self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
+        self._gone_all: set[int] = set()  # calls whose clients all left (what `request_cancelled` answers from)
+        self._gone_items: dict[int, set[int]] = {}  # call id -> indices of its requests whose clients left
         self._stop_seen = False  # a STOP waits in the backlog
         self.credit: StreamCredit | None = None  # of the streaming call running now, if it has a window
-        self.thread = threading.get_ident()  # the only thread that may use the socket
         self._bls_ids = itertools.count(1)
         self._bls_replies: dict[int, collections.deque[tuple[Any, list[zmq.Frame]]]] = {}  # BLS calls in flight
+        self._hello_sent = False  # until then BLS inputs ride as frames (the server maps the arena once told)
+        self._lock = threading.RLock()  # the socket, the arenas and the state above
+        self._cond = threading.Condition(self._lock)
+        self._reader: int | None = None  # the thread that watches the socket now (without the lock)
+        self._fd = int(self._socket.getsockopt(zmq.FD))
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wakes the reader: something came
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
         message = WorkerToServer(kind=WorkerToServer.HELLO, pid=os.getpid(), arena=self.arena.kind)
-        self._socket.send(message.SerializeToString())
+        self._send([message.SerializeToString()])
+        self._hello_sent = True
 
     def send_fatal(self, error: str) -> None:
         message = WorkerToServer(kind=WorkerToServer.FATAL, pid=os.getpid(), error=error)
-        self._socket.send(message.SerializeToString())
+        self._send([message.SerializeToString()])
+
+    def _send(self, frames: list[Any]) -> None:
+        """Send one message; what came meanwhile is read (a send can take the edge that announces it)."""
+        with self._lock:
+            self._socket.send_multipart(frames, copy=False)
+            self._drain()
+
+    def _drain(self) -> None:
+        """(Lock held) read what waits in the socket without blocking: CANCELs, CREDITs and BLS answers are noted,
+        other messages wait in the backlog; waiting threads hear of it."""
+        got = False
+        while self._socket.poll(0, zmq.POLLIN):
+            got = True
+            message, frames = self._read()
+            kind = message.kind
+            if kind == ServerToWorker.BLS_RESULT:
+                self._route_bls(message, frames)
+            elif kind == ServerToWorker.CANCEL:
+                if message.cancel_items:
+                    self._gone_items.setdefault(message.id, set()).update(message.cancel_items)
+                else:
+                    self._cancelled.add(message.id)
+                    self._gone_all.add(message.id)
+            elif kind == ServerToWorker.CREDIT:
+                credit = self.credit
+                if credit is not None and credit.call_id == message.id:
+                    credit.on_consumed(message.consumed)
+            else:
+                self._stop_seen = self._stop_seen or kind == ServerToWorker.STOP
+                self._backlog.append((message, frames))
+        if got:
+            self._cond.notify_all()
+            if self._reader is not None and self._reader != threading.get_ident():
+                try:
+                    os.write(self._wake_w, b"!")
+                except BlockingIOError:  # (already woken)
+                    pass
+
+    def _await(self, ready: Callable[[], Any], timeout_ms: int) -> bool:
+        """Wait until `ready()` (checked with the lock held) or `timeout_ms` passed; whether it is. Not to be called
+        with the lock held: one waiting thread watches the socket without it, the others wait to be woken."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        with self._cond:
+            while True:
+                self._drain()
+                if ready():
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                if self._reader is not None:
+                    self._cond.wait(remaining)
+                    continue
+                self._reader = threading.get_ident()
+                self._lock.release()
+                try:
+                    readable, _, _ = select.select([self._fd, self._wake_r], [], [], min(remaining, MAX_WAIT_S))
+                    if self._wake_r in readable:
+                        os.read(self._wake_r, 4096)
+                finally:
+                    self._lock.acquire()
+                    self._reader = None
+                    self._cond.notify_all()  # another waiter takes the watch
 
     def _read(self) -> tuple[Any, list[zmq.Frame]]:
         frames = self._socket.recv_multipart(copy=False)
@@ -145,36 +192,18 @@ class WorkerEndpoint:
         return message, frames[1:]
 
     def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
-        """Wait for the next message; apply the slot releases it carries. None on timeout."""
-        if self._backlog:
-            message, frames = self._backlog.popleft()
+        """Wait for the next message (INFER, STOP, ...); apply the slot releases it carries. None on timeout."""
+        backlog = self._backlog
+        if not backlog and not self._await(lambda: backlog, timeout_ms):
+            return None
+        with self._lock:
+            message, frames = backlog.popleft()
             self._stop_seen = self._stop_seen and message.kind != ServerToWorker.STOP
             return message, frames
-        if not self._socket.poll(timeout_ms, zmq.POLLIN):
-            return None
-        message, frames = self._read()
-        if message.kind == ServerToWorker.BLS_RESULT:
-            self._route_bls(message, frames)
-            return None
-        return message, frames
 
     def _collect(self) -> None:
-        """Read what waits in the socket without blocking: CANCELs and CREDITs are noted, other messages wait in the
-        backlog."""
-        while self._socket.poll(0, zmq.POLLIN):
-            message, frames = self._read()
-            kind = message.kind
-            if kind == ServerToWorker.BLS_RESULT:
-                self._route_bls(message, frames)
-            elif kind == ServerToWorker.CANCEL:
-                self._cancelled.add(message.id)
-            elif kind == ServerToWorker.CREDIT:
-                credit = self.credit
-                if credit is not None and credit.call_id == message.id:
-                    credit.on_consumed(message.consumed)
-            else:
-                self._stop_seen = self._stop_seen or kind == ServerToWorker.STOP
-                self._backlog.append((message, frames))
+        with self._lock:
+            self._drain()
 
     def begin_stream(self, message: Any) -> None:
         """A streaming call starts: its window (if the server gave one) holds from now on."""
@@ -187,123 +216,46 @@ class WorkerEndpoint:
         credit = self.credit
         if credit is None:
             return True
+
+        def stop() -> bool:
+            return credit.call_id in self._cancelled or self._stop_seen
+
         while credit.blocked:
-            if credit.call_id in self._cancelled or self._stop_seen or not alive():
+            if stop() or not alive():
                 return False
-            if self._socket.poll(poll_ms, zmq.POLLIN):
-                self._collect()
+            self._await(lambda: not credit.blocked or stop(), poll_ms)
         return True
 
     def cancelled(self, call_id: int) -> bool:
         """Between two responses of a stream: has the server cancelled `call_id`? Other messages wait."""
-        self._collect()
-        if call_id not in self._cancelled:
-            return False
-        self._cancelled.discard(call_id)
-        return True
+        with self._lock:
+            self._drain()
+            if call_id not in self._cancelled:
+                return False
+            self._cancelled.discard(call_id)
+            return True
 
     def starting(self, call_id: int) -> bool:
         """A call is about to start: False if the server cancelled it while it waited here (its client is gone).
 
         Calls reach the worker in the order of their ids, so a CANCEL noted for an earlier one came after that call
         had ended: it is forgotten now."""
-        self._collect()
-        if not self._cancelled:
-            return True
-        cancelled = self._cancelled
-        self._cancelled = {i for i in cancelled if i > call_id}
-        return call_id not in cancelled
+        with self._lock:
+            self._drain()
+            self._gone_all = {i for i in self._gone_all if i >= call_id}
+            for old in [i for i in self._gone_items if i < call_id]:
+                del self._gone_items[old]
+            if not self._cancelled:
+                return True
+            cancelled = self._cancelled
+            self._cancelled = {i for i in cancelled if i > call_id}
+            return call_id not in cancelled
 
-    # ---- BLS: this worker's own requests to the server ----------------------------------------
-    def bls_send(self, model_name: str, model_version: str, inputs: list[tuple[str, str, Any]],
-                 requested_outputs: list[str], parameters: dict[str, Any], decoupled: bool) -> int:
-        """Send a model's own inference request upstream; its inputs go as frames or through this worker's response
-        arena (the server gives those slots back when the request ends). Returns the call id for `bls_next`."""
-        call_id = next(self._bls_ids)
-        message = WorkerToServer(kind=WorkerToServer.BLS, id=call_id, model_name=model_name,
-                                 model_version=model_version, decoupled=decoupled)
-        request = message.request
-        frames: list[Any] = []
-        try:
-            for name, datatype, array in inputs:
-                self._encode_output(request.inputs.add(), name, datatype, array, frames)
-        except BaseException:
-            for ref in request.inputs:
-                if not ref.frame and ref.nbytes:
-                    self.arena.free(ref.segment, ref.offset)
-            raise
-        request.requested_outputs.extend(requested_outputs)
-        if parameters:
-            params_to_proto(parameters, request.parameters)
-        self._bls_replies[call_id] = collections.deque()
-        self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
-        return call_id
-
-    def fileno(self) -> int:
-        """The socket's file descriptor: readable (edge-triggered, as ZMQ signals) when messages may be waiting."""
-        return int(self._socket.getsockopt(zmq.FD))
-
-    def bls_poll(self, call_id: int, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
-        """The next answer of BLS call `call_id`, waiting at most `timeout_ms` for one; None if none came. Other
-        messages wait in the backlog (or are noted, as between two responses of a stream)."""
-        replies = self._bls_replies[call_id]
-        if not replies and self._socket.poll(timeout_ms, zmq.POLLIN):
-            self._collect()
-        if not replies:
-            return None
-        message, frames = replies.popleft()
-        if message.final:
-            del self._bls_replies[call_id]
-        return message, frames
-
-    def bls_read(self, message: Any, frames: Sequence[zmq.Frame]) -> tuple[list[tuple[str, np.ndarray]],
-                                                                          dict[str, Any]]:
-        """The outputs of one BLS answer as arrays of their own (copied out of shared memory, whose slots go back to
-        the server at once), and its parameters."""
-        outputs: list[tuple[str, np.ndarray]] = []
-        keys: list[int] = []
-        try:
-            for item in message.responses:
-                for ref in item.outputs:
-                    shape = tuple(ref.shape)
-                    if ref.frame:
-                        buffer: Any = frames[ref.frame - 1].buffer
-                    else:
-                        keys.append(slot_key(ref.segment, ref.offset))
-                        buffer = self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
-                    if ref.dtype == _BYTES_CODE:
-                        array = deserialize_bytes_tensor(buffer, shape)
-                    else:
-                        array = np.frombuffer(buffer, dtype=CODE_TO_NUMPY[ref.dtype]).reshape(shape).copy()
-                    outputs.append((ref.name, array))
-                    if not ref.frame and is_dedicated(ref.segment):
-                        del buffer
-                        self.request_segments.release_dedicated(ref.segment)
-        finally:
-            self._bls_free(message)
-        parameters = params_from_proto(message.responses[0].parameters) if message.responses else {}
-        return outputs, parameters
-
-    def bls_abandon(self, call_id: int) -> None:
-        """Nobody waits for BLS call `call_id` any more: what came for it and what still comes is given back."""
-        replies = self._bls_replies.pop(call_id, None)
-        for message, _ in replies or ():
-            self._bls_free(message)
-
-    def _route_bls(self, message: Any, frames: list[zmq.Frame]) -> None:
-        replies = self._bls_replies.get(message.id)
-        if replies is None:  # abandoned: give its slots back
-            self._bls_free(message)
-        else:
-            replies.append((message, frames))
-
-    def _bls_free(self, message: Any) -> None:
-        keys = [slot_key(ref.segment, ref.offset) for item in message.responses for ref in item.outputs
-                if not ref.frame and not ref.region]
-        if keys:
-            free = WorkerToServer(kind=WorkerToServer.FREE)
-            free.freed.extend(keys)
-            self._socket.send(free.SerializeToString())
+    def request_cancelled(self, call_id: int, index: int) -> bool:
+        """Whether the client of request `index` of call `call_id` left (any thread may ask)."""
+        with self._lock:
+            self._drain()
+            return call_id in self._gone_all or index in self._gone_items.get(call_id, ())
 
     # ---- requests ----------------------------------------------------------------------------
     def _input_buffer(self, ref: Any, frames: Sequence[zmq.Frame]) -> Any:
@@ -316,6 +268,12 @@ class WorkerEndpoint:
         return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
 
     def decode(
+        self, message: Any, frames: Sequence[zmq.Frame]
+    ) -> tuple[list[Request], list[dict[str, Any]] | None, list[str]]:
+        with self._lock:
+            return self._decode(message, frames)
+
+    def _decode(
         self, message: Any, frames: Sequence[zmq.Frame]
     ) -> tuple[list[Request], list[dict[str, Any]] | None, list[str]]:
         """Turn an INFER message into the callable's requests, with numpy inputs (read-only views for fixed-size
@@ -334,7 +292,8 @@ class WorkerEndpoint:
                 continue
             failed.append("")
             parameters = params_from_proto(item.parameters) if item.parameters else {}
-            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None))
+            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None,
+                                   *decode_request_fields(item)))
         return decoded, (regions if any(regions) else None), failed
 
     def _decode_inputs(self, item: Any, frames: Sequence[zmq.Frame]) -> dict[str, np.ndarray]:
@@ -390,7 +349,7 @@ class WorkerEndpoint:
             ref.offset = region.offset
             ref.nbytes = nbytes
             return 0
-        if nbytes <= self.inline_max:
+        if nbytes <= self.inline_max or not self._hello_sent:  # (before HELLO the server cannot map our arena)
             if datatype != "BYTES":
                 data = np.ascontiguousarray(array).reshape(-1).view(np.uint8) if nbytes else b""
             frames.append(data)
@@ -425,7 +384,12 @@ class WorkerEndpoint:
         ref.region_id = region.region_id
         ref.offset = region.offset
 
-    def send_result(
+    def send_result(self, *args: Any, **kwargs: Any) -> int:
+        """`_send_result` with the lock held (a model's threads may use the arena and the socket meanwhile)."""
+        with self._lock:
+            return self._send_result(*args, **kwargs)
+
+    def _send_result(
         self,
         call_id: int,
         responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]] | None,
@@ -474,7 +438,7 @@ class WorkerEndpoint:
             held = 0
         if output_started_ns:
             message.compute_output_ns = time.perf_counter_ns() - output_started_ns
-        self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
+        self._send([message.SerializeToString(), *frames])
         if message.final:
             self._release_dedicated()
         return held
@@ -490,6 +454,8 @@ class WorkerEndpoint:
         self._dedicated_in_use.clear()
 
     def close(self) -> None:
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         self.regions.close()
         self._socket.close()
         self.request_segments.close()

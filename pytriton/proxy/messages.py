@@ -73,3 +73,33 @@ class RequestData:
     requested_outputs: list[str]
     parameters: dict[str, Any]
     output_regions: list[TensorData] = dataclasses.field(default_factory=list)
+    request_id: str = ""
+    correlation_id: int | str = 0  # the sequence id (as the client sent it: an integer or a string)
+    flags: int = 0  # SEQUENCE_START = 1, SEQUENCE_END = 2
+
+
+def sequence_fields(parameters: dict[str, Any]) -> tuple[int | str, int]:
+    """The correlation id and sequence flags a request's `sequence_id` / `sequence_start` / `sequence_end`
+    parameters give."""
+    correlation_id = parameters.get("sequence_id", 0)
+    if not isinstance(correlation_id, (int, str)) or isinstance(correlation_id, bool):
+        correlation_id = 0
+    flags = (1 if parameters.get("sequence_start") is True else 0) | (2 if parameters.get("sequence_end") is True else 0)
+    return correlation_id, flags
+
+
+def encode_request_fields(data: RequestData, item: Any) -> None:
+    """Request id, correlation id and flags into a RequestItem."""
+    if data.request_id:
+        item.request_id = data.request_id
+    if isinstance(data.correlation_id, str):
+        item.correlation_id_str = data.correlation_id
+    elif data.correlation_id:
+        item.correlation_id = data.correlation_id & ((1 << 64) - 1)  # (an int64 the client sent negative wraps)
+    if data.flags:
+        item.flags = data.flags
+
+
+def decode_request_fields(item: Any) -> tuple[str, int | str, int]:
+    """(request id, correlation id, flags) of a RequestItem."""
+    return item.request_id, item.correlation_id_str or item.correlation_id, item.flags

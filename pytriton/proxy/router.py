@@ -20,7 +20,14 @@ import zmq
 
 from pytriton.model_config.datatypes import TRITON_TO_CODE
 from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, SharedMemoryFullError, ShmArena, slot_key
-from pytriton.proxy.messages import RequestData, ServerToWorker, TensorData, WorkerToServer, params_to_proto
+from pytriton.proxy.messages import (
+    RequestData,
+    ServerToWorker,
+    TensorData,
+    WorkerToServer,
+    encode_request_fields,
+    params_to_proto,
+)
 
 logger = logging.getLogger("pytriton.proxy")
 
@@ -100,6 +107,7 @@ class ProxyRouter:
         # Called with (link, message, frames) for a worker's BLS request; hears first of a link being dropped.
         self.on_bls: Callable[[WorkerLink, Any, list[zmq.Frame]], None] | None = None
         self.on_link_dropped: Callable[[WorkerLink], None] | None = None
+        self.on_bls_cancel: Callable[[WorkerLink, int], None] | None = None  # the worker gave up a BLS request
 
     # ---- links -------------------------------------------------------------------------------
     def add_link(self, identity: bytes, label: str) -> WorkerLink:
@@ -181,11 +189,16 @@ class ProxyRouter:
         except WorkerGoneError:
             pass
 
-    def cancel(self, link: WorkerLink, call_id: int) -> None:
-        """Ask the worker to stop a streaming call early (it still sends a final RESULT)."""
+    def cancel(self, link: WorkerLink, call_id: int, items: list[int] | None = None) -> None:
+        """Tell the worker that the clients of call `call_id` left (of the requests at `items` only, when given): a
+        streaming call stops early once all have (it still sends a final RESULT); the model's `is_cancelled()` says
+        so."""
         if call_id in link.pending and not link.closed:
+            message = ServerToWorker(kind=ServerToWorker.CANCEL, id=call_id)
+            if items:
+                message.cancel_items.extend(items)
             try:
-                self._send(link, [ServerToWorker(kind=ServerToWorker.CANCEL, id=call_id).SerializeToString()])
+                self._send(link, [message.SerializeToString()])
             except WorkerGoneError:
                 pass
 
@@ -257,6 +270,7 @@ class ProxyRouter:
                     self._encode_tensor(region, item.output_regions.add(), frames, slots)
                 if request.parameters:
                     params_to_proto(request.parameters, item.parameters)
+                encode_request_fields(request, item)
         except ArenaExhaustedError:
             self._free_request_slots(slots)
             raise
@@ -350,6 +364,9 @@ class ProxyRouter:
                 self.on_bls(link, message, frames[2:])
             else:
                 self.send_bls_result(link, message.id, error="BLS requests are not served here", error_code=5)
+        elif message.kind == WorkerToServer.BLS_CANCEL:
+            if self.on_bls_cancel is not None:
+                self.on_bls_cancel(link, message.id)
         elif message.kind == WorkerToServer.FREE:
             for key in message.freed:
                 if key in link.bls_slots:  # (only what was lent to this worker, once)

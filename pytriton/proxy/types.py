@@ -14,7 +14,7 @@ class Request:
     datatypes are read-only views on shared memory, valid until the callable returns.
     """
 
-    __slots__ = ("data", "parameters", "span", "requested_output_names")
+    __slots__ = ("data", "parameters", "span", "requested_output_names", "request_id", "correlation_id", "flags")
 
     def __init__(
         self,
@@ -22,11 +22,17 @@ class Request:
         parameters: Optional[Dict[str, Union[str, int, bool, float]]] = None,
         span: Any = None,
         requested_output_names: Optional[List[str]] = None,
+        request_id: str = "",
+        correlation_id: Union[int, str] = 0,
+        flags: int = 0,
     ):
         self.data = data
         self.parameters = parameters if parameters is not None else {}
         self.span = span
         self.requested_output_names = requested_output_names
+        self.request_id = request_id  # the client's request id ("" when it sent none)
+        self.correlation_id = correlation_id  # the sequence id: `parameters["sequence_id"]`, 0 when none
+        self.flags = flags  # sequence start (1) and end (2), from `parameters["sequence_start"/"sequence_end"]`
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.data[name]

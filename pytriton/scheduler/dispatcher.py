@@ -115,15 +115,19 @@ class _Execution:
         if self.timer is None and self.scheduler.execution_timeout_s is not None:  # it waited for its readers
             self.timer = self.scheduler._arm_timeout(self)
 
-    def abandoned(self) -> None:
-        """A job of this execution lost its caller: a stream is asked to stop early once none is left; until then
-        the slowest reader may be another one."""
+    def abandoned(self, job: Job) -> None:
+        """A job of this execution lost its caller: the instance is told (the model may ask `is_cancelled()`), and a
+        stream is asked to stop early once none is left; until then the slowest reader may be another one."""
         if self.done or self.control is None:
             return
         if all(not job.wanted for job in self.jobs):
             control, self.control = self.control, None
             control.cancel()
-        elif self.delivered:
+            return
+        cancel_requests = getattr(self.control, "cancel_requests", None)
+        if cancel_requests is not None:
+            cancel_requests([self.jobs.index(job)])
+        if self.delivered:
             self.consumed()
 
     def expired(self) -> None:
@@ -281,7 +285,7 @@ class ModelScheduler:
                 self._queue = collections.deque(j for j in self._queue if j.state == QUEUED)
                 self._withdrawn = 0
         elif job.state == RUNNING and job.execution is not None:
-            job.execution.abandoned()
+            job.execution.abandoned(job)
 
     def _pop_withdrawn(self) -> None:
         queue = self._queue

@@ -39,6 +39,8 @@ class ExecutionControl(Protocol):
         """Nobody wants the results any more: stop a streaming execution early (it still ends with a final result
         or a failure)."""
 
+    # Optional: `cancel_requests(indices)`: the callers of the payloads at `indices` (not all) went away.
+
     def consumed(self, count: int) -> None:
         """The slowest consumer still reading a streaming execution has taken `count` of its results (a running
         total, never decreasing): the instance may run ahead of that by its own window, and no further."""

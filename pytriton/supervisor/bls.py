@@ -19,7 +19,7 @@ from pytriton.core.types import InferRequest, InferResponse, RequestedOutput, Te
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import slot_key
-from pytriton.proxy.messages import TensorData, params_from_proto
+from pytriton.proxy.messages import TensorData, decode_request_fields, params_from_proto
 from pytriton.proxy.router import ProxyRouter, WorkerLink
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -35,9 +35,10 @@ class BlsBridge:
         self.router = router
         self.infer = infer
         self.infer_stream = infer_stream
-        self._tasks: dict[WorkerLink, set[asyncio.Task[None]]] = {}
+        self._tasks: dict[WorkerLink, dict[int, asyncio.Task[None]]] = {}  # link -> BLS call id -> its task
         router.on_bls = self._on_bls
         router.on_link_dropped = self._on_dropped
+        router.on_bls_cancel = self._on_cancel
 
     def _on_bls(self, link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> None:
         slots: list[int] = []
@@ -47,21 +48,29 @@ class BlsBridge:
             link.release(slots)
             self.router.send_bls_result(link, message.id, error=f"cannot read the BLS request: {exc}", error_code=1)
             return
-        task = asyncio.get_running_loop().create_task(self._run(link, message.id, request, message.decoupled, slots))
-        tasks = self._tasks.setdefault(link, set())
-        tasks.add(task)
-        task.add_done_callback(lambda t: self._done(link, t))
+        timeout_s = message.timeout_us / 1e6 if message.timeout_us else None
+        call_id = message.id
+        task = asyncio.get_running_loop().create_task(
+            self._run(link, call_id, request, message.decoupled, slots, timeout_s))
+        self._tasks.setdefault(link, {})[call_id] = task
+        task.add_done_callback(lambda t: self._done(link, call_id))
 
-    def _done(self, link: WorkerLink, task: asyncio.Task[None]) -> None:
+    def _done(self, link: WorkerLink, call_id: int) -> None:
         tasks = self._tasks.get(link)
         if tasks is not None:
-            tasks.discard(task)
+            tasks.pop(call_id, None)
             if not tasks:
                 del self._tasks[link]
 
     def _on_dropped(self, link: WorkerLink) -> None:
         """The caller is gone: its requests are withdrawn (their results released by the core)."""
-        for task in list(self._tasks.get(link, ())):
+        for task in list(self._tasks.get(link, {}).values()):
+            task.cancel()
+
+    def _on_cancel(self, link: WorkerLink, call_id: int) -> None:
+        """The caller gave up one request (e.g. closed the iterator of a decoupled callee early): it is withdrawn."""
+        task = self._tasks.get(link, {}).get(call_id)
+        if task is not None:
             task.cancel()
 
     @staticmethod
@@ -76,12 +85,19 @@ class BlsBridge:
                 slots.append(slot_key(ref.segment, ref.offset))
                 data = link.segments.view(ref.segment, ref.offset, ref.nbytes)
             inputs.append(Tensor(ref.name, CODE_TO_TRITON[ref.dtype], tuple(ref.shape), data))
-        return InferRequest(message.model_name, message.model_version, "", inputs,
-                            [RequestedOutput(name) for name in item.requested_outputs],
-                            params_from_proto(item.parameters) if item.parameters else {})
+        parameters = params_from_proto(item.parameters) if item.parameters else {}
+        request_id, correlation_id, flags = decode_request_fields(item)
+        if correlation_id:  # the callee sees them as a client's sequence parameters
+            parameters["sequence_id"] = correlation_id
+        if flags & 1:
+            parameters["sequence_start"] = True
+        if flags & 2:
+            parameters["sequence_end"] = True
+        return InferRequest(message.model_name, message.model_version, request_id, inputs,
+                            [RequestedOutput(name) for name in item.requested_outputs], parameters)
 
-    async def _run(self, link: WorkerLink, call_id: int, request: InferRequest, decoupled: bool, slots: list[int]
-                   ) -> None:  # fmt: skip
+    async def _run(self, link: WorkerLink, call_id: int, request: InferRequest, decoupled: bool, slots: list[int],
+                   timeout_s: float | None = None) -> None:  # fmt: skip
         router = self.router
 
         def release_inputs() -> None:  # (before the answer is sent, so that the release rides on it)
@@ -90,15 +106,22 @@ class BlsBridge:
             link.release(held)
 
         try:
-            if decoupled:
-                async for response in self.infer_stream(request):
-                    self._answer(link, call_id, response, final=False)
-                release_inputs()
-                router.send_bls_result(link, call_id, final=True)
-            else:
-                response = await self.infer(request)
-                release_inputs()
-                self._answer(link, call_id, response, final=True)
+            # The request's timeout bounds the wait for its (first) answer: then it is withdrawn, wherever it waits.
+            async with asyncio.timeout(timeout_s) as deadline:
+                if decoupled:
+                    async for response in self.infer_stream(request):
+                        deadline.reschedule(None)
+                        self._answer(link, call_id, response, final=False)
+                    release_inputs()
+                    router.send_bls_result(link, call_id, final=True)
+                else:
+                    response = await self.infer(request)
+                    release_inputs()
+                    self._answer(link, call_id, response, final=True)
+        except TimeoutError:
+            release_inputs()
+            router.send_bls_result(link, call_id, error="Request timeout expired",
+                                   error_code=_CODES.index(Status.UNAVAILABLE))
         except ServerError as exc:
             release_inputs()
             router.send_bls_result(link, call_id, error=exc.message, error_code=_CODES.index(exc.status))

@@ -19,7 +19,7 @@ from pytriton.core.types import ExecutionOutput, ExecutionRequest, RegionSlice, 
 from pytriton.exceptions import internal, unavailable
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
-from pytriton.proxy.messages import RequestData, TensorData, params_from_proto
+from pytriton.proxy.messages import RequestData, TensorData, params_from_proto, sequence_fields
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
 from pytriton.scheduler.job import ExecutionStats
@@ -47,7 +47,9 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
         for t in request.inputs
     ]
     outputs = [_region_tensor(name, "", (), where) for name, where in request.output_regions.items()]
-    return RequestData(inputs, request.requested_outputs, request.parameters, outputs)
+    correlation_id, flags = sequence_fields(request.parameters)
+    return RequestData(inputs, request.requested_outputs, request.parameters, outputs, request.request_id,
+                       correlation_id, flags)
 
 
 def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[ExecutionOutput | None]:
@@ -137,6 +139,9 @@ class _WorkerCall:
 
     def cancel(self) -> None:
         self.instance.router.cancel(self.instance.link, self.id)
+
+    def cancel_requests(self, indices: list[int]) -> None:
+        self.instance.router.cancel(self.instance.link, self.id, indices)
 
     def consumed(self, count: int) -> None:
         if count - self.credited >= STREAM_WINDOW // 2:

@@ -158,24 +158,6 @@ def test_helpers():
         pb_utils.Tensor("T", [1, 2])
 
 
-def test_bls_from_another_thread_is_refused_by_name():
-    """pb_utils BLS uses the worker's socket, which only the thread running execute() may use."""
-    import threading
-
-    from pytriton.backends.bls import BlsClient
-
-    class Endpoint:
-        thread = -1  # not this thread
-
-    config = TritonModelConfig(model_name="caller", inputs=[], outputs=[TensorSpec("Y", "FP32", (-1,))],
-                               instance_count=2)
-    client = BlsClient(Endpoint(), config, lambda: True, 100)  # type: ignore[arg-type]
-    request = pb_utils.InferenceRequest(model_name="other", inputs=[pb_utils.Tensor("A", np.zeros(2, np.float32))])
-    with pytest.raises(pb_utils.TritonModelException, match="only from the thread that runs execute"):
-        client.exec(request, False)
-    assert threading.get_ident() != Endpoint.thread
-
-
 def test_bls_to_itself_with_one_instance_is_answered_at_once():
     from pytriton.backends.bls import BlsClient
 

@@ -60,7 +60,6 @@ def run(scenario):
 
 def call(endpoint: WorkerEndpoint, model: str, inputs, decoupled: bool = False) -> list:
     """Blocking, in a thread: send a BLS request and read its answers until the final one."""
-    endpoint.thread = threading.get_ident()
     call_id = endpoint.bls_send(model, "", inputs, [], {}, decoupled)
     answers = []
     while True:
@@ -131,7 +130,6 @@ def test_an_abandoned_call_gives_back_what_comes_for_it():
         a = np.ones(BIG, dtype=np.float32)
 
         def abandon():
-            endpoint.thread = threading.get_ident()
             call_id = endpoint.bls_send("echo", "", [("A", "FP32", a)], [], {}, False)
             endpoint.bls_abandon(call_id)
             # answers come in order: once the next call's has come, the abandoned one's was read and given back
@@ -149,7 +147,6 @@ def test_an_abandoned_call_gives_back_what_comes_for_it():
 def test_a_caller_that_goes_away_mid_call_cancels_it():
     async def scenario(loop, router, link, endpoint):
         a = np.ones(BIG, dtype=np.float32)
-        endpoint.thread = threading.get_ident()
         endpoint.bls_send("hangs", "", [("A", "FP32", a)], [], {}, False)
         await asyncio.sleep(0.2)
         bridge_tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

@@ -19,7 +19,7 @@ class Param(_message.Message):
     double_value: float
     string_value: str
     uint_value: int
-    def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
+    def __init__(self, bool_value: bool = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
 
 class TensorRef(_message.Message):
     __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device")
@@ -50,7 +50,7 @@ class TensorRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ...) -> None: ...
 
 class RequestItem(_message.Message):
-    __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions")
+    __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions", "request_id", "correlation_id", "correlation_id_str", "flags")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -62,14 +62,22 @@ class RequestItem(_message.Message):
     REQUESTED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_REGIONS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_STR_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
     inputs: _containers.RepeatedCompositeFieldContainer[TensorRef]
     requested_outputs: _containers.RepeatedScalarFieldContainer[str]
     parameters: _containers.MessageMap[str, Param]
     output_regions: _containers.RepeatedCompositeFieldContainer[TensorRef]
-    def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ...) -> None: ...
+    request_id: str
+    correlation_id: int
+    correlation_id_str: str
+    flags: int
+    def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., request_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., correlation_id_str: _Optional[str] = ..., flags: _Optional[int] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final", "cancel_items")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
@@ -101,6 +109,7 @@ class ServerToWorker(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_ITEMS_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
@@ -114,7 +123,8 @@ class ServerToWorker(_message.Message):
     error: str
     error_code: int
     final: bool
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ...) -> None: ...
+    cancel_items: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: bool = ..., cancel_items: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
     __slots__ = ("outputs", "error", "parameters")
@@ -134,7 +144,7 @@ class ResponseItem(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
-    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed")
+    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT: _ClassVar[WorkerToServer.Kind]
@@ -143,12 +153,14 @@ class WorkerToServer(_message.Message):
         CONTROL: _ClassVar[WorkerToServer.Kind]
         BLS: _ClassVar[WorkerToServer.Kind]
         FREE: _ClassVar[WorkerToServer.Kind]
+        BLS_CANCEL: _ClassVar[WorkerToServer.Kind]
     RESULT: WorkerToServer.Kind
     HELLO: WorkerToServer.Kind
     FATAL: WorkerToServer.Kind
     CONTROL: WorkerToServer.Kind
     BLS: WorkerToServer.Kind
     FREE: WorkerToServer.Kind
+    BLS_CANCEL: WorkerToServer.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +178,7 @@ class WorkerToServer(_message.Message):
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     DECOUPLED_FIELD_NUMBER: _ClassVar[int]
     FREED_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_US_FIELD_NUMBER: _ClassVar[int]
     kind: WorkerToServer.Kind
     id: int
     responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
@@ -183,4 +196,5 @@ class WorkerToServer(_message.Message):
     request: RequestItem
     decoupled: bool
     freed: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: _Optional[bool] = ..., freed: _Optional[_Iterable[int]] = ...) -> None: ...
+    timeout_us: int
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: bool = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: bool = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ...) -> None: ...
