@@ -105,28 +105,41 @@ class BlsBridge:
             slots.clear()
             link.release(held)
 
+        # The request's timeout bounds the wait for its (first) answer: then it is withdrawn, wherever it waits.
+        expired: list[bool] = []
+        timer = None
+        if timeout_s is not None:
+            task = asyncio.current_task()
+            assert task is not None
+
+            def expire() -> None:
+                expired.append(True)
+                task.cancel()
+
+            timer = asyncio.get_running_loop().call_later(timeout_s, expire)
         try:
-            # The request's timeout bounds the wait for its (first) answer: then it is withdrawn, wherever it waits.
-            async with asyncio.timeout(timeout_s) as deadline:
-                if decoupled:
-                    async for response in self.infer_stream(request):
-                        deadline.reschedule(None)
-                        self._answer(link, call_id, response, final=False)
-                    release_inputs()
-                    router.send_bls_result(link, call_id, final=True)
-                else:
-                    response = await self.infer(request)
-                    release_inputs()
-                    self._answer(link, call_id, response, final=True)
-        except TimeoutError:
-            release_inputs()
-            router.send_bls_result(link, call_id, error="Request timeout expired",
-                                   error_code=_CODES.index(Status.UNAVAILABLE))
+            if decoupled:
+                async for response in self.infer_stream(request):
+                    if timer is not None:
+                        timer.cancel()
+                    self._answer(link, call_id, response, final=False)
+                release_inputs()
+                router.send_bls_result(link, call_id, final=True)
+            else:
+                response = await self.infer(request)
+                if timer is not None:
+                    timer.cancel()
+                release_inputs()
+                self._answer(link, call_id, response, final=True)
         except ServerError as exc:
             release_inputs()
             router.send_bls_result(link, call_id, error=exc.message, error_code=_CODES.index(exc.status))
         except asyncio.CancelledError:
             release_inputs()
+            if expired:
+                router.send_bls_result(link, call_id, error="Request timeout expired",
+                                       error_code=_CODES.index(Status.UNAVAILABLE))
+                return
             router.send_bls_result(link, call_id, error="the BLS request was cancelled",
                                    error_code=_CODES.index(Status.CANCELLED))
             raise
@@ -135,6 +148,8 @@ class BlsBridge:
             release_inputs()
             router.send_bls_result(link, call_id, error=f"internal error: {exc}", error_code=1)
         finally:
+            if timer is not None:
+                timer.cancel()
             release_inputs()
 
     def _answer(self, link: WorkerLink, call_id: int, response: InferResponse, final: bool) -> None:

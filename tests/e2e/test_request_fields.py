@@ -1,0 +1,115 @@
+"""What a Python-backend model sees of its requests (tests/repositories/reqfields): the client's request id, the
+sequence id and flags, and `is_cancelled()` once the client left; BLS from threads of the model and from
+initialize(), in chains, and bounded by the request's timeout. Checked with the real tritonclient."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import REPO, serve, tensor_args
+
+REPOS = REPO / "tests" / "repositories"
+CLIENTS = {"grpc": grpcclient, "http": httpclient}
+SERVE_ARGS = ("tests.models:add_sub", "--model-name", "add_sub_callable",
+              *tensor_args("input", [("INPUT0", "fp32", "-1"), ("INPUT1", "fp32", "-1")]),
+              *tensor_args("output", [("OUTPUT0", "fp32", "-1"), ("OUTPUT1", "fp32", "-1")]),
+              "--model-repository", str(REPOS / "reqfields"))
+X = np.array([1, 2, 3], dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve(*SERVE_ARGS) as s:
+        yield s
+
+
+def client_for(server, protocol: str):
+    return CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+
+
+def x_input(protocol: str, x: np.ndarray = X):
+    tensor = CLIENTS[protocol].InferInput("X", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    return tensor
+
+
+def wait_for_file(path, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+@pytest.mark.parametrize(("sequence_id", "start", "end", "flags"),
+                         [(42, True, False, 1), ("session-7", False, True, 2), (0, False, False, 0)])
+def test_request_id_correlation_id_and_flags_reach_the_model(server, protocol, sequence_id, start, end, flags):
+    client = client_for(server, protocol)
+    result = client.infer("fields", [x_input(protocol)], request_id="req-17", sequence_id=sequence_id,
+                          sequence_start=start, sequence_end=end)
+    seen = json.loads(result.as_numpy("FIELDS")[0])
+    assert seen == {"request_id": "req-17", "correlation_id": sequence_id, "flags": flags}
+
+
+def test_without_ids_the_model_sees_empty_ones(server):
+    result = client_for(server, "grpc").infer("fields", [x_input("grpc")])
+    assert json.loads(result.as_numpy("FIELDS")[0]) == {"request_id": "", "correlation_id": 0, "flags": 0}
+
+
+def test_is_cancelled_turns_true_when_a_grpc_client_times_out(server, tmp_path):
+    """The client gives up after 0.5 s (its deadline): the model, looping on is_cancelled(), sees True and returns;
+    its one instance is free again at once (the next request answers well before the model's 30 s loop)."""
+    marker = tmp_path / "seen"
+    client = client_for(server, "grpc")
+    with pytest.raises(InferenceServerException, match="Deadline"):
+        client.infer("watch_cancel", [x_input("grpc")], parameters={"marker": str(marker)}, client_timeout=0.5)
+    wait_for_file(marker)
+    assert marker.read_text() == "cancelled"
+    started = time.monotonic()
+    result = client.infer("watch_cancel", [x_input("grpc")], parameters={"seconds": 0})
+    np.testing.assert_array_equal(result.as_numpy("Y"), X)
+    assert time.monotonic() - started < 10
+
+
+def test_is_cancelled_turns_true_when_a_grpc_async_call_is_cancelled(server, tmp_path):
+    marker = tmp_path / "seen"
+    client = client_for(server, "grpc")
+    answers = []
+    future = client.async_infer("watch_cancel", [x_input("grpc")], callback=lambda r, e: answers.append((r, e)),
+                                parameters={"marker": str(marker)})
+    time.sleep(0.3)  # (the request reaches the model; cancelling earlier would withdraw it before it runs)
+    future.cancel()
+    wait_for_file(marker)
+    assert marker.read_text() == "cancelled"
+
+
+def test_bls_from_initialize_and_from_a_thread_pool(server):
+    for protocol in ("grpc", "http"):
+        result = client_for(server, protocol).infer("threaded_bls", [x_input(protocol)])
+        np.testing.assert_array_equal(result.as_numpy("INIT"), [2])
+        np.testing.assert_array_equal(result.as_numpy("Y"), sum(2 * (X + i) for i in range(4)))
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_a_model_calls_itself_through_bls_down_a_chain(server, depth):
+    result = client_for(server, "grpc").infer("recurse", [x_input("grpc")], parameters={"depth": depth})
+    np.testing.assert_array_equal(result.as_numpy("Y"), 2 * X + depth)
+
+
+def test_bls_timeout_answers_triton_error_and_withdraws_the_request(server):
+    client = client_for(server, "grpc")
+    started = time.monotonic()
+    result = client.infer("bls_timeout", [x_input("grpc")], parameters={"seconds": 20, "timeout_us": 300_000})
+    assert time.monotonic() - started < 10
+    assert result.as_numpy("ERROR")[0].decode() == "4: Request timeout expired"  # TritonError.UNAVAILABLE
+    result = client.infer("bls_timeout", [x_input("grpc")], parameters={"seconds": 0, "timeout_us": 5_000_000})
+    assert result.as_numpy("ERROR")[0] == b""
+    np.testing.assert_array_equal(result.as_numpy("Y"), 2 * X)

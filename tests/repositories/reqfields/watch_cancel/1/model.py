@@ -1,0 +1,24 @@
+import json
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            params = json.loads(request.parameters())
+            deadline = time.monotonic() + float(params.get("seconds", 30))
+            seen = False
+            while time.monotonic() < deadline:
+                if request.is_cancelled():
+                    seen = True
+                    break
+                time.sleep(0.01)
+            if seen and params.get("marker"):
+                with open(params["marker"], "w") as f:
+                    f.write("cancelled")
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x)]))
+        return responses
