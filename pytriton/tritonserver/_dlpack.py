@@ -17,24 +17,21 @@ from pytriton.tritonserver._enums import DataType, DLDeviceType, MemoryType
 from pytriton.tritonserver._errors import InvalidArgumentError
 
 _CAPSULE_NAME = b"dltensor"
+_VERSIONED_CAPSULE_NAME = b"dltensor_versioned"  # DLPack >= 1.0: carries a read-only flag (numpy honours it)
 
-_pythonapi = ctypes.pythonapi
-_pythonapi.PyMem_RawMalloc.restype = ctypes.c_void_p
-_pythonapi.PyMem_RawMalloc.argtypes = [ctypes.c_size_t]
-_pythonapi.PyMem_RawFree.restype = None
-_pythonapi.PyMem_RawFree.argtypes = [ctypes.c_void_p]
-_pythonapi.PyCapsule_New.restype = ctypes.py_object
-_pythonapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# Private prototypes (never the shared ctypes.pythonapi attributes, which other packages configure too).
+_api = ctypes.pythonapi
+_raw_malloc = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(("PyMem_RawMalloc", _api))
+_raw_free = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(("PyMem_RawFree", _api))
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", _api)
+)
+_object_is_capsule = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_object_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 # The capsule destructor gets a borrowed PyObject* of a dying object: read it by address, never as
 # a py_object (which would take a reference to it).
-_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _pythonapi)
-)
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pythonapi)
-)
+_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 
 
 class DLDevice(ctypes.Structure):
@@ -62,6 +59,20 @@ _Deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 class DLManagedTensor(ctypes.Structure):
     _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", _Deleter),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
 
 
 # DLDataTypeCode values (dlpack.h)
@@ -146,12 +157,17 @@ def read_dlpack(obj: Any) -> DLPackView:
     """
     try:
         device_type, device_id = obj.__dlpack_device__()
-        if device_type == DLDeviceType.kDLCUDA:
-            capsule = obj.__dlpack__(stream=1)  # legacy default stream: producer syncs to it
+        kwargs: dict[str, Any] = {"stream": 1} if device_type == DLDeviceType.kDLCUDA else {}  # legacy default stream
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)  # read-only numpy arrays need >= 1.0
+        except TypeError:
+            capsule = obj.__dlpack__(**kwargs)
+        if _object_is_capsule(capsule, _VERSIONED_CAPSULE_NAME):
+            address = _object_pointer(capsule, _VERSIONED_CAPSULE_NAME)
+            tensor = DLManagedTensorVersioned.from_address(address).dl_tensor
         else:
-            capsule = obj.__dlpack__()
-        address = _pythonapi.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
-        tensor = DLManagedTensor.from_address(address).dl_tensor
+            address = _object_pointer(capsule, _CAPSULE_NAME)
+            tensor = DLManagedTensor.from_address(address).dl_tensor
         shape = [int(tensor.shape[i]) for i in range(tensor.ndim)]
         strides = None if not tensor.strides else [int(tensor.strides[i]) for i in range(tensor.ndim)]
         view = DLPackView(
@@ -197,9 +213,14 @@ _context_ids = itertools.count(1)
 
 @_Deleter
 def _managed_tensor_deleter(address: int) -> None:
-    managed = DLManagedTensor.from_address(address)
-    _contexts.pop(int(managed.manager_ctx or 0), None)
-    _pythonapi.PyMem_RawFree(address)
+    _contexts.pop(int(DLManagedTensor.from_address(address).manager_ctx or 0), None)
+    _raw_free(address)
+
+
+@_Deleter
+def _versioned_tensor_deleter(address: int) -> None:
+    _contexts.pop(int(DLManagedTensorVersioned.from_address(address).manager_ctx or 0), None)
+    _raw_free(address)
 
 
 @_Deleter
@@ -208,10 +229,24 @@ def _capsule_destructor(capsule_address: int) -> None:
         _managed_tensor_deleter(_capsule_pointer(capsule_address, _CAPSULE_NAME))
 
 
+@_Deleter
+def _versioned_capsule_destructor(capsule_address: int) -> None:
+    if _capsule_is_valid(capsule_address, _VERSIONED_CAPSULE_NAME):
+        _versioned_tensor_deleter(_capsule_pointer(capsule_address, _VERSIONED_CAPSULE_NAME))
+
+
 def make_capsule(
-    exporter: Any, data_ptr: int, data_type: DataType, shape: list[int], memory_type: MemoryType, memory_type_id: int
+    exporter: Any,
+    data_ptr: int,
+    data_type: DataType,
+    shape: list[int],
+    memory_type: MemoryType,
+    memory_type_id: int,
+    max_version: tuple[int, int] | None = None,
 ) -> Any:
-    """A ``dltensor`` capsule over ``data_ptr`` (C order, compact) that keeps ``exporter`` alive.
+    """A DLPack capsule over ``data_ptr`` (C order, compact, writable) that keeps ``exporter`` alive.
+
+    A versioned (1.0) capsule when the consumer's ``max_version`` allows it, else a legacy one.
 
     Raises:
         InvalidArgumentError: for BYTES (and other types DLPack cannot describe).
@@ -220,21 +255,31 @@ def make_capsule(
         raise InvalidArgumentError(
             f"Unsupported Triton server data type. Can't convert {data_type} to DLPack data type"
         )
-    type_code, bits = _TRITON_TO_DLPACK[data_type]
-    address = _pythonapi.PyMem_RawMalloc(ctypes.sizeof(DLManagedTensor))
+    versioned = max_version is not None and max_version[0] >= 1
+    structure = DLManagedTensorVersioned if versioned else DLManagedTensor
+    address = _raw_malloc(ctypes.sizeof(structure))
     if not address:
-        raise MemoryError("cannot allocate a DLManagedTensor")
+        raise MemoryError("cannot allocate a DLPack managed tensor")
     context = _ManagerContext(exporter, shape)
     key = next(_context_ids)
     _contexts[key] = context
-    managed = DLManagedTensor.from_address(address)
-    managed.dl_tensor.data = data_ptr
-    managed.dl_tensor.device = DLDevice(int(device_type_of(memory_type)), memory_type_id)
-    managed.dl_tensor.ndim = len(shape)
-    managed.dl_tensor.dtype = DLDataType(type_code, bits, 1)
-    managed.dl_tensor.shape = ctypes.cast(context.shape, ctypes.POINTER(ctypes.c_int64))
-    managed.dl_tensor.strides = ctypes.POINTER(ctypes.c_int64)()
-    managed.dl_tensor.byte_offset = 0
+    managed: Any = structure.from_address(address)
+    tensor = managed.dl_tensor
+    tensor.data = data_ptr
+    tensor.device = DLDevice(int(device_type_of(memory_type)), memory_type_id)
+    tensor.ndim = len(shape)
+    type_code, bits = _TRITON_TO_DLPACK[data_type]
+    tensor.dtype = DLDataType(type_code, bits, 1)
+    tensor.shape = ctypes.cast(context.shape, ctypes.POINTER(ctypes.c_int64))
+    tensor.strides = ctypes.POINTER(ctypes.c_int64)()
+    tensor.byte_offset = 0
     managed.manager_ctx = key
-    managed.deleter = _managed_tensor_deleter
-    return _pythonapi.PyCapsule_New(address, _CAPSULE_NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    if versioned:
+        managed.version = DLPackVersion(1, 0)
+        managed.flags = 0
+        managed.deleter = _versioned_tensor_deleter
+        name, destructor = _VERSIONED_CAPSULE_NAME, _versioned_capsule_destructor
+    else:
+        managed.deleter = _managed_tensor_deleter
+        name, destructor = _CAPSULE_NAME, _capsule_destructor
+    return _capsule_new(address, name, ctypes.cast(destructor, ctypes.c_void_p))

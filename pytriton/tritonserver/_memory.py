@@ -79,10 +79,10 @@ class RawBytes:
         self.buffer = buffer
         self.size = size
 
-    def __dlpack__(self, *, stream: Any = None, **_kwargs: Any) -> Any:
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None, **_kwargs: Any) -> Any:
         buffer = self.buffer
         return _dlpack.make_capsule(
-            self, buffer.data_ptr, DataType.UINT8, [self.size], buffer.memory_type, buffer.memory_type_id
+            self, buffer.data_ptr, DataType.UINT8, [self.size], buffer.memory_type, buffer.memory_type_id, max_version
         )
 
     def __dlpack_device__(self) -> tuple[DLDeviceType, int]:

@@ -89,16 +89,26 @@ class Tensor:
 
     # --- DLPack -------------------------------------------------------------------------------
 
-    def __dlpack__(self, *, stream: Any = None, **_kwargs: Any) -> Any:
-        """A DLPack capsule over this tensor's memory (no copy); it keeps the tensor alive.
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule over this tensor's memory (no copy, writable); it keeps the tensor alive.
 
         Raises:
             InvalidArgumentError: for BYTES tensors (DLPack has no variable-size type).
             UnsupportedError: a stream that cannot be synchronized with.
+            BufferError: a copy or another device requested (the consumer then copies itself).
         """
+        if copy or (dl_device is not None and tuple(dl_device) != self.__dlpack_device__()):
+            raise BufferError("Tensor exports its own memory only: no copy, no other device")
         self._sync_on_requested_stream(stream)
         return _dlpack.make_capsule(
-            self, self.data_ptr, self.data_type, list(self.shape), self.memory_type, self.memory_type_id
+            self, self.data_ptr, self.data_type, list(self.shape), self.memory_type, self.memory_type_id, max_version
         )
 
     def __dlpack_device__(self) -> tuple[DLDeviceType, int]:
