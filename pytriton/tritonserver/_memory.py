@@ -203,7 +203,12 @@ def parse_device_or_memory_type(device: DeviceOrMemoryType) -> tuple[MemoryType,
         return device, 0
     elif isinstance(device, str):
         parts = device.split(":")
-        names = {"CPU": MemoryType.CPU, "CPU_PINNED": MemoryType.CPU_PINNED, "GPU": MemoryType.GPU, "CUDA": MemoryType.GPU}
+        names = {
+            "CPU": MemoryType.CPU,
+            "CPU_PINNED": MemoryType.CPU_PINNED,
+            "GPU": MemoryType.GPU,
+            "CUDA": MemoryType.GPU,
+        }
         if len(parts) <= 2 and parts[0].upper() in names:
             try:
                 return names[parts[0].upper()], int(parts[1]) if len(parts) == 2 else 0

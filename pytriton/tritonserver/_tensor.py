@@ -206,7 +206,9 @@ class Tensor:
             array = numpy.asarray(obj)
         except Exception as e:  # noqa: BLE001 - numpy raises many kinds for ragged or odd objects
             about = f" of input '{name}'" if name else ""
-            raise InvalidArgumentError(f"Conversion from {type(obj).__name__}{about} to tensor not supported: {e}") from e
+            raise InvalidArgumentError(
+                f"Conversion from {type(obj).__name__}{about} to tensor not supported: {e}"
+            ) from e
         return Tensor._from_numpy(array, name)
 
     @staticmethod
@@ -301,7 +303,9 @@ class Tensor:
             raise UnsupportedError(f"Conversion from {self.data_type} to numpy array not supported.")
         return numpy.from_dlpack(self)
 
-    def _place(self, allocator: MemoryAllocator, memory_type: MemoryType, memory_type_id: int, name: str = "") -> Tensor:
+    def _place(
+        self, allocator: MemoryAllocator, memory_type: MemoryType, memory_type_id: int, name: str = ""
+    ) -> Tensor:
         """This tensor copied into memory from ``allocator`` (for outputs a request asks to land there).
 
         Raises:
@@ -333,7 +337,9 @@ def _deserialize_bytes(data: numpy.ndarray) -> list[bytes]:
     offset = 0
     while offset < len(view):
         if offset + 4 > len(view):
-            raise InvalidArgumentError(f"BYTES tensor data is truncated: {len(view) - offset} bytes after element {len(items)}")
+            raise InvalidArgumentError(
+                f"BYTES tensor data is truncated: {len(view) - offset} bytes after element {len(items)}"
+            )
         (length,) = _LENGTH.unpack_from(view, offset)
         offset += 4
         if offset + length > len(view):

@@ -30,7 +30,9 @@ def test_seed_examples():
 def test_serialized_form_is_tritons():
     tensor = Tensor.from_bytes_array([[b"ab", b""], [b"\x00\xff", b"xyz"]])
     assert list(tensor.shape) == [2, 2]
-    assert _raw(tensor) == b"\x02\x00\x00\x00ab" + b"\x00\x00\x00\x00" + b"\x02\x00\x00\x00\x00\xff" + b"\x03\x00\x00\x00xyz"
+    assert _raw(tensor) == (
+        b"\x02\x00\x00\x00ab" + b"\x00\x00\x00\x00" + b"\x02\x00\x00\x00\x00\xff" + b"\x03\x00\x00\x00xyz"
+    )
     assert tensor.memory_type == MemoryType.CPU and tensor.size == 4 * 4 + 7
 
 
@@ -91,7 +93,8 @@ def test_from_bytes_array_refuses_numbers():
 
 
 def test_to_bytes_array_refuses_other_types():
-    with pytest.raises(InvalidArgumentError, match="Tensor has data type TRITONSERVER_DataType.FP32 not TRITONSERVER_DataType.BYTES"):
+    message = "Tensor has data type TRITONSERVER_DataType.FP32 not TRITONSERVER_DataType.BYTES"
+    with pytest.raises(InvalidArgumentError, match=message):
         Tensor.from_dlpack(numpy.zeros(2, numpy.float32)).to_bytes_array()
 
 
