@@ -1,0 +1,1 @@
+"""Triton's in-process Python API (``import tritonserver``) over pytriton's server."""
