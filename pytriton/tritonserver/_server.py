@@ -159,7 +159,7 @@ class Server:
     def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
         """Server and model metrics in Prometheus text format ("" when the `metrics` option is off)."""
         runtime = self._started()
-        if MetricFormat(metric_format) != MetricFormat.PROMETHEUS:
+        if metric_format not in tuple(MetricFormat) or MetricFormat(metric_format) != MetricFormat.PROMETHEUS:
             raise UnsupportedError(f"metric format {metric_format} is not supported")
         if not self.options.metrics:
             return ""
