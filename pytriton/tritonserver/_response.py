@@ -74,7 +74,7 @@ def make_response(model: Model, request: InferenceRequest, response: InferRespon
         raw._memory = memory
         buffer = MemoryBuffer(data_ptr=int(raw.ctypes.data), memory_type=MemoryType.CPU, memory_type_id=0,
                               size=raw.nbytes, owner=raw)
-        output = Tensor(DataType[tensor.datatype], list(tensor.shape), buffer)
+        output = Tensor(DataType.__members__[tensor.datatype], list(tensor.shape), buffer)
         if allocator is not None:
             output = output._place(allocator, wanted[0], wanted[1], tensor.name)
         elif wanted[0] != MemoryType.CPU:
