@@ -1,0 +1,288 @@
+"""`Server`: an in-process server over pytriton's core (see `_runtime` for the loop thread it runs on)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+from pytriton.repository import ModelRepositoryError, load_repositories
+from pytriton.server_config import ModelSpec, ServerConfig
+from pytriton.tritonserver._enums import MetricFormat
+from pytriton.tritonserver._errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    UnavailableError,
+    UnsupportedError,
+)
+from pytriton.tritonserver._model import Model
+from pytriton.tritonserver._options import (
+    ModelLoadDeviceLimit,
+    Options,
+    RateLimiterResource,
+    ServerLogging,
+    control_mode,
+    metrics_config,
+    repositories,
+    warn_inert,
+)
+from pytriton.tritonserver._runtime import ServerRuntime, stop_at_exit
+
+if TYPE_CHECKING:
+    import weakref
+
+# In mode POLL the repository is polled when `poll_model_repository()` is called (as Triton's in-process server
+# does: the periodic poll is the tritonserver program's, not the library's), so the background poll never comes.
+_NEVER_S = 365 * 24 * 3600.0
+
+
+class ModelDictionary(dict):
+    """`models()`: Model objects keyed by (name, version); a bare name gives that model's latest version."""
+
+    def __init__(self, server: Server, models: list[Model]) -> None:
+        super().__init__()
+        for model in models:
+            self[model.name, model.version] = model
+        self._server = server
+        self._names = {name for name, _ in self.keys()}
+
+    def __getitem__(self, key: Any) -> Model:
+        if isinstance(key, tuple):
+            try:
+                return dict.__getitem__(self, key)
+            except KeyError:
+                raise KeyError(f"Unknown Model: {key}") from None
+        if key in self._names:
+            return Model(self._server, key, -1)
+        raise KeyError(f"Unknown Model: {key}")
+
+
+class Server:
+    """Triton Inference Server in this process: models, metadata and metrics (see the seed's API)."""
+
+    _UNLOADED_STATES = (None, "UNAVAILABLE")
+
+    def __init__(self, options: Options | None = None, **kwargs: Any) -> None:
+        self.options: Options = options if options is not None else Options(**kwargs)
+        self._runtime: ServerRuntime | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._registered: dict[str, str] = {}  # repository path -> the folder served for it (a link farm if mapped)
+
+    # ---- life cycle ------------------------------------------------------------------------------
+    def start(self, wait_until_ready: bool = False, polling_interval: float = 0.1, timeout: float | None = None
+              ) -> Server:  # fmt: skip
+        """Start the server and load models as the model control mode says; InvalidArgumentError on a bad option
+        or if already started, UnavailableError if not ready within `timeout`."""
+        if self._runtime is not None:
+            raise InvalidArgumentError("Server already started")
+        options = self.options
+        warn_inert(options)
+        folders = repositories(options)
+        mode = control_mode(options)
+        for folder in folders:
+            if not os.path.isdir(folder):
+                raise InvalidArgumentError(f"failed to stat file {folder}")
+        models: list[ModelSpec] = []
+        if mode == "none":
+            try:
+                models = [ModelSpec(m.config, m.target) for m in load_repositories(folders)]
+            except ModelRepositoryError as exc:
+                raise InvalidArgumentError(str(exc)) from None
+        logs = ServerLogging(options)
+        fields: dict[str, Any] = dict(
+            models=models, allow_grpc=False, allow_http=False, allow_metrics=False,
+            allow_gpu_metrics=options.gpu_metrics, metrics_config=metrics_config(options),
+            log_level=logs.worker_level, exit_timeout_s=float(options.exit_timeout),
+            model_repositories=folders if mode != "none" else [], model_control_mode=mode,
+            load_models=list(options.startup_models), repository_poll_secs=_NEVER_S,
+        )
+        if not options.strict_model_config and "strict_model_config" in ServerConfig.__dataclass_fields__:
+            fields["strict_model_config"] = False
+        config = ServerConfig.from_env(**fields)
+        logs.install()
+        runtime = ServerRuntime(config, on_stopped=logs.remove)
+        try:
+            runtime.start()
+        except ModelRepositoryError as exc:
+            runtime.stop()
+            raise InvalidArgumentError(str(exc)) from None
+        except BaseException:
+            runtime.stop()
+            raise
+        self._runtime = runtime
+        self._finalizer = stop_at_exit(self, runtime)
+        self._registered = {folder: folder for folder in folders}
+        started = time.monotonic()
+        while wait_until_ready and not self.ready() and (timeout is None or time.monotonic() - started < timeout):
+            time.sleep(polling_interval)
+        if wait_until_ready and not self.ready():
+            raise UnavailableError("Timeout before ready")
+        return self
+
+    def stop(self) -> Server:
+        """Stop the server: requests in flight finish (within exit_timeout), models unload, workers exit."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            runtime.stop()
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        for folder, served in self._registered.items():
+            if served != folder:
+                shutil.rmtree(os.path.dirname(served), ignore_errors=True)
+        self._registered = {}
+        return self
+
+    def _started(self) -> ServerRuntime:
+        runtime = self._runtime
+        if runtime is None or runtime.stopped:
+            raise InvalidArgumentError("Server not started")
+        return runtime
+
+    # ---- health and metadata -----------------------------------------------------------------------
+    def live(self) -> bool:
+        runtime = self._started()
+        return bool(runtime.run(lambda: runtime.core is not None and runtime.core.live))
+
+    def ready(self) -> bool:
+        runtime = self._started()
+        return bool(runtime.run(lambda: runtime.core is not None and runtime.core.ready))
+
+    def metadata(self) -> dict[str, Any]:
+        runtime = self._started()
+        metadata = runtime.run(lambda: runtime.core.server_metadata())
+        metadata["name"] = self.options.server_id
+        return metadata
+
+    def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
+        """Server and model metrics in Prometheus text format ("" when the `metrics` option is off)."""
+        runtime = self._started()
+        if metric_format not in tuple(MetricFormat) or MetricFormat(metric_format) != MetricFormat.PROMETHEUS:
+            raise UnsupportedError(f"metric format {metric_format} is not supported")
+        if not self.options.metrics:
+            return ""
+        from pytriton.tritonserver._metrics import render
+
+        return runtime.run(render, runtime.core, self.options.gpu_metrics, self.options.cpu_metrics)
+
+    # ---- models ------------------------------------------------------------------------------------
+    def model(self, model_name: str, model_version: int = -1) -> Model:
+        self._started()
+        return Model(self, model_name, model_version)
+
+    def models(self, exclude_not_ready: bool = False) -> ModelDictionary:
+        runtime = self._started()
+        index = runtime.run(lambda: runtime.core.repository_index(exclude_not_ready))
+        models = [Model(self, entry["name"], int(entry.get("version", -1)), entry.get("state") or None,
+                        entry.get("reason") or None) for entry in index]
+        return ModelDictionary(self, models)
+
+    def load(self, model_name: str, parameters: dict[str, str | int | bool | bytes] | None = None) -> Model:
+        """Load (or reload) a model of the repositories and wait for it to be ready (mode EXPLICIT)."""
+        runtime = self._started()
+        params: dict[str, str | bytes] = {}
+        for key, value in (parameters or {}).items():
+            params[key] = value if isinstance(value, (str, bytes)) else str(value).lower() if isinstance(
+                value, bool) else str(value)
+
+        async def load() -> None:
+            await runtime.core.repository_control().load(model_name, params)
+
+        runtime.call(load())
+        return self.model(model_name)
+
+    def unload(self, model: str | Model, unload_dependents: bool = False, wait_until_unloaded: bool = False,
+               polling_interval: float = 0.1, timeout: float | None = None) -> None:
+        runtime = self._started()
+        name = model.name if isinstance(model, Model) else model
+
+        async def unload() -> None:
+            await runtime.core.repository_control().unload(name, unload_dependents)
+
+        runtime.call(unload())
+        if wait_until_unloaded:
+            keys = [key for key in self.models() if key[0] == name]
+            started = time.monotonic()
+            while not self._unloaded(keys) and (timeout is None or time.monotonic() - started < timeout):
+                time.sleep(polling_interval)
+
+    def _unloaded(self, keys: list[tuple[str, int]]) -> bool:
+        models = self.models()
+        return all(key not in models or models[key].state in self._UNLOADED_STATES for key in keys)
+
+    # ---- repositories ------------------------------------------------------------------------------
+    def _model_control(self, action: str) -> Any:
+        runtime = self._started()
+        control = runtime.core.repository if runtime.core is not None else None
+        if control is None or getattr(control, "mode", "") != "explicit":
+            raise UnsupportedError(f"repository {action} is not allowed if model control mode is not EXPLICIT")
+        return control
+
+    def register_model_repository(self, repository_path: str, name_mapping: dict[str, str] | None = None) -> None:
+        """Serve the models of another repository (mode EXPLICIT); `name_mapping` maps a model folder (subdirectory)
+        to the name its model is served under."""
+        control = self._model_control("registration")
+        path = os.path.abspath(os.fspath(repository_path))
+        if not os.path.isdir(path):
+            raise InvalidArgumentError(f"failed to register '{repository_path}', repository not found")
+        if path in self._registered:
+            raise AlreadyExistsError(f"model repository '{repository_path}' has already been registered")
+        served = path
+        if name_mapping:
+            served = _link_farm(path, name_mapping)
+        self._started().run(control.folders.append, served)
+        self._registered[path] = served
+
+    def unregister_model_repository(self, repository_path: str) -> None:
+        control = self._model_control("unregistration")
+        path = os.path.abspath(os.fspath(repository_path))
+        served = self._registered.pop(path, None)
+        if served is None:
+            raise InvalidArgumentError(f"failed to unregister '{repository_path}', repository not found")
+        self._started().run(control.folders.remove, served)
+        if served != path:
+            shutil.rmtree(os.path.dirname(served), ignore_errors=True)
+
+    def poll_model_repository(self) -> None:
+        """Load new and changed models and unload removed ones (mode POLL)."""
+        runtime = self._started()
+        control = runtime.core.repository if runtime.core is not None else None
+        if control is None or getattr(control, "mode", "") != "poll":
+            raise UnsupportedError("poll is only allowed when model control mode is POLL")
+
+        async def poll() -> None:
+            async with control._lock:  # one load or unload at a time, as the controller's own poll does
+                await control._poll_once()
+
+        runtime.call(poll())
+
+    def __enter__(self) -> Server:
+        return self if self._runtime is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _link_farm(path: str, name_mapping: dict[str, str]) -> str:
+    """A folder of symbolic links standing for repository `path` with its model folders renamed by `name_mapping`
+    (subdirectory -> model name): the repository code names a model after its folder."""
+    root = tempfile.mkdtemp(prefix="pytriton-repository-")
+    farm = os.path.join(root, "models")
+    os.mkdir(farm)
+    seen: set[str] = set()
+    for entry in sorted(os.listdir(path)):
+        source = os.path.join(path, entry)
+        if entry.startswith(".") or not os.path.isdir(source):
+            continue
+        name = name_mapping.get(entry, entry)
+        if name in seen or os.sep in name or name in ("", ".", ".."):
+            shutil.rmtree(root, ignore_errors=True)
+            raise InvalidArgumentError(f"failed to register '{path}', there is a conflicting mapping for '{name}'")
+        seen.add(name)
+        os.symlink(source, os.path.join(farm, name))
+    return farm
+
+
+__all__ = ["ModelDictionary", "ModelLoadDeviceLimit", "Options", "RateLimiterResource", "Server"]

@@ -1,0 +1,119 @@
+"""The seed's model control examples: EXPLICIT (startup_models, load with a config override and files, unload,
+register/unregister a repository with name_mapping) and POLL (poll_model_repository); Options warnings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy
+import pytest
+
+import pytriton.tritonserver as tritonserver
+from pytriton.tritonserver import _options
+
+REPOSITORIES = Path(__file__).resolve().parent.parent / "repositories"
+MODELS = str(REPOSITORIES / "models")
+
+
+def test_explicit_mode_load_unload_and_repositories():
+    options = tritonserver.Options()
+    options.model_control_mode = tritonserver.ModelControlMode.EXPLICIT
+    options.model_repository = MODELS
+    options.startup_models = ["text_upper"]
+    options.exit_timeout = 5
+    server = tritonserver.Server(options).start(wait_until_ready=True, timeout=60)
+    try:
+        models = server.models()
+        assert models["text_upper", 1].state == "READY"
+        assert ("add_sub", -1) in models and models["add_sub", -1].state is None  # known, not loaded
+        assert set(server.models(exclude_not_ready=True)) == {("text_upper", 1)}
+
+        model = server.load("add_sub")
+        assert str(model) == "{'name': 'add_sub', 'version': -1, 'state': None}"
+        assert server.models()["add_sub", 1].state == "READY"
+
+        # a config override and the model's files as parameters: a model of a new name
+        config = {"name": "uploaded", "backend": "python", "max_batch_size": 0,
+                  "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [-1]}],
+                  "output": [{"name": "UPPER", "data_type": "TYPE_STRING", "dims": [-1]}]}
+        source = (REPOSITORIES / "models" / "text_upper" / "1" / "model.py").read_bytes()
+        server.load("uploaded", {"config": json.dumps(config), "file:1/model.py": source})
+        response = next(iter(server.model("uploaded").infer(inputs={"TEXT": numpy.array([b"up"], dtype=object)})))
+        assert list(response.outputs["UPPER"].to_bytes_array()) == [b"UP"]
+
+        server.unload("add_sub", wait_until_unloaded=True, timeout=30)
+        assert server.models()["add_sub", 1].state == "UNAVAILABLE"
+        assert server.model("add_sub").ready() is False
+
+        with pytest.raises(tritonserver.TritonError, match="failed to load 'nope'"):
+            server.load("nope")
+
+        assert ("repeat_int", -1) in server.models()
+        server.unregister_model_repository(MODELS)
+        assert ("repeat_int", -1) not in server.models()  # models loaded from it stay listed, as in Triton
+        with pytest.raises(tritonserver.InvalidArgumentError, match="repository not found"):
+            server.unregister_model_repository(MODELS)
+        server.register_model_repository(MODELS, {"versioned": "renamed"})
+        models = server.models()
+        assert ("renamed", -1) in models and ("versioned", -1) not in models
+        with pytest.raises(tritonserver.AlreadyExistsError, match="has already been registered"):
+            server.register_model_repository(MODELS)
+        with pytest.raises(tritonserver.UnsupportedError):
+            server.poll_model_repository()
+    finally:
+        server.stop()
+
+
+def test_poll_mode_loads_what_the_repository_holds_when_polled(tmp_path):
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    shutil.copytree(REPOSITORIES / "models" / "text_upper", repository / "text_upper")
+    server = tritonserver.Server(model_repository=str(repository), exit_timeout=5,
+                                 model_control_mode=tritonserver.ModelControlMode.POLL).start(wait_until_ready=True)
+    try:
+        assert set(server.models()) == {("text_upper", 1)}
+        shutil.copytree(REPOSITORIES / "models" / "versioned", repository / "versioned")
+        assert ("versioned", 2) not in server.models()  # nothing happens until polled
+        server.poll_model_repository()
+        assert server.models()["versioned", 2].state == "READY"
+        with pytest.raises(tritonserver.UnavailableError, match="explicit model load / unload is not allowed"):
+            server.load("versioned")
+    finally:
+        server.stop()
+
+
+def test_options_validated_at_start():
+    with pytest.raises(tritonserver.InvalidArgumentError, match="Model repository must be specified"):
+        tritonserver.Server().start()
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        tritonserver.Server(model_repository="/nonexistent/models").start()
+
+
+def test_inert_options_are_warned_about_once(monkeypatch):
+    monkeypatch.setattr(_options, "_warned", set())
+    options = tritonserver.Options(model_repository=MODELS, rate_limiter_mode=tritonserver.RateLimitMode.EXEC_COUNT,
+                                   cache_config={"local": {"size": 1}})
+    with pytest.warns(UserWarning) as record:
+        _options.warn_inert(options)
+    assert sorted(str(w.message).split(":")[0] for w in record) == [
+        "tritonserver.Options.cache_config is accepted but has no effect",
+        "tritonserver.Options.rate_limiter_mode is accepted but has no effect"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _options.warn_inert(options)  # once per process
+
+
+def test_log_options_set_the_level_and_format():
+    assert _options.log_level(tritonserver.Options()) > 50  # nothing shown
+    assert _options.log_level(tritonserver.Options(log_warn=True)) == 30
+    assert _options.log_level(tritonserver.Options(log_verbose=1)) == 10
+    import logging
+
+    record = logging.LogRecord("pytriton.core", logging.INFO, "/x/core.py", 12, "hello", None, None)
+    line = _options.TritonLogFormatter(tritonserver.LogFormat.DEFAULT).format(record)
+    assert line.startswith("I") and line.endswith("core.py:12] hello")
+    iso = _options.TritonLogFormatter(tritonserver.LogFormat.ISO8601).format(record)
+    assert iso[4] == "-" and " I " in iso
