@@ -61,45 +61,83 @@ def parse_version(version: str) -> int:
     return value
 
 
+def _latest(versions: dict[int, Model]) -> Model:
+    """The highest version that has started (a version still starting takes no request without a version)."""
+    started = [v for v, model in versions.items() if model.loaded]
+    return versions[max(started or versions)]
+
+
 class ModelRegistry:
-    """Models by name; one version each (the one given in the config)."""
+    """Models by name, each with one or more versions served at once (a request without a version gets the
+    highest)."""
 
     def __init__(self) -> None:
-        self._models: dict[str, Model] = {}
+        self._models: dict[str, dict[int, Model]] = {}
 
     def add(self, model: Model) -> None:
-        if model.name in self._models:
-            raise ValueError(f"model '{model.name}' is already registered")
-        self._models[model.name] = model
+        versions = self._models.setdefault(model.name, {})
+        if model.version in versions:
+            raise ValueError(f"model '{model.name}' version {model.version} is already registered")
+        versions[model.version] = model
 
     def remove(self, name: str, model: Model | None = None) -> Model | None:
-        """Remove the model called `name` (only if it is `model`, when given)."""
-        if model is not None and self._models.get(name) is not model:
+        """Remove the model `model` (when given), else every version of `name`; the (highest) version removed."""
+        versions = self._models.get(name)
+        if not versions:
             return None
-        return self._models.pop(name, None)
+        if model is not None:
+            if versions.get(model.version) is not model:
+                return None
+            del versions[model.version]
+            if not versions:
+                del self._models[name]
+            return model
+        del self._models[name]
+        return versions[max(versions)]
 
-    def find(self, name: str) -> Model | None:
-        """The model called `name`, if there is one."""
-        return self._models.get(name)
+    def remove_all(self, name: str) -> list[Model]:
+        """Remove every version of `name`; those removed, lowest version first."""
+        versions = self._models.pop(name, {})
+        return [versions[v] for v in sorted(versions)]
+
+    def find(self, name: str, version: int = -1) -> Model | None:
+        """The model `name` in `version` (-1: its latest, see `get`), if it is served."""
+        versions = self._models.get(name)
+        if not versions:
+            return None
+        return _latest(versions) if version == -1 else versions.get(version)
+
+    def versions(self, name: str) -> list[Model]:
+        """The served versions of `name`, lowest first (none if it is not served)."""
+        versions = self._models.get(name, {})
+        return [versions[v] for v in sorted(versions)]
 
     def replace(self, model: Model) -> Model | None:
-        """Register `model` in place of the model of its name (returned)."""
-        old = self._models.get(model.name)
-        self._models[model.name] = model
+        """Register `model` in place of the model of its name and version (returned)."""
+        versions = self._models.setdefault(model.name, {})
+        old = versions.get(model.version)
+        versions[model.version] = model
         return old
 
-    def get(self, name: str, version: str = "") -> Model:
-        """The model for a request, or Triton's NOT_FOUND error."""
-        number = parse_version(version)
-        model = self._models.get(name)
-        if model is None:
+    def get(self, name: str, version: str | int = "") -> Model:
+        """The model for a request (version as the client gave it; '' or -1: the highest version whose instances have
+        started, else the highest), or Triton's NOT_FOUND error."""
+        number = version if isinstance(version, int) else parse_version(version)
+        versions = self._models.get(name)
+        if not versions:
             raise not_found(f"Request for unknown model: '{name}' is not found")
-        if number != -1 and number != model.version:
+        if number == -1:
+            return _latest(versions)
+        model = versions.get(number)
+        if model is None:
             raise not_found(f"Request for unknown model: '{name}' version {number} is not found")
         return model
 
     def __iter__(self) -> Iterator[Model]:
-        return iter(sorted(self._models.values(), key=lambda m: m.name))
+        """Every served model version, by name then version."""
+        return iter([versions[v] for name in sorted(self._models) for versions in (self._models[name],)
+                     for v in sorted(versions)])
 
     def __len__(self) -> int:
-        return len(self._models)
+        """The number of model versions served."""
+        return sum(len(v) for v in self._models.values())

@@ -15,7 +15,7 @@ from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
-from pytriton.core.registry import Model, ModelRegistry
+from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
@@ -128,10 +128,11 @@ class ServerCore:
         return model
 
     async def replace_model(self, config: TritonModelConfig, source: InstanceSource, timeout_s: float = 10.0) -> Model:
-        """Serve `config` in place of the model of the same name without dropping a request: the new instances
-        start first, new requests go to them once they have, and the old instances finish the requests they hold
-        (within `timeout_s`) before they stop. Without a model of that name it is `add_model`."""
-        old = self.registry.find(config.model_name)
+        """Serve `config` in place of the model of the same name and version without dropping a request: the new
+        instances start first, new requests go to them once they have, and the old instances finish the requests
+        they hold (within `timeout_s`) before they stop. Without that model version it is `add_model` (other
+        versions of the model serve on)."""
+        old = self.registry.find(config.model_name, config.model_version)
         if old is None:
             return await self.add_model(config, source)
         model = self._new_model(config, source)
@@ -161,21 +162,27 @@ class ServerCore:
         finally:
             self._retiring.pop(id(model), None)
 
-    async def unload_model(self, name: str, timeout_s: float = 10.0, graceful: bool = False) -> None:
-        """Stop serving a model: it leaves the registry, queued requests fail, then its instances stop.
+    async def unload_model(self, name: str, timeout_s: float = 10.0, graceful: bool = False,
+                           version: int | None = None) -> None:
+        """Stop serving a model (every version, or only `version`): it leaves the registry, queued requests fail,
+        then its instances stop.
 
         `graceful`: the requests it queued and runs finish first (within `timeout_s`)."""
-        model = self.registry.remove(name)
-        if model is None:
-            return
+        if version is None:
+            models = self.registry.remove_all(name)
+        else:
+            found = self.registry.find(name, version)
+            models = [found] if found is not None and self.registry.remove(name, found) else []
+        await asyncio.gather(*(self._stop_model(m, timeout_s, graceful) for m in models))
+
+    async def _stop_model(self, model: Model, timeout_s: float, graceful: bool) -> None:
         if graceful:
             await self._retire(model, timeout_s)
-            logger.info("model '%s' unloaded", name)
-            return
-        model.loaded = False
-        model.scheduler.fail_all(f"model '{name}' was unloaded")
-        await model.source.stop(timeout_s)
-        logger.info("model '%s' unloaded", name)
+        else:
+            model.loaded = False
+            model.scheduler.fail_all(f"model '{model.name}' was unloaded")
+            await model.source.stop(timeout_s)
+        logger.info("model '%s' version %d unloaded", model.name, model.version)
 
     def repository_index(self, ready_only: bool) -> list[dict[str, str]]:
         """The repository extension's index: the repository's models, else those served."""
@@ -205,9 +212,12 @@ class ServerCore:
         def tensors(specs):
             return [{"name": s.name, "datatype": s.datatype, "shape": lead + list(s.shape)} for s in specs]
 
+        served = [model]
+        if parse_version(version) == -1:
+            served = [m for m in self.registry.versions(config.model_name) if m.loaded] or [model]
         return {
             "name": config.model_name,
-            "versions": [str(config.model_version)],
+            "versions": [str(m.version) for m in served],  # as Triton's: every version served, or the one asked for
             "platform": "python",
             "inputs": tensors(config.inputs),
             "outputs": tensors(config.outputs),
@@ -217,15 +227,18 @@ class ServerCore:
         return self.registry.get(name, version).config.to_triton_dict()
 
     def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
+        """Triton's: every ready model version; every version of `name`; or the one `version` of it."""
         if not name:
             return [m.stats.to_dict(m.name, str(m.version)) for m in self.registry if m.ready]
-        try:
-            model = self.registry.get(name)
-        except ServerError:
-            raise invalid_arg(f"requested model '{name}' is not available") from None
-        if version and version != str(model.version):
-            raise invalid_arg(f"requested model version is not available for model '{name}'")
-        return [model.stats.to_dict(model.name, str(model.version))]
+        models = self.registry.versions(name)
+        if not models:
+            raise invalid_arg(f"requested model '{name}' is not available")
+        if version:
+            try:
+                models = [self.registry.get(name, version)]
+            except ServerError:
+                raise invalid_arg(f"requested model version is not available for model '{name}'") from None
+        return [m.stats.to_dict(m.name, str(m.version)) for m in models]
 
     # ---- inference ---------------------------------------------------------------------------
     def _submit(self, request: InferRequest, stream: bool) -> tuple[Model, Job]:

@@ -56,8 +56,9 @@ def select_versions(policy: dict, available: list[int], path: str, model: str) -
     return available[-count:]
 
 
-def load_model(model_dir: str, override: pb.ModelConfig | None = None) -> RepositoryModel:
-    """The model in `model_dir` (`config.pbtxt` and a version folder), ModelRepositoryError naming what is wrong.
+def load_versions(model_dir: str, override: pb.ModelConfig | None = None) -> list[RepositoryModel]:
+    """The model versions in `model_dir` its version policy serves (`config.pbtxt` and the version folders), lowest
+    first; a ModelRepositoryError names what is wrong.
 
     `override` replaces the model's `config.pbtxt` (a load request's `config` parameter)."""
     model_dir = os.path.abspath(model_dir)
@@ -75,18 +76,20 @@ def load_model(model_dir: str, override: pb.ModelConfig | None = None) -> Reposi
     if not available:
         raise ModelRepositoryError(f"model '{name}' in {os.path.dirname(model_dir)}: no version folder (e.g. "
                                    f"{name}/1/{proto.default_model_filename or DEFAULT_MODEL_FILENAME})")
-    versions = select_versions(version_policy(proto), available, path, name)
-    if len(versions) != 1:
-        raise ModelRepositoryError(
-            f"{path}: field 'version_policy' of model '{name}': it selects versions {versions}; serving more than one "
-            "version of a model is not supported yet (select one, e.g. version_policy: { latest: { num_versions: 1 "
-            "} })")
     gpus = functools.cache(visible_gpus)
-    config = to_model_config(proto, path, model_dir, versions[0], gpus)
-    model_file = os.path.join(model_dir, str(versions[0]), config.default_model_filename)
-    if not os.path.isfile(model_file):
-        raise ModelRepositoryError(f"model '{name}' version {versions[0]}: no model file '{model_file}'")
-    return RepositoryModel(config, python_model_target(model_file))
+    models = []
+    for version in select_versions(version_policy(proto), available, path, name):
+        config = to_model_config(proto, path, model_dir, version, gpus)
+        model_file = os.path.join(model_dir, str(version), config.default_model_filename)
+        if not os.path.isfile(model_file):
+            raise ModelRepositoryError(f"model '{name}' version {version}: no model file '{model_file}'")
+        models.append(RepositoryModel(config, python_model_target(model_file)))
+    return models
+
+
+def load_model(model_dir: str, override: pb.ModelConfig | None = None) -> RepositoryModel:
+    """The highest version of `model_dir` its version policy serves (see `load_versions`)."""
+    return load_versions(model_dir, override)[-1]
 
 
 def scan_repositories(folders: Sequence[str]) -> dict[str, str]:
@@ -108,8 +111,9 @@ def scan_repositories(folders: Sequence[str]) -> dict[str, str]:
 
 
 def load_repositories(folders: Sequence[str]) -> list[RepositoryModel]:
-    """Every model of the repositories `folders` (mode "none": all are served)."""
-    return [load_model(model_dir) for model_dir in scan_repositories(folders).values()]
+    """Every model version of the repositories `folders` its policy selects (mode "none": all are served)."""
+    return [model for model_dir in scan_repositories(folders).values() for model in load_versions(model_dir)]
 
 
-__all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "scan_repositories"]
+__all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "load_versions",
+           "scan_repositories"]

@@ -17,7 +17,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg
-from pytriton.repository import ModelRepositoryError, load_model, scan_repositories
+from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
 
 logger = logging.getLogger("pytriton.server")
 
@@ -28,13 +28,27 @@ DUPLICATE_REASON = "model appears in two or more repositories"
 
 
 @dataclasses.dataclass
-class _Entry:
-    """What the index says of one model once a load of it was tried."""
+class _Version:
+    """What the index says of one version of a model once a load of it was tried."""
 
-    version: int | None = None
     state: str = ""
     reason: str = ""
+    signature: tuple | None = None  # the files this version was last loaded from (poll mode reloads it on a change)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """One model of the repositories once a load of it was tried: its versions, as the index lists them."""
+
+    versions: dict[int, _Version] = dataclasses.field(default_factory=dict)
     signature: tuple | None = None  # the model folder's files when it was last (re)loaded (poll mode)
+
+
+def version_signature(folder: tuple, version: int) -> tuple:
+    """The part of a `folder_signature` one version depends on: the model's own files (config.pbtxt, labels, ...)
+    and its version folder, not the other version folders."""
+    prefix = f"{version}{os.sep}"
+    return tuple(f for f in folder if f[0].startswith(prefix) or not f[0].split(os.sep)[0].isdigit())
 
 
 def folder_signature(model_dir: str) -> tuple:
@@ -142,17 +156,19 @@ class ModelControl:
                                    "reason": DUPLICATE_REASON})
                 continue
             entry = self._entries.get(name)
-            if entry is None or entry.version is None:
+            if entry is None or not entry.versions:
                 if not ready_only:
                     result.append({"name": name})
                 continue
-            state = entry.state
-            model = self.core.registry.find(name)
-            if state == "READY" and (model is None or not model.ready):
-                state = "UNAVAILABLE"
-            if ready_only and state != "READY":
-                continue
-            result.append({"name": name, "version": str(entry.version), "state": state, "reason": entry.reason})
+            for number in sorted(entry.versions):  # one entry per version, as Triton's
+                version = entry.versions[number]
+                state = version.state
+                model = self.core.registry.find(name, number)
+                if state == "READY" and (model is None or not model.ready):
+                    state = "UNAVAILABLE"
+                if ready_only and state != "READY":
+                    continue
+                result.append({"name": name, "version": str(number), "state": state, "reason": version.reason})
         return result
 
     async def load(self, name: str, parameters: dict[str, str | bytes]) -> None:
@@ -213,7 +229,10 @@ class ModelControl:
         async with self._lock:
             await self._load(name, model_dir, override)
 
-    async def _load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:
+    async def _load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None,
+                    keep_unchanged: bool = False) -> None:
+        """(Re)load the versions of `name` its policy selects and stop serving the others, without dropping a
+        request; `keep_unchanged` (poll mode): a version served whose files have not changed is not reloaded."""
         if self._closed:
             raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
         served = self.core.registry.find(name)
@@ -222,26 +241,63 @@ class ModelControl:
                               "repository")
         entry = self._entries.setdefault(name, _Entry())
         entry.signature = folder_signature(model_dir)
-        before = dataclasses.replace(entry)
-        entry.state, entry.reason = "LOADING", ""
-        version = entry.version
+        before = {number: dataclasses.replace(version) for number, version in entry.versions.items()}
         try:
-            model = load_model(model_dir, override)
-            version = entry.version = model.config.model_version  # LOADING is shown with the version it loads
-            source = self.host.worker_pool(model.config, model.target)
-            await self.core.replace_model(model.config, source, self.retire_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - e.g. initialize() raised: the index shows why
+            models = load_versions(model_dir, override)
+        except Exception as exc:  # noqa: BLE001 - a config or folder that cannot be served: the index shows why
             reason = str(exc)
-            if self.core.registry.find(name) is not None and before.state == "READY":
-                entry.version, entry.state, entry.reason = before.version, before.state, before.reason  # it serves on
-            else:
-                entry.version, entry.state, entry.reason = version if version is not None else 1, "UNAVAILABLE", reason
-            raise ServerError(Status.INVALID_ARG, f"load failed for model '{name}': version {version or 1} is at "
-                                                  f"UNAVAILABLE state: {reason};") from None
+            if not self._serving(name, before):
+                entry.versions = {number: _Version("UNAVAILABLE", reason) for number in (before or [1])}
+            raise ServerError(Status.INVALID_ARG, f"load failed for model '{name}': version {min(before or [1])} is "
+                                                  f"at UNAVAILABLE state: {reason};") from None
+        wanted = {m.config.model_version: m for m in models}
+        signatures = {number: version_signature(entry.signature, number) for number in wanted}
+        starting = [m for number, m in wanted.items() if not (
+            keep_unchanged and self._serving(name, before, number) and before[number].signature == signatures[number])]
+        for model in starting:  # LOADING is shown with the versions it loads
+            entry.versions[model.config.model_version] = _Version("LOADING")
+        try:
+            results = await asyncio.gather(*(self._start(m) for m in starting), return_exceptions=True)
         except BaseException:
-            entry.version, entry.state, entry.reason = before.version, before.state, before.reason
+            entry.versions = before
             raise
-        entry.version, entry.state, entry.reason = model.config.model_version, "READY", ""
+        failures: dict[int, str] = {}
+        for model, result in zip(starting, results):
+            number = model.config.model_version
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                entry.versions = before
+                raise result
+            if isinstance(result, Exception):
+                failures[number] = str(result)
+                if self._serving(name, before, number):
+                    entry.versions[number] = before[number]  # it serves on
+                else:
+                    entry.versions[number] = _Version("UNAVAILABLE", failures[number])
+            else:
+                entry.versions[number] = _Version("READY", "", signatures[number])
+        if failures:  # the versions no longer selected serve on until a load succeeds
+            raise ServerError(Status.INVALID_ARG, f"load failed for model '{name}': " + "".join(
+                f"version {number} is at UNAVAILABLE state: {reason};" for number, reason in sorted(failures.items())))
+        gone = [number for number in entry.versions if number not in wanted]
+        for number in gone:
+            if self.core.registry.find(name, number) is not None:
+                entry.versions[number].state = "UNLOADING"
+        try:
+            await asyncio.gather(*(self.core.unload_model(name, self.retire_timeout_s, graceful=True, version=number)
+                                   for number in gone))
+        finally:
+            for number in gone:
+                entry.versions[number] = _Version("UNAVAILABLE", "unloaded")
+
+    def _serving(self, name: str, versions: dict[int, _Version], number: int | None = None) -> bool:
+        """Whether version `number` (None: any version) of `name` was READY and is still served."""
+        numbers = list(versions) if number is None else [number]
+        return any(n in versions and versions[n].state == "READY" and self.core.registry.find(name, n) is not None
+                   for n in numbers)
+
+    async def _start(self, model: RepositoryModel) -> None:
+        source = self.host.worker_pool(model.config, model.target)
+        await self.core.replace_model(model.config, source, self.retire_timeout_s)
 
     async def _unload(self, name: str) -> None:
         entry = self._entries.get(name)
@@ -249,13 +305,16 @@ class ModelControl:
             if self.core.registry.find(name) is not None:
                 raise invalid_arg(f"failed to unload '{name}': the model is not served from the model repository")
             return  # as Triton: unloading a model that is not loaded is no error
-        if self.core.registry.find(name) is None:
+        served = [m.version for m in self.core.registry.versions(name)]
+        if not served:
             return
-        entry.state = "UNLOADING"
+        for number in served:
+            entry.versions.setdefault(number, _Version()).state = "UNLOADING"
         try:
             await self.core.unload_model(name, self.retire_timeout_s, graceful=True)
         finally:
-            entry.state, entry.reason = "UNAVAILABLE", "unloaded"
+            for number in served:
+                entry.versions[number] = _Version("UNAVAILABLE", "unloaded")
 
     async def _poll_forever(self) -> None:
         while True:
@@ -281,7 +340,7 @@ class ModelControl:
                 continue
             logger.info("model repository poll: %s model '%s'", "loading" if entry is None else "reloading", name)
             try:
-                await self._load(name, model_dir)
+                await self._load(name, model_dir, keep_unchanged=True)
             except ServerError as exc:
                 logger.error("%s", exc)
         for name in [n for n in self._entries if n not in found]:

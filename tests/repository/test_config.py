@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytriton.repository import ModelRepositoryError, load_model, load_repositories
+from pytriton.repository import ModelRepositoryError, load_model, load_repositories, load_versions
 from pytriton.repository.config import UNSUPPORTED_FIELDS
 
 REPOS = Path(__file__).resolve().parents[1] / "repositories"
@@ -103,10 +103,20 @@ def test_unsupported_fields_are_listed():
     assert "ensemble_scheduling" in UNSUPPORTED_FIELDS and "sequence_batching" in UNSUPPORTED_FIELDS
 
 
-def test_several_versions_selected_are_refused_for_now(tmp_path):
-    message = refused(tmp_path, 'backend: "python" version_policy: { all { } }' + TENSORS, ("1", "2"))
-    assert "field 'version_policy' of model 'm': it selects versions [1, 2]" in message
-    assert "serving more than one version of a model is not supported yet" in message
+@pytest.mark.parametrize(("policy", "served"), [
+    ("all { }", [1, 2, 3]),
+    ("latest { num_versions: 2 }", [2, 3]),
+    ("specific { versions: [ 3, 1 ] }", [1, 3]),
+])
+def test_a_policy_selecting_several_versions_serves_each(tmp_path, policy, served):
+    """One RepositoryModel per version, lowest first, each with its own version and version folder's model.py."""
+    config = (REPOS / "versions" / "multi" / "config.pbtxt").read_text().replace("all { }", policy)
+    model_dir = make_model(tmp_path, "multi", config, ("1", "2", "3"))
+    models = load_versions(str(model_dir))
+    assert [m.config.model_version for m in models] == served
+    assert [m.target.rsplit("/", 2)[-2] for m in models] == [str(v) for v in served]
+    assert load_model(str(model_dir)).config.model_version == served[-1]
+    assert [m.config.model_version for m in load_repositories([str(tmp_path)])] == served
 
 
 def test_a_syntax_error_names_the_file_and_position(tmp_path):

@@ -173,7 +173,7 @@ class HttpApp:
         self.trace_settings = trace_settings
         self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self.max_input_bytes = max_input_bytes
-        self._config_cache: dict[str, tuple[Any, bytes]] = {}
+        self._config_cache: dict[tuple[str, int], tuple[Any, bytes]] = {}
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -325,9 +325,10 @@ class HttpApp:
 
     def _config(self, name: str, version: str) -> HttpResponse:
         model = self.core.registry.get(name, version)
-        cached = self._config_cache.get(model.name)
+        key = (model.name, model.version)
+        cached = self._config_cache.get(key)
         if cached is None or cached[0] is not model:
-            cached = self._config_cache[model.name] = (model, orjson.dumps(model_config_json(model.config)))
+            cached = self._config_cache[key] = (model, orjson.dumps(model_config_json(model.config)))
         return HttpResponse(200, [cached[1]], list(JSON))
 
     def _json_body(self, request: HttpRequest) -> Any:
