@@ -78,7 +78,7 @@ class ModelControl:
     """
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
-                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0):
+                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -87,6 +87,7 @@ class ModelControl:
         self.mode = mode
         self.poll_secs = poll_secs
         self.retire_timeout_s = retire_timeout_s
+        self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()
         self._poller: asyncio.Task | None = None
@@ -226,7 +227,8 @@ class ModelControl:
         entry.state, entry.reason = "LOADING", ""
         version = entry.version
         try:
-            model = load_model(model_dir, override)
+            # in a thread: auto-complete waits for a child process running the model's auto_complete_config
+            model = await asyncio.to_thread(load_model, model_dir, override, self.auto_complete)
             version = entry.version = model.config.model_version  # LOADING is shown with the version it loads
             source = self.host.worker_pool(model.config, model.target)
             await self.core.replace_model(model.config, source, self.retire_timeout_s)
