@@ -70,7 +70,6 @@ def test_missing_name_takes_the_folder_name(tmp_path):
 
 @pytest.mark.parametrize("config, field, problem", [
     ('name: "other" backend: "python"' + TENSORS, "name", "must match its directory: 'other' is in directory 'm'"),
-    (TENSORS, "backend", 'only Python-backend models are supported (backend: "python"), got none'),
     ('backend: "onnxruntime"' + TENSORS, "backend", "got 'onnxruntime'"),
     ('platform: "ensemble"' + TENSORS, "platform", "ensemble models are not supported yet"),
     ('backend: "python" max_batch_size: -1' + TENSORS, "max_batch_size", "must be >= 0, got -1"),
@@ -121,11 +120,22 @@ def test_preferred_batch_size_above_max_is_refused_with_the_file(tmp_path):
     assert "dynamic batching preferred size must be <= max batch size for m" in message
 
 
-def test_missing_config_asks_for_one(tmp_path):
+def test_missing_config_is_refused_when_auto_complete_is_off(tmp_path):
     model_dir = make_model(tmp_path, "m", None)
-    with pytest.raises(ModelRepositoryError, match=r"model 'm' in .*: config.pbtxt is required \(auto-complete is not "
-                                                   r"supported yet\)"):
-        load_model(str(model_dir))
+    with pytest.raises(ModelRepositoryError, match=r"Poll failed for model directory 'm': failed to open text file "
+                                                   r"for read .*/m/config.pbtxt: No such file or directory"):
+        load_model(str(model_dir), auto_complete=False)
+
+
+def test_missing_backend_is_python_when_the_model_file_is_model_py(tmp_path):
+    """As Triton fills it in (with auto-complete on or off)."""
+    for auto_complete in (True, False):
+        model_dir = make_model(tmp_path / str(auto_complete), "m", TENSORS)
+        assert load_model(str(model_dir), auto_complete=auto_complete).config.model_name == "m"
+    model_dir = make_model(tmp_path / "other", "m", 'default_model_filename: "net.py"' + TENSORS)
+    (model_dir / "1" / "model.py").rename(model_dir / "1" / "net.py")  # no model.py: no backend filled in
+    message = str(pytest.raises(ModelRepositoryError, load_model, str(model_dir)).value)
+    assert "field 'backend' of model 'm': only Python-backend models are supported" in message
 
 
 def test_missing_version_folder_and_model_file(tmp_path):
