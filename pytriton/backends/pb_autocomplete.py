@@ -53,7 +53,7 @@ class ModelConfig:
                                  "scheduling_choice as 'dynamic_batching'")
         self._model_config.setdefault("dynamic_batching", {})
 
-    def add_input(self, input: dict[str, Any]) -> None:  # noqa: A002 - Triton's parameter name
+    def add_input(self, input: dict[str, Any]) -> None:  # Triton's parameter name
         """Add an input (`name`, `data_type`, `dims`, optional `optional`), or complete the configuration's input of
         that name; ValueError when it conflicts with what the configuration says."""
         self._add("input", input, _INPUT_PROPERTIES)

@@ -59,10 +59,10 @@ def prefill(config: pb.ModelConfig, model_dir: str, versions: list[int]) -> pb.M
     config = pb.ModelConfig.FromString(config.SerializeToString())
     if not config.name:
         config.name = os.path.basename(os.path.normpath(model_dir))
-    if not config.backend and not config.platform:
-        if config.default_model_filename == DEFAULT_MODEL_FILENAME or any(
-                os.path.isfile(os.path.join(model_dir, str(v), DEFAULT_MODEL_FILENAME)) for v in versions):
-            config.backend = "python"
+    has_model_py = config.default_model_filename == DEFAULT_MODEL_FILENAME or any(
+        os.path.isfile(os.path.join(model_dir, str(v), DEFAULT_MODEL_FILENAME)) for v in versions)
+    if not config.backend and not config.platform and has_model_py:
+        config.backend = "python"
     return config
 
 

@@ -49,10 +49,10 @@ def test_add_input_completes_an_input_the_configuration_names():
     ({"name": "X", "data_type": "TYPE_FP32", "dims": [4], "optional": True},  # Triton's: unset optional is False
      "model 'm', tensor 'X': the model expects optional True but the model configuration specifies optional False"),
     ({"name": "X", "data_type": "TYPE_FP32", "dims": [4], "format": "FORMAT_NCHW"},
-     "input 'X' in auto-complete-config function for model 'm' contains property other than 'name', 'data_type', "
-     "'dims' and 'optional'."),
-    ({"name": "Y", "dims": [4]}, "input 'Y' in auto-complete-config function for model 'm' is missing 'data_type' "
-                                 "property."),
+     ("input 'X' in auto-complete-config function for model 'm' contains property other than 'name', 'data_type', "
+      "'dims' and 'optional'.")),
+    ({"name": "Y", "dims": [4]}, ("input 'Y' in auto-complete-config function for model 'm' is missing 'data_type' "
+                                  "property.")),
     ({"data_type": "TYPE_FP32", "dims": [4]},
      "input in auto-complete-config function for model 'm' is missing 'name' property."),
 ])

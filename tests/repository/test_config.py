@@ -91,20 +91,20 @@ def test_missing_name_takes_the_folder_name(tmp_path):
      "output[0].label_filename", "cannot read label file"),
     ('backend: "python" version_policy: { specific: { versions: [ 4 ] } }' + TENSORS, "version_policy",
      "version 4 is listed but has no folder (versions found: [1])"),
-    ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, 3 ] reshape: { shape: [ 5 ] } } ] '
-     'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]', "input[0].reshape",
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, 3 ] reshape: { shape: [ 5 ] } } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]'), "input[0].reshape",
      "model input 'X' has different size for dims and reshape for m"),  # Triton's wording
-    ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ -1, 3 ] reshape: { shape: [ 3, 2 ] } } ] '
-     'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]', "input[0].reshape",
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ -1, 3 ] reshape: { shape: [ 3, 2 ] } } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]'), "input[0].reshape",
      "model input 'X' has different size for dims and reshape for m"),
-    ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, -1, 3 ] reshape: { shape: [ 3, -1, 2 ] } '
-     '} ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]', "input[0].reshape",
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, -1, 3 ] reshape: { shape: [ 3, -1, 2 ] } '
+      '} ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]'), "input[0].reshape",
      "model input 'X' has different size for dims and reshape for m"),
-    ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 6 ] } ] '
-     'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 6 ] reshape: { shape: [ 4 ] } } ]', "output[0].reshape",
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 6 ] } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 6 ] reshape: { shape: [ 4 ] } } ]'), "output[0].reshape",
      "model output 'Y' has different size for dims and reshape for m"),
-    ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 6 ] reshape: { shape: [ 0 ] } } ] '
-     'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 6 ] } ]', "input[0].reshape",
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 6 ] reshape: { shape: [ 0 ] } } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 6 ] } ]'), "input[0].reshape",
      "dimensions must be >= 1 or -1 (variable), got [0]"),
 ])
 def test_invalid_configs_name_file_and_field(tmp_path, config, field, problem):
