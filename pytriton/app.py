@@ -125,7 +125,8 @@ class Server:
                 await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
             if config.model_control_mode != "none":
                 self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
-                                                  config.repository_poll_secs, config.exit_timeout_s)
+                                                  config.repository_poll_secs, config.exit_timeout_s,
+                                                  auto_complete=config.auto_complete_config)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
             if config.allow_grpc:

@@ -2,8 +2,8 @@
 responses, errors and helpers such a `model.py` uses, as Triton's python_backend defines them.
 
 Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS requests
-(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`). Custom metrics and the auto-complete helpers
-are not supported yet: using them raises an error naming the feature.
+(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`); `ModelConfig`, the auto-complete helper, is
+in `pb_autocomplete.py`. Custom metrics are not supported yet: using them raises an error naming the feature.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pytriton.backends.pb_autocomplete import ModelConfig  # noqa: F401 - pb_utils.ModelConfig (auto-complete)
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_NUMPY
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
@@ -307,9 +308,4 @@ class MetricFamily:
         raise _not_supported("custom metrics (pb_utils.MetricFamily)")
 
 
-class ModelConfig:
-    """The auto-complete helpers: not supported yet."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise _not_supported("auto_complete_config (pb_utils.ModelConfig)")
 

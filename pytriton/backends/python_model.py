@@ -6,6 +6,7 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -35,6 +36,15 @@ def python_model_target(model_file: str) -> str:
 
 def is_python_model_target(target: str | None) -> bool:
     return target is not None and target.startswith(PYTHON_MODEL_PREFIX)
+
+
+def reshaped(shape: tuple[int, ...], from_dims: tuple[int, ...], to_dims: tuple[int, ...], batched: bool
+             ) -> tuple[int, ...]:
+    """`shape` (of a tensor declared `from_dims`) as `to_dims` says, as Triton reshapes: the batch dimension kept,
+    the sizes of the variable dimensions (-1) carried over in order."""
+    body = shape[1:] if batched else shape
+    variable = iter([got for want, got in zip(from_dims, body) if want == -1])
+    return tuple(shape[:1] if batched else ()) + tuple(next(variable) if d == -1 else d for d in to_dims)
 
 
 def _import_model_file(path: str, model_name: str, version: str) -> Any:
@@ -79,12 +89,19 @@ class PythonModelBackend(CallableBackend):
         probe = self.cancel_probe
         return [
             pb_utils.InferenceRequest._received(
-                [pb_utils.Tensor(name, array) for name, array in request.data.items()],
+                [pb_utils.Tensor(name, self._model_view(name, array)) for name, array in request.data.items()],
                 list(request.requested_output_names or []), dict(request.parameters), sender,
                 (request.request_id, request.correlation_id, request.flags),
                 None if probe is None else functools.partial(probe, index))
             for index, (request, sender) in enumerate(zip(requests, senders))
         ]
+
+    def _model_view(self, name: str, array: Any) -> Any:
+        """An input as the model sees it: reshaped (a view) when config.pbtxt gives it a `reshape`."""
+        spec = self.config.input_by_name.get(name)
+        if spec is None or spec.reshape is None:
+            return array
+        return array.reshape(reshaped(array.shape, spec.shape, spec.reshape, self.config.batching))
 
     def _run(self, requests: list[Request]) -> Any:
         if self.config.decoupled:
@@ -149,10 +166,14 @@ class PythonModelBackend(CallableBackend):
             if datatype != spec.datatype:
                 raise InferenceCallableError(f"output '{output}' of model '{name}' has datatype {datatype} (numpy "
                                              f"{array.dtype}), but its config.pbtxt declares {spec.datatype}")
-            if not _shape_matches(spec, array.shape, self.config.batching):
-                expected = ([-1] if self.config.batching else []) + list(spec.shape)
+            model_spec = spec if spec.reshape is None else dataclasses.replace(spec, shape=spec.reshape)
+            if not _shape_matches(model_spec, array.shape, self.config.batching):
+                expected = ([-1] if self.config.batching else []) + list(model_spec.shape)
                 raise InferenceCallableError(f"output '{output}' of model '{name}' has shape {list(array.shape)}, "
-                                             f"but its config.pbtxt declares {expected}")
+                                             f"but its config.pbtxt declares {expected}"
+                                             + (" (its reshape)" if spec.reshape is not None else ""))
+            if spec.reshape is not None:  # the client sees the output's dims
+                array = array.reshape(reshaped(array.shape, spec.reshape, spec.shape, self.config.batching))
             outputs.append((output, datatype, array))
         missing = [o for o in requested or () if o not in {t[0] for t in outputs}]
         if missing:

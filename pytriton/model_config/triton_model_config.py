@@ -24,6 +24,7 @@ class TensorSpec:
     datatype: str
     shape: tuple[int, ...]
     optional: bool = False
+    reshape: tuple[int, ...] | None = None  # the shape the model sees (config.pbtxt `reshape`); None: `shape`
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -34,6 +35,8 @@ class TensorSpec:
         if any(d < -1 for d in shape):
             raise PyTritonModelConfigError(f"tensor '{self.name}': dimensions must be >= -1, got {list(shape)}")
         object.__setattr__(self, "shape", shape)
+        if self.reshape is not None:
+            object.__setattr__(self, "reshape", tuple(int(d) for d in self.reshape))
 
     @classmethod
     def from_numpy(cls, name: str, dtype: Any, shape: tuple[int, ...], optional: bool = False) -> TensorSpec:
@@ -120,6 +123,7 @@ class TritonModelConfig:
                 "name": spec.name,
                 "data_type": TRITON_TO_CONFIG[spec.datatype],
                 "dims": list(spec.shape),
+                **({"reshape": {"shape": list(spec.reshape)}} if spec.reshape is not None else {}),
                 "is_shape_tensor": False,
                 "is_non_linear_format_io": False,
             }

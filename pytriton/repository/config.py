@@ -54,6 +54,19 @@ class _Fields:
         return ModelRepositoryError(f"{self.path}: field '{field}' of model '{self.model}': {problem}")
 
 
+def _pieces(dims: Sequence[int]) -> list[int]:
+    """The element counts of the runs of fixed dimensions between variable ones (-1): `dims` and `reshape` must
+    agree on them, as Triton requires (e.g. [-1, 6] and [-1, 2, 3] do; [-1, 3] and [3, -1] do not)."""
+    counts, count = [], 1
+    for d in dims:
+        if d == -1:
+            counts.append(count)
+            count = 1
+        else:
+            count *= d
+    return [*counts, count]
+
+
 def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSpec]:
     specs = []
     for index, entry in enumerate(getattr(config, kind)):
@@ -68,9 +81,16 @@ def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSp
         if any(d == 0 or d < -1 for d in dims):
             raise where.error(f"{field}.dims", f"tensor '{entry.name}': dimensions must be >= 1 or -1 (variable), "
                                                f"got {dims}")
+        reshape = None
         if entry.HasField("reshape"):
-            raise where.error(f"{field}.reshape", "reshape is not supported yet")
-        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False))))
+            reshape = tuple(int(d) for d in entry.reshape.shape)
+            if any(d == 0 or d < -1 for d in reshape):
+                raise where.error(f"{field}.reshape", f"tensor '{entry.name}': dimensions must be >= 1 or -1 "
+                                                      f"(variable), got {list(reshape)}")
+            if _pieces(dims) != _pieces(reshape):  # Triton's rule and wording
+                raise where.error(f"{field}.reshape", f"model {kind} '{entry.name}' has different size for dims and "
+                                                      f"reshape for {where.model}")
+        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False)), reshape))
     return specs
 
 

@@ -92,7 +92,7 @@ class ModelControl:
     """
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
-                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0):
+                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -101,6 +101,7 @@ class ModelControl:
         self.mode = mode
         self.poll_secs = poll_secs
         self.retire_timeout_s = retire_timeout_s
+        self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()
         self._poller: asyncio.Task | None = None
@@ -243,7 +244,8 @@ class ModelControl:
         entry.signature = folder_signature(model_dir)
         before = {number: dataclasses.replace(version) for number, version in entry.versions.items()}
         try:
-            models = load_versions(model_dir, override)
+            # in a thread: auto-complete waits for a child process running the model's auto_complete_config
+            models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete)
         except Exception as exc:  # noqa: BLE001 - a config or folder that cannot be served: the index shows why
             reason = str(exc)
             if not self._serving(name, before):

@@ -12,7 +12,7 @@ import pytest
 
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import InferenceCallableError
-from pytriton.backends.python_model import PB_UTILS_MODULE, PythonModelBackend, python_model_target
+from pytriton.backends.python_model import PB_UTILS_MODULE, PythonModelBackend, python_model_target, reshaped
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.types import Request
 
@@ -109,6 +109,40 @@ def test_an_output_that_does_not_match_the_config_fails_the_call(tmp_path):
         backend.check_outputs([request("dtype")], backend([request("dtype")]))
 
 
+@pytest.mark.parametrize("shape, from_dims, to_dims, batched, expected", [
+    ((4, 5, 6), (-1, 6), (-1, 2, 3), True, (4, 5, 2, 3)),
+    ((4, 5, 2, 3), (-1, 2, 3), (-1, 6), True, (4, 5, 6)),
+    ((3, 1), (1,), (), True, (3,)),
+    ((2, 3), (2, 3), (6,), False, (6,)),
+    ((7, 6), (-1, 6), (-1, 3, 2), False, (7, 3, 2)),
+])
+def test_reshaped_keeps_the_batch_and_carries_variable_sizes(shape, from_dims, to_dims, batched, expected):
+    assert reshaped(shape, from_dims, to_dims, batched) == expected
+
+
+def test_a_reshaped_output_is_checked_against_its_reshape_and_sent_as_its_dims(tmp_path):
+    version_dir = tmp_path / "m5" / "1"
+    version_dir.mkdir(parents=True)
+    (version_dir / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        x = requests[0].get_input_tensor_by_name('X').as_numpy()\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.Tensor('Y', x.reshape(6) if x.shape == (2, 3) else x)])]\n")
+    reshaping = TritonModelConfig(model_name="m5", inputs=[TensorSpec("X", "FP32", (6,), reshape=(2, 3))],
+                                  outputs=[TensorSpec("Y", "FP32", (2, 3), reshape=(6,))])
+    backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), reshaping)
+    good = [Request({"X": np.arange(6, dtype=np.float32)}, {}, None, None)]
+    (outputs, _, _), = backend.check_outputs(good, backend(good))
+    assert outputs[0][2].shape == (2, 3)  # the model saw X as [2, 3], returned [6]; the client gets dims [2, 3]
+    wrong = TritonModelConfig(model_name="m5", inputs=[TensorSpec("X", "FP32", (6,))],
+                              outputs=[TensorSpec("Y", "FP32", (2, 3), reshape=(3, 2))])
+    backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), wrong)
+    with pytest.raises(InferenceCallableError, match=r"output 'Y' of model 'm5' has shape \[6\], but its config.pbtxt "
+                                                     r"declares \[3, 2\] \(its reshape\)"):
+        backend.check_outputs(good, backend(good))
+
+
 def test_decoupled_model_streams_each_response_sent(tmp_path):
     backend = backend_for(tmp_path, "m4", STREAM, decoupled=True)
     requests = [request()]
@@ -128,7 +162,6 @@ def test_sender_refuses_after_final_and_non_decoupled_has_none():
 
 @pytest.mark.parametrize("use, feature", [
     (lambda: pb_utils.MetricFamily(name="m", description="d", kind=pb_utils.MetricFamily.COUNTER), "custom metrics"),
-    (lambda: pb_utils.ModelConfig({}), "auto_complete_config"),
 ])
 def test_features_not_supported_yet_say_so(use, feature):
     with pytest.raises(NotImplementedError, match=f"{feature}.* is not supported by pytriton yet"):
