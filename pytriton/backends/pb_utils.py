@@ -2,8 +2,8 @@
 responses, errors and helpers such a `model.py` uses, as Triton's python_backend defines them.
 
 Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS requests
-(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`). Custom metrics and the auto-complete helpers
-are not supported yet: using them raises an error naming the feature.
+(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`). Custom metrics (`MetricFamily`) live in
+`pb_metrics.py`. The auto-complete helpers are not supported yet: using them raises an error naming the feature.
 """
 
 from __future__ import annotations
@@ -279,20 +279,11 @@ def triton_string_to_numpy(triton_type_string: str) -> Any:
     return np.object_ if datatype == "BYTES" else TRITON_TO_NUMPY[datatype].type
 
 
-class MetricFamily:
-    """Custom metrics: not supported yet."""
-
-    COUNTER = 0
-    GAUGE = 1
-    HISTOGRAM = 2
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise _not_supported("custom metrics (pb_utils.MetricFamily)")
-
-
 class ModelConfig:
     """The auto-complete helpers: not supported yet."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         raise _not_supported("auto_complete_config (pb_utils.ModelConfig)")
 
+
+from pytriton.backends.pb_metrics import Metric, MetricFamily, MetricKind  # noqa: E402,F401  (custom metrics)

@@ -25,6 +25,7 @@ from pytriton.model_config.datatypes import (
     serialize_bytes_tensor,
 )
 from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.credit import StreamCredit
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -54,43 +55,6 @@ def _to_host(array: Any) -> np.ndarray:
     if hasattr(array, "__cuda_array_interface__"):
         return __import__("cupy").asnumpy(array)
     return np.asarray(array)
-
-
-class StreamCredit:
-    """How far one streaming call may run ahead of its consumers: at most `window` responses sent and not yet
-    taken, and (once one is out) at most `window_bytes` of their outputs; 0 is no limit. The server reports what
-    was taken (CREDIT messages, a running total)."""
-
-    __slots__ = ("bytes_ahead", "call_id", "consumed", "sent", "sizes", "window", "window_bytes")
-
-    def __init__(self, call_id: int, window: int, window_bytes: int):
-        self.call_id = call_id
-        self.window = window
-        self.window_bytes = window_bytes
-        self.sent = 0
-        self.consumed = 0
-        self.sizes: collections.deque[int] = collections.deque()  # of the responses sent and not taken yet
-        self.bytes_ahead = 0
-
-    def on_sent(self, nbytes: int) -> bool:
-        """Count one response sent; False once the stream must wait for credit before it sends another."""
-        self.sent += 1
-        if self.sent > self.consumed:  # (not taken already: credit may come early)
-            self.sizes.append(nbytes)
-            self.bytes_ahead += nbytes
-        return not self.blocked
-
-    def on_consumed(self, consumed: int) -> None:
-        for _ in range(min(consumed, self.sent) - self.consumed):
-            self.bytes_ahead -= self.sizes.popleft()
-        self.consumed = max(self.consumed, consumed)
-
-    @property
-    def blocked(self) -> bool:
-        ahead = self.sent - self.consumed
-        if self.window and ahead >= self.window:
-            return True
-        return bool(self.window_bytes) and ahead > 0 and self.bytes_ahead >= self.window_bytes
 
 
 class WorkerEndpoint:
@@ -125,6 +89,7 @@ class WorkerEndpoint:
         self.thread = threading.get_ident()  # the only thread that may use the socket
         self._bls_ids = itertools.count(1)
         self._bls_replies: dict[int, collections.deque[tuple[Any, list[zmq.Frame]]]] = {}  # BLS calls in flight
+        self.before_result: Callable[[], None] | None = None  # runs first in send_result (custom metrics' updates)
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -238,6 +203,14 @@ class WorkerEndpoint:
         self._bls_replies[call_id] = collections.deque()
         self._socket.send_multipart([message.SerializeToString(), *frames], copy=False)
         return call_id
+
+    def send_upstream(self, message: Any, reply: bool = False) -> None:
+        """Send a message a worker-side feature made (custom metrics); with `reply`, `message.id` is set and the
+        answer (a BLS_RESULT) comes to `bls_poll` under that id."""
+        if reply:
+            message.id = next(self._bls_ids)
+            self._bls_replies[message.id] = collections.deque()
+        self._socket.send(message.SerializeToString())
 
     def fileno(self) -> int:
         """The socket's file descriptor: readable (edge-triggered, as ZMQ signals) when messages may be waiting."""
@@ -443,6 +416,8 @@ class WorkerEndpoint:
         Linux: the server places trace timestamps with it). Returns the bytes of the outputs that the server now holds (frames and arena
         slots; not those written into client regions).
         """
+        if self.before_result is not None:
+            self.before_result()
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
         message.compute_start_ns = started_ns
