@@ -179,8 +179,8 @@ class MetricsClient:
 
     def _take(self) -> list[Any]:
         with self._lock:
-            ops = self._ops + self._updates()
-            self._ops = []
+            ops, self._ops = self._ops, []
+            ops.extend(self._updates())
         return ops
 
     def flush(self) -> None:
