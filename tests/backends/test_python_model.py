@@ -127,7 +127,6 @@ def test_sender_refuses_after_final_and_non_decoupled_has_none():
 
 
 @pytest.mark.parametrize("use, feature", [
-    (lambda: pb_utils.MetricFamily(name="m", description="d", kind=pb_utils.MetricFamily.COUNTER), "custom metrics"),
     (lambda: pb_utils.ModelConfig({}), "auto_complete_config"),
 ])
 def test_features_not_supported_yet_say_so(use, feature):
