@@ -56,7 +56,7 @@ class _Pending:
     def __init__(self, buckets: int) -> None:
         self.set: float | None = None
         self.add = 0.0
-        self.counts = [0] * (buckets + 1) if buckets else []
+        self.counts = [0] * (buckets + 1)  # (a histogram's; one above every bound)
         self.total = 0.0
         self.observed = 0
 
@@ -80,8 +80,9 @@ class MetricsClient:
 
     def _on_thread(self, what: str) -> None:
         if threading.get_ident() != self.endpoint.thread:
-            raise _model_exception(f"{what}: custom metrics can be created and read only from the thread that runs "
-                                   "initialize(), execute() and finalize(); other threads may update them")
+            raise _model_exception(f"{what}: a MetricFamily can be created and a value() read only from the thread "
+                                   "that runs initialize(), execute() and finalize(); other threads may update "
+                                   "metrics")
 
     # ---- calls of the model ----------------------------------------------------------------------
     def new_family(self, name: str, description: str, kind: int) -> int:

@@ -156,6 +156,14 @@ def test_other_threads_update_but_do_not_send(endpoint):
     assert kinds(endpoint.sent[0]) == ["ADD"]
 
 
+def test_a_histogram_with_no_bounds_counts_everything_in_inf(endpoint):
+    histogram = pb_utils.MetricFamily("h", "", pb_utils.MetricFamily.HISTOGRAM).Metric(buckets=[])
+    endpoint.sent.clear()
+    histogram.observe(3)
+    pb_metrics.flush()
+    assert list(endpoint.sent[0][0].bucket_counts) == [1]
+
+
 def test_outside_a_server():
     with pytest.raises(pb_utils.TritonModelException, match="only by a model that a pytriton server runs"):
         pb_utils.MetricFamily("c", "", pb_utils.MetricFamily.COUNTER)
