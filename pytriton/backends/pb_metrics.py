@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -64,8 +65,9 @@ class _Pending:
 class MetricsClient:
     """The worker's side of custom metrics: handles, the gathered updates, and the messages to the server."""
 
-    def __init__(self, endpoint: Any, alive: Callable[[], bool], poll_ms: int):
+    def __init__(self, endpoint: Any, alive: Callable[[], bool], poll_ms: int, instance: str = ""):
         self.endpoint = endpoint
+        self.instance = instance  # Triton's instance name, in the wording of the errors the server side gives
         self.alive = alive
         self.poll_ms = poll_ms
         self._lock = threading.RLock()  # (an object dropped by the garbage collector releases itself under it)
@@ -73,6 +75,11 @@ class MetricsClient:
         self._ops: list[Any] = []  # creations and releases, in order, before the updates
         self._pending: dict[int, _Pending] = {}
         self._buckets: dict[int, list[float]] = {}
+
+    def refusal(self, what: str, reason: str) -> Exception:
+        """An error Triton's parent process gives (the checks made here are made there in Triton), in its words."""
+        return _model_exception(f"{what}: Failed to process the request for model '{self.instance}', message: "
+                                f"{reason}")
 
     def _next_handle(self) -> int:
         self._handles += 1
@@ -93,7 +100,7 @@ class MetricsClient:
                                       metric_kind=kind))
         answer = self._call()
         if answer.error:
-            raise _model_exception(f"Error when creating MetricFamily: {answer.error}")
+            raise self.refusal("Error when creating MetricFamily", answer.error)
         return handle
 
     def new_metric(self, family: int, labels: dict[str, str], buckets: list[float] | None) -> int:
@@ -145,7 +152,7 @@ class MetricsClient:
             self._ops.append(MetricOp(kind=MetricOp.VALUE, handle=handle))
         answer = self._call()
         if answer.error:
-            raise _model_exception(f"Failed to get metric value: {answer.error}")
+            raise self.refusal("Failed to get metric value", answer.error)
         return float(answer.metric_value)
 
     # ---- transport ---------------------------------------------------------------------------
@@ -231,7 +238,8 @@ def flush() -> None:
 class MetricFamily:
     """A family of metrics of one kind: `MetricFamily(name, description, kind)`, then `family.Metric(labels=...)`.
 
-    Families are server-wide: another model (or instance) that creates the same name and kind shares it."""
+    Families are server-wide: another model (or instance) that creates the same name and kind shares it. As in Triton,
+    a family must outlive its metrics: once it is dropped, they are deleted and using them raises."""
 
     COUNTER = MetricKind.COUNTER
     GAUGE = MetricKind.GAUGE
@@ -248,12 +256,15 @@ class MetricFamily:
         client = _current()
         self._name = name
         self._kind = MetricKind(kind)
+        self._metrics: weakref.WeakSet[Metric] = weakref.WeakSet()
         self._handle = client.new_family(name, description, int(kind))
         self._client = client
 
     def Metric(self, labels: dict[str, str] | None = None, buckets: list[float] | None = None) -> Metric:  # noqa: N802
         """A metric of this family with these labels (the same labels: the same metric); a histogram's needs
         `buckets`, its upper bounds in increasing order."""
+        client = self._client
+        assert client is not None
         if labels is not None and not isinstance(labels, dict):
             raise _model_exception("Failed to create metric. Labels must be a dictionary.")
         if buckets is not None:
@@ -263,35 +274,33 @@ class MetricFamily:
                 raise _model_exception("Failed to create metric. Unexpected buckets found.")
             bounds = [_number(b, "Metric") for b in buckets]
             if any(b <= a for a, b in zip(bounds, bounds[1:])):
-                raise _model_exception("Error when creating Metric: Bucket Boundaries must be strictly sorted")
+                raise client.refusal("Error when creating Metric", "Bucket Boundaries must be strictly sorted")
         elif self._kind == MetricKind.HISTOGRAM:
             raise _model_exception("Failed to create metric. Missing required buckets.")
         else:
             bounds = None
-        checked = _check_labels(labels or {}, self._kind)
-        assert self._client is not None
-        return Metric(self, self._client.new_metric(self._handle, checked, bounds))
+        checked: dict[str, str] = {}
+        for key, value in (labels or {}).items():
+            if not isinstance(key, str) or not _valid_label_name(key, self._kind):
+                raise client.refusal("Error when creating Metric", "Invalid label name")
+            if not isinstance(value, str):
+                raise client.refusal("Error when creating Metric",
+                                     f"the value of label '{key}' must be a string, got {type(value).__name__}")
+            checked[key] = value
+        metric = Metric(self, client.new_metric(self._handle, checked, bounds))
+        self._metrics.add(metric)
+        return metric
 
     def __del__(self) -> None:
         mine: MetricsClient | None = getattr(self, "_client", None)
         if mine is None or mine is not _client:  # (not once its worker has ended)
             return
         try:
+            for metric in list(self._metrics):  # (as Triton clears them: they cannot be used any more)
+                metric._clear()
             mine.release(self._handle, metric=False)
         except Exception:  # noqa: BLE001 - (interpreter shutdown)
             pass
-
-
-def _check_labels(labels: dict[Any, Any], kind: MetricKind) -> dict[str, str]:
-    checked: dict[str, str] = {}
-    for key, value in labels.items():
-        if not isinstance(key, str) or not _valid_label_name(key, kind):
-            raise _model_exception("Error when creating Metric: Invalid label name")
-        if not isinstance(value, str):
-            raise _model_exception(f"Error when creating Metric: the value of label '{key}' must be a string, got "
-                                   f"{type(value).__name__}")
-        checked[key] = value
-    return checked
 
 
 def _valid_label_name(name: str, kind: int) -> bool:
@@ -301,55 +310,58 @@ def _valid_label_name(name: str, kind: int) -> bool:
             and all(c.isascii() and (c.isalnum() or c == "_") for c in name))
 
 
+_CLEARED = ("Invalid metric operation as the corresponding 'MetricFamily' has been deleted. The 'MetricFamily' object "
+            "should be deleted AFTER its corresponding 'Metric' objects have been deleted.")
+
+
 class Metric:
     """One metric of a family (one set of labels): `increment`, `set`, `observe`, `value`, as its kind allows."""
 
     def __init__(self, family: MetricFamily, handle: int):
-        self._family = family  # (kept alive while its metrics are)
         self._handle = handle
         self._kind = family._kind
         self._client = family._client
+        self._cleared = False
 
-    def _refuse(self, what: str, op: str) -> Exception:
-        return _model_exception(f"Failed to {what}: {_KIND_NAME[self._kind]} does not support {op}")
+    def _clear(self) -> None:
+        if not self._cleared:
+            self._cleared = True
+            client = self._client
+            if client is not None and client is _client:
+                client.release(self._handle, metric=True)
+
+    def _check(self, what: str, op: str, allowed: bool) -> MetricsClient:
+        if self._cleared:
+            raise _model_exception(f"Failed to {what}: {_CLEARED}")
+        client = self._client
+        assert client is not None
+        if not allowed:
+            raise client.refusal(f"Failed to {what}", f"{_KIND_NAME[self._kind]} does not support {op}")
+        return client
 
     def increment(self, value: float) -> None:
         amount = _number(value, "increment")
-        if self._kind == MetricKind.HISTOGRAM:
-            raise self._refuse("increment metric value", "Increment")
+        client = self._check("increment metric value", "Increment", self._kind != MetricKind.HISTOGRAM)
         if self._kind == MetricKind.COUNTER and amount < 0:
-            raise _model_exception("Failed to increment metric value: TRITONSERVER_METRIC_KIND_COUNTER can only be "
-                                   "incremented monotonically by non-negative values.")
-        assert self._client is not None
-        self._client.add(self._handle, amount)
+            raise client.refusal("Failed to increment metric value", "TRITONSERVER_METRIC_KIND_COUNTER can only be "
+                                 "incremented monotonically by non-negative values.")
+        client.add(self._handle, amount)
 
     def set(self, value: float) -> None:
         number = _number(value, "set")
-        if self._kind != MetricKind.GAUGE:
-            raise self._refuse("set metric value", "Set")
-        assert self._client is not None
-        self._client.set(self._handle, number)
+        self._check("set metric value", "Set", self._kind == MetricKind.GAUGE).set(self._handle, number)
 
     def observe(self, value: float) -> None:
         number = _number(value, "observe")
-        if self._kind != MetricKind.HISTOGRAM:
-            raise self._refuse("observe metric value", "Observe")
-        assert self._client is not None
-        self._client.observe(self._handle, number)
+        self._check("observe metric value", "Observe", self._kind == MetricKind.HISTOGRAM).observe(self._handle, number)
 
     def value(self) -> float:
         """The current value, as the server holds it (every instance that shares this metric adds to it)."""
-        if self._kind == MetricKind.HISTOGRAM:
-            raise self._refuse("get metric value", "Value")
-        assert self._client is not None
-        return self._client.value(self._handle)
+        return self._check("get metric value", "Value", self._kind != MetricKind.HISTOGRAM).value(self._handle)
 
     def __del__(self) -> None:
-        mine: MetricsClient | None = getattr(self, "_client", None)
-        if mine is None or mine is not _client:  # (not once its worker has ended)
-            return
         try:
-            mine.release(self._handle, metric=True)
+            self._clear()
         except Exception:  # noqa: BLE001 - (interpreter shutdown)
             pass
 

@@ -27,7 +27,7 @@ from pytriton.backends.callable_backend import (
     inject_triton_context,
     load_callable,
 )
-from pytriton.backends.python_model import PythonModelBackend, is_python_model_target
+from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -108,7 +108,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         try:
             if infer_func is None and is_python_model_target(spec.callable):
                 what = f"model '{config.model_name}' version {config.model_version}"
-                pb_metrics._client = pb_metrics.MetricsClient(endpoint, alive, poll_ms)  # (usable in initialize)
+                pb_metrics._client = pb_metrics.MetricsClient(  # (usable in initialize)
+                    endpoint, alive, poll_ms, instance_name(config, spec.instance))
                 endpoint.before_result = pb_metrics.flush
                 backend = PythonModelBackend(str(spec.callable), config, spec.instance)
             else:

@@ -41,7 +41,7 @@ class FakeEndpoint:
 @pytest.fixture
 def endpoint():
     fake = FakeEndpoint()
-    pb_metrics._client = pb_metrics.MetricsClient(fake, lambda: True, 10)
+    pb_metrics._client = pb_metrics.MetricsClient(fake, lambda: True, 10, "m_0_0")
     yield fake
     pb_metrics._client = None
 
@@ -80,7 +80,8 @@ def test_histogram_observations_go_as_bucket_counts(endpoint):
 
 
 def test_value_sends_what_was_gathered_then_asks(endpoint):
-    counter = pb_utils.MetricFamily("c", "", pb_utils.MetricFamily.COUNTER).Metric()
+    family = pb_utils.MetricFamily("c", "", pb_utils.MetricFamily.COUNTER)
+    counter = family.Metric()
     endpoint.sent.clear()
     counter.increment(2)
     endpoint.answer = (7.0, "")
@@ -91,9 +92,10 @@ def test_value_sends_what_was_gathered_then_asks(endpoint):
 
 def test_a_family_the_server_refuses_raises_with_tritons_prefix(endpoint):
     endpoint.answer = (0.0, "Family name already exists with different type")
-    with pytest.raises(pb_utils.TritonModelException,
-                       match="^Error when creating MetricFamily: Family name already exists with different type$"):
+    with pytest.raises(pb_utils.TritonModelException) as info:
         pb_utils.MetricFamily("c", "", pb_utils.MetricFamily.GAUGE)
+    assert str(info.value) == ("Error when creating MetricFamily: Failed to process the request for model 'm_0_0', "
+                               "message: Family name already exists with different type")
 
 
 @pytest.mark.parametrize(("kind", "call", "message"), [
@@ -107,18 +109,43 @@ def test_a_family_the_server_refuses_raises_with_tritons_prefix(endpoint):
      "Observe"),
 ])
 def test_misuse_of_a_metric(endpoint, kind, call, message):
-    metric = pb_utils.MetricFamily("x", "", getattr(pb_utils.MetricFamily, kind)).Metric()
+    family = pb_utils.MetricFamily("x", "", getattr(pb_utils.MetricFamily, kind))
+    metric = family.Metric()
     with pytest.raises(pb_utils.TritonModelException) as info:
         call(metric)
-    assert str(info.value) == message
+    what, reason = message.split(": ", 1)
+    assert str(info.value) == f"{what}: Failed to process the request for model 'm_0_0', message: {reason}"
 
 
 def test_gauge_may_go_down(endpoint):
-    gauge = pb_utils.MetricFamily("g", "", pb_utils.MetricFamily.GAUGE).Metric()
+    family = pb_utils.MetricFamily("g", "", pb_utils.MetricFamily.GAUGE)
+    gauge = family.Metric()
     gauge.increment(-2)
     endpoint.sent.clear()
     pb_metrics.flush()
     assert endpoint.sent[0][0].value == -2
+
+
+def test_a_dropped_family_deletes_its_metrics_as_in_triton(endpoint):
+    family = pb_utils.MetricFamily("c", "", pb_utils.MetricFamily.COUNTER)
+    metric = family.Metric()
+    metric.increment(2)
+    endpoint.sent.clear()
+    del family
+    gc.collect()
+    with pytest.raises(pb_utils.TritonModelException) as info:
+        metric.increment(1)
+    assert str(info.value) == (
+        "Failed to increment metric value: Invalid metric operation as the corresponding 'MetricFamily' has been "
+        "deleted. The 'MetricFamily' object should be deleted AFTER its corresponding 'Metric' objects have been "
+        "deleted.")
+    pb_metrics.flush()
+    (ops,) = endpoint.sent
+    assert kinds(ops) == ["ADD", "METRIC_DELETE", "FAMILY_DELETE"]
+    del metric
+    gc.collect()
+    pb_metrics.flush()
+    assert len(endpoint.sent) == 1  # (deleted once)
 
 
 def test_dropped_objects_are_released_after_their_updates(endpoint):
@@ -126,7 +153,9 @@ def test_dropped_objects_are_released_after_their_updates(endpoint):
     metric = family.Metric()
     metric.increment(1)
     endpoint.sent.clear()
-    del metric, family
+    del metric
+    gc.collect()
+    del family
     gc.collect()
     pb_metrics.flush()
     (ops,) = endpoint.sent
@@ -157,7 +186,8 @@ def test_other_threads_update_but_do_not_send(endpoint):
 
 
 def test_a_histogram_with_no_bounds_counts_everything_in_inf(endpoint):
-    histogram = pb_utils.MetricFamily("h", "", pb_utils.MetricFamily.HISTOGRAM).Metric(buckets=[])
+    family = pb_utils.MetricFamily("h", "", pb_utils.MetricFamily.HISTOGRAM)
+    histogram = family.Metric(buckets=[])
     endpoint.sent.clear()
     histogram.observe(3)
     pb_metrics.flush()

@@ -47,10 +47,11 @@ class TritonPythonModel:
         family = pb_utils.MetricFamily
         self.request_family = family("metered_requests_total", "Requests seen by metered", family.COUNTER)
         self.requests = self.request_family.Metric(labels=LABELS)
-        self.elements = family("metered_elements_total", "Input elements seen by metered", family.COUNTER).Metric(
-            labels={"model": "metered"})
-        self.last_sum = family("metered_last_sum", "Sum of the last input of metered", family.GAUGE).Metric(
-            labels={"model": "metered"})
+        # (a family must outlive its metrics: as in Triton, dropping it invalidates them)
+        self.element_family = family("metered_elements_total", "Input elements seen by metered", family.COUNTER)
+        self.elements = self.element_family.Metric(labels={"model": "metered"})
+        self.sum_family = family("metered_last_sum", "Sum of the last input of metered", family.GAUGE)
+        self.last_sum = self.sum_family.Metric(labels={"model": "metered"})
         self.value_family = family("metered_values", "Input values of metered", family.HISTOGRAM)
         self.values = self.value_family.Metric(labels={"model": "metered"}, buckets=[1.0, 2.5, 10.0])
 
