@@ -12,7 +12,9 @@ all of its own.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import itertools
 import logging
 import threading
 import weakref
@@ -201,7 +203,7 @@ class MetricsClient:
             message.metric_ops.extend(ops)
             try:
                 self.endpoint.send_upstream(message)
-            except Exception:  # noqa: BLE001 - metrics must not fail the result they go before
+            except Exception:  # metrics must not fail the result they go before
                 logger.warning("could not send custom metric updates", exc_info=True)
 
     def _call(self) -> Any:
@@ -260,7 +262,7 @@ class MetricFamily:
         self._handle = client.new_family(name, description, int(kind))
         self._client = client
 
-    def Metric(self, labels: dict[str, str] | None = None, buckets: list[float] | None = None) -> Metric:  # noqa: N802
+    def Metric(self, labels: dict[str, str] | None = None, buckets: list[float] | None = None) -> Metric:
         """A metric of this family with these labels (the same labels: the same metric); a histogram's needs
         `buckets`, its upper bounds in increasing order."""
         client = self._client
@@ -273,7 +275,7 @@ class MetricFamily:
             if self._kind != MetricKind.HISTOGRAM:
                 raise _model_exception("Failed to create metric. Unexpected buckets found.")
             bounds = [_number(b, "Metric") for b in buckets]
-            if any(b <= a for a, b in zip(bounds, bounds[1:])):
+            if any(b <= a for a, b in itertools.pairwise(bounds)):
                 raise client.refusal("Error when creating Metric", "Bucket Boundaries must be strictly sorted")
         elif self._kind == MetricKind.HISTOGRAM:
             raise _model_exception("Failed to create metric. Missing required buckets.")
@@ -295,12 +297,10 @@ class MetricFamily:
         mine: MetricsClient | None = getattr(self, "_client", None)
         if mine is None or mine is not _client:  # (not once its worker has ended)
             return
-        try:
+        with contextlib.suppress(Exception):  # (interpreter shutdown)
             for metric in list(self._metrics):  # (as Triton clears them: they cannot be used any more)
                 metric._clear()
             mine.release(self._handle, metric=False)
-        except Exception:  # noqa: BLE001 - (interpreter shutdown)
-            pass
 
 
 def _valid_label_name(name: str, kind: int) -> bool:
@@ -360,10 +360,8 @@ class Metric:
         return self._check("get metric value", "Value", self._kind != MetricKind.HISTOGRAM).value(self._handle)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # (interpreter shutdown)
             self._clear()
-        except Exception:  # noqa: BLE001 - (interpreter shutdown)
-            pass
 
 
 __all__ = ["Metric", "MetricFamily", "MetricKind", "MetricsClient", "flush"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -108,7 +109,7 @@ class CustomMetrics:
         metric = family.metrics.get(key)
         if metric is None:
             bounds = tuple(float(b) for b in buckets) if family.kind == HISTOGRAM else ()
-            if any(b <= a for a, b in zip(bounds, bounds[1:])):
+            if any(b <= a for a, b in itertools.pairwise(bounds)):
                 raise CustomMetricError("Bucket Boundaries must be strictly sorted")
             metric = CustomMetric(family, key, bounds, bucket_counts=[0] * (len(bounds) + 1))
             family.metrics[key] = metric

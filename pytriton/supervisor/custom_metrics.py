@@ -8,7 +8,7 @@ A worker names its families and metrics by handles of its own; what a worker hol
 from __future__ import annotations
 
 import logging
-from typing import Any, Union
+from typing import Any
 
 from pytriton.core.custom_metrics import CustomMetric, CustomMetricError, CustomMetricFamily, CustomMetrics
 from pytriton.proxy.messages import MetricOp
@@ -16,7 +16,6 @@ from pytriton.proxy.router import ProxyRouter, WorkerLink
 
 logger = logging.getLogger("pytriton.supervisor")
 
-_Held = Union[CustomMetricFamily, CustomMetric]
 _KIND_NAME = ("TRITONSERVER_METRIC_KIND_COUNTER", "TRITONSERVER_METRIC_KIND_GAUGE", "TRITONSERVER_METRIC_KIND_HISTOGRAM")
 
 
@@ -26,7 +25,7 @@ class CustomMetricsBridge:
     def __init__(self, router: ProxyRouter, store: CustomMetrics):
         self.router = router
         self.store = store
-        self._held: dict[WorkerLink, dict[int, _Held]] = {}
+        self._held: dict[WorkerLink, dict[int, CustomMetricFamily | CustomMetric]] = {}
         router.on_metrics = self._on_metrics
         previous = router.on_link_dropped
 
@@ -52,7 +51,7 @@ class CustomMetricsBridge:
         if message.id:  # (the answer is about its last op)
             self.router.send_metrics_answer(link, message.id, value, error)
 
-    def _apply(self, held: dict[int, _Held], op: Any) -> float:
+    def _apply(self, held: dict[int, CustomMetricFamily | CustomMetric], op: Any) -> float:
         kind = op.kind
         if kind == MetricOp.FAMILY_NEW:
             held[op.handle] = self.store.new_family(op.name, op.description, op.metric_kind)
@@ -77,7 +76,7 @@ class CustomMetricsBridge:
                 return metric.value
         return 0.0
 
-    def _release(self, item: _Held) -> None:
+    def _release(self, item: CustomMetricFamily | CustomMetric) -> None:
         if isinstance(item, CustomMetric):
             self.store.release_metric(item)
         else:

@@ -99,14 +99,13 @@ def test_a_family_the_server_refuses_raises_with_tritons_prefix(endpoint):
 
 
 @pytest.mark.parametrize(("kind", "call", "message"), [
-    ("COUNTER", lambda m: m.increment(-1), "Failed to increment metric value: TRITONSERVER_METRIC_KIND_COUNTER can "
-     "only be incremented monotonically by non-negative values."),
-    ("COUNTER", lambda m: m.set(1), "Failed to set metric value: TRITONSERVER_METRIC_KIND_COUNTER does not support "
-     "Set"),
-    ("COUNTER", lambda m: m.observe(1), "Failed to observe metric value: TRITONSERVER_METRIC_KIND_COUNTER does not "
-     "support Observe"),
-    ("GAUGE", lambda m: m.observe(1), "Failed to observe metric value: TRITONSERVER_METRIC_KIND_GAUGE does not support "
-     "Observe"),
+    ("COUNTER", lambda m: m.increment(-1), ("Failed to increment metric value: TRITONSERVER_METRIC_KIND_COUNTER can "
+                                            "only be incremented monotonically by non-negative values.")),
+    ("COUNTER", lambda m: m.set(1), "Failed to set metric value: TRITONSERVER_METRIC_KIND_COUNTER does not support Set"),
+    ("COUNTER", lambda m: m.observe(1), ("Failed to observe metric value: TRITONSERVER_METRIC_KIND_COUNTER does not "
+                                         "support Observe")),
+    ("GAUGE", lambda m: m.observe(1), ("Failed to observe metric value: TRITONSERVER_METRIC_KIND_GAUGE does not "
+                                       "support Observe")),
 ])
 def test_misuse_of_a_metric(endpoint, kind, call, message):
     family = pb_utils.MetricFamily("x", "", getattr(pb_utils.MetricFamily, kind))

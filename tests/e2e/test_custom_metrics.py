@@ -112,8 +112,8 @@ def _sample(lines: list[str], head: str) -> str:
 
 # The checks that Triton makes in its parent process: (what failed, why); the error names the instance in between.
 REFUSALS = {
-    "negative_increment": ("Failed to increment metric value", "TRITONSERVER_METRIC_KIND_COUNTER can only be "
-                           "incremented monotonically by non-negative values."),
+    "negative_increment": ("Failed to increment metric value", ("TRITONSERVER_METRIC_KIND_COUNTER can only be "
+                                                                "incremented monotonically by non-negative values.")),
     "set_counter": ("Failed to set metric value", "TRITONSERVER_METRIC_KIND_COUNTER does not support Set"),
     "observe_gauge": ("Failed to observe metric value", "TRITONSERVER_METRIC_KIND_GAUGE does not support Observe"),
     "increment_histogram": ("Failed to increment metric value",
