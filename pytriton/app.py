@@ -117,6 +117,7 @@ class Server:
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             host.serve_bls(core.infer, core.infer_stream)  # models' own requests (pb_utils BLS)
+            host.serve_custom_metrics(core.custom_metrics)  # models' pb_utils.MetricFamily
             self.tracer.attach(_trace_sink(self.trace_config, self.trace_settings),
                                always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()

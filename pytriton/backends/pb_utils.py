@@ -3,7 +3,7 @@ responses, errors and helpers such a `model.py` uses, as Triton's python_backend
 
 Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS requests
 (`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`); `ModelConfig`, the auto-complete helper, is
-in `pb_autocomplete.py`. Custom metrics are not supported yet: using them raises an error naming the feature.
+in `pb_autocomplete.py`; custom metrics (`MetricFamily`) live in `pb_metrics.py`.
 """
 
 from __future__ import annotations
@@ -297,15 +297,4 @@ def triton_string_to_numpy(triton_type_string: str) -> Any:
     return np.object_ if datatype == "BYTES" else TRITON_TO_NUMPY[datatype].type
 
 
-class MetricFamily:
-    """Custom metrics: not supported yet."""
-
-    COUNTER = 0
-    GAUGE = 1
-    HISTOGRAM = 2
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise _not_supported("custom metrics (pb_utils.MetricFamily)")
-
-
-
+from pytriton.backends.pb_metrics import Metric, MetricFamily, MetricKind  # noqa: E402,F401  (custom metrics)

@@ -53,6 +53,13 @@ def _import_model_file(path: str, model_name: str, version: str) -> Any:
     return exec_file_module(path, f"_pytriton_repository_model_{model_name}_{version}")
 
 
+def instance_name(config: TritonModelConfig, instance: int) -> str:
+    """Triton's name of a model instance (`args["model_instance_name"]`, and in the wording of some errors)."""
+    gpu = config.gpus[instance // config.instance_count] if config.gpus else None
+    return (f"{config.model_name}_{gpu}_{instance % config.instance_count}" if gpu is not None
+            else f"{config.model_name}_0_{instance}")
+
+
 class PythonModelBackend(CallableBackend):
     """A `TritonPythonModel` instance as the worker loop's backend: requests become `pb_utils.InferenceRequest`s, its
     `InferenceResponse`s become outputs (or per-request errors)."""
@@ -71,8 +78,7 @@ class PythonModelBackend(CallableBackend):
         self.args = {
             "model_config": json.dumps(config.to_triton_dict()),
             "model_instance_kind": "GPU" if gpu is not None else "CPU",
-            "model_instance_name": (f"{config.model_name}_{gpu}_{instance % config.instance_count}" if gpu is not None
-                                    else f"{config.model_name}_0_{instance}"),
+            "model_instance_name": instance_name(config, instance),
             "model_instance_device_id": str(gpu if gpu is not None else 0),
             "model_repository": model_dir,
             "model_version": version,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pytriton.backends import pb_utils
+from pytriton.backends import pb_metrics, pb_utils
 from pytriton.backends._error_log import CallableErrorLog
 from pytriton.backends.bls import BlsClient
 from pytriton.backends.callable_backend import (
@@ -27,7 +27,7 @@ from pytriton.backends.callable_backend import (
     inject_triton_context,
     load_callable,
 )
-from pytriton.backends.python_model import PythonModelBackend, is_python_model_target
+from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -109,6 +109,9 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if infer_func is None and is_python_model_target(spec.callable):
                 what = f"model '{config.model_name}' version {config.model_version}"
                 pb_utils._bls_client = BlsClient(endpoint, config, alive, poll_ms)  # (initialize() may use BLS)
+                pb_metrics._client = pb_metrics.MetricsClient(  # (usable in initialize)
+                    endpoint, alive, poll_ms, instance_name(config, spec.instance))
+                endpoint.before_result = pb_metrics.flush
                 backend = PythonModelBackend(str(spec.callable), config, spec.instance)
             else:
                 if infer_func is not None:
@@ -139,6 +142,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         while True:
             received = endpoint.receive(poll_ms)
             if received is None:
+                pb_metrics.flush()  # updates made by the model's other threads meanwhile
                 if stop is not None and stop.is_set():
                     return 0
                 idle_polls += 1
@@ -168,6 +172,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if isinstance(backend, PythonModelBackend):
                 backend.close()  # the model's finalize()
         finally:
+            pb_metrics.flush()  # (what finalize() updated, and the releases of what it dropped)
+            pb_metrics._client = None
             endpoint.close()
 
 

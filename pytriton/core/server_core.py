@@ -14,6 +14,7 @@ import time
 from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
+from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
@@ -57,6 +58,7 @@ class ServerCore:
     ):
         self.registry = ModelRegistry()
         self.metrics = metrics or MetricsSettings()
+        self.custom_metrics = CustomMetrics()  # Python-backend models' pb_utils.MetricFamily values
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.pipeline_depth = pipeline_depth

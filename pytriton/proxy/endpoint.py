@@ -108,6 +108,7 @@ class WorkerEndpoint(BlsEndpoint):
         self._reader: int | None = None  # the thread that watches the socket now (without the lock)
         self._fd = int(self._socket.getsockopt(zmq.FD))
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wakes the reader: something came
+        self.before_result: Callable[[], None] | None = None  # runs first in send_result (custom metrics' updates)
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -407,6 +408,8 @@ class WorkerEndpoint(BlsEndpoint):
         Linux: the server places trace timestamps with it). Returns the bytes of the outputs that the server now holds (frames and arena
         slots; not those written into client regions).
         """
+        if self.before_result is not None:
+            self.before_result()
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
         message.compute_start_ns = started_ns

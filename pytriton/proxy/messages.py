@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from pytriton.proxy._generated.worker_pb2 import (  # noqa: F401  (re-exported)
+    MetricOp,
     Param,
     RequestItem,
     ResponseItem,

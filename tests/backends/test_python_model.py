@@ -160,14 +160,6 @@ def test_sender_refuses_after_final_and_non_decoupled_has_none():
         received.get_response_sender()
 
 
-@pytest.mark.parametrize("use, feature", [
-    (lambda: pb_utils.MetricFamily(name="m", description="d", kind=pb_utils.MetricFamily.COUNTER), "custom metrics"),
-])
-def test_features_not_supported_yet_say_so(use, feature):
-    with pytest.raises(NotImplementedError, match=f"{feature}.* is not supported by pytriton yet"):
-        use()
-
-
 def test_bls_outside_a_served_worker_says_why():
     request = pb_utils.InferenceRequest(model_name="other", inputs=[], requested_output_names=[])
     with pytest.raises(pb_utils.TritonModelException, match="only by a model that a pytriton server runs"):
