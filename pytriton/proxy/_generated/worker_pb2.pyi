@@ -19,7 +19,7 @@ class Param(_message.Message):
     double_value: float
     string_value: str
     uint_value: int
-    def __init__(self, bool_value: bool = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
+    def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
 
 class TensorRef(_message.Message):
     __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device")
@@ -124,10 +124,10 @@ class ServerToWorker(_message.Message):
     error_code: int
     final: bool
     cancel_items: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: bool = ..., cancel_items: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ..., cancel_items: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
-    __slots__ = ("outputs", "error", "parameters")
+    __slots__ = ("outputs", "error", "parameters", "absent", "final")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -138,10 +138,14 @@ class ResponseItem(_message.Message):
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    ABSENT_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     outputs: _containers.RepeatedCompositeFieldContainer[TensorRef]
     error: str
     parameters: _containers.MessageMap[str, Param]
-    def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ...) -> None: ...
+    absent: bool
+    final: bool
+    def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., absent: _Optional[bool] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
     __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us")
@@ -197,4 +201,4 @@ class WorkerToServer(_message.Message):
     decoupled: bool
     freed: _containers.RepeatedScalarFieldContainer[int]
     timeout_us: int
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: bool = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: bool = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: _Optional[bool] = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ...) -> None: ...
