@@ -86,20 +86,16 @@ class _Execution:
             for job, result in zip(self.jobs, results):
                 job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
             return
-        paced = False  # the slowest reader may have changed: the instance hears it now, not at the next read
         for index, (job, result) in enumerate(zip(self.jobs, results)):
             last = final or (finals is not None and finals[index])
             if result is NO_RESULT:
                 if last:
                     job.deliver(Delivery(None, stats, self.started_ns - job.enqueued_ns, True))
-                    paced = True
                 elif job.state != DONE:
                     job.taken += 1  # nothing for this caller in this message: as good as taken
-                    paced = True
                 continue
-            paced = paced or (last and job.state != DONE)
             job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, last))
-        if paced and not final:
+        if not final:  # what was skipped counts as taken and finished callers read no more: the slowest may be ahead
             self.consumed()
 
     def fail(self, error: BaseException) -> None:
