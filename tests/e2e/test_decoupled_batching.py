@@ -65,8 +65,8 @@ class Stream:
 
 def pending(server) -> float:
     text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
-    return sum(float(v) for v in re.findall(r'^nv_inference_pending_request_count\{model="batched_stream"[^}]*\} (\S+)$',
-                                            text, re.M))
+    pattern = r'^nv_inference_pending_request_count\{model="batched_stream"[^}]*\} (\S+)$'
+    return sum(float(v) for v in re.findall(pattern, text, re.M))
 
 
 def model_stats(server) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """Thousands of random interleavings of submissions, replies (a stream's requests answered in step, or each on its
-own with its own last result), caller cancellations, instance deaths and execution timeouts: afterwards no instance room, result buffer or request resource is lost, and none is freed twice; a stream
-never runs further ahead of its slowest reader than its window, and readers that read always give it credit back."""
+own with its own last result), caller cancellations, instance deaths and execution timeouts: afterwards no instance
+room, result buffer or request resource is lost, and none is freed twice; a stream never runs further ahead of its
+slowest reader than its window, and readers that read always give it credit back."""
 
 from __future__ import annotations
 
