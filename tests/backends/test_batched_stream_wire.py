@@ -122,3 +122,12 @@ def test_each_request_of_a_batch_is_answered_on_its_own_within_the_window(tmp_pa
             assert list(our_segments(tag)) == []
 
     asyncio.run(main())
+
+
+def test_a_request_that_could_not_run_hears_its_error_once_in_a_stream() -> None:
+    """(Its client region was gone.) In the first message its error, final; in the stream's later ones nothing."""
+    first = worker._with_failed(["", "region gone", ""], ["r0", "r2"], [False, True])
+    assert first == (["r0", ([], "region gone", {}), "r2"], [False, True, True])
+    later = worker._with_failed(["", "region gone", ""], ["r0", "r2"], None, later=True)
+    assert later == (["r0", None, "r2"], [False, False, False])
+    assert worker._with_failed(["", ""], ["r0", "r1"]) == (["r0", "r1"], None)
