@@ -13,13 +13,19 @@ import json
 import os
 import queue
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
 
 from pytriton.backends import pb_utils
-from pytriton.backends.callable_backend import CallableBackend, CheckedResponse, InferenceCallableError, _shape_matches
+from pytriton.backends.callable_backend import (
+    CallableBackend,
+    CheckedResponse,
+    InferenceCallableError,
+    StreamStep,
+    _shape_matches,
+)
 from pytriton.backends.target import exec_file_module
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -124,29 +130,52 @@ class PythonModelBackend(CallableBackend):
                                          f"{len(requests)} requests")
         return list(responses)
 
-    def _stream(self, requests: list[Request]) -> Generator[list[Any], None, None]:
-        """A decoupled model: each response a sender sends (during `execute` or later, from any thread) is yielded
-        as it comes, until every request's sender has sent the final flag."""
+    def _stream(self, requests: list[Request]) -> Generator[StreamStep, None, None]:
+        """A decoupled model: what the senders send (during `execute` or later, from any thread) is yielded as it
+        comes, until every request's sender has sent the final flag. Each request is answered on its own: a step holds
+        at most one response per request, those of several requests when they were sent at once."""
         name = self.config.model_name
-        if len(requests) != 1:
-            raise InferenceCallableError(f"decoupled model '{name}' got {len(requests)} requests in one execution")
+        count = len(requests)
         sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int]] = queue.SimpleQueue()
         senders: list[pb_utils.InferenceResponseSender | None] = [
             pb_utils.InferenceResponseSender(i, lambda index, response, flags: sent.put((index, response, flags)))
-            for i in range(len(requests))]
+            for i in range(count)]
         result = self.model.execute(self._requests(requests, senders))
         if result is not None:
             raise InferenceCallableError(f"execute() of decoupled model '{name}' must return None (its responses go "
                                          f"through the response sender), got {type(result).__name__}")
-        while True:
-            _, response, flags = sent.get()
-            if response is not None:
-                yield [response]
-            if flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL:
-                return
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        unfinished = count
+        carried: tuple[int, pb_utils.InferenceResponse | None, int] | None = None  # (the next step's first)
+        while unfinished:
+            item = carried if carried is not None else sent.get()
+            carried = None
+            step = StreamStep([None] * count, [False] * count)
+            filled: set[int] = set()
+            while True:
+                index, response, flags = item
+                if response is not None or flags & final:
+                    if index in filled:  # a request's second send of the moment: in the next step
+                        carried = item
+                        break
+                    filled.add(index)
+                    step.responses[index] = response
+                    if flags & final:
+                        step.finals[index] = True
+                        unfinished -= 1
+                try:
+                    item = sent.get_nowait()
+                except queue.Empty:
+                    break
+            if filled:
+                yield step
 
-    def check_outputs(self, requests: list[Request], responses: Any) -> list[CheckedResponse]:
-        """Each `InferenceResponse` as (outputs, error, parameters): an error fails only its own request."""
+    def check_outputs(self, requests: list[Request], responses: Any) -> Sequence[CheckedResponse | None]:
+        """Each `InferenceResponse` as (outputs, error, parameters): an error fails only its own request (a stream's
+        step: None for a request it brings nothing to)."""
+        if isinstance(responses, StreamStep):
+            return [None if response is None else self._check(request, response)
+                    for request, response in zip(requests, responses.responses)]
         return [self._check(request, response) for request, response in zip(requests, responses)]
 
     def _check(self, request: Request, response: Any) -> CheckedResponse:

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytriton.backends import pb_metrics, pb_utils
@@ -24,6 +24,7 @@ from pytriton.backends.bls import BlsClient
 from pytriton.backends.callable_backend import (
     CallableBackend,
     InferenceCallableError,
+    StreamStep,
     inject_triton_context,
     load_callable,
 )
@@ -190,12 +191,24 @@ def _report_end(endpoint: WorkerEndpoint, label: str, exc: BaseException) -> Non
         logger.debug("%s: could not tell the server", label, exc_info=True)
 
 
-def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
-    """The responses of the requests that ran, with the errors of those that could not run in their places."""
+def _with_failed(failed: list[str], responses: Sequence[Any], finals: list[bool] | None = None, later: bool = False
+                 ) -> tuple[list[Any], list[bool] | None]:  # fmt: skip
+    """The responses (and per-request finals) of the requests that ran, with those that could not run in their
+    places: their errors, which are final; in a stream's later messages nothing (None) for them."""
     if not any(failed):
-        return responses
+        return list(responses), finals
     ran = iter(responses)
-    return [([], error, {}) if error else next(ran) for error in failed]
+    ran_finals = iter(finals if finals is not None else [False] * len(responses))
+    merged: list[Any] = []
+    merged_finals: list[bool] = []
+    for error in failed:
+        if error:
+            merged.append(None if later else ([], error, {}))
+            merged_finals.append(not later)
+        else:
+            merged.append(next(ran))
+            merged_finals.append(next(ran_finals))
+    return merged, merged_finals
 
 
 def _execute(
@@ -219,9 +232,10 @@ def _execute(
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
     if not requests:  # each one's client region could not be used
-        endpoint.send_result(message.id, _with_failed(failed, []))
+        endpoint.send_result(message.id, _with_failed(failed, [])[0])
         return
     decoupled = backend.config.decoupled
+    ran_count = len(requests)
     if decoupled:
         endpoint.begin_stream(message)
     t_input = time.perf_counter_ns()
@@ -246,7 +260,8 @@ def _execute(
                 stream.close()
                 endpoint.send_result(message.id, None, error="the request was cancelled")
                 return
-            responses = _with_failed(failed, backend.check_outputs(requests, raw))
+            responses, finals = _with_failed(failed, backend.check_outputs(requests, raw),
+                                             raw.finals if isinstance(raw, StreamStep) else None, later=sent > 0)
             nbytes = endpoint.send_result(
                 message.id,
                 responses,
@@ -255,6 +270,7 @@ def _execute(
                 output_started_ns=t_infer,
                 final=not decoupled,
                 started_ns=start,
+                finals=finals,
             )
             sent += 1
             if decoupled:
@@ -279,8 +295,10 @@ def _execute(
     finally:
         del requests
         endpoint.credit = None
-    if decoupled:
-        endpoint.send_result(message.id, None, final=True)  # the stream is complete
+    if decoupled:  # the stream is complete (requests that could not run hear why, if no message told them yet)
+        unanswered = not sent and any(failed)
+        endpoint.send_result(message.id, _with_failed(failed, [None] * ran_count)[0] if unanswered else None,
+                             final=True)
     elif sent != 1:
         error = InferenceCallableError(f"inference callable of model '{backend.config.model_name}' returned no response")
         errors.report(error, traceback=False)

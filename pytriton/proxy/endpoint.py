@@ -393,15 +393,18 @@ class WorkerEndpoint(BlsEndpoint):
     def _send_result(
         self,
         call_id: int,
-        responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]] | None,
+        responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]] | None] | None,
         output_regions: list[dict[str, Any]] | None = None,
         error: str = "",
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
         final: bool = True,
         started_ns: int = 0,
+        finals: Sequence[bool] | None = None,
     ) -> int:
-        """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
+        """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error. A stream of
+        several requests answers each on its own: None for a request this message brings nothing to, and `finals[i]`
+        on request i's last message.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
         until the outputs are in place; `started_ns` is when the execution began (perf_counter_ns, CLOCK_MONOTONIC on
@@ -416,8 +419,14 @@ class WorkerEndpoint(BlsEndpoint):
         frames: list[Any] = []
         held = 0
         try:
-            for index, (outputs, item_error, parameters) in enumerate(responses or ()):
+            for index, response in enumerate(responses or ()):
                 item = message.responses.add()
+                if finals is not None and finals[index]:
+                    item.final = True
+                if response is None:
+                    item.absent = True
+                    continue
+                outputs, item_error, parameters = response
                 if item_error:
                     item.error = item_error
                     continue

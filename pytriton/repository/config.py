@@ -178,8 +178,6 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     if config.HasField("dynamic_batching"):
         if config.max_batch_size == 0:
             raise where.error("dynamic_batching", "needs max_batch_size > 0")
-        if decoupled:
-            raise where.error("dynamic_batching", "dynamic batching of decoupled models is not supported yet")
         batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
     count, selected = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)

@@ -22,7 +22,7 @@ from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, sp
 from pytriton.proxy.messages import RequestData, TensorData, params_from_proto, sequence_fields
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
-from pytriton.scheduler.job import ExecutionStats
+from pytriton.scheduler.job import NO_RESULT, ExecutionStats
 
 logger = logging.getLogger("pytriton.supervisor")
 
@@ -52,11 +52,15 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
                        correlation_id, flags)
 
 
-def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[ExecutionOutput | None]:
-    """One ExecutionOutput per response of a RESULT message; each releases its own arena slots."""
-    results: list[ExecutionOutput | None] = []
+def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Any]:
+    """One ExecutionOutput per response of a RESULT message (NO_RESULT for a request it brings nothing to); each
+    releases its own arena slots."""
+    results: list[Any] = []
     segments = link.segments
     for item in message.responses:
+        if item.absent:
+            results.append(NO_RESULT)
+            continue
         if item.error:
             results.append(ExecutionOutput(error=item.error))
             continue
@@ -132,7 +136,9 @@ class _WorkerCall:
             link.release(response_slots(message))
             self.sink.fail(unavailable(f"cannot read the answer of model instance '{link.label}': {exc}"))
             return
-        self.sink.deliver(results, stats, bool(message.final))
+        # A stream of several requests answers each on its own: the last item of each says so.
+        finals = [item.final for item in message.responses]
+        self.sink.deliver(results, stats, bool(message.final), finals if any(finals) else None)
 
     def on_gone(self, reason: str) -> None:
         self.sink.fail(unavailable(reason))

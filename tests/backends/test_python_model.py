@@ -146,8 +146,42 @@ def test_a_reshaped_output_is_checked_against_its_reshape_and_sent_as_its_dims(t
 def test_decoupled_model_streams_each_response_sent(tmp_path):
     backend = backend_for(tmp_path, "m4", STREAM, decoupled=True)
     requests = [request()]
-    sent = [backend.check_outputs(requests, raw)[0][0][0][2].tolist() for raw in backend.iterate(backend(requests))]
-    assert sent == [[1.0], [2.0]]
+    steps = [(backend.check_outputs(requests, raw)[0], raw.finals) for raw in backend.iterate(backend(requests))]
+    # what was sent at once goes in one step, a request's second send in the next; the final flag closes the last
+    assert [(checked[0][0][2].tolist() if checked else None, finals) for checked, finals in steps] == [
+        ([1.0], [False]), ([2.0], [False]), (None, [True])]
+
+
+BATCHED_STREAM = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        senders = [r.get_response_sender() for r in requests]
+        def answer(i):
+            y = pb_utils.Tensor("Y", np.array([float(i)], dtype=np.float32))
+            senders[i].send(pb_utils.InferenceResponse([y]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        senders[0].send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([9.0], dtype=np.float32))]))
+        answer(2)
+        threading.Thread(target=answer, args=(0,)).start()
+        senders[1].send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+
+
+def test_a_decoupled_batch_answers_each_request_on_its_own(tmp_path):
+    backend = backend_for(tmp_path, "m5", BATCHED_STREAM, decoupled=True)
+    requests = [request(), request(), request()]
+    steps = []
+    for raw in backend.iterate(backend(requests)):
+        checked = backend.check_outputs(requests, raw)
+        steps.append(([c[0][0][2].tolist() if c else None for c in checked], raw.finals))
+    values = [v for responses, _ in steps for v in responses if v is not None]
+    assert sorted(values) == [[0.0], [2.0], [9.0]] and values.index([9.0]) < values.index([0.0])
+    assert [sum(finals[i] for _, finals in steps) for i in range(3)] == [1, 1, 1]  # each request's final, once
+    assert all(finals[0] for responses, finals in steps if responses[0] == [0.0])  # (sent with its final flag)
+    assert steps[0][0][:3:2] == [[9.0], [2.0]]  # sent before anything was read: in one step
 
 
 def test_sender_refuses_after_final_and_non_decoupled_has_none():

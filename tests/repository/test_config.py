@@ -80,8 +80,6 @@ def test_missing_name_takes_the_folder_name(tmp_path):
     ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]', "output",
      "declares no output"),
     ('backend: "python" dynamic_batching { }' + TENSORS, "dynamic_batching", "needs max_batch_size > 0"),
-    ('backend: "python" max_batch_size: 2 dynamic_batching { } model_transaction_policy { decoupled: true }' + TENSORS,
-     "dynamic_batching", "dynamic batching of decoupled models is not supported yet"),
     ('backend: "python" instance_group [ { kind: KIND_CPU }, { kind: KIND_CPU } ]' + TENSORS, "instance_group",
      "2 instance groups: only one is supported yet"),
     ('backend: "python" instance_group [ { kind: KIND_MODEL } ]' + TENSORS, "instance_group[0].kind",
@@ -121,6 +119,13 @@ def test_reshapes_that_keep_the_element_counts_are_served(tmp_path):
     assert [(t.shape, t.reshape) for t in config.inputs] == [((-1, 6), (-1, 2, 3)), ((1,), ())]
     assert config.outputs[0].reshape == (6,)
     assert config.to_triton_dict()["input"][1]["reshape"] == {"shape": []}
+
+
+def test_a_decoupled_model_may_batch_dynamically(tmp_path):
+    model_dir = make_model(tmp_path, "m", 'backend: "python" max_batch_size: 2 model_transaction_policy { decoupled: '
+                           'true } dynamic_batching { max_queue_delay_microseconds: 500 }' + TENSORS)
+    config = load_model(str(model_dir)).config
+    assert config.decoupled and config.batcher is not None and config.batcher.max_queue_delay_microseconds == 500
 
 
 def test_unsupported_fields_are_listed():
