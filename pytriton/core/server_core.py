@@ -14,6 +14,8 @@ import time
 from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
+from pytriton.core.ensemble import Ensemble
+from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control
@@ -119,6 +121,9 @@ class ServerCore:
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
         model = Model(config=config, scheduler=scheduler, source=source)
+        if isinstance(source, Ensemble):  # no instances: its requests run through its steps' models
+            source.registry = self.registry
+            model.ensemble = source
         if self.metrics.summary_latencies:
             model.stats.summaries = LatencySummaries(self.metrics)
         if self.metrics.histogram_latencies and config.decoupled:
@@ -208,7 +213,7 @@ class ServerCore:
         return {
             "name": config.model_name,
             "versions": [str(config.model_version)],
-            "platform": "python",
+            "platform": "ensemble" if model.ensemble is not None else "python",
             "inputs": tensors(config.inputs),
             "outputs": tensors(config.outputs),
         }
@@ -228,13 +233,13 @@ class ServerCore:
         return [model.stats.to_dict(model.name, str(model.version))]
 
     # ---- inference ---------------------------------------------------------------------------
-    def _submit(self, request: InferRequest, stream: bool) -> tuple[Model, Job]:
+    def _submit(self, request: InferRequest, stream: bool, internal: bool = False) -> tuple[Model, Job]:
         """Validate the request, resolve its regions and hand it to the model's scheduler as a job.
 
         From here the job owns what the request holds (region references, its place in the in-flight count) and
         releases it when it ends, whatever its caller does."""
         model = self.registry.get(request.model_name, request.model_version)
-        if not self.accepting:
+        if not self.accepting and not internal:  # (an ensemble's steps still run while the server drains)
             raise unavailable("Server not ready")
         execution, regions = self._execution_request(request)  # region errors come first, as before validation
         batch_size = validate_request(model.config, request)
@@ -243,8 +248,7 @@ class ServerCore:
             signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
         job = Job(execution, batch_size, signature, stream)
         self.shm.acquire(regions)
-        self._in_flight += 1
-        self._drained.clear()  # type: ignore[union-attr]
+        self.request_began()
         job.on_finish(lambda: self._job_ended(regions))
         try:
             model.scheduler.submit(job)
@@ -252,6 +256,12 @@ class ServerCore:
             job.finish()
             raise
         return model, job
+
+    def request_began(self) -> Callable[[], None]:
+        """Count a request in flight (drain waits for it); the function returned ends it."""
+        self._in_flight += 1
+        self._drained.clear()  # type: ignore[union-attr]
+        return lambda: self._job_ended([])
 
     def _job_ended(self, regions: list[Region]) -> None:
         self.shm.release(regions)
@@ -320,11 +330,29 @@ class ServerCore:
 
     async def infer(self, request: InferRequest) -> InferResponse:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
+        model = self.registry.get(request.model_name, request.model_version)
+        if model.ensemble is not None:
+            return await self._infer_ensemble(model, request)
+        return (await self.infer_with_stats(request))[0]
+
+    async def _infer_ensemble(self, model: Model, request: InferRequest) -> InferResponse:
+        trace = request.trace
+        if trace is not None:
+            trace.model_version = str(model.version)
+            trace.stamp(REQUEST_START)
+        response = await run_ensemble(self, model, request)
+        if trace is not None:
+            trace.stamp(REQUEST_END)
+        return response
+
+    async def infer_with_stats(self, request: InferRequest, internal: bool = False
+                               ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+        """`infer` of a model with instances, and what its execution took (`internal`: a step of an ensemble)."""
         start = time.perf_counter_ns()
         trace = request.trace
         if trace is not None:
             trace.stamp(REQUEST_START, start)
-        model, job = self._submit(request, stream=False)
+        model, job = self._submit(request, stream=False, internal=internal)
         if trace is not None:
             trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
             trace.stamp(QUEUE_START, job.enqueued_ns)
@@ -342,11 +370,15 @@ class ServerCore:
         if trace is not None:
             trace.stamp(INFER_RESPONSE_COMPLETE)
             trace.stamp(REQUEST_END)
-        return response
+        return response, delivery.stats
 
     async def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
         ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
+        ensemble = self.registry.get(request.model_name, request.model_version)
+        if ensemble.ensemble is not None:  # (not decoupled: one response)
+            yield await self._infer_ensemble(ensemble, request)
+            return
         start = time.perf_counter_ns()
         trace = request.trace
         if trace is not None:

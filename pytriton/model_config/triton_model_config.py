@@ -72,6 +72,8 @@ class TritonModelConfig:
     label_filenames: dict[str, str] = dataclasses.field(default_factory=dict)
     version_policy: dict[str, Any] | None = None
     default_model_filename: str = ""
+    # An ensemble's steps as Triton's JSON shows `ensemble_scheduling` ({"step": [...]}); None for other models.
+    ensemble_scheduling: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -167,7 +169,13 @@ class TritonModelConfig:
             "model_transaction_policy": {"decoupled": self.decoupled},
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
+            **(self._ensemble_fields() if self.ensemble_scheduling is not None else {}),
         }
+
+    def _ensemble_fields(self) -> dict[str, Any]:
+        """What an ensemble shows in place of a backend model's fields: its platform, no instances, its steps."""
+        return {"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
+                "ensemble_scheduling": self.ensemble_scheduling}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict that `from_dict` turns back into an equal config (used to configure workers)."""
@@ -189,6 +197,7 @@ class TritonModelConfig:
             "label_filenames": dict(self.label_filenames),
             "version_policy": self.version_policy,
             "default_model_filename": self.default_model_filename,
+            "ensemble_scheduling": self.ensemble_scheduling,
         }
 
     @classmethod

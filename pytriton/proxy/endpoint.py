@@ -24,7 +24,8 @@ from pytriton.model_config.datatypes import (
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
 )
-from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import ServerToWorker, WorkerToServer, params_from_proto, params_to_proto
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -115,9 +116,9 @@ class WorkerEndpoint:
         self._socket.setsockopt(zmq.RCVHWM, 0)
         self._socket.connect(address)
         self.arena = ShmArena(tag, arena_kind)
-        self.request_segments = SegmentMap(tag, server_pid, "req")
+        self.inputs = InputSegments(tag, server_pid)  # where inputs lie: the request arena, other workers' arenas
+        self.request_segments = self.inputs.server
         self.regions = ClientRegions()
-        self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
         self._stop_seen = False  # a STOP waits in the backlog
@@ -311,9 +312,7 @@ class WorkerEndpoint:
             return frames[ref.frame - 1].buffer
         if ref.region:
             return self.regions.system_view(ref).toreadonly()
-        if is_dedicated(ref.segment):
-            self._dedicated_in_use.append(ref.segment)
-        return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
+        return self.inputs.view(ref)
 
     def decode(
         self, message: Any, frames: Sequence[zmq.Frame]
@@ -485,12 +484,10 @@ class WorkerEndpoint:
                 self.arena.free(ref.segment, ref.offset)
 
     def _release_dedicated(self) -> None:
-        for segment_id in self._dedicated_in_use:
-            self.request_segments.release_dedicated(segment_id)
-        self._dedicated_in_use.clear()
+        self.inputs.release_dedicated()
 
     def close(self) -> None:
         self.regions.close()
         self._socket.close()
-        self.request_segments.close()
+        self.inputs.close()
         self.arena.close()

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.backends.python_model import python_model_target
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import ensemble_steps
 from pytriton.core.gpus import visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.repository.config import (
@@ -83,6 +85,8 @@ def load_model(model_dir: str, override: pb.ModelConfig | None = None) -> Reposi
             "} })")
     gpus = functools.cache(visible_gpus)
     config = to_model_config(proto, path, model_dir, versions[0], gpus)
+    if config.ensemble_scheduling is not None:  # no model file: the server runs it (its version folder may be empty)
+        return RepositoryModel(config, ENSEMBLE_TARGET + path)
     model_file = os.path.join(model_dir, str(versions[0]), config.default_model_filename)
     if not os.path.isfile(model_file):
         raise ModelRepositoryError(f"model '{name}' version {versions[0]}: no model file '{model_file}'")
@@ -108,8 +112,30 @@ def scan_repositories(folders: Sequence[str]) -> dict[str, str]:
 
 
 def load_repositories(folders: Sequence[str]) -> list[RepositoryModel]:
-    """Every model of the repositories `folders` (mode "none": all are served)."""
-    return [load_model(model_dir) for model_dir in scan_repositories(folders).values()]
+    """Every model of the repositories `folders` (mode "none": all are served), each ensemble after the models its
+    steps name (so that it is checked against them as it loads)."""
+    return serving_order([load_model(model_dir) for model_dir in scan_repositories(folders).values()])
+
+
+def serving_order(models: list[RepositoryModel]) -> list[RepositoryModel]:
+    """`models` with every ensemble after the models of its steps that are among them (a cycle keeps its order)."""
+    by_name = {m.config.model_name: m for m in models}
+    ordered: list[RepositoryModel] = []
+    visiting: set[str] = set()
+
+    def visit(model: RepositoryModel) -> None:
+        name = model.config.model_name
+        if model in ordered or name in visiting:
+            return
+        visiting.add(name)
+        for step in ensemble_steps(model.config.ensemble_scheduling or {}):
+            if step.model_name in by_name:
+                visit(by_name[step.model_name])
+        ordered.append(model)
+
+    for model in models:
+        visit(model)
+    return ordered
 
 
 __all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "scan_repositories"]

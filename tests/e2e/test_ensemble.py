@@ -1,0 +1,139 @@
+"""Ensembles (platform "ensemble") of Python-backend models from tests/repositories/ensembles, served with
+`--model-repository` and checked with the real tritonclient over gRPC and HTTP: a two-step pipeline, a diamond with
+independent steps and a BYTES branch, a step's error reaching the client, metadata/config/statistics as Triton
+shows them, and the zero-copy hand-over of a step's output to the next step (it reads the previous step's response
+arena)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import REPO, serve
+
+REPOS = REPO / "tests" / "repositories"
+CLIENTS = {"grpc": grpcclient, "http": httpclient}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve("--model-repository", str(REPOS / "ensembles")) as s:
+        yield s
+
+
+def client_for(server, protocol: str):
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    return CLIENTS[protocol].InferenceServerClient(url)
+
+
+def tensor(protocol: str, name: str, array: np.ndarray, datatype: str = "FP32"):
+    t = CLIENTS[protocol].InferInput(name, list(array.shape), datatype)
+    t.set_data_from_numpy(array)
+    return t
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_pipeline_runs_both_steps(server, protocol):
+    client = client_for(server, protocol)
+    x = np.arange(5, dtype=np.float32)
+    result = client.infer("pipeline", [tensor(protocol, "X", x)])
+    np.testing.assert_array_equal(result.as_numpy("Y"), (x + 1) * 2)
+    assert client.is_model_ready("pipeline")
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_diamond_with_independent_steps_and_bytes(server, protocol):
+    client = client_for(server, protocol)
+    x = np.array([1, 2, 3], dtype=np.float32)
+    text = np.array([b"abc", b"\x00\xffz", b""], dtype=np.object_)
+    outputs = [CLIENTS[protocol].InferRequestedOutput("Y"), CLIENTS[protocol].InferRequestedOutput("REVERSED")]
+    result = client.infer("diamond", [tensor(protocol, "X", x), tensor(protocol, "TEXT", text, "BYTES")],
+                          outputs=outputs)
+    np.testing.assert_array_equal(result.as_numpy("Y"), (x + 1) + 2 * x)
+    assert list(result.as_numpy("REVERSED")) == [b"cba", b"z\xff\x00", b""]
+
+
+def test_only_the_requested_output_is_answered(server):
+    client = client_for(server, "grpc")
+    x = np.ones(3, dtype=np.float32)
+    result = client.infer("diamond", [tensor("grpc", "X", x), tensor("grpc", "TEXT", np.array([b"a"], np.object_),
+                                                                     "BYTES")],
+                          outputs=[grpcclient.InferRequestedOutput("REVERSED")])
+    assert [o.name for o in result.get_response().outputs] == ["REVERSED"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_step_error_reaches_the_client(server, protocol):
+    client = client_for(server, protocol)
+    with pytest.raises(InferenceServerException) as error:
+        client.infer("pipeline", [tensor(protocol, "X", np.array([-1.0], dtype=np.float32))])
+    assert "in ensemble 'pipeline'" in error.value.message()
+    assert "ens_plus_one refuses negative values" in error.value.message()
+    # the server goes on serving
+    result = client.infer("pipeline", [tensor(protocol, "X", np.array([1.0], dtype=np.float32))])
+    np.testing.assert_array_equal(result.as_numpy("Y"), [4.0])
+
+
+def test_a_bad_request_names_the_ensemble(server):
+    with pytest.raises(InferenceServerException) as error:
+        client_for(server, "grpc").infer("pipeline", [tensor("grpc", "X", np.ones(2, dtype=np.int32), "INT32")])
+    assert "pipeline" in error.value.message()
+    assert "INT32" in error.value.message() or "data-type" in error.value.message()
+
+
+@pytest.mark.parametrize("size", [300_000, 5_000_000])  # a slot of a shared segment, and a dedicated segment
+def test_a_large_intermediate_tensor_is_read_where_the_previous_step_wrote_it(server, size):
+    """ens_times_two reports the shared-memory file its input lies in: ens_plus_one's response arena (a worker's
+    "rsp" segment), not the server's request arena ("req"): the server handed the tensor on without copying it."""
+    client = client_for(server, "grpc")
+    x = np.random.default_rng(0).random(size, dtype=np.float32)
+    result = client.infer("pipeline", [tensor("grpc", "X", x)])
+    np.testing.assert_allclose(result.as_numpy("Y"), (x + 1) * 2, rtol=1e-6)
+    source = result.as_numpy("SOURCE")[0].decode()
+    match = re.fullmatch(r"/dev/shm/pytriton_[0-9a-f]+_(\d+)_([a-z]+)\d+", source)
+    assert match is not None, source
+    assert match.group(2) == "rsp", source
+    assert int(match.group(1)) in server.worker_pids(), (source, server.worker_pids())
+
+
+def test_metadata_and_config_show_an_ensemble(server):
+    client = client_for(server, "grpc")
+    metadata = client.get_model_metadata("pipeline", as_json=True)
+    assert metadata["platform"] == "ensemble"
+    assert [i["name"] for i in metadata["inputs"]] == ["X"]
+    assert [o["name"] for o in metadata["outputs"]] == ["Y", "SOURCE"]
+    config = client.get_model_config("pipeline", as_json=True)["config"]
+    assert config["platform"] == "ensemble"
+    assert config.get("backend", "") == ""
+    assert config.get("instance_group", []) == []
+    steps = config["ensemble_scheduling"]["step"]
+    assert [s["model_name"] for s in steps] == ["ens_plus_one", "ens_times_two"]
+    assert steps[0]["input_map"] == {"INPUT0": "X"}
+    assert steps[1]["output_map"] == {"OUTPUT0": "Y", "SOURCE": "SOURCE"}
+    http_config = client_for(server, "http").get_model_config("pipeline")
+    assert http_config["platform"] == "ensemble"
+    assert http_config["ensemble_scheduling"]["step"][0]["model_version"] == -1
+
+
+def test_statistics_count_the_ensemble_and_its_steps(server):
+    client = client_for(server, "grpc")
+
+    def counts(name):
+        stats = client.get_inference_statistics(name, as_json=True)["model_stats"][0]
+        return int(stats["inference_stats"]["success"].get("count", 0)), int(stats.get("execution_count", 0))
+
+    before = {name: counts(name) for name in ("pipeline", "ens_plus_one", "ens_times_two")}
+    for _ in range(3):
+        client.infer("pipeline", [tensor("grpc", "X", np.ones(2, dtype=np.float32))])
+    after = {name: counts(name) for name in before}
+    assert after["pipeline"][0] - before["pipeline"][0] == 3
+    assert after["pipeline"][1] - before["pipeline"][1] == 3
+    assert after["ens_plus_one"][0] - before["ens_plus_one"][0] == 3
+    assert after["ens_times_two"][0] - before["ens_times_two"][0] == 3
+    stats = client.get_inference_statistics("pipeline", as_json=True)["model_stats"][0]
+    assert int(stats["inference_stats"]["compute_infer"]["ns"]) > 0  # the sum of its steps'
