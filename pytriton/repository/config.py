@@ -19,8 +19,8 @@ from pytriton.repository.ensemble_config import check_ensemble, is_ensemble
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("sequence_batching", "ensemble_scheduling", "batch_input", "batch_output", "model_warmup",
-                      "model_repository_agents", "response_cache")
+UNSUPPORTED_FIELDS = ("sequence_batching", "batch_input", "batch_output", "model_warmup", "model_repository_agents",
+                      "response_cache")
 
 
 class ModelRepositoryError(PyTritonError):
@@ -130,10 +130,6 @@ def version_policy(config: pb.ModelConfig) -> dict[str, Any]:
 
 def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fields) -> TritonModelConfig:
     """The served configuration of an ensemble (its steps are checked against their models when it loads)."""
-    present = {f.name for f, _ in config.ListFields()}
-    for field in UNSUPPORTED_FIELDS:
-        if field in present and field != "ensemble_scheduling":
-            raise where.error(field, "is not supported yet")
     if config.max_batch_size < 0:
         raise where.error("max_batch_size", f"must be >= 0, got {config.max_batch_size}")
     inputs = _tensors(config, "input", where)
@@ -141,6 +137,10 @@ def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fi
     if not outputs:
         raise where.error("output", "the model declares no output (at least one is required)")
     scheduling = check_ensemble(config, where.model, inputs, outputs, where.error)
+    present = {f.name for f, _ in config.ListFields()}
+    for field in UNSUPPORTED_FIELDS:
+        if field in present:
+            raise where.error(field, "is not supported yet")
     try:
         return TritonModelConfig(
             model_name=where.model, inputs=inputs, outputs=outputs, model_version=version,

@@ -7,6 +7,9 @@ arena)."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -137,3 +140,45 @@ def test_statistics_count_the_ensemble_and_its_steps(server):
     assert after["ens_times_two"][0] - before["ens_times_two"][0] == 3
     stats = client.get_inference_statistics("pipeline", as_json=True)["model_stats"][0]
     assert int(stats["inference_stats"]["compute_infer"]["ns"]) > 0  # the sum of its steps'
+
+
+def ready_names(client) -> set[str]:
+    return {m["name"] for m in client.get_model_repository_index(as_json=True).get("models", [])
+            if m.get("state") == "READY"}
+
+
+def test_explicit_mode_loads_the_steps_of_an_ensemble_and_unload_dependents_unloads_them():
+    """As Triton: loading an ensemble loads the models of its steps from the repository; unloading it with
+    unload_dependents unloads those it loaded (not a step model loaded by name); an ensemble whose step is unloaded
+    is not ready."""
+    with serve("--model-repository", str(REPOS / "ensembles"), "--model-control-mode", "explicit",
+               "--load-model", "ens_text") as s:
+        client = grpcclient.InferenceServerClient(s.grpc_url)
+        assert ready_names(client) == {"ens_text"}
+        client.load_model("diamond")
+        assert ready_names(client) == {"diamond", "ens_plus_one", "ens_times_two", "ens_sum", "ens_text"}
+        x = np.array([1.0], dtype=np.float32)
+        inputs = [tensor("grpc", "X", x), tensor("grpc", "TEXT", np.array([b"ab"], np.object_), "BYTES")]
+        np.testing.assert_array_equal(client.infer("diamond", inputs).as_numpy("Y"), [4.0])
+
+        client.unload_model("ens_sum")  # a step gone: the ensemble is not ready and says why a request fails
+        assert not client.is_model_ready("diamond")
+        with pytest.raises(InferenceServerException) as error:
+            client.infer("diamond", inputs)
+        assert "in ensemble 'diamond'" in error.value.message() and "ens_sum" in error.value.message()
+        client.load_model("ens_sum")
+        assert client.is_model_ready("diamond")
+
+        client.unload_model("diamond", unload_dependents=True)
+        assert ready_names(client) == {"ens_text", "ens_sum"}  # (loaded by name: kept)
+
+
+def test_an_ensemble_whose_step_is_missing_is_refused_at_start(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPOS / "ensembles" / "pipeline", repo / "pipeline")
+    result = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", str(repo),
+                             "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"],
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert result.returncode != 0
+    assert (f"{repo / 'pipeline' / 'config.pbtxt'}: field 'ensemble_scheduling.step[0].model_name' of ensemble "
+            "'pipeline': ensemble 'pipeline' depends on 'ens_plus_one' which has no loaded version") in result.stderr

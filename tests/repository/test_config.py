@@ -72,7 +72,7 @@ def test_missing_name_takes_the_folder_name(tmp_path):
     ('name: "other" backend: "python"' + TENSORS, "name", "must match its directory: 'other' is in directory 'm'"),
     (TENSORS, "backend", 'only Python-backend models are supported (backend: "python"), got none'),
     ('backend: "onnxruntime"' + TENSORS, "backend", "got 'onnxruntime'"),
-    ('platform: "ensemble"' + TENSORS, "platform", "ensemble models are not supported yet"),
+    ('platform: "ensemble"' + TENSORS, "ensemble_scheduling.step", "must specify 'step' for ensemble 'm'"),
     ('backend: "python" max_batch_size: -1' + TENSORS, "max_batch_size", "must be >= 0, got -1"),
     ('backend: "python" input [ { name: "X" dims: [ 2 ] } ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]',
      "input[0].data_type", "tensor 'X' needs a data type (e.g. TYPE_FP32), got TYPE_INVALID"),
@@ -100,7 +100,7 @@ def test_invalid_configs_name_file_and_field(tmp_path, config, field, problem):
 
 
 def test_unsupported_fields_are_listed():
-    assert "ensemble_scheduling" in UNSUPPORTED_FIELDS and "sequence_batching" in UNSUPPORTED_FIELDS
+    assert "sequence_batching" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
 
 
 def test_several_versions_selected_are_refused_for_now(tmp_path):
