@@ -174,4 +174,4 @@ class Ensemble:
                                      f"{node.origin}")
 
 
-__all__ = ["Ensemble", "EnsembleStep", "TARGET_PREFIX", "ensemble_steps"]
+__all__ = ["TARGET_PREFIX", "Ensemble", "EnsembleStep", "ensemble_steps"]

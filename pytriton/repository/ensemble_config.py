@@ -17,8 +17,7 @@ ENSEMBLE_PLATFORM = "ensemble"
 _REFUSED = (("instance_group", "instance group should not be specified for ensemble '{name}'"),
             ("optimization", "optimization should not be specified for ensemble '{name}'"),
             ("model_warmup", "model_warmup can not be specified for ensemble '{name}'"),
-            ("dynamic_batching", "an ensemble is scheduled by its steps (dynamic batching belongs in a step's "
-                                 "config)"),
+            ("dynamic_batching", "an ensemble is scheduled by its steps (dynamic batching belongs in a step's config)"),
             ("sequence_batching", "sequence batching of ensembles is not supported yet"))
 
 ErrorFactory = Callable[[str, str], Exception]

@@ -162,8 +162,8 @@ def test_steps_that_fit_their_models_load(tmp_path):
     (TENSORS + scheduling(step("a", {"IN": "X"}, {"NOPE": "Y"})), [STEP_A],
      "ensemble_scheduling.step[0].output_map", "ensemble tensor Y is mapped from non-existing output NOPE in model a"),
     (TENSORS + ONE_STEP, [model("a", [TensorSpec("IN", "INT32", (-1,))], [fp32("OUT", -1)])],
-     "ensemble_scheduling.step[0].input_map", "inconsistent data type: FP32 is inferred from model e while INT32 is "
-                                              "inferred from model a"),
+     "ensemble_scheduling.step[0].input_map", ("inconsistent data type: FP32 is inferred from model e while INT32 is "
+                                               "inferred from model a")),
     (TENSORS + ONE_STEP, [model("a", [fp32("IN", 2, 3)], [fp32("OUT", -1)])], "ensemble_scheduling.step[0].input_map",
      "inconsistent shape: [-1] is inferred from model e while [2, 3] is inferred from model a"),
     (TENSORS + "max_batch_size: 8 " + ONE_STEP,
