@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import REPO, serve
@@ -102,6 +103,29 @@ def test_a_large_intermediate_tensor_is_read_where_the_previous_step_wrote_it(se
     assert match is not None, source
     assert match.group(2) == "rsp", source
     assert int(match.group(1)) in server.worker_pids(), (source, server.worker_pids())
+
+
+def test_client_shared_memory_in_and_out(server):
+    """An ensemble input in a client's region goes to the step that reads it; an output requested into a region is
+    written there by the step that produces it."""
+    client = client_for(server, "http")
+    source = shm.create_shared_memory_region("ens_in", "/ens_in", 8)
+    target = shm.create_shared_memory_region("ens_out", "/ens_out", 64)
+    try:
+        shm.set_shared_memory_region(source, [np.array([5, 6], np.float32)])
+        client.register_system_shared_memory("ens_in", "/ens_in", 8)
+        client.register_system_shared_memory("ens_out", "/ens_out", 64)
+        x = httpclient.InferInput("X", [2], "FP32")
+        x.set_shared_memory("ens_in", 8)
+        y = httpclient.InferRequestedOutput("Y", binary_data=True)
+        y.set_shared_memory("ens_out", 8)
+        result = client.infer("pipeline", [x], outputs=[y])
+        assert result.get_output("Y")["shape"] == [2] and "data" not in result.get_output("Y")  # (not in the body)
+        np.testing.assert_array_equal(shm.get_contents_as_numpy(target, np.float32, [2]), [12.0, 14.0])
+    finally:
+        client.unregister_system_shared_memory()
+        shm.destroy_shared_memory_region(source)
+        shm.destroy_shared_memory_region(target)
 
 
 def test_metadata_and_config_show_an_ensemble(server):
