@@ -131,6 +131,9 @@ class Ensemble:
                     f"whose required version {step.model_version} is not loaded"
                 raise self._error(f"{field}.model_name", f"{own} depends on '{step.model_name}' {wanted}") from None
             config = model.config
+            if self._reaches_self(model, set()):
+                raise self._error(f"{field}.model_name", f"{own} depends on '{step.model_name}', which runs "
+                                                         f"ensemble '{self.name}' itself: a cycle")
             if config.ensemble_scheduling is None and config.decoupled:
                 raise self._error(f"{field}.model_name", f"model '{step.model_name}' is decoupled: decoupled models "
                                                          "in an ensemble are not supported yet")
@@ -157,6 +160,23 @@ class Ensemble:
                     raise self._error(f"{field}.output_map", f"in {own}, ensemble tensor {tensor} is mapped from "
                                                              f"non-existing output {key} in model {step.model_name}")
                 self._check(nodes, tensor, spec_out, step_batching, step.model_name, f"{field}.output_map")
+
+    def _reaches_self(self, model: Model, seen: set[str]) -> bool:
+        """Whether `model` is this ensemble, or an ensemble whose steps (at any depth) run it."""
+        if model.name == self.name:
+            return True
+        nested = model.ensemble
+        if nested is None or model.name in seen:
+            return False
+        seen.add(model.name)
+        for step in nested.steps:
+            try:
+                inner = nested.step_model(step)
+            except (ServerError, AssertionError):
+                continue
+            if self._reaches_self(inner, seen):
+                return True
+        return False
 
     def _check(self, nodes: dict[str, _Node], tensor: str, spec: TensorSpec, batching: bool, model: str,
                field: str) -> None:  # fmt: skip

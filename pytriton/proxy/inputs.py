@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytriton.proxy.arena import SegmentMap, is_dedicated, pid_alive
+from pytriton.proxy.regions import RegionError
 
 
 class InputSegments:
@@ -33,10 +34,19 @@ class InputSegments:
     def view(self, ref: Any) -> memoryview:
         """A read-only view of the input `ref` names: in another worker's arena when it has `peer_pid`, else in the
         server's request arena."""
-        segments = self._peer(ref.peer_pid, ref.peer_arena) if ref.peer_pid else self.server
+        if not ref.peer_pid:
+            return self._view(self.server, ref)
+        try:
+            return self._view(self._peer(ref.peer_pid, ref.peer_arena), ref)
+        except (OSError, ValueError) as exc:  # e.g. the worker that wrote it died and its segments were removed
+            raise RegionError(f"input '{ref.name}' is gone from the shared memory of the model instance that produced "
+                              f"it (pid {ref.peer_pid}): {exc}") from None
+
+    def _view(self, segments: SegmentMap, ref: Any) -> memoryview:
+        view = segments.view(ref.segment, ref.offset, ref.nbytes)
         if is_dedicated(ref.segment):
             self._dedicated_in_use.append((segments, ref.segment))
-        return segments.view(ref.segment, ref.offset, ref.nbytes)
+        return view
 
     def release_dedicated(self) -> None:
         """The execution that used them has ended: drop the mappings of dedicated segments."""

@@ -104,6 +104,8 @@ def test_invalid_ensembles_name_file_and_field(tmp_path, config, field, problem)
 class _Served:
     def __init__(self, config: TritonModelConfig):
         self.config = config
+        self.name = config.model_name
+        self.ensemble = None
         self.ready = True
 
 
@@ -185,3 +187,18 @@ def test_a_batching_ensemble_may_hold_a_model_without_batching_when_the_full_sha
     source = ensemble(tmp_path, config)
     source.registry = _Registry(model("a", [fp32("IN", -1, 4)], [fp32("OUT", -1, 4)]))  # type: ignore[assignment]
     asyncio.run(source.start())
+
+
+def test_an_ensemble_that_runs_itself_is_refused(tmp_path):
+    """e's step is f, an ensemble whose step is e: a cycle (as a reload could make one)."""
+    loaded = load_model(str(write(tmp_path, TENSORS.replace('"ensemble"', '"ensemble" name: "f"')
+                                  + scheduling(step("e", {"X": "X"}, {"Y": "Y"})), name="f")))
+    inner = Ensemble(loaded.config)
+    outer = ensemble(tmp_path, TENSORS + scheduling(step("f", {"X": "X"}, {"Y": "Y"})))
+    registry = _Registry(inner.config, outer.config)
+    registry.models["f"].ensemble = inner
+    registry.models["e"].ensemble = outer
+    inner.registry = outer.registry = registry  # type: ignore[assignment]
+    with pytest.raises(ServerError) as info:
+        asyncio.run(outer.start())
+    assert "ensemble 'e' depends on 'f', which runs ensemble 'e' itself: a cycle" in info.value.message
