@@ -142,7 +142,7 @@ class TritonModelConfig:
         for group in groups:
             group.update({"secondary_devices": [], "profile": [], "passive": False, "host_policy": ""})
 
-        return {
+        config = {
             "name": self.model_name,
             "platform": "",
             "backend": "python",
@@ -169,13 +169,12 @@ class TritonModelConfig:
             "model_transaction_policy": {"decoupled": self.decoupled},
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
-            **(self._ensemble_fields() if self.ensemble_scheduling is not None else {}),
         }
-
-    def _ensemble_fields(self) -> dict[str, Any]:
-        """What an ensemble shows in place of a backend model's fields: its platform, no instances, its steps."""
-        return {"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
-                "ensemble_scheduling": self.ensemble_scheduling}
+        if self.ensemble_scheduling is not None:  # as Triton shows one: no backend, instances or optimization
+            del config["optimization"]
+            config.update({"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
+                           "ensemble_scheduling": self.ensemble_scheduling})
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict that `from_dict` turns back into an equal config (used to configure workers)."""

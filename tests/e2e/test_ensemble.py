@@ -144,7 +144,10 @@ def test_metadata_and_config_show_an_ensemble(server):
     assert steps[1]["output_map"] == {"OUTPUT0": "Y", "SOURCE": "SOURCE"}
     http_config = client_for(server, "http").get_model_config("pipeline")
     assert http_config["platform"] == "ensemble"
-    assert http_config["ensemble_scheduling"]["step"][0]["model_version"] == -1
+    assert http_config["ensemble_scheduling"]["step"][0] == {  # as tritonserver 2.51 shows it
+        "model_name": "ens_plus_one", "model_version": -1, "input_map": {"INPUT0": "X"},
+        "output_map": {"OUTPUT0": "T"}, "model_namespace": ""}
+    assert "optimization" not in http_config and http_config["default_model_filename"] == ""
 
 
 def test_statistics_count_the_ensemble_and_its_steps(server):

@@ -8,7 +8,7 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            x = request.get_input_tensor_by_name("INPUT0").as_numpy()
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             if (x < 0).any():
                 responses.append(pb_utils.InferenceResponse(
                     error=pb_utils.TritonError("ens_plus_one refuses negative values", pb_utils.TritonError.INVALID_ARG)))

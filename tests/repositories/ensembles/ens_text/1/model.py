@@ -8,7 +8,7 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            text = request.get_input_tensor_by_name("TEXT").as_numpy()
+            text = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
             reversed_ = np.array([t[::-1] for t in text], dtype=np.object_)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("REVERSED", reversed_)]))
         return responses

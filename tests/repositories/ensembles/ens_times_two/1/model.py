@@ -19,7 +19,7 @@ class TritonPythonModel:
     def execute(self, requests):
         responses = []
         for request in requests:
-            x = request.get_input_tensor_by_name("INPUT0").as_numpy()
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             source = mapped_file(x.__array_interface__["data"][0]) if x.size else ""
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("OUTPUT0", (x * 2).astype(np.float32)),
