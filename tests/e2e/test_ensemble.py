@@ -6,10 +6,12 @@ arena)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 
 import numpy as np
 import pytest
@@ -60,6 +62,20 @@ def test_diamond_with_independent_steps_and_bytes(server, protocol):
                           outputs=outputs)
     np.testing.assert_array_equal(result.as_numpy("Y"), (x + 1) + 2 * x)
     assert list(result.as_numpy("REVERSED")) == [b"cba", b"z\xff\x00", b""]
+
+
+def test_requests_to_an_ensemble_are_batched_by_the_step_models_dynamic_batcher(server):
+    client = client_for(server, "grpc")
+    x = np.array([[1, 2]], dtype=np.float32)
+
+    def one(_):
+        result = client.infer("batched", [tensor("grpc", "X", x)])
+        np.testing.assert_array_equal(result.as_numpy("Y"), x * 10)
+        return int(result.as_numpy("REQUESTS")[0][0])
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(one, range(6)))
+    assert max(together) > 1, together
 
 
 def test_only_the_requested_output_is_answered(server):
@@ -167,6 +183,10 @@ def test_statistics_count_the_ensemble_and_its_steps(server):
     assert after["ens_times_two"][0] - before["ens_times_two"][0] == 3
     stats = client.get_inference_statistics("pipeline", as_json=True)["model_stats"][0]
     assert int(stats["inference_stats"]["compute_infer"]["ns"]) > 0  # the sum of its steps'
+    with urllib.request.urlopen(server.metrics_url) as answer:
+        metrics = answer.read().decode()
+    line = next(l for l in metrics.splitlines() if l.startswith('nv_inference_request_success{model="pipeline"'))
+    assert float(line.split()[-1]) == after["pipeline"][0]
 
 
 def ready_names(client) -> set[str]:
