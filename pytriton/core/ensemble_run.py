@@ -157,13 +157,15 @@ class EnsembleRun:
             holder.response.release()
 
 
-async def run_ensemble(core: ServerCore, model: Model, request: InferRequest) -> InferResponse:
-    """Answer `request` to the ensemble `model`, recording the ensemble's statistics as Triton does: one execution
-    per request, its compute durations the sums of its steps'."""
+async def run_ensemble(core: ServerCore, model: Model, request: InferRequest, internal: bool = False
+                       ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+    """Answer `request` to the ensemble `model` (`internal`: it is a step of another ensemble), recording the
+    ensemble's statistics as Triton does: one execution per request, its compute durations the sums of its steps'
+    (returned with the response)."""
     ensemble = model.ensemble
     assert isinstance(ensemble, Ensemble)
     start = time.perf_counter_ns()
-    if not core.accepting:
+    if not core.accepting and not internal:
         raise unavailable("Server not ready")
     try:
         batch_size = validate_request(model.config, request)
@@ -181,7 +183,7 @@ async def run_ensemble(core: ServerCore, model: Model, request: InferRequest) ->
                                stats.compute_infer_ns, stats.compute_output_ns)
     model.stats.record_execution(max(batch_size, 1), stats.compute_input_ns, stats.compute_infer_ns,
                                  stats.compute_output_ns)
-    return response
+    return response, stats
 
 
 __all__ = ["run_ensemble"]

@@ -330,24 +330,26 @@ class ServerCore:
 
     async def infer(self, request: InferRequest) -> InferResponse:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
-        model = self.registry.get(request.model_name, request.model_version)
-        if model.ensemble is not None:
-            return await self._infer_ensemble(model, request)
         return (await self.infer_with_stats(request))[0]
 
-    async def _infer_ensemble(self, model: Model, request: InferRequest) -> InferResponse:
+    async def _infer_ensemble(self, model: Model, request: InferRequest, internal: bool = False
+                              ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
         trace = request.trace
         if trace is not None:
             trace.model_version = str(model.version)
             trace.stamp(REQUEST_START)
-        response = await run_ensemble(self, model, request)
+        answer = await run_ensemble(self, model, request, internal)
         if trace is not None:
             trace.stamp(REQUEST_END)
-        return response
+        return answer
 
     async def infer_with_stats(self, request: InferRequest, internal: bool = False
                                ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
-        """`infer` of a model with instances, and what its execution took (`internal`: a step of an ensemble)."""
+        """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
+        sum of its steps')."""
+        ensemble = self.registry.get(request.model_name, request.model_version)
+        if ensemble.ensemble is not None:
+            return await self._infer_ensemble(ensemble, request, internal)
         start = time.perf_counter_ns()
         trace = request.trace
         if trace is not None:
@@ -377,7 +379,7 @@ class ServerCore:
         ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
         ensemble = self.registry.get(request.model_name, request.model_version)
         if ensemble.ensemble is not None:  # (not decoupled: one response)
-            yield await self._infer_ensemble(ensemble, request)
+            yield (await self._infer_ensemble(ensemble, request))[0]
             return
         start = time.perf_counter_ns()
         trace = request.trace

@@ -64,6 +64,17 @@ def test_diamond_with_independent_steps_and_bytes(server, protocol):
     assert list(result.as_numpy("REVERSED")) == [b"cba", b"z\xff\x00", b""]
 
 
+def test_an_ensemble_as_a_step(server):
+    client = client_for(server, "http")
+    x = np.array([0.5, 2], dtype=np.float32)
+    np.testing.assert_array_equal(client.infer("nested", [tensor("http", "X", x)]).as_numpy("Y"), (x + 2) * 2)
+    with pytest.raises(InferenceServerException) as error:
+        client.infer("nested", [tensor("http", "X", np.array([-5.0], dtype=np.float32))])
+    assert "in ensemble 'nested', " in error.value.message() and "refuses negative values" in error.value.message()
+    stats = client.get_inference_statistics("pipeline")["model_stats"][0]
+    assert stats["inference_stats"]["success"]["count"] >= 1  # the inner ensemble counts its own requests
+
+
 def test_requests_to_an_ensemble_are_batched_by_the_step_models_dynamic_batcher(server):
     client = client_for(server, "grpc")
     x = np.array([[1, 2]], dtype=np.float32)
