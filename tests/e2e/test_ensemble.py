@@ -132,6 +132,15 @@ def test_a_large_intermediate_tensor_is_read_where_the_previous_step_wrote_it(se
     assert int(match.group(1)) in server.worker_pids(), (source, server.worker_pids())
 
 
+def test_a_bls_call_hands_a_large_tensor_to_the_callee_without_a_copy(server):
+    """The same hand-over for a BLS request: the callee reads the caller's response arena."""
+    client = client_for(server, "grpc")
+    result = client.infer("bls_handoff", [tensor("grpc", "X", np.zeros(300_000, dtype=np.float32))])
+    source = result.as_numpy("SOURCE")[0].decode()
+    match = re.fullmatch(r"/dev/shm/pytriton_[0-9a-f]+_(\d+)_rsp\d+", source)
+    assert match is not None and int(match.group(1)) in server.worker_pids(), source
+
+
 def test_client_shared_memory_in_and_out(server):
     """An ensemble input in a client's region goes to the step that reads it; an output requested into a region is
     written there by the step that produces it."""
