@@ -20,17 +20,19 @@ from collections.abc import Callable
 
 from pytriton._metrics_config import MetricsSettings
 from pytriton.control_service import ControlService
-from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import Ensemble
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import TraceConfig, Tracer, TraceSink, parse_trace_config
 from pytriton.core.trace_file import TraceFileWriter
+from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
-from pytriton.repository.control import ModelControl
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
+from pytriton.repository.control import ModelControl
 from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.host import WorkerHost
 from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
@@ -123,7 +125,10 @@ class Server:
             await core.start()
             self.control = ControlService(core, host, self.trace_settings)
             for spec in config.models:
-                await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
+                target = spec.callable_target
+                source = Ensemble(spec.config, target[len(ENSEMBLE_TARGET):]) if target.startswith(ENSEMBLE_TARGET) \
+                    else host.worker_pool(spec.config, target)
+                await core.add_model(spec.config, source)
             if config.model_control_mode != "none":
                 self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
                                                   config.repository_poll_secs, config.exit_timeout_s,

@@ -75,6 +75,8 @@ class TritonModelConfig:
     label_filenames: dict[str, str] = dataclasses.field(default_factory=dict)
     version_policy: dict[str, Any] | None = None
     default_model_filename: str = ""
+    # An ensemble's steps as Triton's JSON shows `ensemble_scheduling` ({"step": [...]}); None for other models.
+    ensemble_scheduling: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -144,7 +146,7 @@ class TritonModelConfig:
         for group in groups:
             group.update({"secondary_devices": [], "profile": [], "passive": False, "host_policy": ""})
 
-        return {
+        config = {
             "name": self.model_name,
             "platform": "",
             "backend": "python",
@@ -172,6 +174,11 @@ class TritonModelConfig:
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
         }
+        if self.ensemble_scheduling is not None:  # as Triton shows one: no backend, instances or optimization
+            del config["optimization"]
+            config.update({"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
+                           "ensemble_scheduling": self.ensemble_scheduling})
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict that `from_dict` turns back into an equal config (used to configure workers)."""
@@ -193,6 +200,7 @@ class TritonModelConfig:
             "label_filenames": dict(self.label_filenames),
             "version_policy": self.version_policy,
             "default_model_filename": self.default_model_filename,
+            "ensemble_scheduling": self.ensemble_scheduling,
         }
 
     @classmethod

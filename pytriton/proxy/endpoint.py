@@ -27,7 +27,8 @@ from pytriton.model_config.datatypes import (
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
 )
-from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
     ServerToWorker,
     WorkerToServer,
@@ -91,9 +92,9 @@ class WorkerEndpoint(BlsEndpoint):
         self._socket.setsockopt(zmq.RCVHWM, 0)
         self._socket.connect(address)
         self.arena = ShmArena(tag, arena_kind)
-        self.request_segments = SegmentMap(tag, server_pid, "req")
+        self.inputs = InputSegments(tag, server_pid)  # where inputs lie: the request arena, other workers' arenas
+        self.request_segments = self.inputs.server
         self.regions = ClientRegions()
-        self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
         self._gone_all: set[int] = set()  # calls whose clients all left (what `request_cancelled` answers from)
@@ -264,9 +265,7 @@ class WorkerEndpoint(BlsEndpoint):
             return frames[ref.frame - 1].buffer
         if ref.region:
             return self.regions.system_view(ref).toreadonly()
-        if is_dedicated(ref.segment):
-            self._dedicated_in_use.append(ref.segment)
-        return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
+        return self.inputs.view(ref)
 
     def decode(
         self, message: Any, frames: Sequence[zmq.Frame]
@@ -461,14 +460,12 @@ class WorkerEndpoint(BlsEndpoint):
                 self.arena.free(ref.segment, ref.offset)
 
     def _release_dedicated(self) -> None:
-        for segment_id in self._dedicated_in_use:
-            self.request_segments.release_dedicated(segment_id)
-        self._dedicated_in_use.clear()
+        self.inputs.release_dedicated()
 
     def close(self) -> None:
         os.close(self._wake_r)
         os.close(self._wake_w)
         self.regions.close()
         self._socket.close()
-        self.request_segments.close()
+        self.inputs.close()
         self.arena.close()

@@ -235,6 +235,10 @@ class ProxyRouter:
         data = tensor.data
         nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
         ref.nbytes = nbytes
+        slot = tensor.slot
+        if slot is not None:  # in a worker's response arena: the receiver maps it there (no copy)
+            ref.peer_pid, ref.peer_arena, ref.segment, ref.offset = slot.owner_pid, slot.kind, slot.segment, slot.offset
+            return
         if nbytes <= self.inline_max:
             frames.append(data)
             ref.frame = len(frames)

@@ -12,10 +12,13 @@ from collections.abc import Sequence
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.backends.python_model import python_model_target
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import ensemble_steps
 from pytriton.core.gpus import visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.repository.autocomplete import auto_complete as complete_config
 from pytriton.repository.autocomplete import prefill
+from pytriton.repository.ensemble_config import is_ensemble
 from pytriton.repository.config import (
     CONFIG_FILE,
     DEFAULT_MODEL_FILENAME,
@@ -88,6 +91,11 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
                                    f"{name}/1/{proto.default_model_filename or DEFAULT_MODEL_FILENAME})")
     proto = prefill(proto, model_dir, available)
     versions = select_versions(version_policy(proto), available, path, name)
+    gpus = functools.cache(visible_gpus)
+    if is_ensemble(proto) or proto.HasField("ensemble_scheduling"):
+        # no model file: the server runs it (its version folders may be empty)
+        return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus), ENSEMBLE_TARGET + path)
+                for version in versions]
     model_files = {}
     for version in versions:
         model_file = os.path.join(model_dir, str(version), proto.default_model_filename or DEFAULT_MODEL_FILENAME)
@@ -97,7 +105,6 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
     if auto_complete and proto.backend == "python" and proto.name == name:
         # One configuration for every version: completed by the highest served version's model.
         proto = complete_config(proto, model_files[versions[-1]])
-    gpus = functools.cache(visible_gpus)
     return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus),
                             python_model_target(model_files[version])) for version in versions]
 
@@ -126,10 +133,32 @@ def scan_repositories(folders: Sequence[str]) -> dict[str, str]:
 
 
 def load_repositories(folders: Sequence[str], auto_complete: bool = True) -> list[RepositoryModel]:
-    """Every model version of the repositories `folders` its policy selects (mode "none": all are served)."""
-    return [model for model_dir in scan_repositories(folders).values()
-            for model in load_versions(model_dir, auto_complete=auto_complete)]
+    """Every model version of the repositories `folders` its policy selects (mode "none": all are served), each
+    ensemble after the models its steps name (so that it is checked against them as it loads)."""
+    return serving_order([model for model_dir in scan_repositories(folders).values()
+                          for model in load_versions(model_dir, auto_complete=auto_complete)])
+
+
+def serving_order(models: list[RepositoryModel]) -> list[RepositoryModel]:
+    """`models` with every ensemble after the models of its steps that are among them (a cycle keeps its order)."""
+    by_name = {m.config.model_name: m for m in models}  # (the highest version: the one a step with version -1 runs)
+    ordered: list[RepositoryModel] = []
+    visiting: set[tuple[str, int]] = set()
+
+    def visit(model: RepositoryModel) -> None:
+        key = (model.config.model_name, model.config.model_version)
+        if key in visiting:
+            return
+        visiting.add(key)
+        for step in ensemble_steps(model.config.ensemble_scheduling or {}):
+            if step.model_name in by_name:
+                visit(by_name[step.model_name])
+        ordered.append(model)
+
+    for model in models:
+        visit(model)
+    return ordered
 
 
 __all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "load_versions",
-           "scan_repositories"]
+           "scan_repositories", "serving_order"]

@@ -15,6 +15,8 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
@@ -42,6 +44,7 @@ class _Entry:
 
     versions: dict[int, _Version] = dataclasses.field(default_factory=dict)
     signature: tuple | None = None  # the model folder's files when it was last (re)loaded (poll mode)
+    explicit: bool = True  # loaded by name (False: only as a step of an ensemble that was loaded)
 
 
 def version_signature(folder: tuple, version: int) -> tuple:
@@ -122,6 +125,10 @@ class ModelControl:
                     raise ModelRepositoryError(f"--load-model '{name}': no model '{name}' in the model repositories "
                                                f"({', '.join(self.folders)})")
         for name in names:
+            entry = self._entries.get(name)
+            if entry is not None and any(v.state == "READY" for v in entry.versions.values()):  # loaded as a step
+                entry.explicit = True
+                continue
             try:
                 await self._locked_load(name, found[name])
             except ServerError as exc:
@@ -194,11 +201,25 @@ class ModelControl:
         await self._locked_load(name, model_dir, override)
 
     async def unload(self, name: str, unload_dependents: bool) -> None:
-        # unload_dependents is accepted: no model served from a repository depends on another yet (no ensembles)
+        """Unload a model; `unload_dependents`, for an ensemble: also the models of its steps that were loaded only
+        for it (by a load of the ensemble) and that no other loaded ensemble uses (Triton's unload_dependents)."""
         if self.mode != "explicit":
             raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
         async with self._lock:
+            model = self.core.registry.find(name)
             await self._unload(name)
+            if unload_dependents and model is not None and model.ensemble is not None:
+                await self._unload_composing(model.ensemble)
+
+    async def _unload_composing(self, ensemble: Ensemble) -> None:
+        used = {step.model_name for m in self.core.registry if m.ensemble is not None for step in m.ensemble.steps}
+        for step in ensemble.steps:
+            entry = self._entries.get(step.model_name)
+            if entry is not None and not entry.explicit and step.model_name not in used:
+                composing = self.core.registry.find(step.model_name)
+                await self._unload(step.model_name)
+                if composing is not None and composing.ensemble is not None:
+                    await self._unload_composing(composing.ensemble)
 
     # ---- internals -----------------------------------------------------------------------------
     def _find(self, name: str) -> str:
@@ -230,22 +251,49 @@ class ModelControl:
         async with self._lock:
             await self._load(name, model_dir, override)
 
+    async def _load_steps(self, ensemble: str, steps: list[str], loading: set[str]) -> None:
+        """Load the models an ensemble's steps name that are in the repositories and not served yet (as Triton does;
+        they are not loaded by name: `unload_dependents` of the ensemble unloads them). A step that fails to load
+        is logged; the ensemble then fails its check against its steps."""
+        try:
+            found = scan_repositories(self.folders)
+        except ModelRepositoryError:
+            return
+        for step in dict.fromkeys(steps):
+            if step in loading or step not in found or self.core.registry.find(step) is not None:
+                continue
+            try:
+                await self._load(step, found[step], loading=loading, explicit=False)
+            except ServerError as exc:
+                logger.error("loading model '%s', a step of ensemble '%s': %s", step, ensemble, exc)
+
+    def _source(self, config: Any, target: str) -> Any:
+        if target.startswith(ENSEMBLE_TARGET):
+            return Ensemble(config, target[len(ENSEMBLE_TARGET):])
+        return self.host.worker_pool(config, target)
+
     async def _load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None,
-                    keep_unchanged: bool = False) -> None:
+                    keep_unchanged: bool = False, loading: set[str] | None = None, explicit: bool = True) -> None:
         """(Re)load the versions of `name` its policy selects and stop serving the others, without dropping a
-        request; `keep_unchanged` (poll mode): a version served whose files have not changed is not reloaded."""
+        request; `keep_unchanged` (poll mode): a version served whose files have not changed is not reloaded. An
+        ensemble's steps are loaded first when they are not served (`loading`: the ensembles being loaded)."""
         if self._closed:
             raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
         served = self.core.registry.find(name)
         if served is not None and name not in self._entries:
             raise invalid_arg(f"failed to load '{name}': a model of that name is served that is not from the model "
                               "repository")
-        entry = self._entries.setdefault(name, _Entry())
+        entry = self._entries.setdefault(name, _Entry(explicit=explicit))
+        entry.explicit = entry.explicit or explicit
         entry.signature = folder_signature(model_dir)
         before = {number: dataclasses.replace(version) for number, version in entry.versions.items()}
         try:
             # in a thread: auto-complete waits for a child process running the model's auto_complete_config
             models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete)
+            scheduling = models[-1].config.ensemble_scheduling
+            if scheduling is not None:
+                steps = [s.model_name for s in ensemble_steps(scheduling)]
+                await self._load_steps(name, steps, (loading or set()) | {name})
         except Exception as exc:  # noqa: BLE001 - a config or folder that cannot be served: the index shows why
             reason = str(exc)
             if not self._serving(name, before):
@@ -298,7 +346,7 @@ class ModelControl:
                    for n in numbers)
 
     async def _start(self, model: RepositoryModel) -> None:
-        source = self.host.worker_pool(model.config, model.target)
+        source = self._source(model.config, model.target)
         await self.core.replace_model(model.config, source, self.retire_timeout_s)
 
     async def _unload(self, name: str) -> None:

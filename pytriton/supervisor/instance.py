@@ -19,7 +19,7 @@ from pytriton.core.types import ExecutionOutput, ExecutionRequest, RegionSlice, 
 from pytriton.exceptions import internal, unavailable
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
-from pytriton.proxy.messages import RequestData, TensorData, params_from_proto, sequence_fields
+from pytriton.proxy.messages import ArenaSlot, RequestData, TensorData, params_from_proto, sequence_fields
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
 from pytriton.scheduler.job import NO_RESULT, ExecutionStats
@@ -42,7 +42,7 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
     """The core's request in the transport's form."""
     regions = request.input_regions
     inputs = [
-        TensorData(t.name, t.datatype, t.shape, t.data) if t.data is not None
+        TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None
         else _region_tensor(t.name, t.datatype, t.shape, regions[t.name])
         for t in request.inputs
     ]
@@ -71,13 +71,15 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[An
             if ref.region or ref.cuda_handle:  # the worker wrote it into the client's region
                 outputs.append(Tensor(ref.name, datatype, tuple(ref.shape)))
                 continue
+            shared = None
             if ref.frame:
                 data: Any = frames[ref.frame - 1].buffer
             else:
                 assert segments is not None
                 data = segments.view(ref.segment, ref.offset, ref.nbytes)
                 slots.append(slot_key(ref.segment, ref.offset))
-            outputs.append(Tensor(ref.name, datatype, tuple(ref.shape), data))
+                shared = ArenaSlot(segments.owner_pid, segments.kind, ref.segment, ref.offset)
+            outputs.append(Tensor(ref.name, datatype, tuple(ref.shape), data, shared=shared))
         output = ExecutionOutput(outputs, params_from_proto(item.parameters) if item.parameters else {})
         if slots:
             output.on_release = _slot_release(link, slots)

@@ -71,7 +71,7 @@ def test_missing_name_takes_the_folder_name(tmp_path):
 @pytest.mark.parametrize("config, field, problem", [
     ('name: "other" backend: "python"' + TENSORS, "name", "must match its directory: 'other' is in directory 'm'"),
     ('backend: "onnxruntime"' + TENSORS, "backend", "got 'onnxruntime'"),
-    ('platform: "ensemble"' + TENSORS, "platform", "ensemble models are not supported yet"),
+    ('platform: "ensemble"' + TENSORS, "ensemble_scheduling.step", "must specify 'step' for ensemble 'm'"),
     ('backend: "python" max_batch_size: -1' + TENSORS, "max_batch_size", "must be >= 0, got -1"),
     ('backend: "python" input [ { name: "X" dims: [ 2 ] } ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]',
      "input[0].data_type", "tensor 'X' needs a data type (e.g. TYPE_FP32), got TYPE_INVALID"),
@@ -129,7 +129,7 @@ def test_a_decoupled_model_may_batch_dynamically(tmp_path):
 
 
 def test_unsupported_fields_are_listed():
-    assert "ensemble_scheduling" in UNSUPPORTED_FIELDS and "sequence_batching" in UNSUPPORTED_FIELDS
+    assert "sequence_batching" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
 
 
 @pytest.mark.parametrize(("policy", "served"), [

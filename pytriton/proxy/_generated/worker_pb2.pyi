@@ -22,7 +22,7 @@ class Param(_message.Message):
     def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
 
 class TensorRef(_message.Message):
-    __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device")
+    __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device", "peer_pid", "peer_arena")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class TensorRef(_message.Message):
     REGION_ID_FIELD_NUMBER: _ClassVar[int]
     CUDA_HANDLE_FIELD_NUMBER: _ClassVar[int]
     CUDA_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PEER_PID_FIELD_NUMBER: _ClassVar[int]
+    PEER_ARENA_FIELD_NUMBER: _ClassVar[int]
     name: str
     dtype: int
     shape: _containers.RepeatedScalarFieldContainer[int]
@@ -47,7 +49,9 @@ class TensorRef(_message.Message):
     region_id: int
     cuda_handle: bytes
     cuda_device: int
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ...) -> None: ...
+    peer_pid: int
+    peer_arena: str
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ..., peer_pid: _Optional[int] = ..., peer_arena: _Optional[str] = ...) -> None: ...
 
 class RequestItem(_message.Message):
     __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions", "request_id", "correlation_id", "correlation_id_str", "flags")
