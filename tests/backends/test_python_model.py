@@ -148,6 +148,9 @@ def test_helpers():
     assert pb_utils.get_input_config_by_name(config, "B") is None
     assert pb_utils.triton_string_to_numpy("TYPE_FP16") is np.float16
     assert pb_utils.triton_string_to_numpy("TYPE_STRING") is np.object_
+    assert pb_utils.using_decoupled_model_transaction_policy({"model_transaction_policy": {"decoupled": True}})
+    assert not pb_utils.using_decoupled_model_transaction_policy(json.dumps({"model_transaction_policy": {}}))
+    assert not pb_utils.using_decoupled_model_transaction_policy(config)
     error = pb_utils.TritonError("nope", pb_utils.TritonError.NOT_FOUND)
     assert (error.message(), error.code()) == ("nope", 2)
     assert pb_utils.TritonError("x").code() == pb_utils.TritonError.INTERNAL == 1
