@@ -103,10 +103,10 @@ def test_responses_errors_and_parameters_per_request(tmp_path):
     assert [name for name, _, _ in checked[2][0]] == ["Z"]  # only what the request asked for
 
 
-def test_an_output_that_does_not_match_the_config_fails_the_call(tmp_path):
+def test_an_output_keeps_its_own_datatype_as_in_triton(tmp_path):
     backend = backend_for(tmp_path, "m3", MODEL)
-    with pytest.raises(InferenceCallableError, match="output 'Y' of model 'm3' has datatype FP64"):
-        backend.check_outputs([request("dtype")], backend([request("dtype")]))
+    outputs, error, _ = backend.check_outputs([request("dtype")], backend([request("dtype")]))[0]
+    assert error == "" and [(name, dt, a.dtype) for name, dt, a in outputs] == [("Y", "FP64", np.float64)]
 
 
 def test_decoupled_model_streams_each_response_sent(tmp_path):
