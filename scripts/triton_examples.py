@@ -36,6 +36,7 @@ class Example:
     models: dict[str, tuple[str, str | None]]
     clients: tuple[str, ...]
     note: str = ""
+    needs: tuple[str, ...] = ()  # modules the server's interpreter must import (else the example is skipped)
 
 
 _ADD_SUB = {"add_sub": ("add_sub/model.py", "add_sub/config.pbtxt")}
@@ -45,13 +46,13 @@ _SQUARE = {"square_int32": ("decoupled/square_model.py", "decoupled/square_confi
 # Layouts as in the READMEs: python_backend/README.md (add_sub), examples/*/README.md.
 EXAMPLES = [
     Example("add_sub", dict(_ADD_SUB), ("add_sub/client.py",)),
-    Example("pytorch", dict(_PYTORCH), ("pytorch/client.py",), "needs torch in the server's venv"),
+    Example("pytorch", dict(_PYTORCH), ("pytorch/client.py",), "needs torch", ("torch",)),
     Example("decoupled", {"repeat_int32": ("decoupled/repeat_model.py", "decoupled/repeat_config.pbtxt"), **_SQUARE},
             ("decoupled/repeat_client.py", "decoupled/square_client.py")),
     Example("bls_sync", {**_ADD_SUB, "bls_sync": ("bls/sync_model.py", "bls/sync_config.pbtxt"), **_PYTORCH},
-            ("bls/sync_client.py",), "calls the pytorch model"),
+            ("bls/sync_client.py",), "calls the pytorch model", ("torch",)),
     Example("bls_async", {**_ADD_SUB, "bls_async": ("bls/async_model.py", "bls/async_config.pbtxt"), **_PYTORCH},
-            ("bls/async_client.py",), "calls the pytorch model"),
+            ("bls/async_client.py",), "calls the pytorch model", ("torch",)),
     Example("bls_decoupled_sync", {"bls_decoupled_sync": ("bls_decoupled/sync_model.py",
                                                           "bls_decoupled/sync_config.pbtxt"), **_SQUARE},
             ("bls_decoupled/sync_client.py",)),
@@ -70,7 +71,7 @@ BY_NAME = {e.name: e for e in EXAMPLES}
 @dataclasses.dataclass
 class Outcome:
     example: str
-    status: str = "PASS"  # PASS | FAIL
+    status: str = "PASS"  # PASS | FAIL | SKIP
     detail: list[str] = dataclasses.field(default_factory=list)
 
     def fail(self, why: str) -> None:
@@ -255,6 +256,12 @@ def tail(path: pathlib.Path, lines: int) -> str:
 
 def run_example(example: Example, src: pathlib.Path, work: pathlib.Path, args: argparse.Namespace) -> Outcome:
     out = Outcome(example.name)
+    missing = [m for m in example.needs
+               if subprocess.run([args.python, "-c", f"import {m}"], capture_output=True, check=False).returncode]
+    if missing:
+        out.status = "SKIP"
+        out.detail.append(f"{', '.join(missing)} cannot be imported by {args.python}")
+        return out
     repo = work / example.name / "models"
     layout(example, src, repo)
     ports, patched = choose_ports()
@@ -332,8 +339,9 @@ def main(argv: list[str] | None = None) -> int:
             for sub in line.splitlines():
                 print(f"{'':<{width}}          {sub}")
     passed = sum(o.status == "PASS" for o in outcomes)
-    print(f"\n{passed}/{len(outcomes)} passed")
-    return 0 if passed == len(outcomes) else 1
+    failed = sum(o.status == "FAIL" for o in outcomes)
+    print(f"\n{passed}/{len(outcomes)} passed, {failed} failed, {len(outcomes) - passed - failed} skipped")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
