@@ -69,6 +69,10 @@ def _model_names(folders: Sequence[str]) -> tuple[set[str], set[str]]:
     return names, duplicates
 
 
+class _LoadCancelled(Exception):
+    """A load whose instances were still starting when the server stopped."""
+
+
 class ModelControl:
     """The repository extension's controller for model control modes "explicit" and "poll".
 
@@ -92,6 +96,8 @@ class ModelControl:
         self._poller: asyncio.Task | None = None
         self._upload_dirs: list[str] = []
         self._closed = False
+        self._starting: tuple[asyncio.Future, Any] | None = None  # a load's replace_model task and its source
+        self._start_cancelled = False
 
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
@@ -114,12 +120,22 @@ class ModelControl:
         if self.mode == "poll":
             self._poller = asyncio.ensure_future(self._poll_forever())
 
-    async def close(self) -> None:
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stop polling, let a load under way register its model (so that the core's stop stops it too; at most
-        `CLOSE_WAIT_S`), and remove the folders of uploaded model files (the core stops the models)."""
+        `wait_s`, then a load whose instances are still starting is cancelled: they are killed and its client told
+        that the server is stopping), and remove the folders of uploaded model files (the core stops the models)."""
         self._closed = True
+        wait_s = min(wait_s, CLOSE_WAIT_S)
+        starting = self._starting
+        if starting is not None and not starting[0].done():
+            await asyncio.wait({starting[0]}, timeout=wait_s)
+            if not starting[0].done() and self._still_starting(starting[1]):
+                logger.warning("a model load was still starting its instances as the server stopped: cancelled")
+                self._start_cancelled = True
+                starting[0].cancel()
+                await asyncio.wait({starting[0]})
         try:
-            await asyncio.wait_for(self._lock.acquire(), CLOSE_WAIT_S)
+            await asyncio.wait_for(self._lock.acquire(), wait_s)
             self._lock.release()
         except asyncio.TimeoutError:
             logger.warning("a model load still runs as the server stops")
@@ -229,7 +245,10 @@ class ModelControl:
             model = load_model(model_dir, override)
             version = entry.version = model.config.model_version  # LOADING is shown with the version it loads
             source = self.host.worker_pool(model.config, model.target)
-            await self.core.replace_model(model.config, source, self.retire_timeout_s)
+            await self._replace(name, model.config, source)
+        except _LoadCancelled:
+            entry.version, entry.state, entry.reason = before.version, before.state, before.reason
+            raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping") from None
         except Exception as exc:  # noqa: BLE001 - e.g. initialize() raised: the index shows why
             reason = str(exc)
             if self.core.registry.find(name) is not None and before.state == "READY":
@@ -242,6 +261,28 @@ class ModelControl:
             entry.version, entry.state, entry.reason = before.version, before.state, before.reason
             raise
         entry.version, entry.state, entry.reason = model.config.model_version, "READY", ""
+
+    async def _replace(self, name: str, config: Any, source: Any) -> None:
+        """core.replace_model in a task of its own, which close() cancels while the instances still start; the
+        cancellation is the load's error (UNAVAILABLE: the server is stopping)."""
+        task = asyncio.ensure_future(self.core.replace_model(config, source, self.retire_timeout_s))
+        self._starting = (task, source)
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._start_cancelled and task.cancelled() and not (current and current.cancelling()):
+                raise _LoadCancelled(name) from None
+            raise
+        finally:
+            self._starting = None
+
+    def _still_starting(self, source: Any) -> bool:
+        """True until the model that `source` feeds is registered and loaded (then it is stopped as served)."""
+        for model in self.core.registry:
+            if model.source is source:
+                return not model.loaded
+        return True
 
     async def _unload(self, name: str) -> None:
         entry = self._entries.get(name)
