@@ -270,8 +270,9 @@ class ModelControl:
         try:
             await task
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if self._start_cancelled and task.cancelled() and not (current and current.cancelling()):
+            current = asyncio.current_task()  # (Task.cancelling, Python 3.11+: whether the caller was cancelled too)
+            caller_cancelled = bool(getattr(current, "cancelling", lambda: 0)())
+            if self._start_cancelled and task.cancelled() and not caller_cancelled:
                 raise _LoadCancelled(name) from None
             raise
         finally:
