@@ -102,9 +102,11 @@ def pa_options(args: argparse.Namespace) -> PaOptions:
 def server_specs(args: argparse.Namespace) -> dict[str, ServerSpec]:
     """How to start each server: its venv's python and its environment (NVIDIA's needs its libpython)."""
     base_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GLIBC_TUNABLES", "LD_PRELOAD")}
-    libdir = subprocess.run([str(args.nvidia_python), "-c",
-                             "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-                            capture_output=True, text=True, check=False).stdout.strip()
+    libdir = ""
+    if "nvidia" in args.servers:  # (its venv need not exist when it is not measured)
+        libdir = subprocess.run([str(args.nvidia_python), "-c",
+                                 "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+                                capture_output=True, text=True, check=False).stdout.strip()
     nv_env = dict(base_env)
     nv_env["LD_LIBRARY_PATH"] = libdir + (":" + base_env["LD_LIBRARY_PATH"] if base_env.get("LD_LIBRARY_PATH") else "")
     return {"ours": ServerSpec("ours", args.ours_python, base_env),
