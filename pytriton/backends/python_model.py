@@ -14,8 +14,6 @@ import sys
 from collections.abc import Generator
 from typing import Any
 
-import numpy as np
-
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import (
     CallableBackend,

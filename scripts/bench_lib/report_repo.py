@@ -54,8 +54,8 @@ def repo_summary(result: BenchResult, agg: dict[str, ServerAggregate]) -> list[s
     """Console lines; none when the repository server was not measured."""
     if "repo" not in agg:
         return []
-    out = ["", f"{'repository model vs bind':<40} {'c':>2} {'repo/s':>9} {'bind/s':>9} {'NVIDIA/s':>9} "
-               f"{'repo/bind':>9}"]
+    head = f"{'repository model vs bind':<40} {'c':>2} {'repo/s':>9} {'bind/s':>9} {'NVIDIA/s':>9} {'repo/bind':>9}"
+    out = ["", head]
     for key, c, r, o, n in _rows(result, agg):
         ratio = _ratio(r.throughput, o.throughput)
         out.append(f"{result.case_labels[key]:<40} {c:>2} {_fmt(r.throughput):>9} {_fmt(o.throughput):>9} "

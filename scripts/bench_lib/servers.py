@@ -201,8 +201,8 @@ class Server:
         except OSError:
             return []
         if self.spec.name == "repo":  # `python -m pytriton.cli`: no model script reports it; ask the same python
-            found = subprocess.run([str(self.spec.python), "-c", "import os, pytriton; "
-                                    "print(os.path.dirname(pytriton.__file__))"], capture_output=True, text=True,
+            ask = "import os, pytriton; print(os.path.dirname(pytriton.__file__))"
+            found = subprocess.run([str(self.spec.python), "-c", ask], capture_output=True, text=True,
                                    cwd=self.cwd, env=self.spec.env, check=False).stdout.strip()
             text = f"BENCH pytriton package: {found}\n" + text
         expected = REPO / "pytriton" if self.spec.name in ("ours", "repo") else self.spec.python.parent.parent
