@@ -230,8 +230,8 @@ class Server:
         if control is not None:
             await control.close()
         model_control, self.model_control = self.model_control, None
-        if model_control is not None:
-            await model_control.close()
+        if model_control is not None:  # a load under way may use half of what is left, then it is cancelled
+            await model_control.close(max(0.0, deadline - asyncio.get_running_loop().time()) / 2)
         core, self.core = self.core, None
         if core is not None:
             await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))

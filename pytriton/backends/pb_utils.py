@@ -289,6 +289,12 @@ def get_output_config_by_name(model_config: dict[str, Any] | str, name: str) -> 
     return _config_entry(model_config, "output", name)
 
 
+def using_decoupled_model_transaction_policy(model_config: dict[str, Any] | str) -> bool:
+    """True when a model configuration says `model_transaction_policy { decoupled: true }`."""
+    config = json.loads(model_config) if isinstance(model_config, str) else model_config
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+
+
 def triton_string_to_numpy(triton_type_string: str) -> Any:
     """The numpy type of a configuration datatype ("TYPE_FP32" -> np.float32; "TYPE_STRING" -> np.object_)."""
     datatype = CONFIG_TO_TRITON.get(triton_type_string)

@@ -16,8 +16,6 @@ import sys
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-import numpy as np
-
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import (
     CallableBackend,
@@ -25,6 +23,7 @@ from pytriton.backends.callable_backend import (
     InferenceCallableError,
     StreamStep,
     _shape_matches,
+    logger,
 )
 from pytriton.backends.target import exec_file_module
 from pytriton.model_config.datatypes import numpy_to_triton
@@ -92,6 +91,7 @@ class PythonModelBackend(CallableBackend):
         }
         # Set by the worker for each execution: whether the client of request i (of those that run) left.
         self.cancel_probe: Callable[[int], bool] | None = None
+        self._datatype_warned: set[str] = set()
         if hasattr(self.model, "initialize"):
             self.model.initialize(self.args)
         super().__init__(self._run, config)
@@ -197,10 +197,18 @@ class PythonModelBackend(CallableBackend):
                 raise InferenceCallableError(f"model '{name}' returned output '{output}', which its config.pbtxt "
                                              f"does not declare (declared: {sorted(self.config.output_by_name)})")
             array = tensor.as_numpy()
-            datatype = numpy_to_triton(array.dtype) if isinstance(array, np.ndarray) else "?"
-            if datatype != spec.datatype:
-                raise InferenceCallableError(f"output '{output}' of model '{name}' has datatype {datatype} (numpy "
-                                             f"{array.dtype}), but its config.pbtxt declares {spec.datatype}")
+            try:
+                datatype = numpy_to_triton(array.dtype)
+            except TypeError:
+                raise InferenceCallableError(f"output '{output}' of model '{name}' has numpy dtype {array.dtype}, "
+                                             f"which has no Triton datatype") from None
+            if datatype != spec.datatype and output not in self._datatype_warned:
+                # As Triton's Python backend: the tensor goes out with its own datatype (Triton's own examples
+                # rely on it, e.g. an int64 sum for a TYPE_INT32 output); said once per output in the log.
+                self._datatype_warned.add(output)
+                logger.warning("output '%s' of model '%s' has datatype %s (numpy %s), but its config.pbtxt declares "
+                               "%s: sent as %s, as Triton does", output, name, datatype, array.dtype, spec.datatype,
+                               datatype)
             model_spec = spec if spec.reshape is None else dataclasses.replace(spec, shape=spec.reshape)
             if not _shape_matches(model_spec, array.shape, self.config.batching):
                 expected = ([-1] if self.config.batching else []) + list(model_spec.shape)

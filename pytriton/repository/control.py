@@ -86,6 +86,10 @@ def _model_names(folders: Sequence[str]) -> tuple[set[str], set[str]]:
     return names, duplicates
 
 
+class _LoadCancelled(Exception):
+    """A load whose instances were still starting when the server stopped."""
+
+
 class ModelControl:
     """The repository extension's controller for model control modes "explicit" and "poll".
 
@@ -110,6 +114,8 @@ class ModelControl:
         self._poller: asyncio.Task | None = None
         self._upload_dirs: list[str] = []
         self._closed = False
+        self._starting: dict[asyncio.Future, Any] = {}  # a load's replace_model tasks and their sources
+        self._start_cancelled = False
 
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
@@ -136,12 +142,24 @@ class ModelControl:
         if self.mode == "poll":
             self._poller = asyncio.ensure_future(self._poll_forever())
 
-    async def close(self) -> None:
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stop polling, let a load under way register its model (so that the core's stop stops it too; at most
-        `CLOSE_WAIT_S`), and remove the folders of uploaded model files (the core stops the models)."""
+        `wait_s`, then a load whose instances are still starting is cancelled: they are killed and its client told
+        that the server is stopping), and remove the folders of uploaded model files (the core stops the models)."""
         self._closed = True
+        wait_s = min(wait_s, CLOSE_WAIT_S)
+        starting = {task: source for task, source in self._starting.items() if not task.done()}
+        if starting:
+            await asyncio.wait(set(starting), timeout=wait_s)
+            late = [task for task, source in starting.items() if not task.done() and self._still_starting(source)]
+            if late:
+                logger.warning("a model load was still starting its instances as the server stopped: cancelled")
+                self._start_cancelled = True
+                for task in late:
+                    task.cancel()
+                await asyncio.wait(set(late))
         try:
-            await asyncio.wait_for(self._lock.acquire(), CLOSE_WAIT_S)
+            await asyncio.wait_for(self._lock.acquire(), wait_s)
             self._lock.release()
         except asyncio.TimeoutError:
             logger.warning("a model load still runs as the server stops")
@@ -311,6 +329,9 @@ class ModelControl:
         except BaseException:
             entry.versions = before
             raise
+        if any(isinstance(result, _LoadCancelled) for result in results):
+            entry.versions = before
+            raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
         failures: dict[int, str] = {}
         for model, result in zip(starting, results):
             number = model.config.model_version
@@ -347,7 +368,30 @@ class ModelControl:
 
     async def _start(self, model: RepositoryModel) -> None:
         source = self._source(model.config, model.target)
-        await self.core.replace_model(model.config, source, self.retire_timeout_s)
+        await self._replace(model.config.model_name, model.config, source)
+
+    async def _replace(self, name: str, config: Any, source: Any) -> None:
+        """core.replace_model in a task of its own, which close() cancels while the instances still start; the
+        cancellation is the load's error (UNAVAILABLE: the server is stopping)."""
+        task = asyncio.ensure_future(self.core.replace_model(config, source, self.retire_timeout_s))
+        self._starting[task] = source
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()  # (Task.cancelling, Python 3.11+: whether the caller was cancelled too)
+            caller_cancelled = bool(getattr(current, "cancelling", lambda: 0)())
+            if self._start_cancelled and task.cancelled() and not caller_cancelled:
+                raise _LoadCancelled(name) from None
+            raise
+        finally:
+            self._starting.pop(task, None)
+
+    def _still_starting(self, source: Any) -> bool:
+        """True until the model that `source` feeds is registered and loaded (then it is stopped as served)."""
+        for model in self.core.registry:
+            if model.source is source:
+                return not model.loaded
+        return True
 
     async def _unload(self, name: str) -> None:
         entry = self._entries.get(name)

@@ -55,7 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, help="launches per server (default 3; 1 with --quick)")
     p.add_argument("--cases", help="comma-separated case keys, e.g. grpc-small-none,http-1mib-system "
                    "(grpc|http)-(small|1mib)-(none|system)[-batched]")
-    p.add_argument("--servers", default="ours,nvidia", help="comma-separated subset of ours,nvidia")
+    p.add_argument("--servers", default="ours,nvidia,repo",
+                   help="comma-separated subset of ours,nvidia,repo (repo: ours, the same model from a model "
+                        "repository, served by `pytriton serve --model-repository`)")
     p.add_argument("--no-batching", action="store_true", help="skip the dynamic-batching launches")
     p.add_argument("--concurrency", default="1:8:7", help="perf_analyzer --concurrency-range (default 1:8:7)")
     p.add_argument("--batched-concurrency", default="8", help="concurrency for the batching cases (default 8)")
@@ -100,13 +102,16 @@ def pa_options(args: argparse.Namespace) -> PaOptions:
 def server_specs(args: argparse.Namespace) -> dict[str, ServerSpec]:
     """How to start each server: its venv's python and its environment (NVIDIA's needs its libpython)."""
     base_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GLIBC_TUNABLES", "LD_PRELOAD")}
-    libdir = subprocess.run([str(args.nvidia_python), "-c",
-                             "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-                            capture_output=True, text=True, check=False).stdout.strip()
+    libdir = ""
+    if "nvidia" in args.servers:  # (its venv need not exist when it is not measured)
+        libdir = subprocess.run([str(args.nvidia_python), "-c",
+                                 "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+                                capture_output=True, text=True, check=False).stdout.strip()
     nv_env = dict(base_env)
     nv_env["LD_LIBRARY_PATH"] = libdir + (":" + base_env["LD_LIBRARY_PATH"] if base_env.get("LD_LIBRARY_PATH") else "")
     return {"ours": ServerSpec("ours", args.ours_python, base_env),
-            "nvidia": ServerSpec("nvidia", args.nvidia_python, nv_env)}
+            "nvidia": ServerSpec("nvidia", args.nvidia_python, nv_env),
+            "repo": ServerSpec("repo", args.ours_python, base_env)}
 
 
 def _log_results(case: Case, res: dict[int, CaseRun]) -> None:
@@ -126,7 +131,7 @@ class Bench:
         self.args = args
         self.opts = pa_options(args)
         self.specs = server_specs(args)
-        self.samples = {s: ServerSamples() for s in ("ours", "nvidia") if s in args.servers}
+        self.samples = {s: ServerSamples() for s in ("ours", "nvidia", "repo") if s in args.servers}
         self.versions: dict[str, str] = {}
         self.problems: list[str] = []
         self.current: list[Server] = []  # running now: stopped on an interrupt

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from bench_lib.report_repo import repo_summary, repo_table
 from bench_lib.results import BenchResult, CaseAggregate, Meta, ServerAggregate
 
 TARGETS = {  # ratio ours / NVIDIA
@@ -153,6 +154,7 @@ def write_report(result: BenchResult, agg: dict[str, ServerAggregate], meta: Met
     _memory_table(w, ours, nv)
     _tail_table(w, keys, labels, ours, nv)
     write_evenness(w, keys, labels, ours, nv)
+    repo_table(w, result, agg)
     w("## Problems seen in this run")
     w("")
     if result.problems:
@@ -295,6 +297,7 @@ def summary(result: BenchResult, agg: dict[str, ServerAggregate]) -> str:
                f"{fmt_ratio(ratio(ours.startup_s, nv.startup_s)):>9}")
     out.append(f"{'RSS after ready (MiB)':<40}    {fmt_num(mib(ours.rss_ready_kib)):>9} "
                f"{fmt_num(mib(nv.rss_ready_kib)):>9} {fmt_ratio(ratio(ours.rss_ready_kib, nv.rss_ready_kib)):>9}")
+    out.extend(repo_summary(result, agg))
     if result.problems:
         out.append(f"\n{len(result.problems)} problem(s):")
         out.extend(f"  - {p}" for p in result.problems)

@@ -103,10 +103,10 @@ def test_responses_errors_and_parameters_per_request(tmp_path):
     assert [name for name, _, _ in checked[2][0]] == ["Z"]  # only what the request asked for
 
 
-def test_an_output_that_does_not_match_the_config_fails_the_call(tmp_path):
+def test_an_output_keeps_its_own_datatype_as_in_triton(tmp_path):
     backend = backend_for(tmp_path, "m3", MODEL)
-    with pytest.raises(InferenceCallableError, match="output 'Y' of model 'm3' has datatype FP64"):
-        backend.check_outputs([request("dtype")], backend([request("dtype")]))
+    outputs, error, _ = backend.check_outputs([request("dtype")], backend([request("dtype")]))[0]
+    assert error == "" and [(name, dt, a.dtype) for name, dt, a in outputs] == [("Y", "FP64", np.float64)]
 
 
 @pytest.mark.parametrize("shape, from_dims, to_dims, batched, expected", [
@@ -207,6 +207,9 @@ def test_helpers():
     assert pb_utils.get_input_config_by_name(config, "B") is None
     assert pb_utils.triton_string_to_numpy("TYPE_FP16") is np.float16
     assert pb_utils.triton_string_to_numpy("TYPE_STRING") is np.object_
+    assert pb_utils.using_decoupled_model_transaction_policy({"model_transaction_policy": {"decoupled": True}})
+    assert not pb_utils.using_decoupled_model_transaction_policy(json.dumps({"model_transaction_policy": {}}))
+    assert not pb_utils.using_decoupled_model_transaction_policy(config)
     error = pb_utils.TritonError("nope", pb_utils.TritonError.NOT_FOUND)
     assert (error.message(), error.code()) == ("nope", 2)
     assert pb_utils.TritonError("x").code() == pb_utils.TritonError.INTERNAL == 1

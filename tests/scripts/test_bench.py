@@ -12,7 +12,7 @@ from bench_lib.servers import log_problems
 
 def test_defaults():
     args = bench.parse_args([])
-    assert args.repeats == 3 and args.servers == ["ours", "nvidia"]
+    assert args.repeats == 3 and args.servers == ["ours", "nvidia", "repo"]
     assert len(args.cases_main) == 8 and len(args.cases_batched) == 2
     assert (args.concurrency, args.interval, args.max_trials, args.stability) == ("1:8:7", 1500, 6, 50)
     assert args.out_dir.is_absolute() and args.out_dir.parent.name == "results"

@@ -79,6 +79,19 @@ def test_report_lists_problems_and_a_missing_server(recorded):
     assert "## How even was the comparison?" not in md
 
 
+def test_repository_rows_compare_with_our_bind(recorded):
+    result, agg, meta = recorded
+    assert "## Repository model vs bind" not in report.write_report(result, agg, meta)  # not measured
+    slower = {key: dataclasses.replace(a, throughput=a.throughput * 0.8) for key, a in agg["ours"].cases.items()}
+    agg = dict(agg, repo=dataclasses.replace(agg["ours"], cases=slower))
+    md = report.write_report(result, agg, meta)
+    assert "\n## Repository model vs bind\n" in md
+    assert "| gRPC, 16 floats, no shm | 1 | 1,010 | 1,263 | 298 | 0.80× | ❌ ≥ 0.9× | 0.75 | 0.75 |" in md
+    lines = report.summary(result, agg).splitlines()
+    row = lines[lines.index(next(x for x in lines if x.startswith("repository model vs bind"))) + 1]
+    assert row.split()[-5:] == ["1", "1,010", "1,263", "298", "0.80×"]
+
+
 def test_console_summary(recorded):
     result, agg, _meta = recorded
     lines = report.summary(result, agg).splitlines()
