@@ -9,6 +9,7 @@ Triton's does: calls in progress on its connections are cut (the in-process requ
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any, ClassVar
 
 from pytriton.app import Server as ServerProcess
@@ -40,7 +41,7 @@ class Frontend:
         self._check_options(options)
         warn_inert(options, self._inert)
         self._server = server
-        self._options = dataclasses.replace(options)
+        self._options: Any = dataclasses.replace(typing.cast(Any, options))
         self._service: Any = None  # the pytriton listener while started
         self._runtime: ServerRuntime | None = None
 
@@ -68,7 +69,7 @@ class Frontend:
         if self._running():
             raise AlreadyExistsError(f"{self._protocol} server is already running.")
         runtime = self._server._started()
-        options = self._options
+        options: Any = self._options
 
         async def start() -> Any:
             process = runtime.process

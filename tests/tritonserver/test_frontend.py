@@ -204,3 +204,23 @@ def test_server_stop_closes_its_front_ends():
     grpc.stop()
     gc.collect()
     assert _our_segments() == []
+
+
+def test_client_system_shared_memory_over_grpc(server):
+    import tritonclient.utils.shared_memory as shm
+
+    data = numpy.full((1, 4), 5.0, numpy.float32)
+    region = shm.create_shared_memory_region("tf_input", "/tf_input_test", data.nbytes * 2)
+    try:
+        shm.set_shared_memory_region(region, [data, data])
+        with KServeGrpc(server, KServeGrpc.Options(address=LOCAL, port=0)) as grpc, \
+                grpcclient.InferenceServerClient(f"{LOCAL}:{grpc.port}") as client:
+            client.register_system_shared_memory("tf_input", "/tf_input_test", data.nbytes * 2)
+            inputs = [grpcclient.InferInput(n, [1, 4], "FP32") for n in ("INPUT0", "INPUT1")]
+            inputs[0].set_shared_memory("tf_input", data.nbytes)
+            inputs[1].set_shared_memory("tf_input", data.nbytes, offset=data.nbytes)
+            assert client.infer("add_sub", inputs).as_numpy("OUTPUT0").tolist() == [[10.0] * 4]
+            client.unregister_system_shared_memory("tf_input")
+    finally:
+        shm.destroy_shared_memory_region(region)
+    assert "tf_input_test" not in os.listdir("/dev/shm")
