@@ -197,7 +197,10 @@ class Server:
                 await self._stop_frontends(deadline)
         finally:
             try:
-                await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+                try:
+                    await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+                except RuntimeError:  # at interpreter exit (an in-process server's finalizer): no new thread
+                    self.tracer.close()
             finally:
                 unlink_segments(self.tag)
             if self.run_dir is not None:

@@ -9,6 +9,7 @@ import gc
 import os
 import socket
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import tritonclient.http as httpclient
 import pytriton.tritonserver as tritonserver
 from pytriton.tritonfrontend import KServeGrpc, KServeHttp, Metrics
 
-MODELS = str(Path(__file__).resolve().parent.parent / "repositories" / "models")
+REPOSITORIES = Path(__file__).resolve().parent.parent / "repositories"
+MODELS = str(REPOSITORIES / "models")
 LOCAL = "127.0.0.1"
 
 
@@ -224,3 +226,56 @@ def test_client_system_shared_memory_over_grpc(server):
     finally:
         shm.destroy_shared_memory_region(region)
     assert "tf_input_test" not in os.listdir("/dev/shm")
+
+
+def test_stop_cuts_the_calls_in_progress_and_the_server_goes_on(tmp_path):
+    server = tritonserver.Server(model_repository=str(REPOSITORIES / "reqfields"), exit_timeout=5,
+                                 model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
+                                 startup_models=["watch_cancel"]).start(wait_until_ready=True, timeout=60)
+    try:
+        results: list = []
+        marker = tmp_path / "marker"
+        grpc = KServeGrpc(server, KServeGrpc.Options(address=LOCAL, port=0))
+        grpc.start()
+        client = grpcclient.InferenceServerClient(f"{LOCAL}:{grpc.port}")
+        tensor = grpcclient.InferInput("X", [2], "FP32")
+        tensor.set_data_from_numpy(numpy.ones(2, numpy.float32))
+        done = threading.Event()
+        client.async_infer("watch_cancel", [tensor], parameters={"seconds": 20, "marker": str(marker)},
+                           callback=lambda result, error: (results.append((result, error)), done.set()))
+        time.sleep(1.0)  # the request reaches the model (statistics count it only once it is done)
+        started = time.monotonic()
+        grpc.stop()  # as Triton's: the call is cut, not drained
+        assert done.wait(10) and time.monotonic() - started < 10
+        (result, error), = results
+        assert result is None and ("CANCELLED" in str(error) or "UNAVAILABLE" in str(error))
+        client.close()
+        deadline = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.read_text() == "cancelled"  # the model saw its request cancelled
+        (response,) = server.model("watch_cancel").infer(inputs={"X": numpy.ones(2, numpy.float32)},
+                                                         parameters={"seconds": 0})
+        assert numpy.from_dlpack(response.outputs["Y"]).tolist() == [1.0, 1.0]  # the server goes on
+    finally:
+        server.stop()
+
+
+def test_forgotten_server_and_front_end_cleaned_up_at_exit(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    script = (
+        "import os, tritonserver, tritonfrontend\n"
+        f"server = tritonserver.Server(model_repository={MODELS!r}, exit_timeout=5).start(wait_until_ready=True)\n"
+        "http = tritonfrontend.KServeHttp(server, tritonfrontend.KServeHttp.Options(address='127.0.0.1', port=0))\n"
+        "http.start()\n"
+        "print(os.getpid(), http.port, flush=True)\n"  # and exit without stopping either
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    pid, port = done.stdout.split()
+    assert _refused(int(port))
+    assert not [e for e in os.listdir("/dev/shm") if f"_{pid}_" in e]
+    assert not [e for e in os.listdir(tempfile.gettempdir()) if e.startswith("pytriton-") and f"-{pid}-" in e]
