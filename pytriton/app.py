@@ -84,6 +84,7 @@ class Server:
         self.grpc: GrpcFrontend | None = None
         self.http: HttpListener | None = None
         self.metrics: HttpListener | None = None
+        self.attached: list[GrpcFrontend | HttpListener] = []  # started later, by the in-process tritonfrontend
         self.log_settings = LogSettings(config.log_level)
         self.trace_config = parse_trace_config(config.trace_config, config.trace_file)
         self.trace_settings: TraceSettings = self.trace_config.settings()
@@ -191,8 +192,9 @@ class Server:
         core = self.core
         try:
             if core is not None:
-                if self.grpc is not None:
-                    await self.grpc.set_serving(False)
+                for frontend in (self.grpc, *self.attached):
+                    if isinstance(frontend, GrpcFrontend):
+                        await frontend.set_serving(False)
                 await core.drain(max(0.0, budget - reserve))
             try:
                 await self._stop_core(deadline - min(FRONTEND_CLOSE_S, reserve / 2))
@@ -202,7 +204,10 @@ class Server:
                 await self._stop_frontends(deadline)
         finally:
             try:
-                await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+                try:
+                    await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+                except RuntimeError:  # at interpreter exit (an in-process server's finalizer): no new thread
+                    self.tracer.close()
             finally:
                 unlink_segments(self.tag)
             if self.run_dir is not None:
@@ -212,7 +217,8 @@ class Server:
 
     async def _stop_frontends(self, deadline: float) -> None:
         loop = asyncio.get_running_loop()
-        frontends, self.grpc, self.http, self.metrics = (self.grpc, self.http, self.metrics), None, None, None
+        frontends = (self.grpc, self.http, self.metrics, *self.attached)
+        self.grpc, self.http, self.metrics, self.attached = None, None, None, []
         grace_s = max(0.0, min(FRONTEND_CLOSE_S, deadline - loop.time()))
         stops = [asyncio.ensure_future(f.stop(grace_s=grace_s) if isinstance(f, GrpcFrontend) else f.stop())
                  for f in frontends if f is not None]

@@ -19,7 +19,6 @@ import pytest
 from tests.conftest import REPO
 
 CHECKOUT = os.environ.get("PYTRITON_PYTHON_BACKEND_EXAMPLES")
-NOT_YET = pytest.mark.xfail(strict=True, reason="not supported yet: remove this mark when the feature lands")
 
 pytestmark = [
     pytest.mark.slow,
@@ -29,7 +28,7 @@ pytestmark = [
 
 @pytest.mark.parametrize("example", [
     "add_sub", "pytorch", "decoupled", "bls_sync", "bls_async", "bls_decoupled_sync", "bls_decoupled_async",
-    pytest.param("auto_complete", marks=NOT_YET), pytest.param("custom_metrics", marks=NOT_YET),
+    "auto_complete", "custom_metrics",
 ])
 def test_example_passes_with_its_own_client(example):
     assert CHECKOUT is not None
