@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import sys
+import threading
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ from pytriton.proxy.types import Request
 
 PYTHON_MODEL_PREFIX = "python-backend:"
 PB_UTILS_MODULE = "triton_python_backend_utils"
+_EXECUTED = -1  # (in a stream's queue: execute ended)
 
 
 def python_model_target(model_file: str) -> str:
@@ -132,29 +134,67 @@ class PythonModelBackend(CallableBackend):
 
     def _stream(self, requests: list[Request]) -> Generator[StreamStep, None, None]:
         """A decoupled model: what the senders send (during `execute` or later, from any thread) is yielded as it
-        comes, until every request's sender has sent the final flag. Each request is answered on its own: a step holds
-        at most one response per request, those of several requests when they were sent at once."""
+        comes, until every request's sender has sent the final flag and `execute` has returned. Each request is
+        answered on its own: a step holds at most one response per request, those of several requests when they were
+        sent at once.
+
+        `execute` runs in a thread of its own, so that what it sends goes out while it still runs (the worker's thread
+        sends and waits for credit meanwhile, as Triton sends each response at once); the step ends only once it
+        returned, so that a model instance still runs one `execute` at a time."""
         name = self.config.model_name
         count = len(requests)
         sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int]] = queue.SimpleQueue()
         senders: list[pb_utils.InferenceResponseSender | None] = [
             pb_utils.InferenceResponseSender(i, lambda index, response, flags: sent.put((index, response, flags)))
             for i in range(count)]
-        result = self.model.execute(self._requests(requests, senders))
-        if result is not None:
-            raise InferenceCallableError(f"execute() of decoupled model '{name}' must return None (its responses go "
-                                         f"through the response sender), got {type(result).__name__}")
+        model_requests = self._requests(requests, senders)
+        outcome: list[BaseException | None] = []  # what ended execute (None: it returned None)
+        done = threading.Event()
+
+        def execute() -> None:
+            try:
+                result = self.model.execute(model_requests)
+                if inspect.isawaitable(result):  # `async def execute`
+                    result = self._loop_for().run_until_complete(result)
+                outcome.append(None if result is None else InferenceCallableError(
+                    f"execute() of decoupled model '{name}' must return None (its responses go through the response "
+                    f"sender), got {type(result).__name__}"))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the worker's thread
+                outcome.append(exc)
+            finally:
+                done.set()
+                sent.put((_EXECUTED, None, 0))
+
+        threading.Thread(target=execute, name=f"execute {name}", daemon=True).start()
+        try:
+            yield from self._steps(sent, count, outcome)
+            done.wait()
+            if outcome and outcome[0] is not None:
+                raise outcome[0]
+        finally:
+            done.wait()  # (the stream was cut: execute still ends before the next batch starts)
+
+    @staticmethod
+    def _steps(sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int]], count: int,
+               outcome: list[BaseException | None]) -> Generator[StreamStep, None, None]:
+        """The steps of what comes through `sent` until every request has its final and execute ended (an error of
+        execute ends them at once)."""
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         unfinished = count
+        executing = True
         carried: tuple[int, pb_utils.InferenceResponse | None, int] | None = None  # (the next step's first)
-        while unfinished:
+        while unfinished or executing:
             item = carried if carried is not None else sent.get()
             carried = None
             step = StreamStep([None] * count, [False] * count)
             filled: set[int] = set()
             while True:
                 index, response, flags = item
-                if response is not None or flags & final:
+                if index == _EXECUTED:
+                    executing = False
+                    if outcome[0] is not None:  # (what was sent before it still goes out)
+                        unfinished = 0
+                elif response is not None or flags & final:
                     if index in filled:  # a request's second send of the moment: in the next step
                         carried = item
                         break
