@@ -16,6 +16,12 @@ from typing import Any
 import numpy as np
 
 from pytriton.backends.pb_autocomplete import ModelConfig  # noqa: F401 - pb_utils.ModelConfig (auto-complete)
+from pytriton.backends.pb_bytes import (  # noqa: F401 - pb_utils' byte-tensor and datatype helpers
+    deserialize_bytes_tensor,
+    numpy_to_triton_type,
+    serialize_byte_tensor,
+    triton_to_numpy_type,
+)
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_NUMPY
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
