@@ -36,6 +36,18 @@ PB_UTILS_MODULE = "triton_python_backend_utils"
 _EXECUTED = -1  # (in a stream's queue: execute ended)
 
 
+class ModelError(str):
+    """The message of a model's error response (`pb_utils.TritonError`), with its code: the worker sends both, and the
+    client sees the code's status (INVALID_ARG: gRPC INVALID_ARGUMENT, HTTP 400), as Triton answers it."""
+
+    code: int
+
+    def __new__(cls, message: str, code: int) -> ModelError:
+        self = super().__new__(cls, message)
+        self.code = code
+        return self
+
+
 def python_model_target(model_file: str) -> str:
     """The worker target of the model file `<model>/<version>/<file>.py`."""
     return PYTHON_MODEL_PREFIX + os.path.abspath(model_file)
@@ -225,7 +237,9 @@ class PythonModelBackend(CallableBackend):
                                          f"{type(response).__name__}")
         error = response.error()
         if error is not None:
-            return [], error.message() or "the model returned an error", {}
+            code = error.code()
+            code = code if 0 <= code <= pb_utils.TritonError.CANCELLED else pb_utils.TritonError.INTERNAL
+            return [], ModelError(error.message() or "the model returned an error", code), {}
         requested = request.requested_output_names
         outputs = []
         for tensor in response.output_tensors():

@@ -315,7 +315,7 @@ class ServerCore:
             raise internal(f"Failed to process the request(s) for model '{model.name}', message: no response")
         if output.error:  # the model's own answer for this request (e.g. output region too small)
             output.release()
-            raise internal(output.error)
+            raise ServerError(output.error_status or Status.INTERNAL, output.error)
         outputs = output.outputs
         if any("classification" in o.parameters for o in request.outputs):
             try:

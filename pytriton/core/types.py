@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from pytriton.core.shm_registry import Region
     from pytriton.core.trace import Trace
+    from pytriton.exceptions import Status
 
 
 @dataclasses.dataclass(slots=True)
@@ -112,6 +113,7 @@ class ExecutionOutput:
     outputs: list[Tensor] = dataclasses.field(default_factory=list)
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     error: str = ""
+    error_status: Status | None = None  # the error's status (None: INTERNAL), e.g. a Python model's TritonError code
     on_release: Callable[[], None] | None = None
 
     def release(self) -> None:

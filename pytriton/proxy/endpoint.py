@@ -428,6 +428,9 @@ class WorkerEndpoint(BlsEndpoint):
                 outputs, item_error, parameters = response
                 if item_error:
                     item.error = item_error
+                    code = getattr(item_error, "code", None)  # (a model's TritonError: python_model.ModelError)
+                    if code is not None:
+                        item.error_code = code
                     continue
                 regions = output_regions[index] if output_regions else {}
                 try:

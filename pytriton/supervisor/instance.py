@@ -16,7 +16,7 @@ import zmq
 
 from pytriton.core.shm_registry import CudaShmRegion
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, RegionSlice, Tensor
-from pytriton.exceptions import internal, unavailable
+from pytriton.exceptions import Status, internal, unavailable
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
 from pytriton.proxy.messages import ArenaSlot, RequestData, TensorData, params_from_proto, sequence_fields
@@ -25,6 +25,8 @@ from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, Instanc
 from pytriton.scheduler.job import NO_RESULT, ExecutionStats
 
 logger = logging.getLogger("pytriton.supervisor")
+
+_STATUSES = list(Status)  # in the order of pb_utils.TritonError's codes
 
 
 def _region_tensor(name: str, datatype: str, shape: tuple[int, ...], where: RegionSlice) -> TensorData:
@@ -62,7 +64,9 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[An
             results.append(NO_RESULT)
             continue
         if item.error:
-            results.append(ExecutionOutput(error=item.error))
+            code = item.error_code if item.HasField("error_code") else None
+            results.append(ExecutionOutput(error=item.error, error_status=(
+                _STATUSES[code] if code is not None and code < len(_STATUSES) else None)))
             continue
         outputs = []
         slots: list[int] = []
