@@ -26,6 +26,11 @@ logger = logging.getLogger("pytriton.backends")
 CheckedResponse = tuple[list[tuple[str, str, Any]], str, dict[str, Any]]
 
 
+class FinalResponses(list):
+    """What a stream yields when the model flagged these responses as its last (a decoupled Python-backend model's
+    sender with TRITONSERVER_RESPONSE_COMPLETE_FINAL): they travel with the final flag, not before an empty final."""
+
+
 class InferenceCallableError(Exception):
     """The callable failed or returned something that does not match the model's outputs."""
 

@@ -6,6 +6,7 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import inspect
 import json
@@ -18,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from pytriton.backends import pb_utils
-from pytriton.backends.callable_backend import CallableBackend, CheckedResponse, InferenceCallableError, _shape_matches
+from pytriton.backends.callable_backend import (
+    CallableBackend,
+    CheckedResponse,
+    FinalResponses,
+    InferenceCallableError,
+    _shape_matches,
+)
 from pytriton.backends.target import exec_file_module
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -26,6 +33,7 @@ from pytriton.proxy.types import Request
 
 PYTHON_MODEL_PREFIX = "python-backend:"
 PB_UTILS_MODULE = "triton_python_backend_utils"
+CLOSE_WAIT_S = 5.0  # how long closing waits for a decoupled execute() still running (e.g. one that was cancelled)
 
 
 def python_model_target(model_file: str) -> str:
@@ -70,6 +78,8 @@ class PythonModelBackend(CallableBackend):
         }
         # Set by the worker for each execution: whether the client of request i (of those that run) left.
         self.cancel_probe: Callable[[int], bool] | None = None
+        self._execute_thread: concurrent.futures.ThreadPoolExecutor | None = None  # decoupled models' execute()
+        self._executed: concurrent.futures.Future | None = None
         if hasattr(self.model, "initialize"):
             self.model.initialize(self.args)
         super().__init__(self._run, config)
@@ -103,24 +113,61 @@ class PythonModelBackend(CallableBackend):
 
     def _stream(self, requests: list[Request]) -> Generator[list[Any], None, None]:
         """A decoupled model: each response a sender sends (during `execute` or later, from any thread) is yielded
-        as it comes, until every request's sender has sent the final flag."""
+        as it is sent, until the request's sender has sent the final flag; a response sent with the flag is yielded
+        as `FinalResponses`.
+
+        `execute` runs on the backend's execute thread (one for the life of the instance, so thread-local state
+        carries over between calls, as on the stub's main thread) while the worker sends what it yields: the model
+        may check `is_cancelled()` between two sends. The next execution waits until this `execute` has returned."""
         name = self.config.model_name
         if len(requests) != 1:
             raise InferenceCallableError(f"decoupled model '{name}' got {len(requests)} requests in one execution")
-        sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int]] = queue.SimpleQueue()
+        sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int] | BaseException | None] = (
+            queue.SimpleQueue())
         senders: list[pb_utils.InferenceResponseSender | None] = [
             pb_utils.InferenceResponseSender(i, lambda index, response, flags: sent.put((index, response, flags)))
             for i in range(len(requests))]
-        result = self.model.execute(self._requests(requests, senders))
-        if result is not None:
-            raise InferenceCallableError(f"execute() of decoupled model '{name}' must return None (its responses go "
-                                         f"through the response sender), got {type(result).__name__}")
+        pb_requests = self._requests(requests, senders)
+        self._wait_executed()
+        self._executed = self._executor().submit(self._execute_decoupled, pb_requests, sent)
         while True:
-            _, response, flags = sent.get()
+            item = sent.get()
+            if item is None:  # execute returned (its responses may still come from its threads)
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            _, response, flags = item
+            final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
             if response is not None:
-                yield [response]
-            if flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                yield FinalResponses([response]) if final else [response]
+            if final:
                 return
+
+    def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue) -> None:
+        """(Execute thread) run `execute`; its error, or None once it returned, follows what it sent."""
+        try:
+            result = self.model.execute(requests)
+            if inspect.isawaitable(result):  # `async def execute`: run to completion on this thread's loop
+                result = self._loop_for().run_until_complete(result)
+            if result is not None:
+                raise InferenceCallableError(
+                    f"execute() of decoupled model '{self.config.model_name}' must return None (its responses go "
+                    f"through the response sender), got {type(result).__name__}")
+            sent.put(None)
+        except BaseException as exc:  # noqa: BLE001 - the worker loop answers the call with it (or ends)
+            sent.put(exc)
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._execute_thread is None:
+            self._execute_thread = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"execute-{self.config.model_name}")
+        return self._execute_thread
+
+    def _wait_executed(self, timeout_s: float | None = None) -> None:
+        """Wait until the previous decoupled `execute` returned (a cancelled stream may still be running it)."""
+        executed, self._executed = self._executed, None
+        if executed is not None:
+            concurrent.futures.wait([executed], timeout_s)
 
     def check_outputs(self, requests: list[Request], responses: Any) -> list[CheckedResponse]:
         """Each `InferenceResponse` as (outputs, error, parameters): an error fails only its own request."""
@@ -163,6 +210,9 @@ class PythonModelBackend(CallableBackend):
         """Run the model's `finalize()` (once)."""
         model, self.model = self.model, None
         try:
+            self._wait_executed(CLOSE_WAIT_S)
+            if self._execute_thread is not None:
+                self._execute_thread.shutdown(wait=False)
             if model is not None and hasattr(model, "finalize"):
                 model.finalize()
         finally:

@@ -23,6 +23,7 @@ from pytriton.backends._error_log import CallableErrorLog
 from pytriton.backends.bls import BlsClient
 from pytriton.backends.callable_backend import (
     CallableBackend,
+    FinalResponses,
     InferenceCallableError,
     inject_triton_context,
     load_callable,
@@ -220,6 +221,7 @@ def _execute(
         endpoint.begin_stream(message)
     t_input = time.perf_counter_ns()
     sent = 0
+    last = False
     if isinstance(backend, PythonModelBackend):
         ran = [index for index, error in enumerate(failed) if not error]  # (requests whose regions failed never run)
         call_id = message.id
@@ -240,6 +242,7 @@ def _execute(
                 stream.close()
                 endpoint.send_result(message.id, None, error="the request was cancelled")
                 return
+            last = decoupled and isinstance(raw, FinalResponses)  # the model sent them with the final flag
             responses = _with_failed(failed, backend.check_outputs(requests, raw))
             nbytes = endpoint.send_result(
                 message.id,
@@ -247,10 +250,13 @@ def _execute(
                 regions,
                 timings=(t_input - start, t_infer - t_input),
                 output_started_ns=t_infer,
-                final=not decoupled,
+                final=not decoupled or last,
                 started_ns=start,
             )
             sent += 1
+            if last:
+                stream.close()
+                break
             if decoupled:
                 credit = endpoint.credit
                 ahead = credit is not None and not credit.on_sent(nbytes)  # a window ahead of its consumers
@@ -273,7 +279,7 @@ def _execute(
     finally:
         del requests
         endpoint.credit = None
-    if decoupled:
+    if decoupled and not last:
         endpoint.send_result(message.id, None, final=True)  # the stream is complete
     elif sent != 1:
         error = InferenceCallableError(f"inference callable of model '{backend.config.model_name}' returned no response")

@@ -97,6 +97,7 @@ class RequestRun:
         self.deliver = deliver
         self.task: asyncio.Task | None = None
         self._begun = False
+        self._cancelled = False
 
     def submit(self) -> None:
         """Hand the request to the model's scheduler; errors of the request itself (unknown model, wrong inputs)
@@ -118,9 +119,19 @@ class RequestRun:
     async def _run(self, core: Any, core_request: Any, decoupled: bool) -> None:
         try:
             if decoupled:
-                async for response in core.infer_stream(core_request):
-                    self.deliver(make_response(self.model, self.request, response, self.runtime, final=False))
-                self.deliver(InferenceResponse(self.model, self.request.request_id, final=True))
+                stream = core.infer_stream(core_request)
+                ended = False
+                try:
+                    async for response in stream:
+                        if self._cancelled:  # responses that came in one burst with the cancel are not handed out
+                            response.release()
+                            raise asyncio.CancelledError
+                        ended = response.final  # the model sent it with the final flag (as Triton hands it out)
+                        self.deliver(make_response(self.model, self.request, response, self.runtime, final=ended))
+                finally:
+                    await stream.aclose()  # a cancelled stream is withdrawn now (the model's is_cancelled() says so)
+                if not ended:  # the model sent the final flag alone: an empty final response, as in Triton
+                    self.deliver(InferenceResponse(self.model, self.request.request_id, final=True))
             else:
                 response = await core.infer(core_request)
                 self.deliver(make_response(self.model, self.request, response, self.runtime, final=True))
@@ -143,6 +154,9 @@ class RequestRun:
         self.deliver(response)
 
     def cancel(self) -> None:
+        """Cancel the request: the model is told (its `is_cancelled()`), and the iterator ends with a CancelledError
+        response unless the request had already ended. Responses already handed to the iterator stay there."""
+        self._cancelled = True  # seen by the task before it hands out another response, even within one burst
         task = self.task
         if task is not None:
             self.runtime.call_soon(task.cancel)
