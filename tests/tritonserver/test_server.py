@@ -149,6 +149,23 @@ def test_decoupled_model_streams_responses_into_a_simple_queue(server):
     assert queued == responses
 
 
+def test_decoupled_final_flag_on_the_last_response_or_alone(server):
+    """As Triton's in-process API: a response the model sent with the final flag comes flagged final (no empty one
+    follows); a flag sent alone comes as an empty final response."""
+    responses = list(server.model("count_final").infer(inputs={"IN": numpy.array([3], numpy.int32)}))
+    assert [int(numpy.from_dlpack(r.outputs["OUT"])[0]) for r in responses] == [1, 2, 3]
+    assert [r.final for r in responses] == [False, False, True]
+    (alone,) = list(server.model("count_final").infer(inputs={"IN": numpy.array([0], numpy.int32)}))
+    assert alone.final and alone.outputs == {} and alone.error is None
+    responses = list(server.model("repeat_int").infer(inputs={"IN": numpy.array([4, 5], numpy.int32)}))
+    assert [r.final for r in responses] == [False, False, True] and responses[-1].outputs == {}
+
+    async def run() -> list:
+        return [r async for r in server.model("count_final").async_infer(inputs={"IN": numpy.array([2], numpy.int32)})]
+
+    assert [r.final for r in asyncio.run(run())] == [False, True]
+
+
 def test_async_infer_with_an_asyncio_queue(server):
     async def run() -> list:
         responses_queue: asyncio.Queue = asyncio.Queue()
