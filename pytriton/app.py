@@ -20,17 +20,19 @@ from collections.abc import Callable
 
 from pytriton._metrics_config import MetricsSettings
 from pytriton.control_service import ControlService
-from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import Ensemble
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import TraceConfig, Tracer, TraceSink, parse_trace_config
 from pytriton.core.trace_file import TraceFileWriter
+from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
-from pytriton.repository.control import ModelControl
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
+from pytriton.repository.control import ModelControl
 from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.host import WorkerHost
 from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
@@ -82,6 +84,7 @@ class Server:
         self.grpc: GrpcFrontend | None = None
         self.http: HttpListener | None = None
         self.metrics: HttpListener | None = None
+        self.attached: list[GrpcFrontend | HttpListener] = []  # started later, by the in-process tritonfrontend
         self.log_settings = LogSettings(config.log_level)
         self.trace_config = parse_trace_config(config.trace_config, config.trace_file)
         self.trace_settings: TraceSettings = self.trace_config.settings()
@@ -117,15 +120,20 @@ class Server:
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             host.serve_bls(core.infer, core.infer_stream)  # models' own requests (pb_utils BLS)
+            host.serve_custom_metrics(core.custom_metrics)  # models' pb_utils.MetricFamily
             self.tracer.attach(_trace_sink(self.trace_config, self.trace_settings),
                                always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()
             self.control = ControlService(core, host, self.trace_settings)
             for spec in config.models:
-                await core.add_model(spec.config, host.worker_pool(spec.config, spec.callable_target))
+                target = spec.callable_target
+                source = Ensemble(spec.config, target[len(ENSEMBLE_TARGET):]) if target.startswith(ENSEMBLE_TARGET) \
+                    else host.worker_pool(spec.config, target)
+                await core.add_model(spec.config, source)
             if config.model_control_mode != "none":
                 self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
-                                                  config.repository_poll_secs, config.exit_timeout_s)
+                                                  config.repository_poll_secs, config.exit_timeout_s,
+                                                  auto_complete=config.auto_complete_config)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
             if config.allow_grpc:
@@ -184,8 +192,9 @@ class Server:
         core = self.core
         try:
             if core is not None:
-                if self.grpc is not None:
-                    await self.grpc.set_serving(False)
+                for frontend in (self.grpc, *self.attached):
+                    if isinstance(frontend, GrpcFrontend):
+                        await frontend.set_serving(False)
                 await core.drain(max(0.0, budget - reserve))
             try:
                 await self._stop_core(deadline - min(FRONTEND_CLOSE_S, reserve / 2))
@@ -195,7 +204,10 @@ class Server:
                 await self._stop_frontends(deadline)
         finally:
             try:
-                await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+                try:
+                    await asyncio.to_thread(self.tracer.close)  # the last trace file, the last spans
+                except RuntimeError:  # at interpreter exit (an in-process server's finalizer): no new thread
+                    self.tracer.close()
             finally:
                 unlink_segments(self.tag)
             if self.run_dir is not None:
@@ -205,7 +217,8 @@ class Server:
 
     async def _stop_frontends(self, deadline: float) -> None:
         loop = asyncio.get_running_loop()
-        frontends, self.grpc, self.http, self.metrics = (self.grpc, self.http, self.metrics), None, None, None
+        frontends = (self.grpc, self.http, self.metrics, *self.attached)
+        self.grpc, self.http, self.metrics, self.attached = None, None, None, []
         grace_s = max(0.0, min(FRONTEND_CLOSE_S, deadline - loop.time()))
         stops = [asyncio.ensure_future(f.stop(grace_s=grace_s) if isinstance(f, GrpcFrontend) else f.stop())
                  for f in frontends if f is not None]
@@ -223,8 +236,8 @@ class Server:
         if control is not None:
             await control.close()
         model_control, self.model_control = self.model_control, None
-        if model_control is not None:
-            await model_control.close()
+        if model_control is not None:  # a load under way may use half of what is left, then it is cancelled
+            await model_control.close(max(0.0, deadline - asyncio.get_running_loop().time()) / 2)
         core, self.core = self.core, None
         if core is not None:
             await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))

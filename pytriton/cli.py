@@ -88,10 +88,10 @@ def check_target(text: str) -> CallableTarget:
     return target
 
 
-def _repository_models(folders: tuple[str, ...]) -> list[ModelSpec]:
+def _repository_models(folders: tuple[str, ...], auto_complete: bool) -> list[ModelSpec]:
     """The models of the --model-repository folders; a repository or config that cannot be served stops the start."""
     try:
-        return [ModelSpec(m.config, m.target) for m in load_repositories(folders)]
+        return [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete)]
     except ModelRepositoryError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -130,6 +130,12 @@ def main() -> None:
               help="Model control mode explicit: a repository model to load at start; repeatable; '*' loads all.")
 @click.option("--repository-poll-secs", type=click.IntRange(min=1), default=DEFAULT_POLL_SECS, show_default=True,
               help="Model control mode poll: seconds between two scans of the model repositories.")
+@click.option("--disable-auto-complete-config", is_flag=True, default=False,
+              help="Do not let repository models complete their configuration (TritonPythonModel."
+                   "auto_complete_config); every model then needs a complete config.pbtxt. As Triton's option.")
+@click.option("--strict-model-config", type=click.BOOL, default=None, metavar="BOOLEAN",
+              help="Deprecated in Triton, kept for its users: true is --disable-auto-complete-config, false (the "
+                   "default) leaves auto-complete on.")
 @click.option("--model-name", help="Name of the model (default: the declared name, else the callable's name, the "
               "last part of CALLABLE).")
 @click.option("--model-version", type=click.IntRange(min=0), default=1, show_default=True,
@@ -248,6 +254,8 @@ def serve(
     model_control_mode: str,
     load_models: tuple[str, ...],
     repository_poll_secs: int,
+    disable_auto_complete_config: bool,
+    strict_model_config: bool | None,
     model_name: str | None,
     model_version: int,
     inputs: tuple[str, ...],
@@ -344,7 +352,8 @@ def serve(
         raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
     _tune_malloc()
     repository_names = _repository_names(model_repositories, load_models)
-    models = _repository_models(model_repositories) if model_control_mode == "none" else []
+    auto_complete = not (disable_auto_complete_config or strict_model_config)
+    models = _repository_models(model_repositories, auto_complete) if model_control_mode == "none" else []
     if callable_target is not None:
         config = build_model_config(callable_target, describe_target(callable_target), flags)
         if config.model_name in repository_names:
@@ -394,6 +403,7 @@ def serve(
             model_control_mode=model_control_mode,
             load_models=list(load_models),
             repository_poll_secs=float(repository_poll_secs),
+            auto_complete_config=auto_complete,
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None

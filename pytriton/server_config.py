@@ -66,6 +66,7 @@ class ServerConfig:
     model_control_mode: str = "none"
     load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)
     repository_poll_secs: float = 15.0
+    auto_complete_config: bool = True  # repository models' auto_complete_config completes their configuration
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: Any) -> ServerConfig:

@@ -7,9 +7,10 @@ The callable receives `List[Request]` and returns `List[Dict[str, ndarray]]`, on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,13 @@ logger = logging.getLogger("pytriton.backends")
 CheckedResponse = tuple[list[tuple[str, str, Any]], str, dict[str, Any]]
 
 
-class FinalResponses(list):
-    """What a stream yields when the model flagged these responses as its last (a decoupled Python-backend model's
-    sender with TRITONSERVER_RESPONSE_COMPLETE_FINAL): they travel with the final flag, not before an empty final."""
+@dataclasses.dataclass(slots=True)
+class StreamStep:
+    """One message of a stream whose requests are answered each on its own (a decoupled Python-backend model's
+    batch): per request its response or None (nothing for it in this message), and whether it is its last."""
+
+    responses: list[Any]
+    finals: list[bool]
 
 
 class InferenceCallableError(Exception):
@@ -126,7 +131,7 @@ class CallableBackend:
         else:
             yield result
 
-    def check_outputs(self, requests: list[Request], responses: Any) -> list[CheckedResponse]:
+    def check_outputs(self, requests: list[Request], responses: Any) -> Sequence[CheckedResponse | None]:
         """Check the callable's result; return per request (outputs to send, error, parameters)."""
         model = self.config.model_name
         if not isinstance(responses, (list, tuple)):

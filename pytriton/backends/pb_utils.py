@@ -2,8 +2,8 @@
 responses, errors and helpers such a `model.py` uses, as Triton's python_backend defines them.
 
 Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS requests
-(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`). Custom metrics and the auto-complete helpers
-are not supported yet: using them raises an error naming the feature.
+(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`); `ModelConfig`, the auto-complete helper, is
+in `pb_autocomplete.py`; custom metrics (`MetricFamily`) live in `pb_metrics.py`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pytriton.backends.pb_autocomplete import ModelConfig  # noqa: F401 - pb_utils.ModelConfig (auto-complete)
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_NUMPY
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
@@ -288,6 +289,12 @@ def get_output_config_by_name(model_config: dict[str, Any] | str, name: str) -> 
     return _config_entry(model_config, "output", name)
 
 
+def using_decoupled_model_transaction_policy(model_config: dict[str, Any] | str) -> bool:
+    """True when a model configuration says `model_transaction_policy { decoupled: true }`."""
+    config = json.loads(model_config) if isinstance(model_config, str) else model_config
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled", False))
+
+
 def triton_string_to_numpy(triton_type_string: str) -> Any:
     """The numpy type of a configuration datatype ("TYPE_FP32" -> np.float32; "TYPE_STRING" -> np.object_)."""
     datatype = CONFIG_TO_TRITON.get(triton_type_string)
@@ -296,20 +303,4 @@ def triton_string_to_numpy(triton_type_string: str) -> Any:
     return np.object_ if datatype == "BYTES" else TRITON_TO_NUMPY[datatype].type
 
 
-class MetricFamily:
-    """Custom metrics: not supported yet."""
-
-    COUNTER = 0
-    GAUGE = 1
-    HISTOGRAM = 2
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise _not_supported("custom metrics (pb_utils.MetricFamily)")
-
-
-class ModelConfig:
-    """The auto-complete helpers: not supported yet."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise _not_supported("auto_complete_config (pb_utils.ModelConfig)")
-
+from pytriton.backends.pb_metrics import Metric, MetricFamily, MetricKind  # noqa: E402,F401  (custom metrics)

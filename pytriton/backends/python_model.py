@@ -7,24 +7,24 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import inspect
 import json
 import os
 import queue
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
-
-import numpy as np
 
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import (
     CallableBackend,
     CheckedResponse,
-    FinalResponses,
     InferenceCallableError,
+    StreamStep,
     _shape_matches,
+    logger,
 )
 from pytriton.backends.target import exec_file_module
 from pytriton.model_config.datatypes import numpy_to_triton
@@ -45,10 +45,26 @@ def is_python_model_target(target: str | None) -> bool:
     return target is not None and target.startswith(PYTHON_MODEL_PREFIX)
 
 
+def reshaped(shape: tuple[int, ...], from_dims: tuple[int, ...], to_dims: tuple[int, ...], batched: bool
+             ) -> tuple[int, ...]:
+    """`shape` (of a tensor declared `from_dims`) as `to_dims` says, as Triton reshapes: the batch dimension kept,
+    the sizes of the variable dimensions (-1) carried over in order."""
+    body = shape[1:] if batched else shape
+    variable = iter([got for want, got in zip(from_dims, body) if want == -1])
+    return tuple(shape[:1] if batched else ()) + tuple(next(variable) if d == -1 else d for d in to_dims)
+
+
 def _import_model_file(path: str, model_name: str, version: str) -> Any:
     """Import `model.py` under a name of its own, with its version folder on sys.path (as Triton's stub does)."""
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
     return exec_file_module(path, f"_pytriton_repository_model_{model_name}_{version}")
+
+
+def instance_name(config: TritonModelConfig, instance: int) -> str:
+    """Triton's name of a model instance (`args["model_instance_name"]`, and in the wording of some errors)."""
+    gpu = config.gpus[instance // config.instance_count] if config.gpus else None
+    return (f"{config.model_name}_{gpu}_{instance % config.instance_count}" if gpu is not None
+            else f"{config.model_name}_0_{instance}")
 
 
 class PythonModelBackend(CallableBackend):
@@ -69,8 +85,7 @@ class PythonModelBackend(CallableBackend):
         self.args = {
             "model_config": json.dumps(config.to_triton_dict()),
             "model_instance_kind": "GPU" if gpu is not None else "CPU",
-            "model_instance_name": (f"{config.model_name}_{gpu}_{instance % config.instance_count}" if gpu is not None
-                                    else f"{config.model_name}_0_{instance}"),
+            "model_instance_name": instance_name(config, instance),
             "model_instance_device_id": str(gpu if gpu is not None else 0),
             "model_repository": model_dir,
             "model_version": version,
@@ -78,6 +93,7 @@ class PythonModelBackend(CallableBackend):
         }
         # Set by the worker for each execution: whether the client of request i (of those that run) left.
         self.cancel_probe: Callable[[int], bool] | None = None
+        self._datatype_warned: set[str] = set()
         self._execute_thread: concurrent.futures.ThreadPoolExecutor | None = None  # decoupled models' execute()
         self._executed: concurrent.futures.Future | None = None
         if hasattr(self.model, "initialize"):
@@ -89,12 +105,19 @@ class PythonModelBackend(CallableBackend):
         probe = self.cancel_probe
         return [
             pb_utils.InferenceRequest._received(
-                [pb_utils.Tensor(name, array) for name, array in request.data.items()],
+                [pb_utils.Tensor(name, self._model_view(name, array)) for name, array in request.data.items()],
                 list(request.requested_output_names or []), dict(request.parameters), sender,
                 (request.request_id, request.correlation_id, request.flags),
                 None if probe is None else functools.partial(probe, index))
             for index, (request, sender) in enumerate(zip(requests, senders))
         ]
+
+    def _model_view(self, name: str, array: Any) -> Any:
+        """An input as the model sees it: reshaped (a view) when config.pbtxt gives it a `reshape`."""
+        spec = self.config.input_by_name.get(name)
+        if spec is None or spec.reshape is None:
+            return array
+        return array.reshape(reshaped(array.shape, spec.shape, spec.reshape, self.config.batching))
 
     def _run(self, requests: list[Request]) -> Any:
         if self.config.decoupled:
@@ -111,40 +134,55 @@ class PythonModelBackend(CallableBackend):
                                          f"{len(requests)} requests")
         return list(responses)
 
-    def _stream(self, requests: list[Request]) -> Generator[list[Any], None, None]:
-        """A decoupled model: each response a sender sends (during `execute` or later, from any thread) is yielded
-        as it is sent, until the request's sender has sent the final flag; a response sent with the flag is yielded
-        as `FinalResponses`.
+    def _stream(self, requests: list[Request]) -> Generator[StreamStep, None, None]:
+        """A decoupled model: what the senders send (during `execute` or later, from any thread) is yielded as it
+        comes, until every request's sender has sent the final flag. Each request is answered on its own: a step holds
+        at most one response per request, those of several requests when they were sent at once.
 
-        `execute` runs on the backend's execute thread (one for the life of the instance, so thread-local state
-        carries over between calls, as on the stub's main thread) while the worker sends what it yields: the model
-        may check `is_cancelled()` between two sends. The next execution waits until this `execute` has returned."""
-        name = self.config.model_name
-        if len(requests) != 1:
-            raise InferenceCallableError(f"decoupled model '{name}' got {len(requests)} requests in one execution")
-        sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int] | BaseException | None] = (
-            queue.SimpleQueue())
+        `execute` runs on the backend's execute thread (one for the life of the instance, so that thread-local state
+        carries over between calls, as on Triton's stub) while the worker sends what it yields: responses go out as
+        they are sent, and the model may see `is_cancelled()` between two sends. The next execution waits until this
+        `execute` has returned."""
+        count = len(requests)
+        sent: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()  # (index, response, flags); -1: execute
         senders: list[pb_utils.InferenceResponseSender | None] = [
             pb_utils.InferenceResponseSender(i, lambda index, response, flags: sent.put((index, response, flags)))
-            for i in range(len(requests))]
+            for i in range(count)]
         pb_requests = self._requests(requests, senders)
         self._wait_executed()
-        self._executed = self._executor().submit(self._execute_decoupled, pb_requests, sent)
-        while True:
-            item = sent.get()
-            if item is None:  # execute returned (its responses may still come from its threads)
-                continue
-            if isinstance(item, BaseException):
-                raise item
-            _, response, flags = item
-            final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            if response is not None:
-                yield FinalResponses([response]) if final else [response]
-            if final:
-                return
+        executed = self._executed = self._executor().submit(self._execute_decoupled, pb_requests, sent)
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        unfinished = count
+        carried: tuple[int, Any, int] | None = None  # (the next step's first)
+        while unfinished:
+            item = carried if carried is not None else sent.get()
+            carried = None
+            step = StreamStep([None] * count, [False] * count)
+            filled: set[int] = set()
+            while True:
+                index, response, flags = item
+                if index < 0:  # execute() raised (its error ends the call) or returned (nothing to send)
+                    if response is not None:
+                        raise executed.exception() or InferenceCallableError("execute() failed")
+                elif response is not None or flags & final:
+                    if index in filled:  # a request's second send of the moment: in the next step
+                        carried = item
+                        break
+                    filled.add(index)
+                    step.responses[index] = response
+                    if flags & final:
+                        step.finals[index] = True
+                        unfinished -= 1
+                try:
+                    item = sent.get_nowait()
+                except queue.Empty:
+                    break
+            if filled:
+                yield step
 
     def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue) -> None:
-        """(Execute thread) run `execute`; its error, or None once it returned, follows what it sent."""
+        """(Execute thread) run `execute`; an item of index -1 follows what it sent: its error (then re-raised by
+        the stream from the future), or None once it returned."""
         try:
             result = self.model.execute(requests)
             if inspect.isawaitable(result):  # `async def execute`: run to completion on this thread's loop
@@ -153,9 +191,10 @@ class PythonModelBackend(CallableBackend):
                 raise InferenceCallableError(
                     f"execute() of decoupled model '{self.config.model_name}' must return None (its responses go "
                     f"through the response sender), got {type(result).__name__}")
-            sent.put(None)
-        except BaseException as exc:  # noqa: BLE001 - the worker loop answers the call with it (or ends)
-            sent.put(exc)
+        except BaseException:
+            sent.put((-1, True, 0))
+            raise
+        sent.put((-1, None, 0))
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._execute_thread is None:
@@ -169,8 +208,12 @@ class PythonModelBackend(CallableBackend):
         if executed is not None:
             concurrent.futures.wait([executed], timeout_s)
 
-    def check_outputs(self, requests: list[Request], responses: Any) -> list[CheckedResponse]:
-        """Each `InferenceResponse` as (outputs, error, parameters): an error fails only its own request."""
+    def check_outputs(self, requests: list[Request], responses: Any) -> Sequence[CheckedResponse | None]:
+        """Each `InferenceResponse` as (outputs, error, parameters): an error fails only its own request (a stream's
+        step: None for a request it brings nothing to)."""
+        if isinstance(responses, StreamStep):
+            return [None if response is None else self._check(request, response)
+                    for request, response in zip(requests, responses.responses)]
         return [self._check(request, response) for request, response in zip(requests, responses)]
 
     def _check(self, request: Request, response: Any) -> CheckedResponse:
@@ -192,14 +235,26 @@ class PythonModelBackend(CallableBackend):
                 raise InferenceCallableError(f"model '{name}' returned output '{output}', which its config.pbtxt "
                                              f"does not declare (declared: {sorted(self.config.output_by_name)})")
             array = tensor.as_numpy()
-            datatype = numpy_to_triton(array.dtype) if isinstance(array, np.ndarray) else "?"
-            if datatype != spec.datatype:
-                raise InferenceCallableError(f"output '{output}' of model '{name}' has datatype {datatype} (numpy "
-                                             f"{array.dtype}), but its config.pbtxt declares {spec.datatype}")
-            if not _shape_matches(spec, array.shape, self.config.batching):
-                expected = ([-1] if self.config.batching else []) + list(spec.shape)
+            try:
+                datatype = numpy_to_triton(array.dtype)
+            except TypeError:
+                raise InferenceCallableError(f"output '{output}' of model '{name}' has numpy dtype {array.dtype}, "
+                                             f"which has no Triton datatype") from None
+            if datatype != spec.datatype and output not in self._datatype_warned:
+                # As Triton's Python backend: the tensor goes out with its own datatype (Triton's own examples
+                # rely on it, e.g. an int64 sum for a TYPE_INT32 output); said once per output in the log.
+                self._datatype_warned.add(output)
+                logger.warning("output '%s' of model '%s' has datatype %s (numpy %s), but its config.pbtxt declares "
+                               "%s: sent as %s, as Triton does", output, name, datatype, array.dtype, spec.datatype,
+                               datatype)
+            model_spec = spec if spec.reshape is None else dataclasses.replace(spec, shape=spec.reshape)
+            if not _shape_matches(model_spec, array.shape, self.config.batching):
+                expected = ([-1] if self.config.batching else []) + list(model_spec.shape)
                 raise InferenceCallableError(f"output '{output}' of model '{name}' has shape {list(array.shape)}, "
-                                             f"but its config.pbtxt declares {expected}")
+                                             f"but its config.pbtxt declares {expected}"
+                                             + (" (its reshape)" if spec.reshape is not None else ""))
+            if spec.reshape is not None:  # the client sees the output's dims
+                array = array.reshape(reshaped(array.shape, spec.reshape, spec.shape, self.config.batching))
             outputs.append((output, datatype, array))
         missing = [o for o in requested or () if o not in {t[0] for t in outputs}]
         if missing:

@@ -15,20 +15,20 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytriton.backends import pb_utils
+from pytriton.backends import pb_metrics, pb_utils
 from pytriton.backends._error_log import CallableErrorLog
 from pytriton.backends.bls import BlsClient
 from pytriton.backends.callable_backend import (
     CallableBackend,
-    FinalResponses,
     InferenceCallableError,
+    StreamStep,
     inject_triton_context,
     load_callable,
 )
-from pytriton.backends.python_model import PythonModelBackend, is_python_model_target
+from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -110,6 +110,9 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if infer_func is None and is_python_model_target(spec.callable):
                 what = f"model '{config.model_name}' version {config.model_version}"
                 pb_utils._bls_client = BlsClient(endpoint, config, alive, poll_ms)  # (initialize() may use BLS)
+                pb_metrics._client = pb_metrics.MetricsClient(  # (usable in initialize)
+                    endpoint, alive, poll_ms, instance_name(config, spec.instance))
+                endpoint.before_result = pb_metrics.flush
                 backend = PythonModelBackend(str(spec.callable), config, spec.instance)
             else:
                 if infer_func is not None:
@@ -140,6 +143,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         while True:
             received = endpoint.receive(poll_ms)
             if received is None:
+                pb_metrics.flush()  # updates made by the model's other threads meanwhile
                 if stop is not None and stop.is_set():
                     return 0
                 idle_polls += 1
@@ -169,6 +173,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if isinstance(backend, PythonModelBackend):
                 backend.close()  # the model's finalize()
         finally:
+            pb_metrics.flush()  # (what finalize() updated, and the releases of what it dropped)
+            pb_metrics._client = None
             endpoint.close()
 
 
@@ -185,12 +191,24 @@ def _report_end(endpoint: WorkerEndpoint, label: str, exc: BaseException) -> Non
         logger.debug("%s: could not tell the server", label, exc_info=True)
 
 
-def _with_failed(failed: list[str], responses: list[Any]) -> list[Any]:
-    """The responses of the requests that ran, with the errors of those that could not run in their places."""
+def _with_failed(failed: list[str], responses: Sequence[Any], finals: list[bool] | None = None, later: bool = False
+                 ) -> tuple[list[Any], list[bool] | None]:  # fmt: skip
+    """The responses (and per-request finals) of the requests that ran, with those that could not run in their
+    places: their errors, which are final; in a stream's later messages nothing (None) for them."""
     if not any(failed):
-        return responses
+        return list(responses), finals
     ran = iter(responses)
-    return [([], error, {}) if error else next(ran) for error in failed]
+    ran_finals = iter(finals if finals is not None else [False] * len(responses))
+    merged: list[Any] = []
+    merged_finals: list[bool] = []
+    for error in failed:
+        if error:
+            merged.append(None if later else ([], error, {}))
+            merged_finals.append(not later)
+        else:
+            merged.append(next(ran))
+            merged_finals.append(next(ran_finals))
+    return merged, merged_finals
 
 
 def _execute(
@@ -214,14 +232,14 @@ def _execute(
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
         return
     if not requests:  # each one's client region could not be used
-        endpoint.send_result(message.id, _with_failed(failed, []))
+        endpoint.send_result(message.id, _with_failed(failed, [])[0])
         return
     decoupled = backend.config.decoupled
+    ran_count = len(requests)
     if decoupled:
         endpoint.begin_stream(message)
     t_input = time.perf_counter_ns()
     sent = 0
-    last = False
     if isinstance(backend, PythonModelBackend):
         ran = [index for index, error in enumerate(failed) if not error]  # (requests whose regions failed never run)
         call_id = message.id
@@ -242,21 +260,19 @@ def _execute(
                 stream.close()
                 endpoint.send_result(message.id, None, error="the request was cancelled")
                 return
-            last = decoupled and isinstance(raw, FinalResponses)  # the model sent them with the final flag
-            responses = _with_failed(failed, backend.check_outputs(requests, raw))
+            responses, finals = _with_failed(failed, backend.check_outputs(requests, raw),
+                                             raw.finals if isinstance(raw, StreamStep) else None, later=sent > 0)
             nbytes = endpoint.send_result(
                 message.id,
                 responses,
                 regions,
                 timings=(t_input - start, t_infer - t_input),
                 output_started_ns=t_infer,
-                final=not decoupled or last,
+                final=not decoupled,
                 started_ns=start,
+                finals=finals,
             )
             sent += 1
-            if last:
-                stream.close()
-                break
             if decoupled:
                 credit = endpoint.credit
                 ahead = credit is not None and not credit.on_sent(nbytes)  # a window ahead of its consumers
@@ -279,8 +295,10 @@ def _execute(
     finally:
         del requests
         endpoint.credit = None
-    if decoupled and not last:
-        endpoint.send_result(message.id, None, final=True)  # the stream is complete
+    if decoupled:  # the stream is complete (requests that could not run hear why, if no message told them yet)
+        unanswered = not sent and any(failed)
+        endpoint.send_result(message.id, _with_failed(failed, [None] * ran_count)[0] if unanswered else None,
+                             final=True)
     elif sent != 1:
         error = InferenceCallableError(f"inference callable of model '{backend.config.model_name}' returned no response")
         errors.report(error, traceback=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
 from pytriton.core.statistics import ModelStatistics
 from pytriton.exceptions import invalid_arg, not_found
@@ -25,6 +25,7 @@ class Model:
     source: InstanceSource
     stats: ModelStatistics = dataclasses.field(default_factory=ModelStatistics)
     loaded: bool = False
+    ensemble: Any = None  # an ensemble's steps (pytriton.core.ensemble.Ensemble): ready while its steps are
 
     @property
     def name(self) -> str:
@@ -36,6 +37,8 @@ class Model:
 
     @property
     def ready(self) -> bool:
+        if self.ensemble is not None:
+            return self.loaded and self.ensemble.ready
         return self.loaded and self.scheduler.ready
 
     def instances(self) -> list[InstanceStatus]:

@@ -14,6 +14,9 @@ import time
 from typing import Any, AsyncGenerator, Callable
 
 from pytriton.core.classification import classify
+from pytriton.core.custom_metrics import CustomMetrics
+from pytriton.core.ensemble import Ensemble
+from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
@@ -57,6 +60,7 @@ class ServerCore:
     ):
         self.registry = ModelRegistry()
         self.metrics = metrics or MetricsSettings()
+        self.custom_metrics = CustomMetrics()  # Python-backend models' pb_utils.MetricFamily values
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.pipeline_depth = pipeline_depth
@@ -119,6 +123,9 @@ class ServerCore:
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
         model = Model(config=config, scheduler=scheduler, source=source)
+        if isinstance(source, Ensemble):  # no instances: its requests run through its steps' models
+            source.registry = self.registry
+            model.ensemble = source
         if self.metrics.summary_latencies:
             model.stats.summaries = LatencySummaries(self.metrics)
         if self.metrics.histogram_latencies and config.decoupled:
@@ -218,7 +225,7 @@ class ServerCore:
         return {
             "name": config.model_name,
             "versions": [str(m.version) for m in served],  # as Triton's: every version served, or the one asked for
-            "platform": "python",
+            "platform": "ensemble" if model.ensemble is not None else "python",
             "inputs": tensors(config.inputs),
             "outputs": tensors(config.outputs),
         }
@@ -241,13 +248,13 @@ class ServerCore:
         return [m.stats.to_dict(m.name, str(m.version)) for m in models]
 
     # ---- inference ---------------------------------------------------------------------------
-    def _submit(self, request: InferRequest, stream: bool) -> tuple[Model, Job]:
+    def _submit(self, request: InferRequest, stream: bool, internal: bool = False) -> tuple[Model, Job]:
         """Validate the request, resolve its regions and hand it to the model's scheduler as a job.
 
         From here the job owns what the request holds (region references, its place in the in-flight count) and
         releases it when it ends, whatever its caller does."""
         model = self.registry.get(request.model_name, request.model_version)
-        if not self.accepting:
+        if not self.accepting and not internal:  # (an ensemble's steps still run while the server drains)
             raise unavailable("Server not ready")
         execution, regions = self._execution_request(request)  # region errors come first, as before validation
         batch_size = validate_request(model.config, request)
@@ -256,8 +263,7 @@ class ServerCore:
             signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
         job = Job(execution, batch_size, signature, stream)
         self.shm.acquire(regions)
-        self._in_flight += 1
-        self._drained.clear()  # type: ignore[union-attr]
+        self.request_began()
         job.on_finish(lambda: self._job_ended(regions))
         try:
             model.scheduler.submit(job)
@@ -265,6 +271,12 @@ class ServerCore:
             job.finish()
             raise
         return model, job
+
+    def request_began(self) -> Callable[[], None]:
+        """Count a request in flight (drain waits for it); the function returned ends it."""
+        self._in_flight += 1
+        self._drained.clear()  # type: ignore[union-attr]
+        return lambda: self._job_ended([])
 
     def _job_ended(self, regions: list[Region]) -> None:
         self.shm.release(regions)
@@ -333,11 +345,31 @@ class ServerCore:
 
     async def infer(self, request: InferRequest) -> InferResponse:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
+        return (await self.infer_with_stats(request))[0]
+
+    async def _infer_ensemble(self, model: Model, request: InferRequest, internal: bool = False
+                              ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+        trace = request.trace
+        if trace is not None:
+            trace.model_version = str(model.version)
+            trace.stamp(REQUEST_START)
+        answer = await run_ensemble(self, model, request, internal)
+        if trace is not None:
+            trace.stamp(REQUEST_END)
+        return answer
+
+    async def infer_with_stats(self, request: InferRequest, internal: bool = False
+                               ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+        """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
+        sum of its steps')."""
+        ensemble = self.registry.get(request.model_name, request.model_version)
+        if ensemble.ensemble is not None:
+            return await self._infer_ensemble(ensemble, request, internal)
         start = time.perf_counter_ns()
         trace = request.trace
         if trace is not None:
             trace.stamp(REQUEST_START, start)
-        model, job = self._submit(request, stream=False)
+        model, job = self._submit(request, stream=False, internal=internal)
         if trace is not None:
             trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
             trace.stamp(QUEUE_START, job.enqueued_ns)
@@ -355,11 +387,15 @@ class ServerCore:
         if trace is not None:
             trace.stamp(INFER_RESPONSE_COMPLETE)
             trace.stamp(REQUEST_END)
-        return response
+        return response, delivery.stats
 
     async def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
         ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
+        ensemble = self.registry.get(request.model_name, request.model_version)
+        if ensemble.ensemble is not None:  # (not decoupled: one response)
+            yield (await self._infer_ensemble(ensemble, request))[0]
+            return
         start = time.perf_counter_ns()
         trace = request.trace
         if trace is not None:

@@ -43,6 +43,9 @@ class Tensor:
     shape: tuple[int, ...]
     data: Any = None
     region: RegionRef | None = None
+    # Where `data` lies in a worker's shared memory, in the transport's terms (opaque here): a tensor handed on to
+    # another model (an ensemble's next step) is then passed there by reference, not copied.
+    shared: Any = None
 
     @property
     def nbytes(self) -> int:

@@ -11,15 +11,17 @@ logger = logging.getLogger("pytriton.frontend")
 
 
 async def listen(
-    protocol_factory: Callable[[], asyncio.BaseProtocol], address: str, port: int, protocol: str, service: str
+    protocol_factory: Callable[[], asyncio.BaseProtocol], address: str, port: int, protocol: str, service: str,
+    reuse_port: bool = False,
 ) -> tuple[asyncio.base_events.Server, int]:
     """Listen on `address:port` (port 0: any free one; an IPv6 address may come in brackets); return the server and
     its port. `protocol` names what failed in the error ("cannot listen for gRPC on ..."), `service` what started in
-    the log line."""
+    the log line; `reuse_port` sets SO_REUSEPORT (several listeners on one port share its connections)."""
     loop = asyncio.get_running_loop()
     try:
         server = await loop.create_server(
-            protocol_factory, address.strip("[]") or None, port, reuse_address=True, backlog=1024
+            protocol_factory, address.strip("[]") or None, port, reuse_address=True, backlog=1024,
+            reuse_port=reuse_port or None,
         )
     except OSError as exc:
         raise OSError(f"cannot listen for {protocol} on {address}:{port}: {exc}") from exc

@@ -24,6 +24,7 @@ class TensorSpec:
     datatype: str
     shape: tuple[int, ...]
     optional: bool = False
+    reshape: tuple[int, ...] | None = None  # the shape the model sees (config.pbtxt `reshape`); None: `shape`
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -34,6 +35,8 @@ class TensorSpec:
         if any(d < -1 for d in shape):
             raise PyTritonModelConfigError(f"tensor '{self.name}': dimensions must be >= -1, got {list(shape)}")
         object.__setattr__(self, "shape", shape)
+        if self.reshape is not None:
+            object.__setattr__(self, "reshape", tuple(int(d) for d in self.reshape))
 
     @classmethod
     def from_numpy(cls, name: str, dtype: Any, shape: tuple[int, ...], optional: bool = False) -> TensorSpec:
@@ -72,6 +75,8 @@ class TritonModelConfig:
     label_filenames: dict[str, str] = dataclasses.field(default_factory=dict)
     version_policy: dict[str, Any] | None = None
     default_model_filename: str = ""
+    # An ensemble's steps as Triton's JSON shows `ensemble_scheduling` ({"step": [...]}); None for other models.
+    ensemble_scheduling: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -120,6 +125,7 @@ class TritonModelConfig:
                 "name": spec.name,
                 "data_type": TRITON_TO_CONFIG[spec.datatype],
                 "dims": list(spec.shape),
+                **({"reshape": {"shape": list(spec.reshape)}} if spec.reshape is not None else {}),
                 "is_shape_tensor": False,
                 "is_non_linear_format_io": False,
             }
@@ -140,7 +146,7 @@ class TritonModelConfig:
         for group in groups:
             group.update({"secondary_devices": [], "profile": [], "passive": False, "host_policy": ""})
 
-        return {
+        config = {
             "name": self.model_name,
             "platform": "",
             "backend": "python",
@@ -168,6 +174,11 @@ class TritonModelConfig:
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
         }
+        if self.ensemble_scheduling is not None:  # as Triton shows one: no backend, instances or optimization
+            del config["optimization"]
+            config.update({"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
+                           "ensemble_scheduling": self.ensemble_scheduling})
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict that `from_dict` turns back into an equal config (used to configure workers)."""
@@ -189,6 +200,7 @@ class TritonModelConfig:
             "label_filenames": dict(self.label_filenames),
             "version_policy": self.version_policy,
             "default_model_filename": self.default_model_filename,
+            "ensemble_scheduling": self.ensemble_scheduling,
         }
 
     @classmethod

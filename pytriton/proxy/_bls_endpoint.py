@@ -74,6 +74,15 @@ class BlsEndpoint:
             self._send([message.SerializeToString(), *frames])
             return call_id
 
+    def send_upstream(self, message: Any, reply: bool = False) -> None:
+        """Send a message a worker-side feature made (custom metrics); with `reply`, `message.id` is set and the
+        answer (a BLS_RESULT) comes to `bls_poll` under that id."""
+        with self._lock:
+            if reply:
+                message.id = next(self._bls_ids)
+                self._bls_replies[message.id] = collections.deque()
+            self._send([message.SerializeToString()])
+
     def fileno(self) -> int:
         """The socket's file descriptor: readable (edge-triggered, as ZMQ signals) when messages may be waiting."""
         return self._fd

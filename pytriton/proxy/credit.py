@@ -40,3 +40,6 @@ class StreamCredit:
         if self.window and ahead >= self.window:
             return True
         return bool(self.window_bytes) and ahead > 0 and self.bytes_ahead >= self.window_bytes
+
+
+__all__ = ["StreamCredit"]

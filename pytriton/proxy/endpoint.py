@@ -27,7 +27,8 @@ from pytriton.model_config.datatypes import (
     deserialize_bytes_tensor,
     serialize_bytes_tensor,
 )
-from pytriton.proxy.arena import SegmentMap, SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
     ServerToWorker,
     WorkerToServer,
@@ -91,9 +92,9 @@ class WorkerEndpoint(BlsEndpoint):
         self._socket.setsockopt(zmq.RCVHWM, 0)
         self._socket.connect(address)
         self.arena = ShmArena(tag, arena_kind)
-        self.request_segments = SegmentMap(tag, server_pid, "req")
+        self.inputs = InputSegments(tag, server_pid)  # where inputs lie: the request arena, other workers' arenas
+        self.request_segments = self.inputs.server
         self.regions = ClientRegions()
-        self._dedicated_in_use: list[int] = []
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
         self._gone_all: set[int] = set()  # calls whose clients all left (what `request_cancelled` answers from)
@@ -108,6 +109,7 @@ class WorkerEndpoint(BlsEndpoint):
         self._reader: int | None = None  # the thread that watches the socket now (without the lock)
         self._fd = int(self._socket.getsockopt(zmq.FD))
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wakes the reader: something came
+        self.before_result: Callable[[], None] | None = None  # runs first in send_result (custom metrics' updates)
 
     # ---- control -----------------------------------------------------------------------------
     def send_hello(self) -> None:
@@ -263,9 +265,7 @@ class WorkerEndpoint(BlsEndpoint):
             return frames[ref.frame - 1].buffer
         if ref.region:
             return self.regions.system_view(ref).toreadonly()
-        if is_dedicated(ref.segment):
-            self._dedicated_in_use.append(ref.segment)
-        return self.request_segments.view(ref.segment, ref.offset, ref.nbytes)
+        return self.inputs.view(ref)
 
     def decode(
         self, message: Any, frames: Sequence[zmq.Frame]
@@ -392,29 +392,40 @@ class WorkerEndpoint(BlsEndpoint):
     def _send_result(
         self,
         call_id: int,
-        responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]]] | None,
+        responses: list[tuple[list[tuple[str, str, np.ndarray]], str, dict[str, Any]] | None] | None,
         output_regions: list[dict[str, Any]] | None = None,
         error: str = "",
         timings: tuple[int, int] = (0, 0),
         output_started_ns: int = 0,
         final: bool = True,
         started_ns: int = 0,
+        finals: Sequence[bool] | None = None,
     ) -> int:
-        """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error.
+        """Send the outputs of one execution: per request (outputs, error, parameters), or a batch error. A stream of
+        several requests answers each on its own: None for a request this message brings nothing to, and `finals[i]`
+        on request i's last message.
 
         `timings` are the input and infer durations; the output duration runs from `output_started_ns`
         until the outputs are in place; `started_ns` is when the execution began (perf_counter_ns, CLOCK_MONOTONIC on
         Linux: the server places trace timestamps with it). Returns the bytes of the outputs that the server now holds (frames and arena
         slots; not those written into client regions).
         """
+        if self.before_result is not None:
+            self.before_result()
         message = WorkerToServer(kind=WorkerToServer.RESULT, id=call_id, final=final or bool(error), error=error)
         message.compute_input_ns, message.compute_infer_ns = timings
         message.compute_start_ns = started_ns
         frames: list[Any] = []
         held = 0
         try:
-            for index, (outputs, item_error, parameters) in enumerate(responses or ()):
+            for index, response in enumerate(responses or ()):
                 item = message.responses.add()
+                if finals is not None and finals[index]:
+                    item.final = True
+                if response is None:
+                    item.absent = True
+                    continue
+                outputs, item_error, parameters = response
                 if item_error:
                     item.error = item_error
                     continue
@@ -449,14 +460,12 @@ class WorkerEndpoint(BlsEndpoint):
                 self.arena.free(ref.segment, ref.offset)
 
     def _release_dedicated(self) -> None:
-        for segment_id in self._dedicated_in_use:
-            self.request_segments.release_dedicated(segment_id)
-        self._dedicated_in_use.clear()
+        self.inputs.release_dedicated()
 
     def close(self) -> None:
         os.close(self._wake_r)
         os.close(self._wake_w)
         self.regions.close()
         self._socket.close()
-        self.request_segments.close()
+        self.inputs.close()
         self.arena.close()

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from pytriton.proxy._generated.worker_pb2 import (  # noqa: F401  (re-exported)
+    MetricOp,
     Param,
     RequestItem,
     ResponseItem,
@@ -43,6 +44,17 @@ def params_from_proto(source: Any) -> dict[str, Any]:
     return out
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ArenaSlot:
+    """Where a worker put a tensor in its response arena: the owner's pid, the kind part of its segment names, the
+    segment and the offset. Another worker can map it there, so the tensor is handed on without a copy."""
+
+    owner_pid: int
+    kind: str
+    segment: int
+    offset: int
+
+
 @dataclasses.dataclass
 class TensorData:
     """A tensor as the transport moves it: wire datatype, shape and a buffer with its bytes.
@@ -63,6 +75,7 @@ class TensorData:
     region_id: int = 0
     cuda_handle: bytes = b""
     cuda_device: int = -1
+    slot: ArenaSlot | None = None  # the bytes of `data` lie in this slot of a worker's response arena
 
 
 @dataclasses.dataclass

@@ -108,6 +108,8 @@ class ProxyRouter:
         self.on_bls: Callable[[WorkerLink, Any, list[zmq.Frame]], None] | None = None
         self.on_link_dropped: Callable[[WorkerLink], None] | None = None
         self.on_bls_cancel: Callable[[WorkerLink, int], None] | None = None  # the worker gave up a BLS request
+        # Called with (link, message) for a worker's custom-metrics operations (METRICS); unset: they are dropped.
+        self.on_metrics: Callable[[WorkerLink, Any], None] | None = None
 
     # ---- links -------------------------------------------------------------------------------
     def add_link(self, identity: bytes, label: str) -> WorkerLink:
@@ -233,6 +235,10 @@ class ProxyRouter:
         data = tensor.data
         nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
         ref.nbytes = nbytes
+        slot = tensor.slot
+        if slot is not None:  # in a worker's response arena: the receiver maps it there (no copy)
+            ref.peer_pid, ref.peer_arena, ref.segment, ref.offset = slot.owner_pid, slot.kind, slot.segment, slot.offset
+            return
         if nbytes <= self.inline_max:
             frames.append(data)
             ref.frame = len(frames)
@@ -319,6 +325,17 @@ class ProxyRouter:
             link.bls_slots.difference_update(slots)
             self._free_request_slots(slots)
 
+    def send_metrics_answer(self, link: WorkerLink, call_id: int, value: float = 0.0, error: str = "") -> None:
+        """Answer a worker's METRICS message `call_id` (as a final BLS_RESULT): a value, or why its last op failed."""
+        if link.closed:
+            return
+        message = ServerToWorker(kind=ServerToWorker.BLS_RESULT, id=call_id, final=True, error=error,
+                                 metric_value=value)
+        try:
+            self._send(link, [message.SerializeToString()])
+        except WorkerGoneError:
+            pass
+
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self) -> None:
         """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
@@ -372,6 +389,11 @@ class ProxyRouter:
                 if key in link.bls_slots:  # (only what was lent to this worker, once)
                     link.bls_slots.discard(key)
                     self.arena.free_key(key)
+        elif message.kind == WorkerToServer.METRICS:
+            if self.on_metrics is not None:
+                self.on_metrics(link, message)
+            elif message.id:
+                self.send_metrics_answer(link, message.id, error="custom metrics are not served here")
         elif message.kind == WorkerToServer.HELLO:
             link.pid = message.pid
             link.segments = SegmentMap(self.tag, message.pid, message.arena or "rsp")

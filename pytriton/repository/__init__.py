@@ -12,8 +12,13 @@ from collections.abc import Mapping, Sequence
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.backends.python_model import python_model_target
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import ensemble_steps
 from pytriton.core.gpus import visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.repository.autocomplete import auto_complete as complete_config
+from pytriton.repository.autocomplete import prefill
+from pytriton.repository.ensemble_config import is_ensemble
 from pytriton.repository.config import (
     CONFIG_FILE,
     DEFAULT_MODEL_FILENAME,
@@ -56,42 +61,60 @@ def select_versions(policy: dict, available: list[int], path: str, model: str) -
     return available[-count:]
 
 
-def load_versions(model_dir: str, override: pb.ModelConfig | None = None, served_name: str | None = None
-                  ) -> list[RepositoryModel]:  # fmt: skip
+def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_complete: bool = True,
+                  served_name: str | None = None) -> list[RepositoryModel]:
     """The model versions in `model_dir` its version policy serves (`config.pbtxt` and the version folders), lowest
     first; a ModelRepositoryError names what is wrong.
 
-    `override` replaces the model's `config.pbtxt` (a load request's `config` parameter); `served_name` is the name a
-    repository's name mapping gives the folder (the configuration's name is replaced by it)."""
+    `override` replaces the model's `config.pbtxt` (a load request's `config` parameter). With `auto_complete` (Triton's
+    default) the model's `auto_complete_config` completes the configuration, which may then be partial or absent.
+    `served_name` is the name a repository's name mapping gives the folder (the configuration's name is replaced by
+    it, as in Triton)."""
     model_dir = os.path.abspath(model_dir)
     name = served_name or os.path.basename(model_dir)
     path = os.path.join(model_dir, CONFIG_FILE)
     if override is not None:
         proto = override
         path = f"the configuration given to load model '{name}'"
-    elif not os.path.isfile(path):
-        raise ModelRepositoryError(f"model '{name}' in {os.path.dirname(model_dir)}: {CONFIG_FILE} is required "
-                                   "(auto-complete is not supported yet)")
-    else:
+    elif os.path.isfile(path):
         proto = read_model_config(path)
+    elif auto_complete:
+        proto = pb.ModelConfig()
+        path = f"the configuration of model '{name}' (no {CONFIG_FILE}: completed by its auto_complete_config)"
+    else:
+        # Triton's wording; its configuration is required with auto-complete off
+        raise ModelRepositoryError(f"Poll failed for model directory '{name}': failed to open text file for read "
+                                   f"{path}: No such file or directory (a {CONFIG_FILE} is required when "
+                                   "auto-complete is disabled: --disable-auto-complete-config, "
+                                   "--strict-model-config=true)")
     available = _versions(model_dir)
     if not available:
         raise ModelRepositoryError(f"model '{name}' in {os.path.dirname(model_dir)}: no version folder (e.g. "
                                    f"{name}/1/{proto.default_model_filename or DEFAULT_MODEL_FILENAME})")
+    proto = prefill(proto, model_dir, available)
+    versions = select_versions(version_policy(proto), available, path, name)
     gpus = functools.cache(visible_gpus)
-    models = []
-    for version in select_versions(version_policy(proto), available, path, name):
-        config = to_model_config(proto, path, model_dir, version, gpus, served_name)
-        model_file = os.path.join(model_dir, str(version), config.default_model_filename)
+    if is_ensemble(proto) or proto.HasField("ensemble_scheduling"):
+        # no model file: the server runs it (its version folders may be empty)
+        return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name),
+                                ENSEMBLE_TARGET + path)
+                for version in versions]
+    model_files = {}
+    for version in versions:
+        model_file = os.path.join(model_dir, str(version), proto.default_model_filename or DEFAULT_MODEL_FILENAME)
         if not os.path.isfile(model_file):
             raise ModelRepositoryError(f"model '{name}' version {version}: no model file '{model_file}'")
-        models.append(RepositoryModel(config, python_model_target(model_file)))
-    return models
+        model_files[version] = model_file
+    if auto_complete and proto.backend == "python" and (served_name is not None or proto.name == name):
+        # One configuration for every version: completed by the highest served version's model.
+        proto = complete_config(proto, model_files[versions[-1]])
+    return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name),
+                            python_model_target(model_files[version])) for version in versions]
 
 
-def load_model(model_dir: str, override: pb.ModelConfig | None = None) -> RepositoryModel:
+def load_model(model_dir: str, override: pb.ModelConfig | None = None, auto_complete: bool = True) -> RepositoryModel:
     """The highest version of `model_dir` its version policy serves (see `load_versions`)."""
-    return load_versions(model_dir, override)[-1]
+    return load_versions(model_dir, override, auto_complete)[-1]
 
 
 def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -120,10 +143,33 @@ def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None
     return found
 
 
-def load_repositories(folders: Sequence[str]) -> list[RepositoryModel]:
-    """Every model version of the repositories `folders` its policy selects (mode "none": all are served)."""
-    return [model for model_dir in scan_repositories(folders).values() for model in load_versions(model_dir)]
+def load_repositories(folders: Sequence[str], auto_complete: bool = True) -> list[RepositoryModel]:
+    """Every model version of the repositories `folders` its policy selects (mode "none": all are served), each
+    ensemble after the models its steps name (so that it is checked against them as it loads)."""
+    return serving_order([model for model_dir in scan_repositories(folders).values()
+                          for model in load_versions(model_dir, auto_complete=auto_complete)])
+
+
+def serving_order(models: list[RepositoryModel]) -> list[RepositoryModel]:
+    """`models` with every ensemble after the models of its steps that are among them (a cycle keeps its order)."""
+    by_name = {m.config.model_name: m for m in models}  # (the highest version: the one a step with version -1 runs)
+    ordered: list[RepositoryModel] = []
+    visiting: set[tuple[str, int]] = set()
+
+    def visit(model: RepositoryModel) -> None:
+        key = (model.config.model_name, model.config.model_version)
+        if key in visiting:
+            return
+        visiting.add(key)
+        for step in ensemble_steps(model.config.ensemble_scheduling or {}):
+            if step.model_name in by_name:
+                visit(by_name[step.model_name])
+        ordered.append(model)
+
+    for model in models:
+        visit(model)
+    return ordered
 
 
 __all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "load_versions",
-           "scan_repositories"]
+           "scan_repositories", "serving_order"]

@@ -14,12 +14,13 @@ from pytriton.core.gpus import GpuDevice, GpuSelectionError, select_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
+from pytriton.repository.ensemble_config import check_ensemble, is_ensemble
 
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("sequence_batching", "ensemble_scheduling", "batch_input", "batch_output", "model_warmup",
-                      "model_repository_agents", "response_cache")
+UNSUPPORTED_FIELDS = ("sequence_batching", "batch_input", "batch_output", "model_warmup", "model_repository_agents",
+                      "response_cache")
 
 
 class ModelRepositoryError(PyTritonError):
@@ -54,6 +55,19 @@ class _Fields:
         return ModelRepositoryError(f"{self.path}: field '{field}' of model '{self.model}': {problem}")
 
 
+def _pieces(dims: Sequence[int]) -> list[int]:
+    """The element counts of the runs of fixed dimensions between variable ones (-1): `dims` and `reshape` must
+    agree on them, as Triton requires (e.g. [-1, 6] and [-1, 2, 3] do; [-1, 3] and [3, -1] do not)."""
+    counts, count = [], 1
+    for d in dims:
+        if d == -1:
+            counts.append(count)
+            count = 1
+        else:
+            count *= d
+    return [*counts, count]
+
+
 def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSpec]:
     specs = []
     for index, entry in enumerate(getattr(config, kind)):
@@ -68,9 +82,16 @@ def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSp
         if any(d == 0 or d < -1 for d in dims):
             raise where.error(f"{field}.dims", f"tensor '{entry.name}': dimensions must be >= 1 or -1 (variable), "
                                                f"got {dims}")
+        reshape = None
         if entry.HasField("reshape"):
-            raise where.error(f"{field}.reshape", "reshape is not supported yet")
-        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False))))
+            reshape = tuple(int(d) for d in entry.reshape.shape)
+            if any(d == 0 or d < -1 for d in reshape):
+                raise where.error(f"{field}.reshape", f"tensor '{entry.name}': dimensions must be >= 1 or -1 "
+                                                      f"(variable), got {list(reshape)}")
+            if _pieces(dims) != _pieces(reshape):  # Triton's rule and wording
+                raise where.error(f"{field}.reshape", f"model {kind} '{entry.name}' has different size for dims and "
+                                                      f"reshape for {where.model}")
+        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False)), reshape))
     return specs
 
 
@@ -127,6 +148,29 @@ def version_policy(config: pb.ModelConfig) -> dict[str, Any]:
     return {"latest": {"num_versions": 1}}
 
 
+def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fields) -> TritonModelConfig:
+    """The served configuration of an ensemble (its steps are checked against their models when it loads)."""
+    if config.max_batch_size < 0:
+        raise where.error("max_batch_size", f"must be >= 0, got {config.max_batch_size}")
+    inputs = _tensors(config, "input", where)
+    outputs = _tensors(config, "output", where)
+    if not outputs:
+        raise where.error("output", "the model declares no output (at least one is required)")
+    scheduling = check_ensemble(config, where.model, inputs, outputs, where.error)
+    present = {f.name for f, _ in config.ListFields()}
+    for field in UNSUPPORTED_FIELDS:
+        if field in present:
+            raise where.error(field, "is not supported yet")
+    try:
+        return TritonModelConfig(
+            model_name=where.model, inputs=inputs, outputs=outputs, model_version=version,
+            max_batch_size=config.max_batch_size, version_policy=version_policy(config), ensemble_scheduling=scheduling,
+            backend_parameters={k: v.string_value for k, v in config.parameters.items()},
+        )
+    except PyTritonError as exc:
+        raise ModelRepositoryError(f"{path}: {exc}") from None
+
+
 def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: int,
                     gpus: Callable[[], Sequence[GpuDevice]], served_name: str | None = None) -> TritonModelConfig:
     """The served configuration of `config` (read from `path`, in `model_dir`), serving `version`.
@@ -141,8 +185,8 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     if served_name is None and name != folder:
         raise where.error("name", f"the model name must match its directory: '{config.name}' is in directory "
                                   f"'{folder}'")
-    if config.platform == "ensemble":
-        raise where.error("platform", "ensemble models are not supported yet")
+    if is_ensemble(config) or config.HasField("ensemble_scheduling"):
+        return _ensemble_config(config, path, version, where)
     if config.backend != "python":
         got = f"'{config.backend}'" if config.backend else "none"
         raise where.error("backend", f"only Python-backend models are supported (backend: \"python\"), got {got}")
@@ -160,8 +204,6 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     if config.HasField("dynamic_batching"):
         if config.max_batch_size == 0:
             raise where.error("dynamic_batching", "needs max_batch_size > 0")
-        if decoupled:
-            raise where.error("dynamic_batching", "dynamic batching of decoupled models is not supported yet")
         batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
     count, selected = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)

@@ -15,6 +15,8 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
+from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
@@ -42,6 +44,7 @@ class _Entry:
 
     versions: dict[int, _Version] = dataclasses.field(default_factory=dict)
     signature: tuple | None = None  # the model folder's files when it was last (re)loaded (poll mode)
+    explicit: bool = True  # loaded by name (False: only as a step of an ensemble that was loaded)
 
 
 def version_signature(folder: tuple, version: int) -> tuple:
@@ -87,6 +90,10 @@ def _model_names(folders: Sequence[str], mappings: dict[str, str]) -> tuple[set[
     return names | set(mappings), duplicates
 
 
+class _LoadCancelled(Exception):
+    """A load whose instances were still starting when the server stopped."""
+
+
 class ModelControl:
     """The repository extension's controller for model control modes "explicit" and "poll".
 
@@ -96,7 +103,7 @@ class ModelControl:
     """
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
-                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0):
+                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -107,11 +114,14 @@ class ModelControl:
         self.mode = mode
         self.poll_secs = poll_secs
         self.retire_timeout_s = retire_timeout_s
+        self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()
         self._poller: asyncio.Task | None = None
         self._upload_dirs: list[str] = []
         self._closed = False
+        self._starting: dict[asyncio.Future, Any] = {}  # a load's replace_model tasks and their sources
+        self._start_cancelled = False
 
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
@@ -127,6 +137,10 @@ class ModelControl:
                     raise ModelRepositoryError(f"--load-model '{name}': no model '{name}' in the model repositories "
                                                f"({', '.join(self.folders)})")
         for name in names:
+            entry = self._entries.get(name)
+            if entry is not None and any(v.state == "READY" for v in entry.versions.values()):  # loaded as a step
+                entry.explicit = True
+                continue
             try:
                 await self._locked_load(name, found[name])
             except ServerError as exc:
@@ -134,12 +148,24 @@ class ModelControl:
         if self.mode == "poll":
             self._poller = asyncio.ensure_future(self._poll_forever())
 
-    async def close(self) -> None:
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stop polling, let a load under way register its model (so that the core's stop stops it too; at most
-        `CLOSE_WAIT_S`), and remove the folders of uploaded model files (the core stops the models)."""
+        `wait_s`, then a load whose instances are still starting is cancelled: they are killed and its client told
+        that the server is stopping), and remove the folders of uploaded model files (the core stops the models)."""
         self._closed = True
+        wait_s = min(wait_s, CLOSE_WAIT_S)
+        starting = {task: source for task, source in self._starting.items() if not task.done()}
+        if starting:
+            await asyncio.wait(set(starting), timeout=wait_s)
+            late = [task for task, source in starting.items() if not task.done() and self._still_starting(source)]
+            if late:
+                logger.warning("a model load was still starting its instances as the server stopped: cancelled")
+                self._start_cancelled = True
+                for task in late:
+                    task.cancel()
+                await asyncio.wait(set(late))
         try:
-            await asyncio.wait_for(self._lock.acquire(), CLOSE_WAIT_S)
+            await asyncio.wait_for(self._lock.acquire(), wait_s)
             self._lock.release()
         except asyncio.TimeoutError:
             logger.warning("a model load still runs as the server stops")
@@ -224,11 +250,25 @@ class ModelControl:
             del self.mappings[name], self._mapped_by[name]
 
     async def unload(self, name: str, unload_dependents: bool) -> None:
-        # unload_dependents is accepted: no model served from a repository depends on another yet (no ensembles)
+        """Unload a model; `unload_dependents`, for an ensemble: also the models of its steps that were loaded only
+        for it (by a load of the ensemble) and that no other loaded ensemble uses (Triton's unload_dependents)."""
         if self.mode != "explicit":
             raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
         async with self._lock:
+            model = self.core.registry.find(name)
             await self._unload(name)
+            if unload_dependents and model is not None and model.ensemble is not None:
+                await self._unload_composing(model.ensemble)
+
+    async def _unload_composing(self, ensemble: Ensemble) -> None:
+        used = {step.model_name for m in self.core.registry if m.ensemble is not None for step in m.ensemble.steps}
+        for step in ensemble.steps:
+            entry = self._entries.get(step.model_name)
+            if entry is not None and not entry.explicit and step.model_name not in used:
+                composing = self.core.registry.find(step.model_name)
+                await self._unload(step.model_name)
+                if composing is not None and composing.ensemble is not None:
+                    await self._unload_composing(composing.ensemble)
 
     # ---- internals -----------------------------------------------------------------------------
     def _find(self, name: str) -> str:
@@ -260,22 +300,50 @@ class ModelControl:
         async with self._lock:
             await self._load(name, model_dir, override)
 
+    async def _load_steps(self, ensemble: str, steps: list[str], loading: set[str]) -> None:
+        """Load the models an ensemble's steps name that are in the repositories and not served yet (as Triton does;
+        they are not loaded by name: `unload_dependents` of the ensemble unloads them). A step that fails to load
+        is logged; the ensemble then fails its check against its steps."""
+        try:
+            found = scan_repositories(self.folders, self.mappings)
+        except ModelRepositoryError:
+            return
+        for step in dict.fromkeys(steps):
+            if step in loading or step not in found or self.core.registry.find(step) is not None:
+                continue
+            try:
+                await self._load(step, found[step], loading=loading, explicit=False)
+            except ServerError as exc:
+                logger.error("loading model '%s', a step of ensemble '%s': %s", step, ensemble, exc)
+
+    def _source(self, config: Any, target: str) -> Any:
+        if target.startswith(ENSEMBLE_TARGET):
+            return Ensemble(config, target[len(ENSEMBLE_TARGET):])
+        return self.host.worker_pool(config, target)
+
     async def _load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None,
-                    keep_unchanged: bool = False) -> None:
+                    keep_unchanged: bool = False, loading: set[str] | None = None, explicit: bool = True) -> None:
         """(Re)load the versions of `name` its policy selects and stop serving the others, without dropping a
-        request; `keep_unchanged` (poll mode): a version served whose files have not changed is not reloaded."""
+        request; `keep_unchanged` (poll mode): a version served whose files have not changed is not reloaded. An
+        ensemble's steps are loaded first when they are not served (`loading`: the ensembles being loaded)."""
         if self._closed:
             raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
         served = self.core.registry.find(name)
         if served is not None and name not in self._entries:
             raise invalid_arg(f"failed to load '{name}': a model of that name is served that is not from the model "
                               "repository")
-        entry = self._entries.setdefault(name, _Entry())
+        entry = self._entries.setdefault(name, _Entry(explicit=explicit))
+        entry.explicit = entry.explicit or explicit
         entry.signature = folder_signature(model_dir)
         before = {number: dataclasses.replace(version) for number, version in entry.versions.items()}
         try:
+            # in a thread: auto-complete waits for a child process running the model's auto_complete_config
             served_name = name if self.mappings.get(name) == model_dir else None  # a mapped folder: named so
-            models = load_versions(model_dir, override, served_name)
+            models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete, served_name)
+            scheduling = models[-1].config.ensemble_scheduling
+            if scheduling is not None:
+                steps = [s.model_name for s in ensemble_steps(scheduling)]
+                await self._load_steps(name, steps, (loading or set()) | {name})
         except Exception as exc:  # noqa: BLE001 - a config or folder that cannot be served: the index shows why
             reason = str(exc)
             if not self._serving(name, before):
@@ -293,6 +361,9 @@ class ModelControl:
         except BaseException:
             entry.versions = before
             raise
+        if any(isinstance(result, _LoadCancelled) for result in results):
+            entry.versions = before
+            raise ServerError(Status.UNAVAILABLE, f"failed to load '{name}': the server is stopping")
         failures: dict[int, str] = {}
         for model, result in zip(starting, results):
             number = model.config.model_version
@@ -328,8 +399,31 @@ class ModelControl:
                    for n in numbers)
 
     async def _start(self, model: RepositoryModel) -> None:
-        source = self.host.worker_pool(model.config, model.target)
-        await self.core.replace_model(model.config, source, self.retire_timeout_s)
+        source = self._source(model.config, model.target)
+        await self._replace(model.config.model_name, model.config, source)
+
+    async def _replace(self, name: str, config: Any, source: Any) -> None:
+        """core.replace_model in a task of its own, which close() cancels while the instances still start; the
+        cancellation is the load's error (UNAVAILABLE: the server is stopping)."""
+        task = asyncio.ensure_future(self.core.replace_model(config, source, self.retire_timeout_s))
+        self._starting[task] = source
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()  # (Task.cancelling, Python 3.11+: whether the caller was cancelled too)
+            caller_cancelled = bool(getattr(current, "cancelling", lambda: 0)())
+            if self._start_cancelled and task.cancelled() and not caller_cancelled:
+                raise _LoadCancelled(name) from None
+            raise
+        finally:
+            self._starting.pop(task, None)
+
+    def _still_starting(self, source: Any) -> bool:
+        """True until the model that `source` feeds is registered and loaded (then it is stopped as served)."""
+        for model in self.core.registry:
+            if model.source is source:
+                return not model.loaded
+        return True
 
     async def _unload(self, name: str) -> None:
         entry = self._entries.get(name)

@@ -19,11 +19,12 @@ import collections
 import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from pytriton.exceptions import unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
-from pytriton.scheduler.job import DONE, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
+from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
 
 logger = logging.getLogger("pytriton.scheduler")
 
@@ -55,12 +56,13 @@ class _Execution:
         self.delivered = 0  # results of a stream delivered before its final one
         self.total = ExecutionStats(sum(job.batch_size for job in jobs))
 
-    def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True) -> None:
+    def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True,
+                finals: Sequence[bool] | None = None) -> None:
         if self.done:
             for result in results:
                 _release(result)
             return
-        if len(results) != len(self.jobs):
+        if len(results) != len(self.jobs) or (finals is not None and len(finals) != len(self.jobs)):
             for result in results:
                 _release(result)
             self.fail(unavailable(f"model instance '{self.instance.label}' answered {len(results)} results for "
@@ -80,8 +82,21 @@ class _Execution:
                 if self.timer is not None:
                     self.timer.cancel()
                 self.timer = self.scheduler._arm_timeout(self)
-        for job, result in zip(self.jobs, results):
-            job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
+        if finals is None and not any(result is NO_RESULT for result in results):  # (all answered in step)
+            for job, result in zip(self.jobs, results):
+                job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
+            return
+        for index, (job, result) in enumerate(zip(self.jobs, results)):
+            last = final or (finals is not None and finals[index])
+            if result is NO_RESULT:
+                if last:
+                    job.deliver(Delivery(None, stats, self.started_ns - job.enqueued_ns, True))
+                elif job.state != DONE:
+                    job.taken += 1  # nothing for this caller in this message: as good as taken
+                continue
+            job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, last))
+        if not final:  # what was skipped counts as taken and finished callers read no more: the slowest may be ahead
+            self.consumed()
 
     def fail(self, error: BaseException) -> None:
         if self.done:
@@ -98,10 +113,12 @@ class _Execution:
         self.scheduler._execution_ended(self)
 
     def _slowest(self) -> int:
-        """Results of this stream taken by its slowest caller still reading (all delivered when none is)."""
+        """Results of this stream taken by its slowest caller still reading (all delivered when none is). A caller
+        whose request has had its last result (a batched stream answers each request on its own) reads no more of it:
+        what it has not read yet was sent within the window."""
         taken = self.delivered
         for job in self.jobs:
-            if job.taken < taken and job.wanted:
+            if job.taken < taken and job.wanted and job.state != DONE:
                 taken = job.taken
         return taken
 
@@ -120,7 +137,7 @@ class _Execution:
         stream is asked to stop early once none is left; until then the slowest reader may be another one."""
         if self.done or self.control is None:
             return
-        if all(not job.wanted for job in self.jobs):
+        if all(not job.wanted or job.state == DONE for job in self.jobs):  # (nothing more for the finished ones)
             control, self.control = self.control, None
             control.cancel()
             return

@@ -7,6 +7,7 @@ repository models all implement these protocols; the scheduler never sees a work
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pytriton.exceptions import ServerError, Status
@@ -25,8 +26,11 @@ class ExecutionSink(Protocol):
     """Where an instance reports one execution. Exactly one terminal event per execution: a `deliver` with
     `final=True`, or `fail`. Events after that are ignored (and their results released)."""
 
-    def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True) -> None:
-        """Results of the execution, one per payload in order (a result may be an exception for that request)."""
+    def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True,
+                finals: Sequence[bool] | None = None) -> None:
+        """Results of the execution, one per payload in order (a result may be an exception for that request). A
+        stream of several requests answers each on its own: NO_RESULT for a request this message brings nothing to,
+        and `finals[i]` set on request i's last message (the execution goes on for the others until `final`)."""
 
     def fail(self, error: BaseException) -> None:
         """The whole execution failed (e.g. the worker died)."""

@@ -44,6 +44,20 @@ class Delivery:
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 
 
+class _NoResult:
+    """The type of NO_RESULT."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESULT"
+
+
+# In a result list of a stream of several requests: this message brings nothing to that request (each request of a
+# decoupled model's batch is answered on its own).
+NO_RESULT: Any = _NoResult()
+
+
 class Job:
     """One request handed to a model's scheduler.
 

@@ -19,7 +19,7 @@ from pytriton.core.types import InferRequest, InferResponse, RequestedOutput, Te
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import slot_key
-from pytriton.proxy.messages import TensorData, decode_request_fields, params_from_proto
+from pytriton.proxy.messages import ArenaSlot, TensorData, decode_request_fields, params_from_proto
 from pytriton.proxy.router import ProxyRouter, WorkerLink
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -78,13 +78,16 @@ class BlsBridge:
         item = message.request
         inputs: list[Tensor] = []
         for ref in item.inputs:
+            shared = None
             if ref.frame:
                 data: Any = frames[ref.frame - 1].buffer
             else:
-                assert link.segments is not None
+                segments = link.segments
+                assert segments is not None
                 slots.append(slot_key(ref.segment, ref.offset))
-                data = link.segments.view(ref.segment, ref.offset, ref.nbytes)
-            inputs.append(Tensor(ref.name, CODE_TO_TRITON[ref.dtype], tuple(ref.shape), data))
+                data = segments.view(ref.segment, ref.offset, ref.nbytes)
+                shared = ArenaSlot(segments.owner_pid, segments.kind, ref.segment, ref.offset)  # passed on, not copied
+            inputs.append(Tensor(ref.name, CODE_TO_TRITON[ref.dtype], tuple(ref.shape), data, shared=shared))
         parameters = params_from_proto(item.parameters) if item.parameters else {}
         request_id, correlation_id, flags = decode_request_fields(item)
         if correlation_id:  # the callee sees them as a client's sequence parameters

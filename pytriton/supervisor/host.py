@@ -11,6 +11,7 @@ from typing import Any
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.router import ProxyRouter
 from pytriton.supervisor.bls import BlsBridge
+from pytriton.supervisor.custom_metrics import CustomMetricsBridge
 from pytriton.supervisor.external import ExternalInstances
 from pytriton.supervisor.worker_pool import WorkerPool
 
@@ -38,6 +39,11 @@ class WorkerHost:
         """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
         assert self.router is not None, "start() first"
         return BlsBridge(self.router, infer, infer_stream)
+
+    def serve_custom_metrics(self, store: Any) -> CustomMetricsBridge:
+        """Keep the custom metrics (pb_utils.MetricFamily) of every worker in the core's `store`."""
+        assert self.router is not None, "start() first"
+        return CustomMetricsBridge(self.router, store)
 
     def worker_pool(self, config: TritonModelConfig, callable_target: str) -> WorkerPool:
         """Worker processes of our own that import and run `callable_target`."""

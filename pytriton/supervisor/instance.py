@@ -19,10 +19,10 @@ from pytriton.core.types import ExecutionOutput, ExecutionRequest, RegionSlice, 
 from pytriton.exceptions import internal, unavailable
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
-from pytriton.proxy.messages import RequestData, TensorData, params_from_proto, sequence_fields
+from pytriton.proxy.messages import ArenaSlot, RequestData, TensorData, params_from_proto, sequence_fields
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
-from pytriton.scheduler.job import ExecutionStats
+from pytriton.scheduler.job import NO_RESULT, ExecutionStats
 
 logger = logging.getLogger("pytriton.supervisor")
 
@@ -42,7 +42,7 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
     """The core's request in the transport's form."""
     regions = request.input_regions
     inputs = [
-        TensorData(t.name, t.datatype, t.shape, t.data) if t.data is not None
+        TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None
         else _region_tensor(t.name, t.datatype, t.shape, regions[t.name])
         for t in request.inputs
     ]
@@ -52,11 +52,15 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
                        correlation_id, flags)
 
 
-def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[ExecutionOutput | None]:
-    """One ExecutionOutput per response of a RESULT message; each releases its own arena slots."""
-    results: list[ExecutionOutput | None] = []
+def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Any]:
+    """One ExecutionOutput per response of a RESULT message (NO_RESULT for a request it brings nothing to); each
+    releases its own arena slots."""
+    results: list[Any] = []
     segments = link.segments
     for item in message.responses:
+        if item.absent:
+            results.append(NO_RESULT)
+            continue
         if item.error:
             results.append(ExecutionOutput(error=item.error))
             continue
@@ -67,13 +71,15 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Ex
             if ref.region or ref.cuda_handle:  # the worker wrote it into the client's region
                 outputs.append(Tensor(ref.name, datatype, tuple(ref.shape)))
                 continue
+            shared = None
             if ref.frame:
                 data: Any = frames[ref.frame - 1].buffer
             else:
                 assert segments is not None
                 data = segments.view(ref.segment, ref.offset, ref.nbytes)
                 slots.append(slot_key(ref.segment, ref.offset))
-            outputs.append(Tensor(ref.name, datatype, tuple(ref.shape), data))
+                shared = ArenaSlot(segments.owner_pid, segments.kind, ref.segment, ref.offset)
+            outputs.append(Tensor(ref.name, datatype, tuple(ref.shape), data, shared=shared))
         output = ExecutionOutput(outputs, params_from_proto(item.parameters) if item.parameters else {})
         if slots:
             output.on_release = _slot_release(link, slots)
@@ -132,7 +138,9 @@ class _WorkerCall:
             link.release(response_slots(message))
             self.sink.fail(unavailable(f"cannot read the answer of model instance '{link.label}': {exc}"))
             return
-        self.sink.deliver(results, stats, bool(message.final))
+        # A stream of several requests answers each on its own: the last item of each says so.
+        finals = [item.final for item in message.responses]
+        self.sink.deliver(results, stats, bool(message.final), finals if any(finals) else None)
 
     def on_gone(self, reason: str) -> None:
         self.sink.fail(unavailable(reason))

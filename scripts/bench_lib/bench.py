@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import pathlib
 import re
@@ -36,11 +37,13 @@ from bench_lib.report import summary, write_report
 from bench_lib.results import (
     BenchResult,
     CaseRun,
+    InprocessRow,
     Meta,
     ServerAggregate,
     ServerSamples,
     Settings,
     aggregate,
+    from_dict,
     load_results,
     median,
     save_results,
@@ -55,8 +58,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, help="launches per server (default 3; 1 with --quick)")
     p.add_argument("--cases", help="comma-separated case keys, e.g. grpc-small-none,http-1mib-system "
                    "(grpc|http)-(small|1mib)-(none|system)[-batched]")
-    p.add_argument("--servers", default="ours,nvidia", help="comma-separated subset of ours,nvidia")
+    p.add_argument("--servers", default="ours,nvidia,repo",
+                   help="comma-separated subset of ours,nvidia,repo (repo: ours, the same model from a model "
+                        "repository, served by `pytriton serve --model-repository`)")
     p.add_argument("--no-batching", action="store_true", help="skip the dynamic-batching launches")
+    p.add_argument("--no-inprocess", action="store_true", help="skip the in-process rows (bench_lib/inprocess.py)")
+    p.add_argument("--inprocess-only", action="store_true",
+                   help="measure only the in-process rows (no perf_analyzer, no NVIDIA PyTriton, no markdown)")
+    p.add_argument("--inprocess-duration", type=float,
+                   help="timed seconds per in-process row (default 3; 1 with --quick)")
     p.add_argument("--concurrency", default="1:8:7", help="perf_analyzer --concurrency-range (default 1:8:7)")
     p.add_argument("--batched-concurrency", default="8", help="concurrency for the batching cases (default 8)")
     p.add_argument("--interval", type=int, default=1500, help="perf_analyzer --measurement-interval ms (1500)")
@@ -77,6 +87,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
+    if args.inprocess_duration is None:
+        args.inprocess_duration = 1.0 if args.quick else 3.0
+    if args.inprocess_only:
+        if args.no_inprocess:
+            p.error("--inprocess-only and --no-inprocess exclude each other")
+        args.repeats, args.no_doc = 0, True
     args.servers = [s for s in args.servers.split(",") if s]
     unknown = set(args.servers) - set(SERVER_LABEL)
     if unknown:
@@ -100,13 +116,19 @@ def pa_options(args: argparse.Namespace) -> PaOptions:
 def server_specs(args: argparse.Namespace) -> dict[str, ServerSpec]:
     """How to start each server: its venv's python and its environment (NVIDIA's needs its libpython)."""
     base_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GLIBC_TUNABLES", "LD_PRELOAD")}
-    libdir = subprocess.run([str(args.nvidia_python), "-c",
-                             "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-                            capture_output=True, text=True, check=False).stdout.strip()
+    libdir = ""
+    if "nvidia" in args.servers and not getattr(args, "inprocess_only", False):  # (its venv need not exist otherwise)
+        try:
+            libdir = subprocess.run([str(args.nvidia_python), "-c",
+                                     "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+                                    capture_output=True, text=True, check=False).stdout.strip()
+        except OSError:  # no NVIDIA venv
+            libdir = ""
     nv_env = dict(base_env)
     nv_env["LD_LIBRARY_PATH"] = libdir + (":" + base_env["LD_LIBRARY_PATH"] if base_env.get("LD_LIBRARY_PATH") else "")
     return {"ours": ServerSpec("ours", args.ours_python, base_env),
-            "nvidia": ServerSpec("nvidia", args.nvidia_python, nv_env)}
+            "nvidia": ServerSpec("nvidia", args.nvidia_python, nv_env),
+            "repo": ServerSpec("repo", args.ours_python, base_env)}
 
 
 def _log_results(case: Case, res: dict[int, CaseRun]) -> None:
@@ -126,7 +148,7 @@ class Bench:
         self.args = args
         self.opts = pa_options(args)
         self.specs = server_specs(args)
-        self.samples = {s: ServerSamples() for s in ("ours", "nvidia") if s in args.servers}
+        self.samples = {s: ServerSamples() for s in ("ours", "nvidia", "repo") if s in args.servers}
         self.versions: dict[str, str] = {}
         self.problems: list[str] = []
         self.current: list[Server] = []  # running now: stopped on an interrupt
@@ -210,6 +232,7 @@ class Bench:
                 for p in server.problems:
                     log(f"  {p}")
             raise
+        inprocess = [] if args.no_inprocess or "ours" not in args.servers else self.inprocess()
         cases = args.cases_main + args.cases_batched
         return BenchResult(
             samples=self.samples, versions=self.versions, problems=self.problems, cases=[c.key for c in cases],
@@ -217,7 +240,35 @@ class Bench:
             settings=Settings(repeats=args.repeats, quick=args.quick, concurrency=args.concurrency,
                               batched_concurrency=args.batched_concurrency, interval_ms=args.interval,
                               max_trials=args.max_trials, stability=args.stability),
+            inprocess=inprocess,
         )
+
+    def inprocess(self) -> list[InprocessRow]:
+        """The in-process rows: bench_lib/inprocess.py under our venv (its own process, so that our server's
+        threads and workers come and go with it), its JSON read back."""
+        args = self.args
+        out = args.out_dir / "inprocess.json"
+        cmd = [str(args.ours_python), str(pathlib.Path(__file__).with_name("inprocess.py")),
+               "--duration", str(args.inprocess_duration), "--json", str(out)]
+        log(f"in-process rows ({args.inprocess_duration:g} s each): {' '.join(cmd[1:])}")
+        timeout = 120 + 20 * (args.inprocess_duration + 1)
+        try:
+            with open(args.out_dir / "inprocess.log", "w") as log_file:
+                rc = subprocess.run(cmd, stderr=log_file, stdout=log_file, timeout=timeout, check=False,
+                                    env=self.specs["ours"].env).returncode
+        except subprocess.TimeoutExpired:
+            self.problems.append(f"in-process rows: no result within {timeout:.0f} s")
+            return []
+        if not out.exists():
+            self.problems.append(f"in-process rows: exit status {rc}, no result (see inprocess.log)")
+            return []
+        data = json.loads(out.read_text())
+        self.problems.extend(f"in-process rows: {p}" for p in data["problems"])
+        rows = [from_dict(InprocessRow, r) for r in data["rows"]]
+        for r in rows:
+            log(f"    in-process {r.size:<5} {r.mode:<5} c={r.concurrency:<2} {r.throughput:9.1f}/s  "
+                f"p50 {r.p50_us / 1000:7.3f} ms  p99 {r.p99_us / 1000:7.3f} ms")
+        return rows
 
 
 # --------------------------------------------------------------------------------------------- meta ---

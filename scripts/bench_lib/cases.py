@@ -6,7 +6,8 @@ import dataclasses
 
 SIZES = {"small": ("double_small", 16), "1mib": ("double_1mib", 262144)}  # size -> (model, floats per request)
 SIZE_LABEL = {"small": "16 floats", "1mib": "1 MiB"}
-SERVER_LABEL = {"ours": "pytriton (ours)", "nvidia": "NVIDIA PyTriton"}
+SERVER_LABEL = {"ours": "pytriton (ours)", "nvidia": "NVIDIA PyTriton",
+                "repo": "pytriton (ours), repository model"}
 MAIN_MODELS = [SIZES[s][0] for s in ("small", "1mib")]  # served by the main launch
 BATCHED_MODELS = ["double_small"]  # served by the dynamic-batching launch
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from bench_lib.results import BenchResult, CaseAggregate, Meta, ServerAggregate
+from bench_lib.report_repo import repo_summary, repo_table
+from bench_lib.results import BenchResult, CaseAggregate, InprocessRow, Meta, ServerAggregate
 
 TARGETS = {  # ratio ours / NVIDIA
     "thr_small": (">=", 2.0), "thr_1mib_none": (">=", 2.0), "thr_1mib_system": (">=", 4.0),
@@ -153,6 +154,8 @@ def write_report(result: BenchResult, agg: dict[str, ServerAggregate], meta: Met
     _memory_table(w, ours, nv)
     _tail_table(w, keys, labels, ours, nv)
     write_evenness(w, keys, labels, ours, nv)
+    repo_table(w, result, agg)
+    inprocess_table(w, result.inprocess, ours)
     w("## Problems seen in this run")
     w("")
     if result.problems:
@@ -283,6 +286,38 @@ def write_evenness(w: Writer, keys: list[str], labels: dict[str, str], ours: Ser
     w("")
 
 
+INPROCESS_MODE = {
+    "sync": "in-process `model.infer`", "async": "in-process `async_infer`",
+    "grpc": "tritonclient gRPC → `KServeGrpc`", "http": "tritonclient HTTP → `KServeHttp`",
+}
+
+
+def inprocess_table(w: Writer, rows: list[InprocessRow], ours: ServerAggregate) -> None:
+    """The in-process rows (`import tritonserver`), each size beside perf_analyzer's gRPC/HTTP rows of ours."""
+    if not rows:
+        return
+    _table_head(w, "In-process (`import tritonserver`)",
+                "| size | client | conc. | infer/s | p50 (ms) | p99 (ms) |", "| --- | --- | ---: | ---: | ---: | ---: |")
+    for size in dict.fromkeys(r.size for r in rows):
+        label = {"small": "16 floats", "1mib": "1 MiB"}.get(size, size)
+        for r in (r for r in rows if r.size == size):
+            w(f"| {label} | {INPROCESS_MODE.get(r.mode, r.mode)} | {r.concurrency} | {fmt_num(r.throughput)} | "
+              f"{fmt_num(ms(r.p50_us), 3)} | {fmt_num(ms(r.p99_us), 3)} |")
+        for protocol in ("grpc", "http"):
+            a = ours.case(f"{protocol}-{size}-none", 1)
+            if a.n:
+                w(f"| {label} | perf_analyzer {'gRPC' if protocol == 'grpc' else 'HTTP'} → `pytriton serve` | 1 | "
+                  f"{fmt_num(a.throughput)} | {fmt_num(ms(a.p50_us), 3)} | {fmt_num(ms(a.p99_us), 3)} |")
+    w("")
+    w("The same model (y = 2x, FP32, `max_batch_size` 64, one instance, no batcher) as a Python-backend "
+      "repository served by an in-process `tritonserver.Server` (`scripts/bench_lib/inprocess.py`, one run, "
+      "after the launches): requests from the calling thread, one at a time (`async_infer`: that many in "
+      "flight on one asyncio loop), latency from the call to the output in hand as a numpy view. The "
+      "tritonclient rows run in the same process as the server (`tritonfrontend` on the server's loop), so "
+      "client and server share one GIL; the perf_analyzer rows are the medians of the table above.")
+    w("")
+
+
 # ------------------------------------------------------------------------------------------- console ---
 def summary(result: BenchResult, agg: dict[str, ServerAggregate]) -> str:
     """The ratios table printed at the end of a run, and the problems seen."""
@@ -295,6 +330,10 @@ def summary(result: BenchResult, agg: dict[str, ServerAggregate]) -> str:
                f"{fmt_ratio(ratio(ours.startup_s, nv.startup_s)):>9}")
     out.append(f"{'RSS after ready (MiB)':<40}    {fmt_num(mib(ours.rss_ready_kib)):>9} "
                f"{fmt_num(mib(nv.rss_ready_kib)):>9} {fmt_ratio(ratio(ours.rss_ready_kib, nv.rss_ready_kib)):>9}")
+    out.extend(repo_summary(result, agg))
+    for r in result.inprocess:
+        out.append(f"{'in-process ' + r.size + ' ' + r.mode:<40} {r.concurrency:>2} {fmt_num(r.throughput):>9}   "
+                   f"p50 {fmt_num(ms(r.p50_us), 3)} ms  p99 {fmt_num(ms(r.p99_us), 3)} ms")
     if result.problems:
         out.append(f"\n{len(result.problems)} problem(s):")
         out.extend(f"  - {p}" for p in result.problems)

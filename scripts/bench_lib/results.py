@@ -101,6 +101,19 @@ class Settings:
 
 
 @dataclasses.dataclass
+class InprocessRow:
+    """One in-process measurement (bench_lib/inprocess.py): a mode (sync, async, grpc, http) of one size."""
+
+    mode: str
+    size: str  # small | 1mib
+    concurrency: int
+    n: int
+    throughput: float
+    p50_us: float
+    p99_us: float
+
+
+@dataclasses.dataclass
 class BenchResult:
     samples: dict[str, ServerSamples]  # ours | nvidia
     versions: dict[str, str]  # what each server's GET /v2 says
@@ -109,6 +122,7 @@ class BenchResult:
     case_labels: dict[str, str]
     elapsed_s: float
     settings: Settings
+    inprocess: list[InprocessRow] = dataclasses.field(default_factory=list)  # empty: not measured
 
 
 @dataclasses.dataclass

@@ -22,6 +22,7 @@ import urllib.request
 from typing import IO
 
 from bench_lib import procfs
+from bench_lib.repo_double import write_repository
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SERVE_SCRIPT = pathlib.Path(__file__).resolve().parent / "serve_double.py"
@@ -53,7 +54,7 @@ def http_get(url: str, timeout: float = 1.0) -> tuple[int, bytes]:
 
 @dataclasses.dataclass
 class ServerSpec:
-    name: str  # ours | nvidia
+    name: str  # ours | nvidia | repo (ours, the models from a model repository)
     python: pathlib.Path
     env: dict[str, str]
 
@@ -78,6 +79,11 @@ class Server:
         self._log: IO[bytes] | None = None
 
     def cmd(self) -> list[str]:
+        if self.spec.name == "repo":
+            repo = write_repository(self.cwd / f"repo-models-{self.batching}", self.models, self.batching)
+            return [str(self.spec.python), "-m", "pytriton.cli", "serve", "--model-repository", str(repo),
+                    "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
+                    "--metrics-port", str(self.metrics_port)]
         return [str(self.spec.python), str(SERVE_SCRIPT), "--http-port", str(self.http_port),
                 "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
                 "--batching", self.batching, "--models", ",".join(self.models)]
@@ -194,7 +200,12 @@ class Server:
             text = self.logfile.read_text(errors="replace")
         except OSError:
             return []
-        expected = REPO / "pytriton" if self.spec.name == "ours" else self.spec.python.parent.parent
+        if self.spec.name == "repo":  # `python -m pytriton.cli`: no model script reports it; ask the same python
+            ask = "import os, pytriton; print(os.path.dirname(pytriton.__file__))"
+            found = subprocess.run([str(self.spec.python), "-c", ask], capture_output=True, text=True,
+                                   cwd=self.cwd, env=self.spec.env, check=False).stdout.strip()
+            text = f"BENCH pytriton package: {found}\n" + text
+        expected = REPO / "pytriton" if self.spec.name in ("ours", "repo") else self.spec.python.parent.parent
         return log_problems(self.spec.name, text, expected, self.logfile)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import InferenceCallableError
-from pytriton.backends.python_model import PB_UTILS_MODULE, PythonModelBackend, python_model_target
+from pytriton.backends.python_model import PB_UTILS_MODULE, PythonModelBackend, python_model_target, reshaped
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.types import Request
 
@@ -103,17 +103,85 @@ def test_responses_errors_and_parameters_per_request(tmp_path):
     assert [name for name, _, _ in checked[2][0]] == ["Z"]  # only what the request asked for
 
 
-def test_an_output_that_does_not_match_the_config_fails_the_call(tmp_path):
+def test_an_output_keeps_its_own_datatype_as_in_triton(tmp_path):
     backend = backend_for(tmp_path, "m3", MODEL)
-    with pytest.raises(InferenceCallableError, match="output 'Y' of model 'm3' has datatype FP64"):
-        backend.check_outputs([request("dtype")], backend([request("dtype")]))
+    outputs, error, _ = backend.check_outputs([request("dtype")], backend([request("dtype")]))[0]
+    assert error == "" and [(name, dt, a.dtype) for name, dt, a in outputs] == [("Y", "FP64", np.float64)]
+
+
+@pytest.mark.parametrize("shape, from_dims, to_dims, batched, expected", [
+    ((4, 5, 6), (-1, 6), (-1, 2, 3), True, (4, 5, 2, 3)),
+    ((4, 5, 2, 3), (-1, 2, 3), (-1, 6), True, (4, 5, 6)),
+    ((3, 1), (1,), (), True, (3,)),
+    ((2, 3), (2, 3), (6,), False, (6,)),
+    ((7, 6), (-1, 6), (-1, 3, 2), False, (7, 3, 2)),
+])
+def test_reshaped_keeps_the_batch_and_carries_variable_sizes(shape, from_dims, to_dims, batched, expected):
+    assert reshaped(shape, from_dims, to_dims, batched) == expected
+
+
+def test_a_reshaped_output_is_checked_against_its_reshape_and_sent_as_its_dims(tmp_path):
+    version_dir = tmp_path / "m5" / "1"
+    version_dir.mkdir(parents=True)
+    (version_dir / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        x = requests[0].get_input_tensor_by_name('X').as_numpy()\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.Tensor('Y', x.reshape(6) if x.shape == (2, 3) else x)])]\n")
+    reshaping = TritonModelConfig(model_name="m5", inputs=[TensorSpec("X", "FP32", (6,), reshape=(2, 3))],
+                                  outputs=[TensorSpec("Y", "FP32", (2, 3), reshape=(6,))])
+    backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), reshaping)
+    good = [Request({"X": np.arange(6, dtype=np.float32)}, {}, None, None)]
+    (outputs, _, _), = backend.check_outputs(good, backend(good))
+    assert outputs[0][2].shape == (2, 3)  # the model saw X as [2, 3], returned [6]; the client gets dims [2, 3]
+    wrong = TritonModelConfig(model_name="m5", inputs=[TensorSpec("X", "FP32", (6,))],
+                              outputs=[TensorSpec("Y", "FP32", (2, 3), reshape=(3, 2))])
+    backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), wrong)
+    with pytest.raises(InferenceCallableError, match=r"output 'Y' of model 'm5' has shape \[6\], but its config.pbtxt "
+                                                     r"declares \[3, 2\] \(its reshape\)"):
+        backend.check_outputs(good, backend(good))
 
 
 def test_decoupled_model_streams_each_response_sent(tmp_path):
     backend = backend_for(tmp_path, "m4", STREAM, decoupled=True)
     requests = [request()]
-    sent = [backend.check_outputs(requests, raw)[0][0][0][2].tolist() for raw in backend.iterate(backend(requests))]
-    assert sent == [[1.0], [2.0]]
+    steps = [(backend.check_outputs(requests, raw)[0], raw.finals) for raw in backend.iterate(backend(requests))]
+    # what was sent at once goes in one step, a request's second send in the next; the final flag closes the last
+    assert [(checked[0][0][2].tolist() if checked else None, finals) for checked, finals in steps] == [
+        ([1.0], [False]), ([2.0], [False]), (None, [True])]
+
+
+BATCHED_STREAM = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        senders = [r.get_response_sender() for r in requests]
+        def answer(i):
+            y = pb_utils.Tensor("Y", np.array([float(i)], dtype=np.float32))
+            senders[i].send(pb_utils.InferenceResponse([y]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        senders[0].send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([9.0], dtype=np.float32))]))
+        answer(2)
+        threading.Thread(target=answer, args=(0,)).start()
+        senders[1].send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+
+
+def test_a_decoupled_batch_answers_each_request_on_its_own(tmp_path):
+    backend = backend_for(tmp_path, "m5", BATCHED_STREAM, decoupled=True)
+    requests = [request(), request(), request()]
+    steps = []
+    for raw in backend.iterate(backend(requests)):
+        checked = backend.check_outputs(requests, raw)
+        steps.append(([c[0][0][2].tolist() if c else None for c in checked], raw.finals))
+    values = [v for responses, _ in steps for v in responses if v is not None]
+    assert sorted(values) == [[0.0], [2.0], [9.0]] and values.index([9.0]) < values.index([0.0])
+    assert [sum(finals[i] for _, finals in steps) for i in range(3)] == [1, 1, 1]  # each request's final, once
+    assert all(finals[0] for responses, finals in steps if responses[0] == [0.0])  # (sent with its final flag)
+    assert steps[0][0][:3:2] == [[9.0], [2.0]]  # sent before anything was read: in one step
 
 
 STREAM_WHILE_EXECUTING = '''
@@ -135,8 +203,6 @@ class TritonPythonModel:
 
 
 def test_decoupled_responses_are_yielded_while_execute_runs_and_the_flagged_last_is_final(tmp_path):
-    from pytriton.backends.callable_backend import FinalResponses
-
     backend = backend_for(tmp_path, "m5", STREAM_WHILE_EXECUTING, decoupled=True)
     module = sys.modules["_pytriton_repository_model_m5_3"]
     requests = [request()]
@@ -145,7 +211,7 @@ def test_decoupled_responses_are_yielded_while_execute_runs_and_the_flagged_last
     module.TAKEN.set()
     rest = list(stream)
     assert module.WAITED == [True]
-    assert not isinstance(first, FinalResponses) and len(rest) == 1 and isinstance(rest[0], FinalResponses)
+    assert first.finals == [False] and len(rest) == 1 and rest[0].finals == [True]
     assert backend.check_outputs(requests, rest[0])[0][0][0][2].tolist() == [2.0]
     backend.close()
 
@@ -168,15 +234,6 @@ def test_sender_refuses_after_final_and_non_decoupled_has_none():
         received.get_response_sender()
 
 
-@pytest.mark.parametrize("use, feature", [
-    (lambda: pb_utils.MetricFamily(name="m", description="d", kind=pb_utils.MetricFamily.COUNTER), "custom metrics"),
-    (lambda: pb_utils.ModelConfig({}), "auto_complete_config"),
-])
-def test_features_not_supported_yet_say_so(use, feature):
-    with pytest.raises(NotImplementedError, match=f"{feature}.* is not supported by pytriton yet"):
-        use()
-
-
 def test_bls_outside_a_served_worker_says_why():
     request = pb_utils.InferenceRequest(model_name="other", inputs=[], requested_output_names=[])
     with pytest.raises(pb_utils.TritonModelException, match="only by a model that a pytriton server runs"):
@@ -190,6 +247,9 @@ def test_helpers():
     assert pb_utils.get_input_config_by_name(config, "B") is None
     assert pb_utils.triton_string_to_numpy("TYPE_FP16") is np.float16
     assert pb_utils.triton_string_to_numpy("TYPE_STRING") is np.object_
+    assert pb_utils.using_decoupled_model_transaction_policy({"model_transaction_policy": {"decoupled": True}})
+    assert not pb_utils.using_decoupled_model_transaction_policy(json.dumps({"model_transaction_policy": {}}))
+    assert not pb_utils.using_decoupled_model_transaction_policy(config)
     error = pb_utils.TritonError("nope", pb_utils.TritonError.NOT_FOUND)
     assert (error.message(), error.code()) == ("nope", 2)
     assert pb_utils.TritonError("x").code() == pb_utils.TritonError.INTERNAL == 1

@@ -70,9 +70,8 @@ def test_missing_name_takes_the_folder_name(tmp_path):
 
 @pytest.mark.parametrize("config, field, problem", [
     ('name: "other" backend: "python"' + TENSORS, "name", "must match its directory: 'other' is in directory 'm'"),
-    (TENSORS, "backend", 'only Python-backend models are supported (backend: "python"), got none'),
     ('backend: "onnxruntime"' + TENSORS, "backend", "got 'onnxruntime'"),
-    ('platform: "ensemble"' + TENSORS, "platform", "ensemble models are not supported yet"),
+    ('platform: "ensemble"' + TENSORS, "ensemble_scheduling.step", "must specify 'step' for ensemble 'm'"),
     ('backend: "python" max_batch_size: -1' + TENSORS, "max_batch_size", "must be >= 0, got -1"),
     ('backend: "python" input [ { name: "X" dims: [ 2 ] } ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]',
      "input[0].data_type", "tensor 'X' needs a data type (e.g. TYPE_FP32), got TYPE_INVALID"),
@@ -81,8 +80,6 @@ def test_missing_name_takes_the_folder_name(tmp_path):
     ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]', "output",
      "declares no output"),
     ('backend: "python" dynamic_batching { }' + TENSORS, "dynamic_batching", "needs max_batch_size > 0"),
-    ('backend: "python" max_batch_size: 2 dynamic_batching { } model_transaction_policy { decoupled: true }' + TENSORS,
-     "dynamic_batching", "dynamic batching of decoupled models is not supported yet"),
     ('backend: "python" instance_group [ { kind: KIND_CPU }, { kind: KIND_CPU } ]' + TENSORS, "instance_group",
      "2 instance groups: only one is supported yet"),
     ('backend: "python" instance_group [ { kind: KIND_MODEL } ]' + TENSORS, "instance_group[0].kind",
@@ -92,6 +89,21 @@ def test_missing_name_takes_the_folder_name(tmp_path):
      "output[0].label_filename", "cannot read label file"),
     ('backend: "python" version_policy: { specific: { versions: [ 4 ] } }' + TENSORS, "version_policy",
      "version 4 is listed but has no folder (versions found: [1])"),
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, 3 ] reshape: { shape: [ 5 ] } } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]'), "input[0].reshape",
+     "model input 'X' has different size for dims and reshape for m"),  # Triton's wording
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ -1, 3 ] reshape: { shape: [ 3, 2 ] } } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]'), "input[0].reshape",
+     "model input 'X' has different size for dims and reshape for m"),
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 2, -1, 3 ] reshape: { shape: [ 3, -1, 2 ] } '
+      '} ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]'), "input[0].reshape",
+     "model input 'X' has different size for dims and reshape for m"),
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 6 ] } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 6 ] reshape: { shape: [ 4 ] } } ]'), "output[0].reshape",
+     "model output 'Y' has different size for dims and reshape for m"),
+    (('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 6 ] reshape: { shape: [ 0 ] } } ] '
+      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 6 ] } ]'), "input[0].reshape",
+     "dimensions must be >= 1 or -1 (variable), got [0]"),
 ])
 def test_invalid_configs_name_file_and_field(tmp_path, config, field, problem):
     message = refused(tmp_path, config)
@@ -99,8 +111,25 @@ def test_invalid_configs_name_file_and_field(tmp_path, config, field, problem):
     assert problem in message
 
 
+def test_reshapes_that_keep_the_element_counts_are_served(tmp_path):
+    config = load_model(str(make_model(tmp_path, "m", (
+        'backend: "python" max_batch_size: 2 input [ { name: "X" data_type: TYPE_FP32 dims: [ -1, 6 ] '
+        'reshape: { shape: [ -1, 2, 3 ] } }, { name: "S" data_type: TYPE_FP32 dims: [ 1 ] reshape: { } } ] '
+        'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 2, 3 ] reshape: { shape: [ 6 ] } } ]')))).config
+    assert [(t.shape, t.reshape) for t in config.inputs] == [((-1, 6), (-1, 2, 3)), ((1,), ())]
+    assert config.outputs[0].reshape == (6,)
+    assert config.to_triton_dict()["input"][1]["reshape"] == {"shape": []}
+
+
+def test_a_decoupled_model_may_batch_dynamically(tmp_path):
+    model_dir = make_model(tmp_path, "m", 'backend: "python" max_batch_size: 2 model_transaction_policy { decoupled: '
+                           'true } dynamic_batching { max_queue_delay_microseconds: 500 }' + TENSORS)
+    config = load_model(str(model_dir)).config
+    assert config.decoupled and config.batcher is not None and config.batcher.max_queue_delay_microseconds == 500
+
+
 def test_unsupported_fields_are_listed():
-    assert "ensemble_scheduling" in UNSUPPORTED_FIELDS and "sequence_batching" in UNSUPPORTED_FIELDS
+    assert "sequence_batching" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
 
 
 @pytest.mark.parametrize(("policy", "served"), [
@@ -131,11 +160,22 @@ def test_preferred_batch_size_above_max_is_refused_with_the_file(tmp_path):
     assert "dynamic batching preferred size must be <= max batch size for m" in message
 
 
-def test_missing_config_asks_for_one(tmp_path):
+def test_missing_config_is_refused_when_auto_complete_is_off(tmp_path):
     model_dir = make_model(tmp_path, "m", None)
-    with pytest.raises(ModelRepositoryError, match=r"model 'm' in .*: config.pbtxt is required \(auto-complete is not "
-                                                   r"supported yet\)"):
-        load_model(str(model_dir))
+    with pytest.raises(ModelRepositoryError, match=r"Poll failed for model directory 'm': failed to open text file "
+                                                   r"for read .*/m/config.pbtxt: No such file or directory"):
+        load_model(str(model_dir), auto_complete=False)
+
+
+def test_missing_backend_is_python_when_the_model_file_is_model_py(tmp_path):
+    """As Triton fills it in (with auto-complete on or off)."""
+    for auto_complete in (True, False):
+        model_dir = make_model(tmp_path / str(auto_complete), "m", TENSORS)
+        assert load_model(str(model_dir), auto_complete=auto_complete).config.model_name == "m"
+    model_dir = make_model(tmp_path / "other", "m", 'default_model_filename: "net.py"' + TENSORS)
+    (model_dir / "1" / "model.py").rename(model_dir / "1" / "net.py")  # no model.py: no backend filled in
+    message = str(pytest.raises(ModelRepositoryError, load_model, str(model_dir)).value)
+    assert "field 'backend' of model 'm': only Python-backend models are supported" in message
 
 
 def test_missing_version_folder_and_model_file(tmp_path):

@@ -7,7 +7,7 @@ from typing import Any
 
 from pytriton.exceptions import ServerError, unavailable
 from pytriton.scheduler.dispatcher import ModelScheduler
-from pytriton.scheduler.job import ExecutionStats, Job
+from pytriton.scheduler.job import NO_RESULT, ExecutionStats, Job
 
 
 class FakeResult:
@@ -39,6 +39,7 @@ class FakeExecution:
         self.window = window
         self.sent = 0  # non-final replies
         self.credit = 0  # the consumed count last reported
+        self.closed: set[int] = set()  # requests that have had their last result (a stream answering each alone)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -52,21 +53,30 @@ class FakeExecution:
         """A stream with a window that has run as far ahead of its readers as it may."""
         return bool(self.window) and self.sent - self.credit >= self.window
 
-    def reply(self, final: bool = True, error_index: int | None = None) -> list[FakeResult]:
-        """The instance answers: one result per payload (or an error for one of them)."""
+    def reply(self, final: bool = True, error_index: int | None = None, answered: set[int] | None = None,
+              finished: set[int] | None = None) -> list[FakeResult]:
+        """The instance answers: one result per payload (or an error for one of them). A stream of several requests
+        answers each on its own: only those in `answered` (all when None) get one, NO_RESULT the others and those
+        already finished; this message is the last of the requests in `finished`."""
         results: list[Any] = []
         for index, payload in enumerate(self.payloads):
-            if index == error_index:
+            if index in self.closed or (answered is not None and index not in answered):
+                results.append(NO_RESULT)
+            elif index == error_index:
                 results.append(ServerError(3, f"request {payload} failed"))
             else:
                 result = FakeResult(payload)
                 self.results.append(result)
                 results.append(result)
+        finals = None
+        if finished:
+            finals = [index in finished for index in range(len(self.payloads))]
+            self.closed.update(finished)
         if final:
             self.finished = True
         else:
             self.sent += 1
-        self.sink.deliver(results, ExecutionStats(0, 1, 2, 3), final)
+        self.sink.deliver(results, ExecutionStats(0, 1, 2, 3), final, finals)
         return [r for r in results if isinstance(r, FakeResult)]
 
     def fail(self, reason: str = "worker died") -> None:

@@ -1,6 +1,7 @@
-"""Thousands of random interleavings of submissions, replies, caller cancellations, instance deaths and execution
-timeouts: afterwards no instance room, result buffer or request resource is lost, and none is freed twice; a stream
-never runs further ahead of its slowest reader than its window, and readers that read always give it credit back."""
+"""Thousands of random interleavings of submissions, replies (a stream's requests answered in step, or each on its
+own with its own last result), caller cancellations, instance deaths and execution timeouts: afterwards no instance
+room, result buffer or request resource is lost, and none is freed twice; a stream never runs further ahead of its
+slowest reader than its window, and readers that read always give it credit back."""
 
 from __future__ import annotations
 
@@ -84,8 +85,13 @@ async def scenario(seed: int) -> None:
         elif action < 0.6 and running:
             execution = rng.choice(running)
             final = not stream or rng.random() < 0.5 or execution.blocked  # (a blocked stream may only end)
-            error = rng.randrange(len(execution.payloads)) if rng.random() < 0.1 else None
-            execution.reply(final=final, error_index=error)
+            count = len(execution.payloads)
+            error = rng.randrange(count) if rng.random() < 0.1 else None
+            answered = finished = None
+            if stream and not final and rng.random() < 0.6:  # each request of the batch answered on its own
+                answered = {i for i in range(count) if rng.random() < 0.5}
+                finished = {i for i in range(count) if rng.random() < 0.25}
+            execution.reply(final=final, error_index=error, answered=answered, finished=finished)
         elif action < 0.75 and callers:
             rng.choice(callers).task.cancel()
         elif action < 0.8 and live:

@@ -79,3 +79,39 @@ def test_a_stream_waiting_for_its_reader_is_not_timed_out_until_the_reader_has_t
         await turns()
 
     asyncio.run(main())
+
+
+def test_a_batched_stream_answers_each_caller_on_its_own_and_a_finished_one_does_not_pace_it():
+    async def main():
+        scheduler = ModelScheduler("m", BatchPolicy(max_batch_size=4))
+        instance = FakeInstance("i", window=2)
+        a, a_ended = make_job("a", stream=True)
+        b, b_ended = make_job("b", stream=True)
+        scheduler.submit(a)
+        scheduler.submit(b)
+        scheduler.add_instance(instance)
+        (execution,) = instance.executions
+        execution.reply(final=False, answered={0})
+        execution.reply(final=False, answered={0})  # b was skipped twice: as if it had taken both
+        assert execution.blocked and execution.credit == 0 and b.queue.empty()
+        for _ in range(2):
+            assert (await a.next()).result.value == "a"
+        assert execution.credit == 2 and not execution.blocked
+        execution.reply(final=False, answered={1}, finished={1})  # b's only result is its last
+        item = await b.next()
+        assert item.final and item.result.value == "b" and b.state == DONE and b_ended == [1]
+        assert execution.credit == 3  # b reads no more and a had nothing to read: the stream may go on
+        execution.reply(final=False, answered={0})
+        execution.reply(final=False, answered={0})
+        assert execution.blocked  # a paces it alone now
+        for _ in range(2):
+            (await a.next()).result.release()
+        assert execution.credit == 5 and a.state != DONE and scheduler._load[instance] == 1
+        execution.reply(final=False, answered=set(), finished={0})  # a's last message brings no response
+        item = await a.next()
+        assert item.final and item.result is None and a_ended == [1]
+        assert scheduler._load[instance] == 1  # the instance is busy until the execution itself ends
+        execution.reply(final=True)
+        assert scheduler._load[instance] == 0 and scheduler._free == [instance]
+
+    asyncio.run(main())

@@ -12,7 +12,7 @@ from bench_lib.servers import log_problems
 
 def test_defaults():
     args = bench.parse_args([])
-    assert args.repeats == 3 and args.servers == ["ours", "nvidia"]
+    assert args.repeats == 3 and args.servers == ["ours", "nvidia", "repo"]
     assert len(args.cases_main) == 8 and len(args.cases_batched) == 2
     assert (args.concurrency, args.interval, args.max_trials, args.stability) == ("1:8:7", 1500, 6, 50)
     assert args.out_dir.is_absolute() and args.out_dir.parent.name == "results"
@@ -32,8 +32,15 @@ def test_quick_and_explicit_options(tmp_path):
     assert (opts.interval_ms, opts.timeout_s, opts.max_trials) == (900, 30, 6)
 
 
+def test_inprocess_options():
+    assert (bench.parse_args([]).inprocess_duration, bench.parse_args(["--quick"]).inprocess_duration) == (3.0, 1.0)
+    args = bench.parse_args(["--inprocess-only", "--inprocess-duration", "0.5"])
+    assert (args.repeats, args.no_doc, args.no_inprocess, args.inprocess_duration) == (0, True, False, 0.5)
+    assert bench.parse_args(["--no-inprocess"]).no_inprocess is True
+
+
 @pytest.mark.parametrize("argv", [["--cases", "grpc-small-nope"], ["--servers", "ours,triton"],
-                                  ["--repeats", "x"]])
+                                  ["--repeats", "x"], ["--inprocess-only", "--no-inprocess"]])
 def test_bad_options_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         bench.parse_args(argv)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from bench_lib import report
 from bench_lib.plot import ratio_bars
-from bench_lib.results import CaseAggregate, ServerAggregate, aggregate, load_results
+from bench_lib.results import CaseAggregate, InprocessRow, ServerAggregate, aggregate, load_results
 
 
 @pytest.fixture
@@ -79,6 +79,19 @@ def test_report_lists_problems_and_a_missing_server(recorded):
     assert "## How even was the comparison?" not in md
 
 
+def test_repository_rows_compare_with_our_bind(recorded):
+    result, agg, meta = recorded
+    assert "## Repository model vs bind" not in report.write_report(result, agg, meta)  # not measured
+    slower = {key: dataclasses.replace(a, throughput=a.throughput * 0.8) for key, a in agg["ours"].cases.items()}
+    agg = dict(agg, repo=dataclasses.replace(agg["ours"], cases=slower))
+    md = report.write_report(result, agg, meta)
+    assert "\n## Repository model vs bind\n" in md
+    assert "| gRPC, 16 floats, no shm | 1 | 1,010 | 1,263 | 298 | 0.80× | ❌ ≥ 0.9× | 0.75 | 0.75 |" in md
+    lines = report.summary(result, agg).splitlines()
+    row = lines[lines.index(next(x for x in lines if x.startswith("repository model vs bind"))) + 1]
+    assert row.split()[-5:] == ["1", "1,010", "1,263", "298", "0.80×"]
+
+
 def test_console_summary(recorded):
     result, agg, _meta = recorded
     lines = report.summary(result, agg).splitlines()
@@ -97,3 +110,24 @@ def test_plot_ratio_panel(recorded):
     assert first.ratio == pytest.approx(1263.12 / 297.5, rel=1e-3) and first.colour == "#2a9d3a"
     assert dataclasses.replace(first, ratio=1.5).colour == "#d1495b"
     assert dataclasses.replace(first, ratio=None).colour == "#999999"
+
+
+def test_in_process_rows_beside_perf_analyzer_rows(recorded):
+    result, agg, meta = recorded
+    assert "In-process" not in report.write_report(result, agg, meta)  # a run without them: no section
+    rows = [InprocessRow("sync", "small", 1, 2000, 2000.0, 450.0, 900.0),
+            InprocessRow("async", "small", 8, 4000, 4000.5, 1800.0, 5000.0),
+            InprocessRow("http", "1mib", 1, 100, 50.0, 20000.0, 41000.0)]
+    md = report.write_report(dataclasses.replace(result, inprocess=rows), agg, meta)
+    lines = md.splitlines()
+    assert "## In-process (`import tritonserver`)" in lines
+    assert "| 16 floats | in-process `model.infer` | 1 | 2,000 | 0.450 | 0.900 |" in lines
+    assert "| 16 floats | in-process `async_infer` | 8 | 4,000 | 1.800 | 5.000 |" in lines
+    assert "| 1 MiB | tritonclient HTTP → `KServeHttp` | 1 | 50 | 20.000 | 41.000 |" in lines
+    grpc = agg["ours"].case("grpc-small-none", 1)
+    assert (f"| 16 floats | perf_analyzer gRPC → `pytriton serve` | 1 | {report.fmt_num(grpc.throughput)} | "
+            f"{report.fmt_num(report.ms(grpc.p50_us), 3)} | {report.fmt_num(report.ms(grpc.p99_us), 3)} |") in lines
+    section = md[md.index("## In-process"):md.index("## Problems")]
+    assert section.count("perf_analyzer gRPC") == 2 and section.count("perf_analyzer HTTP") == 1  # as measured
+    summary = report.summary(dataclasses.replace(result, inprocess=rows), agg)
+    assert "in-process small sync" in summary and "p50 0.450 ms  p99 0.900 ms" in summary

@@ -9,6 +9,7 @@ import pytest
 from bench_lib.results import (
     BenchResult,
     CaseRun,
+    InprocessRow,
     Meta,
     PaCounts,
     RunInfo,
@@ -84,6 +85,15 @@ def test_recorded_results_load(data):
     assert (run.throughput, run.p50_us, run.counts.client_count, run.repeat) == (1263.12, 751.0, 6825, 1)
     assert result.settings.quick is True and result.settings.repeats == 1
     assert meta.machine.cpus == "2" and meta.pa_version == "2.35.0"
+    assert result.inprocess == []  # recorded before the in-process rows existed
+
+
+def test_in_process_rows_round_trip(data, tmp_path):
+    result, meta = load_results(data / "results_quick.json")
+    result = dataclasses.replace(result, inprocess=[InprocessRow("async", "1mib", 8, 10, 5.0, 100.0, 200.0)])
+    save_results(tmp_path / "results.json", result, aggregate(result), meta)
+    again, _ = load_results(tmp_path / "results.json")
+    assert again.inprocess == result.inprocess and isinstance(again.inprocess[0], InprocessRow)
 
 
 def test_results_json_round_trip(data, tmp_path):

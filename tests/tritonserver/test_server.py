@@ -303,3 +303,24 @@ def test_load_refused_without_explicit_control(server):
         server.load("add_sub")
     with pytest.raises(tritonserver.UnsupportedError, match="not allowed if model control mode is not EXPLICIT"):
         server.register_model_repository(MODELS)
+
+
+def _cupy():
+    try:
+        import cupy  # noqa: PLC0415
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # noqa: BLE001 - not installed, or no driver/device
+        return None
+
+
+@pytest.mark.skipif(_cupy() is None, reason="needs cupy and a CUDA device")
+def test_gpu_inputs_go_through_host_memory_and_outputs_can_come_back_on_the_gpu(server):
+    """Device inputs reach the model in host memory (Triton's Python backend default); outputs land where the
+    request asks."""
+    cupy = _cupy()
+    inputs = {"INPUT0": cupy.full((1, 4), 3.0, cupy.float32), "INPUT1": cupy.ones((1, 4), cupy.float32)}
+    (response,) = list(server.model("add_sub").infer(inputs=inputs, output_memory_type="gpu"))
+    output = response.outputs["OUTPUT0"]
+    assert output.memory_type == tritonserver.MemoryType.GPU
+    assert cupy.from_dlpack(output).tolist() == [[4.0] * 4]

@@ -170,8 +170,10 @@ class GrpcFrontend:
         implementation: str = "h2",
         limits: H2Limits | None = None,
         tracer: Tracer | None = None,
+        reuse_port: bool = False,
     ):
         self.core = core
+        self.reuse_port = reuse_port
         self.limits = limits or H2Limits()
         self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access,
                                           self.limits.max_stream_requests_in_flight, tracer)
@@ -196,7 +198,7 @@ class GrpcFrontend:
             ("grpc.max_metadata_size", limits.max_header_list_size),
             ("grpc.http2.min_ping_interval_without_data_ms", int(limits.min_ping_interval_s * 1000)),
             ("grpc.http2.max_ping_strikes", limits.max_ping_strikes),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", int(self.reuse_port)),
         ]
         if limits.idle_timeout_s is not None:
             options.append(("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)))
@@ -220,7 +222,7 @@ class GrpcFrontend:
         methods = h2_methods(self.servicer, self._health)
         self._server, self.port = await listen(
             lambda: h2.GrpcConnection(methods, self._connections, self.limits), self.address, self.requested_port, "gRPC",
-            "GRPCInferenceService",
+            "GRPCInferenceService", self.reuse_port,
         )
         return self.port
 

@@ -28,6 +28,7 @@ class HttpListener:
         limits: HttpLimits | None = None,
         too_large_hint: str = "",
         protocol: str = "HTTP",
+        reuse_port: bool = False,
     ):
         self.handler = handler
         self.address = address
@@ -35,6 +36,7 @@ class HttpListener:
         self.name = name  # in the log line: "Started <name> at ..."
         self.protocol = protocol  # in the error when the port is taken: "cannot listen for <protocol> on ..."
         self.limits = limits or HttpLimits()
+        self.reuse_port = reuse_port
         self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
         self.port: int | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -58,7 +60,7 @@ class HttpListener:
 
     async def start(self) -> int:
         self._server, self.port = await listen(self._connection, self.address, self.requested_port, self.protocol,
-                                                   self.name)
+                                                   self.name, self.reuse_port)
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         return self.port
 

@@ -9,6 +9,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Metric
 
 from pytriton.core.server_core import ServerCore
+from pytriton.frontend.metrics.custom import custom_metrics
 from pytriton.frontend.metrics.latency import first_response_metrics, summary_metrics
 
 # (metric name, help, statistic, divisor) — durations are exported in microseconds as Triton does.
@@ -132,6 +133,7 @@ class TritonMetricsCollector:
         pids = [os.getpid()] + [i.pid for m in models for i in m.instances() if i.pid is not None]
         rss.add_sample("pytriton_server_resident_memory_bytes", {}, sum(_rss(p) for p in pids))
         yield rss
+        yield from custom_metrics(self.core.custom_metrics)
 
 
 def _rss(pid: int) -> int:
@@ -172,7 +174,8 @@ def render_metrics(registry: CollectorRegistry) -> bytes:
     """
     lines = []
     for metric in registry.collect():
-        lines.append(f"# HELP {metric.name} {_escape(metric.documentation, False)}")
+        if metric.documentation:  # (an empty HELP is left out, as prometheus-cpp does)
+            lines.append(f"# HELP {metric.name} {_escape(metric.documentation, False)}")
         kind = metric.type if metric.type in ("counter", "gauge", "summary", "histogram") else "untyped"
         lines.append(f"# TYPE {metric.name} {kind}")
         for sample in metric.samples:

@@ -19,10 +19,10 @@ class Param(_message.Message):
     double_value: float
     string_value: str
     uint_value: int
-    def __init__(self, bool_value: bool = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
+    def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., uint_value: _Optional[int] = ...) -> None: ...
 
 class TensorRef(_message.Message):
-    __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device")
+    __slots__ = ("name", "dtype", "shape", "nbytes", "frame", "segment", "offset", "region", "region_size", "region_id", "cuda_handle", "cuda_device", "peer_pid", "peer_arena")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class TensorRef(_message.Message):
     REGION_ID_FIELD_NUMBER: _ClassVar[int]
     CUDA_HANDLE_FIELD_NUMBER: _ClassVar[int]
     CUDA_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PEER_PID_FIELD_NUMBER: _ClassVar[int]
+    PEER_ARENA_FIELD_NUMBER: _ClassVar[int]
     name: str
     dtype: int
     shape: _containers.RepeatedScalarFieldContainer[int]
@@ -47,7 +49,9 @@ class TensorRef(_message.Message):
     region_id: int
     cuda_handle: bytes
     cuda_device: int
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ...) -> None: ...
+    peer_pid: int
+    peer_arena: str
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ..., peer_pid: _Optional[int] = ..., peer_arena: _Optional[str] = ...) -> None: ...
 
 class RequestItem(_message.Message):
     __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions", "request_id", "correlation_id", "correlation_id_str", "flags")
@@ -77,7 +81,7 @@ class RequestItem(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., request_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., correlation_id_str: _Optional[str] = ..., flags: _Optional[int] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final", "cancel_items")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final", "cancel_items", "metric_value")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
@@ -110,6 +114,7 @@ class ServerToWorker(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     CANCEL_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    METRIC_VALUE_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
@@ -124,10 +129,11 @@ class ServerToWorker(_message.Message):
     error_code: int
     final: bool
     cancel_items: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: bool = ..., cancel_items: _Optional[_Iterable[int]] = ...) -> None: ...
+    metric_value: float
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ..., cancel_items: _Optional[_Iterable[int]] = ..., metric_value: _Optional[float] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
-    __slots__ = ("outputs", "error", "parameters")
+    __slots__ = ("outputs", "error", "parameters", "absent", "final")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -138,13 +144,17 @@ class ResponseItem(_message.Message):
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    ABSENT_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
     outputs: _containers.RepeatedCompositeFieldContainer[TensorRef]
     error: str
     parameters: _containers.MessageMap[str, Param]
-    def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ...) -> None: ...
+    absent: bool
+    final: bool
+    def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., absent: _Optional[bool] = ..., final: _Optional[bool] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
-    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us")
+    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us", "metric_ops")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT: _ClassVar[WorkerToServer.Kind]
@@ -154,6 +164,7 @@ class WorkerToServer(_message.Message):
         BLS: _ClassVar[WorkerToServer.Kind]
         FREE: _ClassVar[WorkerToServer.Kind]
         BLS_CANCEL: _ClassVar[WorkerToServer.Kind]
+        METRICS: _ClassVar[WorkerToServer.Kind]
     RESULT: WorkerToServer.Kind
     HELLO: WorkerToServer.Kind
     FATAL: WorkerToServer.Kind
@@ -161,6 +172,7 @@ class WorkerToServer(_message.Message):
     BLS: WorkerToServer.Kind
     FREE: WorkerToServer.Kind
     BLS_CANCEL: WorkerToServer.Kind
+    METRICS: WorkerToServer.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +191,7 @@ class WorkerToServer(_message.Message):
     DECOUPLED_FIELD_NUMBER: _ClassVar[int]
     FREED_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_US_FIELD_NUMBER: _ClassVar[int]
+    METRIC_OPS_FIELD_NUMBER: _ClassVar[int]
     kind: WorkerToServer.Kind
     id: int
     responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
@@ -197,4 +210,56 @@ class WorkerToServer(_message.Message):
     decoupled: bool
     freed: _containers.RepeatedScalarFieldContainer[int]
     timeout_us: int
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: bool = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: bool = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ...) -> None: ...
+    metric_ops: _containers.RepeatedCompositeFieldContainer[MetricOp]
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: _Optional[bool] = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ..., metric_ops: _Optional[_Iterable[_Union[MetricOp, _Mapping]]] = ...) -> None: ...
+
+class MetricOp(_message.Message):
+    __slots__ = ("kind", "handle", "family", "name", "description", "metric_kind", "labels", "buckets", "value", "bucket_counts", "count")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        FAMILY_NEW: _ClassVar[MetricOp.Kind]
+        FAMILY_DELETE: _ClassVar[MetricOp.Kind]
+        METRIC_NEW: _ClassVar[MetricOp.Kind]
+        METRIC_DELETE: _ClassVar[MetricOp.Kind]
+        ADD: _ClassVar[MetricOp.Kind]
+        SET: _ClassVar[MetricOp.Kind]
+        OBSERVE: _ClassVar[MetricOp.Kind]
+        VALUE: _ClassVar[MetricOp.Kind]
+    FAMILY_NEW: MetricOp.Kind
+    FAMILY_DELETE: MetricOp.Kind
+    METRIC_NEW: MetricOp.Kind
+    METRIC_DELETE: MetricOp.Kind
+    ADD: MetricOp.Kind
+    SET: MetricOp.Kind
+    OBSERVE: MetricOp.Kind
+    VALUE: MetricOp.Kind
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    METRIC_KIND_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    kind: MetricOp.Kind
+    handle: int
+    family: int
+    name: str
+    description: str
+    metric_kind: int
+    labels: _containers.ScalarMap[str, str]
+    buckets: _containers.RepeatedScalarFieldContainer[float]
+    value: float
+    bucket_counts: _containers.RepeatedScalarFieldContainer[int]
+    count: int
+    def __init__(self, kind: _Optional[_Union[MetricOp.Kind, str]] = ..., handle: _Optional[int] = ..., family: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., metric_kind: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., buckets: _Optional[_Iterable[float]] = ..., value: _Optional[float] = ..., bucket_counts: _Optional[_Iterable[int]] = ..., count: _Optional[int] = ...) -> None: ...

@@ -9,6 +9,8 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        if pb_utils.using_decoupled_model_transaction_policy(config):
+            raise pb_utils.TritonModelException("add_sub must not be decoupled")
         self.scale = float(config["parameters"]["scale"]["string_value"])
         self.dtype = pb_utils.triton_string_to_numpy(pb_utils.get_output_config_by_name(config, "OUTPUT0")["data_type"])
         self.args = args

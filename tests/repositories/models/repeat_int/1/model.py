@@ -1,6 +1,7 @@
 """Decoupled: streams each element of IN as its own response, then the final flag (from a thread, as Triton's
 decoupled examples do)."""
 
+import json
 import threading
 
 import numpy as np
@@ -9,6 +10,8 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def initialize(self, args):
+        if not pb_utils.using_decoupled_model_transaction_policy(json.loads(args["model_config"])):
+            raise pb_utils.TritonModelException("repeat_int must be configured as decoupled")
         self.threads = []
 
     def execute(self, requests):

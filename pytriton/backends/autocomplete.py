@@ -1,0 +1,67 @@
+"""`python -m pytriton.backends.autocomplete MODEL_FILE CONFIG_FILE ANSWER_FILE [PARENT_PID]`: import a repository
+model's `model.py` in a short-lived process, call `TritonPythonModel.auto_complete_config` on the configuration read
+from CONFIG_FILE (Triton's JSON form) and write the completed configuration, or the error, to ANSWER_FILE, so that
+the server process never runs the model's code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from pytriton.backends import pb_utils
+from pytriton.backends.describe import _die_with_parent
+from pytriton.backends.pb_autocomplete import ModelConfig
+from pytriton.backends.target import exec_file_module, user_traceback
+
+PB_UTILS_MODULE = "triton_python_backend_utils"
+
+
+class InvalidResult(Exception):
+    """auto_complete_config returned something other than the ModelConfig (reported without the type's name)."""
+
+
+def auto_complete(model_file: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The configuration `TritonPythonModel.auto_complete_config` returns for `config`, or None when the model has no
+    such method; raises what the model raises, ValueError when it returns something other than a ModelConfig."""
+    sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
+    name = config.get("name", "")
+    module = exec_file_module(model_file, f"_pytriton_autocomplete_{name}")
+    model_class = getattr(module, "TritonPythonModel", None)
+    if model_class is None:
+        raise AttributeError(f"'{model_file}' defines no class TritonPythonModel")
+    method = getattr(model_class, "auto_complete_config", None)
+    if method is None:
+        return None
+    result = method(ModelConfig(config))
+    if not isinstance(result, ModelConfig):
+        raise InvalidResult(f"auto_complete_config function in model '{name}' must return a valid pb.ModelConfig "
+                            f"object (it returned {type(result).__name__}).")
+    return result.as_dict()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    model_file, config_path, answer_path = args[0], args[1], args[2]
+    _die_with_parent(int(args[3]) if len(args) > 3 else 0)
+    os.dup2(2, 1)  # what the model prints goes to stderr
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        result: dict[str, Any] = {"config": auto_complete(model_file, config)}
+        json.dumps(result)  # a config that is not JSON is the model's error, reported as such
+    except InvalidResult as exc:
+        result = {"error": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - the model's error (even SystemExit) is the answer
+        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": user_traceback(exc)}
+    # The answer goes to a file, read once this process has exited: a process the model forked may hold our pipes.
+    with open(answer_path, "w", encoding="utf-8") as answer:
+        answer.write(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # threads the model started must not keep this process alive
