@@ -307,7 +307,7 @@ def test_load_refused_without_explicit_control(server):
 
 def _cupy():
     try:
-        import cupy  # noqa: PLC0415
+        import cupy
 
         return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
     except Exception:  # noqa: BLE001 - not installed, or no driver/device

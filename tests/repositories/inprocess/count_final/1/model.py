@@ -15,4 +15,3 @@ class TritonPythonModel:
             for value in range(1, count + 1):
                 response = pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([value], dtype=np.int32))])
                 sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if value == count else 0)
-        return None
