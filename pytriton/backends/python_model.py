@@ -6,6 +6,7 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import inspect
@@ -33,7 +34,7 @@ from pytriton.proxy.types import Request
 
 PYTHON_MODEL_PREFIX = "python-backend:"
 PB_UTILS_MODULE = "triton_python_backend_utils"
-_EXECUTED = -1  # (in a stream's queue: execute ended)
+CLOSE_WAIT_S = 5.0  # how long closing waits for a decoupled execute() still running (e.g. one that was cancelled)
 
 
 class ModelError(str):
@@ -106,6 +107,8 @@ class PythonModelBackend(CallableBackend):
         # Set by the worker for each execution: whether the client of request i (of those that run) left.
         self.cancel_probe: Callable[[int], bool] | None = None
         self._datatype_warned: set[str] = set()
+        self._execute_thread: concurrent.futures.ThreadPoolExecutor | None = None  # decoupled models' execute()
+        self._executed: concurrent.futures.Future | None = None
         if hasattr(self.model, "initialize"):
             self.model.initialize(self.args)
         super().__init__(self._run, config)
@@ -146,66 +149,34 @@ class PythonModelBackend(CallableBackend):
 
     def _stream(self, requests: list[Request]) -> Generator[StreamStep, None, None]:
         """A decoupled model: what the senders send (during `execute` or later, from any thread) is yielded as it
-        comes, until every request's sender has sent the final flag and `execute` has returned. Each request is
-        answered on its own: a step holds at most one response per request, those of several requests when they were
-        sent at once.
+        comes, until every request's sender has sent the final flag. Each request is answered on its own: a step holds
+        at most one response per request, those of several requests when they were sent at once.
 
-        `execute` runs in a thread of its own, so that what it sends goes out while it still runs (the worker's thread
-        sends and waits for credit meanwhile, as Triton sends each response at once); the step ends only once it
-        returned, so that a model instance still runs one `execute` at a time."""
-        name = self.config.model_name
+        `execute` runs on the backend's execute thread (one for the life of the instance, so that thread-local state
+        carries over between calls, as on Triton's stub) while the worker sends what it yields: responses go out as
+        they are sent, and the model may see `is_cancelled()` between two sends. The next execution waits until this
+        `execute` has returned."""
         count = len(requests)
-        sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int]] = queue.SimpleQueue()
+        sent: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()  # (index, response, flags); -1: execute
         senders: list[pb_utils.InferenceResponseSender | None] = [
             pb_utils.InferenceResponseSender(i, lambda index, response, flags: sent.put((index, response, flags)))
             for i in range(count)]
-        model_requests = self._requests(requests, senders)
-        outcome: list[BaseException | None] = []  # what ended execute (None: it returned None)
-        done = threading.Event()
-
-        def execute() -> None:
-            try:
-                result = self.model.execute(model_requests)
-                if inspect.isawaitable(result):  # `async def execute`
-                    result = self._loop_for().run_until_complete(result)
-                outcome.append(None if result is None else InferenceCallableError(
-                    f"execute() of decoupled model '{name}' must return None (its responses go through the response "
-                    f"sender), got {type(result).__name__}"))
-            except BaseException as exc:  # noqa: BLE001 - raised again in the worker's thread
-                outcome.append(exc)
-            finally:
-                done.set()
-                sent.put((_EXECUTED, None, 0))
-
-        threading.Thread(target=execute, name=f"execute {name}", daemon=True).start()
-        try:
-            yield from self._steps(sent, count, outcome)
-            done.wait()
-            if outcome and outcome[0] is not None:
-                raise outcome[0]
-        finally:
-            done.wait()  # (the stream was cut: execute still ends before the next batch starts)
-
-    @staticmethod
-    def _steps(sent: queue.SimpleQueue[tuple[int, pb_utils.InferenceResponse | None, int]], count: int,
-               outcome: list[BaseException | None]) -> Generator[StreamStep, None, None]:
-        """The steps of what comes through `sent` until every request has its final and execute ended (an error of
-        execute ends them at once)."""
+        pb_requests = self._requests(requests, senders)
+        self._wait_executed()
+        executed = self._executed = self._executor().submit(self._execute_decoupled, pb_requests, sent)
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         unfinished = count
-        executing = True
-        carried: tuple[int, pb_utils.InferenceResponse | None, int] | None = None  # (the next step's first)
-        while unfinished or executing:
+        carried: tuple[int, Any, int] | None = None  # (the next step's first)
+        while unfinished:
             item = carried if carried is not None else sent.get()
             carried = None
             step = StreamStep([None] * count, [False] * count)
             filled: set[int] = set()
             while True:
                 index, response, flags = item
-                if index == _EXECUTED:
-                    executing = False
-                    if outcome[0] is not None:  # (what was sent before it still goes out)
-                        unfinished = 0
+                if index < 0:  # execute() raised (its error ends the call) or returned (nothing to send)
+                    if response is not None:
+                        raise executed.exception() or InferenceCallableError("execute() failed")
                 elif response is not None or flags & final:
                     if index in filled:  # a request's second send of the moment: in the next step
                         carried = item
@@ -221,6 +192,34 @@ class PythonModelBackend(CallableBackend):
                     break
             if filled:
                 yield step
+
+    def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue) -> None:
+        """(Execute thread) run `execute`; an item of index -1 follows what it sent: its error (then re-raised by
+        the stream from the future), or None once it returned."""
+        try:
+            result = self.model.execute(requests)
+            if inspect.isawaitable(result):  # `async def execute`: run to completion on this thread's loop
+                result = self._loop_for().run_until_complete(result)
+            if result is not None:
+                raise InferenceCallableError(
+                    f"execute() of decoupled model '{self.config.model_name}' must return None (its responses go "
+                    f"through the response sender), got {type(result).__name__}")
+        except BaseException:
+            sent.put((-1, True, 0))
+            raise
+        sent.put((-1, None, 0))
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._execute_thread is None:
+            self._execute_thread = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"execute-{self.config.model_name}")
+        return self._execute_thread
+
+    def _wait_executed(self, timeout_s: float | None = None) -> None:
+        """Wait until the previous decoupled `execute` returned (a cancelled stream may still be running it)."""
+        executed, self._executed = self._executed, None
+        if executed is not None:
+            concurrent.futures.wait([executed], timeout_s)
 
     def check_outputs(self, requests: list[Request], responses: Any) -> Sequence[CheckedResponse | None]:
         """Each `InferenceResponse` as (outputs, error, parameters): an error fails only its own request (a stream's
@@ -281,6 +280,9 @@ class PythonModelBackend(CallableBackend):
         """Run the model's `finalize()` (once)."""
         model, self.model = self.model, None
         try:
+            self._wait_executed(CLOSE_WAIT_S)
+            if self._execute_thread is not None:
+                self._execute_thread.shutdown(wait=False)
             if model is not None and hasattr(model, "finalize"):
                 model.finalize()
         finally:

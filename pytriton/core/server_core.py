@@ -423,6 +423,7 @@ class ServerCore:
                 total.compute_infer_ns += item.stats.compute_infer_ns
                 total.compute_output_ns += item.stats.compute_output_ns
                 if response is not None:
+                    response.final = item.final
                     if first_response is not None:
                         first_response.observe(time.perf_counter_ns() - start)
                         first_response = None

@@ -85,6 +85,7 @@ class InferResponse:
     outputs: list[Tensor]
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     _release: Callable[[], None] | None = None
+    final: bool = False  # a stream's last response, sent by the model with the final flag (no empty final follows)
 
     def release(self) -> None:
         release, self._release = self._release, None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -61,15 +61,17 @@ def select_versions(policy: dict, available: list[int], path: str, model: str) -
     return available[-count:]
 
 
-def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_complete: bool = True
-                  ) -> list[RepositoryModel]:
+def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_complete: bool = True,
+                  served_name: str | None = None) -> list[RepositoryModel]:
     """The model versions in `model_dir` its version policy serves (`config.pbtxt` and the version folders), lowest
     first; a ModelRepositoryError names what is wrong.
 
     `override` replaces the model's `config.pbtxt` (a load request's `config` parameter). With `auto_complete` (Triton's
-    default) the model's `auto_complete_config` completes the configuration, which may then be partial or absent."""
+    default) the model's `auto_complete_config` completes the configuration, which may then be partial or absent.
+    `served_name` is the name a repository's name mapping gives the folder (the configuration's name is replaced by
+    it, as in Triton)."""
     model_dir = os.path.abspath(model_dir)
-    name = os.path.basename(model_dir)
+    name = served_name or os.path.basename(model_dir)
     path = os.path.join(model_dir, CONFIG_FILE)
     if override is not None:
         proto = override
@@ -94,7 +96,8 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
     gpus = functools.cache(visible_gpus)
     if is_ensemble(proto) or proto.HasField("ensemble_scheduling"):
         # no model file: the server runs it (its version folders may be empty)
-        return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus), ENSEMBLE_TARGET + path)
+        return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name),
+                                ENSEMBLE_TARGET + path)
                 for version in versions]
     model_files = {}
     for version in versions:
@@ -102,10 +105,10 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
         if not os.path.isfile(model_file):
             raise ModelRepositoryError(f"model '{name}' version {version}: no model file '{model_file}'")
         model_files[version] = model_file
-    if auto_complete and proto.backend == "python" and proto.name == name:
+    if auto_complete and proto.backend == "python" and (served_name is not None or proto.name == name):
         # One configuration for every version: completed by the highest served version's model.
         proto = complete_config(proto, model_files[versions[-1]])
-    return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus),
+    return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name),
                             python_model_target(model_files[version])) for version in versions]
 
 
@@ -114,21 +117,29 @@ def load_model(model_dir: str, override: pb.ModelConfig | None = None, auto_comp
     return load_versions(model_dir, override, auto_complete)[-1]
 
 
-def scan_repositories(folders: Sequence[str]) -> dict[str, str]:
+def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None = None) -> dict[str, str]:
     """The model folders of the repositories `folders`, by model name; a model name found in two repositories is
-    refused, as Triton does."""
+    refused, as Triton does.
+
+    `mappings` (model name -> model folder: repositories registered with a name mapping) serve those folders under
+    the mapped names, not their own; a mapped name wins over a folder of that name, as in Triton."""
+    mappings = mappings or {}
+    mapped_dirs = {os.path.normpath(d) for d in mappings.values()}
     found: dict[str, str] = {}
     for folder in folders:
         if not os.path.isdir(folder):
             raise ModelRepositoryError(f"model repository '{folder}' is not a directory")
         for entry in sorted(os.listdir(folder)):
             model_dir = os.path.join(folder, entry)
-            if entry.startswith(".") or not os.path.isdir(model_dir):
+            if entry.startswith(".") or not os.path.isdir(model_dir) or os.path.normpath(model_dir) in mapped_dirs:
                 continue
             if entry in found:
                 raise ModelRepositoryError(f"model '{entry}' appears in two model repositories: "
                                            f"'{os.path.dirname(found[entry])}' and '{folder}'")
             found[entry] = model_dir
+    for name, model_dir in mappings.items():
+        if os.path.isdir(model_dir):  # (Triton: a mapped folder that is gone cannot be loaded)
+            found[name] = model_dir
     return found
 
 

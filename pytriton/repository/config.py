@@ -172,15 +172,17 @@ def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fi
 
 
 def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: int,
-                    gpus: Callable[[], Sequence[GpuDevice]]) -> TritonModelConfig:
+                    gpus: Callable[[], Sequence[GpuDevice]], served_name: str | None = None) -> TritonModelConfig:
     """The served configuration of `config` (read from `path`, in `model_dir`), serving `version`.
 
-    `gpus` gives the visible GPUs (asked only for a KIND_GPU or KIND_AUTO instance group).
+    `gpus` gives the visible GPUs (asked only for a KIND_GPU or KIND_AUTO instance group). `served_name`: the name a
+    repository's name mapping gives the model folder; it replaces the configuration's name, as in Triton (without
+    one, the name must match the folder).
     """
     folder = os.path.basename(os.path.normpath(model_dir))
-    name = config.name or folder
+    name = served_name or config.name or folder
     where = _Fields(path, name)
-    if name != folder:
+    if served_name is None and name != folder:
         raise where.error("name", f"the model name must match its directory: '{config.name}' is in directory "
                                   f"'{folder}'")
     if is_ensemble(config) or config.HasField("ensemble_scheduling"):

@@ -71,19 +71,23 @@ def folder_signature(model_dir: str) -> tuple:
     return tuple(files)
 
 
-def _model_names(folders: Sequence[str]) -> tuple[set[str], set[str]]:
-    """The model folder names of the repositories, and those found in more than one of them."""
+def _model_names(folders: Sequence[str], mappings: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The model names of the repositories (folder names, or the names mapped to folders), and those found in more
+    than one of them."""
     names: set[str] = set()
     duplicates: set[str] = set()
+    mapped_dirs = {os.path.normpath(d) for d in mappings.values()}
     for folder in folders:
         try:
             entries = os.listdir(folder)
         except OSError:
             continue
         for entry in entries:
-            if not entry.startswith(".") and os.path.isdir(os.path.join(folder, entry)):
+            path = os.path.join(folder, entry)
+            if not entry.startswith(".") and os.path.isdir(path) and os.path.normpath(path) not in mapped_dirs:
                 (duplicates if entry in names else names).add(entry)
-    return names, duplicates
+    duplicates -= set(mappings)  # a mapped name wins
+    return names | set(mappings), duplicates
 
 
 class _LoadCancelled(Exception):
@@ -105,6 +109,8 @@ class ModelControl:
         self.core = core
         self.host = host  # pytriton.supervisor.host.WorkerHost: makes the worker pools
         self.folders = list(folders)
+        self.mappings: dict[str, str] = {}  # model name -> its folder, for repositories registered with a mapping
+        self._mapped_by: dict[str, str] = {}  # model name -> the repository whose mapping names it
         self.mode = mode
         self.poll_secs = poll_secs
         self.retire_timeout_s = retire_timeout_s
@@ -121,7 +127,7 @@ class ModelControl:
     async def start(self, load_models: Sequence[str] = ()) -> None:
         """Load the models named (`*`: all; mode "poll": all); a model that fails is shown UNAVAILABLE with its
         reason and the server starts anyway. An unknown name is a ModelRepositoryError."""
-        found = scan_repositories(self.folders)
+        found = scan_repositories(self.folders, self.mappings)
         if self.mode == "poll" or "*" in load_models:
             names = list(found)
         else:
@@ -173,7 +179,7 @@ class ModelControl:
 
     # ---- the repository extension ----------------------------------------------------------------
     def index(self, ready_only: bool) -> list[dict[str, str]]:
-        names, duplicates = _model_names(self.folders)
+        names, duplicates = _model_names(self.folders, self.mappings)
         result = []
         for name in sorted(names | set(self._entries)):
             if name in duplicates:  # as Triton: it cannot be loaded until one of them is removed
@@ -218,6 +224,31 @@ class ModelControl:
             model_dir = self._find(name)
         await self._locked_load(name, model_dir, override)
 
+    def register(self, folder: str, name_mapping: dict[str, str] | None = None) -> None:
+        """Serve the models of repository `folder` too; `name_mapping` (model folder -> model name) serves those
+        folders under the names given (their configurations' names are replaced), as Triton's registration does."""
+        if folder in self.folders:
+            raise ServerError(Status.ALREADY_EXISTS, f"model repository '{folder}' has already been registered")
+        mapping: dict[str, str] = {}
+        for subdir, name in (name_mapping or {}).items():
+            if name in self.mappings or name in mapping:
+                raise ServerError(Status.ALREADY_EXISTS, f"failed to register '{name}', there is a conflicting "
+                                                         f"mapping for '{name}'")
+            if not name or os.sep in name or name in (".", ".."):
+                raise invalid_arg(f"failed to register '{folder}': '{name}' is not a model name")
+            mapping[name] = os.path.join(folder, subdir)
+        self.folders.append(folder)
+        self.mappings.update(mapping)
+        self._mapped_by.update((name, folder) for name in mapping)
+
+    def unregister(self, folder: str) -> None:
+        """Stop offering the models of repository `folder` (models loaded from it stay loaded, as in Triton)."""
+        if folder not in self.folders:
+            raise invalid_arg(f"failed to unregister '{folder}', repository not found")
+        self.folders.remove(folder)
+        for name in [n for n, owner in self._mapped_by.items() if owner == folder]:
+            del self.mappings[name], self._mapped_by[name]
+
     async def unload(self, name: str, unload_dependents: bool) -> None:
         """Unload a model; `unload_dependents`, for an ensemble: also the models of its steps that were loaded only
         for it (by a load of the ensemble) and that no other loaded ensemble uses (Triton's unload_dependents)."""
@@ -242,7 +273,7 @@ class ModelControl:
     # ---- internals -----------------------------------------------------------------------------
     def _find(self, name: str) -> str:
         try:
-            found = scan_repositories(self.folders)
+            found = scan_repositories(self.folders, self.mappings)
         except ModelRepositoryError as exc:
             raise ServerError(Status.INTERNAL, f"failed to load '{name}', {exc}") from None
         if name not in found:
@@ -274,7 +305,7 @@ class ModelControl:
         they are not loaded by name: `unload_dependents` of the ensemble unloads them). A step that fails to load
         is logged; the ensemble then fails its check against its steps."""
         try:
-            found = scan_repositories(self.folders)
+            found = scan_repositories(self.folders, self.mappings)
         except ModelRepositoryError:
             return
         for step in dict.fromkeys(steps):
@@ -307,7 +338,8 @@ class ModelControl:
         before = {number: dataclasses.replace(version) for number, version in entry.versions.items()}
         try:
             # in a thread: auto-complete waits for a child process running the model's auto_complete_config
-            models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete)
+            served_name = name if self.mappings.get(name) == model_dir else None  # a mapped folder: named so
+            models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete, served_name)
             scheduling = models[-1].config.ensemble_scheduling
             if scheduling is not None:
                 steps = [s.model_name for s in ensemble_steps(scheduling)]
@@ -424,7 +456,7 @@ class ModelControl:
     async def _poll_once(self) -> None:
         """Load new and changed models, unload removed ones."""
         try:
-            found = scan_repositories(self.folders)
+            found = scan_repositories(self.folders, self.mappings)
         except ModelRepositoryError as exc:
             logger.error("polling the model repository: %s", exc)
             return

@@ -122,12 +122,17 @@ class BlsBridge:
             timer = asyncio.get_running_loop().call_later(timeout_s, expire)
         try:
             if decoupled:
+                ended = False  # the callee flagged its last response final: no empty final follows it
                 async for response in self.infer_stream(request):
                     if timer is not None:
                         timer.cancel()
-                    self._answer(link, call_id, response, final=False)
-                release_inputs()
-                router.send_bls_result(link, call_id, final=True)
+                    ended = response.final
+                    if ended:
+                        release_inputs()
+                    self._answer(link, call_id, response, final=ended)
+                if not ended:
+                    release_inputs()
+                    router.send_bls_result(link, call_id, final=True)
             else:
                 response = await self.infer(request)
                 if timer is not None:

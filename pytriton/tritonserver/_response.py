@@ -9,6 +9,7 @@ the outputs are copied into its buffers and the slots go back at once.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import queue
 import weakref
@@ -81,7 +82,7 @@ def make_response(model: Model, request: InferenceRequest, response: InferRespon
             output = output.to_device(wanted)
         outputs[tensor.name] = output
     del memory  # the arrays hold it now (or nothing does: released)
-    return InferenceResponse(model, response.id or request.request_id, dict(response.parameters), outputs,
+    return InferenceResponse(model, response.id, dict(response.parameters), outputs,
                              final=final)
 
 
@@ -97,6 +98,19 @@ class RequestRun:
         self.deliver = deliver
         self.task: asyncio.Task | None = None
         self._begun = False
+        self._cancelled = False
+        self._served = model  # the model as its responses name it: with the version that ran, once one came
+
+    def _model_of(self, response: InferResponse) -> Model:
+        """The response's model: name and version of the model that ran (Triton's responses say which version
+        answered a request for version -1); the caller's Model object is left as it is."""
+        served = self._served
+        version = int(response.model_version) if response.model_version.isdigit() else served.version
+        if served.name != response.model_name or served.version != version:
+            served = copy.copy(self.model)
+            served.name, served.version = response.model_name, version
+            self._served = served
+        return served
 
     def submit(self) -> None:
         """Hand the request to the model's scheduler; errors of the request itself (unknown model, wrong inputs)
@@ -118,12 +132,24 @@ class RequestRun:
     async def _run(self, core: Any, core_request: Any, decoupled: bool) -> None:
         try:
             if decoupled:
-                async for response in core.infer_stream(core_request):
-                    self.deliver(make_response(self.model, self.request, response, self.runtime, final=False))
-                self.deliver(InferenceResponse(self.model, self.request.request_id, final=True))
+                stream = core.infer_stream(core_request)
+                ended = False
+                try:
+                    async for response in stream:
+                        if self._cancelled:  # responses that came in one burst with the cancel are not handed out
+                            response.release()
+                            raise asyncio.CancelledError
+                        ended = response.final  # the model sent it with the final flag (as Triton hands it out)
+                        self.deliver(make_response(self._model_of(response), self.request, response, self.runtime,
+                                                   final=ended))
+                finally:
+                    await stream.aclose()  # a cancelled stream is withdrawn now (the model's is_cancelled() says so)
+                if not ended:  # the model sent the final flag alone: an empty final response, as in Triton
+                    self.deliver(InferenceResponse(self._served, self.request.request_id or "", final=True))
             else:
                 response = await core.infer(core_request)
-                self.deliver(make_response(self.model, self.request, response, self.runtime, final=True))
+                self.deliver(make_response(self._model_of(response), self.request, response, self.runtime,
+                                           final=True))
         except asyncio.CancelledError:
             self._fail(CancelledError(CANCELLED_MESSAGE))
         except ServerError as exc:
@@ -138,11 +164,14 @@ class RequestRun:
             self._tensors = []
 
     def _fail(self, error: TritonError) -> None:
-        response = InferenceResponse(self.model, self.request.request_id, error=error, final=True)
+        response = InferenceResponse(self._served, self.request.request_id or "", error=error, final=True)
         error.args += (response,)
         self.deliver(response)
 
     def cancel(self) -> None:
+        """Cancel the request: the model is told (its `is_cancelled()`), and the iterator ends with a CancelledError
+        response unless the request had already ended. Responses already handed to the iterator stay there."""
+        self._cancelled = True  # seen by the task before it hands out another response, even within one burst
         task = self.task
         if task is not None:
             self.runtime.call_soon(task.cancel)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +10,6 @@ from pytriton.repository import ModelRepositoryError, load_repositories
 from pytriton.server_config import ModelSpec, ServerConfig
 from pytriton.tritonserver._enums import MetricFormat
 from pytriton.tritonserver._errors import (
-    AlreadyExistsError,
     InvalidArgumentError,
     UnavailableError,
     UnsupportedError,
@@ -68,7 +65,6 @@ class Server:
         self.options: Options = options if options is not None else Options(**kwargs)
         self._runtime: ServerRuntime | None = None
         self._finalizer: weakref.finalize | None = None
-        self._registered: dict[str, str] = {}  # repository path -> the folder served for it (a link farm if mapped)
 
     # ---- life cycle ------------------------------------------------------------------------------
     def start(self, wait_until_ready: bool = False, polling_interval: float = 0.1, timeout: float | None = None
@@ -113,7 +109,6 @@ class Server:
             raise
         self._runtime = runtime
         self._finalizer = stop_at_exit(self, runtime)
-        self._registered = {folder: folder for folder in folders}
         started = time.monotonic()
         while wait_until_ready and not self.ready() and (timeout is None or time.monotonic() - started < timeout):
             time.sleep(polling_interval)
@@ -129,10 +124,6 @@ class Server:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        for folder, served in self._registered.items():
-            if served != folder:
-                shutil.rmtree(os.path.dirname(served), ignore_errors=True)
-        self._registered = {}
         return self
 
     def _started(self) -> ServerRuntime:
@@ -222,28 +213,25 @@ class Server:
 
     def register_model_repository(self, repository_path: str, name_mapping: dict[str, str] | None = None) -> None:
         """Serve the models of another repository (mode EXPLICIT); `name_mapping` maps a model folder (subdirectory)
-        to the name its model is served under."""
+        to the name its model is served under (its config.pbtxt's name is replaced by it, as in Triton)."""
         control = self._model_control("registration")
         path = os.path.abspath(os.fspath(repository_path))
         if not os.path.isdir(path):
             raise InvalidArgumentError(f"failed to register '{repository_path}', repository not found")
-        if path in self._registered:
-            raise AlreadyExistsError(f"model repository '{repository_path}' has already been registered")
-        served = path
-        if name_mapping:
-            served = _link_farm(path, name_mapping)
-        self._started().run(control.folders.append, served)
-        self._registered[path] = served
+        for subdir, name in (name_mapping or {}).items():
+            if not isinstance(name, str) or not isinstance(subdir, str):
+                raise InvalidArgumentError(f"Mapped model name must be a string, found another type for {subdir}")
+            if os.sep in subdir or subdir in ("", ".", ".."):
+                raise InvalidArgumentError(f"failed to register '{repository_path}': '{subdir}' is not a model "
+                                           "folder of the repository")
+        self._started().run(control.register, path, dict(name_mapping or {}))
 
     def unregister_model_repository(self, repository_path: str) -> None:
         control = self._model_control("unregistration")
         path = os.path.abspath(os.fspath(repository_path))
-        served = self._registered.pop(path, None)
-        if served is None:
+        if path not in self._started().run(lambda: list(control.folders)):
             raise InvalidArgumentError(f"failed to unregister '{repository_path}', repository not found")
-        self._started().run(control.folders.remove, served)
-        if served != path:
-            shutil.rmtree(os.path.dirname(served), ignore_errors=True)
+        self._started().run(control.unregister, path)
 
     def poll_model_repository(self) -> None:
         """Load new and changed models and unload removed ones (mode POLL)."""
@@ -263,26 +251,6 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _link_farm(path: str, name_mapping: dict[str, str]) -> str:
-    """A folder of symbolic links standing for repository `path` with its model folders renamed by `name_mapping`
-    (subdirectory -> model name): the repository code names a model after its folder."""
-    root = tempfile.mkdtemp(prefix="pytriton-repository-")
-    farm = os.path.join(root, "models")
-    os.mkdir(farm)
-    seen: set[str] = set()
-    for entry in sorted(os.listdir(path)):
-        source = os.path.join(path, entry)
-        if entry.startswith(".") or not os.path.isdir(source):
-            continue
-        name = name_mapping.get(entry, entry)
-        if name in seen or os.sep in name or name in ("", ".", ".."):
-            shutil.rmtree(root, ignore_errors=True)
-            raise InvalidArgumentError(f"failed to register '{path}', there is a conflicting mapping for '{name}'")
-        seen.add(name)
-        os.symlink(source, os.path.join(farm, name))
-    return farm
 
 
 __all__ = ["ModelDictionary", "ModelLoadDeviceLimit", "Options", "RateLimiterResource", "Server"]

@@ -184,6 +184,46 @@ def test_a_decoupled_batch_answers_each_request_on_its_own(tmp_path):
     assert steps[0][0][:3:2] == [[9.0], [2.0]]  # sent before anything was read: in one step
 
 
+STREAM_WHILE_EXECUTING = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+TAKEN = threading.Event()
+WAITED = []
+
+class TritonPythonModel:
+    def execute(self, requests):
+        sender = requests[0].get_response_sender()
+        sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([1.0], dtype=np.float32))]))
+        WAITED.append(TAKEN.wait(10))  # the first response is taken while execute still runs
+        sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([2.0], dtype=np.float32))]),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+
+
+def test_decoupled_responses_are_yielded_while_execute_runs_and_the_flagged_last_is_final(tmp_path):
+    backend = backend_for(tmp_path, "m5", STREAM_WHILE_EXECUTING, decoupled=True)
+    module = sys.modules["_pytriton_repository_model_m5_3"]
+    requests = [request()]
+    stream = backend.iterate(backend(requests))
+    first = next(stream)
+    module.TAKEN.set()
+    rest = list(stream)
+    assert module.WAITED == [True]
+    assert first.finals == [False] and len(rest) == 1 and rest[0].finals == [True]
+    assert backend.check_outputs(requests, rest[0])[0][0][0][2].tolist() == [2.0]
+    backend.close()
+
+
+def test_decoupled_execute_errors_reach_the_worker(tmp_path):
+    source = STREAM.replace("sender.send(flags", "raise ValueError('boom')\n        sender.send(flags")
+    backend = backend_for(tmp_path, "m6", source, decoupled=True)
+    with pytest.raises(ValueError, match="boom"):
+        list(backend.iterate(backend([request()])))
+    backend.close()
+
+
 def test_sender_refuses_after_final_and_non_decoupled_has_none():
     sender = pb_utils.InferenceResponseSender(0, lambda *args: None)
     sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

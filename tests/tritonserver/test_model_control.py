@@ -67,6 +67,42 @@ def test_explicit_mode_load_unload_and_repositories():
         server.stop()
 
 
+def test_a_mapped_model_is_served_under_its_mapped_name():
+    """Triton replaces the config.pbtxt name of a mapped model folder with the mapped name (a folder's own name must
+    match its config otherwise); the folder is not offered under its own name any more."""
+    server = tritonserver.Server(model_repository=str(REPOSITORIES / "inprocess"), exit_timeout=5,
+                                 model_control_mode=tritonserver.ModelControlMode.EXPLICIT).start(wait_until_ready=True)
+    try:
+        with pytest.raises(tritonserver.InvalidArgumentError, match="Mapped model name must be a string"):
+            server.register_model_repository(MODELS, {"versioned": 3})
+        server.register_model_repository(MODELS, {"versioned": "renamed", "text_upper": "shout"})
+        models = server.models()
+        assert {("renamed", -1), ("shout", -1), ("add_sub", -1)} <= set(models)
+        assert ("versioned", -1) not in models and ("text_upper", -1) not in models
+        with pytest.raises(tritonserver.TritonError, match="failed to load 'versioned'"):
+            server.load("versioned")
+
+        renamed = server.load("renamed")
+        assert renamed.ready() and server.models()["renamed", 2].state == "READY"
+        assert renamed.config()["name"] == "renamed" and renamed.metadata()["name"] == "renamed"
+        response = next(iter(renamed.infer(inputs={"X": numpy.array([1], numpy.int32)})))
+        assert response.model.name == "renamed"
+        assert numpy.from_dlpack(response.outputs["VERSION"]).tolist() == [2]
+        shout = server.load("shout")
+        response = next(iter(shout.infer(inputs={"TEXT": numpy.array([b"hey"], dtype=object)})))
+        assert list(response.outputs["UPPER"].to_bytes_array()) == [b"HEY"]
+
+        with pytest.raises(tritonserver.AlreadyExistsError, match="conflicting mapping for 'renamed'"):
+            server.register_model_repository(str(REPOSITORIES / "versions"), {"anything": "renamed"})
+        server.unregister_model_repository(MODELS)
+        assert ("add_sub", -1) not in server.models()
+        server.register_model_repository(MODELS)  # its mappings went with it: the folders have their own names again
+        assert ("versioned", -1) in server.models() and ("shout", 1) in server.models()  # (loaded: listed still)
+        assert server.load("versioned").config()["name"] == "versioned"
+    finally:
+        server.stop()
+
+
 def test_poll_mode_loads_what_the_repository_holds_when_polled(tmp_path):
     repository = tmp_path / "repo"
     repository.mkdir()

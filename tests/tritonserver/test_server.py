@@ -125,6 +125,39 @@ def test_infer_with_bytes_and_strings(server):
     assert list(response.outputs["UPPER"].to_string_array()) == ["ABC!"]
 
 
+def test_seed_infer_example_with_a_list_of_strings(server):
+    """`server.model("test_2").infer(inputs={"text_input": ["hello"]})` of the seed, and what printing its response
+    shows: the version that ran, the request id ('' when the request had none), BYTES outputs."""
+    responses = list(server.model("text_upper").infer(inputs={"TEXT": ["hello"]}))
+    response = responses[0]
+    text = repr(response)
+    assert text.startswith("InferenceResponse(model={'name': 'text_upper', 'version': 1, 'state': None}, "
+                           "request_id='', parameters={}, outputs={'UPPER': Tensor(data_type=<TRITONSERVER_DataType."
+                           "BYTES: 13>, shape=[1], memory_buffer=MemoryBuffer(data_ptr=")
+    assert text.endswith("error=None, classification_label=None, final=True)")
+    assert repr(response.outputs["UPPER"].to_bytes_array()) == "array([b'HELLO'], dtype=object)"
+    assert server.model("text_upper").version == -1  # the caller's Model object is left as it was
+    (named,) = list(server.model("add_sub").infer(inputs=add_sub_inputs(), request_id="r-7"))
+    assert named.request_id == "r-7" and named.model.version == 1
+    (last,) = [r for r in server.model("repeat_int").infer(inputs={"IN": numpy.array([1], numpy.int32)}) if r.final]
+    assert last.request_id == "" and last.model.version == 1  # the empty final one names the version that ran too
+
+
+def test_seed_create_request_and_metadata_examples(server):
+    assert repr(server.model("add_sub").create_request()).startswith(
+        "InferenceRequest(model={'name': 'add_sub', 'version': -1, 'state': None}, request_id=None, flags=0, "
+        "correlation_id=None, priority=0, timeout=0, inputs={}, parameters={}, output_memory_type=None, "
+        "output_memory_allocator=None, response_queue=None")
+    metadata = server.metadata()
+    assert set(metadata) == {"name", "version", "extensions"} and metadata["version"].count(".") == 2
+    config = server.model("repeat_int").config()
+    assert {"name", "platform", "backend", "version_policy", "max_batch_size", "input", "output", "batch_input",
+            "batch_output", "optimization", "instance_group", "default_model_filename", "cc_model_filenames",
+            "metric_tags", "parameters", "model_warmup", "model_transaction_policy"} <= set(config)
+    assert config["model_transaction_policy"] == {"decoupled": True}
+    assert config["input"][0]["format"] == "FORMAT_NONE" and config["output"][0]["label_filename"] == ""
+
+
 def test_errors_raised_with_the_network_api_messages(server):
     with pytest.raises(tritonserver.InvalidArgumentError, match="expected 2 inputs but got 3 inputs for model 'add_sub'"):
         server.model("add_sub").infer(inputs={**add_sub_inputs(), "NOPE": numpy.zeros((1, 4), numpy.float32)})
@@ -147,6 +180,23 @@ def test_decoupled_model_streams_responses_into_a_simple_queue(server):
     assert responses[-1].final and [r.final for r in responses[:-1]] == [False] * (len(responses) - 1)
     queued = [user_queue.get(timeout=5) for _ in responses]
     assert queued == responses
+
+
+def test_decoupled_final_flag_on_the_last_response_or_alone(server):
+    """As Triton's in-process API: a response the model sent with the final flag comes flagged final (no empty one
+    follows); a flag sent alone comes as an empty final response."""
+    responses = list(server.model("count_final").infer(inputs={"IN": numpy.array([3], numpy.int32)}))
+    assert [int(numpy.from_dlpack(r.outputs["OUT"])[0]) for r in responses] == [1, 2, 3]
+    assert [r.final for r in responses] == [False, False, True]
+    (alone,) = list(server.model("count_final").infer(inputs={"IN": numpy.array([0], numpy.int32)}))
+    assert alone.final and alone.outputs == {} and alone.error is None
+    responses = list(server.model("repeat_int").infer(inputs={"IN": numpy.array([4, 5], numpy.int32)}))
+    assert [r.final for r in responses] == [False, False, True] and responses[-1].outputs == {}
+
+    async def run() -> list:
+        return [r async for r in server.model("count_final").async_infer(inputs={"IN": numpy.array([2], numpy.int32)})]
+
+    assert [r.final for r in asyncio.run(run())] == [False, True]
 
 
 def test_async_infer_with_an_asyncio_queue(server):
@@ -253,3 +303,24 @@ def test_load_refused_without_explicit_control(server):
         server.load("add_sub")
     with pytest.raises(tritonserver.UnsupportedError, match="not allowed if model control mode is not EXPLICIT"):
         server.register_model_repository(MODELS)
+
+
+def _cupy():
+    try:
+        import cupy
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # noqa: BLE001 - not installed, or no driver/device
+        return None
+
+
+@pytest.mark.skipif(_cupy() is None, reason="needs cupy and a CUDA device")
+def test_gpu_inputs_go_through_host_memory_and_outputs_can_come_back_on_the_gpu(server):
+    """Device inputs reach the model in host memory (Triton's Python backend default); outputs land where the
+    request asks."""
+    cupy = _cupy()
+    inputs = {"INPUT0": cupy.full((1, 4), 3.0, cupy.float32), "INPUT1": cupy.ones((1, 4), cupy.float32)}
+    (response,) = list(server.model("add_sub").infer(inputs=inputs, output_memory_type="gpu"))
+    output = response.outputs["OUTPUT0"]
+    assert output.memory_type == tritonserver.MemoryType.GPU
+    assert cupy.from_dlpack(output).tolist() == [[4.0] * 4]

@@ -328,13 +328,15 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 await responses.put(message)
                 return
             stream = self.core.infer_stream(infer_request)
+            ended = False  # the model sent its last response with the final flag: it goes out flagged, as in Triton
             try:
                 async for response in stream:
-                    await responses.put(_stream_message(model, request, response, False))
+                    ended = response.final
+                    await responses.put(_stream_message(model, request, response, ended))
             finally:
                 await stream.aclose()  # cancelled while it awaited room: the job is withdrawn now, not when collected
             empty_final = request.parameters.get("triton_enable_empty_final_response")
-            if empty_final is not None and empty_final.bool_param:
+            if not ended and empty_final is not None and empty_final.bool_param:
                 await responses.put(_stream_message(model, request, None, True))
         except Exception as exc:
             status = error_status(exc)
