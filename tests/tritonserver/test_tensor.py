@@ -158,7 +158,7 @@ def test_no_tensor_outlives_its_arrays():
         del owner, tensor, array, capsule
     gc.collect()
     assert len(_dlpack._contexts) == before
-    assert not [obj for obj in gc.get_objects() if type(obj) is Tensor]  # (type: isinstance may run a proxy's __class__)
+    assert not [obj for obj in gc.get_objects() if type(obj) is Tensor]  # (isinstance may run a proxy's __class__)
 
 
 def test_bf16_crosses_dlpack_but_numpy_cannot_hold_it():
