@@ -51,7 +51,7 @@ class BlsClient:
     def _send(self, request: pb_utils.InferenceRequest, decoupled: bool) -> int:
         inputs = []
         for tensor in request.inputs():
-            array = tensor.as_numpy()
+            array = tensor._host()
             try:
                 datatype = numpy_to_triton(array.dtype)
             except Exception as exc:  # noqa: BLE001

@@ -72,7 +72,8 @@ class TritonError:
 
 
 class Tensor:
-    """A named tensor; inputs are numpy views on the request's shared memory (no copy)."""
+    """A named tensor; inputs are numpy views on the request's shared memory (no copy), or, for a model whose
+    config sets FORCE_CPU_ONLY_INPUT_TENSORS to "no", device arrays (cupy) where the input lies on a GPU."""
 
     def __init__(self, name: str, tensor: Any):
         if not isinstance(tensor, np.ndarray):
@@ -80,31 +81,56 @@ class Tensor:
                 f"tensor '{name}': pb_utils.Tensor takes a numpy array, got {type(tensor).__name__} (use "
                 "pb_utils.Tensor.from_dlpack for other arrays)")
         self._name = name
-        self._array = tensor
+        self._array: Any = tensor
+
+    @classmethod
+    def _on_device(cls, name: str, array: Any) -> Tensor:
+        """A tensor in GPU memory (an array with `__cuda_array_interface__`, e.g. cupy)."""
+        tensor = cls.__new__(cls)
+        tensor._name = name
+        tensor._array = array
+        return tensor
 
     def name(self) -> str:
         return self._name
 
     def as_numpy(self) -> np.ndarray:
+        if not self.is_cpu():
+            raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
         return self._array
 
+    def _value(self) -> Any:
+        """The array itself, in host or device memory."""
+        return self._array
+
+    def _host(self) -> np.ndarray:
+        """The array in host memory (a device array is copied)."""
+        return self._array if self.is_cpu() else __import__("cupy").asnumpy(self._array)
+
     def is_cpu(self) -> bool:
-        return True
+        return isinstance(self._array, np.ndarray)
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
 
     def to_dlpack(self) -> Any:
-        """A DLPack capsule of the array (numpy's own export)."""
+        """A DLPack capsule of the array (numpy's or cupy's own export: on the device for a GPU tensor)."""
         return self._array.__dlpack__()
 
     @staticmethod
     def from_dlpack(name: str, capsule: Any) -> Tensor:
-        """A tensor from an object that exports DLPack (a CPU array)."""
+        """A tensor from an object that exports DLPack: a CPU array, or a GPU one (torch, cupy: kept on the device,
+        read with cupy)."""
+        device = getattr(capsule, "__dlpack_device__", None)
+        if device is not None and int(device()[0]) == _DL_CUDA:
+            return Tensor._on_device(name, __import__("cupy").from_dlpack(capsule))
         return Tensor(name, np.from_dlpack(capsule))
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, {self._array.dtype}, {list(self._array.shape)})"
+
+
+_DL_CUDA = 2  # DLPack's kDLCUDA
 
 
 class InferenceResponse:

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+import numpy as np
+
 from pytriton.backends import pb_utils
 from pytriton.backends.callable_backend import (
     CallableBackend,
@@ -73,6 +75,12 @@ def _import_model_file(path: str, model_name: str, version: str) -> Any:
     return exec_file_module(path, f"_pytriton_repository_model_{model_name}_{version}")
 
 
+def force_cpu_only_inputs(config: TritonModelConfig) -> bool:
+    """The model's FORCE_CPU_ONLY_INPUT_TENSORS parameter (Triton's boolean words; default and unknown: yes)."""
+    value = config.backend_parameters.get("FORCE_CPU_ONLY_INPUT_TENSORS", "yes").strip().lower()
+    return value not in ("no", "false", "off", "0")
+
+
 def instance_name(config: TritonModelConfig, instance: int) -> str:
     """Triton's name of a model instance (`args["model_instance_name"]`, and in the wording of some errors)."""
     gpu = config.gpus[instance // config.instance_count] if config.gpus else None
@@ -118,12 +126,23 @@ class PythonModelBackend(CallableBackend):
         probe = self.cancel_probe
         return [
             pb_utils.InferenceRequest._received(
-                [pb_utils.Tensor(name, self._model_view(name, array)) for name, array in request.data.items()],
+                [self._input_tensor(name, array) for name, array in request.data.items()],
                 list(request.requested_output_names or []), dict(request.parameters), sender,
                 (request.request_id, request.correlation_id, request.flags),
                 None if probe is None else functools.partial(probe, index))
             for index, (request, sender) in enumerate(zip(requests, senders))
         ]
+
+    def _input_tensor(self, name: str, array: Any) -> pb_utils.Tensor:
+        """An input as a `pb_utils.Tensor`. One in GPU memory (a client's CUDA region, an in-process request's GPU
+        tensor) stays there only when config.pbtxt sets FORCE_CPU_ONLY_INPUT_TENSORS to "no"; by default it is
+        copied to the host, as Triton's Python backend hands inputs."""
+        view = self._model_view(name, array)
+        if isinstance(view, np.ndarray) or not hasattr(view, "__cuda_array_interface__"):
+            return pb_utils.Tensor(name, view)
+        if not force_cpu_only_inputs(self.config):
+            return pb_utils.Tensor._on_device(name, view)
+        return pb_utils.Tensor(name, __import__("cupy").asnumpy(view))
 
     def _model_view(self, name: str, array: Any) -> Any:
         """An input as the model sees it: reshaped (a view) when config.pbtxt gives it a `reshape`."""
@@ -249,7 +268,7 @@ class PythonModelBackend(CallableBackend):
             if spec is None:
                 raise InferenceCallableError(f"model '{name}' returned output '{output}', which its config.pbtxt "
                                              f"does not declare (declared: {sorted(self.config.output_by_name)})")
-            array = tensor.as_numpy()
+            array = tensor._value()  # a device array is copied to the host when sent
             try:
                 datatype = numpy_to_triton(array.dtype)
             except TypeError:

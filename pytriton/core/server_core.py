@@ -292,7 +292,7 @@ class ServerCore:
         for tensor in request.inputs:
             ref = tensor.region
             if tensor.data is None and ref is not None:
-                region = self.shm.lookup(ref.name, ref.offset, ref.byte_size)
+                region = self.shm.lookup(ref.name, ref.offset, ref.byte_size, ref.owned)
                 regions.append(region)
                 input_regions[tensor.name] = RegionSlice(region, ref.offset, ref.byte_size)
         for output in request.outputs:

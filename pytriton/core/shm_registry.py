@@ -52,6 +52,8 @@ class CudaShmRegion:
     id: int
     in_use: int = 0
     removing: bool = False
+    # An in-process request's own region (`SharedMemoryRegistry.own_cuda`): what keeps the exported memory alive
+    keep: list = dataclasses.field(default_factory=list)
 
     def status(self) -> dict:
         return {"name": self.name, "device_id": self.device_id, "byte_size": self.byte_size}
@@ -96,6 +98,7 @@ class SharedMemoryRegistry:
 
     def __init__(self, gpu_available: Callable[[], bool] = lambda: False, allow_client_shm: bool = True):
         self._regions: dict[str, Region] = {}
+        self._owned: dict[tuple[bytes, int], CudaShmRegion] = {}  # in-process requests' regions, by handle
         self._ids = itertools.count(1)
         self.gpu_available = gpu_available
         self.allow_client_shm = allow_client_shm
@@ -153,6 +156,26 @@ class SharedMemoryRegistry:
         self._regions[name] = region
         return region
 
+    def own_cuda(self, handle: bytes, device_id: int, byte_size: int, keep: object) -> CudaShmRegion:
+        """A CUDA region for an in-process request's GPU input (`keep` keeps the exported memory alive), held by
+        the caller until it calls `release([region])`.
+
+        It has no name a client could use: it is not listed, cannot be unregistered, and only a `RegionRef` that
+        carries it (`RegionRef.owned`) reaches it. Requests using the same allocation share one region, so a worker
+        opens the allocation's IPC handle once; the region goes (and the workers unmap it) when the last request
+        using it ends."""
+        key = (bytes(handle), device_id)
+        region = self._owned.get(key)
+        if region is None or region.byte_size < byte_size:
+            region_id = next(self._ids)
+            # removing from the start: it goes when its last user releases it
+            region = CudaShmRegion(f"pytriton_inprocess_{region_id}", bytes(handle), device_id, byte_size, region_id,
+                                   removing=True)
+            self._owned[key] = region  # (one of another size at the same handle ends with the requests using it)
+        region.keep.append(keep)
+        region.in_use += 1
+        return region
+
     # ---- status ------------------------------------------------------------------------------
     def system_status(self, name: str = "") -> list[dict]:
         """Registered system regions (those awaiting removal too, as Triton lists them)."""
@@ -194,15 +217,18 @@ class SharedMemoryRegistry:
     def _remove(self, region: Region) -> None:
         if self._regions.get(region.name) is region:
             del self._regions[region.name]
+        if isinstance(region, CudaShmRegion) and self._owned.get((region.raw_handle, region.device_id)) is region:
+            del self._owned[(region.raw_handle, region.device_id)]
         for callback in self.on_removed:
             callback(region)
 
     # ---- per-request use ---------------------------------------------------------------------
-    def lookup(self, name: str, offset: int, byte_size: int) -> Region:
-        """The region for a tensor reference, with Triton's bounds checks (offset relative to the region).
+    def lookup(self, name: str, offset: int, byte_size: int, owned: Region | None = None) -> Region:
+        """The region for a tensor reference, with Triton's bounds checks (offset relative to the region); `owned`:
+        the in-process request's own region (`own_cuda`), checked the same way.
 
         A region awaiting removal may still be used, as in Triton; the request then delays its removal."""
-        region = self._regions.get(name)
+        region = owned if owned is not None else self._regions.get(name)
         if region is None:
             raise not_found(f"Unable to find shared memory region: '{name}'")
         if offset < 0 or offset >= region.byte_size and not (offset == 0 and region.byte_size == 0):

@@ -23,6 +23,7 @@ class RegionRef:
     name: str
     offset: int
     byte_size: int
+    owned: Region | None = None  # an in-process request's own region (not looked up by name; see shm_registry)
 
 
 @dataclasses.dataclass(slots=True)

@@ -1,7 +1,8 @@
 """`InferenceRequest`: what a caller asks of a model, and its translation into the core's `InferRequest`.
 
 Input tensors are not copied here: the core request holds a view of each tensor's host memory, which the
-transport copies once into the request arena (small ones ride inline in the message)."""
+transport copies once into the request arena (small ones ride inline in the message); a tensor in GPU memory is
+exported through CUDA IPC (`_gpu_inputs`) and the worker reads it where it lies."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import asyncio
 import ctypes
 import dataclasses
 import queue
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from pytriton.core.types import InferRequest
+from pytriton.core.types import InferRequest, RegionRef
 from pytriton.core.types import Tensor as CoreTensor
+from pytriton.tritonserver import _gpu_inputs
 from pytriton.tritonserver._enums import MemoryType, RequestFlag
 from pytriton.tritonserver._errors import InvalidArgumentError
+from pytriton.tritonserver._gpu_inputs import DeviceInput
 from pytriton.tritonserver._memory import MemoryAllocator
 from pytriton.tritonserver._tensor import Tensor
 
@@ -39,17 +42,36 @@ class InferenceRequest:
     output_memory_allocator: Optional[MemoryAllocator] = None
     response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
 
-    def _to_core(self) -> tuple[InferRequest, list[Tensor]]:
-        """The core's request and the tensors whose memory it views (kept alive until the request ends)."""
+    def _to_core(self, device_inputs: Callable[[], bool] | None = None
+                 ) -> tuple[InferRequest, list[Tensor], list[tuple[CoreTensor, DeviceInput]]]:
+        """The core's request, the tensors whose memory it views (kept alive until the request ends), and its GPU
+        inputs exported through CUDA IPC (each with the core tensor whose `region.owned` is still to be set).
+
+        A GPU input goes by CUDA IPC when `device_inputs()` (asked once, at the first one) allows it and cupy is
+        installed; otherwise it is copied to host memory."""
         tensors: list[Tensor] = []
         inputs: list[CoreTensor] = []
+        exported: list[tuple[CoreTensor, DeviceInput]] = []
+        ipc: Optional[bool] = None
+        cupy = None
         for name, value in self.inputs.items():
             tensor = Tensor._from_object(value, name)
+            shape = tuple(int(d) for d in tensor.shape)
+            if _gpu_inputs.takes_ipc(tensor):
+                if ipc is None:
+                    cupy = _gpu_inputs.cupy_module()
+                    ipc = cupy is not None and device_inputs is not None and device_inputs()
+                if ipc:
+                    device_input = _gpu_inputs.export(tensor, cupy)
+                    core_tensor = CoreTensor(name, tensor.data_type.name, shape,
+                                             region=RegionRef("", device_input.offset, device_input.nbytes))
+                    inputs.append(core_tensor)
+                    exported.append((core_tensor, device_input))
+                    continue
             if tensor.memory_type != MemoryType.CPU and tensor.memory_type != MemoryType.CPU_PINNED:
                 tensor = tensor.to_host()
             tensors.append(tensor)
-            inputs.append(CoreTensor(name, tensor.data_type.name, tuple(int(d) for d in tensor.shape),
-                                     _host_view(tensor)))
+            inputs.append(CoreTensor(name, tensor.data_type.name, shape, _host_view(tensor)))
         return InferRequest(
             model_name=self.model.name,
             model_version="" if self.model.version < 0 else str(self.model.version),
@@ -57,7 +79,7 @@ class InferenceRequest:
             inputs=inputs,
             outputs=[],  # every output, as Triton's in-process API asks for
             parameters=self._core_parameters(),
-        ), tensors
+        ), tensors, exported
 
     def _core_parameters(self) -> dict[str, Any]:
         """Request parameters with the request fields as the network front-ends pass them to the core."""

@@ -99,6 +99,7 @@ class RequestRun:
         self.task: asyncio.Task | None = None
         self._begun = False
         self._cancelled = False
+        self._held: list[Any] = []  # CUDA regions of GPU inputs (core.shm.own_cuda), released when the request ends
         self._served = model  # the model as its responses name it: with the version that ran, once one came
 
     def _model_of(self, response: InferResponse) -> Model:
@@ -115,12 +116,18 @@ class RequestRun:
     def submit(self) -> None:
         """Hand the request to the model's scheduler; errors of the request itself (unknown model, wrong inputs)
         are raised here, later ones come as error responses."""
-        core_request, tensors = self.request._to_core()
+        core_request, tensors, exported = self.request._to_core(self._device_inputs_allowed)
         self._tensors = tensors  # their memory is viewed until the request ends
 
         async def begin() -> None:
             core = self.runtime.core
             model = core.registry.get(core_request.model_name, core_request.model_version)
+            for core_tensor, device_input in exported:  # the request's own CUDA regions, held until it ends
+                region = core.shm.own_cuda(device_input.handle, device_input.device_id, device_input.allocation_size,
+                                           device_input.keep)
+                assert core_tensor.region is not None  # (made with one by _to_core)
+                core_tensor.region.owned = region
+                self._held.append(region)
             self.task = asyncio.ensure_future(self._run(core, core_request, model.config.decoupled))
             await asyncio.sleep(0)  # the task's first step (the core's validation and submission) runs now
             if self.task.done() and not self.task.cancelled() and self.task.exception() is not None:
@@ -162,6 +169,25 @@ class RequestRun:
             self._fail(exc if isinstance(exc, TritonError) else InternalError(str(exc)))
         finally:
             self._tensors = []
+            held, self._held = self._held, []
+            core.shm.release(held)  # the regions go when the core is done with them too (workers unmap them)
+
+    def _device_inputs_allowed(self) -> bool:
+        """Whether GPU inputs may reach the model through CUDA IPC: the server sees a GPU and the model is no
+        ensemble (an unknown model: no, its error comes when the request is submitted)."""
+        model = self.model
+
+        def check() -> bool:
+            core = self.runtime.core
+            if core is None or not core.shm.gpu_available():
+                return False
+            try:
+                config = core.registry.get(model.name, model._version).config
+            except ServerError:
+                return False
+            return config.ensemble_scheduling is None
+
+        return self.runtime.run(check)
 
     def _fail(self, error: TritonError) -> None:
         response = InferenceResponse(self._served, self.request.request_id or "", error=error, final=True)
