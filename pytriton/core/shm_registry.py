@@ -53,7 +53,7 @@ class CudaShmRegion:
     in_use: int = 0
     removing: bool = False
     # An in-process request's own region (`SharedMemoryRegistry.own_cuda`): what keeps the exported memory alive
-    keep: list = dataclasses.field(default_factory=list)
+    keep: list | None = None
 
     def status(self) -> dict:
         return {"name": self.name, "device_id": self.device_id, "byte_size": self.byte_size}
@@ -98,7 +98,8 @@ class SharedMemoryRegistry:
 
     def __init__(self, gpu_available: Callable[[], bool] = lambda: False, allow_client_shm: bool = True):
         self._regions: dict[str, Region] = {}
-        self._owned: dict[tuple[bytes, int], CudaShmRegion] = {}  # in-process requests' regions, by handle
+        # in-process requests' regions by (handle, device): [their shared region id, how many live]
+        self._owned: dict[tuple[bytes, int], list[int]] = {}
         self._ids = itertools.count(1)
         self.gpu_available = gpu_available
         self.allow_client_shm = allow_client_shm
@@ -157,24 +158,20 @@ class SharedMemoryRegistry:
         return region
 
     def own_cuda(self, handle: bytes, device_id: int, byte_size: int, keep: object) -> CudaShmRegion:
-        """A CUDA region for an in-process request's GPU input (`keep` keeps the exported memory alive), held by
-        the caller until it calls `release([region])`.
+        """A CUDA region for one in-process request's GPU input, held by the caller (in use once) until it calls
+        `release([region])`; `keep` (what keeps the exported memory alive) is held until the region goes.
 
         It has no name a client could use: it is not listed, cannot be unregistered, and only a `RegionRef` that
-        carries it (`RegionRef.owned`) reaches it. Requests using the same allocation share one region, so a worker
-        opens the allocation's IPC handle once; the region goes (and the workers unmap it) when the last request
-        using it ends."""
+        carries it (`RegionRef.owned`) reaches it. It goes when its request and the core are done with it. Regions
+        of the same allocation share one region id while any of them lives, so a worker opens the allocation's IPC
+        handle once (CUDA refuses to open a handle twice in one process) and unmaps it when the last one goes."""
         key = (bytes(handle), device_id)
-        region = self._owned.get(key)
-        if region is None or region.byte_size < byte_size:
-            region_id = next(self._ids)
-            # removing from the start: it goes when its last user releases it
-            region = CudaShmRegion(f"pytriton_inprocess_{region_id}", bytes(handle), device_id, byte_size, region_id,
-                                   removing=True)
-            self._owned[key] = region  # (one of another size at the same handle ends with the requests using it)
-        region.keep.append(keep)
-        region.in_use += 1
-        return region
+        entry = self._owned.get(key)
+        if entry is None:
+            entry = self._owned[key] = [next(self._ids), 0]
+        entry[1] += 1
+        return CudaShmRegion(f"pytriton_inprocess_{entry[0]}", key[0], device_id, byte_size, entry[0], in_use=1,
+                             removing=True, keep=[keep])  # removing from the start: it goes when released
 
     # ---- status ------------------------------------------------------------------------------
     def system_status(self, name: str = "") -> list[dict]:
@@ -217,8 +214,14 @@ class SharedMemoryRegistry:
     def _remove(self, region: Region) -> None:
         if self._regions.get(region.name) is region:
             del self._regions[region.name]
-        if isinstance(region, CudaShmRegion) and self._owned.get((region.raw_handle, region.device_id)) is region:
-            del self._owned[(region.raw_handle, region.device_id)]
+        if isinstance(region, CudaShmRegion) and region.keep is not None:  # an in-process request's own
+            region.keep = None
+            key = (region.raw_handle, region.device_id)
+            entry = self._owned[key]
+            entry[1] -= 1
+            if entry[1]:
+                return  # others share its mapping in the workers
+            del self._owned[key]
         for callback in self.on_removed:
             callback(region)
 
