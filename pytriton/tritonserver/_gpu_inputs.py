@@ -46,7 +46,7 @@ class DeviceInput:
 def cupy_module() -> Any:
     """cupy, or None when it is not installed."""
     try:
-        import cupy  # noqa: PLC0415 - optional dependency (extra "gpu")
+        import cupy  # optional dependency (extra "gpu")
     except ImportError:
         return None
     return cupy

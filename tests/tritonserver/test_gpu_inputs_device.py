@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-import pytriton.tritonserver as tritonserver
+from pytriton import tritonserver
 from pytriton.tritonserver import _gpu_inputs
 from pytriton.tritonserver._tensor import Tensor
 
@@ -21,7 +21,7 @@ REPOSITORY = str(Path(__file__).resolve().parent.parent / "repositories" / "gpu_
 
 def _cupy():
     try:
-        import cupy  # noqa: PLC0415
+        import cupy
 
         return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
     except Exception:  # noqa: BLE001 - not installed, or no driver/device
@@ -85,7 +85,10 @@ def test_concurrent_requests_on_one_allocation(server):
 
     async def collect():
         iterators = [server.model("device_in").async_infer(inputs={"X": whole[i * 8:(i + 1) * 8]}) for i in range(8)]
-        return [[r async for r in it] for it in iterators]
+        results = []
+        for iterator in iterators:
+            results.append([r async for r in iterator])
+        return results
 
     results = asyncio.run(collect())
     got = [numpy.from_dlpack(rs[0].outputs["Y"]).tolist() for rs in results]
