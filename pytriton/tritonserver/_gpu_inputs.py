@@ -13,7 +13,8 @@ the tensor's offset in the allocation travels with the request.
 
 The path needs cupy (here and in the workers) and a server that sees a GPU; otherwise, and for ensembles, BYTES and
 empty tensors, the input is copied to host memory as before. Memory IPC cannot export (e.g. torch's expandable
-segments, made with cuMemCreate) is first copied on the device into a cupy allocation.
+segments, made with cuMemCreate, or cudaMallocAsync pools) is first copied on the device into a cudaMalloc
+allocation; where even that fails, the input goes through host memory (with a warning).
 """
 
 from __future__ import annotations
@@ -50,6 +51,15 @@ def cupy_module() -> Any:
     except ImportError:
         return None
     return cupy
+
+
+def export_or_none(tensor: Any, cupy: Any, name: str) -> DeviceInput | None:
+    """`export`, or None (said in a warning) where CUDA refuses: the caller then copies the input to the host."""
+    try:
+        return export(tensor, cupy)
+    except Exception as exc:  # noqa: BLE001 - a CUDA error: the input still reaches the model, through the host
+        logger.warning("GPU input '%s' cannot be passed through CUDA IPC (%s): copied through host memory", name, exc)
+        return None
 
 
 def takes_ipc(tensor: Any) -> bool:
@@ -91,7 +101,7 @@ def export(tensor: Any, cupy: Any) -> DeviceInput:
         except Exception as exc:  # noqa: BLE001 - e.g. cudaErrorInvalidValue for VMM memory: export a copy
             logger.debug("GPU input at %#x cannot be exported through CUDA IPC (%s): copied on the device first",
                          pointer, exc)
-            copy = cupy.cuda.alloc(nbytes)
+            copy = cupy.cuda.Memory(nbytes)  # a cudaMalloc of its own (not a pool's, which may be stream-ordered)
             cupy.cuda.runtime.memcpy(int(copy.ptr), pointer, nbytes, _MEMCPY_DEVICE_TO_DEVICE)
             cupy.cuda.runtime.deviceSynchronize()  # (a device-to-device copy may return before it is done)
             keep.append(copy)
@@ -99,4 +109,4 @@ def export(tensor: Any, cupy: Any) -> DeviceInput:
     return DeviceInput(handle, device, size, offset, nbytes, keep)
 
 
-__all__ = ["DeviceInput", "address_range", "cupy_module", "export", "takes_ipc"]
+__all__ = ["DeviceInput", "address_range", "cupy_module", "export", "export_or_none", "takes_ipc"]

@@ -61,8 +61,8 @@ class InferenceRequest:
                 if ipc is None:
                     cupy = _gpu_inputs.cupy_module()
                     ipc = cupy is not None and device_inputs is not None and device_inputs()
-                if ipc:
-                    device_input = _gpu_inputs.export(tensor, cupy)
+                device_input = _gpu_inputs.export_or_none(tensor, cupy, name) if ipc else None
+                if device_input is not None:
                     core_tensor = CoreTensor(name, tensor.data_type.name, shape,
                                              region=RegionRef("", device_input.offset, device_input.nbytes))
                     inputs.append(core_tensor)

@@ -29,7 +29,7 @@ ALLOCATION = 1 << 20
 
 
 class FakeCupy:
-    """The few cupy calls the export makes, recorded; allocations made by `cuda.alloc` at COPY_BASE."""
+    """The few cupy calls the export makes, recorded; allocations made by `cuda.Memory` at COPY_BASE."""
 
     COPY_BASE = 0x7E00_0000_0000
 
@@ -62,7 +62,7 @@ class FakeCupy:
         )
         self.cuda = types.SimpleNamespace(
             Device=Device, runtime=runtime,
-            alloc=lambda size: types.SimpleNamespace(ptr=fake.COPY_BASE, size=size),
+            Memory=lambda size: types.SimpleNamespace(ptr=fake.COPY_BASE, size=size),
         )
 
 
@@ -78,6 +78,9 @@ def fake_address_range(pointer: int) -> tuple[int, int]:
 def gpu_tensor(offset: int = 256, shape=(2, 3), device: int = 1, dtype: DataType = DataType.FP32) -> Tensor:
     size = int(numpy.prod(shape)) * 4
     return Tensor(dtype, list(shape), MemoryBuffer(BASE + offset, MemoryType.GPU, device, size, owner=object()))
+
+
+MODEL = types.SimpleNamespace(name="m", version=-1, _version="")
 
 
 @pytest.fixture
@@ -114,6 +117,17 @@ def test_memory_ipc_cannot_export_is_copied_on_the_device_first(monkeypatch):
     assert len(exported.keep) == 2  # the tensor and the copy
 
 
+def test_where_cuda_refuses_even_the_copy_the_input_goes_through_host_memory(monkeypatch, fake_gpu, caplog):
+    def refuse(pointer):
+        raise RuntimeError("cudaErrorInvalidValue: invalid argument")
+
+    fake_gpu.cuda.runtime.ipcGetMemHandle = refuse
+    monkeypatch.setattr(Tensor, "to_host", lambda self: Tensor.from_dlpack(numpy.zeros(6, numpy.float32)))
+    core, _, exported = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: True)
+    assert exported == [] and core.inputs[0].region is None and bytes(core.inputs[0].data) == bytes(24)
+    assert "GPU input 'A' cannot be passed through CUDA IPC (cudaErrorInvalidValue" in caplog.text
+
+
 def test_which_tensors_take_the_ipc_path():
     assert _gpu_inputs.takes_ipc(gpu_tensor())
     assert not _gpu_inputs.takes_ipc(gpu_tensor(shape=(0, 3)))  # nothing to map
@@ -122,7 +136,7 @@ def test_which_tensors_take_the_ipc_path():
 
 
 # ---- the request --------------------------------------------------------------------------------------------------
-MODEL = types.SimpleNamespace(name="m", version=-1, _version="")
+
 
 
 def test_gpu_inputs_become_references_into_an_ipc_region_host_inputs_stay_views(fake_gpu):
