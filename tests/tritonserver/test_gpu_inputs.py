@@ -136,9 +136,6 @@ def test_which_tensors_take_the_ipc_path():
 
 
 # ---- the request --------------------------------------------------------------------------------------------------
-
-
-
 def test_gpu_inputs_become_references_into_an_ipc_region_host_inputs_stay_views(fake_gpu):
     asked = []
     request = InferenceRequest(MODEL, inputs={"A": gpu_tensor(offset=512), "B": numpy.ones(4, numpy.int32),
