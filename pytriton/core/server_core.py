@@ -302,7 +302,7 @@ class ServerCore:
                 continue
             offset = int(params.get("shared_memory_offset", 0))
             size = int(params["shared_memory_byte_size"])
-            region = self.shm.lookup(name, offset, size)
+            region = self.shm.lookup(name, offset, size, output.owned)
             regions.append(region)
             output_regions[output.name] = RegionSlice(region, offset, size)
         execution = ExecutionRequest(request.inputs, input_regions, [o.name for o in request.outputs],

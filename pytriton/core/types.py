@@ -61,6 +61,7 @@ class Tensor:
 class RequestedOutput:
     name: str
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    owned: Region | None = None  # an in-process request's own output region (its parameters say where in it)
 
 
 @dataclasses.dataclass

@@ -379,6 +379,8 @@ class WorkerEndpoint(BlsEndpoint):
             target.set(np.ascontiguousarray(array))  # host to device
         else:
             target[...] = array  # device to device
+        # the reader is another process, which no stream orders this copy before: it is done when the result goes
+        cupy.cuda.get_current_stream().synchronize()
         ref.nbytes = nbytes
         ref.cuda_handle = region.cuda_handle
         ref.region_id = region.region_id

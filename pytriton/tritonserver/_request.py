@@ -10,15 +10,16 @@ import asyncio
 import ctypes
 import dataclasses
 import queue
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
 
-from pytriton.core.types import InferRequest, RegionRef
+from pytriton.core.types import InferRequest, RegionRef, RequestedOutput
 from pytriton.core.types import Tensor as CoreTensor
-from pytriton.tritonserver import _gpu_inputs
+from pytriton.tritonserver import _gpu_inputs, _gpu_outputs
 from pytriton.tritonserver._enums import MemoryType, RequestFlag
 from pytriton.tritonserver._errors import InvalidArgumentError
 from pytriton.tritonserver._gpu_inputs import DeviceInput
-from pytriton.tritonserver._memory import MemoryAllocator
+from pytriton.tritonserver._gpu_outputs import PlacedOutput
+from pytriton.tritonserver._memory import MemoryAllocator, parse_device_or_memory_type
 from pytriton.tritonserver._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -42,26 +43,30 @@ class InferenceRequest:
     output_memory_allocator: Optional[MemoryAllocator] = None
     response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
 
-    def _to_core(self, device_inputs: Callable[[], bool] | None = None
-                 ) -> tuple[InferRequest, list[Tensor], list[tuple[CoreTensor, DeviceInput]]]:
-        """The core's request, the tensors whose memory it views (kept alive until the request ends), and its GPU
-        inputs exported through CUDA IPC (each with the core tensor whose `region.owned` is still to be set).
+    def _to_core(self, device_config: Callable[[], Any] | None = None) -> CoreRequest:
+        """The core's request, the tensors whose memory it views (kept alive until the request ends), its GPU
+        inputs exported through CUDA IPC (each with the core tensor whose `region.owned` is still to be set) and
+        the outputs the worker writes into the allocator's GPU memory.
 
-        A GPU input goes by CUDA IPC when `device_inputs()` (asked once, at the first one) allows it and cupy is
-        installed; otherwise it is copied to host memory."""
+        `device_config()` (asked once, where GPU memory is involved) gives the model's configuration where CUDA IPC
+        may be used (None: not); without cupy it is not. A GPU input not passed by IPC is copied to host memory."""
         tensors: list[Tensor] = []
         inputs: list[CoreTensor] = []
         exported: list[tuple[CoreTensor, DeviceInput]] = []
-        ipc: Optional[bool] = None
-        cupy = None
+        asked: list[Any] = []
+
+        def ipc_config() -> Any:
+            if not asked:
+                cupy = _gpu_inputs.cupy_module()
+                asked.append((cupy, device_config() if cupy is not None and device_config is not None else None))
+            return asked[0]
+
         for name, value in self.inputs.items():
             tensor = Tensor._from_object(value, name)
             shape = tuple(int(d) for d in tensor.shape)
             if _gpu_inputs.takes_ipc(tensor):
-                if ipc is None:
-                    cupy = _gpu_inputs.cupy_module()
-                    ipc = cupy is not None and device_inputs is not None and device_inputs()
-                device_input = _gpu_inputs.export_or_none(tensor, cupy, name) if ipc else None
+                cupy, config = ipc_config()
+                device_input = _gpu_inputs.export_or_none(tensor, cupy, name) if config is not None else None
                 if device_input is not None:
                     core_tensor = CoreTensor(name, tensor.data_type.name, shape,
                                              region=RegionRef("", device_input.offset, device_input.nbytes))
@@ -72,14 +77,35 @@ class InferenceRequest:
                 tensor = tensor.to_host()
             tensors.append(tensor)
             inputs.append(CoreTensor(name, tensor.data_type.name, shape, _host_view(tensor)))
-        return InferRequest(
+        placed = self._placed_outputs(inputs, ipc_config)
+        return CoreRequest(InferRequest(
             model_name=self.model.name,
             model_version="" if self.model.version < 0 else str(self.model.version),
             id=self.request_id or "",
             inputs=inputs,
-            outputs=[],  # every output, as Triton's in-process API asks for
+            # every output, as Triton's in-process API asks for (named one by one where some go to GPU buffers)
+            outputs=[p.requested for p in placed] if placed else [],
             parameters=self._core_parameters(),
-        ), tensors, exported
+        ), tensors, exported, placed)
+
+    def _placed_outputs(self, inputs: list[CoreTensor], ipc_config: Callable[[], Any]) -> list[PlacedOutput]:
+        """Outputs written by the worker into GPU buffers of the request's allocator (`_gpu_outputs`); with any,
+        every other output of the model is requested by name too."""
+        if self.output_memory_allocator is None or self.output_memory_type is None:
+            return []
+        memory_type, device_id = parse_device_or_memory_type(self.output_memory_type)
+        if memory_type != MemoryType.GPU:
+            return []
+        cupy, config = ipc_config()
+        if config is None:
+            return []
+        batch = inputs[0].shape[0] if inputs and inputs[0].shape else None
+        placed = _gpu_outputs.place(config, batch, self.output_memory_allocator, device_id, cupy)
+        if placed:
+            names = {p.requested.name for p in placed}
+            placed += [PlacedOutput(RequestedOutput(spec.name), None, None) for spec in config.outputs
+                       if spec.name not in names]
+        return placed
 
     def _core_parameters(self) -> dict[str, Any]:
         """Request parameters with the request fields as the network front-ends pass them to the core."""
@@ -101,6 +127,15 @@ class InferenceRequest:
         if self.flags & RequestFlag.SEQUENCE_END:
             parameters["sequence_end"] = True
         return parameters
+
+
+class CoreRequest(NamedTuple):
+    """What `InferenceRequest._to_core` makes of a request."""
+
+    request: InferRequest
+    tensors: list[Tensor]  # whose host memory the request views
+    exported: list[tuple[CoreTensor, DeviceInput]]  # GPU inputs passed through CUDA IPC
+    placed: list[PlacedOutput]  # outputs requested by name; those with a buffer are written there by the worker
 
 
 def _host_view(tensor: Tensor) -> memoryview:

@@ -21,6 +21,7 @@ from pytriton.core.types import InferResponse
 from pytriton.exceptions import ServerError
 from pytriton.tritonserver._enums import DataType, MemoryType
 from pytriton.tritonserver._errors import CancelledError, InternalError, TritonError, from_server_error
+from pytriton.tritonserver._gpu_outputs import output_tensor
 from pytriton.tritonserver._memory import MemoryBuffer, parse_device_or_memory_type
 from pytriton.tritonserver._tensor import Tensor
 
@@ -59,7 +60,7 @@ class _OutputBytes(np.ndarray):
 
 
 def make_response(model: Model, request: InferenceRequest, response: InferResponse, runtime: ServerRuntime,
-                  final: bool) -> InferenceResponse:
+                  final: bool, placed: dict[str, MemoryBuffer] | None = None) -> InferenceResponse:
     """The API's response for one core response; its output buffers are released when no longer viewed (or at
     once, after a copy into the request's allocator)."""
     memory = _ResponseMemory()
@@ -70,6 +71,9 @@ def make_response(model: Model, request: InferenceRequest, response: InferRespon
     wanted = (parse_device_or_memory_type(request.output_memory_type) if request.output_memory_type is not None
               else (MemoryType.CPU, 0))
     for tensor in response.outputs:
+        if tensor.data is None and placed and tensor.name in placed:  # the worker wrote it into the allocator's
+            outputs[tensor.name] = output_tensor(tensor.datatype, tuple(tensor.shape), placed[tensor.name])
+            continue
         data = tensor.data if tensor.data is not None else b""
         raw = np.frombuffer(data, dtype=np.uint8).view(_OutputBytes)
         raw._memory = memory
@@ -99,7 +103,8 @@ class RequestRun:
         self.task: asyncio.Task | None = None
         self._begun = False
         self._cancelled = False
-        self._held: list[Any] = []  # CUDA regions of GPU inputs (core.shm.own_cuda), released when the request ends
+        self._placed: dict[str, Any] = {}  # output name -> the allocator's GPU buffer the worker writes it into
+        self._held: list[Any] = []  # CUDA regions of GPU inputs and outputs (core.shm.own_cuda), released when the request ends
         self._served = model  # the model as its responses name it: with the version that ran, once one came
 
     def _model_of(self, response: InferResponse) -> Model:
@@ -116,8 +121,9 @@ class RequestRun:
     def submit(self) -> None:
         """Hand the request to the model's scheduler; errors of the request itself (unknown model, wrong inputs)
         are raised here, later ones come as error responses."""
-        core_request, tensors, exported = self.request._to_core(self._device_inputs_allowed)
+        core_request, tensors, exported, placed = self.request._to_core(self._ipc_config)
         self._tensors = tensors  # their memory is viewed until the request ends
+        self._placed = {p.requested.name: p.buffer for p in placed if p.buffer is not None}
 
         async def begin() -> None:
             core = self.runtime.core
@@ -128,6 +134,12 @@ class RequestRun:
                 assert core_tensor.region is not None  # (made with one by _to_core)
                 core_tensor.region.owned = region
                 self._held.append(region)
+            for output in placed:  # outputs the worker writes into the allocator's GPU buffers
+                if output.device_input is not None:
+                    exported_buffer = output.device_input
+                    output.requested.owned = core.shm.own_cuda(exported_buffer.handle, exported_buffer.device_id,
+                                                               exported_buffer.allocation_size, exported_buffer.keep)
+                    self._held.append(output.requested.owned)
             self.task = asyncio.ensure_future(self._run(core, core_request, model.config.decoupled))
             await asyncio.sleep(0)  # the task's first step (the core's validation and submission) runs now
             if self.task.done() and not self.task.cancelled() and self.task.exception() is not None:
@@ -156,7 +168,7 @@ class RequestRun:
             else:
                 response = await core.infer(core_request)
                 self.deliver(make_response(self._model_of(response), self.request, response, self.runtime,
-                                           final=True))
+                                           final=True, placed=self._placed))
         except asyncio.CancelledError:
             self._fail(CancelledError(CANCELLED_MESSAGE))
         except ServerError as exc:
@@ -172,20 +184,20 @@ class RequestRun:
             held, self._held = self._held, []
             core.shm.release(held)  # the regions go when the core is done with them too (workers unmap them)
 
-    def _device_inputs_allowed(self) -> bool:
-        """Whether GPU inputs may reach the model through CUDA IPC: the server sees a GPU and the model is no
-        ensemble (an unknown model: no, its error comes when the request is submitted)."""
+    def _ipc_config(self) -> Any:
+        """The model's configuration where GPU memory may reach it through CUDA IPC (the server sees a GPU, the model
+        is no ensemble), else None (and for an unknown model, whose error comes when the request is submitted)."""
         model = self.model
 
-        def check() -> bool:
+        def check() -> Any:
             core = self.runtime.core
             if core is None or not core.shm.gpu_available():
-                return False
+                return None
             try:
                 config = core.registry.get(model.name, model._version).config
             except ServerError:
-                return False
-            return config.ensemble_scheduling is None
+                return None
+            return config if config.ensemble_scheduling is None else None
 
         return self.runtime.run(check)
 

@@ -17,6 +17,7 @@ from pytriton.backends.python_model import PythonModelBackend, force_cpu_only_in
 from pytriton.core.shm_registry import CudaShmRegion, SharedMemoryRegistry
 from pytriton.core.types import InferResponse
 from pytriton.exceptions import ServerError, Status
+from pytriton.model_config.triton_model_config import TensorSpec
 from pytriton.tritonserver import _gpu_inputs
 from pytriton.tritonserver._enums import DataType, MemoryType
 from pytriton.tritonserver._memory import MemoryBuffer
@@ -81,14 +82,20 @@ def gpu_tensor(offset: int = 256, shape=(2, 3), device: int = 1, dtype: DataType
 
 
 MODEL = types.SimpleNamespace(name="m", version=-1, _version="")
+CONFIG = types.SimpleNamespace(decoupled=False, ensemble_scheduling=None, batching=False, outputs=[
+    TensorSpec("OUT", "FP32", (2, 3)), TensorSpec("VAR", "FP32", (-1,)), TensorSpec("TEXT", "BYTES", (1,))])
 
 
-@pytest.fixture
-def fake_gpu(monkeypatch):
+def install_fake_gpu(monkeypatch) -> FakeCupy:
     cupy = FakeCupy()
     monkeypatch.setattr(_gpu_inputs, "cupy_module", lambda: cupy)
     monkeypatch.setattr(_gpu_inputs, "address_range", fake_address_range)
     return cupy
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    return install_fake_gpu(monkeypatch)
 
 
 def handle_of(base: int) -> bytes:
@@ -123,7 +130,7 @@ def test_where_cuda_refuses_even_the_copy_the_input_goes_through_host_memory(mon
 
     fake_gpu.cuda.runtime.ipcGetMemHandle = refuse
     monkeypatch.setattr(Tensor, "to_host", lambda self: Tensor.from_dlpack(numpy.zeros(6, numpy.float32)))
-    core, _, exported = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: True)
+    core, _, exported, _ = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: CONFIG)
     assert exported == [] and core.inputs[0].region is None and bytes(core.inputs[0].data) == bytes(24)
     assert "GPU input 'A' cannot be passed through CUDA IPC (cudaErrorInvalidValue" in caplog.text
 
@@ -140,7 +147,7 @@ def test_gpu_inputs_become_references_into_an_ipc_region_host_inputs_stay_views(
     asked = []
     request = InferenceRequest(MODEL, inputs={"A": gpu_tensor(offset=512), "B": numpy.ones(4, numpy.int32),
                                               "C": gpu_tensor(offset=0, shape=(1,))})
-    core, tensors, exported = request._to_core(lambda: asked.append(1) or True)
+    core, tensors, exported, placed = request._to_core(lambda: asked.append(1) or CONFIG)
     assert asked == [1]  # asked once
     a, b, c = core.inputs
     assert a.data is None and (a.region.name, a.region.offset, a.region.byte_size) == ("", 512, 24)
@@ -150,6 +157,7 @@ def test_gpu_inputs_become_references_into_an_ipc_region_host_inputs_stay_views(
     assert (c.region.offset, c.region.byte_size) == (0, 4)
     assert [t for t, _ in exported] == [a, c] and exported[0][1].handle == handle_of(BASE)
     assert len(tensors) == 1  # the host input's view; the GPU ones are kept by their export
+    assert placed == [] and core.outputs == []  # every output, from the response's memory
 
 
 def test_without_cupy_or_when_the_server_declines_gpu_inputs_go_through_host_memory(monkeypatch, fake_gpu):
@@ -160,10 +168,10 @@ def test_without_cupy_or_when_the_server_declines_gpu_inputs_go_through_host_mem
         return Tensor.from_dlpack(numpy.zeros(self.shape, numpy.float32))
 
     monkeypatch.setattr(Tensor, "to_host", to_host)
-    core, _, exported = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: False)
+    core, _, exported, _ = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: None)
     assert exported == [] and core.inputs[0].region is None and bytes(core.inputs[0].data) == bytes(24)
     monkeypatch.setattr(_gpu_inputs, "cupy_module", lambda: None)
-    core, _, exported = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: True)
+    core, _, exported, _ = InferenceRequest(MODEL, inputs={"A": gpu_tensor()})._to_core(lambda: CONFIG)
     assert exported == [] and core.inputs[0].region is None
     assert len(moved) == 2 and not [c for c in fake_gpu.calls if c[0] == "ipcGetMemHandle"]
 
@@ -212,7 +220,7 @@ class FakeRuntime:
 
     def __init__(self, infer):
         self.loop = asyncio.new_event_loop()
-        config = types.SimpleNamespace(decoupled=False, ensemble_scheduling=None)
+        config = CONFIG
         self.core = types.SimpleNamespace(shm=SharedMemoryRegistry(gpu_available=lambda: True), infer=infer,
                                           registry=types.SimpleNamespace(get=lambda *_: types.SimpleNamespace(
                                               config=config)))
@@ -274,7 +282,7 @@ def test_a_server_without_a_gpu_or_an_ensemble_takes_host_copies(fake_gpu, monke
         runtime = FakeRuntime(infer)
         runtime.core.shm.gpu_available = lambda gpu=gpu: gpu
         runtime.core.registry.get = lambda *_, e=ensemble: types.SimpleNamespace(
-            config=types.SimpleNamespace(decoupled=False, ensemble_scheduling=e))
+            config=types.SimpleNamespace(decoupled=False, ensemble_scheduling=e, outputs=[]))
         run = RequestRun(runtime, MODEL, InferenceRequest(MODEL, inputs={"A": gpu_tensor()}), lambda r: None)
         run.submit()
         runtime.loop.run_until_complete(run.task)
@@ -326,3 +334,23 @@ def test_host_inputs_are_untouched_whatever_the_setting():
     tensor = input_tensor({"FORCE_CPU_ONLY_INPUT_TENSORS": "no"}, array)
     assert tensor.is_cpu() and tensor.as_numpy() is array
 
+
+
+def test_the_core_resolves_owned_regions_of_inputs_and_outputs_without_their_names():
+    from pytriton.core.server_core import ServerCore
+    from pytriton.core.types import InferRequest, RegionRef, RequestedOutput
+    from pytriton.core.types import Tensor as CoreTensor
+
+    core = ServerCore(gpu_available=True)
+    inp = core.shm.own_cuda(handle_of(BASE), 0, ALLOCATION, "in")
+    out = core.shm.own_cuda(handle_of(FakeCupy.COPY_BASE), 0, ALLOCATION, "out")
+    request = InferRequest("m", inputs=[CoreTensor("A", "FP32", (6,), region=RegionRef("", 512, 24, owned=inp))],
+                           outputs=[RequestedOutput("Y", {"shared_memory_region": "", "shared_memory_offset": 64,
+                                                          "shared_memory_byte_size": 24}, owned=out)])
+    execution, regions = core._execution_request(request)
+    assert regions == [inp, out]
+    assert (execution.input_regions["A"].region, execution.input_regions["A"].offset) == (inp, 512)
+    assert (execution.output_regions["Y"].region, execution.output_regions["Y"].byte_size) == (out, 24)
+    request.inputs[0].region.owned = None  # a network client cannot name it
+    with pytest.raises(ServerError, match="Unable to find shared memory region: ''"):
+        core._execution_request(request)

@@ -102,3 +102,27 @@ def test_a_torch_input_reaches_the_model_on_the_gpu(server):
     (response,) = list(server.model("device_in").infer(inputs={"X": x}))
     assert response.outputs["WHERE"].to_bytes_array().tolist() == [b"gpu"]
     assert numpy.from_dlpack(response.outputs["Y"]).tolist() == (x.cpu().numpy() * 2).tolist()
+
+
+class CupyAllocator(tritonserver.MemoryAllocator):
+    """GPU buffers from cupy, kept to compare pointers."""
+
+    def __init__(self):
+        self.arrays = []
+
+    def allocate(self, size, memory_type, memory_type_id):
+        with cupy.cuda.Device(memory_type_id):
+            array = cupy.empty(size, cupy.uint8)
+        self.arrays.append(array)
+        return tritonserver.MemoryBuffer.from_dlpack(array)
+
+
+def test_an_output_of_known_size_is_written_by_the_worker_into_the_allocators_gpu_buffer(server):
+    allocator = CupyAllocator()
+    x = cupy.arange(4, dtype=cupy.float32)
+    (response,) = list(server.model("fixed_out").infer(inputs={"X": x}, output_memory_type="gpu",
+                                                          output_memory_allocator=allocator))
+    y = response.outputs["Y"]
+    assert y.memory_type == tritonserver.MemoryType.GPU and y.data_ptr == allocator.arrays[0].data.ptr
+    assert cupy.from_dlpack(y).tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert _owned_regions(server) == {}
