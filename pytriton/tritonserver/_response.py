@@ -104,7 +104,7 @@ class RequestRun:
         self._begun = False
         self._cancelled = False
         self._placed: dict[str, Any] = {}  # output name -> the allocator's GPU buffer the worker writes it into
-        self._held: list[Any] = []  # CUDA regions of GPU inputs and outputs (core.shm.own_cuda), released when the request ends
+        self._held: list[Any] = []  # CUDA regions of GPU inputs and outputs (core.shm.own_cuda), until it ends
         self._served = model  # the model as its responses name it: with the version that ran, once one came
 
     def _model_of(self, response: InferResponse) -> Model:
