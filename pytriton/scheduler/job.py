@@ -67,7 +67,7 @@ class Job:
     """
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
-                 "queue", "taken", "execution", "_cleanups")
+                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False):
         self.payload = payload
@@ -86,6 +86,8 @@ class Job:
         self.taken = 0  # non-final results of a stream the caller has taken
         self.execution: Any = None
         self._cleanups: list[Callable[[], None]] = []
+        self.priority = 0  # the request's priority (0: the model's default level); see queue_policy
+        self.timeout_us = 0  # the queue timeout the request asked for (0: none)
 
     def on_finish(self, cleanup: Callable[[], None]) -> None:
         """Run `cleanup` once when the job ends (at once if it has ended)."""
