@@ -129,7 +129,8 @@ class PolicyQueue:
         self._levels: dict[int, _Level] = {}
         self._order: list[int] = []  # the levels that exist, most urgent first
         self._deadline: dict[Job, int] = {}  # queued jobs with a timeout -> when it expires (clock ns)
-        self._timers: dict[Job, asyncio.TimerHandle] = {}
+        self._timers: dict[Job, Any] = {}  # REJECT jobs with a timeout -> their timer (a handle with `cancel()`)
+        self.call_later: Callable[..., Any] = asyncio.get_running_loop().call_later  # (a test's fake clock: its own)
         self._size = 0  # entries, withdrawn ones included (as the deque's len)
 
     # ---- the deque's operations ----------------------------------------------------------------
@@ -163,7 +164,7 @@ class PolicyQueue:
             deadline = self._clock() + timeout_us * 1000
             self._deadline[job] = deadline
             if not policy.delay:  # a rejected caller hears at its deadline, not when an instance frees
-                self._timers[job] = asyncio.get_running_loop().call_later(timeout_us / 1e6, self._timed_out, job)
+                self._timers[job] = self.call_later(timeout_us / 1e6, self._timed_out, job)
 
     def appendleft(self, job: Job) -> None:
         """Put a job back at the front of its level (it was taken, and never started)."""

@@ -15,7 +15,7 @@ from pytriton.scheduler.job import DONE
 from pytriton.scheduler.queue_policy import LevelPolicy, PolicyQueue, QueueRules, queue_rules, request_queueing
 from tests.scheduler.fakes import FakeInstance, make_job, turns
 
-LONG_US = 60_000_000  # a real timer that never fires within a test: the fake clock decides
+LONG_US = 60_000_000
 
 
 def run(coroutine):
@@ -38,6 +38,7 @@ def scheduler_with(rules: QueueRules, batching: BatchPolicy | None = None) -> tu
     clock = Clock()
     assert isinstance(scheduler._queue, PolicyQueue)
     scheduler._queue._clock = clock
+    scheduler._queue.call_later = lambda *args: asyncio.get_running_loop().call_later(3600, lambda: None)  # never
     instance = FakeInstance("m_0")
     scheduler.add_instance(instance)
     return scheduler, instance, clock
