@@ -4,11 +4,14 @@ timeouts (REJECT and DELAY), a request's own timeout, and the accounting a withd
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
-from pytriton.exceptions import ServerError, Status
+from pytriton.exceptions import PyTritonError, ServerError, Status
 from pytriton.model_config import DynamicBatcher, QueuePolicy, TimeoutAction
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.repository.config import read_model_config, to_model_config
 from pytriton.scheduler.dispatcher import BatchPolicy, ModelScheduler
 from pytriton.scheduler.instance import InstanceGoneError
 from pytriton.scheduler.job import DONE
@@ -262,3 +265,64 @@ def test_rules_from_the_model_configuration():
     assert request_queueing({"priority": 2, "timeout": 100}) == (2, 100)
     assert request_queueing({"priority": "x", "timeout": True}) == (0, 0)
     assert request_queueing({}) == (0, 0)
+
+
+PBTXT = """
+name: "m"
+backend: "python"
+max_batch_size: 8
+input [{ name: "X" data_type: TYPE_FP32 dims: [1] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [1] }]
+dynamic_batching {
+  priority_levels: 2
+  default_priority_level: %s
+  default_queue_policy { max_queue_size: 32 default_timeout_microseconds: 2000000 allow_timeout_override: true }
+  priority_queue_policy { key: 1 value { timeout_action: DELAY default_timeout_microseconds: 500000 } }
+  %s
+}
+"""
+
+
+def _repository_config(tmp_path, extra: str = "", default_level: int = 2):
+    model_dir = tmp_path / "m"
+    model_dir.mkdir(exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(PBTXT % (default_level, extra))
+    path = str(model_dir / "config.pbtxt")
+    return to_model_config(read_model_config(path), path, str(model_dir), 1, lambda: [])
+
+
+def test_a_repository_config_gives_the_same_rules_as_the_guide_shows(tmp_path):
+    rules = queue_rules(_repository_config(tmp_path).batcher)
+    assert rules == QueueRules(2, 2, LevelPolicy(32, 2_000_000, True, False), {1: LevelPolicy(0, 500_000, False, True)})
+
+
+@pytest.mark.parametrize("extra, level, message", [
+    ("", 3, "default priority level must be in range [1, 2] for m"),
+    ("", 0, "default priority level must be in range [1, 2] for m"),
+    ("priority_queue_policy { key: 5 value { max_queue_size: 1 } }", 2,
+     "priority queue policy must have priority level in range [1, 2] for m"),
+    ("preserve_ordering: true", 2, "Only one priority level is allowed when 'preserve_ordering' is true for m"),
+])
+def test_triton_refuses_these_settings_and_so_do_we(tmp_path, extra, level, message):
+    with pytest.raises(PyTritonError, match=re.escape(message)):
+        _repository_config(tmp_path, extra, level)
+    with pytest.raises(PyTritonError, match="DELAY as timeout action when 'preserve_ordering'"):
+        TritonModelConfig("m", inputs=[], outputs=[TensorSpec("Y", "FP32", (1,))], max_batch_size=1, batcher=DynamicBatcher(
+            preserve_ordering=True, default_queue_policy=QueuePolicy(default_timeout_microseconds=1,
+                                                                     timeout_action=TimeoutAction.DELAY)))
+
+
+def test_cli_flags_set_the_default_policy_over_a_declared_batcher():
+    from pytriton._cli_queue import apply_queue_flags, queue_flags_given
+
+    declared = DynamicBatcher(max_queue_delay_microseconds=5, priority_queue_policy={1: QueuePolicy(max_queue_size=1)},
+                              default_queue_policy=QueuePolicy(default_timeout_microseconds=9))
+    flags = {"priority_levels": 2, "default_priority_level": 1, "max_queue_size": 3, "timeout_action": "delay"}
+    batcher = apply_queue_flags(declared, flags)
+    assert batcher.priority_levels == 2 and batcher.default_priority_level == 1
+    assert batcher.max_queue_delay_microseconds == 5 and batcher.priority_queue_policy == declared.priority_queue_policy
+    assert batcher.default_queue_policy == QueuePolicy(TimeoutAction.DELAY, 9, False, 3)
+    assert declared.default_queue_policy == QueuePolicy(default_timeout_microseconds=9)  # (the declaration unchanged)
+    assert queue_flags_given(flags) == ["--priority-levels", "--default-priority-level", "--max-queue-size",
+                                        "--timeout-action"]
+    assert apply_queue_flags(declared, {"priority_levels": 2}).default_queue_policy == declared.default_queue_policy
