@@ -262,7 +262,7 @@ class ServerCore:
         signature = None
         if model.scheduler.batching is not None:
             signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
-        job = Job(execution, batch_size, signature, stream)
+        job = Job(execution, batch_size, signature, stream, request.id)
         job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
         self.shm.acquire(regions)
         self.request_began()

@@ -156,7 +156,7 @@ class PolicyQueue:
         level = self._level(level_no)
         policy = level.policy
         if policy.max_queue_size and level.live() >= policy.max_queue_size:
-            raise unavailable(QUEUE_FULL)
+            raise unavailable(f"[request id: {job.request_id or '<id_unknown>'}] {QUEUE_FULL}")  # (Triton's words)
         level.waiting.append(job)
         self._size += 1
         timeout_us = policy.timeout_of(job.timeout_us)

@@ -27,6 +27,7 @@ from tests.models import gated_order
 FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
                   metrics_address="127.0.0.1")
 LONG_US = 60_000_000
+QUEUE_FULL = "[request id: %s] Exceeds maximum queue size"  # tritonserver 2.51's words
 # Two levels (2 the default); each holds 2 waiting requests; a request may ask for a timeout shorter than a minute.
 CLI_FLAGS = ["--max-batch-size", "1", "--priority-levels", "2", "--default-priority-level", "2", "--max-queue-size",
              "2", "--default-timeout-us", str(LONG_US), "--allow-timeout-override", "--timeout-action", "REJECT",
@@ -96,7 +97,10 @@ class Client:
         self.headers: dict[str, str] = {}  # for the statistics (bound models: Triton()'s access token)
 
     def send(self, label: str, **kwargs) -> None:
-        self.grpc.async_infer(self.model, _inputs(), callback=lambda result, error: self.answers.put((label, result, error)), **kwargs)
+        def done(result, error) -> None:
+            self.answers.put((label, result, error))
+
+        self.grpc.async_infer(self.model, _inputs(), callback=done, **kwargs)
 
     def hold(self) -> Path:
         """Send a request that runs until the returned file exists."""
@@ -138,7 +142,9 @@ def exercise(client: Client) -> None:
     client.wait_pending(2)
     for protocol, status in (("grpc", "StatusCode.UNAVAILABLE"), ("http", "503")):  # level 2 holds 2 already
         error = client.refused(protocol, priority=2)
-        assert error.status() == status and "Exceeds maximum queue size" in error.message(), error
+        assert error.status() == status and error.message() == QUEUE_FULL % "<id_unknown>", error
+    error = client.refused("grpc", request_id="r9")
+    assert error.message() == QUEUE_FULL % "r9", error
     client.send("high", priority=1)  # level 1 has room of its own, and goes first
     client.wait_pending(3)
     for protocol, status in (("grpc", "StatusCode.UNAVAILABLE"), ("http", "503")):  # its own timeout: 50 ms

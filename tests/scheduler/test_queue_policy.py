@@ -36,7 +36,8 @@ class Clock:
         self.ns += us * 1000
 
 
-def scheduler_with(rules: QueueRules, batching: BatchPolicy | None = None) -> tuple[ModelScheduler, FakeInstance, Clock]:
+def scheduler_with(rules: QueueRules, batching: BatchPolicy | None = None
+                   ) -> tuple[ModelScheduler, FakeInstance, Clock]:  # fmt: skip
     scheduler = ModelScheduler("m", batching, pipeline_depth=1, queueing=rules)
     clock = Clock()
     assert isinstance(scheduler._queue, PolicyQueue)
@@ -101,7 +102,8 @@ def test_a_level_past_its_max_queue_size_refuses_at_once_and_a_withdrawn_job_fre
         refused, ended = job_of("refused")
         with pytest.raises(ServerError) as info:
             scheduler.submit(refused)
-        assert info.value.status == Status.UNAVAILABLE and "Exceeds maximum queue size" in str(info.value)
+        assert info.value.status == Status.UNAVAILABLE
+        assert str(info.value) == "[request id: <id_unknown>] Exceeds maximum queue size"
         scheduler.submit(job_of("urgent1", 1)[0])  # level 1 has its own bound
         scheduler.submit(job_of("urgent2", 1)[0])
         with pytest.raises(ServerError):
@@ -307,9 +309,9 @@ def test_triton_refuses_these_settings_and_so_do_we(tmp_path, extra, level, mess
     with pytest.raises(PyTritonError, match=re.escape(message)):
         _repository_config(tmp_path, extra, level)
     with pytest.raises(PyTritonError, match="DELAY as timeout action when 'preserve_ordering'"):
-        TritonModelConfig("m", inputs=[], outputs=[TensorSpec("Y", "FP32", (1,))], max_batch_size=1, batcher=DynamicBatcher(
-            preserve_ordering=True, default_queue_policy=QueuePolicy(default_timeout_microseconds=1,
-                                                                     timeout_action=TimeoutAction.DELAY)))
+        delay = QueuePolicy(default_timeout_microseconds=1, timeout_action=TimeoutAction.DELAY)
+        TritonModelConfig("m", inputs=[], outputs=[TensorSpec("Y", "FP32", (1,))], max_batch_size=1,
+                          batcher=DynamicBatcher(preserve_ordering=True, default_queue_policy=delay))
 
 
 def test_cli_flags_set_the_default_policy_over_a_declared_batcher():

@@ -7,7 +7,6 @@ import queue
 import time
 
 import numpy as np
-import pytest
 import tritonclient.grpc as grpcclient
 
 from pytriton.decorators import batch
