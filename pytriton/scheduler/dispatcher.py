@@ -1,6 +1,7 @@
 """Hands a model's jobs to its instances: one execution path, with or without dynamic batching.
 
-Jobs wait in one FIFO queue. Whenever an instance has room, the queue's head is started on it: alone
+Jobs wait in one FIFO queue (under a model's queue policy: one per priority level, see queue_policy).
+Whenever an instance has room, the queue's head is started on it: alone
 without batching, or with the jobs behind it up to max_batch_size (in batch elements) with a dynamic
 batcher, waiting up to max_queue_delay_microseconds for more when the batch is smaller than the largest
 preferred size. The most recently freed instance is used first (its caches are warm). Without batching an
