@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import click
 
+from pytriton._cli_queue import apply_queue_flags, queue_flags_given
 from pytriton.backends.target import CallableTarget
 from pytriton.core.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
@@ -47,6 +48,7 @@ class ModelFlags:
     dynamic_batching: bool | None = None
     max_queue_delay_us: int | None = None
     preferred_batch_size: tuple[int, ...] = ()
+    queue_policy: dict = dataclasses.field(default_factory=dict)  # the queue-policy flags given (see _cli_queue)
     instances: int | None = None
     gpus: str | None = None  # --gpus as given: ids, "all", or None
     device: str | None = None  # --device: "cpu" or "gpu"
@@ -123,7 +125,7 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
         raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
     batcher_flags = [option for option, given in (("--max-queue-delay-us", flags.max_queue_delay_us is not None),
                                                   ("--preferred-batch-size", bool(flags.preferred_batch_size)))
-                     if given]
+                     if given] + queue_flags_given(flags.queue_policy)
     if batcher_flags:  # settings of Triton's dynamic_batching block: giving one turns the dynamic batcher on
         given = " and ".join(batcher_flags) + (" set" if len(batcher_flags) > 1 else " sets")
         if flags.dynamic_batching is False:
@@ -140,6 +142,7 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
             batcher.max_queue_delay_microseconds = flags.max_queue_delay_us
         if flags.preferred_batch_size:
             batcher.preferred_batch_size = list(flags.preferred_batch_size)
+        batcher = apply_queue_flags(batcher, flags.queue_policy)
     if not inputs and max_batch_size > 0:
         raise click.UsageError(
             f"model '{name}' has no inputs, so it cannot batch (the batch size comes from the inputs): serve it with "

@@ -11,6 +11,7 @@ import click
 
 from pytriton import _env
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
+from pytriton._cli_queue import queue_policy_options
 from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
@@ -156,6 +157,7 @@ def main() -> None:
 @click.option("--preferred-batch-size", type=click.IntRange(min=1), multiple=True,
               help="Dynamic batcher: a batch size to aim for, at most --max-batch-size (repeatable). Turns dynamic "
                    "batching on, as --max-queue-delay-us does.")
+@queue_policy_options
 @click.option("--instances", type=click.IntRange(min=1), default=None,
               help="Instances per GPU (or CPU). Default: the declared count, else 1.")
 @click.option("--gpus", metavar="IDS|all", help="Comma-separated ids of visible GPUs (as numbered after "
@@ -264,6 +266,7 @@ def serve(
     dynamic_batching: bool | None,
     max_queue_delay_us: int | None,
     preferred_batch_size: tuple[int, ...],
+    queue_policy: dict,
     instances: int | None,
     gpus: str | None,
     device: str | None,
@@ -321,6 +324,7 @@ def serve(
     flags = ModelFlags(model_name=model_name, model_version=model_version, inputs=input_specs, outputs=output_specs,
                        max_batch_size=max_batch_size, dynamic_batching=dynamic_batching,
                        max_queue_delay_us=max_queue_delay_us, preferred_batch_size=preferred_batch_size,
+                       queue_policy=queue_policy,
                        instances=instances, gpus=gpus, device=device,
                        decoupled=decoupled)
     if not (allow_grpc or allow_http):

@@ -65,6 +65,26 @@ def gated_pid(requests):
     return out
 
 
+_RUN = [0]
+
+
+def gated_order(requests):
+    """Like gated_pid (the `started` and `release` files), but returns ORDER (INT64 [1] per batch element of INPUT):
+    how many requests this worker had run before this one, plus one (the order in which a single instance ran them)."""
+    out = []
+    for r in requests:
+        started, release = r.parameters.get("started"), r.parameters.get("release")
+        if started:
+            with open(started, "w"):
+                pass
+        deadline = time.monotonic() + 30
+        while release and not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _RUN[0] += 1
+        out.append({"ORDER": np.full((len(r["INPUT"]), 1), _RUN[0], dtype=np.int64)})
+    return out
+
+
 def echo_parameters(requests):
     """Returns the request parameters as one BYTES element 'k=v;...' (sorted)."""
     out = []

@@ -37,6 +37,7 @@ from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy, ModelScheduler
 from pytriton.scheduler.instance import InstanceSource
 from pytriton.scheduler.job import Delivery, ExecutionStats, Job
+from pytriton.scheduler.queue_policy import queue_rules, request_queueing
 
 logger = logging.getLogger("pytriton.core")
 
@@ -119,7 +120,7 @@ class ServerCore:
         stats_holder: list[Model] = []
         scheduler = ModelScheduler(
             config.model_name, batching, self.pipeline_depth, self.execution_timeout_s,
-            on_execution=lambda s: stats_holder[0].stats.record_execution(
+            queueing=queue_rules(config.batcher), on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
         model = Model(config=config, scheduler=scheduler, source=source)
@@ -261,7 +262,8 @@ class ServerCore:
         signature = None
         if model.scheduler.batching is not None:
             signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
-        job = Job(execution, batch_size, signature, stream)
+        job = Job(execution, batch_size, signature, stream, request.id)
+        job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
         self.shm.acquire(regions)
         self.request_began()
         job.on_finish(lambda: self._job_ended(regions))

@@ -104,6 +104,8 @@ class TritonModelConfig:
                 raise PyTritonModelConfigError(
                     f"dynamic batching preferred size must be <= max batch size for {self.model_name} "
                     f"(preferred_batch_size {preferred}, max_batch_size {self.max_batch_size})")
+        if self.batcher is not None:
+            _check_queue_policy(self.model_name, self.batcher)
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
 
@@ -253,6 +255,26 @@ def _queue_policy(data: dict[str, Any]) -> QueuePolicy:
         allow_timeout_override=bool(data.get("allow_timeout_override", False)),
         max_queue_size=int(data.get("max_queue_size", 0)),
     )
+
+
+def _check_queue_policy(name: str, batcher: DynamicBatcher) -> None:
+    """Triton's checks of priority levels and queue policies (model_config_utils.cc), with its wording."""
+    levels = batcher.priority_levels
+    if levels:
+        if not 1 <= batcher.default_priority_level <= levels:
+            raise PyTritonModelConfigError(f"default priority level must be in range [1, {levels}] for {name}")
+        if any(not 1 <= level <= levels for level in batcher.priority_queue_policy or {}):
+            raise PyTritonModelConfigError(
+                f"priority queue policy must have priority level in range [1, {levels}] for {name}")
+    if batcher.preserve_ordering:
+        if levels > 1:
+            raise PyTritonModelConfigError(
+                f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
+        policies = [batcher.default_queue_policy, *(batcher.priority_queue_policy or {}).values()]
+        if any(p is not None and p.default_timeout_microseconds and p.timeout_action == TimeoutAction.DELAY
+               for p in policies):
+            raise PyTritonModelConfigError(
+                f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {name}")
 
 
 def batcher_from_triton(data: dict[str, Any]) -> DynamicBatcher:

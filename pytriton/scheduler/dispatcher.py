@@ -1,6 +1,7 @@
 """Hands a model's jobs to its instances: one execution path, with or without dynamic batching.
 
-Jobs wait in one FIFO queue. Whenever an instance has room, the queue's head is started on it: alone
+Jobs wait in one FIFO queue (under a model's queue policy: one per priority level, see queue_policy).
+Whenever an instance has room, the queue's head is started on it: alone
 without batching, or with the jobs behind it up to max_batch_size (in batch elements) with a dynamic
 batcher, waiting up to max_queue_delay_microseconds for more when the batch is smaller than the largest
 preferred size. The most recently freed instance is used first (its caches are warm). Without batching an
@@ -25,6 +26,7 @@ from typing import Any, Callable
 from pytriton.exceptions import unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
+from pytriton.scheduler.queue_policy import PolicyQueue, QueueRules, compacted
 
 logger = logging.getLogger("pytriton.scheduler")
 
@@ -175,6 +177,7 @@ class ModelScheduler:
         pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
         execution_timeout_s: float | None = None,
         on_execution: Callable[[ExecutionStats], None] | None = None,
+        queueing: QueueRules | None = None,
     ):
         self.model_name = model_name
         self.batching = batching
@@ -191,7 +194,8 @@ class ModelScheduler:
         self._free: list[Any] = []  # instances with room, least loaded last (the most recently freed idle one)
         # instance -> its executions in the order it received them (it runs them in that order)
         self._running: dict[Any, dict[_Execution, None]] = {}
-        self._queue: collections.deque[Job] = collections.deque()
+        # Jobs that wait: one FIFO, or under a queue policy (priority levels, max queue size, timeouts) its queues
+        self._queue: Any = collections.deque() if queueing is None else PolicyQueue(queueing, self._reject)
         self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
         self._queued_weight = 0  # batch elements of the jobs that wait (what the queue delay compares with its target)
         self._timer: asyncio.TimerHandle | None = None
@@ -284,7 +288,7 @@ class ModelScheduler:
         if self._unavailable is not None and not self._load:
             raise unavailable(self._unavailable)
         job.enqueued_ns = time.perf_counter_ns()
-        self._queue.append(job)
+        self._queue.append(job)  # (under a queue policy: UNAVAILABLE when the job's level is full)
         self._queued_weight += job.weight
         if self._free:
             self._schedule()
@@ -299,10 +303,16 @@ class ModelScheduler:
             self._queued_weight -= job.weight
             job.finish()  # it never runs; what it holds is released now
             if self._withdrawn > 64 and self._withdrawn * 2 > len(self._queue):
-                self._queue = collections.deque(j for j in self._queue if j.state == QUEUED)
+                self._queue = compacted(self._queue)
                 self._withdrawn = 0
         elif job.state == RUNNING and job.execution is not None:
             job.execution.abandoned(job)
+
+    def _reject(self, job: Job, error: BaseException) -> None:
+        """The queue policy ends a queued job (it waited past its timeout): it never runs, as if withdrawn."""
+        self._withdrawn += 1
+        self._queued_weight -= job.weight
+        job.fail(error)
 
     def _pop_withdrawn(self) -> None:
         queue = self._queue

@@ -67,9 +67,10 @@ class Job:
     """
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
-                 "queue", "taken", "execution", "_cleanups")
+                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id")
 
-    def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False):
+    def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
+                 request_id: str = ""):
         self.payload = payload
         self.batch_size = batch_size  # as validated (0 for a request with an empty batch)
         self.weight = max(batch_size, 1)  # what it counts toward max_batch_size
@@ -86,6 +87,9 @@ class Job:
         self.taken = 0  # non-final results of a stream the caller has taken
         self.execution: Any = None
         self._cleanups: list[Callable[[], None]] = []
+        self.priority = 0  # the request's priority (0: the model's default level); see queue_policy
+        self.timeout_us = 0  # the queue timeout the request asked for (0: none)
+        self.request_id = request_id  # the client's id of the request, for messages ("": none given)
 
     def on_finish(self, cleanup: Callable[[], None]) -> None:
         """Run `cleanup` once when the job ends (at once if it has ended)."""

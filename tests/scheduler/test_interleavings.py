@@ -1,5 +1,6 @@
 """Thousands of random interleavings of submissions, replies (a stream's requests answered in step, or each on its
-own with its own last result), caller cancellations, instance deaths and execution timeouts: afterwards no instance
+own with its own last result), caller cancellations, instance deaths, execution timeouts and, under a queue policy,
+priorities, a full queue and queue timeouts (REJECT or DELAY, on a fake clock): afterwards no instance
 room, result buffer or request resource is lost, and none is freed twice; a stream never runs further ahead of its
 slowest reader than its window, and readers that read always give it credit back."""
 
@@ -13,6 +14,7 @@ import pytest
 from pytriton.exceptions import ServerError
 from pytriton.scheduler.dispatcher import BatchPolicy, ModelScheduler
 from pytriton.scheduler.job import DONE, Delivery
+from pytriton.scheduler.queue_policy import LevelPolicy, PolicyQueue, QueueRules
 from tests.scheduler.fakes import FakeInstance, FakeResult, make_job
 
 
@@ -61,8 +63,19 @@ async def scenario(seed: int) -> None:
     batching = BatchPolicy(max_batch_size=4) if rng.random() < 0.4 else None
     stream = rng.random() < 0.3
     window = rng.choice((0, 1, 3)) if stream else 0  # how far a stream may run ahead of its slowest reader
+    prng = random.Random(-seed - 1)  # the queue policy's choices: the other choices stay as they were for each seed
+    rules = None
+    if prng.random() < 0.4:
+        level = LevelPolicy(prng.choice((0, 0, 2, 5)), prng.choice((0, 60_000_000)), prng.random() < 0.5,
+                            prng.random() < 0.5)
+        rules = QueueRules(prng.choice((0, 2)), prng.choice((0, 1, 2)), level,
+                           {1: LevelPolicy(prng.choice((0, 1)), 60_000_000)} if prng.random() < 0.5 else {})
     scheduler = ModelScheduler("m", batching, pipeline_depth=rng.choice((1, 2, 3)),
-                               execution_timeout_s=rng.choice((None, None, 30.0)))
+                               execution_timeout_s=rng.choice((None, None, 30.0)), queueing=rules)
+    clock = [0]
+    if isinstance(scheduler._queue, PolicyQueue):
+        scheduler._queue._clock = lambda: clock[0]
+        scheduler._queue.call_later = lambda *args: asyncio.get_running_loop().call_later(3600, lambda: None)
     instances: list[FakeInstance] = []
     serial = 0
 
@@ -82,6 +95,9 @@ async def scenario(seed: int) -> None:
         running = [e for i in live for e in i.running]
         if action < 0.35:
             callers.append(Caller(scheduler, len(callers), stream, rng.randint(1, 2)))
+            if rules is not None:
+                callers[-1].job.priority = prng.choice((0, 1, 2, 3))
+                callers[-1].job.timeout_us = prng.choice((0, 1000, 90_000_000))
         elif action < 0.6 and running:
             execution = rng.choice(running)
             final = not stream or rng.random() < 0.5 or execution.blocked  # (a blocked stream may only end)
@@ -107,6 +123,9 @@ async def scenario(seed: int) -> None:
                 new_instance()
         elif action < 0.87:
             new_instance()
+        if rules is not None and prng.random() < 0.1:  # time passes: queue timeouts expire (their timers fire)
+            clock[0] += prng.choice((2_000_000, 70_000_000_000))
+            scheduler._queue.reject_expired()
         for _ in range(rng.randint(0, 2)):  # let callers run: replies and cancels land in every order
             await asyncio.sleep(0)
     # Readers that read get credit back: once they have had their turns, no stream that has one is held back.
@@ -137,6 +156,7 @@ async def scenario(seed: int) -> None:
     assert all(r.releases == 1 for r in results), (seed, [r.releases for r in results])
     assert not FakeResult.released_twice
     assert scheduler.queue_size == 0 and scheduler.executions_in_flight == 0, seed
+    assert scheduler._queued_weight == 0, seed
     live = [i for i in instances if not i.dead]
     assert sorted(scheduler._free, key=id) == sorted(live, key=id), seed  # every live instance has room again
     assert all(scheduler._load[i] == 0 for i in live), seed

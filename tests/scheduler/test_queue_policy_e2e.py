@@ -7,7 +7,6 @@ import queue
 import time
 
 import numpy as np
-import pytest
 import tritonclient.grpc as grpcclient
 
 from pytriton.decorators import batch
@@ -24,16 +23,6 @@ def _slow_identity(x):
     return {"y": x}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "The scheduler ignores the model's queue policy: ServerCore.add_model (pytriton/core/server_core.py) "
-    "hands the scheduler only max_batch_size, max_queue_delay_microseconds and preferred_batch_size; "
-    "default_queue_policy (max_queue_size, default_timeout_microseconds, timeout_action REJECT/DELAY, "
-    "allow_timeout_override), priority_queue_policy, priority_levels and preserve_ordering are accepted, shown in "
-    "the model configuration (GetModelConfig reports max_queue_size: 2 here), and never applied: all 8 requests "
-    "queue and run one after the other, where Triton rejects those past the queue size at once with UNAVAILABLE "
-    "'Exceeds maximum queue size'. A user who bounded the queue against floods has no bound. Fix: a QueuePolicy in "
-    "BatchPolicy; ModelScheduler.submit refuses a job when the waiting jobs reach max_queue_size, and queued jobs "
-    "past their timeout are rejected (REJECT) or no longer held to it (DELAY), with priorities as separate queues."))
 def test_requests_past_the_max_queue_size_are_rejected_at_once():
     with Triton(config=TritonConfig(**FREE_PORTS)) as triton:
         policy = QueuePolicy(max_queue_size=2)
