@@ -20,6 +20,7 @@ from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
+from pytriton.core.sequence_controls import sequence_scheduler
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     COMPUTE_END,
@@ -117,7 +118,8 @@ class ServerCore:
             batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,
                                    tuple(config.batcher.preferred_batch_size or ()))
         stats_holder: list[Model] = []
-        scheduler = ModelScheduler(
+        make = ModelScheduler if config.sequence_batcher is None else sequence_scheduler(config)
+        scheduler = make(
             config.model_name, batching, self.pipeline_depth, self.execution_timeout_s,
             on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
