@@ -31,6 +31,8 @@ from pytriton.scheduler.job import QUEUED, ExecutionStats, Job
 
 logger = logging.getLogger("pytriton.scheduler")
 
+LOST_SEQUENCES_KEPT = 4096  # sequences ended by an instance's death whose next request is told so
+
 
 class SequenceRequests(Protocol):
     """How the scheduler reads and marks a payload (the core knows what one is)."""
@@ -106,6 +108,8 @@ class SequenceScheduler(ModelScheduler):
         self._sequences: dict[int | str, _Slot | _Backlog] = {}  # sequences not ended yet
         self._last_ns: dict[int | str, int] = {}  # when each sequence last got a request
         self._job_slot: dict[Job, _Slot] = {}  # jobs in flight
+        # sequences ended by their instance's death -> why (told to their next request, once; bounded)
+        self._lost: collections.OrderedDict[int | str, str] = collections.OrderedDict()
         self._reaper = None  # asyncio.TimerHandle
         self._wait: Any = None  # the timer of a batch that waits to grow
 
@@ -144,6 +148,9 @@ class SequenceScheduler(ModelScheduler):
             if owner is not None and self._sequences.get(owner) is slot:
                 del self._sequences[owner]
                 self._last_ns.pop(owner, None)
+                self._lost[owner] = reason
+                while len(self._lost) > LOST_SEQUENCES_KEPT:
+                    self._lost.popitem(last=False)
             while slot.queue:
                 slot.queue.popleft().job.fail(unavailable(reason))
             slot.owner = None
@@ -176,8 +183,13 @@ class SequenceScheduler(ModelScheduler):
                               "correlation ID")
         target = self._sequences.get(correlation_id)
         if target is None and not start:
+            lost = self._lost.pop(correlation_id, None)
+            if lost is not None:
+                raise unavailable(f"{lost}; send its requests again from the one flagged START")
             raise invalid_arg(f"inference request for sequence {correlation_id} to model '{self.model_name}' must "
                               "specify the START flag on the first request of the sequence")
+        if start:
+            self._lost.pop(correlation_id, None)
         if target is not None and start:
             logger.warning("sequence %s for model '%s' has a conflict. The previous sequence did not end before this "
                            "sequence start. Previous sequence will be terminated early.", correlation_id,
