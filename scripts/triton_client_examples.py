@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from triton_examples import ServerRun, tail  # noqa: E402
+from triton_examples import ServerRun, tail
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MODEL = REPO / "tests" / "repositories" / "sequence" / "simple_sequence"

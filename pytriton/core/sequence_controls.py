@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,8 @@ class SequenceControls:
                     data = np.array([value & 0xFFFFFFFFFFFFFFFF]).astype(dtype).tobytes()
             else:
                 flag = {ControlKind.START: start, ControlKind.END: end, ControlKind.READY: ready}[control.kind]
-                data = np.array([control.false_true[1 if flag else 0]], dtype=TRITON_TO_NUMPY[control.datatype]).tobytes()
+                value = control.false_true[1 if flag else 0]
+                data = np.array([value], dtype=TRITON_TO_NUMPY[control.datatype]).tobytes()
             tensors.append(Tensor(control.name, control.datatype, self.shape, data))
         return tensors
 
@@ -75,7 +77,8 @@ class SequenceControls:
             if tensor.name in self.names:
                 continue
             count = math.prod(tensor.shape)
-            size = 4 * count if tensor.datatype == "BYTES" else count * np.dtype(TRITON_TO_NUMPY[tensor.datatype]).itemsize
+            itemsize = 4 if tensor.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[tensor.datatype]).itemsize
+            size = count * itemsize  # (zero BYTES elements: each an empty string)
             inputs.append(Tensor(tensor.name, tensor.datatype, tensor.shape, bytes(size)))
         return ExecutionRequest(inputs + self._controls(0, False, False, False), {}, list(payload.requested_outputs),
                                 {}, {})

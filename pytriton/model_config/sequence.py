@@ -63,7 +63,8 @@ class SequenceControl:
 
     def to_triton_dict(self) -> dict[str, Any]:
         if self.kind is ControlKind.CORRID:
-            control: dict[str, Any] = {"data_type": "TYPE_STRING" if self.datatype == "BYTES" else f"TYPE_{self.datatype}"}
+            datatype = "STRING" if self.datatype == "BYTES" else self.datatype
+            control: dict[str, Any] = {"data_type": f"TYPE_{datatype}"}
         else:
             field = {"INT32": "int32_false_true", "FP32": "fp32_false_true", "BOOL": "bool_false_true"}[self.datatype]
             control = {field: list(self.false_true)}
@@ -122,7 +123,8 @@ class SequenceBatcher:
         """Triton's checks of the preferred sizes against max_batch_size (model_config_utils.cc wording)."""
         for size in self.preferred_batch_size:
             if size <= 0:
-                raise PyTritonModelConfigError(f"sequence batching preferred batch size must be positive for {model_name}")
+                raise PyTritonModelConfigError(
+                    f"sequence batching preferred batch size must be positive for {model_name}")
             if size > max_batch_size:
                 raise PyTritonModelConfigError(
                     f"sequence batching preferred batch size must be <= max batch size for {model_name}")
@@ -159,11 +161,11 @@ def sequence_batcher_from_triton(data: dict[str, Any]) -> SequenceBatcher:
             for field, datatype, cast in (("int32_false_true", "INT32", int), ("fp32_false_true", "FP32", float),
                                           ("bool_false_true", "BOOL", bool)):
                 if control.get(field):
-                    values = tuple(cast(v) for v in control[field])
-                    controls.append(SequenceControl(kind, entry.get("name", ""), datatype, values))  # type: ignore[arg-type]
+                    values: Any = tuple(cast(v) for v in control[field])
+                    controls.append(SequenceControl(kind, entry.get("name", ""), datatype, values))
                     break
             else:
-                controls.append(SequenceControl(kind, entry.get("name", ""), "", ()))  # (refused with Triton's words)
+                controls.append(SequenceControl(kind, entry.get("name", ""), "", (0, 0)))  # (refused: no values)
     oldest = data.get("oldest")
     direct = data.get("direct") or {}
     if oldest is not None:

@@ -16,13 +16,15 @@ Control tensors are set by the `SequenceRequests` the core hands in; the schedul
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import heapq
 import itertools
 import logging
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from pytriton.exceptions import invalid_arg, unavailable
 from pytriton.model_config.sequence import SequenceBatcher, SequenceStrategy
@@ -110,8 +112,8 @@ class SequenceScheduler(ModelScheduler):
         self._job_slot: dict[Job, _Slot] = {}  # jobs in flight
         # sequences ended by their instance's death -> why (told to their next request, once; bounded)
         self._lost: collections.OrderedDict[int | str, str] = collections.OrderedDict()
-        self._reaper = None  # asyncio.TimerHandle
-        self._wait: Any = None  # the timer of a batch that waits to grow
+        self._reaper: asyncio.TimerHandle | None = None
+        self._wait: asyncio.TimerHandle | None = None  # the timer of a batch that waits to grow
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -312,24 +314,24 @@ class SequenceScheduler(ModelScheduler):
                 self._wait.cancel()
             self._wait = self._loop.call_later(max(delay, 0) / 1e9, self._schedule)
 
-    def _direct_batch(self, instance: Any) -> list[tuple[_Slot, _Entry | None]]:
+    def _direct_batch(self, instance: Any) -> Sequence[tuple[_Slot, _Entry | None]]:
         slots = self._slots[instance]
         heads = [self._head(slot) for slot in slots]
         busy = [i for i, head in enumerate(heads) if head is not None]
         if not busy:
             return []
         policy = self.policy
-        if policy.max_queue_delay_microseconds and policy.minimum_slot_utilization > 0:
-            if len(busy) / self._slot_count < policy.minimum_slot_utilization:
-                earliest = min(heads[i].job.enqueued_ns for i in busy)  # type: ignore[union-attr]
-                deadline = earliest + policy.max_queue_delay_microseconds * 1000
-                if time.perf_counter_ns() < deadline:
-                    self._wait_until(deadline)
-                    return []
+        if (policy.max_queue_delay_microseconds and policy.minimum_slot_utilization > 0
+                and len(busy) / self._slot_count < policy.minimum_slot_utilization):
+            earliest = min(head.job.enqueued_ns for head in heads if head is not None)
+            deadline = earliest + policy.max_queue_delay_microseconds * 1000
+            if time.perf_counter_ns() < deadline:
+                self._wait_until(deadline)
+                return []
         return [(slots[i], heads[i]) for i in range(busy[-1] + 1)]
 
-    def _oldest_batch(self, instance: Any) -> list[tuple[_Slot, _Entry | None]]:
-        ready = []
+    def _oldest_batch(self, instance: Any) -> Sequence[tuple[_Slot, _Entry | None]]:
+        ready: list[tuple[_Slot, _Entry]] = []
         for slot in self._slots[instance]:
             head = self._head(slot)
             if head is not None and not slot.in_flight:
@@ -351,7 +353,7 @@ class SequenceScheduler(ModelScheduler):
     def _delay_ns_of_oldest(self) -> int:
         return self.policy.max_queue_delay_microseconds * 1000
 
-    def _dispatch(self, instance: Any, batch: list[tuple[_Slot, _Entry | None]]) -> None:
+    def _dispatch(self, instance: Any, batch: Sequence[tuple[_Slot, _Entry | None]]) -> None:
         """Start the batch on `instance`: each request with its control tensors, not-ready requests for empty slots;
         a request flagged END gives its slot back."""
         template = next(entry.job.payload for _, entry in batch if entry is not None)

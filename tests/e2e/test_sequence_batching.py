@@ -144,8 +144,8 @@ def test_a_worker_killed_mid_sequence_ends_it_with_a_clear_error(server, tmp_pat
     results: queue.Queue = queue.Queue()
     tensor = grpcclient.InferInput("INPUT", [1, 1], "INT32")
     tensor.set_data_from_numpy(np.array([[1]], dtype=np.int32))
-    sender.client.async_infer("accumulator", [tensor], callback=lambda result, error: results.put((result, error)), sequence_id=601,
-                              parameters={"gate": gate})
+    sender.client.async_infer("accumulator", [tensor], callback=lambda result, error: results.put((result, error)),
+                              sequence_id=601, parameters={"gate": gate})
     deadline = time.monotonic() + 30
     while not os.path.exists(gate + ".entered"):
         assert time.monotonic() < deadline

@@ -167,7 +167,8 @@ def test_a_dead_instance_ends_its_sequences_with_a_clear_error():
                 await job.future
             assert info.value.status == Status.UNAVAILABLE
         assert "went away" in str(queued.future.exception()) or "died" in str(queued.future.exception())
-        with pytest.raises(ServerError, match="sequence 1 of model 'm' ended: its model instance 'a' went away") as info:
+        lost = "sequence 1 of model 'm' ended: its model instance 'a' went away"
+        with pytest.raises(ServerError, match=lost) as info:
             submit(scheduler, 1, "E")
         assert info.value.status == Status.UNAVAILABLE
         with pytest.raises(ServerError, match="must specify the START flag"):  # (told once)
