@@ -227,9 +227,7 @@ def _sequence_batcher(config: pb.ModelConfig, where: _Fields) -> SequenceBatcher
     """`sequence_batching`, without implicit state or iterative sequences (refused: not served yet)."""
     if not config.HasField("sequence_batching"):
         return None
-    if config.HasField("dynamic_batching"):
-        raise where.error("sequence_batching", "a model takes one scheduler: dynamic_batching is set as well")
-    sequence = config.sequence_batching
+    sequence = config.sequence_batching  # (one of scheduling_choice: never beside dynamic_batching)
     if len(sequence.state):
         raise where.error("sequence_batching.state", "implicit state is not supported yet")
     if sequence.iterative_sequence:
