@@ -84,11 +84,13 @@ class SequenceControls:
                                 {}, {})
 
 
-def sequence_scheduler(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
-    """What builds the scheduler of a stateful model, called as `ModelScheduler` is (the batching and pipeline depth
-    the core passes follow from the sequence batcher instead)."""
+def scheduler_for(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
+    """What builds the scheduler of `config`'s model, called as `ModelScheduler` is: `ModelScheduler` itself, or for
+    a stateful model a `SequenceScheduler` (the batching and pipeline depth passed follow from its sequence batcher
+    instead)."""
     policy = config.sequence_batcher
-    assert policy is not None
+    if policy is None:
+        return ModelScheduler
 
     def make(model_name: str, _batching: Any, _depth: int, execution_timeout_s: float | None,
              on_execution: Callable[[ExecutionStats], None] | None = None) -> ModelScheduler:
@@ -98,4 +100,4 @@ def sequence_scheduler(config: TritonModelConfig) -> Callable[..., ModelSchedule
     return make
 
 
-__all__ = ["SequenceControls", "sequence_scheduler"]
+__all__ = ["SequenceControls", "scheduler_for"]

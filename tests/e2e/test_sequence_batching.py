@@ -91,6 +91,7 @@ def test_oldest_delivers_bool_fp32_and_int32_values_and_a_string_corrid(sender):
 
 def test_interleaved_sequences_keep_their_slot_and_instance(server):
     sender = Sender(server, "grpc")
+    assert "sequence" in sender.client.get_server_metadata().extensions  # as Triton lists it
     seqs = [301, 302, 303, 304]  # slot 0 of each instance, then slot 1 of each
     firsts = {seq: sender.send("accumulator", seq - 300, seq, start=True) for seq in seqs}
     pids = {seq: firsts[seq]["PID"][0] for seq in seqs}
