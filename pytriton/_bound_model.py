@@ -58,9 +58,10 @@ class BoundModel:
             max_batch_size=config.max_batch_size if config.batching else 0,
             instance_count=instance_count,
             decoupled=config.decoupled,
-            batcher=config.batcher if config.batching else None,
+            batcher=config.batcher if config.batching and config.sequence_batcher is None else None,
             response_cache=config.response_cache,
             strict=strict,
+            sequence_batcher=config.sequence_batcher,
         )
         self.trace_config = list(trace_config) if trace_config else None
         if self.trace_config:

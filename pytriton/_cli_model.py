@@ -19,6 +19,7 @@ from pytriton.core.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, 
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.declaration import ModelDeclaration
+from pytriton.model_config.sequence import SequenceBatcher
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 
 GUIDE = "docs/guide/declaring-models.md"
@@ -53,6 +54,7 @@ class ModelFlags:
     gpus: str | None = None  # --gpus as given: ids, "all", or None
     device: str | None = None  # --device: "cpu" or "gpu"
     decoupled: bool | None = None
+    sequence_batcher: SequenceBatcher | None = None  # from --sequence-batching and its options
 
 
 def describe_target(target: CallableTarget) -> TargetDescription:
@@ -121,6 +123,11 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
     max_batch_size = _first(flags.max_batch_size, declared.max_batch_size, 0)
     device = flags.device or declared.device
     dynamic = _first(flags.dynamic_batching, declared.batcher is not None)
+    if flags.sequence_batcher is not None:  # one scheduler: the sequence batcher takes the batcher's options
+        if flags.dynamic_batching:
+            raise click.UsageError("--dynamic-batching and --sequence-batching: a model has one scheduler")
+        flags = dataclasses.replace(flags, dynamic_batching=False, max_queue_delay_us=None, preferred_batch_size=())
+        dynamic = False
     if flags.dynamic_batching and max_batch_size == 0:
         raise click.UsageError("--dynamic-batching needs --max-batch-size > 0")
     batcher_flags = [option for option, given in (("--max-queue-delay-us", flags.max_queue_delay_us is not None),
@@ -162,6 +169,7 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
             response_cache=bool(declared.response_cache),
             strict=declared.strict,
             device=device,
+            sequence_batcher=flags.sequence_batcher,
         )
     except PyTritonError as exc:
         raise click.UsageError(str(exc)) from None

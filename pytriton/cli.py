@@ -12,6 +12,7 @@ import click
 from pytriton import _env
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
 from pytriton._cli_queue import queue_policy_options
+from pytriton._cli_sequence import CONTROL_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
@@ -158,6 +159,16 @@ def main() -> None:
               help="Dynamic batcher: a batch size to aim for, at most --max-batch-size (repeatable). Turns dynamic "
                    "batching on, as --max-queue-delay-us does.")
 @queue_policy_options
+@click.option("--sequence-batching", type=click.Choice(["direct", "oldest"]), default=None,
+              help="Serve a stateful model with Triton's sequence batcher: requests grouped by sequence_id, each "
+                   "sequence on one instance (direct: a batch slot per sequence; oldest: the oldest requests of "
+                   "--max-candidate-sequences sequences batched, with --preferred-batch-size / --max-queue-delay-us).")
+@click.option("--sequence-control", "sequence_controls", multiple=True, metavar="KIND=NAME[:DTYPE[:FALSE,TRUE]]",
+              help="Sequence batcher: a control input the model reads (repeatable). " + CONTROL_HELP + ".")
+@click.option("--sequence-idle-us", type=click.IntRange(min=1), default=None,
+              help="Sequence batcher: max_sequence_idle_microseconds (default 1000000).")
+@click.option("--max-candidate-sequences", type=click.IntRange(min=1), default=None,
+              help="Sequence batcher, oldest: sequences an instance holds at once (default 1).")
 @click.option("--instances", type=click.IntRange(min=1), default=None,
               help="Instances per GPU (or CPU). Default: the declared count, else 1.")
 @click.option("--gpus", metavar="IDS|all", help="Comma-separated ids of visible GPUs (as numbered after "
@@ -267,6 +278,10 @@ def serve(
     max_queue_delay_us: int | None,
     preferred_batch_size: tuple[int, ...],
     queue_policy: dict,
+    sequence_batching: str | None,
+    sequence_controls: tuple[str, ...],
+    sequence_idle_us: int | None,
+    max_candidate_sequences: int | None,
     instances: int | None,
     gpus: str | None,
     device: str | None,
@@ -326,7 +341,9 @@ def serve(
                        max_queue_delay_us=max_queue_delay_us, preferred_batch_size=preferred_batch_size,
                        queue_policy=queue_policy,
                        instances=instances, gpus=gpus, device=device,
-                       decoupled=decoupled)
+                       decoupled=decoupled, sequence_batcher=sequence_batcher_of(
+                           sequence_batching, sequence_controls, sequence_idle_us, max_candidate_sequences,
+                           max_queue_delay_us, preferred_batch_size))
     if not (allow_grpc or allow_http):
         raise click.UsageError("at least one of gRPC and HTTP must be allowed")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),

@@ -20,6 +20,7 @@ from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
+from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     COMPUTE_END,
@@ -34,7 +35,7 @@ from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest,
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy, ModelScheduler
+from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy
 from pytriton.scheduler.instance import InstanceSource
 from pytriton.scheduler.job import Delivery, ExecutionStats, Job
 from pytriton.scheduler.queue_policy import queue_rules, request_queueing
@@ -44,8 +45,9 @@ logger = logging.getLogger("pytriton.core")
 SERVER_NAME = "triton"
 # The Triton release whose protocol this server follows (tritonclient 2.73.0).
 SERVER_VERSION = "2.73.0"
-EXTENSIONS = ("classification", "model_repository", "model_repository(unload_dependents)", "model_configuration",
-              "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics")
+EXTENSIONS = ("classification", "sequence", "model_repository", "model_repository(unload_dependents)",
+              "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
+              "statistics")
 
 
 class ServerCore:
@@ -118,7 +120,7 @@ class ServerCore:
             batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,
                                    tuple(config.batcher.preferred_batch_size or ()))
         stats_holder: list[Model] = []
-        scheduler = ModelScheduler(
+        scheduler = scheduler_for(config)(
             config.model_name, batching, self.pipeline_depth, self.execution_timeout_s,
             queueing=queue_rules(config.batcher), on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),

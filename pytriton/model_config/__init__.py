@@ -4,6 +4,7 @@ description."""
 from pytriton.model_config.common import DeviceKind, DynamicBatcher, QueuePolicy, TimeoutAction
 from pytriton.model_config.declaration import ModelDeclaration, declaration_of, triton_model
 from pytriton.model_config.model_config import ModelConfig
+from pytriton.model_config.sequence import ControlKind, SequenceBatcher, SequenceControl, SequenceStrategy
 from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 
@@ -14,6 +15,10 @@ __all__ = [
     "DynamicBatcher",
     "QueuePolicy",
     "TimeoutAction",
+    "SequenceBatcher",
+    "SequenceControl",
+    "SequenceStrategy",
+    "ControlKind",
     "TensorSpec",
     "TritonModelConfig",
     "ModelDeclaration",

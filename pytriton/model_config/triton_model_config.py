@@ -14,6 +14,7 @@ import numpy as np
 from pytriton.exceptions import PyTritonModelConfigError
 from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
+from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +78,7 @@ class TritonModelConfig:
     default_model_filename: str = ""
     # An ensemble's steps as Triton's JSON shows `ensemble_scheduling` ({"step": [...]}); None for other models.
     ensemble_scheduling: dict[str, Any] | None = None
+    sequence_batcher: SequenceBatcher | None = None  # Triton's sequence_batching (a stateful model)
 
     def __post_init__(self) -> None:
         if not self.model_name or "/" in self.model_name:
@@ -106,6 +108,8 @@ class TritonModelConfig:
                     f"(preferred_batch_size {preferred}, max_batch_size {self.max_batch_size})")
         if self.batcher is not None:
             _check_queue_policy(self.model_name, self.batcher)
+        if self.sequence_batcher is not None:
+            self.sequence_batcher.check(self.model_name, self.max_batch_size)
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
 
@@ -176,6 +180,9 @@ class TritonModelConfig:
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
         }
+        if self.sequence_batcher is not None:  # (in place of dynamic_batching: a model has one scheduler)
+            config.pop("dynamic_batching", None)
+            config["sequence_batching"] = self.sequence_batcher.to_triton_dict(self.max_batch_size)
         if self.ensemble_scheduling is not None:  # as Triton shows one: no backend, instances or optimization
             del config["optimization"]
             config.update({"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
@@ -203,6 +210,8 @@ class TritonModelConfig:
             "version_policy": self.version_policy,
             "default_model_filename": self.default_model_filename,
             "ensemble_scheduling": self.ensemble_scheduling,
+            "sequence_batcher": (self.sequence_batcher.to_triton_dict(self.max_batch_size)
+                                 if self.sequence_batcher is not None else None),
         }
 
     @classmethod
@@ -211,6 +220,8 @@ class TritonModelConfig:
         fields["inputs"] = [TensorSpec(**s) for s in data["inputs"]]
         fields["outputs"] = [TensorSpec(**s) for s in data["outputs"]]
         fields["batcher"] = batcher_from_triton(data["batcher"]) if data.get("batcher") is not None else None
+        sequence = data.get("sequence_batcher")
+        fields["sequence_batcher"] = sequence_batcher_from_triton(sequence) if sequence is not None else None
         return cls(**fields)
 
     @classmethod
@@ -245,6 +256,8 @@ class TritonModelConfig:
             backend_parameters={k: v.get("string_value", "") for k, v in (data.get("parameters") or {}).items()},
             batcher=batcher,
             response_cache=bool((data.get("response_cache") or {}).get("enable", False)),
+            sequence_batcher=(sequence_batcher_from_triton(data["sequence_batching"]) if "sequence_batching" in data
+                              else None),
         )
 
 

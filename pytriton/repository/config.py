@@ -13,13 +13,14 @@ from tritonclient.grpc import model_config_pb2 as pb
 from pytriton.core.gpus import GpuDevice, GpuSelectionError, select_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON
+from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
 from pytriton.repository.ensemble_config import check_ensemble, is_ensemble
 
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("sequence_batching", "batch_input", "batch_output", "model_warmup", "model_repository_agents",
+UNSUPPORTED_FIELDS = ("batch_input", "batch_output", "model_warmup", "model_repository_agents",
                       "response_cache")
 
 
@@ -205,6 +206,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
         if config.max_batch_size == 0:
             raise where.error("dynamic_batching", "needs max_batch_size > 0")
         batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
+    sequence = _sequence_batcher(config, where)
     count, selected = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
     policy = version_policy(config)
@@ -215,6 +217,22 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             backend_parameters={k: v.string_value for k, v in config.parameters.items()}, batcher=batcher,
             device="gpu" if selected else None, labels=labels, label_filenames=label_files, version_policy=policy,
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
+            sequence_batcher=sequence,
         )
     except PyTritonError as exc:
         raise ModelRepositoryError(f"{path}: {exc}") from None
+
+
+def _sequence_batcher(config: pb.ModelConfig, where: _Fields) -> SequenceBatcher | None:
+    """`sequence_batching`, without implicit state or iterative sequences (refused: not served yet)."""
+    if not config.HasField("sequence_batching"):
+        return None
+    sequence = config.sequence_batching  # (one of scheduling_choice: never beside dynamic_batching)
+    if len(sequence.state):
+        raise where.error("sequence_batching.state", "implicit state is not supported yet")
+    if sequence.iterative_sequence:
+        raise where.error("sequence_batching.iterative_sequence", "is not supported yet")
+    try:
+        return sequence_batcher_from_triton(_as_dict(sequence))
+    except PyTritonError as exc:
+        raise where.error("sequence_batching", str(exc)) from None

@@ -371,8 +371,13 @@ class ModelScheduler:
         self._queued_weight -= total
         return batch
 
-    def _start(self, jobs: list[Job]) -> None:
-        instance = self._free.pop()
+    def _start(self, jobs: list[Job], instance: Any = None) -> _Execution | None:
+        """Start `jobs` on `instance` (one with room; default: the most recently freed); the execution, or None when it
+        never started."""
+        if instance is None:
+            instance = self._free.pop()
+        else:
+            self._free.remove(instance)
         load = self._load[instance] = self._load[instance] + 1
         if load < self._depth:
             self._free.insert(0, instance)  # room for more, but idle instances go first
@@ -386,14 +391,15 @@ class ModelScheduler:
             execution.control = instance.execute([job.payload for job in jobs], execution)
         except InstanceGoneError as exc:
             self._instance_gone(execution, exc)
-            return
+            return None
         except Exception as exc:  # noqa: BLE001 - e.g. the request arena is full: these jobs fail
             execution.fail(exc)
-            return
+            return None
         # The clock starts when the instance starts it: at once if nothing runs before it there, else when the
         # executions before it have ended (see _execution_ended).
         if self.execution_timeout_s is not None and not execution.done and next(iter(running)) is execution:
             execution.timer = self._arm_timeout(execution)
+        return execution
 
     def _arm_timeout(self, execution: _Execution) -> asyncio.TimerHandle:
         assert self.execution_timeout_s is not None

@@ -84,7 +84,11 @@ def test_missing_name_takes_the_folder_name(tmp_path):
      "2 instance groups: only one is supported yet"),
     ('backend: "python" instance_group [ { kind: KIND_MODEL } ]' + TENSORS, "instance_group[0].kind",
      "KIND_MODEL is not supported"),
-    ('backend: "python" sequence_batching { }' + TENSORS, "sequence_batching", "is not supported yet"),
+    ('backend: "python" sequence_batching { state [ { input_name: "IS" output_name: "OS" data_type: TYPE_INT32 '
+     'dims: [ 1 ] } ] }' + TENSORS, "sequence_batching.state", "implicit state is not supported yet"),
+    ('backend: "python" sequence_batching { control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID '
+     'data_type: TYPE_FP32 } ] } ] }' + TENSORS, "sequence_batching", "unexpected data type for control "
+     "CONTROL_SEQUENCE_CORRID"),
     ('backend: "python" output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] label_filename: "nope.txt" } ]',
      "output[0].label_filename", "cannot read label file"),
     ('backend: "python" version_policy: { specific: { versions: [ 4 ] } }' + TENSORS, "version_policy",
@@ -129,7 +133,22 @@ def test_a_decoupled_model_may_batch_dynamically(tmp_path):
 
 
 def test_unsupported_fields_are_listed():
-    assert "sequence_batching" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
+    assert "batch_input" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
+    assert "sequence_batching" not in UNSUPPORTED_FIELDS
+
+
+def test_sequence_batching_is_served_as_written(tmp_path):
+    config = load_model(str(make_model(tmp_path, "m", (
+        'backend: "python" max_batch_size: 4 sequence_batching { oldest { max_candidate_sequences: 3 } control_input '
+        '[ { name: "S" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 2.5 ] } ] }, { name: "ID" '
+        'control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] } ] }' + TENSORS)))).config
+    shown = config.to_triton_dict()["sequence_batching"]
+    assert shown["max_sequence_idle_microseconds"] == 1000000  # Triton's default
+    assert shown["oldest"]["max_candidate_sequences"] == 3 and shown["oldest"]["preferred_batch_size"] == [4]
+    assert shown["control_input"] == [
+        {"name": "S", "control": [{"kind": "CONTROL_SEQUENCE_START", "fp32_false_true": [0.0, 2.5]}]},
+        {"name": "ID", "control": [{"kind": "CONTROL_SEQUENCE_CORRID", "data_type": "TYPE_STRING"}]}]
+    assert type(config).from_dict(config.to_dict()).to_triton_dict()["sequence_batching"] == shown
 
 
 @pytest.mark.parametrize(("policy", "served"), [

@@ -1,0 +1,103 @@
+"""The control tensors of a sequence batcher, as Triton delivers them into a stateful model's inputs.
+
+START / END / READY carry the configured false or true value (INT32, FP32 or BOOL), CORRID the correlation id
+(UINT64 / INT64 / UINT32 / INT32, or a BYTES string); each is shaped [1], [1, 1] with a batch dimension. A
+not-ready request (an empty slot of a Direct batch) has START, END and READY false and CORRID 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pytriton.core.types import ExecutionRequest, Tensor
+from pytriton.exceptions import invalid_arg
+from pytriton.model_config.datatypes import TRITON_TO_NUMPY
+from pytriton.model_config.sequence import ControlKind, SequenceBatcher
+from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.scheduler.dispatcher import ModelScheduler
+from pytriton.scheduler.job import ExecutionStats
+from pytriton.scheduler.sequence import SequenceScheduler
+
+
+class SequenceControls:
+    """`SequenceRequests` for the core's `ExecutionRequest`s of one model."""
+
+    def __init__(self, model_name: str, policy: SequenceBatcher, max_batch_size: int):
+        self.model_name = model_name
+        self.policy = policy
+        self.shape = (1, 1) if max_batch_size > 0 else (1,)
+        self.names = {c.name for c in policy.controls}
+        self.corrid = policy.control(ControlKind.CORRID)
+
+    def fields(self, payload: ExecutionRequest) -> tuple[int | str, bool, bool]:
+        parameters = payload.parameters
+        correlation_id = parameters.get("sequence_id", 0)
+        if not isinstance(correlation_id, (int, str)) or isinstance(correlation_id, bool):
+            correlation_id = 0
+        control = self.corrid
+        if control is not None and correlation_id not in (0, ""):
+            given = "BYTES" if isinstance(correlation_id, str) else "UINT64"
+            if (given == "BYTES") != (control.datatype == "BYTES"):
+                raise invalid_arg(f"sequence batching control '{control.name}' data-type is '{given}', but model "
+                                  f"'{self.model_name}' expects '{control.datatype}'")
+        return correlation_id, parameters.get("sequence_start") is True, parameters.get("sequence_end") is True
+
+    def _controls(self, correlation_id: int | str, start: bool, end: bool, ready: bool) -> list[Tensor]:
+        tensors = []
+        for control in self.policy.controls:
+            if control.kind is ControlKind.CORRID:
+                if control.datatype == "BYTES":
+                    text = str(correlation_id).encode() if correlation_id not in (0, "") else b""
+                    data = len(text).to_bytes(4, "little") + text
+                else:
+                    value = int(correlation_id) if isinstance(correlation_id, int) else 0
+                    dtype = TRITON_TO_NUMPY[control.datatype]
+                    data = np.array([value & 0xFFFFFFFFFFFFFFFF]).astype(dtype).tobytes()
+            else:
+                flag = {ControlKind.START: start, ControlKind.END: end, ControlKind.READY: ready}[control.kind]
+                value = control.false_true[1 if flag else 0]
+                data = np.array([value], dtype=TRITON_TO_NUMPY[control.datatype]).tobytes()
+            tensors.append(Tensor(control.name, control.datatype, self.shape, data))
+        return tensors
+
+    def prepare(self, payload: ExecutionRequest, correlation_id: int | str, start: bool, end: bool) -> ExecutionRequest:
+        if not self.policy.controls:
+            return payload
+        inputs = [t for t in payload.inputs if t.name not in self.names]  # a client cannot set a control itself
+        return dataclasses.replace(payload, inputs=inputs + self._controls(correlation_id, start, end, True))
+
+    def null(self, payload: ExecutionRequest) -> ExecutionRequest:
+        inputs = []
+        for tensor in payload.inputs:
+            if tensor.name in self.names:
+                continue
+            count = math.prod(tensor.shape)
+            itemsize = 4 if tensor.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[tensor.datatype]).itemsize
+            size = count * itemsize  # (zero BYTES elements: each an empty string)
+            inputs.append(Tensor(tensor.name, tensor.datatype, tensor.shape, bytes(size)))
+        return ExecutionRequest(inputs + self._controls(0, False, False, False), {}, list(payload.requested_outputs),
+                                {}, {})
+
+
+def scheduler_for(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
+    """What builds the scheduler of `config`'s model, called as `ModelScheduler` is: `ModelScheduler` itself, or for
+    a stateful model a `SequenceScheduler` (the batching and pipeline depth passed follow from its sequence batcher
+    instead)."""
+    policy = config.sequence_batcher
+    if policy is None:
+        return ModelScheduler
+
+    def make(model_name: str, _batching: Any, _depth: int, execution_timeout_s: float | None,
+             on_execution: Callable[[ExecutionStats], None] | None = None) -> ModelScheduler:
+        controls = SequenceControls(model_name, policy, config.max_batch_size)
+        return SequenceScheduler(model_name, policy, config.max_batch_size, controls, execution_timeout_s, on_execution)
+
+    return make
+
+
+__all__ = ["SequenceControls", "scheduler_for"]

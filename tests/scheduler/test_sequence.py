@@ -1,0 +1,202 @@
+"""The sequence batcher over fake instances: slots, backlog, Direct and Oldest batches, idle release, deaths."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytriton.exceptions import ServerError, Status
+from pytriton.model_config.sequence import SequenceBatcher, SequenceStrategy
+from pytriton.scheduler.sequence import SequenceScheduler
+from tests.scheduler.fakes import FakeInstance, make_job, turns
+
+
+class FakeRequests:
+    """Payloads are (correlation id, flags, value); a prepared one is ('req', id, start, end, value)."""
+
+    def fields(self, payload):
+        correlation_id, flags, _ = payload
+        return correlation_id, "S" in flags, "E" in flags
+
+    def prepare(self, payload, correlation_id, start, end):
+        return ("req", correlation_id, start, end, payload[2])
+
+    def null(self, payload):
+        return ("null",)
+
+
+class Clock:
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self):
+        return self.ns
+
+
+def scheduler_of(policy: SequenceBatcher, max_batch_size: int = 0, clock=None) -> SequenceScheduler:
+    return SequenceScheduler("m", policy, max_batch_size, FakeRequests(), clock=clock or Clock())
+
+
+def submit(scheduler, correlation_id, flags="", value=0):
+    job, _ = make_job((correlation_id, flags, value))
+    scheduler.submit(job)
+    return job
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_refusals_use_tritons_words():
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher())
+        scheduler.add_instance(FakeInstance("a"))
+        with pytest.raises(ServerError, match="must specify a non-zero or non-empty correlation ID") as info:
+            submit(scheduler, 0, "S")
+        assert info.value.status == Status.INVALID_ARG
+        with pytest.raises(ServerError, match="inference request for sequence 7 to model 'm' must specify the START "
+                                              "flag on the first request of the sequence"):
+            submit(scheduler, 7)
+        job, _ = make_job((5, "S", 0), batch_size=2)
+        with pytest.raises(ServerError, match="must specify batch-size 1 due to requirements of sequence batcher"):
+            scheduler.submit(job)
+
+    run(main())
+
+
+def test_direct_fills_lower_slots_first_and_sends_not_ready_requests_for_empty_slots_below_a_busy_one():
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher(), max_batch_size=2)
+        a, b = FakeInstance("a"), FakeInstance("b")
+        scheduler.add_instance(a)
+        scheduler.add_instance(b)
+        submit(scheduler, 1, "S", 10)  # slot 0 of a (runs at once)
+        submit(scheduler, 2, "S", 20)  # slot 0 of b
+        submit(scheduler, 3, "S", 30)  # slot 1 of a, waits for a
+        assert a.executions[0].payloads == [("req", 1, True, False, 10)]
+        assert b.executions[0].payloads == [("req", 2, True, False, 20)]
+        a.executions[0].reply()
+        assert a.executions[1].payloads == [("null",), ("req", 3, True, False, 30)]
+        submit(scheduler, 1, "", 11)
+        submit(scheduler, 3, "E", 31)
+        a.executions[1].reply()
+        assert a.executions[2].payloads == [("req", 1, False, False, 11), ("req", 3, False, True, 31)]
+        submit(scheduler, 4, "S", 40)  # slot 1 of a is free again (3 ended); b's slot 1 comes first by number: a tie
+        assert scheduler.active_sequences == 3
+
+    run(main())
+
+
+def test_a_sequence_waits_in_the_backlog_until_a_slot_is_free():
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher())
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        first = submit(scheduler, 1, "S", 1)
+        waiting = [submit(scheduler, 2, "S", 2), submit(scheduler, 2, "E", 3)]
+        assert scheduler.queue_size == 2
+        a.executions[0].reply()
+        await first.future
+        assert len(a.executions) == 1  # sequence 1 still holds the only slot
+        submit(scheduler, 1, "E", 4)
+        a.executions[1].reply()
+        assert a.executions[2].payloads == [("req", 2, True, False, 2)]
+        a.executions[2].reply()
+        assert a.executions[3].payloads == [("req", 2, False, True, 3)]
+        a.executions[3].reply()
+        for job in waiting:
+            await job.future
+        assert scheduler.active_sequences == 0 and scheduler.queue_size == 0
+
+    run(main())
+
+
+def test_an_idle_sequence_is_released_and_its_next_request_refused():
+    async def main():
+        clock = Clock()
+        scheduler = scheduler_of(SequenceBatcher(max_sequence_idle_microseconds=1000), clock=clock)
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        submit(scheduler, 1, "S")
+        submit(scheduler, 2, "S")  # backlog
+        a.executions[0].reply()
+        clock.ns = 999_000
+        scheduler.reap()
+        assert len(a.executions) == 1
+        clock.ns = 1_000_000
+        scheduler.reap()  # sequence 1 is released; sequence 2 takes its slot
+        assert a.executions[1].payloads == [("req", 2, True, False, 0)]
+        with pytest.raises(ServerError, match="sequence 1 to model 'm' must specify the START flag"):
+            submit(scheduler, 1)
+
+    run(main())
+
+
+def test_oldest_batches_the_oldest_requests_of_candidate_sequences_one_in_flight_each():
+    async def main():
+        policy = SequenceBatcher(SequenceStrategy.OLDEST, max_candidate_sequences=3)
+        scheduler = scheduler_of(policy, max_batch_size=2)
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        submit(scheduler, "x", "S", 1)  # runs at once
+        submit(scheduler, "x", "", 2)
+        submit(scheduler, "y", "S", 3)
+        submit(scheduler, "z", "S", 4)
+        a.executions[0].reply()
+        # the oldest waiting: x's second and y's first (z waits, as max_batch_size is 2)
+        assert a.executions[1].payloads == [("req", "x", False, False, 2), ("req", "y", True, False, 3)]
+        a.executions[1].reply()
+        assert a.executions[2].payloads == [("req", "z", True, False, 4)]
+
+    run(main())
+
+
+def test_a_dead_instance_ends_its_sequences_with_a_clear_error():
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher())
+        a, b = FakeInstance("a"), FakeInstance("b")
+        scheduler.add_instance(a)
+        scheduler.add_instance(b)
+        running = submit(scheduler, 1, "S")
+        queued = submit(scheduler, 1, "")
+        other = submit(scheduler, 2, "S")
+        a.die(scheduler)
+        for job in (running, queued):
+            with pytest.raises(ServerError) as info:
+                await job.future
+            assert info.value.status == Status.UNAVAILABLE
+        assert "went away" in str(queued.future.exception()) or "died" in str(queued.future.exception())
+        lost = "sequence 1 of model 'm' ended: its model instance 'a' went away"
+        with pytest.raises(ServerError, match=lost) as info:
+            submit(scheduler, 1, "E")
+        assert info.value.status == Status.UNAVAILABLE
+        with pytest.raises(ServerError, match="must specify the START flag"):  # (told once)
+            submit(scheduler, 1, "E")
+        b.executions[0].reply()
+        await other.future
+        submit(scheduler, 3, "S")  # a new sequence waits for the slot left
+        assert len(b.executions) == 1
+        submit(scheduler, 2, "E")
+        b.executions[1].reply()
+        assert b.executions[2].payloads == [("req", 3, True, False, 0)]
+
+    run(main())
+
+
+def test_a_withdrawn_end_request_still_ends_its_sequence():
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher())
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        submit(scheduler, 1, "S")
+        end = submit(scheduler, 1, "E")
+        later = submit(scheduler, 2, "S")
+        scheduler.withdraw(end)
+        a.executions[0].reply()
+        await turns()
+        assert a.executions[1].payloads == [("req", 2, True, False, 0)]
+        a.executions[1].reply()
+        await later.future
+
+    run(main())
