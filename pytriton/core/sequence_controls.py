@@ -93,7 +93,9 @@ def scheduler_for(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
         return ModelScheduler
 
     def make(model_name: str, _batching: Any, _depth: int, execution_timeout_s: float | None,
-             on_execution: Callable[[ExecutionStats], None] | None = None) -> ModelScheduler:
+             on_execution: Callable[[ExecutionStats], None] | None = None, queueing: Any = None) -> ModelScheduler:
+        # (`queueing`: a dynamic batcher's queue policy; a stateful model has none, as sequence and dynamic batching
+        # exclude each other in Triton's configuration)
         controls = SequenceControls(model_name, policy, config.max_batch_size)
         return SequenceScheduler(model_name, policy, config.max_batch_size, controls, execution_timeout_s, on_execution)
 
