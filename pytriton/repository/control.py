@@ -215,6 +215,9 @@ class ModelControl:
                 raise invalid_arg(f"failed to load '{name}': the 'config' parameter is not a valid model "
                                   f"configuration in JSON: {exc}") from None
         files = {key[len("file:"):]: value for key, value in parameters.items() if key.startswith("file:")}
+        if files and (name in ("", ".", "..") or os.sep in name or "\0" in name):  # (it names the upload's folder)
+            raise invalid_arg(f"failed to load '{name}': '{name}' is not a valid model name for a model given as "
+                              "files: it must be a folder name (no '/', not '.' or '..')")
         if files:
             if override is None:
                 raise invalid_arg(f"failed to load '{name}': a model given as files ('file:' parameters) needs its "
