@@ -294,9 +294,13 @@ class ModelControl:
                 raise invalid_arg(f"failed to load '{name}': file path '{relative}' must be relative to the model "
                                   "folder and stay inside it")
             path = os.path.join(model_dir, clean)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(content if isinstance(content, bytes) else content.encode())
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(content if isinstance(content, bytes) else content.encode())
+            except (OSError, ValueError) as exc:  # a file where a folder is wanted (or back), a NUL in the path
+                raise invalid_arg(f"failed to load '{name}': cannot write file '{relative}' of the model: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from None
         return model_dir
 
     async def _locked_load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:

@@ -267,6 +267,12 @@ def test_uploaded_files_under_a_model_name_that_is_a_path_are_refused(repo, tmp_
             with pytest.raises(InferenceServerException, match="is not a valid model name"):
                 client.load_model(name, config=config, files={"file:1/model.py": SCALE_MODEL.format(factor=2.0).encode()})
         assert not list(outside.iterdir())
+        config = json.dumps({"name": "clash", "backend": "python", "max_batch_size": 0})
+        for files in ({"file:1": b"x", "file:1/model.py": b"x"}, {"file:1/model.py\0": b"x"}):
+            with pytest.raises(InferenceServerException, match="cannot write file '1") as info:
+                client.load_model("clash", config=config, files=files)
+            assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+            assert "pytriton-model-" not in info.value.message()  # (no server path in the answer)
         assert client.is_server_live()
 
 
