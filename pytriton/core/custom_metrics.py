@@ -73,6 +73,12 @@ class CustomMetricFamily:
     metrics: dict[tuple[tuple[str, str], ...], CustomMetric] = dataclasses.field(default_factory=dict)
 
 
+# The server's own families are named under these; a custom family there would print a second HELP/TYPE of one name
+# (which Prometheus refuses: the whole scrape is lost) or forge the server's samples. (Triton's prometheus-cpp registry
+# merges a same-kind family into its own instead: a model can then add to Triton's nv_inference_count.)
+RESERVED_PREFIXES = ("nv_", "pytriton_")
+
+
 class CustomMetrics:
     """The server's custom metric families, by name (in order of creation, as they are exported)."""
 
@@ -86,6 +92,9 @@ class CustomMetrics:
             raise CustomMetricError("Unsupported kind passed to MetricFamily constructor.")
         if not valid_metric_name(name):
             raise CustomMetricError("Invalid metric name")
+        if name.startswith(RESERVED_PREFIXES):
+            raise CustomMetricError(f"Invalid metric name: '{name}' is in the namespace of the server's own metrics "
+                                    f"({', '.join(RESERVED_PREFIXES)}); a custom family must not share it")
         family = self.families.get(name)
         if family is None:
             family = self.families[name] = CustomMetricFamily(name, description, kind)

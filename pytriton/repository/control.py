@@ -215,6 +215,9 @@ class ModelControl:
                 raise invalid_arg(f"failed to load '{name}': the 'config' parameter is not a valid model "
                                   f"configuration in JSON: {exc}") from None
         files = {key[len("file:"):]: value for key, value in parameters.items() if key.startswith("file:")}
+        if files and (name in ("", ".", "..") or os.sep in name or "\0" in name):  # (it names the upload's folder)
+            raise invalid_arg(f"failed to load '{name}': '{name}' is not a valid model name for a model given as "
+                              "files: it must be a folder name (no '/', not '.' or '..')")
         if files:
             if override is None:
                 raise invalid_arg(f"failed to load '{name}': a model given as files ('file:' parameters) needs its "
@@ -291,9 +294,13 @@ class ModelControl:
                 raise invalid_arg(f"failed to load '{name}': file path '{relative}' must be relative to the model "
                                   "folder and stay inside it")
             path = os.path.join(model_dir, clean)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(content if isinstance(content, bytes) else content.encode())
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(content if isinstance(content, bytes) else content.encode())
+            except (OSError, ValueError) as exc:  # a file where a folder is wanted (or back), a NUL in the path
+                raise invalid_arg(f"failed to load '{name}': cannot write file '{relative}' of the model: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from None
         return model_dir
 
     async def _locked_load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:

@@ -122,6 +122,9 @@ REFUSALS = {
     "kind_clash": ("Error when creating MetricFamily", "Family name already exists with different type"),
     "bad_name": ("Error when creating MetricFamily", "Invalid metric name"),
     "bad_label": ("Error when creating Metric", "Invalid label name"),
+    # (pytriton's own check: Triton merges such a family into its own, letting the model forge its counters)
+    "server_name": ("Error when creating MetricFamily", "Invalid metric name: 'nv_inference_count' is in the "
+                    "namespace of the server's own metrics"),
     "unsorted_buckets": ("Error when creating Metric", "Bucket Boundaries must be strictly sorted"),
 }
 # The checks that Triton's stub makes itself.
@@ -154,6 +157,21 @@ def test_misuse_fails_the_request_with_tritons_words(server, protocol):
     head = 'metered_requests_total{model="metered",unit="requests"}'
     assert int(_sample(after, head)) == int(_sample(before, head)) + 1
     assert not [line for line in after if "0metered" in line or 'other="1"' in line]  # nothing half-made
+
+
+def test_a_model_cannot_forge_or_break_the_servers_own_metrics():
+    """A family named like one of the server's (nv_*, pytriton_*) would print a second HELP/TYPE for that name, which
+    Prometheus refuses (the whole scrape is lost), and would add to the server's own samples."""
+    with serve("--model-repository", str(REPOS / "metrics")) as server:
+        client = client_for(server, "http")
+        with pytest.raises(InferenceServerException, match="Invalid metric name: 'nv_inference_count'"):
+            infer(client, "http", [1.0], parameters={"misuse": "server_name"})
+        infer(client, "http", [1.0])
+        text = scrape(server)
+        types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+        assert sorted(types) == sorted(set(types)), "a family name is printed twice"
+        counts = [line for line in text.splitlines() if line.startswith('nv_inference_count{model="metered"')]
+        assert counts == ['nv_inference_count{model="metered",version="1"} 1']
 
 
 def test_killed_instance_leaves_the_values_and_its_restart_shares_them():

@@ -252,6 +252,30 @@ def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factor
 
 
 
+def test_uploaded_files_under_a_model_name_that_is_a_path_are_refused(repo, tmp_path_factory):
+    """The model's name becomes the upload's folder: an absolute name or one with '..' would write the files (and load
+    code) anywhere the server may write. (gRPC only: HTTP cannot put such a name in its path.)"""
+    protocol = "grpc"
+    outside = tmp_path_factory.mktemp("outside")
+    names = [str(outside / "abs"), f"../../../../../../..{outside}/dots", ".."]
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, protocol)
+        for name in names:
+            config = json.dumps({"name": name, "backend": "python", "max_batch_size": 0,
+                                 "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
+                                 "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
+            with pytest.raises(InferenceServerException, match="is not a valid model name"):
+                client.load_model(name, config=config, files={"file:1/model.py": SCALE_MODEL.format(factor=2.0).encode()})
+        assert not list(outside.iterdir())
+        config = json.dumps({"name": "clash", "backend": "python", "max_batch_size": 0})
+        for files in ({"file:1": b"x", "file:1/model.py": b"x"}, {"file:1/model.py\0": b"x"}):
+            with pytest.raises(InferenceServerException, match="cannot write file '1") as info:
+                client.load_model("clash", config=config, files=files)
+            assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
+            assert "pytriton-model-" not in info.value.message()  # (no server path in the answer)
+        assert client.is_server_live()
+
+
 SLOW_INIT_MODEL = """
 import time
 

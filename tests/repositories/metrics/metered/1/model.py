@@ -26,6 +26,9 @@ def misuse(self, what):
         self.values.value()
     elif what == "kind_clash":
         family("metered_requests_total", "Requests seen by metered", family.GAUGE)
+    elif what == "server_name":  # the server's own family: its samples would be forged, /metrics unparsable
+        forged = family("nv_inference_count", "forged", family.COUNTER)
+        forged.Metric(labels={"model": "metered", "version": "1"}).increment(1000)
     elif what == "bad_name":
         family("0metered", "a name may not start with a digit", family.COUNTER)
     elif what == "bad_label":
