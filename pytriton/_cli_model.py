@@ -51,6 +51,7 @@ class ModelFlags:
     gpus: str | None = None  # --gpus as given: ids, "all", or None
     device: str | None = None  # --device: "cpu" or "gpu"
     decoupled: bool | None = None
+    response_cache: bool | None = None  # --response-cache / --no-response-cache
 
 
 def describe_target(target: CallableTarget) -> TargetDescription:
@@ -156,7 +157,7 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
             gpus=resolve_gpus(name, flags.gpus, device, device_flag=flags.device is not None),
             decoupled=_first(flags.decoupled, declared.decoupled, False),
             batcher=batcher,
-            response_cache=bool(declared.response_cache),
+            response_cache=_first(flags.response_cache, declared.response_cache, False),
             strict=declared.strict,
             device=device,
         )

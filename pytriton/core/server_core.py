@@ -20,6 +20,7 @@ from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
+from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     COMPUTE_END,
@@ -57,6 +58,7 @@ class ServerCore:
         pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
         execution_timeout_s: float | None = None,
         metrics: MetricsSettings | None = None,
+        response_cache: ResponseCache | None = None,  # `--cache-config local,size=BYTES`
     ):
         self.registry = ModelRegistry()
         self.metrics = metrics or MetricsSettings()
@@ -64,13 +66,13 @@ class ServerCore:
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.pipeline_depth = pipeline_depth
+        self.response_cache = response_cache
         self.execution_timeout_s = execution_timeout_s
         self.live = False
         self.accepting = False
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
-        # The repository extension's load/unload/index: a model repository's controller, when one is attached.
-        self.repository: RepositoryControl | None = None
+        self.repository: RepositoryControl | None = None  # the repository extension's controller, when attached
         self._retiring: dict[int, Model] = {}  # by id: replaced or unloaded models finishing their requests
 
     async def start(self) -> None:
@@ -109,9 +111,6 @@ class ServerCore:
 
     def _new_model(self, config: TritonModelConfig, source: InstanceSource) -> Model:
         """A model (not registered yet) whose scheduler `source` feeds."""
-        if config.response_cache:  # reported as given in the model's config, as Triton would; not served yet
-            logger.warning("model '%s': response_cache is enabled in its config but has no effect yet (pytriton has "
-                           "no response cache; every request is computed)", config.model_name)
         batching = None
         if config.batcher is not None and config.max_batch_size > 0:
             batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,
@@ -122,7 +121,7 @@ class ServerCore:
             on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
-        model = Model(config=config, scheduler=scheduler, source=source)
+        model = Model(config=config, scheduler=scheduler, source=source, cache=model_cache(config, self.response_cache))
         if isinstance(source, Ensemble):  # no instances: its requests run through its steps' models
             source.registry = self.registry
             model.ensemble = source
@@ -358,11 +357,13 @@ class ServerCore:
             trace.stamp(REQUEST_END)
         return answer
 
-    async def infer_with_stats(self, request: InferRequest, internal: bool = False
+    async def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True
                                ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
         """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
-        sum of its steps')."""
+        sum of its steps'; `cache`: through the model's response cache, if it has one)."""
         ensemble = self.registry.get(request.model_name, request.model_version)
+        if cache and ensemble.cache is not None:
+            return await infer_cached(self, ensemble, ensemble.cache, request, internal)
         if ensemble.ensemble is not None:
             return await self._infer_ensemble(ensemble, request, internal)
         start = time.perf_counter_ns()

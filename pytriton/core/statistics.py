@@ -53,6 +53,23 @@ class ModelStatistics:
             stats[name][0] += 1
             stats[name][1] += ns
 
+    def record_cache_hit(self, total_ns: int, lookup_ns: int) -> None:
+        """One request answered from the response cache: a success (its queue time is none, it was never queued)
+        that computed nothing, so neither the inference count nor the compute durations grow (Triton's)."""
+        d = self.durations
+        for name, ns in (("success", total_ns), ("queue", 0), ("cache_hit", lookup_ns)):
+            d[name][0] += 1
+            d[name][1] += ns
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_cache_miss(self, miss_ns: int) -> None:
+        """A computed request's response stored in the cache: the lookup and the insertion (`miss_ns`) add to its
+        request duration (already counted as a success), as Triton counts them."""
+        self.durations["success"][1] += miss_ns
+        entry = self.durations["cache_miss"]
+        entry[0] += 1
+        entry[1] += miss_ns
+
     def record_failure(self, total_ns: int) -> None:
         entry = self.durations["fail"]
         entry[0] += 1

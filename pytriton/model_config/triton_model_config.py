@@ -104,6 +104,10 @@ class TritonModelConfig:
                 raise PyTritonModelConfigError(
                     f"dynamic batching preferred size must be <= max batch size for {self.model_name} "
                     f"(preferred_batch_size {preferred}, max_batch_size {self.max_batch_size})")
+        if self.decoupled and self.response_cache:  # Triton's check and wording (model_config_utils.cc)
+            raise PyTritonModelConfigError(
+                f"Response Cache does not currently support model {self.model_name} with 'decoupled' transaction "
+                "policy. Please disable the response cache.")
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
 
