@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, AsyncGenerator, Callable
 
-from pytriton.core.classification import classify
+from pytriton.core.classification import classify_outputs
 from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
 from pytriton.core.ensemble_run import run_ensemble
@@ -318,7 +318,7 @@ class ServerCore:
         outputs = output.outputs
         if any("classification" in o.parameters for o in request.outputs):
             try:
-                outputs = self._classify(model, request, outputs)
+                outputs = classify_outputs(model.config, request, outputs)
             except BaseException:
                 output.release()
                 raise
@@ -376,13 +376,17 @@ class ServerCore:
             trace.stamp(QUEUE_START, job.enqueued_ns)
         future = job.future
         assert future is not None
+        delivery: Delivery | None = None
         try:
-            delivery: Delivery = await self._receive(model, job, lambda: future)
+            delivery = await self._receive(model, job, lambda: future)
             if trace is not None:
                 _stamp_compute(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
         except ServerError:
-            model.stats.record_failure(time.perf_counter_ns() - start)
+            if delivery is not None and delivery.result is not None:  # the model answered with an error response:
+                self._record_success(model, job, delivery.stats, start, delivery.queue_ns)  # a success, as in Triton
+            else:
+                model.stats.record_failure(time.perf_counter_ns() - start)
             raise
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
         if trace is not None:
@@ -443,13 +447,6 @@ class ServerCore:
     def _record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:
         model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, queue_ns, stats.compute_input_ns,
                                    stats.compute_infer_ns, stats.compute_output_ns)
-
-    @staticmethod
-    def _classify(model: Model, request: InferRequest, outputs: list) -> list:
-        counts = {o.name: int(o.parameters["classification"]) for o in request.outputs if "classification" in o.parameters}
-        labels = model.config.labels
-        return [classify(t, counts[t.name], model.config.batching, labels.get(t.name)) if t.name in counts else t
-                for t in outputs]
 
     # ---- shutdown ----------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:

@@ -98,10 +98,16 @@ class _Execution:
         if not final:  # what was skipped counts as taken and finished callers read no more: the slowest may be ahead
             self.consumed()
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException, stats: ExecutionStats | None = None) -> None:
         if self.done:
             return
         self._end()
+        if stats is not None:  # the model ran (and raised): an execution of this batch, as Triton counts it
+            total = self.total
+            total.compute_input_ns += stats.compute_input_ns
+            total.compute_infer_ns += stats.compute_infer_ns
+            total.compute_output_ns += stats.compute_output_ns
+            self.scheduler._on_execution(total)
         for job in self.jobs:
             job.fail(error)
 
