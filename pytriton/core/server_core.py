@@ -382,11 +382,11 @@ class ServerCore:
             if trace is not None:
                 _stamp_compute(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
-        except ServerError:
+        except ServerError as exc:
             if delivery is not None and delivery.result is not None:  # the model answered with an error response:
                 self._record_success(model, job, delivery.stats, start, delivery.queue_ns)  # a success, as in Triton
             else:
-                model.stats.record_failure(time.perf_counter_ns() - start)
+                model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
             raise
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
         if trace is not None:
@@ -420,8 +420,8 @@ class ServerCore:
                     if trace is not None:
                         _stamp_stream(trace, item)
                     response = self._response(model, request, item.result) if item.result is not None else None
-                except ServerError:
-                    model.stats.record_failure(time.perf_counter_ns() - start)
+                except ServerError as exc:
+                    model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
                     raise
                 queue_ns = item.queue_ns
                 total.compute_input_ns += item.stats.compute_input_ns

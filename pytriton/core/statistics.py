@@ -8,6 +8,7 @@ from typing import Any
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries
 
 _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+FAILURE_REASONS = ("BACKEND", "CANCELED", "OTHER", "REJECTED")  # Triton's (nv_inference_request_failure's `reason`)
 
 
 class ModelStatistics:
@@ -19,6 +20,7 @@ class ModelStatistics:
         self.execution_count = 0
         self.last_inference_ms = 0
         self.batch: dict[int, dict[str, list[int]]] = {}
+        self.failures = dict.fromkeys(FAILURE_REASONS, 0)  # the failed requests by reason
         self.summaries: LatencySummaries | None = None  # with `--metrics-config summary_latencies=true`
         # a decoupled model's, with `--metrics-config histogram_latencies=true`
         self.first_response: FirstResponseHistogram | None = None
@@ -70,7 +72,9 @@ class ModelStatistics:
         entry[0] += 1
         entry[1] += miss_ns
 
-    def record_failure(self, total_ns: int) -> None:
+    def record_failure(self, total_ns: int, reason: str = "OTHER") -> None:
+        """One request failed (`reason`: one of FAILURE_REASONS)."""
+        self.failures[reason] = self.failures.get(reason, 0) + 1
         entry = self.durations["fail"]
         entry[0] += 1
         entry[1] += total_ns

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from pytriton.exceptions import unavailable
+from pytriton.exceptions import ServerError, unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
 
@@ -102,6 +102,8 @@ class _Execution:
         if self.done:
             return
         self._end()
+        if isinstance(error, ServerError):
+            error.failure_reason = "BACKEND"  # (Triton's reason for a request whose execution failed)
         if stats is not None:  # the model ran (and raised): an execution of this batch, as Triton counts it
             total = self.total
             total.compute_input_ns += stats.compute_input_ns

@@ -97,6 +97,16 @@ def test_a_hit_does_not_reach_the_model_and_equals_the_computed_response():
         assert metric(server, "nv_cache_hit_duration_per_model") >= 0
 
 
+def test_an_ensemble_caches_its_own_responses():
+    with serve("--model-repository", str(REPOS / "cache"), "--cache-config", "local,size=1048576") as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        x = np.array([1, 2], dtype=np.float32)
+        assert [calls(grpc_infer(client, x, model="wrapped")) for _ in range(3)] == [1, 1, 1]
+        assert calls(grpc_infer(client, x, model="plain")) == 2  # its step ran once
+        inference = stats_of(client, "wrapped")["inference_stats"]
+        assert (int(inference["cache_hit"]["count"]), int(inference["cache_miss"]["count"])) == (2, 1)
+
+
 def test_least_recently_used_entries_are_evicted_within_the_size():
     # An entry counts its outputs' bytes: Y 400 + CALLS 8 + TEXT 8 (4-byte length + b"seen") = 416; two fit.
     with serve("--model-repository", str(REPOS / "cache"), "--cache-config", "local,size=1000") as server:

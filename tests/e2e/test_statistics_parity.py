@@ -5,6 +5,7 @@ batch_stats count executions by their batch size, and a request refused by valid
 from __future__ import annotations
 
 import concurrent.futures
+import urllib.request
 
 import numpy as np
 import pytest
@@ -56,6 +57,10 @@ def test_error_responses_and_raising_executions_count_as_triton_counts_them(serv
     assert got == {"inference_count": 2, "execution_count": 3, "success": 2, "fail": 1, "queue": 2,
                    "compute_input": 2, "compute_infer": 2, "compute_output": 2, "cache_hit": 0, "cache_miss": 0,
                    "batches": {1: 3}}
+    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    for reason, count in (("BACKEND", 1), ("CANCELED", 0), ("OTHER", 0), ("REJECTED", 0)):  # as Triton's lines
+        assert f'nv_inference_request_failure{{model="raiser",reason="{reason}",version="1"}} {count}\n' in text
+    assert 'nv_inference_exec_count{model="raiser",version="1"} 3\n' in text
 
 
 def test_batch_stats_count_executions_by_batch_size(server):

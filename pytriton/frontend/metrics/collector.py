@@ -100,6 +100,11 @@ class TritonMetricsCollector:
                 continue  # `--metrics-config counter_latencies=false`: the *_duration_us counters are left out
             metric = Metric(name, doc, "counter")
             for model in models:
+                if key == "fail.count":  # Triton's: one sample per failure reason
+                    for reason in sorted(model.stats.failures):
+                        metric.add_sample(name, {"model": model.name, "reason": reason, "version": str(model.version)},
+                                          model.stats.failures[reason])
+                    continue
                 value = _stat(model.stats, key)
                 metric.add_sample(name, {"model": model.name, "version": str(model.version)},
                                   value // divisor)  # durations: whole microseconds, as Triton reports them
