@@ -55,6 +55,7 @@ class ModelFlags:
     device: str | None = None  # --device: "cpu" or "gpu"
     decoupled: bool | None = None
     sequence_batcher: SequenceBatcher | None = None  # from --sequence-batching and its options
+    response_cache: bool | None = None  # --response-cache / --no-response-cache
 
 
 def describe_target(target: CallableTarget) -> TargetDescription:
@@ -166,7 +167,7 @@ def build_model_config(target: CallableTarget, description: TargetDescription, f
             gpus=resolve_gpus(name, flags.gpus, device, device_flag=flags.device is not None),
             decoupled=_first(flags.decoupled, declared.decoupled, False),
             batcher=batcher,
-            response_cache=bool(declared.response_cache),
+            response_cache=_first(flags.response_cache, declared.response_cache, False),
             strict=declared.strict,
             device=device,
             sequence_batcher=flags.sequence_batcher,

@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from pytriton import _env
+from pytriton._cache_config import parse_cache_config
 from pytriton._metrics_config import MetricsSettings
 from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
@@ -53,8 +54,7 @@ _IGNORED_FIELDS = {
     "grpc_http2_max_ping_strikes": "grpc defaults are used",
     "allow_cpu_metrics": "CPU metrics are always exported with the metrics endpoint",
     "metrics_interval_ms": "metrics are computed when scraped",
-    "cache_config": "the response cache is not implemented",
-    "cache_directory": "the response cache is not implemented",
+    "cache_directory": "the response cache is built in (the local cache)",
     "buffer_manager_thread_count": "not applicable to this server",
     "sagemaker_port": "SageMaker mode is not supported",
     "sagemaker_safe_port_range": "SageMaker mode is not supported",
@@ -133,6 +133,10 @@ class TritonConfig:
             )
         if self.execution_timeout_secs is not None and not self.execution_timeout_secs > 0:
             raise PyTritonValidationError("TritonConfig.execution_timeout_secs must be a number of seconds > 0")
+        try:
+            parse_cache_config(self.cache_config or [])
+        except ValueError as exc:
+            raise PyTritonValidationError(f"TritonConfig.cache_config: {exc}") from None
         try:
             MetricsSettings.parse(self.metrics_config or [])
         except ValueError as exc:
@@ -262,6 +266,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         exit_timeout_s=exit_timeout_of(config),
         execution_timeout_s=config.execution_timeout_secs,
         metrics_config=list(config.metrics_config or []),
+        cache_config=list(config.cache_config or []),
         trace_config=list(config.trace_config or []),
         exit_with_parent=True,
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),

@@ -18,10 +18,12 @@ import signal
 import sys
 from collections.abc import Callable
 
+from pytriton._cache_config import parse_cache_config
 from pytriton._metrics_config import MetricsSettings
 from pytriton.control_service import ControlService
 from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import Ensemble
+from pytriton.core.response_cache import ResponseCache
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import TraceConfig, Tracer, TraceSink, parse_trace_config
@@ -117,6 +119,7 @@ class Server:
                 pipeline_depth=config.pipeline_depth,
                 execution_timeout_s=config.execution_timeout_s,
                 metrics=MetricsSettings.parse(config.metrics_config),
+                response_cache=_response_cache(config.cache_config),
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             host.serve_bls(core.infer, core.infer_stream)  # models' own requests (pb_utils BLS)
@@ -326,6 +329,12 @@ def _announce(server: Server) -> None:
     sys.stdout.write(READY_PREFIX + json.dumps(info) + "\n")
     sys.stdout.flush()
     _freeze_heap(server)
+
+
+def _response_cache(items: list[str]) -> ResponseCache | None:
+    """The server's response cache as `--cache-config` sets it (None: no cache)."""
+    size = parse_cache_config(items)
+    return None if size is None else ResponseCache(size)
 
 
 def main(argv: list[str] | None = None) -> int:

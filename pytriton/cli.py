@@ -10,6 +10,7 @@ import sys
 import click
 
 from pytriton import _env
+from pytriton._cache_config import parse_cache_config
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
 from pytriton._cli_queue import queue_policy_options
 from pytriton._cli_sequence import CONTROL_HELP, sequence_batcher_of
@@ -181,6 +182,12 @@ def main() -> None:
 @click.option("--decoupled/--no-decoupled", default=None,
               help="The callable is a generator yielding any number of responses per request (streamed over gRPC "
                    "ModelStreamInfer). Default: as declared, else off.")
+@click.option("--response-cache/--no-response-cache", default=None,
+              help="Answer identical requests from the server's response cache (config.pbtxt's response_cache "
+                   "{ enable: true }); needs --cache-config. Default: as declared, else off.")
+@click.option("--cache-config", multiple=True, metavar="local,size=BYTES",
+              help="As Triton's: the server's response cache, an LRU of responses bounded in bytes "
+                   "(local,size=1048576). Models enable it with response_cache.")
 @click.option("--grpc-address", default="0.0.0.0", show_default=True)
 @click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="0 = any free port.")
 @click.option("--http-address", default="0.0.0.0", show_default=True)
@@ -286,6 +293,8 @@ def serve(
     gpus: str | None,
     device: str | None,
     decoupled: bool | None,
+    response_cache: bool | None,
+    cache_config: tuple[str, ...],
     grpc_address: str,
     grpc_port: int,
     http_address: str,
@@ -341,7 +350,7 @@ def serve(
                        max_queue_delay_us=max_queue_delay_us, preferred_batch_size=preferred_batch_size,
                        queue_policy=queue_policy,
                        instances=instances, gpus=gpus, device=device,
-                       decoupled=decoupled, sequence_batcher=sequence_batcher_of(
+                       decoupled=decoupled, response_cache=response_cache, sequence_batcher=sequence_batcher_of(
                            sequence_batching, sequence_controls, sequence_idle_us, max_candidate_sequences,
                            max_queue_delay_us, preferred_batch_size))
     if not (allow_grpc or allow_http):
@@ -363,6 +372,10 @@ def serve(
         MetricsSettings.parse(metrics_config)
     except ValueError as exc:
         raise click.BadParameter(str(exc).removeprefix("--metrics-config: "), param_hint="--metrics-config") from None
+    try:
+        parse_cache_config(cache_config)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--cache-config: "), param_hint="--cache-config") from None
     try:
         parse_trace_config(trace_config)
     except ValueError as exc:
@@ -416,6 +429,7 @@ def serve(
             metrics_address=metrics_address,
             metrics_port=metrics_port,
             metrics_config=list(metrics_config),
+            cache_config=list(cache_config),
             log_level=log_level,
             exit_timeout_s=exit_timeout,
             execution_timeout_s=execution_timeout,

@@ -57,6 +57,10 @@ class PyTritonRuntimeError(PyTritonError):
 class ServerError(PyTritonError):
     """An error answered to a client, with the Triton status it maps to."""
 
+    # Why the request failed, as Triton's statistics tell failures apart (nv_inference_request_failure's `reason`):
+    # REJECTED (by the scheduler's queue), CANCELED, BACKEND (its execution failed) or OTHER.
+    failure_reason = "OTHER"
+
     def __init__(self, status: Status, message: str):
         super().__init__(message)
         self.status = status

@@ -47,6 +47,7 @@ class ServerConfig:
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     metrics_config: list[str] = dataclasses.field(default_factory=list)  # Triton's `--metrics-config KEY=VALUE`
+    cache_config: list[str] = dataclasses.field(default_factory=list)  # Triton's `--cache-config local,size=BYTES`
     trace_file: str = ""  # the same as trace_config ["triton,file=..."]
     trace_config: list[str] = dataclasses.field(default_factory=list)  # Triton's --trace-config entries
     allow_client_shm: bool = True

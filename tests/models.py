@@ -192,3 +192,13 @@ def cuda_info(requests):
         kind = b"cupy" if hasattr(array, "__cuda_array_interface__") else b"numpy"
         out.append({"OUT_X": array * 2, "KIND": np.array([kind], dtype=object)})
     return out
+
+
+_executions = 0
+
+
+def counted_double(requests):
+    """OUT = 2 IN; CALLS = the executions of this worker so far, this one included (INT64 [1])."""
+    global _executions
+    _executions += 1
+    return [{"OUT": r["IN"] * 2, "CALLS": np.array([_executions], dtype=np.int64)} for r in requests]

@@ -104,11 +104,11 @@ def test_log_level_takes_any_case():
     assert "declares no outputs" in result.output  # got past the option
 
 
-def test_a_response_cache_is_reported_as_given_with_one_warning():
+def test_a_response_cache_without_a_server_cache_is_reported_as_given_with_one_warning():
     with serve("tests.cli_targets.declared:cached") as server:
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
             config = client.get_model_config("cached", as_json=True)["config"]
         assert config["response_cache"] == {"enable": True}
-        warning = ("model 'cached': response_cache is enabled in its config but has no effect yet (pytriton has no "
-                   "response cache; every request is computed)")
+        warning = ("model 'cached': response_cache is enabled but the server has no cache (--cache-config "
+                   "local,size=BYTES): every request is computed")
         assert server.log.count(warning) == 1, server.log

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from pytriton.exceptions import invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
-from pytriton.core.types import Tensor
+from pytriton.core.types import InferRequest, Tensor
+
+if TYPE_CHECKING:
+    from pytriton.model_config.triton_model_config import TritonModelConfig
 
 MAX_ELEMENTS = 1_000_000
 
@@ -40,3 +45,10 @@ def classify(tensor: Tensor, count: int, batched: bool, labels: list[str] | None
     out = np.array(strings, dtype=object)
     shape = (rows.shape[0], k) if batched else (k,)
     return Tensor(tensor.name, "BYTES", shape, serialize_bytes_tensor(out))
+
+
+def classify_outputs(config: TritonModelConfig, request: InferRequest, outputs: list[Tensor]) -> list[Tensor]:
+    """`outputs` with those the request asks to classify replaced by their classification."""
+    counts = {o.name: int(o.parameters["classification"]) for o in request.outputs if "classification" in o.parameters}
+    return [classify(t, counts[t.name], config.batching, config.labels.get(t.name)) if t.name in counts else t
+            for t in outputs]

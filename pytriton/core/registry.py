@@ -26,6 +26,7 @@ class Model:
     stats: ModelStatistics = dataclasses.field(default_factory=ModelStatistics)
     loaded: bool = False
     ensemble: Any = None  # an ensemble's steps (pytriton.core.ensemble.Ensemble): ready while its steps are
+    cache: Any = None  # the server's ResponseCache where the model's config enables `response_cache`
 
     @property
     def name(self) -> str:

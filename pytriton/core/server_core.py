@@ -13,13 +13,14 @@ import logging
 import time
 from typing import Any, AsyncGenerator, Callable
 
-from pytriton.core.classification import classify
+from pytriton.core.classification import classify_outputs
 from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
 from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
+from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
@@ -60,6 +61,7 @@ class ServerCore:
         pipeline_depth: int = DEFAULT_PIPELINE_DEPTH,
         execution_timeout_s: float | None = None,
         metrics: MetricsSettings | None = None,
+        response_cache: ResponseCache | None = None,  # `--cache-config local,size=BYTES`
     ):
         self.registry = ModelRegistry()
         self.metrics = metrics or MetricsSettings()
@@ -67,13 +69,13 @@ class ServerCore:
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.pipeline_depth = pipeline_depth
+        self.response_cache = response_cache
         self.execution_timeout_s = execution_timeout_s
         self.live = False
         self.accepting = False
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
-        # The repository extension's load/unload/index: a model repository's controller, when one is attached.
-        self.repository: RepositoryControl | None = None
+        self.repository: RepositoryControl | None = None  # the repository extension's controller, when attached
         self._retiring: dict[int, Model] = {}  # by id: replaced or unloaded models finishing their requests
 
     async def start(self) -> None:
@@ -112,9 +114,6 @@ class ServerCore:
 
     def _new_model(self, config: TritonModelConfig, source: InstanceSource) -> Model:
         """A model (not registered yet) whose scheduler `source` feeds."""
-        if config.response_cache:  # reported as given in the model's config, as Triton would; not served yet
-            logger.warning("model '%s': response_cache is enabled in its config but has no effect yet (pytriton has "
-                           "no response cache; every request is computed)", config.model_name)
         batching = None
         if config.batcher is not None and config.max_batch_size > 0:
             batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,
@@ -125,7 +124,7 @@ class ServerCore:
             queueing=queue_rules(config.batcher), on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
-        model = Model(config=config, scheduler=scheduler, source=source)
+        model = Model(config=config, scheduler=scheduler, source=source, cache=model_cache(config, self.response_cache))
         if isinstance(source, Ensemble):  # no instances: its requests run through its steps' models
             source.registry = self.registry
             model.ensemble = source
@@ -323,7 +322,7 @@ class ServerCore:
         outputs = output.outputs
         if any("classification" in o.parameters for o in request.outputs):
             try:
-                outputs = self._classify(model, request, outputs)
+                outputs = classify_outputs(model.config, request, outputs)
             except BaseException:
                 output.release()
                 raise
@@ -362,11 +361,13 @@ class ServerCore:
             trace.stamp(REQUEST_END)
         return answer
 
-    async def infer_with_stats(self, request: InferRequest, internal: bool = False
+    async def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True
                                ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
         """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
-        sum of its steps')."""
+        sum of its steps'; `cache`: through the model's response cache, if it has one)."""
         ensemble = self.registry.get(request.model_name, request.model_version)
+        if cache and ensemble.cache is not None:
+            return await infer_cached(self, ensemble, ensemble.cache, request, internal)
         if ensemble.ensemble is not None:
             return await self._infer_ensemble(ensemble, request, internal)
         start = time.perf_counter_ns()
@@ -379,13 +380,17 @@ class ServerCore:
             trace.stamp(QUEUE_START, job.enqueued_ns)
         future = job.future
         assert future is not None
+        delivery: Delivery | None = None
         try:
-            delivery: Delivery = await self._receive(model, job, lambda: future)
+            delivery = await self._receive(model, job, lambda: future)
             if trace is not None:
                 _stamp_compute(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
-        except ServerError:
-            model.stats.record_failure(time.perf_counter_ns() - start)
+        except ServerError as exc:
+            if delivery is not None and delivery.result is not None:  # the model answered with an error response:
+                self._record_success(model, job, delivery.stats, start, delivery.queue_ns)  # a success, as in Triton
+            else:
+                model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
             raise
         self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
         if trace is not None:
@@ -419,8 +424,8 @@ class ServerCore:
                     if trace is not None:
                         _stamp_stream(trace, item)
                     response = self._response(model, request, item.result) if item.result is not None else None
-                except ServerError:
-                    model.stats.record_failure(time.perf_counter_ns() - start)
+                except ServerError as exc:
+                    model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
                     raise
                 queue_ns = item.queue_ns
                 total.compute_input_ns += item.stats.compute_input_ns
@@ -446,13 +451,6 @@ class ServerCore:
     def _record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:
         model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, queue_ns, stats.compute_input_ns,
                                    stats.compute_infer_ns, stats.compute_output_ns)
-
-    @staticmethod
-    def _classify(model: Model, request: InferRequest, outputs: list) -> list:
-        counts = {o.name: int(o.parameters["classification"]) for o in request.outputs if "classification" in o.parameters}
-        labels = model.config.labels
-        return [classify(t, counts[t.name], model.config.batching, labels.get(t.name)) if t.name in counts else t
-                for t in outputs]
 
     # ---- shutdown ----------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:

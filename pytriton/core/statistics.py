@@ -8,6 +8,7 @@ from typing import Any
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries
 
 _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
+FAILURE_REASONS = ("BACKEND", "CANCELED", "OTHER", "REJECTED")  # Triton's (nv_inference_request_failure's `reason`)
 
 
 class ModelStatistics:
@@ -19,6 +20,7 @@ class ModelStatistics:
         self.execution_count = 0
         self.last_inference_ms = 0
         self.batch: dict[int, dict[str, list[int]]] = {}
+        self.failures = dict.fromkeys(FAILURE_REASONS, 0)  # the failed requests by reason
         self.summaries: LatencySummaries | None = None  # with `--metrics-config summary_latencies=true`
         # a decoupled model's, with `--metrics-config histogram_latencies=true`
         self.first_response: FirstResponseHistogram | None = None
@@ -53,7 +55,26 @@ class ModelStatistics:
             stats[name][0] += 1
             stats[name][1] += ns
 
-    def record_failure(self, total_ns: int) -> None:
+    def record_cache_hit(self, total_ns: int, lookup_ns: int) -> None:
+        """One request answered from the response cache: a success (its queue time is none, it was never queued)
+        that computed nothing, so neither the inference count nor the compute durations grow (Triton's)."""
+        d = self.durations
+        for name, ns in (("success", total_ns), ("queue", 0), ("cache_hit", lookup_ns)):
+            d[name][0] += 1
+            d[name][1] += ns
+        self.last_inference_ms = int(time.time() * 1000)
+
+    def record_cache_miss(self, miss_ns: int) -> None:
+        """A computed request's response stored in the cache: the lookup and the insertion (`miss_ns`) add to its
+        request duration (already counted as a success), as Triton counts them."""
+        self.durations["success"][1] += miss_ns
+        entry = self.durations["cache_miss"]
+        entry[0] += 1
+        entry[1] += miss_ns
+
+    def record_failure(self, total_ns: int, reason: str = "OTHER") -> None:
+        """One request failed (`reason`: one of FAILURE_REASONS)."""
+        self.failures[reason] = self.failures.get(reason, 0) + 1
         entry = self.durations["fail"]
         entry[0] += 1
         entry[1] += total_ns

@@ -110,6 +110,10 @@ class TritonModelConfig:
             _check_queue_policy(self.model_name, self.batcher)
         if self.sequence_batcher is not None:
             self.sequence_batcher.check(self.model_name, self.max_batch_size)
+        if self.decoupled and self.response_cache:  # Triton's check and wording (model_config_utils.cc)
+            raise PyTritonModelConfigError(
+                f"Response Cache does not currently support model {self.model_name} with 'decoupled' transaction "
+                "policy. Please disable the response cache.")
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
 

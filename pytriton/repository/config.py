@@ -20,8 +20,7 @@ from pytriton.repository.ensemble_config import check_ensemble, is_ensemble
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("batch_input", "batch_output", "model_warmup", "model_repository_agents",
-                      "response_cache")
+UNSUPPORTED_FIELDS = ("batch_input", "batch_output", "model_warmup", "model_repository_agents")
 
 
 class ModelRepositoryError(PyTritonError):
@@ -166,6 +165,7 @@ def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fi
         return TritonModelConfig(
             model_name=where.model, inputs=inputs, outputs=outputs, model_version=version,
             max_batch_size=config.max_batch_size, version_policy=version_policy(config), ensemble_scheduling=scheduling,
+            response_cache=config.response_cache.enable,
             backend_parameters={k: v.string_value for k, v in config.parameters.items()},
         )
     except PyTritonError as exc:
@@ -218,6 +218,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             device="gpu" if selected else None, labels=labels, label_filenames=label_files, version_policy=policy,
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
             sequence_batcher=sequence,
+            response_cache=config.response_cache.enable,
         )
     except PyTritonError as exc:
         raise ModelRepositoryError(f"{path}: {exc}") from None

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from pytriton.exceptions import unavailable
+from pytriton.exceptions import ServerError, unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
 from pytriton.scheduler.queue_policy import PolicyQueue, QueueRules, compacted
@@ -100,10 +100,18 @@ class _Execution:
         if not final:  # what was skipped counts as taken and finished callers read no more: the slowest may be ahead
             self.consumed()
 
-    def fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException, stats: ExecutionStats | None = None) -> None:
         if self.done:
             return
         self._end()
+        if isinstance(error, ServerError):
+            error.failure_reason = "BACKEND"  # (Triton's reason for a request whose execution failed)
+        if stats is not None:  # the model ran (and raised): an execution of this batch, as Triton counts it
+            total = self.total
+            total.compute_input_ns += stats.compute_input_ns
+            total.compute_infer_ns += stats.compute_infer_ns
+            total.compute_output_ns += stats.compute_output_ns
+            self.scheduler._on_execution(total)
         for job in self.jobs:
             job.fail(error)
 

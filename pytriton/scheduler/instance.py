@@ -32,8 +32,9 @@ class ExecutionSink(Protocol):
         stream of several requests answers each on its own: NO_RESULT for a request this message brings nothing to,
         and `finals[i]` set on request i's last message (the execution goes on for the others until `final`)."""
 
-    def fail(self, error: BaseException) -> None:
-        """The whole execution failed (e.g. the worker died)."""
+    def fail(self, error: BaseException, stats: ExecutionStats | None = None) -> None:
+        """The whole execution failed (e.g. the worker died). `stats`: the model ran and raised (the execution
+        counts in the model's statistics, as Triton counts it)."""
 
 
 class ExecutionControl(Protocol):

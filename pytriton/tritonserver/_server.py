@@ -14,6 +14,7 @@ from pytriton.tritonserver._errors import (
     UnavailableError,
     UnsupportedError,
 )
+from pytriton._cache_config import cache_config_items, parse_cache_config
 from pytriton.tritonserver._model import Model
 from pytriton.tritonserver._options import (
     ModelLoadDeviceLimit,
@@ -86,10 +87,16 @@ class Server:
                 models = [ModelSpec(m.config, m.target) for m in load_repositories(folders)]
             except ModelRepositoryError as exc:
                 raise InvalidArgumentError(str(exc)) from None
+        caches = cache_config_items(options.cache_config)
+        try:
+            parse_cache_config(caches)
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
         logs = ServerLogging(options)
         fields: dict[str, Any] = dict(
             models=models, allow_grpc=False, allow_http=False, allow_metrics=False,
             allow_gpu_metrics=options.gpu_metrics, metrics_config=metrics_config(options),
+            cache_config=caches,
             log_level=logs.worker_level, exit_timeout_s=float(options.exit_timeout),
             model_repositories=folders if mode != "none" else [], model_control_mode=mode,
             load_models=list(options.startup_models), repository_poll_secs=_NEVER_S,

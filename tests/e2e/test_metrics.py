@@ -103,8 +103,14 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def model_value(values: dict, name: str, model: str, version: str = "1") -> float:
-    return values[(name, (("model", model), ("version", version)))]
+def model_value(values: dict, name: str, model: str, version: str = "1", **labels: str) -> float:
+    """The sample of `name` for the model version, summed over its other labels (e.g. a failure's reason) unless
+    given."""
+    found = [v for (n, ls), v in values.items() if n == name and
+             {**dict(ls), "model": model, "version": version, **labels}.items() <= dict(ls).items()]
+    if not found:
+        raise KeyError((name, model, version, labels))
+    return sum(found)
 
 
 def statistic(stats: dict, key: str) -> int:
@@ -130,6 +136,8 @@ def test_success_and_failure_counts(traffic):
     assert model_value(ok, "nv_inference_exec_count", "identity") == len(SUCCESS_BATCHES)
     assert model_value(bad, "nv_inference_request_success", "raises") == 0
     assert model_value(bad, "nv_inference_request_failure", "raises") == FAILURES
+    assert model_value(bad, "nv_inference_request_failure", "raises", reason="BACKEND") == FAILURES  # it raised
+    assert model_value(bad, "nv_inference_exec_count", "raises") == FAILURES  # (executions all the same, as Triton's)
     assert model_value(bad, "nv_inference_count", "raises") == 0
 
 
@@ -138,11 +146,13 @@ def test_exact_lines(traffic):
     identity_server, raises_server = traffic
     text = scrape(identity_server)
     assert f'nv_inference_request_success{{model="identity",version="1"}} {len(SUCCESS_BATCHES)}\n' in text
-    assert 'nv_inference_request_failure{model="identity",version="1"} 0\n' in text
+    for reason in ("BACKEND", "CANCELED", "OTHER", "REJECTED"):  # Triton's failure reasons, each with its sample
+        assert f'nv_inference_request_failure{{model="identity",reason="{reason}",version="1"}} 0\n' in text
     assert f'nv_inference_count{{model="identity",version="1"}} {sum(SUCCESS_BATCHES)}\n' in text
     assert "# TYPE nv_inference_request_success counter\n" in text
     assert "# TYPE nv_inference_pending_request_count gauge\n" in text
-    assert f'nv_inference_request_failure{{model="raises",version="1"}} {FAILURES}\n' in scrape(raises_server)
+    assert f'nv_inference_request_failure{{model="raises",reason="BACKEND",version="1"}} {FAILURES}\n' in \
+        scrape(raises_server)
 
 
 def test_format_parses_as_prometheus_text(traffic):

@@ -131,11 +131,11 @@ def test_options_validated_at_start():
 def test_inert_options_are_warned_about_once(monkeypatch):
     monkeypatch.setattr(_options, "_warned", set())
     options = tritonserver.Options(model_repository=MODELS, rate_limiter_mode=tritonserver.RateLimitMode.EXEC_COUNT,
-                                   cache_config={"local": {"size": 1}})
+                                   cache_directory="/opt/caches")
     with pytest.warns(UserWarning) as record:
         _options.warn_inert(options)
     assert sorted(str(w.message).split(":")[0] for w in record) == [
-        "tritonserver.Options.cache_config is accepted but has no effect",
+        "tritonserver.Options.cache_directory is accepted but has no effect",
         "tritonserver.Options.rate_limiter_mode is accepted but has no effect"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -153,3 +153,20 @@ def test_log_options_set_the_level_and_format():
     assert line.startswith("I") and line.endswith("core.py:12] hello")
     iso = _options.TritonLogFormatter(tritonserver.LogFormat.ISO8601).format(record)
     assert iso[4] == "-" and " I " in iso
+
+
+def test_the_response_cache_of_cache_config():
+    options = tritonserver.Options(model_repository=str(REPOSITORIES / "cache"), exit_timeout=5,
+                                   cache_config={"local": {"size": 1 << 20}})
+    server = tritonserver.Server(options).start(wait_until_ready=True, timeout=60)
+    try:
+        model = server.model("counted")
+        calls = [int(numpy.from_dlpack(r.outputs["CALLS"])[0])
+                 for _ in range(3) for r in model.infer(inputs={"X": numpy.array([1, 2], numpy.float32)})]
+        assert calls == [1, 1, 1]  # computed once, then answered from the cache
+        stats = model.statistics()["model_stats"][0]["inference_stats"]
+        assert (stats["cache_hit"]["count"], stats["cache_miss"]["count"]) == (2, 1)
+    finally:
+        server.stop()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="unknown cache 'redis'"):
+        tritonserver.Server(tritonserver.Options(model_repository=MODELS, cache_config={"redis": {"host": "x"}})).start()

@@ -30,6 +30,14 @@ _COUNTERS = (
     ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does "
      "not include cached requests)", "compute_output.ns", 1000),
 )
+# Triton's per-model response-cache counters: only for models whose responses are cached, with the latency counters.
+_CACHE_COUNTERS = (
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit.count", 1),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit.ns", 1000),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model", "cache_miss.count", 1),
+    ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
+     "cache_miss.ns", 1000),
+)
 
 
 def _stat(stats, key: str) -> int:
@@ -92,9 +100,21 @@ class TritonMetricsCollector:
                 continue  # `--metrics-config counter_latencies=false`: the *_duration_us counters are left out
             metric = Metric(name, doc, "counter")
             for model in models:
+                if key == "fail.count":  # Triton's: one sample per failure reason
+                    for reason in sorted(model.stats.failures):
+                        metric.add_sample(name, {"model": model.name, "reason": reason, "version": str(model.version)},
+                                          model.stats.failures[reason])
+                    continue
                 value = _stat(model.stats, key)
                 metric.add_sample(name, {"model": model.name, "version": str(model.version)},
                                   value // divisor)  # durations: whole microseconds, as Triton reports them
+            yield metric
+        cached = [m for m in models if m.cache is not None]
+        for name, doc, key, divisor in _CACHE_COUNTERS if cached and self.core.metrics.counter_latencies else ():
+            metric = Metric(name, doc, "counter")
+            for model in cached:
+                metric.add_sample(name, {"model": model.name, "version": str(model.version)},
+                                  _stat(model.stats, key) // divisor)
             yield metric
         pending = Metric("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting "
                          "execution per-model.", "gauge")

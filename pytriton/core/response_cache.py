@@ -1,0 +1,187 @@
+"""Triton's response cache (the `local` cache): a server-wide LRU of responses, bounded in bytes.
+
+A model whose config enables `response_cache` (on a server started with `--cache-config local,size=BYTES`) has each
+request looked up before it is scheduled: a hit is answered with a copy of the stored response and never reaches
+an instance; a miss runs as usual and its successful response is stored. The key covers what a request's answer can
+depend on: the model name and version, every input's name, datatype, shape and bytes (read from the client's
+shared-memory region where they lie there), the outputs requested with their parameters, and the request's own
+parameters except those that only steer scheduling (priority, timeout). An entry counts the bytes of its outputs;
+an entry larger than the whole cache is not stored.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from pytriton.core.shm_registry import SystemShmRegion, shm_path
+from pytriton.core.trace import REQUEST_END, REQUEST_START
+from pytriton.core.types import ExecutionRequest, InferRequest, InferResponse, Tensor
+from pytriton.exceptions import unavailable
+from pytriton.scheduler.job import ExecutionStats
+
+if TYPE_CHECKING:
+    from pytriton.core.registry import Model
+    from pytriton.core.server_core import ServerCore
+    from pytriton.model_config.triton_model_config import TritonModelConfig
+
+logger = logging.getLogger("pytriton.core")
+
+# Request parameters that choose how a request is scheduled, not what it computes.
+_SCHEDULING_PARAMETERS = frozenset(("priority", "timeout", "binary_data_output"))
+# Requested-output parameters that choose the wire encoding only.
+_ENCODING_PARAMETERS = frozenset(("binary_data",))
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedResponse:
+    """A stored response: its outputs as (name, datatype, shape, bytes) and its parameters."""
+
+    outputs: tuple[tuple[str, str, tuple[int, ...], bytes], ...]
+    parameters: tuple[tuple[str, Any], ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(data) for _, _, _, data in self.outputs)
+
+    @classmethod
+    def of(cls, outputs: list[Tensor], parameters: dict[str, Any]) -> CachedResponse:
+        return cls(tuple((t.name, t.datatype, tuple(t.shape), bytes(t.data)) for t in outputs),
+                   tuple(parameters.items()))
+
+    def tensors(self) -> list[Tensor]:
+        """Fresh tensors over the stored bytes (read-only; the entry may be evicted meanwhile, the bytes stay)."""
+        return [Tensor(name, datatype, shape, memoryview(data)) for name, datatype, shape, data in self.outputs]
+
+
+class ResponseCache:
+    """An LRU of `CachedResponse`s by request key, holding at most `size` bytes of outputs."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.used = 0
+        self._entries: collections.OrderedDict[bytes, CachedResponse] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, key: bytes) -> CachedResponse | None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def __contains__(self, key: bytes) -> bool:
+        return key in self._entries
+
+    def insert(self, key: bytes, entry: CachedResponse) -> bool:
+        """Store `entry` (the least recently used entries make room); False if the key is stored already or the
+        entry is larger than the cache."""
+        if key in self._entries:
+            return False
+        nbytes = entry.nbytes
+        if nbytes > self.size:
+            return False
+        while self.used + nbytes > self.size:
+            _, evicted = self._entries.popitem(last=False)
+            self.used -= evicted.nbytes
+        self._entries[key] = entry
+        self.used += nbytes
+        return True
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.used = 0
+
+
+def model_cache(config: TritonModelConfig, cache: ResponseCache | None) -> ResponseCache | None:
+    """The cache a model's responses go to: the server's, where the model's config enables `response_cache` (as
+    Triton, a model enabling it on a server without a cache is served without one)."""
+    if not config.response_cache:
+        return None
+    if cache is None:
+        logger.warning("model '%s': response_cache is enabled but the server has no cache (--cache-config "
+                       "local,size=BYTES): every request is computed", config.model_name)
+    return cache
+
+
+async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, request: InferRequest, internal: bool
+                       ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+    """`core.infer_with_stats` for a model whose responses are cached: a hit is answered here, a miss computed and
+    stored. (Validation need not come first: an identical request was valid, or it was never stored.)"""
+    start = time.perf_counter_ns()
+    if not core.accepting and not internal:
+        raise unavailable("Server not ready")
+    execution, _ = core._execution_request(request)  # (a region error is the client's answer, as without a cache)
+    key = request_key(model.name, model.version, request, execution)
+    if key is None:
+        return await core.infer_with_stats(request, internal, cache=False)
+    entry = cache.lookup(key)
+    lookup_ns = time.perf_counter_ns() - start
+    if entry is not None:
+        trace = request.trace
+        if trace is not None:
+            trace.model_version = str(model.version)
+            trace.stamp(REQUEST_START, start)
+            trace.stamp(REQUEST_END)
+        response = InferResponse(model.name, str(model.version), request.id, entry.tensors(), dict(entry.parameters))
+        model.stats.record_cache_hit(time.perf_counter_ns() - start, lookup_ns)
+        return response, ExecutionStats()
+    response, stats = await core.infer_with_stats(request, internal, cache=False)
+    if any(t.data is None for t in response.outputs):  # (written into a client's region: nothing to store)
+        return response, stats
+    insert_start = time.perf_counter_ns()
+    if key not in cache:  # (an identical request computed meanwhile stored it: that one counted the miss)
+        cache.insert(key, CachedResponse.of(response.outputs, response.parameters))
+        model.stats.record_cache_miss(lookup_ns + time.perf_counter_ns() - insert_start)
+    return response, stats
+
+
+def request_key(name: str, version: int, request: InferRequest, execution: ExecutionRequest) -> bytes | None:
+    """The cache key of a request to model `name` `version`, or None when its response is not cacheable here (an
+    input in CUDA shared memory, an output to be written into a client's region)."""
+    if execution.output_regions:
+        return None
+    digest = hashlib.blake2b(digest_size=32)
+
+    def part(value: object) -> None:
+        text = repr(value).encode()
+        digest.update(len(text).to_bytes(8, "little"))
+        digest.update(text)
+
+    part((name, version))
+    for tensor in sorted(request.inputs, key=lambda t: t.name):
+        part((tensor.name, tensor.datatype, tuple(tensor.shape)))
+        data = tensor.data
+        if data is None:
+            where = execution.input_regions.get(tensor.name)
+            if where is None or not isinstance(where.region, SystemShmRegion):
+                return None
+            try:
+                data = _read_region(where.region, where.offset, where.byte_size)
+            except OSError:  # (the scheduler reports what is wrong with the region)
+                return None
+        view = memoryview(data).cast("B")
+        digest.update(view.nbytes.to_bytes(8, "little"))
+        digest.update(view)
+    part(sorted((o.name, sorted((k, repr(v)) for k, v in o.parameters.items() if k not in _ENCODING_PARAMETERS))
+                for o in request.outputs))
+    part(sorted((k, repr(v)) for k, v in request.parameters.items() if k not in _SCHEDULING_PARAMETERS))
+    return digest.digest()
+
+
+def _read_region(region: SystemShmRegion, offset: int, size: int) -> bytes:
+    """`size` bytes at `offset` of a client's system shared-memory region."""
+    fd = os.open(shm_path(region.key), os.O_RDONLY)
+    try:
+        return os.pread(fd, size, region.offset + offset)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["CachedResponse", "ResponseCache", "infer_cached", "model_cache", "request_key"]

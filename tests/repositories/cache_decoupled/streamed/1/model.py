@@ -1,0 +1,3 @@
+class TritonPythonModel:
+    def execute(self, requests):
+        return None
