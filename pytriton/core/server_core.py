@@ -24,13 +24,12 @@ from pytriton.core.response_cache import ResponseCache, infer_cached, model_cach
 from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
-    COMPUTE_END,
-    COMPUTE_START,
     INFER_RESPONSE_COMPLETE,
     QUEUE_START,
     REQUEST_END,
     REQUEST_START,
-    Trace,
+    stamp_execution,
+    stamp_stream_delivery,
 )
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
 from pytriton.core.validation import validate_request
@@ -384,7 +383,7 @@ class ServerCore:
         try:
             delivery = await self._receive(model, job, lambda: future)
             if trace is not None:
-                _stamp_compute(trace, delivery.stats)
+                stamp_execution(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
         except ServerError as exc:
             if delivery is not None and delivery.result is not None:  # the model answered with an error response:
@@ -422,7 +421,7 @@ class ServerCore:
                 try:
                     item: Delivery = await self._receive(model, job, job.next)  # (taking it gives credit back)
                     if trace is not None:
-                        _stamp_stream(trace, item)
+                        stamp_stream_delivery(trace, item)
                     response = self._response(model, request, item.result) if item.result is not None else None
                 except ServerError as exc:
                     model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
@@ -479,22 +478,6 @@ class ServerCore:
             model.scheduler.fail_all("the server is stopping")
         await asyncio.gather(*(m.source.stop(timeout_s) for m in models), return_exceptions=True)
         self.live = False
-
-
-def _stamp_compute(trace: Trace, stats: ExecutionStats) -> None:
-    trace.stamp_compute(stats.compute_start_ns, stats.compute_input_ns, stats.compute_infer_ns, stats.compute_output_ns)
-
-
-def _stamp_stream(trace: Trace, item: Delivery) -> None:
-    """A decoupled model's execution in a trace: COMPUTE_START with its first message, INFER_RESPONSE_COMPLETE per
-    response, COMPUTE_END with its final message."""
-    stats = item.stats
-    if trace.timestamps[-1][0] == QUEUE_START:  # the first message
-        trace.stamp(COMPUTE_START, stats.compute_start_ns or None)
-    if item.result is not None:
-        trace.stamp(INFER_RESPONSE_COMPLETE)
-    if item.final:
-        trace.stamp(COMPUTE_END)
 
 
 __all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]

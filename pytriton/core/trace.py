@@ -160,5 +160,22 @@ def finish_on_sent(
     return sent
 
 
-__all__ = ["Trace", "TraceConfig", "TraceSink", "Tracer", "parse_trace_config", "model_trace_settings", "finish_on_sent",
+
+def stamp_execution(trace: Trace, stats: Any) -> None:
+    """An execution's compute timestamps (its `ExecutionStats`) in a trace."""
+    trace.stamp_compute(stats.compute_start_ns, stats.compute_input_ns, stats.compute_infer_ns, stats.compute_output_ns)
+
+
+def stamp_stream_delivery(trace: Trace, item: Any) -> None:
+    """A decoupled model's execution in a trace (one `Delivery` at a time): COMPUTE_START with its first message,
+    INFER_RESPONSE_COMPLETE per response, COMPUTE_END with its final message."""
+    stats = item.stats
+    if trace.timestamps[-1][0] == QUEUE_START:  # the first message
+        trace.stamp(COMPUTE_START, stats.compute_start_ns or None)
+    if item.result is not None:
+        trace.stamp(INFER_RESPONSE_COMPLETE)
+    if item.final:
+        trace.stamp(COMPUTE_END)
+
+__all__ = ["stamp_execution", "stamp_stream_delivery", "Trace", "TraceConfig", "TraceSink", "Tracer", "parse_trace_config", "model_trace_settings", "finish_on_sent",
            "now_ns"]
