@@ -123,7 +123,8 @@ def _traffic_and_scrape(server) -> str:
 
 
 SERVER_ARGS = ["--max-batch-size", "8", *tensor_args("input", [("IN_X", "fp32", "4")]),
-               *tensor_args("output", [("OUT_X", "fp32", "4")]), "--metrics-config", "summary_latencies=true"]
+               *tensor_args("output", [("OUT_X", "fp32", "4")]), "--metrics-config", "summary_latencies=true",
+               "--cache-config", "local,size=1048576", "--response-cache"]  # (the nv_cache_* families too)
 
 
 DECOUPLED_ARGS = ["--decoupled", *tensor_args("input", [("COUNT", "int32", "1")]),
@@ -132,8 +133,8 @@ DECOUPLED_ARGS = ["--decoupled", *tensor_args("input", [("COUNT", "int32", "1")]
 
 @pytest.fixture(scope="module")
 def metrics_page() -> str:
-    """/metrics of two servers after a few requests, one after the other: a model with the summaries on, and a
-    decoupled one with the first-response histogram on."""
+    """/metrics of two servers after a few requests, one after the other: a model with the summaries and the response
+    cache on, and a decoupled one with the first-response histogram on."""
     with serve("tests.models:identity", *SERVER_ARGS) as server:
         page = _traffic_and_scrape(server)
     with serve("tests.models:delayed_countdown", *DECOUPLED_ARGS) as server:
