@@ -1,4 +1,5 @@
 import json
+import os
 import time
 
 import triton_python_backend_utils as pb_utils
@@ -16,9 +17,10 @@ class TritonPythonModel:
                     seen = True
                     break
                 time.sleep(0.01)
-            if seen and params.get("marker"):
-                with open(params["marker"], "w") as f:
+            if seen and params.get("marker"):  # written whole, then renamed: a reader never sees it half-made
+                with open(params["marker"] + ".tmp", "w") as f:
                     f.write("cancelled")
+                os.replace(params["marker"] + ".tmp", params["marker"])
             x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x)]))
         return responses
