@@ -321,6 +321,8 @@ class ModelScheduler:
         """The queue policy ends a queued job (it waited past its timeout): it never runs, as if withdrawn."""
         self._withdrawn += 1
         self._queued_weight -= job.weight
+        if isinstance(error, ServerError):
+            error.failure_reason = "REJECTED"  # (Triton's reason for a request its queue policy rejected)
         job.fail(error)
 
     def _pop_withdrawn(self) -> None:
