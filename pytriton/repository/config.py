@@ -243,5 +243,7 @@ def _sequence_batcher(config: pb.ModelConfig, model_dir: str, where: _Fields) ->
         raise where.error("sequence_batching.iterative_sequence", "is not supported yet")
     try:
         return sequence_batcher_from_triton(_as_dict(sequence), lambda name: _initial_state(model_dir, name, where))
+    except ModelRepositoryError:  # (already naming its field)
+        raise
     except PyTritonError as exc:
         raise where.error("sequence_batching", str(exc)) from None
