@@ -13,7 +13,7 @@ from pytriton import _env
 from pytriton._cache_config import parse_cache_config
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
 from pytriton._cli_queue import queue_policy_options
-from pytriton._cli_sequence import CONTROL_HELP, sequence_batcher_of
+from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.backends.target import CallableTarget, find_module
@@ -166,6 +166,8 @@ def main() -> None:
                    "--max-candidate-sequences sequences batched, with --preferred-batch-size / --max-queue-delay-us).")
 @click.option("--sequence-control", "sequence_controls", multiple=True, metavar="KIND=NAME[:DTYPE[:FALSE,TRUE]]",
               help="Sequence batcher: a control input the model reads (repeatable). " + CONTROL_HELP + ".")
+@click.option("--sequence-state", "sequence_states", multiple=True, metavar="INPUT=OUTPUT:DTYPE:SHAPE[:FILE]",
+              help="Sequence batcher: implicit state (repeatable). " + STATE_HELP + ".")
 @click.option("--sequence-idle-us", type=click.IntRange(min=1), default=None,
               help="Sequence batcher: max_sequence_idle_microseconds (default 1000000).")
 @click.option("--max-candidate-sequences", type=click.IntRange(min=1), default=None,
@@ -287,6 +289,7 @@ def serve(
     queue_policy: dict,
     sequence_batching: str | None,
     sequence_controls: tuple[str, ...],
+    sequence_states: tuple[str, ...],
     sequence_idle_us: int | None,
     max_candidate_sequences: int | None,
     instances: int | None,
@@ -352,7 +355,7 @@ def serve(
                        instances=instances, gpus=gpus, device=device,
                        decoupled=decoupled, response_cache=response_cache, sequence_batcher=sequence_batcher_of(
                            sequence_batching, sequence_controls, sequence_idle_us, max_candidate_sequences,
-                           max_queue_delay_us, preferred_batch_size))
+                           max_queue_delay_us, preferred_batch_size, sequence_states))
     if not (allow_grpc or allow_http):
         raise click.UsageError("at least one of gRPC and HTTP must be allowed")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),

@@ -21,3 +21,12 @@ def running_sum(requests):
                         "OUT_START": request["START"].reshape(1, 1).astype(np.int32),
                         "CORRELATION_ID": np.array([[str(request.correlation_id)]], dtype=np.bytes_)})
     return answers
+
+
+def state_sum(requests):
+    """A sum kept by the server (implicit state): SUM = SUM_STATE = STATE_IN + INPUT."""
+    answers = []
+    for request in requests:
+        total = (request["STATE_IN"].reshape(1, 1) + request["INPUT"].reshape(1, 1)).astype(np.int32)
+        answers.append({"SUM": total, "STATE_OUT": total})
+    return answers

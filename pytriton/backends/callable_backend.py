@@ -153,7 +153,7 @@ class CallableBackend:
                     f"got {type(response).__name__}"
                 )
             for name in response:
-                if name not in self.config.output_by_name:
+                if name not in self.config.model_output_by_name:
                     raise InferenceCallableError(
                         f"inference callable of model '{model}' returned output '{name}', which the model does "
                         f"not declare (declared: {sorted(self.config.output_by_name)})"
@@ -161,7 +161,7 @@ class CallableBackend:
             listed = request.requested_output_names
             outputs = []
             for name in listed or self.config.output_by_name:
-                spec = self.config.output_by_name[name]
+                spec = self.config.model_output_by_name[name]
                 if name not in response:
                     raise InferenceCallableError(_missing_output(model, name, bool(listed)))
                 array = response[name]

@@ -264,7 +264,7 @@ class PythonModelBackend(CallableBackend):
             output = tensor.name()
             if requested and output not in requested:
                 continue
-            spec = self.config.output_by_name.get(output)
+            spec = self.config.model_output_by_name.get(output)
             if spec is None:
                 raise InferenceCallableError(f"model '{name}' returned output '{output}', which its config.pbtxt "
                                              f"does not declare (declared: {sorted(self.config.output_by_name)})")

@@ -3,21 +3,24 @@
 START / END / READY carry the configured false or true value (INT32, FP32 or BOOL), CORRID the correlation id
 (UINT64 / INT64 / UINT32 / INT32, or a BYTES string); each is shaped [1], [1, 1] with a batch dimension. A
 not-ready request (an empty slot of a Direct batch) has START, END and READY false and CORRID 0.
+
+Implicit state (`sequence_batching.state`): the state inputs are added as the controls are; the state outputs are
+asked of the model and taken out of the client's response unless the config lists them as outputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pytriton.core.types import ExecutionRequest, Tensor
+from pytriton.core.types import ExecutionOutput, ExecutionRequest, Tensor
 from pytriton.exceptions import invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY
-from pytriton.model_config.sequence import ControlKind, SequenceBatcher
+from pytriton.model_config.sequence import ControlKind, SequenceBatcher, SequenceState
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import ModelScheduler
 from pytriton.scheduler.job import ExecutionStats
@@ -27,12 +30,27 @@ from pytriton.scheduler.sequence import SequenceScheduler
 class SequenceControls:
     """`SequenceRequests` for the core's `ExecutionRequest`s of one model."""
 
-    def __init__(self, model_name: str, policy: SequenceBatcher, max_batch_size: int):
+    def __init__(self, model_name: str, policy: SequenceBatcher, max_batch_size: int,
+                 outputs: Sequence[str] = ()):
         self.model_name = model_name
         self.policy = policy
         self.shape = (1, 1) if max_batch_size > 0 else (1,)
-        self.names = {c.name for c in policy.controls}
+        self.names = {c.name for c in policy.controls} | {state.input_name for state in policy.states}
         self.corrid = policy.control(ControlKind.CORRID)
+        # implicit state: the model gets the state inputs and returns the state outputs; a client sees a state
+        # output only when the config lists it as an output (and the client asks for it, or for all outputs)
+        self.stateful = bool(policy.states)
+        self.batch = (1,) if max_batch_size > 0 else ()
+        self.outputs = list(outputs)
+        self.state_outputs = {state.output_name: state for state in policy.states}
+        self.initial = {state.input_name: self._initial(state) for state in policy.states}
+
+    def _initial(self, state: SequenceState) -> Tensor:
+        shape = self.batch + state.start_shape
+        if state.initial_data is not None:
+            return Tensor(state.input_name, state.datatype, shape, state.initial_data)
+        itemsize = 4 if state.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[state.datatype]).itemsize
+        return Tensor(state.input_name, state.datatype, shape, bytes(math.prod(shape) * itemsize))
 
     def fields(self, payload: ExecutionRequest) -> tuple[int | str, bool, bool]:
         parameters = payload.parameters
@@ -71,6 +89,44 @@ class SequenceControls:
         inputs = [t for t in payload.inputs if t.name not in self.names]  # a client cannot set a control itself
         return dataclasses.replace(payload, inputs=inputs + self._controls(correlation_id, start, end, True))
 
+    # ---- implicit state ----------------------------------------------------------------------------
+    def client_view(self, payload: ExecutionRequest) -> list[str]:
+        """The outputs the client asked for (none: all of the config's)."""
+        return list(payload.requested_outputs)
+
+    def prepare_state(self, payload: ExecutionRequest, correlation_id: int | str, start: bool, end: bool,
+                      state: dict[str, Tensor] | None) -> ExecutionRequest:
+        """`prepare`, with the state inputs (the initial state on START or when none is kept) and the state outputs
+        asked of the model."""
+        prepared = self.prepare(payload, correlation_id, start, end)
+        inputs = [t for t in prepared.inputs if t.name not in self.initial]
+        for name, initial in self.initial.items():
+            inputs.append((state or {}).get(name, initial))
+        requested = list(payload.requested_outputs) or list(self.outputs)
+        requested += [name for name in self.state_outputs if name not in requested]
+        return dataclasses.replace(prepared, inputs=inputs, requested_outputs=requested)
+
+    def keep_state(self, view: list[str], result: Any, state: dict[str, Tensor] | None) -> dict[str, Tensor] | None:
+        """The state tensors of `result` (copied: its buffers go back with the response) over `state`; the state
+        outputs the client did not ask for are taken out of the result."""
+        if not isinstance(result, ExecutionOutput) or result.error:
+            return state
+        outputs = result.outputs
+        kept = dict(state or {})
+        shown = []
+        for tensor in outputs:
+            spec = self.state_outputs.get(tensor.name)
+            if spec is None:
+                shown.append(tensor)
+                continue
+            if tensor.data is not None:
+                kept[spec.input_name] = Tensor(spec.input_name, tensor.datatype, tuple(tensor.shape),
+                                               bytes(tensor.data))
+            if tensor.name in (view or self.outputs):
+                shown.append(tensor)
+        result.outputs = shown
+        return kept
+
     def null(self, payload: ExecutionRequest) -> ExecutionRequest:
         inputs = []
         for tensor in payload.inputs:
@@ -80,8 +136,11 @@ class SequenceControls:
             itemsize = 4 if tensor.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[tensor.datatype]).itemsize
             size = count * itemsize  # (zero BYTES elements: each an empty string)
             inputs.append(Tensor(tensor.name, tensor.datatype, tensor.shape, bytes(size)))
-        return ExecutionRequest(inputs + self._controls(0, False, False, False), {}, list(payload.requested_outputs),
-                                {}, {})
+        states = list(self.initial.values())  # (a not-ready request's state: the initial one; its answer is dropped)
+        requested = list(payload.requested_outputs)
+        if requested:
+            requested += [name for name in self.state_outputs if name not in requested]
+        return ExecutionRequest(inputs + self._controls(0, False, False, False) + states, {}, requested, {}, {})
 
 
 def scheduler_for(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
@@ -96,7 +155,7 @@ def scheduler_for(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
              on_execution: Callable[[ExecutionStats], None] | None = None, queueing: Any = None) -> ModelScheduler:
         # (`queueing`: a dynamic batcher's queue policy; a stateful model has none, as sequence and dynamic batching
         # exclude each other in Triton's configuration)
-        controls = SequenceControls(model_name, policy, config.max_batch_size)
+        controls = SequenceControls(model_name, policy, config.max_batch_size, [o.name for o in config.outputs])
         return SequenceScheduler(model_name, policy, config.max_batch_size, controls, execution_timeout_s, on_execution)
 
     return make

@@ -37,7 +37,7 @@ from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unav
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy
 from pytriton.scheduler.instance import InstanceSource
-from pytriton.scheduler.job import Delivery, ExecutionStats, Job
+from pytriton.scheduler.job import QUEUED, Delivery, ExecutionStats, Job
 from pytriton.scheduler.queue_policy import queue_rules, request_queueing
 
 logger = logging.getLogger("pytriton.core")
@@ -332,6 +332,8 @@ class ServerCore:
         try:
             item = await receive()
         except asyncio.CancelledError:
+            if job.state == QUEUED and not job.abandoned:  # cancelled before it ran: a failure, as Triton counts it
+                model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")
             model.scheduler.withdraw(job)
             raise
         except ServerError:

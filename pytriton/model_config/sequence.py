@@ -72,6 +72,59 @@ class SequenceControl:
 
 
 @dataclasses.dataclass(frozen=True)
+class SequenceState:
+    """Implicit state (Triton's `sequence_batching.state`): the server keeps, per sequence, the model's output
+    `output_name` and hands it back as input `input_name` on the sequence's next request.
+
+    On a sequence's START request the input is the initial state: `initial_data` (raw bytes, row-major, shaped
+    `initial_dims`; Triton's `initial_state` with `data_file`), or zeros shaped `initial_dims` (`zero_data`), or,
+    with neither given, zeros shaped `dims` with each variable dimension 1 (Triton leaves that data undefined).
+    """
+
+    input_name: str
+    output_name: str
+    datatype: str = "FP32"
+    dims: tuple[int, ...] = (1,)
+    initial_dims: tuple[int, ...] | None = None
+    initial_data: bytes | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        if self.initial_dims is not None:
+            object.__setattr__(self, "initial_dims", tuple(int(d) for d in self.initial_dims))
+        if not self.input_name or not self.output_name:
+            raise PyTritonModelConfigError("sequence batching state must have an input_name and an output_name")
+        if self.initial_dims is not None and any(d < 0 for d in self.initial_dims):
+            raise PyTritonModelConfigError(
+                f"initial state for '{self.input_name}' must have fixed dimensions, got {list(self.initial_dims)}")
+
+    @property
+    def start_shape(self) -> tuple[int, ...]:
+        """The shape of the state on a START request (without the batch dimension)."""
+        if self.initial_dims is not None:
+            return self.initial_dims
+        return tuple(1 if d < 0 else d for d in self.dims)
+
+    def to_triton_dict(self, with_data: bool = False) -> dict[str, Any]:
+        """Triton's JSON; `with_data`: an initial state's data too (hex, under `data_hex`: not a field of Triton's)."""
+        datatype = "STRING" if self.datatype == "BYTES" else self.datatype
+        state: dict[str, Any] = {"input_name": self.input_name, "output_name": self.output_name,
+                                 "data_type": f"TYPE_{datatype}", "dims": [str(d) for d in self.dims],
+                                 "use_same_buffer_for_input_output": False, "use_growable_memory": False}
+        if self.initial_dims is not None:
+            initial: dict[str, Any] = {"data_type": f"TYPE_{datatype}", "dims": [str(d) for d in self.initial_dims],
+                                       "name": "initial state"}
+            if self.initial_data is None:
+                initial["zero_data"] = True
+            else:
+                initial["data_file"] = "initial_state_data"
+                if with_data:
+                    initial["data_hex"] = self.initial_data.hex()
+            state["initial_state"] = [initial]
+        return state
+
+
+@dataclasses.dataclass(frozen=True)
 class SequenceBatcher:
     """Triton's `sequence_batching` (pytriton extension of `ModelConfig`: `ModelConfig(sequence_batcher=...)`).
 
@@ -85,6 +138,7 @@ class SequenceBatcher:
         max_queue_delay_microseconds: OLDEST: how long a batch may wait to grow; DIRECT: with
             minimum_slot_utilization, how long a batch may wait for more slots to have a request.
         minimum_slot_utilization: DIRECT: the fraction of slots with a request that starts a batch at once.
+        states: implicit state the server keeps for each sequence (`SequenceState`).
     """
 
     strategy: SequenceStrategy = SequenceStrategy.DIRECT
@@ -94,9 +148,11 @@ class SequenceBatcher:
     preferred_batch_size: tuple[int, ...] = ()
     max_queue_delay_microseconds: int = 0
     minimum_slot_utilization: float = 0.0
+    states: tuple[SequenceState, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", SequenceStrategy(self.strategy))
+        object.__setattr__(self, "states", tuple(self.states))
         object.__setattr__(self, "controls", tuple(self.controls))
         object.__setattr__(self, "preferred_batch_size", tuple(int(s) for s in self.preferred_batch_size))
         if self.max_sequence_idle_microseconds <= 0:
@@ -110,6 +166,11 @@ class SequenceBatcher:
         for kind in kinds:
             if kinds.count(kind) > 1:
                 raise PyTritonModelConfigError(f"sequence batching specifies multiple {kind.value} tensors")
+        for field in ("input_name", "output_name"):
+            names = [getattr(state, field) for state in self.states]
+            for name in names:
+                if names.count(name) > 1:
+                    raise PyTritonModelConfigError(f"sequence batching state {field} '{name}' is specified twice")
         if self.strategy is SequenceStrategy.OLDEST and self.max_candidate_sequences < 1:
             raise PyTritonModelConfigError("sequence batching max_candidate_sequences must be positive")
 
@@ -129,11 +190,11 @@ class SequenceBatcher:
                 raise PyTritonModelConfigError(
                     f"sequence batching preferred batch size must be <= max batch size for {model_name}")
 
-    def to_triton_dict(self, max_batch_size: int = 0) -> dict[str, Any]:
+    def to_triton_dict(self, max_batch_size: int = 0, with_data: bool = False) -> dict[str, Any]:
         config: dict[str, Any] = {
             "max_sequence_idle_microseconds": self.max_sequence_idle_microseconds,
             "control_input": [c.to_triton_dict() for c in self.controls],
-            "state": [],
+            "state": [state.to_triton_dict(with_data) for state in self.states],
             "iterative_sequence": False,
         }
         if self.strategy is SequenceStrategy.OLDEST:
@@ -148,8 +209,38 @@ class SequenceBatcher:
         return config
 
 
-def sequence_batcher_from_triton(data: dict[str, Any]) -> SequenceBatcher:
+def states_from_triton(data: dict[str, Any], read_file: Any = None) -> tuple[SequenceState, ...]:
+    """Triton's JSON `sequence_batching.state` entries; `read_file(name)` gives an initial state's `data_file`."""
+    states = []
+    for entry in data.get("state", []):
+        dtype = str(entry.get("data_type", "TYPE_INVALID")).replace("TYPE_", "")
+        initial = entry.get("initial_state") or []
+        if len(initial) > 1:
+            raise PyTritonModelConfigError(
+                f"sequence batching state '{entry.get('input_name', '')}' has more than one initial state")
+        initial_dims = None
+        initial_data = None
+        if initial:
+            init = initial[0]
+            initial_dims = tuple(int(d) for d in init.get("dims", []))
+            if "data_hex" in init:  # (pytriton's own round trip)
+                initial_data = bytes.fromhex(init["data_hex"])
+            elif init.get("data_file"):
+                if read_file is None:
+                    raise PyTritonModelConfigError("initial state 'data_file' is not supported here")
+                initial_data = read_file(init["data_file"])
+            elif not init.get("zero_data"):
+                raise PyTritonModelConfigError(
+                    f"initial state for '{entry.get('input_name', '')}' must set 'zero_data' or 'data_file'")
+        states.append(SequenceState(entry.get("input_name", ""), entry.get("output_name", ""),
+                                    "BYTES" if dtype == "STRING" else dtype, tuple(int(d) for d in entry.get("dims", [])),
+                                    initial_dims, initial_data))
+    return tuple(states)
+
+
+def sequence_batcher_from_triton(data: dict[str, Any], read_file: Any = None) -> SequenceBatcher:
     """Triton's JSON `sequence_batching` (json_format field names) as a SequenceBatcher."""
+    states = states_from_triton(data, read_file)
     controls = []
     for entry in data.get("control_input", []):
         for control in entry.get("control", []):
@@ -173,8 +264,8 @@ def sequence_batcher_from_triton(data: dict[str, Any]) -> SequenceBatcher:
             SequenceStrategy.OLDEST, int(data.get("max_sequence_idle_microseconds", 0)), tuple(controls),
             max_candidate_sequences=int(oldest.get("max_candidate_sequences", 0)),
             preferred_batch_size=tuple(int(s) for s in oldest.get("preferred_batch_size", [])),
-            max_queue_delay_microseconds=int(oldest.get("max_queue_delay_microseconds", 0)))
+            max_queue_delay_microseconds=int(oldest.get("max_queue_delay_microseconds", 0)), states=states)
     return SequenceBatcher(
         SequenceStrategy.DIRECT, int(data.get("max_sequence_idle_microseconds", 0)), tuple(controls),
         max_queue_delay_microseconds=int(direct.get("max_queue_delay_microseconds", 0)),
-        minimum_slot_utilization=float(direct.get("minimum_slot_utilization", 0.0)))
+        minimum_slot_utilization=float(direct.get("minimum_slot_utilization", 0.0)), states=states)

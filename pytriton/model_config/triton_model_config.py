@@ -116,6 +116,12 @@ class TritonModelConfig:
                 "policy. Please disable the response cache.")
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
+        # What the model may return: its outputs and the output of each implicit state (a state output that is not
+        # an output of the config goes to the sequence batcher only, never to a client)
+        self.model_output_by_name: dict[str, TensorSpec] = dict(self.output_by_name)
+        for state in self.sequence_batcher.states if self.sequence_batcher is not None else ():
+            self.model_output_by_name.setdefault(state.output_name,
+                                                 TensorSpec(state.output_name, state.datatype, state.dims))
 
     @property
     def batching(self) -> bool:
@@ -214,7 +220,7 @@ class TritonModelConfig:
             "version_policy": self.version_policy,
             "default_model_filename": self.default_model_filename,
             "ensemble_scheduling": self.ensemble_scheduling,
-            "sequence_batcher": (self.sequence_batcher.to_triton_dict(self.max_batch_size)
+            "sequence_batcher": (self.sequence_batcher.to_triton_dict(self.max_batch_size, with_data=True)
                                  if self.sequence_batcher is not None else None),
         }
 

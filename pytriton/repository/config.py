@@ -206,7 +206,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
         if config.max_batch_size == 0:
             raise where.error("dynamic_batching", "needs max_batch_size > 0")
         batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
-    sequence = _sequence_batcher(config, where)
+    sequence = _sequence_batcher(config, model_dir, where)
     count, selected = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
     policy = version_policy(config)
@@ -224,16 +224,26 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
         raise ModelRepositoryError(f"{path}: {exc}") from None
 
 
-def _sequence_batcher(config: pb.ModelConfig, where: _Fields) -> SequenceBatcher | None:
-    """`sequence_batching`, without implicit state or iterative sequences (refused: not served yet)."""
+def _initial_state(model_dir: str, name: str, where: _Fields) -> bytes:
+    path = os.path.join(model_dir, "initial_state", name)
+    if os.path.isabs(name) or ".." in name.split("/") or not os.path.isfile(path):
+        raise where.error("sequence_batching.state.initial_state.data_file",
+                          f"failed to read initial state file '{name}' in '{os.path.join(model_dir, 'initial_state')}'")
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _sequence_batcher(config: pb.ModelConfig, model_dir: str, where: _Fields) -> SequenceBatcher | None:
+    """`sequence_batching`, without iterative sequences (refused: not served yet); an initial state's `data_file`
+    is read from the model's `initial_state` folder, as Triton reads it."""
     if not config.HasField("sequence_batching"):
         return None
     sequence = config.sequence_batching  # (one of scheduling_choice: never beside dynamic_batching)
-    if len(sequence.state):
-        raise where.error("sequence_batching.state", "implicit state is not supported yet")
     if sequence.iterative_sequence:
         raise where.error("sequence_batching.iterative_sequence", "is not supported yet")
     try:
-        return sequence_batcher_from_triton(_as_dict(sequence))
+        return sequence_batcher_from_triton(_as_dict(sequence), lambda name: _initial_state(model_dir, name, where))
+    except ModelRepositoryError:  # (already naming its field)
+        raise
     except PyTritonError as exc:
         raise where.error("sequence_batching", str(exc)) from None

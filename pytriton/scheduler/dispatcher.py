@@ -70,6 +70,7 @@ class _Execution:
             self.fail(unavailable(f"model instance '{self.instance.label}' answered {len(results)} results for "
                                   f"{len(self.jobs)} requests"))
             return
+        self.scheduler._delivering(self, results)  # (before the execution ends and the instance takes more)
         total = self.total
         stats.batch_size = total.batch_size
         total.compute_input_ns += stats.compute_input_ns
@@ -320,6 +321,8 @@ class ModelScheduler:
         """The queue policy ends a queued job (it waited past its timeout): it never runs, as if withdrawn."""
         self._withdrawn += 1
         self._queued_weight -= job.weight
+        if isinstance(error, ServerError):
+            error.failure_reason = "REJECTED"  # (Triton's reason for a request its queue policy rejected)
         job.fail(error)
 
     def _pop_withdrawn(self) -> None:
@@ -433,6 +436,9 @@ class ModelScheduler:
             self._free.insert(0, instance)
         if self._queue:
             self._schedule()
+
+    def _delivering(self, execution: _Execution, results: list[Any]) -> None:
+        """Results of `execution` about to be delivered (a hook: the sequence batcher keeps implicit state)."""
 
     def _on_execution(self, stats: ExecutionStats) -> None:
         if self.on_execution is not None:

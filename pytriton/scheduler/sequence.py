@@ -11,7 +11,10 @@ instance runs one batch at a time, so a sequence never has two requests in fligh
 - Oldest: the oldest waiting requests of an instance's sequences, up to max_batch_size, with the dynamic batcher's
   preferred sizes and queue delay.
 
-Control tensors are set by the `SequenceRequests` the core hands in; the scheduler sees payloads as opaque.
+Control tensors are set by the `SequenceRequests` the core hands in; the scheduler sees payloads as opaque. With
+implicit state (`stateful` requests), the scheduler keeps each sequence's state between its requests: what
+`keep_state` takes from a result is handed to `prepare` with the sequence's next request (None on START: the initial
+state); it is dropped when the sequence ends (END dispatched, idle release, its instance gone).
 """
 
 from __future__ import annotations
@@ -47,6 +50,21 @@ class SequenceRequests(Protocol):
 
     def null(self, payload: Any) -> Any:
         """A not-ready request shaped as `payload` (its inputs zero, READY false, CORRID 0)."""
+
+
+class StatefulRequests(SequenceRequests, Protocol):
+    """`SequenceRequests` of a model with implicit state (`stateful` true)."""
+
+    stateful: bool
+
+    def client_view(self, payload: Any) -> Any:
+        """What `keep_state` needs to know of the client's request (taken before `prepare`)."""
+
+    def prepare_state(self, payload: Any, correlation_id: int | str, start: bool, end: bool, state: Any) -> Any:
+        """`prepare`, with the sequence's state as its state inputs (None: the initial state)."""
+
+    def keep_state(self, view: Any, result: Any, state: Any) -> Any:
+        """The state a result carries (else `state`), its state outputs taken out of what the client gets."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -114,6 +132,9 @@ class SequenceScheduler(ModelScheduler):
         self._lost: collections.OrderedDict[int | str, str] = collections.OrderedDict()
         self._reaper: asyncio.TimerHandle | None = None
         self._wait: asyncio.TimerHandle | None = None  # the timer of a batch that waits to grow
+        self._stateful = bool(getattr(requests, "stateful", False))
+        self._states: dict[int | str, Any] = {}  # implicit state of the sequences (after their last result)
+        self._job_view: dict[Job, tuple[int | str, bool, Any]] = {}  # jobs in flight -> (sequence, END, client view)
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -147,6 +168,8 @@ class SequenceScheduler(ModelScheduler):
                 continue
             reason = (f"sequence {owner} of model '{self.model_name}' ended: its model instance "
                       f"'{getattr(instance, 'label', instance)}' went away")
+            if owner is not None:
+                self._states.pop(owner, None)
             if owner is not None and self._sequences.get(owner) is slot:
                 del self._sequences[owner]
                 self._last_ns.pop(owner, None)
@@ -192,6 +215,8 @@ class SequenceScheduler(ModelScheduler):
                               "specify the START flag on the first request of the sequence")
         if start:
             self._lost.pop(correlation_id, None)
+            if target is None:
+                self._states.pop(correlation_id, None)
         if target is not None and start:
             logger.warning("sequence %s for model '%s' has a conflict. The previous sequence did not end before this "
                            "sequence start. Previous sequence will be terminated early.", correlation_id,
@@ -239,6 +264,7 @@ class SequenceScheduler(ModelScheduler):
                 entry.job.fail(unavailable(reason))
         self._sequences.clear()
         self._last_ns.clear()
+        self._states.clear()
         super().fail_all(reason)
 
     # ---- slots ---------------------------------------------------------------------------------
@@ -264,6 +290,8 @@ class SequenceScheduler(ModelScheduler):
             if entry.job.state == QUEUED:
                 return entry
             slot.queue.popleft()
+            if entry.end:
+                self._states.pop(entry.correlation_id, None)
             if entry.end and not slot.queue:
                 self._give_back(slot)
         return None
@@ -289,6 +317,7 @@ class SequenceScheduler(ModelScheduler):
                         self.model_name, self._idle_ns // 1000)
             del self._sequences[correlation_id]
             del self._last_ns[correlation_id]
+            self._states.pop(correlation_id, None)
             self._give_back(target)
         if self._last_ns:
             self._arm_reaper(next_ns)
@@ -365,7 +394,16 @@ class SequenceScheduler(ModelScheduler):
             else:
                 slot.queue.popleft()
                 job = entry.job
-                job.payload = self.requests.prepare(job.payload, entry.correlation_id, entry.start, entry.end)
+                if self._stateful:
+                    requests: Any = self.requests
+                    state = None if entry.start else self._states.get(entry.correlation_id)
+                    if entry.end:  # the sequence's last request: nothing to keep after it
+                        self._states.pop(entry.correlation_id, None)
+                    self._job_view[job] = (entry.correlation_id, entry.end, requests.client_view(job.payload))
+                    job.payload = requests.prepare_state(job.payload, entry.correlation_id, entry.start, entry.end,
+                                                         state)
+                else:
+                    job.payload = self.requests.prepare(job.payload, entry.correlation_id, entry.start, entry.end)
             slot.in_flight = True
             self._job_slot[job] = slot
             jobs.append(job)
@@ -374,8 +412,23 @@ class SequenceScheduler(ModelScheduler):
                 self._give_back(slot)
         self._start(jobs, instance)
 
+    def _delivering(self, execution: _Execution, results: list[Any]) -> None:
+        """Keep the state each result carries for its sequence's next request (before that one can start)."""
+        if not self._stateful:
+            return
+        requests: Any = self.requests
+        for job, result in zip(execution.jobs, results):
+            view = self._job_view.get(job)
+            if view is None:
+                continue
+            correlation_id, end, client = view
+            state = requests.keep_state(client, result, self._states.get(correlation_id))
+            if not end and state is not None:  # (its END may be queued already: it takes this state)
+                self._states[correlation_id] = state
+
     def _end_execution(self, execution: _Execution) -> None:
         for job in execution.jobs:
+            self._job_view.pop(job, None)
             slot = self._job_slot.pop(job, None)
             if slot is not None:
                 slot.in_flight = False

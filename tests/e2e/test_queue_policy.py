@@ -79,6 +79,13 @@ def _pending(metrics_url: str) -> float:
     return sum(float(v) for v in re.findall(r"^nv_inference_pending_request_count\{[^}]*\} (\S+)$", text, re.M))
 
 
+def _failures(metrics_url: str, model: str) -> dict[str, float]:
+    """nv_inference_request_failure of `model` by reason."""
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    pattern = rf'^nv_inference_request_failure\{{model="{model}",reason="(\w+)",version="[^"]*"\}} (\S+)$'
+    return {reason: float(value) for reason, value in re.findall(pattern, text, re.M)}
+
+
 def _wait_until(predicate, what: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -136,6 +143,7 @@ class Client:
 def exercise(client: Client) -> None:
     """The policy of CLI_FLAGS (= POLICY = CONFIG_PBTXT), through gRPC and HTTP."""
     stats_before = _stats(client)
+    failures_before = _failures(client.metrics_url, client.model)
     release = client.hold()
     client.send("low", priority=2)
     client.send("default")  # priority 0: the default level, 2
@@ -157,12 +165,30 @@ def exercise(client: Client) -> None:
     stats = _stats(client)
     # As Triton: a request rejected in the queue counts as a failure; one refused at the door (queue full) does not.
     assert stats["fail"] - stats_before["fail"] == 2 and stats["success"] - stats_before["success"] == 4, stats
+    failures = _failures(client.metrics_url, client.model)  # ... with Triton's reason: REJECTED
+    assert {reason: failures[reason] - failures_before.get(reason, 0) for reason in failures} == {
+        "REJECTED": 2, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}, failures
 
 
 def _stats(client: Client) -> dict[str, int]:
     stats = client.grpc.get_inference_statistics(client.model, headers=client.headers, as_json=True)
     stats = stats["model_stats"][0]["inference_stats"]
     return {kind: int(stats[kind].get("count", 0)) for kind in ("success", "fail")}
+
+
+def test_a_request_cancelled_while_queued_counts_as_a_canceled_failure(tmp_path):
+    with serve("tests.models:gated_order", "--model-name", "gated", *CLI_FLAGS) as server:
+        client = Client(server.grpc_url, server.http_url, server.metrics_url, "gated", tmp_path)
+        release = client.hold()
+        with pytest.raises(InferenceServerException, match="Deadline Exceeded"):
+            client.grpc.infer("gated", _inputs(), client_timeout=0.5)  # the server sees the call cancelled
+        _wait_until(lambda: _failures(server.metrics_url, "gated").get("CANCELED") == 1, "a CANCELED failure")
+        release.touch()
+        client.orders(1)
+        stats = _stats(client)
+        assert stats == {"success": 1, "fail": 1}, stats
+        assert _failures(server.metrics_url, "gated") == {"REJECTED": 0, "CANCELED": 1, "BACKEND": 0, "OTHER": 0}
+        client.close()
 
 
 def test_the_cli_flags(tmp_path):

@@ -85,7 +85,11 @@ def test_missing_name_takes_the_folder_name(tmp_path):
     ('backend: "python" instance_group [ { kind: KIND_MODEL } ]' + TENSORS, "instance_group[0].kind",
      "KIND_MODEL is not supported"),
     ('backend: "python" sequence_batching { state [ { input_name: "IS" output_name: "OS" data_type: TYPE_INT32 '
-     'dims: [ 1 ] } ] }' + TENSORS, "sequence_batching.state", "implicit state is not supported yet"),
+     'dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] data_file: "nope" } } ] }' + TENSORS,
+     "sequence_batching.state.initial_state.data_file", "failed to read initial state file 'nope'"),
+    ('backend: "python" sequence_batching { state [ { input_name: "IS" output_name: "OS" data_type: TYPE_INT32 '
+     'dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] } } ] }' + TENSORS,
+     "sequence_batching", "initial state for 'IS' must set 'zero_data' or 'data_file'"),
     ('backend: "python" sequence_batching { control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID '
      'data_type: TYPE_FP32 } ] } ] }' + TENSORS, "sequence_batching", "unexpected data type for control "
      "CONTROL_SEQUENCE_CORRID"),
