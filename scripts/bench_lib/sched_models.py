@@ -28,15 +28,13 @@ def _spin_once() -> int:
     return x
 
 
-@batch
-def spin(INPUT):
+def spin_batch(INPUT):
     for _ in range(len(INPUT)):  # the work is per request
         _spin_once()
     return {"OUTPUT": INPUT}
 
 
-@batch
-def accumulate(INPUT, START=None, READY=None, CORRID=None):
+def accumulate_batch(INPUT, START=None, READY=None, CORRID=None):
     if CORRID is None:
         return {"OUTPUT": INPUT.copy()}
     out = np.empty_like(INPUT)
@@ -53,6 +51,10 @@ def accumulate(INPUT, START=None, READY=None, CORRID=None):
     return {"OUTPUT": out}
 
 
-@batch
-def double(INPUT):
+def double_batch(INPUT):
     return {"OUTPUT": INPUT * np.float32(2)}
+
+
+spin = batch(spin_batch)
+accumulate = batch(accumulate_batch)
+double = batch(double_batch)

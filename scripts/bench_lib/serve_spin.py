@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sched_models import spin  # noqa: E402
 
 from pytriton.model_config import ModelConfig, Tensor  # noqa: E402
-from pytriton.triton import Triton, TritonConfig  # noqa: E402
+from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig  # noqa: E402
 
 
 def _raise_interrupt(*_):
@@ -42,7 +42,8 @@ def main() -> None:
 
     print(f"BENCH pytriton package: {os.path.dirname(pytriton.__file__)}", flush=True)
     config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
-    with Triton(config=config) as triton:
+    security = TritonSecurityConfig(restricted_endpoints=[])  # perf_analyzer reads statistics without a token
+    with Triton(config=config, security_config=security) as triton:
         triton.bind(model_name="spin", infer_func=[spin] * args.instances,
                     inputs=[Tensor(name="INPUT", dtype=np.float32, shape=(16,))],
                     outputs=[Tensor(name="OUTPUT", dtype=np.float32, shape=(16,))],
