@@ -5,7 +5,8 @@
   servers get exactly the same work), y = x.
 * ``accumulate``: a stateful model: per correlation id (CONTROL_SEQUENCE_CORRID), the running sum of the
   inputs since the sequence's START. Without control inputs (the same model served without sequence batching)
-  it returns its input: the same work minus the state.
+  it does the same per-request work on one running sum (correlation id 0), so that the two rows differ only in
+  the scheduler.
 * ``double``: y = 2x (the response-cache rows).
 
 Each callable takes the batch as ``@batch`` gives it (the bench serves them with a max_batch_size).
@@ -35,10 +36,11 @@ def spin_batch(INPUT):
 
 
 def accumulate_batch(INPUT, START=None, READY=None, CORRID=None):
-    if CORRID is None:
-        return {"OUTPUT": INPUT.copy()}
+    n = len(INPUT)
+    if CORRID is None:  # served without sequence batching: the same per-request work on one running sum (id 0)
+        CORRID = np.zeros((n, 1), np.uint64)
     out = np.empty_like(INPUT)
-    for i in range(len(INPUT)):
+    for i in range(n):
         if READY is not None and not READY[i].any():
             out[i] = 0
             continue

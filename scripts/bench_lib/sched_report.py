@@ -112,7 +112,9 @@ def markdown(result: dict, date: str, git: str) -> str:
             "- **CPU-bound Python**: `sched_models.spin`, a pure-Python loop of "
             "60,000 additions per request (about 2 ms, holding the GIL), no batcher; ours "
             "`pytriton serve sched_models.py:spin --instances N` (N worker processes), NVIDIA's "
-            "`bind(infer_func=[spin] * N)` (N threads of one process, the way PyTriton makes instances); c = 4.",
+            "`bind(infer_func=[spin] * N)` (N threads of one process, the way PyTriton makes instances); c = 4. "
+            "Two instances can only double the throughput with two CPU cores free for the workers besides the "
+            "front-end and perf_analyzer: on a machine with fewer (see the load above), this row measures the machine.",
             "- **Sequence batching** (ours only: NVIDIA PyTriton has no sequence batcher): `sched_models.accumulate` "
             "(a running sum per correlation id) with `--sequence-batching direct` (START, READY, CORRID controls), "
             "max_batch_size 8, beside the same callable with the dynamic batcher; perf_analyzer sends 8 concurrent "

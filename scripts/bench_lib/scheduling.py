@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
 import subprocess
@@ -136,7 +137,8 @@ class SchedulingBench:
             self.problems.extend(server.scan_log())
 
     def _pa(self, server: Server, case: SCase, concurrency: str, prefix: str, tag: str) -> None:
-        res = run_case(self.opts, server, case, concurrency, self.args.out_dir, tag, self.problems)  # type: ignore[arg-type]
+        res = run_case(self.opts, server, case, concurrency,  # type: ignore[arg-type]  # (an SCase reads as a Case)
+                       self.args.out_dir, tag, self.problems)
         for c, r in sorted(res.items()):
             self.samples.setdefault(f"{prefix}/c{c}", []).append({"throughput": r.throughput, "p50_us": r.p50_us})
             self.load.append({"other_cores": r.run.other_cores, "load": r.run.load_end})
@@ -151,7 +153,8 @@ class SchedulingBench:
         server = Server(self.specs[name], "dynamic", ["double_small", "double_1mib"], self._out(tag), self.args.out_dir)
 
         def body(s: Server) -> None:
-            for case in (SCase("grpc", "double_small", "none", "small"), SCase("grpc", "double_1mib", "system", "1mib-shm")):
+            for case in (SCase("grpc", "double_small", "none", "small"),
+                         SCase("grpc", "double_1mib", "system", "1mib-shm")):
                 self._pa(s, case, BATCH_CONCURRENCY, f"batching/{name}/{case.key}", f"{tag}-{case.key}")
         self._serve(server, tag, body)
 
@@ -161,16 +164,18 @@ class SchedulingBench:
             argv = ours_cli("spin", "spin", "--no-dynamic-batching", "--instances", str(n)) if name == "ours" \
                 else nvidia_spin(n)
             server = CmdServer(self.specs[name], argv, ["spin"], self._out(tag), self.args.out_dir)
-            self._serve(server, tag, lambda s, n=n, tag=tag: self._pa(
-                s, SCase("grpc", "spin", "none", "spin"), SPIN_CONCURRENCY, f"cpu/{name}/i{n}", tag))
+            self._serve(server, tag, functools.partial(
+                self._pa, case=SCase("grpc", "spin", "none", "spin"), concurrency=SPIN_CONCURRENCY,
+                prefix=f"cpu/{name}/i{n}", tag=tag))
 
     def sequence(self, rep: int) -> None:
         for kind, extra in (("sequence", SEQ_FLAGS), ("dynamic", ("--dynamic-batching",))):
             tag = f"s{rep + 1}-ours-{kind}"
             server = CmdServer(self.specs["ours"], ours_cli("accumulate", "acc", *extra), ["acc"], self._out(tag),
                                self.args.out_dir)
-            self._serve(server, tag, lambda s, kind=kind, tag=tag: self._pa(
-                s, SCase("grpc", "acc", "none", kind), SEQ_CONCURRENCY, f"sequence/ours/{kind}", tag))
+            self._serve(server, tag, functools.partial(self._pa, case=SCase("grpc", "acc", "none", kind),
+                                                       concurrency=SEQ_CONCURRENCY, prefix=f"sequence/ours/{kind}",
+                                                       tag=tag))
 
     def response_cache(self, rep: int) -> None:
         tag = f"s{rep + 1}-ours-cache"
@@ -210,5 +215,6 @@ class SchedulingBench:
         return {"samples": self.samples, "cache": self.cache, "problems": self.problems,
                 "elapsed_s": time.time() - t0, "load_start": load_start, "load_end": procfs.loadavg(),
                 "other_cores": median([x["other_cores"] for x in self.load]) if self.load else None,
-                "machine": dataclasses.asdict(procfs.machine_info()), "repeats": self.args.repeats, "rows": list(self.rows),
+                "machine": dataclasses.asdict(procfs.machine_info()), "repeats": self.args.repeats,
+                "rows": list(self.rows),
                 "interval_ms": self.args.interval}
