@@ -55,6 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options, with defaults filled in (repeats by --quick, servers as a list, out_dir resolved)."""
     p = argparse.ArgumentParser(prog="scripts/bench", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--quick", action="store_true", help="1 repeat, 4 cases, no batching launch (~2-3 min)")
+    p.add_argument("--suite", choices=("main", "scheduling"), default="main",
+                   help="main: the matrix above; scheduling: issue 18's rows, each against its target "
+                        "(bench_lib/scheduling.py; writes docs/benchmarks-scheduling.md; 1 repeat unless --repeats)")
+    p.add_argument("--sched-rows", default="batching,cpu,sequence,cache",
+                   help="scheduling suite: comma-separated subset of batching,cpu,sequence,cache")
+    p.add_argument("--cache-requests", type=int, default=500,
+                   help="scheduling suite: response-cache hits (and as many misses) per repeat (500)")
     p.add_argument("--repeats", type=int, help="launches per server (default 3; 1 with --quick)")
     p.add_argument("--cases", help="comma-separated case keys, e.g. grpc-small-none,http-1mib-system "
                    "(grpc|http)-(small|1mib)-(none|system)[-batched]")
@@ -86,7 +93,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--perf-analyzer", type=pathlib.Path, default=REPO / ".tools" / "bin" / "perf_analyzer")
     args = p.parse_args(argv)
     if args.repeats is None:
-        args.repeats = 1 if args.quick else 3
+        args.repeats = 1 if args.quick or args.suite == "scheduling" else 3
+    args.sched_rows = [r for r in args.sched_rows.split(",") if r]
+    if args.suite == "scheduling":
+        from bench_lib.scheduling import ROWS
+        bad = set(args.sched_rows) - set(ROWS)
+        if bad:
+            p.error(f"unknown --sched-rows: {sorted(bad)} (choose from {','.join(ROWS)})")
+        if args.doc == REPO / "docs" / "benchmarks.md":
+            args.doc = REPO / "docs" / "benchmarks-scheduling.md"
     if args.inprocess_duration is None:
         args.inprocess_duration = 1.0 if args.quick else 3.0
     if args.inprocess_only:
@@ -327,8 +342,40 @@ def write_outputs(args: argparse.Namespace, result: BenchResult, agg: dict[str, 
         log("matplotlib not available: no plot")
 
 
+def _interrupt(signum: int, _frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def run_scheduling(args: argparse.Namespace) -> int:
+    """`--suite scheduling`: issue 18's rows (bench_lib/scheduling.py), their targets, docs/benchmarks-scheduling.md."""
+    from bench_lib import sched_report
+    from bench_lib.scheduling import SchedulingBench
+
+    if args.from_results:
+        result = json.loads(args.from_results.read_text())
+    else:
+        log(f"output folder: {args.out_dir}")
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            result = SchedulingBench(args, pa_options(args), server_specs(args)).run()
+        except KeyboardInterrupt:
+            log("interrupted")
+            return 130
+        result["date"], result["git"] = args.started.strftime("%Y-%m-%d %H:%M UTC"), git_describe()
+        (args.out_dir / "results.json").write_text(json.dumps(result, indent=1))
+    print(sched_report.summary(result))
+    if not args.no_doc:
+        args.doc.write_text(sched_report.markdown(result, result.get("date", "?"), result.get("git", "?")))
+        log(f"wrote {args.doc}")
+    return 1 if result["problems"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.suite == "scheduling":
+        return run_scheduling(args)
     if args.from_results:
         result, meta = load_results(args.from_results)
     else:
