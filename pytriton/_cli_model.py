@@ -14,6 +14,7 @@ from typing import TypeVar
 import click
 
 from pytriton._cli_queue import apply_queue_flags, queue_flags_given
+from pytriton.backends.child import reap
 from pytriton.backends.target import CallableTarget
 from pytriton.core.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
@@ -101,13 +102,7 @@ def _run_describe(target: CallableTarget, answer_path: str, env: dict[str, str])
                        f"{NOTICE_AFTER_S:g} s; the import is not limited in time)...", err=True)
         return process.wait()
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        reap(process)
 
 
 def build_model_config(target: CallableTarget, description: TargetDescription, flags: ModelFlags) -> TritonModelConfig:

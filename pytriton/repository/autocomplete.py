@@ -11,35 +11,12 @@ import sys
 import tempfile
 from typing import Any
 
-from google.protobuf import descriptor, json_format
+from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from pytriton.backends.child import reap
+from pytriton.model_config.proto_json import int64_as_numbers
 from pytriton.repository.config import DEFAULT_MODEL_FILENAME, ModelRepositoryError
-
-_INT64_TYPES = (descriptor.FieldDescriptor.CPPTYPE_INT64, descriptor.FieldDescriptor.CPPTYPE_UINT64)
-
-
-def _numbers(message: descriptor.Descriptor, data: dict[str, Any]) -> dict[str, Any]:
-    """`data` (protobuf's JSON form of a `message`) with its 64-bit integers as numbers, as Triton writes them."""
-    for key, value in data.items():
-        field = message.fields_by_name.get(key)
-        if field is None:
-            continue
-        if field.message_type is not None:
-            if field.message_type.GetOptions().map_entry:
-                value_field = field.message_type.fields_by_name["value"]
-                if value_field.message_type is not None:
-                    for item in value.values():
-                        _numbers(value_field.message_type, item)
-            elif isinstance(value, list):
-                for item in value:
-                    _numbers(field.message_type, item)
-            else:
-                _numbers(field.message_type, value)
-        elif field.cpp_type in _INT64_TYPES:
-            data[key] = [int(v) for v in value] if isinstance(value, list) else int(value)
-    return data
-
 
 def config_json(config: pb.ModelConfig) -> dict[str, Any]:
     """Triton's JSON form of a model configuration as a Python-backend model sees it: every plain field present
@@ -50,7 +27,7 @@ def config_json(config: pb.ModelConfig) -> dict[str, Any]:
     except TypeError:  # protobuf < 5.26
         data = json_format.MessageToDict(config, preserving_proto_field_name=True,  # type: ignore[call-arg]
                                          including_default_value_fields=True)
-    return _numbers(pb.ModelConfig.DESCRIPTOR, data)
+    return int64_as_numbers(data, pb.ModelConfig.DESCRIPTOR)
 
 
 def prefill(config: pb.ModelConfig, model_dir: str, versions: list[int]) -> pb.ModelConfig:
@@ -108,13 +85,7 @@ def _run(model_file: str, config_path: str, answer_path: str) -> int:
     try:
         return process.wait()
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        reap(process)
 
 
 __all__ = ["auto_complete", "config_json", "prefill"]
