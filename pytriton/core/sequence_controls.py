@@ -44,6 +44,18 @@ class SequenceControls:
         self.outputs = list(outputs)
         self.state_outputs = {state.output_name: state for state in policy.states}
         self.initial = {state.input_name: self._initial(state) for state in policy.states}
+        # the control tensors' bytes, worked out once: per control (name, datatype, its bytes for false and true; for
+        # CORRID None and the item size of an integer id, 0 for a BYTES one)
+        self._plan: list[tuple[str, str, ControlKind, tuple[bytes, bytes] | None, int]] = []
+        for control in policy.controls:
+            if control.kind is ControlKind.CORRID:
+                size = 0 if control.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[control.datatype]).itemsize
+                self._plan.append((control.name, control.datatype, control.kind, None, size))
+            else:
+                dtype = TRITON_TO_NUMPY[control.datatype]
+                values = tuple(np.array([v], dtype=dtype).tobytes() for v in control.false_true)
+                self._plan.append((control.name, control.datatype, control.kind, (values[0], values[1]), 0))
+        self._zeros: dict[tuple[str, tuple[int, ...]], bytes] = {}  # a not-ready request's inputs (bounded)
 
     def _initial(self, state: SequenceState) -> Tensor:
         shape = self.batch + state.start_shape
@@ -67,20 +79,19 @@ class SequenceControls:
 
     def _controls(self, correlation_id: int | str, start: bool, end: bool, ready: bool) -> list[Tensor]:
         tensors = []
-        for control in self.policy.controls:
-            if control.kind is ControlKind.CORRID:
-                if control.datatype == "BYTES":
+        shape = self.shape
+        for name, datatype, kind, values, size in self._plan:
+            if values is None:  # CORRID
+                if not size:
                     text = str(correlation_id).encode() if correlation_id not in (0, "") else b""
                     data = len(text).to_bytes(4, "little") + text
-                else:
+                else:  # (the id's low `size` bytes, as a cast of the 64-bit value gives them)
                     value = int(correlation_id) if isinstance(correlation_id, int) else 0
-                    dtype = TRITON_TO_NUMPY[control.datatype]
-                    data = np.array([value & 0xFFFFFFFFFFFFFFFF]).astype(dtype).tobytes()
+                    data = (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little")[:size]
             else:
-                flag = {ControlKind.START: start, ControlKind.END: end, ControlKind.READY: ready}[control.kind]
-                value = control.false_true[1 if flag else 0]
-                data = np.array([value], dtype=TRITON_TO_NUMPY[control.datatype]).tobytes()
-            tensors.append(Tensor(control.name, control.datatype, self.shape, data))
+                flag = start if kind is ControlKind.START else end if kind is ControlKind.END else ready
+                data = values[1 if flag else 0]
+            tensors.append(Tensor(name, datatype, shape, data))
         return tensors
 
     def prepare(self, payload: ExecutionRequest, correlation_id: int | str, start: bool, end: bool) -> ExecutionRequest:
@@ -132,10 +143,16 @@ class SequenceControls:
         for tensor in payload.inputs:
             if tensor.name in self.names:
                 continue
-            count = math.prod(tensor.shape)
-            itemsize = 4 if tensor.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[tensor.datatype]).itemsize
-            size = count * itemsize  # (zero BYTES elements: each an empty string)
-            inputs.append(Tensor(tensor.name, tensor.datatype, tensor.shape, bytes(size)))
+            key = (tensor.datatype, tuple(tensor.shape))
+            zeros = self._zeros.get(key)
+            if zeros is None:
+                count = math.prod(tensor.shape)
+                itemsize = 4 if tensor.datatype == "BYTES" else np.dtype(TRITON_TO_NUMPY[tensor.datatype]).itemsize
+                zeros = bytes(count * itemsize)  # (zero BYTES elements: each an empty string)
+                if len(self._zeros) >= 64:
+                    self._zeros.clear()
+                self._zeros[key] = zeros
+            inputs.append(Tensor(tensor.name, tensor.datatype, tensor.shape, zeros))
         states = list(self.initial.values())  # (a not-ready request's state: the initial one; its answer is dropped)
         requested = list(payload.requested_outputs)
         if requested:

@@ -260,9 +260,13 @@ class WorkerEndpoint(BlsEndpoint):
             return call_id in self._gone_all or index in self._gone_items.get(call_id, ())
 
     # ---- requests ----------------------------------------------------------------------------
-    def _input_buffer(self, ref: Any, frames: Sequence[zmq.Frame]) -> Any:
+    def _input_buffer(self, ref: Any, frames: Sequence[memoryview]) -> Any:
+        """Where input `ref`'s bytes are: `frames` are the message's frames as read-only views."""
         if ref.frame:
-            return frames[ref.frame - 1].buffer
+            buffer = frames[ref.frame - 1]
+            if ref.offset or ref.nbytes != len(buffer):  # one of the small inputs that share a frame
+                return buffer[ref.offset:ref.offset + ref.nbytes]
+            return buffer
         if ref.region:
             return self.regions.system_view(ref).toreadonly()
         return self.inputs.view(ref)
@@ -283,10 +287,11 @@ class WorkerEndpoint(BlsEndpoint):
         decoded: list[Request] = []
         regions: list[dict[str, Any]] = []
         failed: list[str] = []
+        views = [frame.buffer.toreadonly() for frame in frames]  # (once per frame: small inputs share one)
         for item in message.requests:
             regions.append({ref.name: ref for ref in item.output_regions})
             try:
-                inputs = self._decode_inputs(item, frames)
+                inputs = self._decode_inputs(item, views)
             except RegionError as exc:
                 failed.append(str(exc))
                 continue
@@ -296,7 +301,7 @@ class WorkerEndpoint(BlsEndpoint):
                                    *decode_request_fields(item)))
         return decoded, (regions if any(regions) else None), failed
 
-    def _decode_inputs(self, item: Any, frames: Sequence[zmq.Frame]) -> dict[str, np.ndarray]:
+    def _decode_inputs(self, item: Any, frames: Sequence[memoryview]) -> dict[str, np.ndarray]:
         inputs: dict[str, np.ndarray] = {}
         for ref in item.inputs:
             shape = tuple(ref.shape)

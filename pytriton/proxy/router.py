@@ -34,6 +34,9 @@ logger = logging.getLogger("pytriton.proxy")
 DEFAULT_INLINE_MAX = 64 * 1024
 FREE_FLUSH_THRESHOLD = 256
 DRAIN_BATCH = 256
+# An INFER message's inputs of at most this many bytes share one frame (at 8-byte aligned offsets): a batch of
+# many small requests (a sequence batch's control tensors) would otherwise cost a frame each to send and receive.
+PACK_MAX = 1024
 
 
 class WorkerGoneError(ConnectionError):
@@ -217,7 +220,10 @@ class ProxyRouter:
         for key in slots:
             self.arena.free_key(key)
 
-    def _encode_tensor(self, tensor: TensorData, ref: Any, frames: list[Any], slots: list[int]) -> None:
+    def _encode_tensor(self, tensor: TensorData, ref: Any, frames: list[Any], slots: list[int],
+                       pack: list[Any] | None = None) -> None:
+        """`tensor` into `ref`; with `pack` ([frame number, parts, size]: the shared frame of small inputs, filled
+        in by the caller) a small inline tensor goes there at `ref.offset`."""
         ref.name = tensor.name
         if tensor.datatype:  # output regions carry no datatype
             ref.dtype = TRITON_TO_CODE[tensor.datatype]
@@ -238,6 +244,19 @@ class ProxyRouter:
         slot = tensor.slot
         if slot is not None:  # in a worker's response arena: the receiver maps it there (no copy)
             ref.peer_pid, ref.peer_arena, ref.segment, ref.offset = slot.owner_pid, slot.kind, slot.segment, slot.offset
+            return
+        if pack is not None and nbytes <= PACK_MAX and nbytes <= self.inline_max:
+            if not pack[0]:
+                frames.append(b"")
+                pack[0] = len(frames)
+            parts, offset = pack[1], pack[2]
+            parts.append(data)
+            pad = -nbytes % 8
+            if pad:
+                parts.append(bytes(pad))
+            pack[2] = offset + nbytes + pad
+            ref.frame = pack[0]
+            ref.offset = offset
             return
         if nbytes <= self.inline_max:
             frames.append(data)
@@ -266,11 +285,12 @@ class ProxyRouter:
             message.window, message.window_bytes = window
         frames: list[Any] = []
         slots: list[int] = []
+        pack: list[Any] = [0, [], 0]
         try:
             for request in requests:
                 item = message.requests.add()
                 for tensor in request.inputs:
-                    self._encode_tensor(tensor, item.inputs.add(), frames, slots)
+                    self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
                 item.requested_outputs.extend(request.requested_outputs)
                 for region in request.output_regions:
                     self._encode_tensor(region, item.output_regions.add(), frames, slots)
@@ -280,6 +300,8 @@ class ProxyRouter:
         except ArenaExhaustedError:
             self._free_request_slots(slots)
             raise
+        if pack[0]:
+            frames[pack[0] - 1] = b"".join(pack[1])
         if link.pending_free:
             message.freed.extend(link.pending_free)
             link.pending_free.clear()
