@@ -169,7 +169,8 @@ def scheduler_for(config: TritonModelConfig) -> Callable[..., ModelScheduler]:
         return ModelScheduler
 
     def make(model_name: str, _batching: Any, _depth: int, execution_timeout_s: float | None,
-             on_execution: Callable[[ExecutionStats], None] | None = None, queueing: Any = None) -> ModelScheduler:
+             on_execution: Callable[[ExecutionStats], None] | None = None, queueing: Any = None,
+             preserve_ordering: bool = False) -> ModelScheduler:
         # (`queueing`: a dynamic batcher's queue policy; a stateful model has none, as sequence and dynamic batching
         # exclude each other in Triton's configuration)
         controls = SequenceControls(model_name, policy, config.max_batch_size, [o.name for o in config.outputs])

@@ -118,9 +118,12 @@ class ServerCore:
             batching = BatchPolicy(config.max_batch_size, config.batcher.max_queue_delay_microseconds,
                                    tuple(config.batcher.preferred_batch_size or ()))
         stats_holder: list[Model] = []
+        # Triton orders the responses of a dynamic batcher's requests; a decoupled model's are not ordered here
+        ordered = config.batcher is not None and config.batcher.preserve_ordering and not config.decoupled
         scheduler = scheduler_for(config)(
             config.model_name, batching, self.pipeline_depth, self.execution_timeout_s,
-            queueing=queue_rules(config.batcher), on_execution=lambda s: stats_holder[0].stats.record_execution(
+            queueing=queue_rules(config.batcher), preserve_ordering=ordered,
+            on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
         model = Model(config=config, scheduler=scheduler, source=source, cache=model_cache(config, self.response_cache))

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from pytriton.exceptions import ServerError, unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
+from pytriton.scheduler.ordering import OrderGate
 from pytriton.scheduler.queue_policy import PolicyQueue, QueueRules, compacted
 
 logger = logging.getLogger("pytriton.scheduler")
@@ -187,6 +188,7 @@ class ModelScheduler:
         execution_timeout_s: float | None = None,
         on_execution: Callable[[ExecutionStats], None] | None = None,
         queueing: QueueRules | None = None,
+        preserve_ordering: bool = False,
     ):
         self.model_name = model_name
         self.batching = batching
@@ -210,6 +212,8 @@ class ModelScheduler:
         self._timer: asyncio.TimerHandle | None = None
         self._unavailable: str | None = None
         self._scheduling = False  # _schedule is on the stack (an execution that fails at once must not recurse)
+        # preserve_ordering (a non-decoupled model): answers handed on in the order their jobs started
+        self._gate = OrderGate() if preserve_ordering else None
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -316,6 +320,8 @@ class ModelScheduler:
                 self._withdrawn = 0
         elif job.state == RUNNING and job.execution is not None:
             job.execution.abandoned(job)
+        if job.gate is not None:  # (under preserve_ordering) it holds back no later answer
+            job.gate.drop(job)
 
     def _reject(self, job: Job, error: BaseException) -> None:
         """The queue policy ends a queued job (it waited past its timeout): it never runs, as if withdrawn."""
@@ -393,9 +399,12 @@ class ModelScheduler:
         if load < self._depth:
             self._free.insert(0, instance)  # room for more, but idle instances go first
         execution = _Execution(self, instance, jobs)
+        gate = self._gate
         for job in jobs:
             job.state = RUNNING
             job.execution = execution
+            if gate is not None:
+                gate.join(job)
         running = self._running[instance]
         running[execution] = None
         try:

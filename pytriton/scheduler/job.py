@@ -67,7 +67,7 @@ class Job:
     """
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
-                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id")
+                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
                  request_id: str = ""):
@@ -90,6 +90,7 @@ class Job:
         self.priority = 0  # the request's priority (0: the model's default level); see queue_policy
         self.timeout_us = 0  # the queue timeout the request asked for (0: none)
         self.request_id = request_id  # the client's id of the request, for messages ("": none given)
+        self.gate: Any = None  # under preserve_ordering, the OrderGate that holds its answer until its turn
 
     def on_finish(self, cleanup: Callable[[], None]) -> None:
         """Run `cleanup` once when the job ends (at once if it has ended)."""
@@ -122,6 +123,9 @@ class Job:
         if self.state == DONE:
             _release(delivery.result)
             return
+        if self.gate is not None and delivery.final:
+            self.gate.hold(self, delivery)
+            return
         if not self.wanted:
             _release(delivery.result)
         elif self.queue is not None:
@@ -139,6 +143,9 @@ class Job:
     def fail(self, error: BaseException) -> None:
         """End the job with `error` (the caller gets it if it still waits)."""
         if self.state == DONE:
+            return
+        if self.gate is not None:
+            self.gate.hold(self, error)
             return
         if self.wanted:
             if self.queue is not None:

@@ -71,7 +71,8 @@ async def scenario(seed: int) -> None:
         rules = QueueRules(prng.choice((0, 2)), prng.choice((0, 1, 2)), level,
                            {1: LevelPolicy(prng.choice((0, 1)), 60_000_000)} if prng.random() < 0.5 else {})
     scheduler = ModelScheduler("m", batching, pipeline_depth=rng.choice((1, 2, 3)),
-                               execution_timeout_s=rng.choice((None, None, 30.0)), queueing=rules)
+                               execution_timeout_s=rng.choice((None, None, 30.0)), queueing=rules,
+                               preserve_ordering=not stream and random.Random(seed * 7 + 3).random() < 0.5)
     clock = [0]
     if isinstance(scheduler._queue, PolicyQueue):
         scheduler._queue._clock = lambda: clock[0]
