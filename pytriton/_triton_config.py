@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import pathlib
 import secrets
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from pytriton import _env
 from pytriton._cache_config import parse_cache_config
 from pytriton._metrics_config import MetricsSettings
+from pytriton._platforms import SAGEMAKER_DEFAULT_PORT, parse_safe_port_range, vertex_ai_mode, vertex_ai_port
 from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.server_config import ServerConfig
@@ -56,12 +58,8 @@ _IGNORED_FIELDS = {
     "metrics_interval_ms": "metrics are computed when scraped",
     "cache_directory": "the response cache is built in (the local cache)",
     "buffer_manager_thread_count": "not applicable to this server",
-    "sagemaker_port": "SageMaker mode is not supported",
-    "sagemaker_safe_port_range": "SageMaker mode is not supported",
-    "sagemaker_thread_count": "SageMaker mode is not supported",
-    "vertex_ai_port": "Vertex AI mode is not supported",
-    "vertex_ai_thread_count": "Vertex AI mode is not supported",
-    "vertex_ai_default_model": "Vertex AI mode is not supported",
+    "sagemaker_thread_count": "SageMaker requests are served by the server's event loop",
+    "vertex_ai_thread_count": "Vertex AI requests are served by the server's event loop",
 }
 _logged_ignored: set[str] = set()
 
@@ -148,8 +146,11 @@ class TritonConfig:
                 parse_trace_config(self.trace_config)
             except ValueError as exc:
                 raise PyTritonValidationError(f"TritonConfig.trace_config: {exc}") from None
-        if self.allow_sagemaker or self.allow_vertex_ai:
-            raise PyTritonValidationError("SageMaker and Vertex AI modes are not supported by this server")
+        if self.sagemaker_safe_port_range is not None:
+            try:
+                parse_safe_port_range(self.sagemaker_safe_port_range)
+            except ValueError as exc:
+                raise PyTritonValidationError(f"TritonConfig.sagemaker_safe_port_range: {exc}") from None
         for name, reason in _IGNORED_FIELDS.items():
             if getattr(self, name) is not None and name not in _logged_ignored:
                 _logged_ignored.add(name)
@@ -269,6 +270,12 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         cache_config=list(config.cache_config or []),
         trace_config=list(config.trace_config or []),
         exit_with_parent=True,
+        allow_sagemaker=bool(config.allow_sagemaker),
+        sagemaker_port=given(config.sagemaker_port, SAGEMAKER_DEFAULT_PORT),
+        sagemaker_safe_port_range=config.sagemaker_safe_port_range,
+        allow_vertex_ai=given(config.allow_vertex_ai, vertex_ai_mode(os.environ)),
+        vertex_ai_port=config.vertex_ai_port if config.vertex_ai_port is not None else vertex_ai_port(os.environ),
+        vertex_ai_default_model=config.vertex_ai_default_model or "",
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
                                                else []),

@@ -12,6 +12,8 @@ import click
 from pytriton import _env
 from pytriton._cache_config import parse_cache_config
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
+from pytriton._cli_platforms import platform_options
+from pytriton._platforms import vertex_ai_mode
 from pytriton._cli_queue import queue_policy_options
 from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
@@ -201,8 +203,8 @@ def main() -> None:
                    "summary_quantiles=0.5:0.05,0.99:0.001 picks them, histogram_latencies=true adds "
                    "nv_inference_first_response_histogram_ms (decoupled models), counter_latencies=false drops the "
                    "*_duration_us counters. Repeatable.")
-@click.option("--allow-grpc/--no-allow-grpc", default=True, show_default=True)
-@click.option("--allow-http/--no-allow-http", default=True, show_default=True)
+@click.option("--allow-grpc/--no-allow-grpc", default=None, show_default="true; false if AIP_MODE=PREDICTION")
+@click.option("--allow-http/--no-allow-http", default=None, show_default="true; false if AIP_MODE=PREDICTION")
 @click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
 @click.option("--allow-gpu-metrics/--no-allow-gpu-metrics", default=True, show_default=True,
               help="Export nv_gpu_* metrics of the visible GPUs (through NVML) when there are any.")
@@ -263,6 +265,7 @@ def main() -> None:
               help="Tracing, as Triton's --trace-config; repeatable: level=TIMESTAMPS, rate=N, count=N, "
                    "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
                    "opentelemetry,resource=KEY=VALUE.")
+@platform_options
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
@@ -305,8 +308,8 @@ def serve(
     metrics_address: str,
     metrics_port: int,
     metrics_config: tuple[str, ...],
-    allow_grpc: bool,
-    allow_http: bool,
+    allow_grpc: bool | None,
+    allow_http: bool | None,
     allow_metrics: bool,
     allow_gpu_metrics: bool,
     http_header_forward_pattern: str | None,
@@ -332,6 +335,7 @@ def serve(
     execution_timeout: float | None,
     trace_config: tuple[str, ...],
     log_level: str,
+    platforms: dict,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
     protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
@@ -356,8 +360,12 @@ def serve(
                        decoupled=decoupled, response_cache=response_cache, sequence_batcher=sequence_batcher_of(
                            sequence_batching, sequence_controls, sequence_idle_us, max_candidate_sequences,
                            max_queue_delay_us, preferred_batch_size, sequence_states))
-    if not (allow_grpc or allow_http):
-        raise click.UsageError("at least one of gRPC and HTTP must be allowed")
+    if allow_grpc is None or allow_http is None:  # Triton: off by default in a Vertex AI prediction container
+        default = not _platform_mode(platforms)
+        allow_grpc = default if allow_grpc is None else allow_grpc
+        allow_http = default if allow_http is None else allow_http
+    if not (allow_grpc or allow_http or platforms["allow_sagemaker"] or platforms["allow_vertex_ai"]):
+        raise click.UsageError("at least one of gRPC and HTTP must be allowed (or SageMaker or Vertex AI)")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),
                             ("--grpc-header-forward-pattern", grpc_header_forward_pattern)):
         if pattern:
@@ -442,6 +450,7 @@ def serve(
             load_models=list(load_models),
             repository_poll_secs=float(repository_poll_secs),
             auto_complete_config=auto_complete,
+            **platforms,
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None
@@ -449,6 +458,12 @@ def serve(
         run(server_config)
     except (OSError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+
+def _platform_mode(platforms: dict) -> bool:
+    """AIP_MODE=PREDICTION (Triton then turns HTTP and gRPC off unless they are allowed explicitly)."""
+    return vertex_ai_mode(os.environ)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pytriton.core.trace import (
     finish_on_sent,
     now_ns,
 )
+from pytriton.core.types import InferResponse
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
@@ -184,6 +185,9 @@ class HttpApp:
             return error_response(403, str(exc))
         except _TooLarge as exc:
             return error_response(413, str(exc))
+
+    def check(self, group: str, request: HttpRequest) -> None:
+        self._check(group, request)
 
     def _check(self, group: str, request: HttpRequest) -> None:
         self.access.enforce(group, lambda: request.headers, request.peer, "http")  # AccessDenied: 403
@@ -388,6 +392,43 @@ class HttpApp:
         return json_response({})
 
     # ---- inference ---------------------------------------------------------------------------
+    async def run_infer(
+        self,
+        request: HttpRequest,
+        name: str,
+        version: str,
+        body: bytes | bytearray,
+        header_length: int | None,
+        trace: Trace | None = None,
+        forward: bool = True,
+    ) -> tuple[InferResponse, list[Any], int | None]:
+        """Run the inference `body` asks for (JSON header of `header_length` bytes, None: all of it; 0: a raw input)
+        and return the response (to release once sent), the body parts and the JSON header length (None: JSON
+        only). Shared with the SageMaker and Vertex AI endpoints, which take the header length from elsewhere."""
+        raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
+        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
+        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
+        if any(t.data is None for t in infer_request.inputs) or any(
+            "shared_memory_region" in o.parameters for o in infer_request.outputs
+        ):
+            self._check("shared-memory", request)
+        if forward and self.forward is not None:
+            forward_headers(self.forward, request.headers.items(), infer_request.parameters)
+        model = self.core.registry.get(name, version)
+        if model.config.decoupled:
+            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
+        if trace is not None:
+            trace.received(infer_request, HTTP_RECV_END)
+        response = await self.core.infer(infer_request)
+        if trace is not None:
+            trace.stamp(HTTP_SEND_START)
+        try:
+            parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
+        except BaseException:
+            response.release()
+            raise
+        return response, parts, json_length
+
     def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:
         """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`).
 
@@ -454,28 +495,7 @@ class HttpApp:
         body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
         length_text = headers.get("inference-header-content-length")
         header_length = None if length_text is None else _header_length(length_text)
-        raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
-        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
-        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
-        if any(t.data is None for t in infer_request.inputs) or any(
-            "shared_memory_region" in o.parameters for o in infer_request.outputs
-        ):
-            self._check("shared-memory", request)
-        if self.forward is not None:
-            forward_headers(self.forward, headers.items(), infer_request.parameters)
-        model = self.core.registry.get(name, version)
-        if model.config.decoupled:
-            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
-        if trace is not None:
-            trace.received(infer_request, HTTP_RECV_END)
-        response = await self.core.infer(infer_request)
-        if trace is not None:
-            trace.stamp(HTTP_SEND_START)
-        try:
-            parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
-        except BaseException:
-            response.release()
-            raise
+        response, parts, json_length = await self.run_infer(request, name, version, body, header_length, trace)
         out_headers: list[tuple[str, str]] = []
         if json_length is None:
             out_headers.append(("Content-Type", "application/json"))
