@@ -11,7 +11,7 @@ import click
 
 from pytriton._platforms import SAGEMAKER_DEFAULT_PORT, parse_safe_port_range, vertex_ai_mode, vertex_ai_port
 
-_NAMES = ("allow_sagemaker", "sagemaker_port", "sagemaker_safe_port_range", "sagemaker_thread_count",
+_NAMES = ("allow_sagemaker", "sagemaker_address", "vertex_ai_address", "sagemaker_port", "sagemaker_safe_port_range", "sagemaker_thread_count",
           "allow_vertex_ai", "vertex_ai_port", "vertex_ai_thread_count", "vertex_ai_default_model")
 
 
@@ -30,6 +30,8 @@ def platform_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Serve Triton's SageMaker endpoint (GET /ping, POST /invocations) on --sagemaker-port."),
         click.option("--sagemaker-port", type=click.IntRange(0, 65535), default=SAGEMAKER_DEFAULT_PORT,
                      show_default=True, help="The SageMaker endpoint's port (0 = any free port)."),
+        click.option("--sagemaker-address", default="0.0.0.0", show_default=True,
+                     help="The SageMaker endpoint's address (pytriton's addition; Triton always uses 0.0.0.0)."),
         click.option("--sagemaker-safe-port-range", metavar="LOW-HIGH", default=None,
                      help="The ports the other endpoints must use (on the same address); the server refuses to "
                           "start otherwise."),
@@ -41,6 +43,8 @@ def platform_options(command: Callable[..., Any]) -> Callable[..., Any]:
                           "off unless they are allowed explicitly), else false."),
         click.option("--vertex-ai-port", type=click.IntRange(0, 65535), default=None,
                      help="The Vertex AI endpoint's port. Default: AIP_HTTP_PORT if set, else 8080."),
+        click.option("--vertex-ai-address", default="0.0.0.0", show_default=True,
+                     help="The Vertex AI endpoint's address (pytriton's addition; Triton always uses 0.0.0.0)."),
         click.option("--vertex-ai-thread-count", type=click.IntRange(min=1), default=None,
                      help="Accepted for Triton compatibility; no effect (requests are served by the event loop)."),
         click.option("--vertex-ai-default-model", default=None, metavar="NAME",
@@ -60,6 +64,8 @@ def platform_fields(given: dict[str, Any], environ: Any) -> dict[str, Any]:
             raise click.BadParameter(str(exc), param_hint="--sagemaker-safe-port-range") from None
     fields: dict[str, Any] = {
         "allow_sagemaker": bool(given["allow_sagemaker"]),
+        "sagemaker_address": given["sagemaker_address"],
+        "vertex_ai_address": given["vertex_ai_address"],
         "sagemaker_port": given["sagemaker_port"],
         "sagemaker_safe_port_range": given["sagemaker_safe_port_range"],
         "allow_vertex_ai": vertex_ai_mode(environ) if given["allow_vertex_ai"] is None else given["allow_vertex_ai"],
