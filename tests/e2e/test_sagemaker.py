@@ -233,3 +233,20 @@ def test_port_checks_refuse_to_start(tmp_path: Path) -> None:
     assert malformed.returncode == 2
     assert "Cannot parse pair option due to incorrect number of inputs." in malformed.stderr
     assert "Found: 9000" in malformed.stderr
+
+
+def test_http_restrictions_apply_to_the_sagemaker_port(tmp_path: Path) -> None:
+    shutil.copytree(MODELS / "add_sub", tmp_path / "add_sub")
+    server = _server(tmp_path, "--http-restricted-api", "inference,health:secret=s3")
+    try:
+        port = platform_port(server, SERVICE)
+        status, _, body = request(port, "POST", "/invocations", add_sub_json([1, 2, 3, 4], [1, 1, 1, 1]))
+        assert status == 403
+        assert "secret" in json.loads(body)["error"]
+        assert request(port, "GET", "/ping")[0] == 403
+        assert request(port, "GET", "/ping", headers={"secret": "s3"})[0] == 200
+        status, _, body = request(port, "POST", "/invocations", add_sub_json([1, 2, 3, 4], [1, 1, 1, 1]),
+                                  {"secret": "s3"})
+        assert status == 200, body
+    finally:
+        _stopped(server)

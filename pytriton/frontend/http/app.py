@@ -30,7 +30,7 @@ from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.http.repository import load_parameters, unload_dependents
-from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
+from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
 
@@ -430,49 +430,8 @@ class HttpApp:
         return response, parts, json_length
 
     def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:
-        """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`).
-
-        Messages as Triton core's `InferenceRequest::Normalize` (so with the request-id prefix).
-        """
-        prefix = "[request id: <id_unknown>] "
-        config = self.core.registry.get(name, version).config
-        if len(config.inputs) != 1:
-            raise invalid_arg(
-                f"{prefix}Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} "
-                f"inputs in '{config.model_name}' model configuration"
-            )
-        spec = config.inputs[0]
-        lead = (1,) if config.batching else ()
-        variable = [i for i, d in enumerate(spec.shape) if d == -1]
-        if len(variable) > 1:
-            raise invalid_arg(
-                f"{prefix}The shape of the raw input '{spec.name}' can not be deduced because there are more than "
-                "one variable-sized dimension"
-            )
-        if spec.datatype == "BYTES":
-            count = 1
-            for d in spec.shape:
-                count *= d
-            if variable or count != 1:  # Triton: no variable dim and exactly one element
-                raise invalid_arg(
-                    f"{prefix}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
-                )
-            return spec.name, spec.datatype, lead + tuple(spec.shape)
-        from pytriton.model_config.datatypes import ITEMSIZE
-
-        shape = list(spec.shape)
-        if variable:
-            fixed = ITEMSIZE[spec.datatype]
-            for d in shape:
-                if d != -1:
-                    fixed *= d
-            if fixed == 0 or body_size % fixed:
-                raise invalid_arg(
-                    f"{prefix}The shape of the raw input '{spec.name}' can not be deduced from {body_size} bytes of "
-                    "data"
-                )
-            shape[variable[0]] = body_size // fixed
-        return spec.name, spec.datatype, lead + tuple(shape)
+        """The single input of a raw binary request (`Inference-Header-Content-Length: 0`)."""
+        return raw_input_of(self.core.registry.get(name, version).config, body_size)
 
     async def _traced_infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
         """An inference while tracing is on: the request may be traced (then with the HTTP front-end's timestamps)."""
