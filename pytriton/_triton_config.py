@@ -271,6 +271,9 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         trace_config=list(config.trace_config or []),
         exit_with_parent=True,
         allow_sagemaker=bool(config.allow_sagemaker),
+        # (TritonConfig has no address of its own for them: they listen where HTTP does)
+        sagemaker_address=config.http_address or "0.0.0.0",
+        vertex_ai_address=config.http_address or "0.0.0.0",
         sagemaker_port=given(config.sagemaker_port, SAGEMAKER_DEFAULT_PORT),
         sagemaker_safe_port_range=config.sagemaker_safe_port_range,
         allow_vertex_ai=given(config.allow_vertex_ai, vertex_ai_mode(os.environ)),

@@ -61,12 +61,14 @@ async def start_platform_listeners(config: ServerConfig, make_app: Any, core: An
             app = make_app()
             try:
                 predict, health = vertex_ai_routes(environ)
-                model = default_model(core.repository_index(True), config.vertex_ai_default_model)
+                index = core.repository_index(True)
+                # Models bound by `Triton` are added after the server starts: then chosen at the first prediction
+                model = default_model(index, config.vertex_ai_default_model) if index else None
             except ValueError as exc:
                 raise RuntimeError(f"failed to start Vertex AI service: Invalid argument - {exc}") from None
             limits = dataclasses.replace(config.http_limits)
             metrics = MetricsApp(core, gpu_metrics=config.allow_gpu_metrics)
-            vertex = VertexAiApp(app, predict, health, model, metrics.handle)
+            vertex = VertexAiApp(app, predict, health, model, metrics.handle, config.vertex_ai_default_model)
             listener = HttpListener(vertex.handle, config.vertex_ai_address, config.vertex_ai_port,
                                     "Vertex AI HTTPService", limits, too_large_hint=app.too_large_hint,
                                     protocol="Vertex AI")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 
-from pytriton.exceptions import ServerError
+from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.frontend.access import AccessDenied
 from pytriton.frontend.http.app import STATUS_TO_HTTP, Handler, HttpApp
 from pytriton.frontend.http.platform_infer import VERTEX_AI_BINARY_MIME, platform_infer
@@ -42,13 +42,22 @@ def default_model(index: list[dict[str, str]], name: str) -> str:
 class VertexAiApp:
     """Maps Vertex AI's routes onto the KServe HTTP app (and the metrics renderer, for the `metrics` redirect)."""
 
-    def __init__(self, app: HttpApp, predict_route: str, health_route: str, model: str,
-                 metrics: Handler | None = None):
+    def __init__(self, app: HttpApp, predict_route: str, health_route: str, model: str | None,
+                 metrics: Handler | None = None, requested_model: str = ""):
         self.app = app
         self.predict = re.compile(predict_route)
         self.health = re.compile(health_route)
-        self.model = model
+        self.model = model  # None: chosen at the first prediction (a server whose models are added after it starts)
+        self.requested_model = requested_model  # --vertex-ai-default-model
         self.metrics = metrics
+
+    def _default_model(self) -> str:
+        if self.model is None:
+            try:
+                return default_model(self.app.core.repository_index(True), self.requested_model)
+            except ValueError as exc:
+                raise invalid_arg(str(exc)) from None
+        return self.model
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -57,7 +66,8 @@ class VertexAiApp:
             if self.predict.fullmatch(request.path):
                 redirect = request.headers.get(REDIRECT_HEADER)
                 if redirect is None:
-                    return await platform_infer(self.app, request, self.model, "", VERTEX_AI_BINARY_MIME, False)
+                    return await platform_infer(self.app, request, self._default_model(), "", VERTEX_AI_BINARY_MIME,
+                                                False)
                 return await self._redirect(request, "/" + redirect)
         except ServerError as exc:
             return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
