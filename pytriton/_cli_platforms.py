@@ -9,7 +9,12 @@ from typing import Any
 
 import click
 
-from pytriton._platforms import SAGEMAKER_DEFAULT_PORT, parse_safe_port_range, vertex_ai_mode, vertex_ai_port
+from pytriton._platforms import (
+    SAGEMAKER_DEFAULT_PORT,
+    parse_safe_port_range,
+    vertex_ai_mode,
+    vertex_ai_port,
+)
 
 _NAMES = ("allow_sagemaker", "sagemaker_address", "vertex_ai_address", "sagemaker_port", "sagemaker_safe_port_range", "sagemaker_thread_count",
           "allow_vertex_ai", "vertex_ai_port", "vertex_ai_thread_count", "vertex_ai_default_model")

@@ -62,8 +62,9 @@ def test_cli_defaults_from_aip_variables() -> None:
 def test_triton_config_fields_reach_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AIP_MODE", raising=False)
     monkeypatch.setenv("AIP_HTTP_PORT", "7081")
-    config = server_config(TritonConfig(allow_sagemaker=True, sagemaker_port=9080, sagemaker_safe_port_range="9000-9100",
-                                        allow_vertex_ai=True, vertex_ai_default_model="m"), TritonSecurityConfig())
+    triton_config = TritonConfig(allow_sagemaker=True, sagemaker_port=9080, sagemaker_safe_port_range="9000-9100",
+                                 allow_vertex_ai=True, vertex_ai_default_model="m")
+    config = server_config(triton_config, TritonSecurityConfig())
     assert (config.allow_sagemaker, config.sagemaker_port, config.sagemaker_safe_port_range) == (True, 9080,
                                                                                                  "9000-9100")
     assert (config.allow_vertex_ai, config.vertex_ai_port, config.vertex_ai_default_model) == (True, 7081, "m")

@@ -81,7 +81,8 @@ class MultiModel:
         target = request.headers.get(TARGET_MODEL_HEADER) or name
         logger.info("Invoking SageMaker TargetModel: %s", target)
         try:
-            return await platform_infer(self.app, request, target, "", SAGEMAKER_BINARY_MIME, binary_in_content_type=True)
+            return await platform_infer(self.app, request, target, "", SAGEMAKER_BINARY_MIME,
+                                        binary_in_content_type=True)
         except ServerError as exc:
             return _failure(exc)
 
@@ -102,7 +103,9 @@ class MultiModel:
             return HttpResponse(400)
         match = self._path.fullmatch(path)
         if match is None:
-            raise invalid_arg(f"Invalid \"url\" '{url}': expected a path of the form {self.root}/<hash>/model[/<subdir>]")
+            raise invalid_arg(
+                f"Invalid \"url\" '{url}': expected a path of the form {self.root}/<hash>/model[/<subdir>]"
+            )
         control = self.app.core.repository
         if control is None or getattr(control, "mode", "explicit") != "explicit":
             raise invalid_arg("repository registration is not allowed if model control mode is not EXPLICIT")
