@@ -89,10 +89,15 @@ def test_unknown_names_and_bad_urls(mme: tuple[int, Path]) -> None:
     status, _, body = request(port, "POST", "/models", b"{not json")
     assert status == 400
     assert json.loads(body)["error"].startswith("failed to parse the request JSON buffer")
+    missing = root / "missing" / "model"
+    status, _, body = request(port, "POST", "/models", json.dumps({"model_name": "m", "url": str(missing)}).encode())
+    assert (status, json.loads(body)) == (400, {"error": f"failed to register '{missing}', repository not found"})
+    (root / "empty" / "model").mkdir(parents=True)
     status, _, body = request(port, "POST", "/models", json.dumps(
-        {"model_name": "empty", "url": str(root / "missing" / "model")}).encode())
+        {"model_name": "empty", "url": str(root / "empty" / "model")}).encode())
     assert status == 400  # nothing to load there
-    assert "empty" in json.loads(body)["error"]
+    assert "model 'empty'" in json.loads(body)["error"]
+    assert request(port, "GET", "/models")[::2] == (200, b'{"models":[]}')  # and unregistered again
 
 
 def test_loading_needs_explicit_model_control(tmp_path: Path) -> None:

@@ -114,6 +114,8 @@ class MultiModel:
         else:  # the archive holds model folders: the ensemble among them, else the last one listed
             folder, subdir = path, _model_folder(path)
         logger.info("Loading SageMaker TargetModel: %s", target)
+        if not os.path.isdir(folder):
+            raise invalid_arg(f"failed to register '{folder}', repository not found")
         try:
             control.register(folder, {subdir: target})
         except ServerError as exc:
