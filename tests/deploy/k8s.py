@@ -3,6 +3,7 @@ from their files (the base and the KServe resources are plain objects; the overl
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,3 +86,8 @@ def adapter_rules() -> list[dict[str, Any]]:
     """The rules of the prometheus-adapter configuration (deploy/k8s/prometheus-adapter)."""
     (config_map,) = objects_of(K8S / "prometheus-adapter" / "configmap.yaml")
     return yaml.safe_load(config_map["data"]["config.yaml"])["rules"]
+
+
+def series_names(query: str) -> list[str]:
+    """The metric names a PromQL expression (or a series query) reads: identifiers followed by a label selector."""
+    return re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", query)

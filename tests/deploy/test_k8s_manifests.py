@@ -19,7 +19,7 @@ from tests.deploy.crd_schema import load_schemas, unknown_fields
 from tests.deploy.dockerfile import exec_form, instructions, last
 from tests.deploy.k8s import (
     K8S, K8S_VERSIONS, KUSTOMIZATIONS, adapter_rules, base_object, container, kserve_object, manifest_files,
-    objects_of, option, render,
+    objects_of, option, render, series_names,
 )
 from tests.conftest import REPO
 
@@ -178,14 +178,9 @@ def test_service_pdb_and_autoscaler_select_the_pods():
 def test_adapter_rule_maps_series_to_pods():
     (rule,) = adapter_rules()
     assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
-    assert re.fullmatch(rule["name"]["matches"], _series_names(rule["seriesQuery"])[0])
+    assert re.fullmatch(rule["name"]["matches"], series_names(rule["seriesQuery"])[0])
     for placeholder in ("<<.LabelMatchers>>", "<<.GroupBy>>"):
         assert placeholder in rule["metricsQuery"]
-
-
-def _series_names(query: str) -> list[str]:
-    """The metric names a PromQL expression reads (identifiers followed by a label selector)."""
-    return re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", query)
 
 
 def test_kserve_runtime_runs_the_images_entrypoint():
