@@ -6,6 +6,7 @@ KServe's {{.Name}} put in as KServe does."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -137,12 +138,17 @@ def test_kserve_runtime_serves_the_model_named_as_the_inference_service(tmp_path
     # Another model of the repository is not loaded: the runtime serves the one it was deployed for.
     shutil.copytree(model, repository / "other")
     (repository / "other" / "config.pbtxt").write_text(config.replace('name: "add_sub"', 'name: "other"'))
-    (server,) = kserve_object("ServingRuntime")["spec"]["containers"]
-    args = [arg.replace("{{.Name}}", name).replace("/mnt/models", str(repository)) for arg in server["args"]]
+    (template,) = kserve_object("ServingRuntime")["spec"]["containers"]
+    # KServe executes the container, as JSON, as a Go template over the InferenceService's metadata.
+    server = json.loads(json.dumps(template).replace("{{.Name}}", name))
+    assert "{{" not in json.dumps(server)
+    args = [arg.replace("/mnt/models", str(repository)) for arg in server["args"]]
     process = ServerProcess(args, program=_program(server["command"]))
     try:
-        assert _get(f"http://{process.http_url}/v2/health/ready") == 200
-        assert _get(f"http://{process.http_url}/v2/models/{name}/ready") == 200
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert server[probe]["httpGet"]["port"] == int(option(server["args"], "--http-port"))
+            assert _get(f"http://{process.http_url}{server[probe]['httpGet']['path']}") == 200, probe
+        assert server["readinessProbe"]["httpGet"]["path"] == f"/v2/models/{name}/ready"
         assert _get(f"http://{process.http_url}/v2/models/other/ready") != 200
         _add_sub_http(process.http_url, name)
         with grpcclient.InferenceServerClient(process.grpc_url) as client:  # protocolVersions: grpc-v2
