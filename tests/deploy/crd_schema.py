@@ -109,8 +109,8 @@ def generate(kserve: Path, tag: str, manifests: list[dict[str, Any]]) -> str:
 def _main() -> None:
     kserve, tag = Path(sys.argv[1]), sys.argv[2]
     root = HERE.parent.parent
-    manifests = [doc for path in sorted((root / "deploy/k8s/kserve").glob("*.yaml")) if path.name != "kustomization.yaml"
-                 for doc in yaml.safe_load_all(path.read_text()) if doc]
+    paths = [p for p in sorted((root / "deploy/k8s/kserve").glob("*.yaml")) if p.name != "kustomization.yaml"]
+    manifests = [doc for path in paths for doc in yaml.safe_load_all(path.read_text()) if doc]
     sys.stdout.write(generate(kserve, tag, manifests))
 
 

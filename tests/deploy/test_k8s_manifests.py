@@ -15,13 +15,23 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
+from tests.conftest import REPO
 from tests.deploy.crd_schema import load_schemas, unknown_fields
 from tests.deploy.dockerfile import exec_form, instructions, last
 from tests.deploy.k8s import (
-    K8S, K8S_VERSIONS, KUSTOMIZATIONS, adapter_rules, base_object, container, kserve_object, manifest_files,
-    objects_of, option, render, series_names,
+    K8S,
+    K8S_VERSIONS,
+    KUSTOMIZATIONS,
+    adapter_rules,
+    base_object,
+    container,
+    kserve_object,
+    manifest_files,
+    objects_of,
+    option,
+    render,
+    series_names,
 )
-from tests.conftest import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 KSERVE_GROUP = "serving.kserve.io/"

@@ -21,8 +21,18 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import yaml
 
+from tests._fake_nvml import fake_gpus, fake_nvml_env
 from tests.conftest import ServerProcess
-from tests.deploy.k8s import K8S, adapter_rules, base_object, container, kserve_object, option, series_names
+from tests.deploy.k8s import (
+    K8S,
+    adapter_rules,
+    base_object,
+    container,
+    kserve_object,
+    option,
+    render,
+    series_names,
+)
 from tests.e2e.test_metrics import samples, scrape
 
 BIN = Path(sys.executable).parent
@@ -52,8 +62,9 @@ def _config_map_volume(root: Path, volume: dict[str, Any], data: dict[str, str])
         (root / top).symlink_to(f"..data/{top}")
 
 
-def _fill_repository(tmp_path: Path) -> Path:
-    """Runs the Deployment's initContainer command with its mounts moved under tmp_path; the repository it fills."""
+def _fill_repository(tmp_path: Path, data: dict[str, str] | None = None) -> Path:
+    """Runs the Deployment's initContainer command with its mounts moved under tmp_path, on the ConfigMap `data`
+    (default: the base's); the repository it fills."""
     pod = base_object("Deployment")["spec"]["template"]["spec"]
     (init,) = pod["initContainers"]
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -62,7 +73,7 @@ def _fill_repository(tmp_path: Path) -> Path:
         local = tmp_path / mount["name"]
         local.mkdir()
         if "configMap" in volumes[mount["name"]]:
-            _config_map_volume(local, volumes[mount["name"]], _config_map_data())
+            _config_map_volume(local, volumes[mount["name"]], data or _config_map_data())
         command = [word.replace(mount["mountPath"], str(local)) for word in command]
     assert command[0] == "sh" and shutil.which("sh"), command
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
@@ -95,15 +106,20 @@ def _add_sub_http(url: str, model: str) -> None:
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
 
 
-def test_deployment_serves_the_repository_the_init_container_fills(tmp_path):
-    repository = _fill_repository(tmp_path)
-    assert sorted(str(p.relative_to(repository)) for p in repository.rglob("*") if p.is_file()) == [
-        "add_sub/1/model.py", "add_sub/config.pbtxt"]
+def _start(repository: Path, env: dict[str, str] | None = None) -> tuple[ServerProcess, dict[str, Any]]:
+    """The Deployment's server container, run on `repository`; the process and the container's definition."""
     pod = base_object("Deployment")["spec"]["template"]["spec"]
     server = container(pod, "pytriton")
     mount = option(server["args"], "--model-repository")
     args = [str(repository) if arg == mount else arg for arg in server["args"]]
-    process = ServerProcess(args, program=_program(server["command"]))
+    return ServerProcess(args, program=_program(server["command"]), env=env), server
+
+
+def test_deployment_serves_the_repository_the_init_container_fills(tmp_path):
+    repository = _fill_repository(tmp_path)
+    assert sorted(str(p.relative_to(repository)) for p in repository.rglob("*") if p.is_file()) == [
+        "add_sub/1/model.py", "add_sub/config.pbtxt"]
+    process, server = _start(repository)
     try:
         http = f"http://{process.http_url}"
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -156,3 +172,20 @@ def test_kserve_runtime_serves_the_model_named_as_the_inference_service(tmp_path
     finally:
         code = process.stop(signal.SIGTERM, timeout_s=float(option(server["args"], "--exit-timeout")))
     assert code == 0, process.log
+
+
+def test_gpu_overlay_puts_the_model_on_the_pods_gpu(tmp_path):
+    """The gpu overlay's model repository, on a pod that sees the one GPU the device plugin gave it (NVML faked:
+    tests/_fake_nvml): the instance runs on that GPU."""
+    (config_map,) = [o for o in render("overlays/gpu") if o["kind"] == "ConfigMap"]
+    repository = _fill_repository(tmp_path, config_map["data"])
+    process, server = _start(repository, env=fake_nvml_env(fake_gpus(1)))
+    try:
+        _add_sub_http(process.http_url, "add_sub")
+        values = samples(scrape(process))
+    finally:
+        code = process.stop(signal.SIGTERM, timeout_s=float(option(server["args"], "--exit-timeout")))
+    assert code == 0, process.log
+    instances = [dict(labels) for (name, labels), value in values.items()
+                 if name == "pytriton_model_instance_up" and dict(labels)["model"] == "add_sub" and value == 1]
+    assert [(i["kind"], i["gpu"]) for i in instances] == [("KIND_GPU", "0")], instances
