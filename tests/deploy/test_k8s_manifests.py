@@ -118,11 +118,15 @@ def _quantity(text: str) -> float:
     return float(number) * units[unit]
 
 
-@pytest.mark.parametrize("kustomization", ["overlays/cpu", "overlays/gpu"])
+@pytest.mark.parametrize("kustomization", ["base", "overlays/cpu", "overlays/gpu"])
 def test_shared_memory_probes_and_stop(kustomization):
     """/dev/shm is memory-backed and sized, within the memory limit; the probes ask Triton's health endpoints on the
-    HTTP port; the kubelet waits longer than the server's own stop may take."""
-    (deployment,) = [o for o in render(kustomization) if o["kind"] == "Deployment"]
+    HTTP port; the kubelet waits longer than the server's own stop may take. (The base from its files: no kubectl
+    needed.)"""
+    if kustomization == "base":
+        deployment = base_object("Deployment")
+    else:
+        (deployment,) = [o for o in render(kustomization) if o["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     server = container(pod, "pytriton")
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -162,7 +166,8 @@ def test_gpu_overlay_asks_for_a_gpu_and_puts_the_model_on_it():
 
 
 def test_service_pdb_and_autoscaler_select_the_pods():
-    objects = {o["kind"]: o for o in render("base")}
+    objects = {kind: base_object(kind) for kind in ("Deployment", "Service", "PodDisruptionBudget",
+                                                    "HorizontalPodAutoscaler")}
     deployment = objects["Deployment"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert "replicas" not in deployment["spec"], "the HorizontalPodAutoscaler owns the replica count"
