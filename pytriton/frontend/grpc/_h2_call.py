@@ -50,9 +50,11 @@ class RpcAbort(Exception):
 class Method:
     """One RPC: its handler and (de)serialisers. `serialize` returns the message as a list of buffers;
     `on_sent(response)`, where given, returns the callable that gives the response's buffers back (called once,
-    when the transport no longer needs them)."""
+    when the transport no longer needs them). `compress`: its responses are gzip-compressed for clients that
+    accept gzip when the connection has a compression level (the infer methods)."""
 
-    __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent")
+    __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
+                 "compress")
 
     def __init__(
         self,
@@ -62,6 +64,7 @@ class Method:
         client_streaming: bool = False,
         server_streaming: bool = False,
         on_sent: Callable[[Any], OnSent | None] | None = None,
+        compress: bool = False,
     ):
         self.handler = handler
         self.deserialize = deserialize
@@ -69,6 +72,7 @@ class Method:
         self.client_streaming = client_streaming
         self.server_streaming = server_streaming
         self.on_sent = on_sent
+        self.compress = compress
 
 
 class Context:
@@ -114,10 +118,11 @@ class Context:
 class CallHead:
     """What a request's header block says (immutable: the connection reuses it for an identical block)."""
 
-    __slots__ = ("path", "metadata", "timeout", "encoding", "content_length")
+    __slots__ = ("path", "metadata", "timeout", "encoding", "content_length", "accept_gzip")
 
     def __init__(self, path: bytes, metadata: tuple, timeout: bytes | None, encoding: str | None,
-                 content_length: int | None):  # fmt: skip
+                 content_length: int | None, accept_gzip: bool = False):  # fmt: skip
+        self.accept_gzip = accept_gzip  # grpc-accept-encoding lists gzip
         self.path = path
         self.metadata = metadata
         self.timeout = timeout
@@ -136,6 +141,7 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
     metadata: list[tuple[str, Any]] = []
     timeout = encoding = None
     content_length = None
+    accept_gzip = False
     regular = False
     for name, value in headers:
         if name[:1] == b":":
@@ -153,6 +159,8 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
                 timeout = value
             elif name == b"grpc-encoding":
                 encoding = value.decode("latin-1")
+            elif name == b"grpc-accept-encoding":
+                accept_gzip = accept_gzip or b"gzip" in (v.strip() for v in value.split(b","))
             elif name == b"te" and value != b"trailers":
                 raise malformed(f"te: {value!r}")
             continue
@@ -173,10 +181,21 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
             metadata.append((key, value.decode("latin-1")))
     if b":method" not in pseudo or b":scheme" not in pseudo or not pseudo.get(b":path"):
         raise malformed(":method, :scheme or :path missing or empty")
-    return CallHead(pseudo[b":path"], tuple(metadata), timeout, encoding, content_length)
+    return CallHead(pseudo[b":path"], tuple(metadata), timeout, encoding, content_length, accept_gzip)
 
 
 DECOMPRESS_CHUNK = 1 << 20
+
+
+def gzip_message(parts: list[Any], level: int) -> bytes | None:
+    """A response message gzip-compressed at zlib `level`; None when that would not make it smaller (it then goes
+    out uncompressed, as grpc core sends it)."""
+    compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
+    out = [compressor.compress(part) for part in parts]
+    out.append(compressor.flush())
+    size = sum(len(part) if not isinstance(part, memoryview) else part.nbytes for part in parts)
+    data = b"".join(out)
+    return data if len(data) < size else None
 
 
 def decompress(message: Any, encoding: str | None, limit: int) -> bytearray:
@@ -227,13 +246,14 @@ class GrpcCalls:
     """The gRPC calls of one connection: started by request headers, fed by DATA, ended by END_STREAM."""
 
     def __init__(self, connection: GrpcConnection, methods: dict[bytes, Method], max_message_bytes: int,
-                 max_decompressed_bytes: int | None = None):
+                 max_decompressed_bytes: int | None = None, gzip_level: int | None = None):
         self._connection = connection
         self._outbox = connection.outbox
         self._loop = connection.loop
         self._methods = methods
         self._max_message = max_message_bytes
         self._max_decompressed = max_decompressed_bytes or max_message_bytes
+        self._gzip_level = gzip_level  # the compression of infer responses (None: none)
         self.spare: bytearray | None = None  # the last large message buffer, for the next of the same size
 
     # ---- a call's start -------------------------------------------------------------------------------------------
@@ -251,6 +271,8 @@ class GrpcCalls:
             return
         stream.method = method
         stream.context = Context(stream, self._connection.peer)
+        if method.compress and head.accept_gzip:
+            stream.gzip_level = self._gzip_level
         if head.timeout is not None:
             match = _TIMEOUT.match(head.timeout.decode("latin-1"))
             if match is None:
@@ -445,6 +467,7 @@ class GrpcCalls:
             if response is None:
                 raise RpcAbort(grpc.StatusCode.INTERNAL, "the method returned no response")
             parts = method.serialize(response)
+            compressed = None if stream.gzip_level is None else gzip_message(parts, stream.gzip_level)
         except RpcAbort as exc:
             run_releases([on_sent] if on_sent is not None else [])
             self._outbox.finish(stream, exc.code, exc.details)
@@ -452,6 +475,10 @@ class GrpcCalls:
         except Exception as exc:  # noqa: BLE001
             run_releases([on_sent] if on_sent is not None else [])
             self._handler_failed(stream, exc)
+            return
+        if compressed is not None:  # sent from its own buffer: the response's go back now
+            run_releases([on_sent] if on_sent is not None else [])
+            self._outbox.message(stream, [compressed], None, last=last, compressed=True)
             return
         self._outbox.message(stream, parts, on_sent, last=last)
 

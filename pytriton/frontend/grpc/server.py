@@ -38,21 +38,26 @@ HEALTH_SERVICE = "grpc.health.v1.Health"
 IMPLEMENTATIONS = ("h2", "grpcio")
 
 
-def _joined_unary(handler: Any) -> Any:
+def _joined_unary(handler: Any, compress: bool) -> Any:
     """ModelInfer for grpc.aio: the response joined into bytes in the handler, its buffers released right then
-    (grpc.aio drops a response it does not serialize, e.g. of a call cancelled meanwhile)."""
+    (grpc.aio drops a response it does not serialize, e.g. of a call cancelled meanwhile). `compress`: gzip for
+    clients that accept it (grpc core's zlib level)."""
 
     async def call(request: Any, context: Any) -> Any:
+        if compress:
+            context.set_compression(grpc.Compression.Gzip)
         response = await handler(request, context)
         return None if response is None else wire_bytes(infer_response_chunks, response)
 
     return call
 
 
-def _joined_stream(handler: Any) -> Any:
+def _joined_stream(handler: Any, compress: bool) -> Any:
     """ModelStreamInfer for grpc.aio, the same way, response by response."""
 
     async def call(requests: Any, context: Any) -> AsyncIterator[bytes]:
+        if compress:
+            context.set_compression(grpc.Compression.Gzip)
         responses = handler(requests, context)
         try:
             async for response in responses:
@@ -70,7 +75,7 @@ def _identity(data: bytes) -> bytes:
 _ZERO_COPY = {"ModelInfer": _joined_unary, "ModelStreamInfer": _joined_stream}
 
 
-def _service_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
+def _service_handler(servicer: InferenceServicer, compress: bool = False) -> grpc.GenericRpcHandler:
     """The service's method handlers, as the generated code builds them, except that ModelInfer and
     ModelStreamInfer read requests with the zero-copy parser of `_wire` and serialise in the handler."""
     service = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
@@ -81,7 +86,7 @@ def _service_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
         handler = getattr(servicer, method.name)
         deserialize, serialize = request_cls.FromString, response_cls.SerializeToString
         if method.name in _ZERO_COPY:
-            handler = _ZERO_COPY[method.name](handler)
+            handler = _ZERO_COPY[method.name](handler, compress)
             deserialize, serialize = parse_infer_request, _identity
         if method.client_streaming and method.server_streaming:
             make = grpc.stream_stream_rpc_method_handler
@@ -112,7 +117,7 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
         deserialize, serialize = chunked.get(method.name, (request_cls.FromString, _serialize_one))
         methods[f"/{SERVICE_NAME}/{method.name}".encode()] = h2.Method(
             getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming,
-            on_sent_of if method.name in chunked else None,
+            on_sent_of if method.name in chunked else None, compress=method.name in chunked,
         )
     request = health_pb2.HealthCheckRequest.FromString
     methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)
@@ -196,14 +201,13 @@ class GrpcFrontend:
             ("grpc.max_receive_message_length", limits.max_message_bytes),
             ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
             ("grpc.max_metadata_size", limits.max_header_list_size),
-            ("grpc.http2.min_ping_interval_without_data_ms", int(limits.min_ping_interval_s * 1000)),
-            ("grpc.http2.max_ping_strikes", limits.max_ping_strikes),
+            *limits.grpcio_options(),  # keepalive and the ping policy
             ("grpc.so_reuseport", int(self.reuse_port)),
         ]
         if limits.idle_timeout_s is not None:
             options.append(("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)))
         server = grpc.aio.server(options=options)
-        server.add_generic_rpc_handlers((_service_handler(self.servicer),))
+        server.add_generic_rpc_handlers((_service_handler(self.servicer, limits.infer_gzip_level is not None),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"
         try:
