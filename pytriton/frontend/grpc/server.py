@@ -38,26 +38,21 @@ HEALTH_SERVICE = "grpc.health.v1.Health"
 IMPLEMENTATIONS = ("h2", "grpcio")
 
 
-def _joined_unary(handler: Any, compress: bool) -> Any:
+def _joined_unary(handler: Any) -> Any:
     """ModelInfer for grpc.aio: the response joined into bytes in the handler, its buffers released right then
-    (grpc.aio drops a response it does not serialize, e.g. of a call cancelled meanwhile). `compress`: gzip for
-    clients that accept it (grpc core's zlib level)."""
+    (grpc.aio drops a response it does not serialize, e.g. of a call cancelled meanwhile)."""
 
     async def call(request: Any, context: Any) -> Any:
-        if compress:
-            context.set_compression(grpc.Compression.Gzip)
         response = await handler(request, context)
         return None if response is None else wire_bytes(infer_response_chunks, response)
 
     return call
 
 
-def _joined_stream(handler: Any, compress: bool) -> Any:
+def _joined_stream(handler: Any) -> Any:
     """ModelStreamInfer for grpc.aio, the same way, response by response."""
 
     async def call(requests: Any, context: Any) -> AsyncIterator[bytes]:
-        if compress:
-            context.set_compression(grpc.Compression.Gzip)
         responses = handler(requests, context)
         try:
             async for response in responses:
@@ -75,7 +70,7 @@ def _identity(data: bytes) -> bytes:
 _ZERO_COPY = {"ModelInfer": _joined_unary, "ModelStreamInfer": _joined_stream}
 
 
-def _service_handler(servicer: InferenceServicer, compress: bool = False) -> grpc.GenericRpcHandler:
+def _service_handler(servicer: InferenceServicer) -> grpc.GenericRpcHandler:
     """The service's method handlers, as the generated code builds them, except that ModelInfer and
     ModelStreamInfer read requests with the zero-copy parser of `_wire` and serialise in the handler."""
     service = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
@@ -86,7 +81,7 @@ def _service_handler(servicer: InferenceServicer, compress: bool = False) -> grp
         handler = getattr(servicer, method.name)
         deserialize, serialize = request_cls.FromString, response_cls.SerializeToString
         if method.name in _ZERO_COPY:
-            handler = _ZERO_COPY[method.name](handler, compress)
+            handler = _ZERO_COPY[method.name](handler)
             deserialize, serialize = parse_infer_request, _identity
         if method.client_streaming and method.server_streaming:
             make = grpc.stream_stream_rpc_method_handler
@@ -206,8 +201,11 @@ class GrpcFrontend:
         ]
         if limits.idle_timeout_s is not None:
             options.append(("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)))
-        server = grpc.aio.server(options=options)
-        server.add_generic_rpc_handlers((_service_handler(self.servicer, limits.infer_gzip_level is not None),))
+        # grpcio compresses every response then (grpc.aio ignores a handler's set_compression), with grpc core's
+        # own zlib level, for clients that accept gzip
+        compression = grpc.Compression.Gzip if limits.infer_gzip_level is not None else None
+        server = grpc.aio.server(options=options, compression=compression)
+        server.add_generic_rpc_handlers((_service_handler(self.servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"
         try:
