@@ -13,12 +13,18 @@ import base64
 import logging
 import re
 import sys
-import zlib
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import grpc
 
 from pytriton.frontend.grpc._h2_frames import PROTOCOL_ERROR, H2StreamError
+from pytriton.frontend.grpc._h2_message import (
+    GZIP_THREAD_MIN,
+    RpcAbort,
+    decompress,
+    gzip_message,
+    message_size,
+)
 from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, OnSent, run_releases
 from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
@@ -36,15 +42,6 @@ _TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
 _RESERVED_METADATA = frozenset((b"te", b"content-type", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"))
 _CONNECTION_SPECIFIC = frozenset((b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"))
 _PSEUDO = (b":method", b":scheme", b":path", b":authority")
-
-
-class RpcAbort(Exception):
-    """Raised by `Context.abort`: ends the call with this status."""
-
-    def __init__(self, code: grpc.StatusCode, details: str):
-        super().__init__(details)
-        self.code = code
-        self.details = details
 
 
 class Method:
@@ -182,59 +179,6 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
     if b":method" not in pseudo or b":scheme" not in pseudo or not pseudo.get(b":path"):
         raise malformed(":method, :scheme or :path missing or empty")
     return CallHead(pseudo[b":path"], tuple(metadata), timeout, encoding, content_length, accept_gzip)
-
-
-DECOMPRESS_CHUNK = 1 << 20
-
-
-def gzip_message(parts: list[Any], level: int) -> bytes | None:
-    """A response message gzip-compressed at zlib `level`; None when that would not make it smaller (it then goes
-    out uncompressed, as grpc core sends it)."""
-    compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
-    out = [compressor.compress(part) for part in parts]
-    out.append(compressor.flush())
-    size = sum(len(part) if not isinstance(part, memoryview) else part.nbytes for part in parts)
-    data = b"".join(out)
-    return data if len(data) < size else None
-
-
-def decompress(message: Any, encoding: str | None, limit: int) -> bytearray:
-    """A gzip/deflate request message, inflated to at most `limit` bytes (RpcAbort past that or when broken).
-
-    Two passes: the first inflates a chunk at a time only to measure (and refuse past the limit) without keeping
-    anything; the second inflates into a buffer of exactly that size. Memory follows what the message really
-    inflates to: no growing buffer copied on the way, no zlib output built at twice the limit."""
-    if encoding not in ("gzip", "deflate"):
-        raise RpcAbort(grpc.StatusCode.INTERNAL, "compressed message without grpc-encoding")
-    wbits = 31 if encoding == "gzip" else 15
-    size = 0
-    for chunk in _inflate(message, wbits):
-        size += len(chunk)
-        if size > limit:
-            raise RpcAbort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                           f"Received message larger than max (more than {limit} bytes once decompressed)")
-    out = bytearray(size)
-    position = 0
-    for chunk in _inflate(message, wbits):
-        out[position:position + len(chunk)] = chunk
-        position += len(chunk)
-    return out
-
-
-def _inflate(message: Any, wbits: int) -> Iterator[bytes]:
-    inflater = zlib.decompressobj(wbits)
-    pending: Any = message
-    try:
-        while not inflater.eof:
-            chunk = inflater.decompress(pending, DECOMPRESS_CHUNK)
-            pending = inflater.unconsumed_tail
-            if not chunk and not pending:
-                break
-            yield chunk
-    except zlib.error as exc:
-        raise RpcAbort(grpc.StatusCode.INTERNAL, f"cannot decompress the request: {exc}") from None
-    if not inflater.eof:
-        raise RpcAbort(grpc.StatusCode.INTERNAL, "cannot decompress the request: truncated data")
 
 
 def _over(stream: Stream) -> bool:
@@ -456,6 +400,7 @@ class GrpcCalls:
             self._handler_failed(stream, exc)
             return
         self._reply(stream, method, response, last=True)
+        await self._send_gzip(stream, last=True)
 
     def _reply(self, stream: Stream, method: Method, response: Any, last: bool = False) -> None:
         """Send a handler's response; whatever happens, its buffers are given back exactly once."""
@@ -467,7 +412,6 @@ class GrpcCalls:
             if response is None:
                 raise RpcAbort(grpc.StatusCode.INTERNAL, "the method returned no response")
             parts = method.serialize(response)
-            compressed = None if stream.gzip_level is None else gzip_message(parts, stream.gzip_level)
         except RpcAbort as exc:
             run_releases([on_sent] if on_sent is not None else [])
             self._outbox.finish(stream, exc.code, exc.details)
@@ -476,17 +420,44 @@ class GrpcCalls:
             run_releases([on_sent] if on_sent is not None else [])
             self._handler_failed(stream, exc)
             return
-        if compressed is not None:  # sent from its own buffer: the response's go back now
-            run_releases([on_sent] if on_sent is not None else [])
-            self._outbox.message(stream, [compressed], None, last=last, compressed=True)
+        if stream.gzip_level is None:
+            self._outbox.message(stream, parts, on_sent, last=last)
             return
-        self._outbox.message(stream, parts, on_sent, last=last)
+        stream.gzip = (parts, on_sent)  # for `_send_gzip`, which the handler's task awaits next
+
+    async def _send_gzip(self, stream: Stream, last: bool = False) -> None:
+        """Send the response `_reply` left, gzip-compressed (a large one in a thread); the response's own buffers
+        go back once it is compressed."""
+        if stream.gzip is None:
+            return
+        (parts, on_sent), stream.gzip = stream.gzip, None
+        release = [on_sent] if on_sent is not None else []
+        size, level = message_size(parts), stream.gzip_level
+        assert level is not None
+        if size < GZIP_THREAD_MIN:
+            data = gzip_message(parts, level, size)
+        else:
+            job = self._loop.run_in_executor(None, gzip_message, parts, level, size)
+            try:
+                data = await asyncio.shield(job)
+            except asyncio.CancelledError:  # the thread still reads the buffers: they go back once it is done
+                job.add_done_callback(lambda _: run_releases(release))
+                raise
+            except BaseException:
+                run_releases(release)
+                raise
+        if data is None:  # it would not shrink: as it is
+            self._outbox.message(stream, parts, on_sent, last=last)
+            return
+        run_releases(release)
+        self._outbox.message(stream, [data], None, last=last, compressed=True)
 
     async def _run_streaming(self, stream: Stream, method: Method, request: Any) -> None:
         responses = method.handler(request, stream.context)
         try:
             async for response in responses:
                 self._reply(stream, method, response)
+                await self._send_gzip(stream)
                 if (stream.pending_size > STREAM_SEND_BACKLOG or stream.pending_messages > STREAM_SEND_MESSAGES) \
                         and not _over(stream):
                     stream.drained = self._loop.create_future()

@@ -6,6 +6,7 @@ infer responses are gzip on the wire when the client accepts gzip and the level 
 from __future__ import annotations
 
 import gzip
+import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -165,6 +166,16 @@ def test_infer_responses_are_gzip_when_accepted(implementation):
             result = client.infer("identity", [x], compression_algorithm="gzip")
             assert np.array_equal(result.as_numpy("OUT_FP32"), values)
             infer_works(client)
+            results: queue.Queue = queue.Queue()  # ModelStreamInfer's responses are compressed too
+            client.start_stream(callback=lambda result, error: results.put((result, error)))
+            try:
+                for _ in range(3):
+                    client.async_stream_infer("identity", [x])
+                for _ in range(3):
+                    result, error = results.get(timeout=30)
+                    assert error is None and np.array_equal(result.as_numpy("OUT_FP32"), values)
+            finally:
+                client.stop_stream()
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
