@@ -238,6 +238,8 @@ class Outbox:
                 stream.state = transition(stream.id, stream.state, SEND_END_STREAM)
                 out.append(frame_header(len(trailers), HEADERS, END_HEADERS | END_STREAM, stream.id) + trailers)
                 ended = True
+                self._ping_policy.answered = True  # HEADERS sent (a trailers-only answer too)
+                self._ping_policy.sent_without_data = 0
         if out or sent:
             self._write(out, sent)
         if stream.drained is not None and (ended or (stream.pending_size <= STREAM_SEND_BACKLOG // 2 and

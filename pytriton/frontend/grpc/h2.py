@@ -10,11 +10,12 @@ can make it hold or do (`H2Limits`, docs/security.md). The connection is put tog
 * `_h2_stream`: each stream's state table (RFC 9113 5.1); the connection's own state (preface, settings, GOAWAY)
   is kept apart, here and in the reader;
 * `_h2_send.Outbox`: frames out within the client's windows, and the release of response buffers (`on_sent`);
-* `_h2_call.GrpcCalls`: gRPC on a stream (messages, gzip/deflate, `grpc-timeout`, metadata, status in trailers);
+* `_h2_call.GrpcCalls`: gRPC on a stream (messages, `grpc-timeout`, metadata, status in trailers; `_h2_message`:
+  gzip/deflate); `_h2_keepalive`: the server's keepalive PINGs;
 * `_h2_frames`, `_h2_limits`: framing and HPACK pieces; limits, rate budgets and grpcio's ping policy.
 
-This module handles the frames: streams opening and closing, flow control, SETTINGS, PING, GOAWAY, RST_STREAM
-(which cancels the call), rate limits, the header and idle timeouts, and closing.
+This module handles the frames (streams opening and closing, flow control, SETTINGS, PING, GOAWAY, RST_STREAM that
+cancels the call), rate limits, the header and idle timeouts, and closing.
 """
 
 from __future__ import annotations
