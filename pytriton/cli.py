@@ -256,7 +256,8 @@ def main() -> None:
 @click.option("--grpc-http2-max-ping-strikes", type=click.IntRange(min=0), default=H2Limits.max_ping_strikes,
               show_default=True, help="Strikes tolerated; past them: GOAWAY ENHANCE_YOUR_CALM 'too_many_pings' "
                                       "(0 = any number).")
-@click.option("--grpc-infer-response-compression-level", type=click.Choice(list(INFER_COMPRESSION_LEVELS)),
+@click.option("--grpc-infer-response-compression-level",
+              type=click.Choice(list(INFER_COMPRESSION_LEVELS), case_sensitive=False),
               default=H2Limits.infer_response_compression, show_default=True,
               help="gzip-compress ModelInfer/ModelStreamInfer responses for clients that accept gzip (zlib level "
                    "1, 6, 9 for low, medium, high).")

@@ -17,6 +17,7 @@ import pytriton.tritonserver as tritonserver
 from pytriton._triton_config import TritonConfig, TritonSecurityConfig, server_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.frontend.grpc._h2_limits import H2Limits
+from pytriton.server_config import ServerConfig
 from pytriton.tritonfrontend import KServeGrpc
 from tests.frontend.grpc.raw_h2 import ACK, ENHANCE_YOUR_CALM, GOAWAY, PING, RawH2, grpc_message, ping
 from tests.tritonserver.test_frontend import LOCAL, MODELS
@@ -85,6 +86,8 @@ def test_triton_config_fields_become_grpc_limits(caplog):
                               max_pings_without_data=0, min_ping_interval_s=5.0, max_ping_strikes=3,
                               infer_response_compression="high")
     assert server_config(TritonConfig(), TritonSecurityConfig()).grpc_limits == H2Limits()  # Triton's defaults
+    sent = server_config(config, TritonSecurityConfig())  # as the server process receives it
+    assert ServerConfig.from_json(sent.to_json()).grpc_limits == limits
     with pytest.raises(PyTritonValidationError, match="grpc_infer_response_compression_level"):
         TritonConfig(grpc_infer_response_compression_level="max")
     with pytest.raises(PyTritonValidationError, match="grpc_keepalive_timeout"):

@@ -134,9 +134,10 @@ class H2Limits:
 
 
 
-def keepalive_fields(time_ms: int | None = None, timeout_ms: int | None = None, permit_without_calls: bool | None = None,
-                     max_pings_without_data: int | None = None, min_recv_ping_interval_ms: int | None = None,
-                     max_ping_strikes: int | None = None) -> dict[str, Any]:
+def keepalive_fields(time_ms: int | None = None, timeout_ms: int | None = None,
+                     permit_without_calls: bool | None = None, max_pings_without_data: int | None = None,
+                     min_recv_ping_interval_ms: int | None = None, max_ping_strikes: int | None = None
+                     ) -> dict[str, Any]:
     """Triton's keepalive and ping settings (milliseconds, as its options and TritonConfig fields) as H2Limits
     fields; those not given (None) are left out. A keepalive time of grpc's INT_MAX or more: no keepalive PINGs."""
     fields: dict[str, Any] = {}
