@@ -76,7 +76,7 @@ def test_a_client_that_does_not_answer_is_dropped(time_s, timeout_s):
             assert b"keepalive" in item.payload[8:]
             raw.expect_closed()
             took = time.monotonic() - quiet_since
-            assert time_s + timeout_s - 0.1 <= took <= time_s + timeout_s + 1.5, took
+            assert time_s + timeout_s - 0.1 <= took <= time_s + timeout_s + 3.0, took  # margin for a busy machine
         wait_until(server, lambda: not server.connections, "the server forgets the connection", 5.0)
 
 
