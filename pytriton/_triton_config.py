@@ -19,6 +19,7 @@ from pytriton._metrics_config import MetricsSettings
 from pytriton._platforms import SAGEMAKER_DEFAULT_PORT, parse_safe_port_range, vertex_ai_mode, vertex_ai_port
 from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
+from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, H2Limits, keepalive_fields
 from pytriton.server_config import ServerConfig
 
 logger = logging.getLogger("pytriton.triton")
@@ -47,13 +48,6 @@ _IGNORED_FIELDS = {
     "exit_on_error": "a model that fails to load fails bind()/run() in any case",
     "http_thread_count": "HTTP is served by the server's event loop",
     "grpc_infer_allocation_pool_size": "not applicable to this server",
-    "grpc_infer_response_compression_level": "responses are not compressed by the server",
-    "grpc_keepalive_time": "grpc defaults are used",
-    "grpc_keepalive_timeout": "grpc defaults are used",
-    "grpc_keepalive_permit_without_calls": "grpc defaults are used",
-    "grpc_http2_max_pings_without_data": "grpc defaults are used",
-    "grpc_http2_min_recv_ping_interval_without_data": "grpc defaults are used",
-    "grpc_http2_max_ping_strikes": "grpc defaults are used",
     "allow_cpu_metrics": "CPU metrics are always exported with the metrics endpoint",
     "metrics_interval_ms": "metrics are computed when scraped",
     "cache_directory": "the response cache is built in (the local cache)",
@@ -146,6 +140,10 @@ class TritonConfig:
                 parse_trace_config(self.trace_config)
             except ValueError as exc:
                 raise PyTritonValidationError(f"TritonConfig.trace_config: {exc}") from None
+        try:
+            grpc_limits_of(self)
+        except ValueError as exc:
+            raise PyTritonValidationError(f"TritonConfig: {exc}") from None
         if self.sagemaker_safe_port_range is not None:
             try:
                 parse_safe_port_range(self.sagemaker_safe_port_range)
@@ -255,6 +253,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         grpc_address=config.grpc_address or "0.0.0.0",
         grpc_port=given(config.grpc_port, DEFAULT_GRPC_PORT),
         grpc_header_forward_pattern=config.grpc_header_forward_pattern,
+        grpc_limits=grpc_limits_of(config),
         allow_http=given(config.allow_http, True),
         http_address=config.http_address or "0.0.0.0",
         http_port=given(config.http_port, DEFAULT_HTTP_PORT),
@@ -283,6 +282,25 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
                                                else []),
     )
+
+
+def grpc_limits_of(config: TritonConfig) -> H2Limits:
+    """The gRPC connection limits with the keepalive, ping and compression fields that are set."""
+    level = config.grpc_infer_response_compression_level
+    if level is not None and level.lower() not in INFER_COMPRESSION_LEVELS:
+        raise ValueError(f"grpc_infer_response_compression_level {level!r}: expected one of "
+                         f"{', '.join(INFER_COMPRESSION_LEVELS)}")
+    for name in ("grpc_keepalive_time", "grpc_keepalive_timeout", "grpc_http2_max_pings_without_data",
+                 "grpc_http2_min_recv_ping_interval_without_data", "grpc_http2_max_ping_strikes"):
+        if (getattr(config, name) or 0) < 0:
+            raise ValueError(f"{name} {getattr(config, name)}: must not be negative")
+    fields = keepalive_fields(
+        config.grpc_keepalive_time, config.grpc_keepalive_timeout, config.grpc_keepalive_permit_without_calls,
+        config.grpc_http2_max_pings_without_data, config.grpc_http2_min_recv_ping_interval_without_data,
+        config.grpc_http2_max_ping_strikes)
+    if level is not None:
+        fields["infer_response_compression"] = level.lower()
+    return H2Limits(**fields)
 
 
 def exit_timeout_of(config: TritonConfig) -> float:

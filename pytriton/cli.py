@@ -25,6 +25,7 @@ from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
+from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, keepalive_fields
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec
 from pytriton.repository import ModelRepositoryError, load_repositories, scan_repositories
@@ -238,6 +239,30 @@ def main() -> None:
               default=H2Limits.max_stream_requests_in_flight, show_default=True,
               help="Requests of one ModelStreamInfer stream served at once; the next waits (flow control holds the "
                    "client).")
+@click.option("--grpc-keepalive-time", type=click.IntRange(min=0), default=int((H2Limits.keepalive_time_s or 0) * 1000),
+              show_default=True, help="Milliseconds without anything read from a gRPC client after which the server "
+                                      "sends it a keepalive PING (2147483647: never).")
+@click.option("--grpc-keepalive-timeout", type=click.IntRange(min=0), default=int(H2Limits.keepalive_timeout_s * 1000),
+              show_default=True, help="Milliseconds a keepalive PING may go unacknowledged; then the connection is "
+                                      "closed.")
+@click.option("--grpc-keepalive-permit-without-calls", type=click.BOOL, default=H2Limits.keepalive_permit_without_calls,
+              show_default=True, help="Keepalive PINGs on connections without calls too, both ways (else a client's "
+                                      "PINGs there are allowed once per 2 hours).")
+@click.option("--grpc-http2-max-pings-without-data", type=click.IntRange(min=0),
+              default=H2Limits.max_pings_without_data, show_default=True,
+              help="Keepalive PINGs the server sends while it sends no data; then none until it does (0 = no limit).")
+@click.option("--grpc-http2-min-recv-ping-interval-without-data", type=click.IntRange(min=0),
+              default=int(H2Limits.min_ping_interval_s * 1000), show_default=True,
+              help="Milliseconds a client must leave between PINGs while the server sends no data; a sooner PING is "
+                   "a strike.")
+@click.option("--grpc-http2-max-ping-strikes", type=click.IntRange(min=0), default=H2Limits.max_ping_strikes,
+              show_default=True, help="Strikes tolerated; past them: GOAWAY ENHANCE_YOUR_CALM 'too_many_pings' "
+                                      "(0 = any number).")
+@click.option("--grpc-infer-response-compression-level",
+              type=click.Choice(list(INFER_COMPRESSION_LEVELS), case_sensitive=False),
+              default=H2Limits.infer_response_compression, show_default=True,
+              help="gzip-compress ModelInfer/ModelStreamInfer responses for clients that accept gzip (zlib level "
+                   "1, 6, 9 for low, medium, high).")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
               show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
 @click.option("--http-max-buffered-bytes", type=click.IntRange(min=1), default=HttpLimits.max_buffered_bytes,
@@ -324,6 +349,13 @@ def serve(
     grpc_max_decompressed_bytes: int,
     grpc_idle_timeout: float,
     grpc_max_stream_requests_in_flight: int,
+    grpc_keepalive_time: int,
+    grpc_keepalive_timeout: int,
+    grpc_keepalive_permit_without_calls: bool,
+    grpc_http2_max_pings_without_data: int,
+    grpc_http2_min_recv_ping_interval_without_data: int,
+    grpc_http2_max_ping_strikes: int,
+    grpc_infer_response_compression_level: str,
     http_max_input_size: int,
     http_max_buffered_bytes: int,
     http_max_header_size: int,
@@ -417,7 +449,13 @@ def serve(
                                  max_message_bytes=grpc_max_message_bytes,
                                  max_decompressed_bytes=grpc_max_decompressed_bytes,
                                  idle_timeout_s=grpc_idle_timeout or None,
-                                 max_stream_requests_in_flight=grpc_max_stream_requests_in_flight),
+                                 max_stream_requests_in_flight=grpc_max_stream_requests_in_flight,
+                                 infer_response_compression=grpc_infer_response_compression_level,
+                                 **keepalive_fields(grpc_keepalive_time, grpc_keepalive_timeout,
+                                                    grpc_keepalive_permit_without_calls,
+                                                    grpc_http2_max_pings_without_data,
+                                                    grpc_http2_min_recv_ping_interval_without_data,
+                                                    grpc_http2_max_ping_strikes)),
             allow_http=allow_http,
             http_address=http_address,
             http_port=http_port,
