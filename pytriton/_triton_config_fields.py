@@ -1,0 +1,130 @@
+"""What each `TritonConfig` field does on this server: the single source of the reasons logged for fields that are
+accepted without effect, of the refusals' wording, and of the reference page's table (docs/guide/triton-config.md,
+kept equal to `reference_table()` by tests/triton/test_config_fields.py).
+
+`python -m pytriton._triton_config_fields` prints the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+APPLIED = "applied"
+IGNORED = "ignored"  # accepted (so configurations keep working), logged once, no effect
+REFUSED = "refused"  # a value that would need it raises PyTritonValidationError with `reason`
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldInfo:
+    status: str
+    cli: str  # the `pytriton serve` option ("" where there is none)
+    reason: str  # what it does here (applied) or why it has no effect / is refused
+
+
+def _applied(cli: str, what: str) -> FieldInfo:
+    return FieldInfo(APPLIED, cli, what)
+
+
+def _ignored(reason: str, cli: str = "") -> FieldInfo:
+    return FieldInfo(IGNORED, cli, reason)
+
+
+_SSL = "TLS on gRPC — see tls.md"
+_KEEPALIVE = "gRPC keepalive — see grpc-connections.md"
+_SAGEMAKER = "SageMaker — see cloud-platforms.md"
+_VERTEX = "Vertex AI — see cloud-platforms.md"
+
+FIELDS: dict[str, FieldInfo] = {
+    "model_repository": _applied(
+        "--model-repository", "a Triton model repository whose Python-backend models the server serves beside the "
+        "bound ones (loaded at start, as Triton's model control mode none)"),
+    "id": _applied("--id", "the server's name in its metadata (`GET /v2`, gRPC ServerMetadata `name`); default "
+                   "\"triton\""),
+    "log_verbose": _applied("--log-level", "the server's log level: 0 or unset warning, 1 info, 2 or more debug"),
+    "log_file": _applied("", "the server process's log (stdout and stderr) is written to this file instead of this "
+                         "process's stderr; the CLI logs to stderr (redirect it)"),
+    "exit_timeout_secs": _applied("--exit-timeout-secs", "seconds a stop may take in all: in-flight requests finish, "
+                                  "then workers exit; default 30"),
+    "execution_timeout_secs": _applied("--execution-timeout", "pytriton's own: an execution that runs longer fails "
+                                       "its requests and its worker is restarted"),
+    "exit_on_error": _applied("--exit-on-error", "true (default): a repository model that fails to load at start "
+                              "stops the start; false: the server starts and the model is UNAVAILABLE with its "
+                              "reason. A bound model that fails to load fails bind()/run() in any case"),
+    "strict_readiness": _applied("--strict-readiness", "true (default): /v2/health/ready (gRPC ServerReady) is ready "
+                                 "only when every model is ready (a model unloaded on request does not count); "
+                                 "false: ready whenever the server is up"),
+    "allow_http": _applied("--allow-http", "serve the HTTP/REST endpoint"),
+    "http_address": _applied("--http-address", "the HTTP endpoint's address"),
+    "http_port": _applied("--http-port", "the HTTP endpoint's port (0: any free port, see `Triton.ports`)"),
+    "http_header_forward_pattern": _applied("--http-header-forward-pattern", "HTTP headers matching this regex reach "
+                                            "the callable as request parameters"),
+    "http_thread_count": _ignored("HTTP is served by the server process's event loop; there is no HTTP thread pool "
+                                  "to size"),
+    "http_restricted_api": _applied("--http-restricted-api", "endpoint groups that need a header KEY=VALUE over "
+                                    "HTTP (GROUPS:KEY=VALUE)"),
+    "allow_grpc": _applied("--allow-grpc", "serve the gRPC endpoint"),
+    "grpc_address": _applied("--grpc-address", "the gRPC endpoint's address"),
+    "grpc_port": _applied("--grpc-port", "the gRPC endpoint's port (0: any free port)"),
+    "grpc_header_forward_pattern": _applied("--grpc-header-forward-pattern", "gRPC metadata matching this regex "
+                                            "reaches the callable as request parameters"),
+    "grpc_infer_allocation_pool_size": _ignored("the gRPC front-end keeps no pool of request/response objects for "
+                                                "reuse; there is nothing to size"),
+    "grpc_use_ssl": FieldInfo(REFUSED, "", _SSL),
+    "grpc_use_ssl_mutual": FieldInfo(REFUSED, "", _SSL),
+    "grpc_server_cert": _ignored(_SSL),
+    "grpc_server_key": _ignored(_SSL),
+    "grpc_root_cert": _ignored(_SSL),
+    "grpc_infer_response_compression_level": _ignored("gRPC response compression — see grpc-connections.md"),
+    "grpc_keepalive_time": _ignored(_KEEPALIVE),
+    "grpc_keepalive_timeout": _ignored(_KEEPALIVE),
+    "grpc_keepalive_permit_without_calls": _ignored(_KEEPALIVE),
+    "grpc_http2_max_pings_without_data": _ignored(_KEEPALIVE),
+    "grpc_http2_min_recv_ping_interval_without_data": _ignored(_KEEPALIVE),
+    "grpc_http2_max_ping_strikes": _ignored(_KEEPALIVE),
+    "grpc_restricted_protocol": _applied("--grpc-restricted-protocol", "endpoint groups that need a header "
+                                         "KEY=VALUE over gRPC (`triton-grpc-protocol-KEY`)"),
+    "allow_metrics": _applied("--allow-metrics", "serve /metrics on the metrics port"),
+    "allow_gpu_metrics": _applied("--allow-gpu-metrics", "the nv_gpu_* and nv_energy_consumption gauges of the "
+                                  "visible GPUs (through NVML); false: absent"),
+    "allow_cpu_metrics": _applied("--allow-cpu-metrics", "the nv_cpu_utilization, nv_cpu_memory_total_bytes and "
+                                  "nv_cpu_memory_used_bytes gauges; false: absent"),
+    "metrics_interval_ms": _applied("--metrics-interval-ms", "the CPU and GPU gauges are read at most once per "
+                                    "interval (default 2000 ms); scrapes in between see the last reading. Counters "
+                                    "and summaries are exact at every scrape"),
+    "metrics_port": _applied("--metrics-port", "the metrics port (0: any free port)"),
+    "metrics_address": _applied("--metrics-address", "the metrics endpoint's address"),
+    "allow_sagemaker": FieldInfo(REFUSED, "", _SAGEMAKER),
+    "sagemaker_port": _ignored(_SAGEMAKER),
+    "sagemaker_safe_port_range": _ignored(_SAGEMAKER),
+    "sagemaker_thread_count": _ignored(_SAGEMAKER),
+    "allow_vertex_ai": FieldInfo(REFUSED, "", _VERTEX),
+    "vertex_ai_port": _ignored(_VERTEX),
+    "vertex_ai_thread_count": _ignored(_VERTEX),
+    "vertex_ai_default_model": _ignored(_VERTEX),
+    "metrics_config": _applied("--metrics-config", "Triton's KEY=VALUE settings counter_latencies, "
+                               "histogram_latencies, summary_latencies, summary_quantiles (metrics.md); another key "
+                               "is refused"),
+    "trace_config": _applied("--trace-config", "Triton's tracing settings (tracing.md)"),
+    "cache_config": _applied("--cache-config", "the response cache, `local,size=BYTES` (scheduling.md)"),
+    "cache_directory": _ignored("Triton loads cache implementations from it; here the only cache is the built-in "
+                                "local cache"),
+    "buffer_manager_thread_count": _ignored("Triton's threads copy tensor contents; here tensors are not copied "
+                                            "between processes (they travel in shared memory)"),
+}
+
+IGNORED_FIELDS: dict[str, str] = {name: info.reason for name, info in FIELDS.items() if info.status == IGNORED}
+
+
+def reference_table() -> str:
+    """The Markdown table of docs/guide/triton-config.md: every field, its CLI option, its status and what it does."""
+    lines = ["| Field | CLI option | Status | What it does here |", "| --- | --- | --- | --- |"]
+    for name, info in FIELDS.items():
+        cli = f"`{info.cli}`" if info.cli else "—"
+        lines.append(f"| `{name}` | {cli} | {info.status} | {info.reason} |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["APPLIED", "FIELDS", "IGNORED", "IGNORED_FIELDS", "REFUSED", "FieldInfo", "reference_table"]
+
+if __name__ == "__main__":
+    print(reference_table(), end="")
