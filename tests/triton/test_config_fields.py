@@ -1,0 +1,135 @@
+"""Every TritonConfig field takes effect or says why not: the reference page lists them all from the one table of
+reasons, and the fields that act are seen through tritonclient (server metadata name, readiness, repository index,
+/metrics lines)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from pytriton import _triton_config
+from pytriton._triton_config_fields import FIELDS, IGNORED, reference_table
+from pytriton.exceptions import PyTritonRuntimeError, PyTritonValidationError
+from pytriton.model_config import ModelConfig, Tensor
+from pytriton.triton import Triton, TritonConfig
+from tests.triton import models
+
+REPO = Path(__file__).resolve().parents[2]
+REPOSITORIES = REPO / "tests" / "repositories"
+PAGE = REPO / "docs" / "guide" / "triton-config.md"
+FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
+                  metrics_address="127.0.0.1")
+
+
+def test_every_field_is_in_the_table_and_the_page_shows_the_table():
+    assert list(FIELDS) == [f.name for f in dataclasses.fields(TritonConfig)]  # a new field needs its row
+    text = PAGE.read_text()
+    assert reference_table() in text, "docs/guide/triton-config.md: paste `python -m pytriton._triton_config_fields`"
+    assert "guide/triton-config.md" in (REPO / "mkdocs.yml").read_text()
+
+
+def test_an_ignored_field_logs_its_reason_once(monkeypatch, caplog):
+    monkeypatch.setattr(_triton_config, "_logged_ignored", set())
+    with caplog.at_level(logging.WARNING, logger="pytriton.triton"):
+        TritonConfig(http_thread_count=4, buffer_manager_thread_count=2)
+        TritonConfig(http_thread_count=8)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count(f"TritonConfig.http_thread_count is accepted but has no effect: "
+                          f"{FIELDS['http_thread_count'].reason}") == 1
+    assert any(m.startswith("TritonConfig.buffer_manager_thread_count is accepted") for m in messages)
+    assert FIELDS["http_thread_count"].status == IGNORED
+
+
+def test_applied_fields_log_nothing(monkeypatch, caplog):
+    monkeypatch.setattr(_triton_config, "_logged_ignored", set())
+    with caplog.at_level(logging.WARNING, logger="pytriton.triton"):
+        TritonConfig(id="x", strict_readiness=False, exit_on_error=False, allow_cpu_metrics=False,
+                     metrics_interval_ms=500, model_repository=REPOSITORIES / "models")
+    assert not caplog.records
+
+
+def test_bad_values_are_refused_naming_the_field(tmp_path):
+    with pytest.raises(PyTritonValidationError, match="TritonConfig.model_repository: '.*nope' is not a directory"):
+        TritonConfig(model_repository=tmp_path / "nope")
+    with pytest.raises(PyTritonValidationError, match="metrics_interval_ms must be"):
+        TritonConfig(metrics_interval_ms=0)
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """add_sub (works) and init_fails (its initialize raises) in one repository."""
+    (tmp_path / "add_sub").symlink_to(REPOSITORIES / "models" / "add_sub")
+    (tmp_path / "init_fails").symlink_to(REPOSITORIES / "broken_init" / "init_fails")
+    return tmp_path
+
+
+def bind_times2(triton: Triton) -> None:
+    triton.bind("times2", models.times(2), inputs=[Tensor(name="values", shape=(1,), dtype=np.float32)],
+                outputs=[Tensor(name="result", shape=(1,), dtype=np.float32)], config=ModelConfig(batching=False))
+
+
+def clients(triton: Triton):
+    return (httpclient.InferenceServerClient(f"127.0.0.1:{triton.ports['http']}"),
+            grpcclient.InferenceServerClient(f"127.0.0.1:{triton.ports['grpc']}"))
+
+
+def scrape(triton: Triton) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{triton.ports['metrics']}/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
+def add_sub(client) -> np.ndarray:
+    mod = httpclient if isinstance(client, httpclient.InferenceServerClient) else grpcclient
+    tensors = []
+    for name in ("INPUT0", "INPUT1"):
+        tensor = mod.InferInput(name, [1, 4], "FP32")
+        tensor.set_data_from_numpy(np.arange(4, dtype=np.float32).reshape(1, 4))
+        tensors.append(tensor)
+    return client.infer("add_sub", tensors).as_numpy("OUTPUT0")
+
+
+def test_repository_beside_bound_models_lenient_start_id_and_no_cpu_metrics(repository):
+    config = TritonConfig(model_repository=repository, id="edge-7", exit_on_error=False, strict_readiness=False,
+                          allow_cpu_metrics=False, **FREE_PORTS)
+    with Triton(config=config) as triton:
+        bind_times2(triton)
+        http, grpc = clients(triton)
+        assert http.get_server_metadata()["name"] == "edge-7"
+        assert grpc.get_server_metadata().name == "edge-7"
+        for client in (http, grpc):
+            np.testing.assert_array_equal(add_sub(client), [[0, 2, 4, 6]])  # the repository's model
+            assert client.is_model_ready("times2") and client.is_model_ready("add_sub")
+            assert not client.is_model_ready("init_fails")
+            assert client.is_server_ready()  # strict_readiness=False: ready although init_fails is not
+        index = http.get_model_repository_index(headers={"triton-access-token": triton.get_access_token()})
+        failed = {m["name"]: m for m in index}["init_fails"]
+        assert failed["state"] == "UNAVAILABLE" and "weights file missing for init_fails" in failed["reason"]
+        text = scrape(triton)
+        assert 'nv_inference_request_success{model="add_sub",version="1"} 2' in text
+        assert "nv_cpu_" not in text  # allow_cpu_metrics=False
+
+
+def test_strict_readiness_by_default_and_triton_as_default_id(repository):
+    with Triton(config=TritonConfig(model_repository=repository, exit_on_error=False, **FREE_PORTS)) as triton:
+        bind_times2(triton)
+        http, grpc = clients(triton)
+        assert http.get_server_metadata()["name"] == "triton"
+        for client in (http, grpc):
+            assert client.is_server_live() and client.is_model_ready("times2")
+            assert not client.is_server_ready()  # init_fails is not ready, so the server is not
+        with urllib.request.urlopen(f"http://127.0.0.1:{triton.ports['metrics']}/metrics", timeout=10) as response:
+            assert "\nnv_cpu_utilization " in response.read().decode()  # allowed by default
+
+
+def test_exit_on_error_by_default_a_model_that_fails_stops_the_start():
+    triton = Triton(config=TritonConfig(model_repository=REPOSITORIES / "broken_init", **FREE_PORTS))
+    with pytest.raises(PyTritonRuntimeError, match="weights file missing for init_fails"):
+        triton.run()
+    triton.stop()
