@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from pytriton import _triton_config
 from pytriton._triton_config_fields import FIELDS, IGNORED, reference_table
 from pytriton.exceptions import PyTritonRuntimeError, PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
-from pytriton.triton import Triton, TritonConfig
+from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig, server_config
 from tests.triton import models
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +98,8 @@ def add_sub(client) -> np.ndarray:
 
 def test_repository_beside_bound_models_lenient_start_id_and_no_cpu_metrics(repository):
     config = TritonConfig(model_repository=repository, id="edge-7", exit_on_error=False, strict_readiness=False,
-                          allow_cpu_metrics=False, **FREE_PORTS)
+                          allow_cpu_metrics=False, metrics_config=["summary_latencies=true", "counter_latencies=false"],
+                          **FREE_PORTS)
     with Triton(config=config) as triton:
         bind_times2(triton)
         http, grpc = clients(triton)
@@ -114,6 +116,8 @@ def test_repository_beside_bound_models_lenient_start_id_and_no_cpu_metrics(repo
         text = scrape(triton)
         assert 'nv_inference_request_success{model="add_sub",version="1"} 2' in text
         assert "nv_cpu_" not in text  # allow_cpu_metrics=False
+        assert 'nv_inference_request_summary_us_count{model="add_sub",version="1"} 2' in text  # metrics_config
+        assert "nv_inference_request_duration_us" not in text
 
 
 def test_strict_readiness_by_default_and_triton_as_default_id(repository):
@@ -133,3 +137,43 @@ def test_exit_on_error_by_default_a_model_that_fails_stops_the_start():
     with pytest.raises(PyTritonRuntimeError, match="weights file missing for init_fails"):
         triton.run()
     triton.stop()
+
+
+def test_log_file_log_verbose_restrictions_and_allow_metrics(tmp_path):
+    log = tmp_path / "server.log"
+    config = TritonConfig(log_file=log, log_verbose=1, allow_metrics=False, exit_timeout_secs=5,
+                          http_restricted_api="metadata:x-key=v", grpc_restricted_protocol="metadata:x-key=v",
+                          **FREE_PORTS)
+    with Triton(config=config) as triton:
+        assert triton.ports["metrics"] is None  # allow_metrics=False: no metrics port
+        http, grpc = clients(triton)
+        with pytest.raises(InferenceServerException, match="restricted"):
+            http.get_server_metadata()
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.get_server_metadata()
+        assert http.get_server_metadata(headers={"x-key": "v"})["name"] == "triton"
+        assert grpc.get_server_metadata(headers={"triton-grpc-protocol-x-key": "v"}).name == "triton"
+    assert "pytriton server ready" in log.read_text()  # log_verbose=1: info lines, in the log file
+
+
+def test_allow_grpc_false_serves_http_only():
+    with Triton(config=TritonConfig(allow_grpc=False, **FREE_PORTS)) as triton:
+        assert triton.ports["grpc"] is None
+        assert clients(triton)[0].is_server_live()
+
+
+@pytest.mark.parametrize("field, value, attribute, expected", [
+    ("exit_timeout_secs", 7, "exit_timeout_s", 7.0),
+    ("log_verbose", 2, "log_level", "DEBUG"),
+    ("log_verbose", None, "log_level", "WARNING"),
+    ("id", "a", "server_id", "a"),
+    ("id", None, "server_id", "triton"),
+    ("metrics_interval_ms", 250, "metrics_interval_ms", 250.0),
+    ("metrics_interval_ms", None, "metrics_interval_ms", 2000.0),
+    ("allow_cpu_metrics", False, "allow_cpu_metrics", False),
+    ("exit_on_error", None, "exit_on_error", True),
+    ("strict_readiness", None, "strict_readiness", True),
+])
+def test_server_config_carries_the_field(field, value, attribute, expected):
+    config = server_config(TritonConfig(**{field: value}), TritonSecurityConfig())
+    assert getattr(config, attribute) == expected
