@@ -67,8 +67,7 @@ class ServerCore:
         self.registry = ModelRegistry()
         self.server_name = server_name
         self.strict_readiness = strict_readiness
-        # Models that failed to load at start and were left out (`--exit-on-error false`): name -> (version, reason)
-        self.failed_models: dict[str, tuple[int, str]] = {}
+        self.failed_models: dict[str, tuple[int, str]] = {}  # left out at start (exit on error off): version, reason
         self.metrics = metrics or MetricsSettings()
         self.custom_metrics = CustomMetrics()  # Python-backend models' pb_utils.MetricFamily values
         self.extensions: list[str] = list(EXTENSIONS)
@@ -91,15 +90,11 @@ class ServerCore:
 
     @property
     def ready(self) -> bool:
-        """Triton's server readiness: up and accepting; with strict readiness also every model ready (a model that
-        failed to load counts, one unloaded on request does not)."""
-        if not (self.live and self.accepting):
-            return False
-        if not self.strict_readiness:
-            return True
-        if self.failed_models or not all(m.ready for m in self.registry):
-            return False
-        return self.repository is None or not self.repository.unavailable()
+        """Triton's: up and accepting; with strict readiness also every model ready (one that failed to load counts)."""
+        if not (self.live and self.accepting) or not self.strict_readiness:
+            return self.live and self.accepting
+        return not self.failed_models and all(m.ready for m in self.registry) and not (
+            self.repository is not None and self.repository.unavailable())
 
     def model_failed(self, name: str, version: int, reason: str) -> None:
         """A model that failed to load at start and is left out: UNAVAILABLE with `reason` in the index."""
@@ -125,6 +120,7 @@ class ServerCore:
             model.scheduler.fail_all(f"model '{config.model_name}' failed to start")
             raise
         model.loaded = True
+        self.failed_models.pop(config.model_name, None)  # served now (e.g. a bound model of that name)
         logger.info("model '%s' version %d ready (%d instance(s), max_batch_size %d)", config.model_name,
                     config.model_version, len(source.describe()), config.max_batch_size)
         return model

@@ -186,15 +186,12 @@ class ModelControl:
 
     # ---- the repository extension ----------------------------------------------------------------
     def unavailable(self) -> list[str]:
-        names = []
-        for name, entry in self._entries.items():
-            for number, version in entry.versions.items():
-                model = self.core.registry.find(name, number)
-                ready = version.state == "READY" and model is not None and model.ready
-                if not ready and version.reason != "unloaded":
-                    names.append(name)
-                    break
-        return names
+        def ready(name: str, number: int, version: _Version) -> bool:
+            model = self.core.registry.find(name, number)
+            return version.state == "READY" and model is not None and model.ready
+
+        return [name for name, entry in self._entries.items()
+                if any(v.reason != "unloaded" and not ready(name, n, v) for n, v in entry.versions.items())]
 
     def index(self, ready_only: bool) -> list[dict[str, str]]:
         names, duplicates = _model_names(self.folders, self.mappings)
