@@ -40,9 +40,10 @@ FIELDS: dict[str, FieldInfo] = {
         "bound ones (loaded at start, as Triton's model control mode none)"),
     "id": _applied("--id", "the server's name in its metadata (`GET /v2`, gRPC ServerMetadata `name`); default "
                    "\"triton\""),
-    "log_verbose": _applied("--log-level", "the server's log level: 0 or unset warning, 1 info, 2 or more debug"),
-    "log_file": _applied("", "the server process's log (stdout and stderr) is written to this file instead of this "
-                         "process's stderr; the CLI logs to stderr (redirect it)"),
+    "log_verbose": _applied("--log-level", "the server's log level: 0 or unset warning, 1 info, 2 or more debug (the CLI "
+                            "names the level instead)"),
+    "log_file": _applied("--log-file", "the server's log (its standard error and its workers') is appended to this "
+                         "file instead of this process's standard error"),
     "exit_timeout_secs": _applied("--exit-timeout-secs", "seconds a stop may take in all: in-flight requests finish, "
                                   "then workers exit; default 30"),
     "execution_timeout_secs": _applied("--execution-timeout", "pytriton's own: an execution that runs longer fails "

@@ -73,6 +73,17 @@ def _tune_malloc() -> None:
         pass  # keep running untuned
 
 
+def _log_to(path: str) -> None:
+    """Standard error (this process's, and so the workers' it starts) appended to `path` from here on."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot open '{path}': {exc.strerror}", param_hint="--log-file") from None
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def check_target(text: str) -> CallableTarget:
     """The callable's import path (a file path made absolute), checked without importing it: only child processes
     import it (the one that reads its declaration, then the workers)."""
@@ -278,6 +289,9 @@ def main() -> None:
               help="Tracing, as Triton's --trace-config; repeatable: level=TIMESTAMPS, rate=N, count=N, "
                    "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
                    "opentelemetry,resource=KEY=VALUE.")
+@click.option("--log-file", type=click.Path(dir_okay=False, writable=True), default=None, metavar="PATH",
+              help="As Triton's: the server's log (and its workers', everything written to standard error once the "
+                   "options are checked) is appended to this file instead.")
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
@@ -351,6 +365,7 @@ def serve(
     exit_timeout: float,
     execution_timeout: float | None,
     trace_config: tuple[str, ...],
+    log_file: str | None,
     log_level: str,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
@@ -408,6 +423,8 @@ def serve(
     if model_control_mode != "none" and not model_repositories:
         raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
     _tune_malloc()
+    if log_file:
+        _log_to(log_file)
     repository_names = _repository_names(model_repositories, load_models)
     auto_complete = not (disable_auto_complete_config or strict_model_config)
     models = _repository_models(model_repositories, auto_complete) if model_control_mode == "none" else []

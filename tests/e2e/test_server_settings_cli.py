@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -72,3 +76,29 @@ def test_help_shows_tritons_option_names():
     for option in ("--id", "--exit-on-error", "--strict-readiness", "--allow-cpu-metrics", "--metrics-interval-ms",
                    "--exit-timeout-secs", "--model-repository", "--allow-gpu-metrics", "--metrics-config"):
         assert option in result.stdout, option
+
+
+def test_log_file_takes_the_log(tmp_path):
+    log = tmp_path / "server.log"
+    process = subprocess.Popen([sys.executable, "-m", "pytriton.cli", "serve", "tests.models:add_sub", "--input",
+                                "a:fp32:-1", "--input", "b:fp32:-1", "--output", "add:fp32:-1", "--output",
+                                "sub:fp32:-1", "--log-file", str(log), "--grpc-port", "0", "--http-port", "0",
+                                "--metrics-port", "0", "--grpc-address", "127.0.0.1", "--http-address", "127.0.0.1",
+                                "--metrics-address", "127.0.0.1"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTRITON_EXIT_WITH_PARENT": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        port = None
+        while port is None and time.monotonic() < deadline and process.poll() is None:
+            found = re.search(r"Started HTTPService at [^:]+:(\d+)", log.read_text() if log.exists() else "")
+            port = int(found.group(1)) if found else None
+            time.sleep(0.05)
+        assert port is not None, log.read_text() if log.exists() else "no log file"
+        assert httpclient.InferenceServerClient(f"127.0.0.1:{port}").is_server_live()
+        assert "model instance 'add_sub_0_0' started" in log.read_text()  # the supervisor's line, workers started
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert "Started HTTPService" not in stderr  # nothing of the server's log on standard error
+    assert "pytriton server stopped" in log.read_text()
