@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from pytriton import _triton_config
-from pytriton._triton_config_fields import FIELDS, IGNORED, reference_table
+from pytriton._triton_config_fields import FIELDS, IGNORED, REFUSED, reference_table
 from pytriton.exceptions import PyTritonRuntimeError, PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig, server_config
@@ -46,6 +46,28 @@ def test_an_ignored_field_logs_its_reason_once(monkeypatch, caplog):
                           f"{FIELDS['http_thread_count'].reason}") == 1
     assert any(m.startswith("TritonConfig.buffer_manager_thread_count is accepted") for m in messages)
     assert FIELDS["http_thread_count"].status == IGNORED
+
+
+def _value_for(name: str):
+    text = str({f.name: f.type for f in dataclasses.fields(TritonConfig)}[name])
+    return (True if "bool" in text else 1 if "int" in text else Path("x") if "Path" in text
+            else ["x"] if "list" in text else "x")
+
+
+@pytest.mark.parametrize("name", [n for n, info in FIELDS.items() if info.status == IGNORED])
+def test_every_ignored_field_is_accepted_and_logs_its_reason(name, monkeypatch, caplog):
+    monkeypatch.setattr(_triton_config, "_logged_ignored", set())
+    with caplog.at_level(logging.WARNING, logger="pytriton.triton"):
+        config = TritonConfig(**{name: _value_for(name)})
+    assert getattr(config, name) == _value_for(name)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"TritonConfig.{name} is accepted but has no effect: {FIELDS[name].reason}"]
+
+
+@pytest.mark.parametrize("name", [n for n, info in FIELDS.items() if info.status == REFUSED])
+def test_every_refused_field_is_refused_when_turned_on(name):
+    with pytest.raises(PyTritonValidationError, match="not supported"):
+        TritonConfig(**{name: True})
 
 
 def test_applied_fields_log_nothing(monkeypatch, caplog):
