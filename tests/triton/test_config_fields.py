@@ -150,6 +150,9 @@ def test_strict_readiness_by_default_and_triton_as_default_id(repository):
         for client in (http, grpc):
             assert client.is_server_live() and client.is_model_ready("times2")
             assert not client.is_server_ready()  # init_fails is not ready, so the server is not
+        triton.bind("init_fails", models.times(2), inputs=[Tensor(name="values", shape=(1,), dtype=np.float32)],
+                    outputs=[Tensor(name="result", shape=(1,), dtype=np.float32)], config=ModelConfig(batching=False))
+        assert http.is_server_ready() and grpc.is_server_ready()  # a bound model of that name took its place
         with urllib.request.urlopen(f"http://127.0.0.1:{triton.ports['metrics']}/metrics", timeout=10) as response:
             assert "\nnv_cpu_utilization " in response.read().decode()  # allowed by default
 
