@@ -91,6 +91,13 @@ class RequestData:
     flags: int = 0  # SEQUENCE_START = 1, SEQUENCE_END = 2
 
 
+# Request flags: the client's sequence START (1) and END (2), as Triton numbers them; and two for the worker alone (a
+# row of a sequence batch the worker completes, see backends/sequence_rows; a model never sees them):
+FLAG_SEQUENCE_CONTROLS = 4  # add the control inputs of the model's sequence batcher (START/END from the flags)
+FLAG_NOT_READY = 8  # a not-ready row: its inputs zero as those of the batch's first ready row; its answer is dropped
+CLIENT_FLAGS = 3
+
+
 def sequence_fields(parameters: dict[str, Any]) -> tuple[int | str, int]:
     """The correlation id and sequence flags a request's `sequence_id` / `sequence_start` / `sequence_end`
     parameters give."""
