@@ -38,7 +38,8 @@ def params_to_proto(values: dict[str, Any], target: Any) -> None:
 def params_from_proto(source: Any) -> dict[str, Any]:
     """Turn a protobuf map<string, Param> back into a dict."""
     out: dict[str, Any] = {}
-    for key, param in source.items():
+    for key in source:  # (a map's items() is a Python-level view: twice as slow)
+        param = source[key]
         kind = param.WhichOneof("value")
         out[key] = getattr(param, kind) if kind else None
     return out
