@@ -85,7 +85,8 @@ class TritonReplica:
         """Where this replica runs: its id, node, process, GPUs (as Ray assigned them) and models."""
         context = serve.get_replica_context()
         return {
-            "replica_id": context.replica_id.unique_id, "node_id": ray.get_runtime_context().get_node_id(),
+            "replica_id": context.replica_id.unique_id, "actor_name": ray.get_runtime_context().get_actor_name(),
+            "node_id": ray.get_runtime_context().get_node_id(),
             "pid": os.getpid(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "models": self._host.model_names(),
         }
@@ -131,6 +132,12 @@ class TritonIngress:
 
     def __init__(self, replicas: Any):
         self._replicas = replicas
+        self._retried = 0  # requests tried again after their replica died under them
+        self._unavailable = 0  # requests answered 503 / UNAVAILABLE (the retry's replica died too)
+
+    def failover_counts(self) -> dict[str, int]:
+        """This ingress replica's requests retried on another replica, and those given up (503 / UNAVAILABLE)."""
+        return {"retried": self._retried, "unavailable": self._unavailable}
 
     async def _forward(self, method: str, *args: Any) -> Any:
         last: BaseException | None = None
@@ -139,6 +146,10 @@ class TritonIngress:
                 return await getattr(self._replicas, method).remote(*args)
             except RETRYABLE as exc:
                 last = exc
+                if attempt + 1 < ATTEMPTS:
+                    self._retried += 1
+                else:
+                    self._unavailable += 1
                 logger.warning("a replica failed under a request (%s); %s", type(exc).__name__,
                                "trying another" if attempt + 1 < ATTEMPTS else "giving up")
         raise ReplicaUnavailable(f"the replica serving the request died and so did the retry: {last}")

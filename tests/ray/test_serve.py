@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy
 import pytest
 
+pytest.importorskip("ray")
+
 from tests.ray.conftest import WAIT_S, running_replicas, serve, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.filterwarnings("ignore::DeprecationWarning"),
