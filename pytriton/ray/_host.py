@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -24,7 +24,9 @@ import numpy
 
 from pytriton._bound_model import BoundModel
 from pytriton.frontend.access import AccessPolicy
-from pytriton.frontend.grpc._wire import InferResponseWire, parse_infer_request
+from pytriton.frontend.grpc._wire import _STREAM_RESPONSE_TAG as STREAM_RESPONSE_TAG
+from pytriton.frontend.grpc._wire import InferResponseWire, StreamResponseWire, parse_infer_request
+from pytriton.frontend.grpc._wire import _encode_varint as encode_varint
 from pytriton.frontend.grpc.servicer import InferenceServicer
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpRequest, error_response
@@ -298,6 +300,38 @@ class ReplicaServer:
 
         return await self._on_loop(handle())
 
+    async def grpc_stream(self, request: bytes, metadata: Sequence[tuple[str, str]], peer: str
+                          ) -> AsyncIterator[tuple[int, str, bytes]]:  # fmt: skip
+        """One request of a ModelStreamInfer stream: its stream responses' bytes as the model sends them (a decoupled
+        model's several ones), each as (0, "", bytes); a status that ends the stream as (code, details, b"")."""
+        caller = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[int, str, bytes] | None] = asyncio.Queue()
+        context = _CallContext(metadata, peer)
+
+        def put(item: tuple[int, str, bytes] | None) -> None:
+            caller.call_soon_threadsafe(queue.put_nowait, item)
+
+        async def requests() -> AsyncIterator[Any]:
+            yield parse_infer_request(request)
+
+        async def run() -> None:
+            try:
+                async for item in self.servicer.ModelStreamInfer(requests(), context):
+                    put((0, "", _stream_bytes(item)))
+            except _Aborted:
+                put((grpc_code_number(context.code), context.details, b""))
+            except Exception as exc:  # noqa: BLE001 - the stream ends with it
+                put((grpc_code_number(grpc.StatusCode.INTERNAL), f"{type(exc).__name__}: {exc}", b""))
+            finally:
+                put(None)
+
+        future = asyncio.run_coroutine_threadsafe(run(), self.loop)
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+        finally:
+            future.cancel()
+
     # ---- numpy in, numpy out -----------------------------------------------------------------------
     async def infer(self, inputs: dict[str, Any], model_name: str | None = None, model_version: int = -1,
                     parameters: dict[str, Any] | None = None) -> dict[str, numpy.ndarray]:
@@ -312,6 +346,19 @@ class ReplicaServer:
         async for response in model.async_infer(inputs=inputs, parameters=parameters or {}):
             outputs.update({name: _to_numpy(tensor) for name, tensor in response.outputs.items()})
         return outputs
+
+
+def _stream_bytes(item: Any) -> bytes:
+    """A ModelStreamInferResponse's bytes; the output buffers of one that carries them go back now."""
+    if isinstance(item, StreamResponseWire):
+        wire = item.response
+        try:
+            data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in wire.chunks())
+        finally:
+            if wire.on_sent is not None:
+                wire.on_sent()
+        return STREAM_RESPONSE_TAG + encode_varint(len(data)) + data
+    return bytes(item.SerializeToString())
 
 
 def _to_numpy(tensor: Tensor) -> numpy.ndarray:

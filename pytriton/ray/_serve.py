@@ -5,9 +5,10 @@ deployments' handles) and hands them to a replica, once more to another one when
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
@@ -27,6 +28,7 @@ from pytriton.ray._host import (
     grpc_code_number,
 )
 from pytriton.ray._metrics import MetricsExport
+from pytriton.ray._protos import service_pb2 as pb
 
 logger = logging.getLogger("pytriton.ray")
 
@@ -73,6 +75,11 @@ class TritonReplica:
                    ) -> tuple[int, str, bytes]:  # fmt: skip
         return await self._host.grpc(method, request, metadata, peer)
 
+    async def grpc_stream(self, request: bytes, metadata: list[tuple[str, str]], peer: str
+                          ) -> AsyncIterator[tuple[int, str, bytes]]:  # fmt: skip
+        async for item in self._host.grpc_stream(request, metadata, peer):
+            yield item
+
     async def infer(self, inputs: dict[str, Any], model_name: str | None = None, model_version: int = -1,
                     parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self._host.infer(inputs, model_name, model_version, parameters)
@@ -104,14 +111,25 @@ class _Serialized:
         return self.data
 
 
+def _call_info(grpc_context: Any) -> tuple[list[tuple[str, str]], str]:
+    """A gRPC call's metadata (text values) and peer."""
+    if grpc_context is None:
+        return [], ""
+    metadata = [(k, v if isinstance(v, str) else v.decode("latin-1")) for k, v in grpc_context.invocation_metadata()]
+    return metadata, grpc_context.peer()
+
+
+def _stream_error(request: bytes, message: str) -> bytes:
+    """A ModelStreamInferResponse with `error_message`, naming the request's model and id."""
+    parsed = pb.ModelInferRequest.FromString(request)
+    response = pb.ModelInferResponse(model_name=parsed.model_name, model_version=parsed.model_version, id=parsed.id)
+    response.parameters["triton_final_response"].bool_param = True
+    return bytes(pb.ModelStreamInferResponse(error_message=message, infer_response=response).SerializeToString())
+
+
 def _grpc_method(name: str) -> Any:
     async def method(self: TritonIngress, request: Any, grpc_context: Any = None) -> _Serialized:
-        metadata: list[tuple[str, str]] = []
-        peer = ""
-        if grpc_context is not None:
-            metadata = [(k, v if isinstance(v, str) else v.decode("latin-1"))
-                        for k, v in grpc_context.invocation_metadata()]
-            peer = grpc_context.peer()
+        metadata, peer = _call_info(grpc_context)
         try:
             code, details, data = await self._forward("grpc", name, request.SerializeToString(), metadata, peer)
         except ReplicaUnavailable as exc:
@@ -167,6 +185,61 @@ class TritonIngress:
         except ReplicaUnavailable as exc:
             return Response(orjson.dumps({"error": str(exc)}), 503, media_type="application/json")
         return Response(body, status, headers=dict(headers))
+
+    async def ModelStreamInfer(self, requests: Any, grpc_context: Any = None) -> AsyncIterator[_Serialized]:  # noqa: N802
+        """Triton's bidirectional stream through Serve's gRPC proxy: each request of the stream goes to a replica
+        (concurrently), its responses come back as the model sends them (decoupled models too). A request whose
+        replica died before answering is tried once more on another; one whose replica died after some responses
+        gets a final error response (`error_message`), as other errors of one request do."""
+        metadata, peer = _call_info(grpc_context)
+        queue: asyncio.Queue[_Serialized | tuple[int, str] | None] = asyncio.Queue()
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(data: bytes) -> None:
+            for attempt in range(ATTEMPTS):
+                sent = False
+                try:
+                    stream = self._replicas.options(stream=True).grpc_stream.remote(data, metadata, peer)
+                    async for code, details, body in stream:
+                        if code:
+                            queue.put_nowait((code, details))
+                            return
+                        sent = True
+                        queue.put_nowait(_Serialized(body))
+                    return
+                except RETRYABLE as exc:
+                    if sent or attempt + 1 == ATTEMPTS:
+                        self._unavailable += 1
+                        queue.put_nowait(_Serialized(_stream_error(data, f"the replica serving the request died: "
+                                                                         f"{type(exc).__name__}")))
+                        return
+                    self._retried += 1
+
+        async def read() -> None:
+            try:
+                async for request in requests:
+                    task = asyncio.ensure_future(one(request.SerializeToString()))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if tasks:
+                    await asyncio.gather(*list(tasks), return_exceptions=True)
+            finally:
+                queue.put_nowait(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, tuple):
+                    if grpc_context is not None:
+                        grpc_context.set_code(_CODES.get(item[0], grpc.StatusCode.UNKNOWN))
+                        grpc_context.set_details(item[1])
+                    return
+                yield item
+            await reader
+        finally:
+            reader.cancel()
+            for task in list(tasks):
+                task.cancel()
 
     async def infer(self, inputs: dict[str, Any], model_name: str | None = None, model_version: int = -1,
                     parameters: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -112,3 +112,40 @@ def test_handle_numpy(app):
         assert isinstance(result["y"], numpy.ndarray)
         nodes.add(result["node"][0, 0])
     assert len(nodes) == 2, f"answers came from nodes {nodes}"
+
+
+def test_grpc_stream(app):
+    """ModelStreamInfer (bidirectional) through Serve's gRPC proxy: each request answered on the stream."""
+    import queue
+
+    import tritonclient.grpc as grpcclient
+
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(app["grpc"])
+    try:
+        client.start_stream(callback=lambda result, error: results.put((result, error)), stream_timeout=WAIT_S)
+        sent = {}
+        for i in range(6):
+            x = numpy.full((1, 3), i, dtype=numpy.float32)
+            tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+            tensor.set_data_from_numpy(x)
+            client.async_stream_infer("add", [tensor], request_id=str(i))
+            sent[str(i)] = x
+        tensor = grpcclient.InferInput("x", [1, 3], "FP32")
+        tensor.set_data_from_numpy(numpy.zeros((1, 3), dtype=numpy.float32))
+        client.async_stream_infer("nope", [tensor], request_id="bad")
+        answered = {}
+        errors = []
+        for _ in range(7):
+            result, error = results.get(timeout=WAIT_S)
+            if error is not None:
+                errors.append(str(error))
+                continue
+            answered[result.get_response().id] = result.as_numpy("y")
+        client.stop_stream()
+    finally:
+        client.close()
+    assert sorted(answered) == sorted(sent)
+    for key, x in sent.items():
+        numpy.testing.assert_array_equal(answered[key], x + 1)
+    assert len(errors) == 1 and "unknown model" in errors[0], errors
