@@ -35,10 +35,11 @@ def ray_cluster():
 
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), old_path) if p)
+    metrics_ports = [free_port(), free_port()]
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {"triton": 1}, "include_dashboard": False})
+        "num_cpus": 1, "resources": {"triton": 1}, "include_dashboard": False, "metrics_export_port": metrics_ports[0]})
     try:
-        cluster.add_node(num_cpus=1, resources={"triton": 1})
+        cluster.add_node(num_cpus=1, resources={"triton": 1}, metrics_export_port=metrics_ports[1])
         cluster.wait_for_nodes(timeout=WAIT_S)
         ray.init(address=cluster.address, log_to_driver=False)
         http_port, grpc_port = free_port(), free_port()
@@ -46,7 +47,8 @@ def ray_cluster():
 
         serve.start(http_options={"host": "127.0.0.1", "port": http_port},
                     grpc_options=pytriton.ray.grpc_options(port=grpc_port))
-        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}", "cluster": cluster}
+        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}", "cluster": cluster,
+               "metrics_ports": metrics_ports}
     finally:
         try:
             if ray.is_initialized():
