@@ -1,4 +1,4 @@
-"""A replica killed under load (`ray.kill`): Serve replaces it; the requests it had in flight were retried once on
+"""A replica killed under HTTP and gRPC load (`ray.kill`): Serve replaces it; the requests it had in flight were retried once on
 another replica by the ingress (or answered 503, retryable); none hung; afterwards every request succeeds."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def _two(replicas: dict[str, dict]) -> dict[str, dict] | None:
 
 
 def test_replica_killed_under_load(ray_cluster):
+    import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
@@ -58,17 +59,21 @@ def test_replica_killed_under_load(ray_cluster):
         lock = threading.Lock()
         stop = threading.Event()
 
-        def load() -> None:
-            client = httpclient.InferenceServerClient(url, network_timeout=REQUEST_TIMEOUT_S)
+        def load(protocol: str) -> None:
+            module = httpclient if protocol == "http" else grpcclient
+            client = httpclient.InferenceServerClient(url, network_timeout=REQUEST_TIMEOUT_S) if protocol == "http" \
+                else grpcclient.InferenceServerClient(ray_cluster["grpc"])
             try:
                 while not stop.is_set():
-                    tensor = httpclient.InferInput("x", list(x.shape), "FP32")
+                    tensor = module.InferInput("x", list(x.shape), "FP32")
                     tensor.set_data_from_numpy(x)
                     try:
-                        result = client.infer("slow", [tensor])
+                        result = client.infer("slow", [tensor]) if protocol == "http" else \
+                            client.infer("slow", [tensor], client_timeout=REQUEST_TIMEOUT_S)
                         outcome = "ok" if numpy.array_equal(result.as_numpy("y"), x + 1) else "wrong"
                     except InferenceServerException as exc:
-                        outcome = f"503: {exc}" if exc.status() == "503" else f"error {exc.status()}: {exc}"
+                        retryable = exc.status() in ("503", "StatusCode.UNAVAILABLE")
+                        outcome = f"503: {exc}" if retryable else f"error {exc.status()}: {exc}"
                     except Exception as exc:  # noqa: BLE001 - a timeout or a cut connection: reported below
                         outcome = f"exception: {type(exc).__name__}: {exc}"
                     with lock:
@@ -76,7 +81,8 @@ def test_replica_killed_under_load(ray_cluster):
             finally:
                 client.close()
 
-        threads = [threading.Thread(target=load, daemon=True) for _ in range(6)]
+        threads = [threading.Thread(target=load, args=(protocol,), daemon=True)
+                   for protocol in ("http", "http", "http", "http", "grpc", "grpc")]
         for thread in threads:
             thread.start()
         wait_for(lambda: outcomes.count("ok") >= 10, what="requests answered before the kill")
@@ -93,7 +99,7 @@ def test_replica_killed_under_load(ray_cluster):
         assert not bad, bad[:5]
         counts = serve.get_app_handle(APP).failover_counts.remote().result(timeout_s=WAIT_S)
         print("ingress:", counts)
-        # 6 clients keep both replicas busy: the killed one had requests in flight, which the ingress retried
+        # 6 clients (4 HTTP, 2 gRPC) keep both replicas busy: the killed one had requests in flight, which the ingress retried
         assert counts["retried"] >= 1
         assert counts["unavailable"] == sum(o.startswith("503") for o in outcomes)
         wait_for(lambda: running_replicas(APP) == 2, what="the killed replica replaced")
