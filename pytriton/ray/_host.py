@@ -175,6 +175,7 @@ class ReplicaServer:
         options = {"model_repository": model_repository, **(server_options or {})}
         self.server = Server(**options)
         self._bound: list[BoundModel] = []
+        self._expected: set[str] = set()
         try:
             self.server.start(wait_until_ready=True, timeout=READY_TIMEOUT_S)
             runtime = self.server._started()
@@ -189,6 +190,7 @@ class ReplicaServer:
                                               tracer=process.tracer)
             for model in models:
                 self._bind(model.bound())
+            self._expected = set(self.model_names())  # a model gone later makes the replica unhealthy
         except BaseException:
             self.stop()
             raise
@@ -232,10 +234,12 @@ class ReplicaServer:
 
     # ---- health ------------------------------------------------------------------------------------
     def ready(self) -> tuple[bool, str]:
-        """Whether the server and each of its models is ready, and if not, what is not."""
+        """Whether the server and each of its models (those it started with included) is ready, and if not, what."""
         if not self.server.ready():
             return False, "the server is not ready"
-        not_ready = [f"{name}" for (name, _), model in self.server.models().items() if not model.ready()]
+        models = self.server.models()
+        not_ready = [name for (name, _), model in models.items() if not model.ready()]
+        not_ready += [name for name in self._expected if name not in {n for n, _ in models}]
         if not_ready:
             return False, f"model(s) not ready: {', '.join(sorted(set(not_ready)))}"
         return True, ""

@@ -60,3 +60,26 @@ def test_triton_messages_picklable_by_module_name():
     assert sys.modules["grpc_service_pb2"] is service_pb2
     request = service_pb2.ModelInferRequest(model_name="add", id="7")
     assert pickle.loads(pickle.dumps(request)) == request
+
+
+def test_replica_health_follows_model_readiness():
+    """The replica's health (Serve's check_health) is its models' readiness: a model that is gone (unloaded, or
+    failed) makes it unhealthy, with the model named."""
+    import numpy
+
+    from pytriton.model_config import ModelConfig, Tensor
+    from pytriton.ray import CallableModel
+    from pytriton.ray._host import ReplicaServer
+    from tests.ray.models import add_one
+
+    spec = [Tensor(name="x", dtype=numpy.float32, shape=(-1,))]
+    out = [Tensor(name="y", dtype=numpy.float32, shape=(-1,)), Tensor(name="node", dtype=bytes, shape=(1,))]
+    host = ReplicaServer(models=[CallableModel("add", add_one, spec, out, config=ModelConfig(max_batch_size=4))])
+    try:
+        assert host.ready() == (True, "")
+        runtime = host.server._started()
+        runtime.call(runtime.core.unload_model("add"))
+        ready, why = host.ready()
+        assert not ready and "add" in why, why
+    finally:
+        host.stop()
