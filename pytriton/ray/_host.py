@@ -178,6 +178,7 @@ class ReplicaServer:
         self._expected: set[str] = set()
         try:
             self.server.start(wait_until_ready=True, timeout=READY_TIMEOUT_S)
+            self._remove_scratch()  # read once at start (model control mode NONE): a killed replica leaves nothing
             runtime = self.server._started()
             self.loop = runtime.loop
             process = runtime.process
@@ -220,9 +221,12 @@ class ReplicaServer:
             for model in self._bound:
                 model.stop_hosts()
             self._bound = []
-            if self._scratch is not None:
-                shutil.rmtree(self._scratch, ignore_errors=True)
-                self._scratch = None
+            self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     # ---- the server's loop -------------------------------------------------------------------------
     async def _on_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
