@@ -5,6 +5,7 @@ one; failed handshakes are logged once per peer."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 import gevent.ssl
@@ -20,6 +21,7 @@ ADD_SUB = ["--max-batch-size", "8"] + tensor_args(
     "input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]
 ) + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")])
 FAIL_FAST_S = 5.0
+HANDSHAKE_TIMEOUT_S = 2.0  # --http-header-timeout, which bounds the handshake too
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +32,7 @@ def certs(tmp_path_factory) -> Certs:
 @pytest.fixture(scope="module")
 def https_server(certs):
     with serve("tests.models:add_sub", *ADD_SUB, "--http-use-ssl", "--http-server-cert", certs.server_pem,
-               "--http-server-key", certs.server_key) as server:
+               "--http-server-key", certs.server_key, "--http-header-timeout", str(HANDSHAKE_TIMEOUT_S)) as server:
         yield server
 
 
@@ -108,3 +110,19 @@ def test_mutual_tls_refuses_clients_without_the_right_certificate(mtls_server, c
         _check_infer(client)
     finally:
         client.close()
+
+
+def test_a_silent_connection_is_closed_after_the_handshake_timeout_and_blocks_no_one(https_server, certs):
+    with socket.create_connection(("127.0.0.1", https_server.ports["HTTPService"])) as silent:
+        started = time.monotonic()
+        client = _client(https_server, certs)  # served while the silent connection holds its handshake open
+        try:
+            _check_infer(client)
+        finally:
+            client.close()
+        silent.settimeout(HANDSHAKE_TIMEOUT_S + 10)
+        try:
+            assert silent.recv(1024) == b""  # closed by the server
+        except ConnectionResetError:
+            pass  # (or reset)
+        assert HANDSHAKE_TIMEOUT_S - 0.5 < time.monotonic() - started < HANDSHAKE_TIMEOUT_S + 5
