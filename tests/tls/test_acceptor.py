@@ -16,6 +16,9 @@ from tests.tls.certs import Certs, make_certs
 
 class Recorder(asyncio.BufferedProtocol):
     def __init__(self, eof_keeps_open: bool = False) -> None:
+        self.transport = None
+        self.paused = False
+        self.empty_pauses = 0
         self.events: list = []
         self.received = bytearray()
         self.eof_keeps_open = eof_keeps_open
@@ -23,12 +26,27 @@ class Recorder(asyncio.BufferedProtocol):
 
     def connection_made(self, transport) -> None:
         self.events.append("made")
+        if not isinstance(transport, FakeTransport):  # as our front-ends do:
+            self.transport = transport
+            transport.set_write_buffer_limits(high=0)  # paused while the transport holds unsent bytes
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None and not self.transport.get_write_buffer_size():
+            self.empty_pauses += 1  # "paused" with nothing unsent: a wrong signal to our front-ends
+
+    def resume_writing(self) -> None:
+        self.paused = False
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return memoryview(self._buffer)
 
     def buffer_updated(self, nbytes: int) -> None:
         self.received += self._buffer[:nbytes]
+        if self.transport is not None and self.received.endswith(b"bytes"):  # answered later, as a model does
+            loop = asyncio.get_running_loop()
+            loop.call_soon(self.transport.write, b"ans")
+            loop.call_soon(self.transport.write, b"wer")
 
     def eof_received(self) -> bool:
         self.events.append("eof")
@@ -45,6 +63,9 @@ class FakeTransport:
 
     def set_protocol(self, protocol) -> None:
         self.protocol = protocol
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return 16384, 65536
 
     def close(self) -> None:
         self.closed = True
@@ -96,10 +117,9 @@ def test_handshakes_in_one_loop(certs, caplog):
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
         writer.write(b"request bytes")
         await writer.drain()
-        for _ in range(100):
-            if made and bytes(made[0].received) == b"request bytes":
-                break
-            await asyncio.sleep(0.02)
+        assert await asyncio.wait_for(reader.readexactly(6), 5) == b"answer"
+        assert not made[0].paused  # everything written was sent: the protocol is not left paused
+        assert made[0].empty_pauses == 0
         writer.close()
         # a silent plain connection: its handshake is in progress until the acceptor closes
         silent_reader, silent_writer = await asyncio.open_connection("127.0.0.1", port)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -227,24 +227,29 @@ class GrpcFrontend:
         self._server = server
         self.port = port
         logger.info("Started GRPCInferenceService at %s:%d", self.address, port)
+        self._log_tls()
         return port
 
     async def _start_h2(self, context: Any) -> int:
         methods = h2_methods(self.servicer, self._health)
 
-        def factory() -> asyncio.BaseProtocol:
+        def connection() -> asyncio.BaseProtocol:
             return h2.GrpcConnection(methods, self._connections, self.limits)
 
+        factory: Callable[[], asyncio.BaseProtocol] = connection
         if context is not None:  # the handshake is bounded by the header timeout, as the preface is
             self._acceptor = TlsAcceptor(context, self.limits.header_timeout_s, "gRPC")
-            factory = self._acceptor.wrap(factory)  # type: ignore[assignment]
+            factory = self._acceptor.wrap(connection)
         self._server, self.port = await listen(factory, self.address, self.requested_port, "gRPC",
                                                "GRPCInferenceService", self.reuse_port)
         if self._acceptor is not None:
             self._acceptor.port = f"gRPC port {self.port}"
+        self._log_tls()
+        return self.port
+
+    def _log_tls(self) -> None:
         if self.tls is not None:
             logger.info("gRPC port %d: TLS%s", self.port, ", client certificates required" if self.tls.mutual else "")
-        return self.port
 
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
