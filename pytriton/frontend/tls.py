@@ -226,15 +226,15 @@ class _Pending(asyncio.Protocol):
 
     def hand_over(self, protocol: asyncio.BaseProtocol, transport: Any) -> None:
         self.protocol = protocol
+        transport.set_protocol(protocol)  # (flow-control calls from now on reach it)
         protocol.connection_made(transport)
         low, high = transport.get_write_buffer_limits()
         if high == 0:
             # Our protocols set a high-water mark of 0 to learn when the transport holds unsent bytes. asyncio's
-            # TLS transport (3.11+) pauses at `size >= high`, so 0 pauses it on every write, empty or not, until
-            # the next write: a mark of 1 (and low 0) means what 0 means on a TCP transport. (It resumes a
-            # protocol paused meanwhile.)
+            # TLS transport (3.11+) compares `size >= high`, so with 0 it pauses the protocol on a write that left
+            # nothing unsent (and resumes it on the next): a mark of 1 (low 0) means what 0 means on a TCP
+            # transport. (A protocol paused meanwhile is resumed here.)
             transport.set_write_buffer_limits(high=1, low=0)
-        transport.set_protocol(protocol)
         for data in self.data:
             if isinstance(protocol, asyncio.BufferedProtocol):
                 view = memoryview(data)

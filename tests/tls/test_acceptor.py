@@ -19,6 +19,7 @@ class Recorder(asyncio.BufferedProtocol):
         self.transport = None
         self.paused = False
         self.empty_pauses = 0
+        self.answering = False
         self.events: list = []
         self.received = bytearray()
         self.eof_keeps_open = eof_keeps_open
@@ -32,7 +33,7 @@ class Recorder(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         self.paused = True
-        if self.transport is not None and not self.transport.get_write_buffer_size():
+        if self.answering and not self.transport.get_write_buffer_size():
             self.empty_pauses += 1  # "paused" with nothing unsent: a wrong signal to our front-ends
 
     def resume_writing(self) -> None:
@@ -45,6 +46,7 @@ class Recorder(asyncio.BufferedProtocol):
         self.received += self._buffer[:nbytes]
         if self.transport is not None and self.received.endswith(b"bytes"):  # answered later, as a model does
             loop = asyncio.get_running_loop()
+            self.answering = True
             loop.call_soon(self.transport.write, b"ans")
             loop.call_soon(self.transport.write, b"wer")
 
