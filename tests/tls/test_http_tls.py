@@ -5,7 +5,10 @@ one; failed handshakes are logged once per peer."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import gevent.ssl
@@ -14,7 +17,7 @@ import pytest
 import tritonclient.http as httpclient
 from geventhttpclient.response import HTTPConnectionClosed
 
-from tests.conftest import serve, tensor_args
+from tests.conftest import REPO, serve, tensor_args
 from tests.tls.certs import Certs, make_certs
 
 ADD_SUB = ["--max-batch-size", "8"] + tensor_args(
@@ -126,3 +129,22 @@ def test_a_silent_connection_is_closed_after_the_handshake_timeout_and_blocks_no
         except ConnectionResetError:
             pass  # (or reset)
         assert HANDSHAKE_TIMEOUT_S - 0.5 < time.monotonic() - started < HANDSHAKE_TIMEOUT_S + 5
+
+
+def test_container_healthcheck_over_https(https_server, mtls_server, certs):
+    """deploy/healthcheck.py (the image's HEALTHCHECK) asks over HTTPS with PYTRITON_HEALTHCHECK_CA (and a client
+    certificate for mutual TLS); plain HTTP against the TLS port fails."""
+    def check(server, **env: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PYTRITON_HEALTHCHECK_PORT=str(server.ports["HTTPService"]), **env)
+        return subprocess.run([sys.executable, str(REPO / "deploy" / "healthcheck.py")], env=env,
+                              capture_output=True, text=True, timeout=30, check=False)
+
+    assert check(https_server).returncode == 1
+    result = check(https_server, PYTRITON_HEALTHCHECK_CA=certs.ca_pem)
+    assert result.returncode == 0, result.stderr
+    assert check(mtls_server, PYTRITON_HEALTHCHECK_CA=certs.ca_pem).returncode == 1
+    result = check(mtls_server, PYTRITON_HEALTHCHECK_CA=certs.ca_pem, PYTRITON_HEALTHCHECK_CERT=certs.client_pem,
+                   PYTRITON_HEALTHCHECK_KEY=certs.client_key)
+    assert result.returncode == 0, result.stderr
+    result = check(https_server, PYTRITON_HEALTHCHECK_CA=str(REPO / "no-such-ca.pem"))
+    assert result.returncode == 1 and result.stderr.startswith("pytriton-healthcheck: cannot load the TLS files")
