@@ -170,6 +170,7 @@ class _Accept(asyncio.Protocol):
         self.acceptor = acceptor
         self.factory = factory
         self.lost = False
+        self.early = bytearray()  # what was read before the handshake began (Python 3.10 only, see _handshake)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport.pause_reading()  # type: ignore[attr-defined]  # the handshake reads it (start_tls resumes)
@@ -177,29 +178,55 @@ class _Accept(asyncio.Protocol):
         self.acceptor.pending.add(task)
         task.add_done_callback(self.acceptor.pending.discard)
 
+    def data_received(self, data: bytes) -> None:
+        self.early += data
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
 
     async def _handshake(self, transport: Any) -> None:
-        if self.lost:
-            return
-        acceptor = self.acceptor
-        pending = _Pending()
+        loop = asyncio.get_running_loop()
         try:
-            tls_transport = await asyncio.get_running_loop().start_tls(
-                transport, pending, acceptor.context, server_side=True,
-                ssl_handshake_timeout=acceptor.handshake_timeout_s,
-            )
+            # On Python 3.10 a pause in connection_made does not hold (the transport adds its reader after it) and
+            # the ClientHello may have been read: pause for certain, let reads already queued land in `early`.
+            transport.resume_reading()
+            transport.pause_reading()
+            await asyncio.sleep(0)
+            if self.lost:
+                return
+            handshake = asyncio.ensure_future(loop.start_tls(
+                transport, _Pending(), self.acceptor.context, server_side=True,
+                ssl_handshake_timeout=self.acceptor.handshake_timeout_s,
+            ))
+            if self.early:
+                # start_tls's first step sets the TLS protocol on the transport and queues its connection_made and
+                # the resumption of reading; what was read early goes to it right after those, before any new read.
+                await asyncio.sleep(0)
+                loop.call_soon(self._feed_early, transport)
+            tls_transport = await handshake
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
         except Exception as exc:  # noqa: BLE001 - any failed handshake closes this connection only
             transport.abort()
-            peername = transport.get_extra_info("peername")
-            host = str(peername[0]) if isinstance(peername, tuple) and peername else "unknown"
-            peer = f"{host}:{peername[1]}" if isinstance(peername, tuple) and len(peername) > 1 else host
-            acceptor.log.failed(acceptor.port, host, peer, exc)
+            self._failed(transport, exc)
             return
-        if tls_transport is None or pending.lost:
+        pending = tls_transport.get_protocol() if tls_transport is not None else None
+        if tls_transport is None or not isinstance(pending, _Pending) or pending.lost:
             return
         pending.hand_over(self.factory(), tls_transport)
+
+    def _feed_early(self, transport: Any) -> None:
+        early, self.early = bytes(self.early), bytearray()
+        protocol = transport.get_protocol()
+        if protocol is not self and not transport.is_closing():
+            _deliver(protocol, early)
+
+    def _failed(self, transport: Any, exc: BaseException) -> None:
+        peername = transport.get_extra_info("peername")
+        host = str(peername[0]) if isinstance(peername, tuple) and peername else "unknown"
+        peer = f"{host}:{peername[1]}" if isinstance(peername, tuple) and len(peername) > 1 else host
+        self.acceptor.log.failed(self.acceptor.port, host, peer, exc)
 
 
 class _Pending(asyncio.Protocol):
@@ -236,16 +263,21 @@ class _Pending(asyncio.Protocol):
             # transport. (A protocol paused meanwhile is resumed here.)
             transport.set_write_buffer_limits(high=1, low=0)
         for data in self.data:
-            if isinstance(protocol, asyncio.BufferedProtocol):
-                view = memoryview(data)
-                while view:
-                    buffer = memoryview(protocol.get_buffer(len(view)))
-                    n = min(len(buffer), len(view))
-                    buffer[:n] = view[:n]
-                    protocol.buffer_updated(n)
-                    view = view[n:]
-            else:
-                protocol.data_received(data)  # type: ignore[attr-defined]
+            _deliver(protocol, data)
         self.data.clear()
         if self.eof and not protocol.eof_received():  # type: ignore[attr-defined]
             transport.close()
+
+
+def _deliver(protocol: Any, data: bytes) -> None:
+    """`data` to a protocol as if its transport had read it (a buffered protocol through its own buffers)."""
+    if isinstance(protocol, asyncio.BufferedProtocol):
+        view = memoryview(data)
+        while view:
+            buffer = memoryview(protocol.get_buffer(len(view)))
+            n = min(len(buffer), len(view))
+            buffer[:n] = view[:n]
+            protocol.buffer_updated(n)
+            view = view[n:]
+    else:
+        protocol.data_received(data)

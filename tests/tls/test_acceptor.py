@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 
 import pytest
@@ -144,3 +145,58 @@ def test_handshakes_in_one_loop(certs, caplog):
     assert len(failures) == 1, failures
     assert failures[0].startswith("test port: TLS handshake with 127.0.0.1:")
     assert "the client sent no certificate" in failures[0]
+
+
+def test_bytes_read_before_the_handshake_began_reach_it(certs):
+    """(Python 3.10: a pause in connection_made does not hold, and the ClientHello may be read by the plain
+    protocol.) Bytes the plain protocol got are handed to the TLS protocol, before anything read later."""
+    context = server_context(TlsSettings(certs.server_pem, certs.server_key), ["h2"])
+    made: list[Recorder] = []
+
+    def factory() -> Recorder:
+        made.append(Recorder())
+        return made[-1]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server_sock, client_sock = socket.socketpair()
+        client_sock.setblocking(False)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        client = ssl.create_default_context(cafile=certs.ca_pem).wrap_bio(incoming, outgoing,
+                                                                          server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLWantReadError):
+            client.do_handshake()
+        hello = outgoing.read()
+        acceptor = TlsAcceptor(context, 5.0, "test port")
+        accept = acceptor.wrap(factory)()
+        connection_made = accept.connection_made
+
+        def made_then_read(transport) -> None:  # as if the transport had read the hello before the task ran
+            connection_made(transport)
+            accept.data_received(hello)
+
+        accept.connection_made = made_then_read
+        await loop.connect_accepted_socket(lambda: accept, server_sock)
+        while True:
+            incoming.write(await asyncio.wait_for(loop.sock_recv(client_sock, 65536), 5))
+            try:
+                client.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await loop.sock_sendall(client_sock, outgoing.read())
+        client.write(b"request bytes")  # with the client's Finished
+        await loop.sock_sendall(client_sock, outgoing.read())
+        answer = b""
+        while len(answer) < 6:
+            incoming.write(await asyncio.wait_for(loop.sock_recv(client_sock, 65536), 5))
+            try:
+                while len(answer) < 6:  # (one record at a time)
+                    answer += client.read(6)
+            except ssl.SSLWantReadError:
+                pass
+        assert answer == b"answer"
+        client_sock.close()
+        acceptor.close()
+
+    asyncio.run(main())
+    assert len(made) == 1 and bytes(made[0].received) == b"request bytes"
