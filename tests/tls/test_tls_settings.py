@@ -112,10 +112,19 @@ def test_cli_start_fails_naming_the_file(certs, tmp_path):
     assert f"the server key '{certs.client_key}' does not match" in result.stderr, result.stderr
 
 
-def test_cli_usage_errors():
-    result = _serve("--grpc-use-ssl")
+@pytest.mark.parametrize("form", [["--grpc-use-ssl"], ["--grpc-use-ssl", "true"], ["--grpc-use-ssl=yes"]])
+def test_cli_usage_errors(form):
+    """The option alone or with Triton's boolean value; TLS without a certificate is a usage error."""
+    result = _serve(*form)
     assert result.returncode == 2
     assert "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key" in result.stderr, result.stderr
+
+
+def test_cli_mutual_needs_a_root_certificate(certs):
+    result = _serve("--http-use-ssl-mutual", "--http-server-cert", certs.server_pem, "--http-server-key",
+                    certs.server_key)
+    assert result.returncode == 2
+    assert "mutual TLS needs --http-root-cert" in result.stderr, result.stderr
 
 
 def test_handshake_log_once_per_peer_per_period(caplog):
