@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import pathlib
 import secrets
 from typing import Any
@@ -15,8 +16,10 @@ from typing import Any
 from pytriton import _env
 from pytriton._cache_config import parse_cache_config
 from pytriton._metrics_config import MetricsSettings
+from pytriton._platforms import SAGEMAKER_DEFAULT_PORT, parse_safe_port_range, vertex_ai_mode, vertex_ai_port
 from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonValidationError
+from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, H2Limits, keepalive_fields
 from pytriton.frontend.tls import TlsSettings
 from pytriton.server_config import ServerConfig
 
@@ -46,23 +49,12 @@ _IGNORED_FIELDS = {
     "exit_on_error": "a model that fails to load fails bind()/run() in any case",
     "http_thread_count": "HTTP is served by the server's event loop",
     "grpc_infer_allocation_pool_size": "not applicable to this server",
-    "grpc_infer_response_compression_level": "responses are not compressed by the server",
-    "grpc_keepalive_time": "grpc defaults are used",
-    "grpc_keepalive_timeout": "grpc defaults are used",
-    "grpc_keepalive_permit_without_calls": "grpc defaults are used",
-    "grpc_http2_max_pings_without_data": "grpc defaults are used",
-    "grpc_http2_min_recv_ping_interval_without_data": "grpc defaults are used",
-    "grpc_http2_max_ping_strikes": "grpc defaults are used",
     "allow_cpu_metrics": "CPU metrics are always exported with the metrics endpoint",
     "metrics_interval_ms": "metrics are computed when scraped",
     "cache_directory": "the response cache is built in (the local cache)",
     "buffer_manager_thread_count": "not applicable to this server",
-    "sagemaker_port": "SageMaker mode is not supported",
-    "sagemaker_safe_port_range": "SageMaker mode is not supported",
-    "sagemaker_thread_count": "SageMaker mode is not supported",
-    "vertex_ai_port": "Vertex AI mode is not supported",
-    "vertex_ai_thread_count": "Vertex AI mode is not supported",
-    "vertex_ai_default_model": "Vertex AI mode is not supported",
+    "sagemaker_thread_count": "SageMaker requests are served by the server's event loop",
+    "vertex_ai_thread_count": "Vertex AI requests are served by the server's event loop",
 }
 _logged_ignored: set[str] = set()
 
@@ -157,8 +149,15 @@ class TritonConfig:
                 parse_trace_config(self.trace_config)
             except ValueError as exc:
                 raise PyTritonValidationError(f"TritonConfig.trace_config: {exc}") from None
-        if self.allow_sagemaker or self.allow_vertex_ai:
-            raise PyTritonValidationError("SageMaker and Vertex AI modes are not supported by this server")
+        try:
+            grpc_limits_of(self)
+        except ValueError as exc:
+            raise PyTritonValidationError(f"TritonConfig: {exc}") from None
+        if self.sagemaker_safe_port_range is not None:
+            try:
+                parse_safe_port_range(self.sagemaker_safe_port_range)
+            except ValueError as exc:
+                raise PyTritonValidationError(f"TritonConfig.sagemaker_safe_port_range: {exc}") from None
         for name, reason in _IGNORED_FIELDS.items():
             if getattr(self, name) is not None and name not in _logged_ignored:
                 _logged_ignored.add(name)
@@ -263,6 +262,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         grpc_address=config.grpc_address or "0.0.0.0",
         grpc_port=given(config.grpc_port, DEFAULT_GRPC_PORT),
         grpc_header_forward_pattern=config.grpc_header_forward_pattern,
+        grpc_limits=grpc_limits_of(config),
         allow_http=given(config.allow_http, True),
         http_address=config.http_address or "0.0.0.0",
         http_port=given(config.http_port, DEFAULT_HTTP_PORT),
@@ -278,6 +278,15 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         cache_config=list(config.cache_config or []),
         trace_config=list(config.trace_config or []),
         exit_with_parent=True,
+        allow_sagemaker=bool(config.allow_sagemaker),
+        # (TritonConfig has no address of its own for them: they listen where HTTP does)
+        sagemaker_address=config.http_address or "0.0.0.0",
+        vertex_ai_address=config.http_address or "0.0.0.0",
+        sagemaker_port=given(config.sagemaker_port, SAGEMAKER_DEFAULT_PORT),
+        sagemaker_safe_port_range=config.sagemaker_safe_port_range,
+        allow_vertex_ai=given(config.allow_vertex_ai, vertex_ai_mode(os.environ)),
+        vertex_ai_port=config.vertex_ai_port if config.vertex_ai_port is not None else vertex_ai_port(os.environ),
+        vertex_ai_default_model=config.vertex_ai_default_model or "",
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
                                                else []),
@@ -286,6 +295,23 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
     )
 
 
+def grpc_limits_of(config: TritonConfig) -> H2Limits:
+    """The gRPC connection limits with the keepalive, ping and compression fields that are set."""
+    level = config.grpc_infer_response_compression_level
+    if level is not None and level.lower() not in INFER_COMPRESSION_LEVELS:
+        raise ValueError(f"grpc_infer_response_compression_level {level!r}: expected one of "
+                         f"{', '.join(INFER_COMPRESSION_LEVELS)}")
+    for name in ("grpc_keepalive_time", "grpc_keepalive_timeout", "grpc_http2_max_pings_without_data",
+                 "grpc_http2_min_recv_ping_interval_without_data", "grpc_http2_max_ping_strikes"):
+        if (getattr(config, name) or 0) < 0:
+            raise ValueError(f"{name} {getattr(config, name)}: must not be negative")
+    fields = keepalive_fields(
+        config.grpc_keepalive_time, config.grpc_keepalive_timeout, config.grpc_keepalive_permit_without_calls,
+        config.grpc_http2_max_pings_without_data, config.grpc_http2_min_recv_ping_interval_without_data,
+        config.grpc_http2_max_ping_strikes)
+    if level is not None:
+        fields["infer_response_compression"] = level.lower()
+    return H2Limits(**fields)
 def grpc_tls_of(config: TritonConfig) -> TlsSettings | None:
     """The gRPC port's TLS (grpc_use_ssl_mutual implies grpc_use_ssl, as in PyTriton); raises ValueError."""
     return TlsSettings.of(config.grpc_use_ssl, config.grpc_use_ssl_mutual, config.grpc_server_cert,

@@ -33,6 +33,7 @@ from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
+from pytriton.platform_listeners import check_ports, start_platform_listeners
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
 from pytriton.repository.control import ModelControl
 from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig
@@ -106,6 +107,7 @@ class Server:
 
     async def start(self) -> None:
         """Start workers and front-ends; on any failure everything started so far is stopped again."""
+        check_ports(self.config)  # Triton's port checks (SageMaker's safe port range), before anything starts
         sweep_dead_segments()
         sweep_stale_run_dirs()
         self.run_dir = RunDirectory(self.tag)
@@ -157,9 +159,9 @@ class Server:
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
-            if config.allow_http:
-                app = HttpApp(
-                    self.core,
+            def http_app() -> HttpApp:
+                return HttpApp(
+                    core,
                     self.log_settings,
                     self.trace_settings,
                     header_forward_pattern=config.http_header_forward_pattern,
@@ -168,6 +170,9 @@ class Server:
                     connection_info={"address": host.address, "tag": self.tag},
                     tracer=self.tracer,
                 )
+
+            if config.allow_http:
+                app = http_app()
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
                                          config.http_limits, too_large_hint=app.too_large_hint, tls=config.http_tls)
                 await self.http.start()
@@ -177,6 +182,8 @@ class Server:
                 self.metrics = HttpListener(metrics_app.handle, config.metrics_address, config.metrics_port,
                                             "Metrics Service", limits, protocol="metrics")
                 await self.metrics.start()
+            if config.allow_sagemaker or config.allow_vertex_ai:
+                self.attached += await start_platform_listeners(config, http_app, core)
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise

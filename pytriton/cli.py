@@ -12,6 +12,8 @@ import click
 from pytriton import _env
 from pytriton._cache_config import parse_cache_config
 from pytriton._cli_model import ModelFlags, build_model_config, describe_target
+from pytriton._cli_platforms import platform_options
+from pytriton._platforms import vertex_ai_mode
 from pytriton._cli_queue import queue_policy_options
 from pytriton._cli_tls import tls_options
 from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
@@ -24,6 +26,7 @@ from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
+from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, keepalive_fields
 from pytriton.frontend.tls import TlsSettings
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec
@@ -203,8 +206,8 @@ def main() -> None:
                    "summary_quantiles=0.5:0.05,0.99:0.001 picks them, histogram_latencies=true adds "
                    "nv_inference_first_response_histogram_ms (decoupled models), counter_latencies=false drops the "
                    "*_duration_us counters. Repeatable.")
-@click.option("--allow-grpc/--no-allow-grpc", default=True, show_default=True)
-@click.option("--allow-http/--no-allow-http", default=True, show_default=True)
+@click.option("--allow-grpc/--no-allow-grpc", default=None, show_default="true; false if AIP_MODE=PREDICTION")
+@click.option("--allow-http/--no-allow-http", default=None, show_default="true; false if AIP_MODE=PREDICTION")
 @click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
 @click.option("--allow-gpu-metrics/--no-allow-gpu-metrics", default=True, show_default=True,
               help="Export nv_gpu_* metrics of the visible GPUs (through NVML) when there are any.")
@@ -238,6 +241,30 @@ def main() -> None:
               default=H2Limits.max_stream_requests_in_flight, show_default=True,
               help="Requests of one ModelStreamInfer stream served at once; the next waits (flow control holds the "
                    "client).")
+@click.option("--grpc-keepalive-time", type=click.IntRange(min=0), default=int((H2Limits.keepalive_time_s or 0) * 1000),
+              show_default=True, help="Milliseconds without anything read from a gRPC client after which the server "
+                                      "sends it a keepalive PING (2147483647: never).")
+@click.option("--grpc-keepalive-timeout", type=click.IntRange(min=0), default=int(H2Limits.keepalive_timeout_s * 1000),
+              show_default=True, help="Milliseconds a keepalive PING may go unacknowledged; then the connection is "
+                                      "closed.")
+@click.option("--grpc-keepalive-permit-without-calls", type=click.BOOL, default=H2Limits.keepalive_permit_without_calls,
+              show_default=True, help="Keepalive PINGs on connections without calls too, both ways (else a client's "
+                                      "PINGs there are allowed once per 2 hours).")
+@click.option("--grpc-http2-max-pings-without-data", type=click.IntRange(min=0),
+              default=H2Limits.max_pings_without_data, show_default=True,
+              help="Keepalive PINGs the server sends while it sends no data; then none until it does (0 = no limit).")
+@click.option("--grpc-http2-min-recv-ping-interval-without-data", type=click.IntRange(min=0),
+              default=int(H2Limits.min_ping_interval_s * 1000), show_default=True,
+              help="Milliseconds a client must leave between PINGs while the server sends no data; a sooner PING is "
+                   "a strike.")
+@click.option("--grpc-http2-max-ping-strikes", type=click.IntRange(min=0), default=H2Limits.max_ping_strikes,
+              show_default=True, help="Strikes tolerated; past them: GOAWAY ENHANCE_YOUR_CALM 'too_many_pings' "
+                                      "(0 = any number).")
+@click.option("--grpc-infer-response-compression-level",
+              type=click.Choice(list(INFER_COMPRESSION_LEVELS), case_sensitive=False),
+              default=H2Limits.infer_response_compression, show_default=True,
+              help="gzip-compress ModelInfer/ModelStreamInfer responses for clients that accept gzip (zlib level "
+                   "1, 6, 9 for low, medium, high).")
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
               show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
 @click.option("--http-max-buffered-bytes", type=click.IntRange(min=1), default=HttpLimits.max_buffered_bytes,
@@ -266,6 +293,7 @@ def main() -> None:
               help="Tracing, as Triton's --trace-config; repeatable: level=TIMESTAMPS, rate=N, count=N, "
                    "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
                    "opentelemetry,resource=KEY=VALUE.")
+@platform_options
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
@@ -308,8 +336,8 @@ def serve(
     metrics_address: str,
     metrics_port: int,
     metrics_config: tuple[str, ...],
-    allow_grpc: bool,
-    allow_http: bool,
+    allow_grpc: bool | None,
+    allow_http: bool | None,
     allow_metrics: bool,
     allow_gpu_metrics: bool,
     http_header_forward_pattern: str | None,
@@ -324,6 +352,13 @@ def serve(
     grpc_max_decompressed_bytes: int,
     grpc_idle_timeout: float,
     grpc_max_stream_requests_in_flight: int,
+    grpc_keepalive_time: int,
+    grpc_keepalive_timeout: int,
+    grpc_keepalive_permit_without_calls: bool,
+    grpc_http2_max_pings_without_data: int,
+    grpc_http2_min_recv_ping_interval_without_data: int,
+    grpc_http2_max_ping_strikes: int,
+    grpc_infer_response_compression_level: str,
     http_max_input_size: int,
     http_max_buffered_bytes: int,
     http_max_header_size: int,
@@ -337,6 +372,7 @@ def serve(
     execution_timeout: float | None,
     trace_config: tuple[str, ...],
     log_level: str,
+    platforms: dict,
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
     protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
@@ -361,8 +397,12 @@ def serve(
                        decoupled=decoupled, response_cache=response_cache, sequence_batcher=sequence_batcher_of(
                            sequence_batching, sequence_controls, sequence_idle_us, max_candidate_sequences,
                            max_queue_delay_us, preferred_batch_size, sequence_states))
-    if not (allow_grpc or allow_http):
-        raise click.UsageError("at least one of gRPC and HTTP must be allowed")
+    if allow_grpc is None or allow_http is None:  # Triton: off by default in a Vertex AI prediction container
+        default = not _platform_mode(platforms)
+        allow_grpc = default if allow_grpc is None else allow_grpc
+        allow_http = default if allow_http is None else allow_http
+    if not (allow_grpc or allow_http or platforms["allow_sagemaker"] or platforms["allow_vertex_ai"]):
+        raise click.UsageError("at least one of gRPC and HTTP must be allowed (or SageMaker or Vertex AI)")
     for option, pattern in (("--http-header-forward-pattern", http_header_forward_pattern),
                             ("--grpc-header-forward-pattern", grpc_header_forward_pattern)):
         if pattern:
@@ -414,7 +454,13 @@ def serve(
                                  max_message_bytes=grpc_max_message_bytes,
                                  max_decompressed_bytes=grpc_max_decompressed_bytes,
                                  idle_timeout_s=grpc_idle_timeout or None,
-                                 max_stream_requests_in_flight=grpc_max_stream_requests_in_flight),
+                                 max_stream_requests_in_flight=grpc_max_stream_requests_in_flight,
+                                 infer_response_compression=grpc_infer_response_compression_level,
+                                 **keepalive_fields(grpc_keepalive_time, grpc_keepalive_timeout,
+                                                    grpc_keepalive_permit_without_calls,
+                                                    grpc_http2_max_pings_without_data,
+                                                    grpc_http2_min_recv_ping_interval_without_data,
+                                                    grpc_http2_max_ping_strikes)),
             allow_http=allow_http,
             http_address=http_address,
             http_port=http_port,
@@ -447,6 +493,7 @@ def serve(
             load_models=list(load_models),
             repository_poll_secs=float(repository_poll_secs),
             auto_complete_config=auto_complete,
+            **platforms,
             grpc_tls=grpc_tls,
             http_tls=http_tls,
         )
@@ -456,6 +503,12 @@ def serve(
         run(server_config)
     except (OSError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+
+def _platform_mode(platforms: dict) -> bool:
+    """AIP_MODE=PREDICTION (Triton then turns HTTP and gRPC off unless they are allowed explicitly)."""
+    return vertex_ai_mode(os.environ)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,16 @@ class ServerConfig:
     load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)
     repository_poll_secs: float = 15.0
     auto_complete_config: bool = True  # repository models' auto_complete_config completes their configuration
+    # Triton's SageMaker and Vertex AI endpoints (pytriton/_platforms.py; their other settings come from the
+    # environment of the server process: SAGEMAKER_TRITON_*, AIP_*)
+    allow_sagemaker: bool = False
+    sagemaker_address: str = "0.0.0.0"
+    sagemaker_port: int = 8080
+    sagemaker_safe_port_range: str | None = None  # "<low>-<high>": the ports the other endpoints may use
+    allow_vertex_ai: bool = False
+    vertex_ai_address: str = "0.0.0.0"
+    vertex_ai_port: int = 8080
+    vertex_ai_default_model: str = ""  # "" = the only model served
     grpc_tls: TlsSettings | None = None  # TLS / mutual TLS on the gRPC port (Triton's --grpc-use-ssl...)
     http_tls: TlsSettings | None = None  # TLS / mutual TLS on the HTTP port (pytriton's own --http-use-ssl...)
 

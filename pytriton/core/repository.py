@@ -26,6 +26,14 @@ class RepositoryControl(Protocol):
         """Stop serving `name`."""
         ...
 
+    def register(self, folder: str, name_mapping: dict[str, str] | None = None) -> None:
+        """Serve the models of repository `folder` too (model folder -> name in `name_mapping`)."""
+        ...
+
+    def unregister(self, folder: str) -> None:
+        """Stop offering the models of repository `folder`."""
+        ...
+
 
 def no_explicit_control() -> ServerError:
     return ServerError(Status.UNAVAILABLE, NO_EXPLICIT_CONTROL)

@@ -10,12 +10,13 @@ from typing import Any, Union
 
 from pytriton.app import Server as ServerProcess
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.frontend.grpc._h2_limits import keepalive_fields
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.tritonfrontend._frontend import Frontend, Rule, check, text
 from pytriton.frontend.tls import TlsSettings
-from pytriton.tritonserver._errors import InvalidArgumentError
+from pytriton.tritonserver._errors import InvalidArgumentError, UnsupportedError
 
 _EVENT_LOOP = "requests are served by the server's event loop, not a thread pool"
 
@@ -88,7 +89,9 @@ def _tls_of(options: Any) -> TlsSettings | None:
         raise InvalidArgumentError(f"KServeGrpc.Options: {exc}") from None
 
 
-_NO_KEEPALIVE = "the server sends no keepalive pings and does not age connections"
+_NO_AGE = "the server does not age connections"
+_LEVEL_NAMES = {Grpc_compression_level.NONE: "none", Grpc_compression_level.LOW: "low",
+                Grpc_compression_level.MED: "medium", Grpc_compression_level.HIGH: "high"}
 
 
 class KServeGrpc(Frontend):
@@ -125,24 +128,25 @@ class KServeGrpc(Frontend):
 
     _protocol = "GRPC"
     _inert = {
-        "keepalive_time_ms": _NO_KEEPALIVE, "keepalive_timeout_ms": _NO_KEEPALIVE,
-        "keepalive_permit_without_calls": _NO_KEEPALIVE, "http2_max_pings_without_data": _NO_KEEPALIVE,
-        "max_connection_age_ms": _NO_KEEPALIVE, "max_connection_age_grace_ms": _NO_KEEPALIVE,
-        "infer_compression_level": "responses are sent uncompressed (compressed requests are accepted)",
+        "max_connection_age_ms": _NO_AGE, "max_connection_age_grace_ms": _NO_AGE,
         "infer_thread_count": _EVENT_LOOP, "infer_allocation_pool_size": _EVENT_LOOP,
         "max_response_pool_size": _EVENT_LOOP,
     }
 
     @classmethod
     def _check_options(cls, options: Any) -> None:
+        if options.infer_compression_level not in _LEVEL_NAMES:
+            raise UnsupportedError(f"infer_compression_level {options.infer_compression_level}: expected one of "
+                                   "Grpc_compression_level.NONE, LOW, MED, HIGH (0-3)")
         _tls_of(options)
-
 
     def _make(self, process: ServerProcess, options: Any) -> GrpcFrontend:
         config = process.config
         limits = dataclasses.replace(
-            config.grpc_limits, max_ping_strikes=options.http2_max_ping_strikes,
-            min_ping_interval_s=options.http2_min_recv_ping_interval_without_data_ms / 1000.0)
+            config.grpc_limits, infer_response_compression=_LEVEL_NAMES[options.infer_compression_level],
+            **keepalive_fields(options.keepalive_time_ms, options.keepalive_timeout_ms,
+                               options.keepalive_permit_without_calls, options.http2_max_pings_without_data,
+                               options.http2_min_recv_ping_interval_without_data_ms, options.http2_max_ping_strikes))
         return GrpcFrontend(
             process.core,  # type: ignore[arg-type]
             options.address, options.port, process.log_settings, process.trace_settings,

@@ -13,12 +13,18 @@ import base64
 import logging
 import re
 import sys
-import zlib
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import grpc
 
 from pytriton.frontend.grpc._h2_frames import PROTOCOL_ERROR, H2StreamError
+from pytriton.frontend.grpc._h2_message import (
+    GZIP_THREAD_MIN,
+    RpcAbort,
+    decompress,
+    gzip_message,
+    message_size,
+)
 from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, OnSent, run_releases
 from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
@@ -38,21 +44,14 @@ _CONNECTION_SPECIFIC = frozenset((b"connection", b"keep-alive", b"proxy-connecti
 _PSEUDO = (b":method", b":scheme", b":path", b":authority")
 
 
-class RpcAbort(Exception):
-    """Raised by `Context.abort`: ends the call with this status."""
-
-    def __init__(self, code: grpc.StatusCode, details: str):
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
 class Method:
     """One RPC: its handler and (de)serialisers. `serialize` returns the message as a list of buffers;
     `on_sent(response)`, where given, returns the callable that gives the response's buffers back (called once,
-    when the transport no longer needs them)."""
+    when the transport no longer needs them). `compress`: its responses are gzip-compressed for clients that
+    accept gzip when the connection has a compression level (the infer methods)."""
 
-    __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent")
+    __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
+                 "compress")
 
     def __init__(
         self,
@@ -62,6 +61,7 @@ class Method:
         client_streaming: bool = False,
         server_streaming: bool = False,
         on_sent: Callable[[Any], OnSent | None] | None = None,
+        compress: bool = False,
     ):
         self.handler = handler
         self.deserialize = deserialize
@@ -69,6 +69,7 @@ class Method:
         self.client_streaming = client_streaming
         self.server_streaming = server_streaming
         self.on_sent = on_sent
+        self.compress = compress
 
 
 class Context:
@@ -114,10 +115,11 @@ class Context:
 class CallHead:
     """What a request's header block says (immutable: the connection reuses it for an identical block)."""
 
-    __slots__ = ("path", "metadata", "timeout", "encoding", "content_length")
+    __slots__ = ("path", "metadata", "timeout", "encoding", "content_length", "accept_gzip")
 
     def __init__(self, path: bytes, metadata: tuple, timeout: bytes | None, encoding: str | None,
-                 content_length: int | None):  # fmt: skip
+                 content_length: int | None, accept_gzip: bool = False):  # fmt: skip
+        self.accept_gzip = accept_gzip  # grpc-accept-encoding lists gzip
         self.path = path
         self.metadata = metadata
         self.timeout = timeout
@@ -136,6 +138,7 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
     metadata: list[tuple[str, Any]] = []
     timeout = encoding = None
     content_length = None
+    accept_gzip = False
     regular = False
     for name, value in headers:
         if name[:1] == b":":
@@ -153,6 +156,8 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
                 timeout = value
             elif name == b"grpc-encoding":
                 encoding = value.decode("latin-1")
+            elif name == b"grpc-accept-encoding":
+                accept_gzip = accept_gzip or b"gzip" in (v.strip() for v in value.split(b","))
             elif name == b"te" and value != b"trailers":
                 raise malformed(f"te: {value!r}")
             continue
@@ -173,49 +178,7 @@ def parse_request(stream_id: int, headers: list[tuple[bytes, bytes]]) -> CallHea
             metadata.append((key, value.decode("latin-1")))
     if b":method" not in pseudo or b":scheme" not in pseudo or not pseudo.get(b":path"):
         raise malformed(":method, :scheme or :path missing or empty")
-    return CallHead(pseudo[b":path"], tuple(metadata), timeout, encoding, content_length)
-
-
-DECOMPRESS_CHUNK = 1 << 20
-
-
-def decompress(message: Any, encoding: str | None, limit: int) -> bytearray:
-    """A gzip/deflate request message, inflated to at most `limit` bytes (RpcAbort past that or when broken).
-
-    Two passes: the first inflates a chunk at a time only to measure (and refuse past the limit) without keeping
-    anything; the second inflates into a buffer of exactly that size. Memory follows what the message really
-    inflates to: no growing buffer copied on the way, no zlib output built at twice the limit."""
-    if encoding not in ("gzip", "deflate"):
-        raise RpcAbort(grpc.StatusCode.INTERNAL, "compressed message without grpc-encoding")
-    wbits = 31 if encoding == "gzip" else 15
-    size = 0
-    for chunk in _inflate(message, wbits):
-        size += len(chunk)
-        if size > limit:
-            raise RpcAbort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                           f"Received message larger than max (more than {limit} bytes once decompressed)")
-    out = bytearray(size)
-    position = 0
-    for chunk in _inflate(message, wbits):
-        out[position:position + len(chunk)] = chunk
-        position += len(chunk)
-    return out
-
-
-def _inflate(message: Any, wbits: int) -> Iterator[bytes]:
-    inflater = zlib.decompressobj(wbits)
-    pending: Any = message
-    try:
-        while not inflater.eof:
-            chunk = inflater.decompress(pending, DECOMPRESS_CHUNK)
-            pending = inflater.unconsumed_tail
-            if not chunk and not pending:
-                break
-            yield chunk
-    except zlib.error as exc:
-        raise RpcAbort(grpc.StatusCode.INTERNAL, f"cannot decompress the request: {exc}") from None
-    if not inflater.eof:
-        raise RpcAbort(grpc.StatusCode.INTERNAL, "cannot decompress the request: truncated data")
+    return CallHead(pseudo[b":path"], tuple(metadata), timeout, encoding, content_length, accept_gzip)
 
 
 def _over(stream: Stream) -> bool:
@@ -227,13 +190,14 @@ class GrpcCalls:
     """The gRPC calls of one connection: started by request headers, fed by DATA, ended by END_STREAM."""
 
     def __init__(self, connection: GrpcConnection, methods: dict[bytes, Method], max_message_bytes: int,
-                 max_decompressed_bytes: int | None = None):
+                 max_decompressed_bytes: int | None = None, gzip_level: int | None = None):
         self._connection = connection
         self._outbox = connection.outbox
         self._loop = connection.loop
         self._methods = methods
         self._max_message = max_message_bytes
         self._max_decompressed = max_decompressed_bytes or max_message_bytes
+        self._gzip_level = gzip_level  # the compression of infer responses (None: none)
         self.spare: bytearray | None = None  # the last large message buffer, for the next of the same size
 
     # ---- a call's start -------------------------------------------------------------------------------------------
@@ -251,6 +215,8 @@ class GrpcCalls:
             return
         stream.method = method
         stream.context = Context(stream, self._connection.peer)
+        if method.compress and head.accept_gzip:
+            stream.gzip_level = self._gzip_level
         if head.timeout is not None:
             match = _TIMEOUT.match(head.timeout.decode("latin-1"))
             if match is None:
@@ -434,6 +400,7 @@ class GrpcCalls:
             self._handler_failed(stream, exc)
             return
         self._reply(stream, method, response, last=True)
+        await self._send_gzip(stream, last=True)
 
     def _reply(self, stream: Stream, method: Method, response: Any, last: bool = False) -> None:
         """Send a handler's response; whatever happens, its buffers are given back exactly once."""
@@ -453,13 +420,44 @@ class GrpcCalls:
             run_releases([on_sent] if on_sent is not None else [])
             self._handler_failed(stream, exc)
             return
-        self._outbox.message(stream, parts, on_sent, last=last)
+        if stream.gzip_level is None:
+            self._outbox.message(stream, parts, on_sent, last=last)
+            return
+        stream.gzip = (parts, on_sent)  # for `_send_gzip`, which the handler's task awaits next
+
+    async def _send_gzip(self, stream: Stream, last: bool = False) -> None:
+        """Send the response `_reply` left, gzip-compressed (a large one in a thread); the response's own buffers
+        go back once it is compressed."""
+        if stream.gzip is None:
+            return
+        (parts, on_sent), stream.gzip = stream.gzip, None
+        release = [on_sent] if on_sent is not None else []
+        size, level = message_size(parts), stream.gzip_level
+        assert level is not None
+        if size < GZIP_THREAD_MIN:
+            data = gzip_message(parts, level, size)
+        else:
+            job = self._loop.run_in_executor(None, gzip_message, parts, level, size)
+            try:
+                data = await asyncio.shield(job)
+            except asyncio.CancelledError:  # the thread still reads the buffers: they go back once it is done
+                job.add_done_callback(lambda _: run_releases(release))
+                raise
+            except BaseException:
+                run_releases(release)
+                raise
+        if data is None:  # it would not shrink: as it is
+            self._outbox.message(stream, parts, on_sent, last=last)
+            return
+        run_releases(release)
+        self._outbox.message(stream, [data], None, last=last, compressed=True)
 
     async def _run_streaming(self, stream: Stream, method: Method, request: Any) -> None:
         responses = method.handler(request, stream.context)
         try:
             async for response in responses:
                 self._reply(stream, method, response)
+                await self._send_gzip(stream)
                 if (stream.pending_size > STREAM_SEND_BACKLOG or stream.pending_messages > STREAM_SEND_MESSAGES) \
                         and not _over(stream):
                     stream.drained = self._loop.create_future()

@@ -102,6 +102,7 @@ RESPONSE_HEADERS = (
     b"\x88" + b"\x0f\x10" + hpack_int(16, 7) + b"application/grpc"
     + literal(b"grpc-accept-encoding", b"identity,deflate,gzip")
 )  # fmt: skip
+RESPONSE_HEADERS_GZIP = RESPONSE_HEADERS + literal(b"grpc-encoding", b"gzip")  # messages may be gzip-compressed
 TRAILERS_OK = literal(b"grpc-status", b"0")
 
 

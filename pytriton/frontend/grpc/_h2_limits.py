@@ -7,6 +7,7 @@ Every default is at least as strict as grpcio's server (and Triton's, which rais
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,9 +36,22 @@ class H2Limits:
         buffer_release_s: a connection without streams for this long gives back its read buffer and its spare
             message buffer (it keeps a few KiB).
         min_ping_interval_s, max_ping_strikes: grpcio's ping policy (`grpc.http2.min_ping_interval_without_data_ms`,
-            `grpc.http2.max_ping_strikes`): a PING sooner than this after the previous one, with no HEADERS or DATA
+            `grpc.http2.max_ping_strikes`; Triton's --grpc-http2-min-recv-ping-interval-without-data and
+            --grpc-http2-max-ping-strikes): a PING sooner than this after the previous one, with no HEADERS or DATA
             sent by us in between, is a strike; past max_ping_strikes the connection gets GOAWAY ENHANCE_YOUR_CALM
-            "too_many_pings".
+            "too_many_pings". On a connection without calls, unless keepalive_permit_without_calls, the interval
+            is 2 hours instead (as grpcio). 0 strikes: any number (as grpcio; max_pings_per_s still applies).
+        keepalive_time_s: a PING is sent to a client we have read nothing from for this long (grpc's
+            `grpc.keepalive_time_ms`, Triton's --grpc-keepalive-time); None: never.
+        keepalive_timeout_s: a keepalive PING not acknowledged within this closes the connection
+            (`grpc.keepalive_timeout_ms`, --grpc-keepalive-timeout).
+        keepalive_permit_without_calls: keepalive PINGs are sent, and client PINGs judged by min_ping_interval_s,
+            on connections without calls too (`grpc.keepalive_permit_without_calls`).
+        max_pings_without_data: keepalive PINGs sent while we send no HEADERS or DATA; then none until we do
+            (`grpc.http2.max_pings_without_data`, --grpc-http2-max-pings-without-data); 0: no limit.
+        infer_response_compression: "none", "low", "medium" or "high" (Triton's
+            --grpc-infer-response-compression-level): ModelInfer and ModelStreamInfer responses to clients whose
+            grpc-accept-encoding lists gzip are gzip-compressed at zlib level 1, 6 or 9 (INFER_COMPRESSION_LEVELS).
         max_resets_per_s: RST_STREAM frames per second and connection, those the client sends and the stream errors
             we answer with (rapid reset). A reset call is cancelled at once (its queued request never runs), so
             resets cost no more work than calls and this only stops floods: ordinary clients cancelling on short
@@ -72,6 +86,11 @@ class H2Limits:
     max_empty_frames_per_s: int = 100
     max_pending_control_frames: int = 10_000
     max_stream_requests_in_flight: int = 128
+    keepalive_time_s: float | None = 7200.0
+    keepalive_timeout_s: float = 20.0
+    keepalive_permit_without_calls: bool = False
+    max_pings_without_data: int = 2
+    infer_response_compression: str = "none"
 
     def __post_init__(self) -> None:
         if not 16384 <= self.max_frame_size <= (1 << 24) - 1:
@@ -79,16 +98,70 @@ class H2Limits:
         if not 65535 <= self.initial_window_size <= 2**31 - 1:
             raise ValueError(f"initial_window_size {self.initial_window_size}: must be within 65535 .. 2^31-1")
         for name in ("max_concurrent_streams", "max_header_list_size", "max_message_bytes", "max_decompressed_bytes",
-                     "max_ping_strikes",
                      "max_resets_per_s", "max_pings_per_s", "max_settings_per_s", "max_empty_frames_per_s",
                      "max_pending_control_frames", "max_stream_requests_in_flight"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} {getattr(self, name)}: must be at least 1")
-        for name in ("header_timeout_s", "buffer_release_s", "min_ping_interval_s"):
+        for name in ("max_ping_strikes", "max_pings_without_data", "min_ping_interval_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} {getattr(self, name)}: must not be negative")
+        for name in ("header_timeout_s", "buffer_release_s", "keepalive_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} {getattr(self, name)}: must be positive")
-        if self.idle_timeout_s is not None and self.idle_timeout_s <= 0:
-            raise ValueError(f"idle_timeout_s {self.idle_timeout_s}: must be positive (or None: no idle timeout)")
+        for name in ("idle_timeout_s", "keepalive_time_s"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(f"{name} {getattr(self, name)}: must be positive (or None: never)")
+        if self.infer_response_compression not in INFER_COMPRESSION_LEVELS:
+            raise ValueError(f"infer_response_compression {self.infer_response_compression!r}: expected one of "
+                             f"{', '.join(INFER_COMPRESSION_LEVELS)}")
+
+    @property
+    def infer_gzip_level(self) -> int | None:
+        """The zlib level infer responses are compressed with, None: not compressed."""
+        return INFER_COMPRESSION_LEVELS[self.infer_response_compression]
+
+    def grpcio_options(self) -> list[tuple[str, int]]:
+        """The same keepalive and ping policy as grpc channel arguments (the grpcio server)."""
+        keepalive_ms = KEEPALIVE_DISABLED_MS if self.keepalive_time_s is None else int(self.keepalive_time_s * 1000)
+        return [
+            ("grpc.keepalive_time_ms", keepalive_ms),
+            ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_s * 1000)),
+            ("grpc.keepalive_permit_without_calls", int(self.keepalive_permit_without_calls)),
+            ("grpc.http2.max_pings_without_data", self.max_pings_without_data),
+            ("grpc.http2.min_ping_interval_without_data_ms", int(self.min_ping_interval_s * 1000)),
+            ("grpc.http2.max_ping_strikes", self.max_ping_strikes),
+        ]
+
+
+
+def keepalive_fields(time_ms: int | None = None, timeout_ms: int | None = None,
+                     permit_without_calls: bool | None = None, max_pings_without_data: int | None = None,
+                     min_recv_ping_interval_ms: int | None = None, max_ping_strikes: int | None = None
+                     ) -> dict[str, Any]:
+    """Triton's keepalive and ping settings (milliseconds, as its options and TritonConfig fields) as H2Limits
+    fields; those not given (None) are left out. A keepalive time of grpc's INT_MAX or more: no keepalive PINGs."""
+    fields: dict[str, Any] = {}
+    if time_ms is not None:
+        fields["keepalive_time_s"] = None if time_ms >= KEEPALIVE_DISABLED_MS else max(time_ms, 1) / 1000.0
+    if timeout_ms is not None:
+        fields["keepalive_timeout_s"] = max(timeout_ms, 1) / 1000.0
+    if permit_without_calls is not None:
+        fields["keepalive_permit_without_calls"] = bool(permit_without_calls)
+    if max_pings_without_data is not None:
+        fields["max_pings_without_data"] = max_pings_without_data
+    if min_recv_ping_interval_ms is not None:
+        fields["min_ping_interval_s"] = min_recv_ping_interval_ms / 1000.0
+    if max_ping_strikes is not None:
+        fields["max_ping_strikes"] = max_ping_strikes
+    return fields
+
+
+KEEPALIVE_DISABLED_MS = 2**31 - 1  # grpc's INT_MAX: no keepalive pings
+IDLE_PING_INTERVAL_S = 7200.0  # grpcio's minimum between client PINGs on a connection without calls
+# Triton's --grpc-infer-response-compression-level values -> the zlib level of gzip. grpc core keeps zlib's default
+# level for every level and uses the level to pick an algorithm among those the client accepts; here gzip is used
+# whenever the client accepts it, with the level as zlib's (medium = zlib's default, 6).
+INFER_COMPRESSION_LEVELS: dict[str, int | None] = {"none": None, "low": 1, "medium": 6, "high": 9}
 
 
 class RateBudget:
@@ -115,23 +188,35 @@ class RateBudget:
 
 
 class PingPolicy:
-    """grpcio's server ping policy: PINGs closer than `min_interval_s` with nothing sent by us in between are
-    strikes; `too_many` once the strikes exceed `max_strikes`."""
+    """grpcio's server ping policy: PINGs closer than `min_interval_s` (`IDLE_PING_INTERVAL_S` on a connection
+    without calls, unless `permit_without_calls`) with nothing sent by us in between are strikes; `too_many` once
+    the strikes exceed `max_strikes` (0: never). `answered` also lets keepalive PINGs go out again
+    (`max_pings_without_data`)."""
 
-    __slots__ = ("min_interval_s", "max_strikes", "strikes", "last", "answered")
+    __slots__ = ("min_interval_s", "max_strikes", "permit_without_calls", "strikes", "last", "answered",
+                 "sent_without_data")
 
-    def __init__(self, min_interval_s: float, max_strikes: int):
+    def __init__(self, min_interval_s: float, max_strikes: int, permit_without_calls: bool = False):
         self.min_interval_s = min_interval_s
         self.max_strikes = max_strikes
+        self.permit_without_calls = permit_without_calls
         self.strikes = 0
         self.last: float | None = None
-        self.answered = False  # we sent HEADERS or DATA since the last PING
+        # the Outbox sets `answered` and zeroes `sent_without_data` whenever it sends HEADERS or DATA
+        self.answered = False  # we sent HEADERS or DATA since the client's last PING
+        self.sent_without_data = 0  # keepalive PINGs we sent since we last sent HEADERS or DATA
 
-    def too_many(self, now: float) -> bool:
+    def too_many(self, now: float, idle: bool = False) -> bool:
+        """A PING from the client at `now`; `idle`: the connection has no call."""
+        interval = IDLE_PING_INTERVAL_S if idle and not self.permit_without_calls else self.min_interval_s
         if self.answered:
             self.answered = False
             self.strikes = 0
-        elif self.last is not None and now - self.last < self.min_interval_s:
+        elif self.last is not None and now - self.last < interval:
             self.strikes += 1
         self.last = now
-        return self.strikes > self.max_strikes
+        return bool(self.max_strikes) and self.strikes > self.max_strikes
+
+    def may_send(self, max_without_data: int) -> bool:
+        """A keepalive PING may go out (at most `max_without_data` without HEADERS or DATA from us; 0: no limit)."""
+        return not max_without_data or self.sent_without_data < max_without_data

@@ -48,6 +48,7 @@ from pytriton.frontend.grpc._h2_stream import Stream
 
 if TYPE_CHECKING:
     from pytriton.frontend.grpc._h2_call import GrpcCalls
+    from pytriton.frontend.grpc._h2_keepalive import Keepalive
     from pytriton.frontend.grpc._h2_send import Outbox
 
 logger = logging.getLogger("pytriton.frontend")
@@ -72,6 +73,7 @@ class FrameReader(asyncio.BufferedProtocol):
 
     outbox: Outbox
     calls: GrpcCalls
+    keepalive: Keepalive
     transport: asyncio.Transport | None
 
     def __init__(self, limits: H2Limits):
@@ -147,6 +149,7 @@ class FrameReader(asyncio.BufferedProtocol):
         return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.keepalive.last_read = self.loop.time()
         try:
             stream = self._direct
             if stream is not None:

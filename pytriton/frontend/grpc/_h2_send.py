@@ -22,6 +22,7 @@ from pytriton.frontend.grpc._h2_frames import (
     ENHANCE_YOUR_CALM,
     HEADERS,
     RESPONSE_HEADERS,
+    RESPONSE_HEADERS_GZIP,
     TRAILERS_OK,
     H2ConnectionError,
     frame_header,
@@ -45,6 +46,7 @@ STREAM_SEND_BACKLOG = 4 << 20  # a streaming handler waits while this much of it
 STREAM_SEND_MESSAGES = 4096  # or this many of its messages (small ones cost more than their bytes)
 LARGE_PART = 64 * 1024  # a response buffer at least this large is written on its own, not joined
 _HEADERS_FRAME = frame_header(len(RESPONSE_HEADERS), HEADERS, END_HEADERS, 0)[:5]  # + stream id
+_GZIP_HEADERS_FRAME = frame_header(len(RESPONSE_HEADERS_GZIP), HEADERS, END_HEADERS, 0)[:5]
 _TRAILERS_OK_FRAME = frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, 0)[:5]
 
 OnSent = Callable[[], None]
@@ -127,9 +129,10 @@ class Outbox:
         self.transport.write(frame)
 
     # ---- responses ------------------------------------------------------------------------------------------------
-    def message(self, stream: Stream, parts: list[Any], on_sent: OnSent | None, last: bool = False) -> None:
-        """Send one response message; with `last` the call ends OK after it (a unary answer: headers, message and
-        trailers in one write when the windows allow it)."""
+    def message(self, stream: Stream, parts: list[Any], on_sent: OnSent | None, last: bool = False,
+                compressed: bool = False) -> None:
+        """Send one response message (`compressed`: with the compressed flag); with `last` the call ends OK after it
+        (a unary answer: headers, message and trailers in one write when the windows allow it)."""
         if stream.trailers is not None or stream.state >= HALF_CLOSED_LOCAL or self.transport is None:
             if on_sent is not None:  # the call is over (ended, reset, the connection lost): nothing more goes out
                 self.release([on_sent])
@@ -140,9 +143,14 @@ class Outbox:
         out: list[Any] = []
         if stream.state == OPEN or stream.state == HALF_CLOSED_REMOTE:
             stream.state = transition(stream.id, stream.state, SEND_HEADERS)
-            out.append(_HEADERS_FRAME + stream.id.to_bytes(4, "big") + RESPONSE_HEADERS)
-        prefix = b"\x00" + size.to_bytes(4, "big")
-        self._ping_policy.answered = True
+            if stream.gzip_level is None:
+                out.append(_HEADERS_FRAME + stream.id.to_bytes(4, "big") + RESPONSE_HEADERS)
+            else:
+                out.append(_GZIP_HEADERS_FRAME + stream.id.to_bytes(4, "big") + RESPONSE_HEADERS_GZIP)
+        prefix = (b"\x01" if compressed else b"\x00") + size.to_bytes(4, "big")
+        policy = self._ping_policy
+        policy.answered = True
+        policy.sent_without_data = 0
         if not stream.pending and size + 5 <= min(self.window, stream.send_window, self.max_frame):
             stream.state = transition(stream.id, stream.state, SEND_DATA)
             out.append(frame_header(size + 5, DATA, 0, stream.id) + prefix)  # all of it in one frame, now
@@ -215,6 +223,7 @@ class Outbox:
             stream.send_window -= size
             stream.pending_size -= size
             self._ping_policy.answered = True
+            self._ping_policy.sent_without_data = 0
         ended = False
         if pending:
             self.blocked[stream.id] = stream
@@ -229,6 +238,8 @@ class Outbox:
                 stream.state = transition(stream.id, stream.state, SEND_END_STREAM)
                 out.append(frame_header(len(trailers), HEADERS, END_HEADERS | END_STREAM, stream.id) + trailers)
                 ended = True
+                self._ping_policy.answered = True  # HEADERS sent (a trailers-only answer too)
+                self._ping_policy.sent_without_data = 0
         if out or sent:
             self._write(out, sent)
         if stream.drained is not None and (ended or (stream.pending_size <= STREAM_SEND_BACKLOG // 2 and

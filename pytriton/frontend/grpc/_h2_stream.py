@@ -192,7 +192,7 @@ class Stream:
         "id", "state", "method", "metadata", "encoding", "deadline", "timer", "task", "context",
         "head", "head_fill", "body", "fill", "expect", "compressed", "messages", "queue",
         "recv_window", "recv_unacked", "held", "content_length", "received",
-        "send_window", "pending", "pending_size", "pending_messages", "trailers", "drained",
+        "send_window", "pending", "pending_size", "pending_messages", "trailers", "drained", "gzip_level", "gzip",
     )  # fmt: skip
 
     def __init__(self, stream_id: int, state: int, send_window: int, recv_window: int):
@@ -227,6 +227,8 @@ class Stream:
         self.pending_messages = 0
         self.trailers: bytes | None = None  # the call's end, queued or sent (the call is over once set)
         self.drained: asyncio.Future | None = None  # a streaming handler waiting for its backlog to drain
+        self.gzip_level: int | None = None  # responses are gzip-compressed at this zlib level (grpc-encoding: gzip)
+        self.gzip: tuple[list[Any], Callable[[], None] | None] | None = None  # a response waiting for compression
 
     @property
     def receiving(self) -> bool:

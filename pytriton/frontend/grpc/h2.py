@@ -10,11 +10,12 @@ can make it hold or do (`H2Limits`, docs/security.md). The connection is put tog
 * `_h2_stream`: each stream's state table (RFC 9113 5.1); the connection's own state (preface, settings, GOAWAY)
   is kept apart, here and in the reader;
 * `_h2_send.Outbox`: frames out within the client's windows, and the release of response buffers (`on_sent`);
-* `_h2_call.GrpcCalls`: gRPC on a stream (messages, gzip/deflate, `grpc-timeout`, metadata, status in trailers);
+* `_h2_call.GrpcCalls`: gRPC on a stream (messages, `grpc-timeout`, metadata, status in trailers; `_h2_message`:
+  gzip/deflate); `_h2_keepalive`: the server's keepalive PINGs;
 * `_h2_frames`, `_h2_limits`: framing and HPACK pieces; limits, rate budgets and grpcio's ping policy.
 
-This module handles the frames: streams opening and closing, flow control, SETTINGS, PING, GOAWAY, RST_STREAM
-(which cancels the call), rate limits, the header and idle timeouts, and closing.
+This module handles the frames (streams opening and closing, flow control, SETTINGS, PING, GOAWAY, RST_STREAM that
+cancels the call), rate limits, the header and idle timeouts, and closing.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from pytriton.frontend.grpc._h2_frames import (
     settings_frame,
     window_update_frame,
 )
+from pytriton.frontend.grpc._h2_keepalive import Keepalive
 from pytriton.frontend.grpc._h2_limits import H2Limits, PingPolicy, RateBudget
 from pytriton.frontend.grpc._h2_read import CLOSING, READ_BUFFER, READY, FrameReader
 from pytriton.frontend.grpc._h2_send import Outbox
@@ -107,13 +109,15 @@ class GrpcConnection(FrameReader):
         self.streams: dict[int, Stream] = {}
         self.closed = ClosedStreams()
         self.last_stream_id = 0
-        self._pings = PingPolicy(limits.min_ping_interval_s, limits.max_ping_strikes)
+        self._pings = PingPolicy(limits.min_ping_interval_s, limits.max_ping_strikes,
+                                 limits.keepalive_permit_without_calls)
         self._resets = RateBudget(limits.max_resets_per_s)
         self._ping_budget = RateBudget(limits.max_pings_per_s)
         self._settings_budget = RateBudget(limits.max_settings_per_s)
         self.outbox = Outbox(self._local_end, self._pings, limits.max_pending_control_frames)
         self.calls = GrpcCalls(self, methods, limits.max_message_bytes,
-                               min(limits.max_message_bytes, limits.max_decompressed_bytes))
+                               min(limits.max_message_bytes, limits.max_decompressed_bytes), limits.infer_gzip_level)
+        self.keepalive = Keepalive(self, limits, self._pings)
         self.going_away = False
         self.idle: asyncio.Event = asyncio.Event()
         self.idle.set()
@@ -148,6 +152,7 @@ class GrpcConnection(FrameReader):
         self.transport.write(settings + window_update_frame(0, limits.initial_window_size - 65535))
         self._header_deadline = self.loop.time() + limits.header_timeout_s
         self._arm(self._header_deadline)
+        self.keepalive.start()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._phase = CLOSING
@@ -157,6 +162,7 @@ class GrpcConnection(FrameReader):
         for stream in list(self.streams.values()):
             self._forget(stream, cancel=True)
         self.outbox.lost()
+        self.keepalive.stop()
         for timer in (self._tick, self._linger):
             if timer is not None:
                 timer.cancel()
@@ -325,9 +331,10 @@ class GrpcConnection(FrameReader):
 
     def _on_ping(self, flags: int, stream_id: int, payload: memoryview) -> None:
         if flags & ACK:
+            self.keepalive.acked(bytes(payload))
             return
         self._spend(self._ping_budget, "PING frames")
-        if self._pings.too_many(self.loop.time()):
+        if self._pings.too_many(self.loop.time(), not self.streams):
             raise H2ConnectionError(ENHANCE_YOUR_CALM, "too_many_pings")
         self.outbox.control(frame_header(8, PING, ACK, 0) + bytes(payload))
 

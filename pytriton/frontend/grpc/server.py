@@ -113,7 +113,7 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
         deserialize, serialize = chunked.get(method.name, (request_cls.FromString, _serialize_one))
         methods[f"/{SERVICE_NAME}/{method.name}".encode()] = h2.Method(
             getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming,
-            on_sent_of if method.name in chunked else None,
+            on_sent_of if method.name in chunked else None, compress=method.name in chunked,
         )
     request = health_pb2.HealthCheckRequest.FromString
     methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)
@@ -201,13 +201,15 @@ class GrpcFrontend:
             ("grpc.max_receive_message_length", limits.max_message_bytes),
             ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
             ("grpc.max_metadata_size", limits.max_header_list_size),
-            ("grpc.http2.min_ping_interval_without_data_ms", int(limits.min_ping_interval_s * 1000)),
-            ("grpc.http2.max_ping_strikes", limits.max_ping_strikes),
+            *limits.grpcio_options(),  # keepalive and the ping policy
             ("grpc.so_reuseport", int(self.reuse_port)),
         ]
         if limits.idle_timeout_s is not None:
             options.append(("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)))
-        server = grpc.aio.server(options=options)
+        # grpcio compresses every response then (grpc.aio ignores a handler's set_compression), with grpc core's
+        # own zlib level, for clients that accept gzip
+        compression = grpc.Compression.Gzip if limits.infer_gzip_level is not None else None
+        server = grpc.aio.server(options=options, compression=compression)
         server.add_generic_rpc_handlers((_service_handler(self.servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"

@@ -24,12 +24,13 @@ from pytriton.core.trace import (
     finish_on_sent,
     now_ns,
 )
+from pytriton.core.types import InferResponse
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.http.repository import load_parameters, unload_dependents
-from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request
+from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
 
@@ -184,6 +185,9 @@ class HttpApp:
             return error_response(403, str(exc))
         except _TooLarge as exc:
             return error_response(413, str(exc))
+
+    def check(self, group: str, request: HttpRequest) -> None:
+        self._check(group, request)
 
     def _check(self, group: str, request: HttpRequest) -> None:
         self.access.enforce(group, lambda: request.headers, request.peer, "http")  # AccessDenied: 403
@@ -388,50 +392,46 @@ class HttpApp:
         return json_response({})
 
     # ---- inference ---------------------------------------------------------------------------
+    async def run_infer(
+        self,
+        request: HttpRequest,
+        name: str,
+        version: str,
+        body: bytes | bytearray,
+        header_length: int | None,
+        trace: Trace | None = None,
+        forward: bool = True,
+    ) -> tuple[InferResponse, list[Any], int | None]:
+        """Run the inference `body` asks for (JSON header of `header_length` bytes, None: all of it; 0: a raw input)
+        and return the response (to release once sent), the body parts and the JSON header length (None: JSON
+        only). Shared with the SageMaker and Vertex AI endpoints, which take the header length from elsewhere."""
+        raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
+        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
+        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
+        if any(t.data is None for t in infer_request.inputs) or any(
+            "shared_memory_region" in o.parameters for o in infer_request.outputs
+        ):
+            self._check("shared-memory", request)
+        if forward and self.forward is not None:
+            forward_headers(self.forward, request.headers.items(), infer_request.parameters)
+        model = self.core.registry.get(name, version)
+        if model.config.decoupled:
+            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
+        if trace is not None:
+            trace.received(infer_request, HTTP_RECV_END)
+        response = await self.core.infer(infer_request)
+        if trace is not None:
+            trace.stamp(HTTP_SEND_START)
+        try:
+            parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
+        except BaseException:
+            response.release()
+            raise
+        return response, parts, json_length
+
     def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:
-        """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`).
-
-        Messages as Triton core's `InferenceRequest::Normalize` (so with the request-id prefix).
-        """
-        prefix = "[request id: <id_unknown>] "
-        config = self.core.registry.get(name, version).config
-        if len(config.inputs) != 1:
-            raise invalid_arg(
-                f"{prefix}Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} "
-                f"inputs in '{config.model_name}' model configuration"
-            )
-        spec = config.inputs[0]
-        lead = (1,) if config.batching else ()
-        variable = [i for i, d in enumerate(spec.shape) if d == -1]
-        if len(variable) > 1:
-            raise invalid_arg(
-                f"{prefix}The shape of the raw input '{spec.name}' can not be deduced because there are more than "
-                "one variable-sized dimension"
-            )
-        if spec.datatype == "BYTES":
-            count = 1
-            for d in spec.shape:
-                count *= d
-            if variable or count != 1:  # Triton: no variable dim and exactly one element
-                raise invalid_arg(
-                    f"{prefix}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
-                )
-            return spec.name, spec.datatype, lead + tuple(spec.shape)
-        from pytriton.model_config.datatypes import ITEMSIZE
-
-        shape = list(spec.shape)
-        if variable:
-            fixed = ITEMSIZE[spec.datatype]
-            for d in shape:
-                if d != -1:
-                    fixed *= d
-            if fixed == 0 or body_size % fixed:
-                raise invalid_arg(
-                    f"{prefix}The shape of the raw input '{spec.name}' can not be deduced from {body_size} bytes of "
-                    "data"
-                )
-            shape[variable[0]] = body_size // fixed
-        return spec.name, spec.datatype, lead + tuple(shape)
+        """The single input of a raw binary request (`Inference-Header-Content-Length: 0`)."""
+        return raw_input_of(self.core.registry.get(name, version).config, body_size)
 
     async def _traced_infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
         """An inference while tracing is on: the request may be traced (then with the HTTP front-end's timestamps)."""
@@ -454,28 +454,7 @@ class HttpApp:
         body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
         length_text = headers.get("inference-header-content-length")
         header_length = None if length_text is None else _header_length(length_text)
-        raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
-        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
-        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
-        if any(t.data is None for t in infer_request.inputs) or any(
-            "shared_memory_region" in o.parameters for o in infer_request.outputs
-        ):
-            self._check("shared-memory", request)
-        if self.forward is not None:
-            forward_headers(self.forward, headers.items(), infer_request.parameters)
-        model = self.core.registry.get(name, version)
-        if model.config.decoupled:
-            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
-        if trace is not None:
-            trace.received(infer_request, HTTP_RECV_END)
-        response = await self.core.infer(infer_request)
-        if trace is not None:
-            trace.stamp(HTTP_SEND_START)
-        try:
-            parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
-        except BaseException:
-            response.release()
-            raise
+        response, parts, json_length = await self.run_infer(request, name, version, body, header_length, trace)
         out_headers: list[tuple[str, str]] = []
         if json_length is None:
             out_headers.append(("Content-Type", "application/json"))

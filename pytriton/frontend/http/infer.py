@@ -127,6 +127,49 @@ def _flatten(data: Any) -> list[Any]:
     return out
 
 
+def raw_input_of(config: Any, body_size: int) -> tuple[str, str, tuple[int, ...]]:
+    """Deduce the single input of a raw binary request (`Inference-Header-Content-Length: 0`).
+
+    Messages as Triton core's `InferenceRequest::Normalize` (so with the request-id prefix).
+    """
+    prefix = "[request id: <id_unknown>] "
+    if len(config.inputs) != 1:
+        raise invalid_arg(
+            f"{prefix}Raw request must only have 1 input (found 1) to be deduced but got {len(config.inputs)} "
+            f"inputs in '{config.model_name}' model configuration"
+        )
+    spec = config.inputs[0]
+    lead = (1,) if config.batching else ()
+    variable = [i for i, d in enumerate(spec.shape) if d == -1]
+    if len(variable) > 1:
+        raise invalid_arg(
+            f"{prefix}The shape of the raw input '{spec.name}' can not be deduced because there are more than "
+            "one variable-sized dimension"
+        )
+    if spec.datatype == "BYTES":
+        count = 1
+        for d in spec.shape:
+            count *= d
+        if variable or count != 1:  # Triton: no variable dim and exactly one element
+            raise invalid_arg(
+                f"{prefix}For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
+            )
+        return spec.name, spec.datatype, lead + tuple(spec.shape)
+    shape = list(spec.shape)
+    if variable:
+        fixed = ITEMSIZE[spec.datatype]
+        for d in shape:
+            if d != -1:
+                fixed *= d
+        if fixed == 0 or body_size % fixed:
+            raise invalid_arg(
+                f"{prefix}The shape of the raw input '{spec.name}' can not be deduced from {body_size} bytes of "
+                "data"
+            )
+        shape[variable[0]] = body_size // fixed
+    return spec.name, spec.datatype, lead + tuple(shape)
+
+
 def parse_infer_request(
     model_name: str, version: str, body: bytes, header_length: int | None, raw_input: tuple[str, str, tuple] | None
 ) -> tuple[InferRequest, bool]:
