@@ -18,10 +18,11 @@ from pytriton._cache_config import parse_cache_config
 from pytriton._metrics_config import MetricsSettings
 from pytriton._platforms import SAGEMAKER_DEFAULT_PORT, parse_safe_port_range, vertex_ai_mode, vertex_ai_port
 from pytriton._trace_config import parse_trace_config
+from pytriton._triton_config_fields import IGNORED_FIELDS
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, H2Limits, keepalive_fields
 from pytriton.frontend.tls import TlsSettings
-from pytriton.server_config import ServerConfig
+from pytriton.server_config import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID, ServerConfig
 
 logger = logging.getLogger("pytriton.triton")
 
@@ -41,21 +42,9 @@ MODEL_READY_URL = "/v2/models/{model_name}/ready/"
 MODEL_CONFIG_URL = "/v2/models/{model_name}/config/"
 MODEL_INFER_URL = "/v2/models/{model_name}/infer/"
 
-# TritonConfig fields this server has no use for: accepted (so configurations keep working) and logged once.
-_IGNORED_FIELDS = {
-    "model_repository": "models come from bind(); there is no model repository",
-    "id": "the server id is not used",
-    "strict_readiness": "readiness always means: server up and every model ready",
-    "exit_on_error": "a model that fails to load fails bind()/run() in any case",
-    "http_thread_count": "HTTP is served by the server's event loop",
-    "grpc_infer_allocation_pool_size": "not applicable to this server",
-    "allow_cpu_metrics": "CPU metrics are always exported with the metrics endpoint",
-    "metrics_interval_ms": "metrics are computed when scraped",
-    "cache_directory": "the response cache is built in (the local cache)",
-    "buffer_manager_thread_count": "not applicable to this server",
-    "sagemaker_thread_count": "SageMaker requests are served by the server's event loop",
-    "vertex_ai_thread_count": "Vertex AI requests are served by the server's event loop",
-}
+# TritonConfig fields this server has no use for: accepted (so configurations keep working) and logged once; the
+# reasons live in pytriton/_triton_config_fields.py with what every other field does.
+_IGNORED_FIELDS = IGNORED_FIELDS
 _logged_ignored: set[str] = set()
 
 
@@ -158,6 +147,12 @@ class TritonConfig:
                 parse_safe_port_range(self.sagemaker_safe_port_range)
             except ValueError as exc:
                 raise PyTritonValidationError(f"TritonConfig.sagemaker_safe_port_range: {exc}") from None
+        if self.model_repository is not None and not pathlib.Path(self.model_repository).is_dir():
+            raise PyTritonValidationError(f"TritonConfig.model_repository: '{self.model_repository}' is not a "
+                                          "directory (a Triton model repository: <model>/config.pbtxt, "
+                                          "<model>/<version>/model.py)")
+        if self.metrics_interval_ms is not None and not self.metrics_interval_ms > 0:
+            raise PyTritonValidationError("TritonConfig.metrics_interval_ms must be a number of milliseconds > 0")
         for name, reason in _IGNORED_FIELDS.items():
             if getattr(self, name) is not None and name not in _logged_ignored:
                 _logged_ignored.add(name)
@@ -269,6 +264,8 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         http_header_forward_pattern=config.http_header_forward_pattern,
         allow_metrics=given(config.allow_metrics, True),
         allow_gpu_metrics=given(config.allow_gpu_metrics, True),
+        allow_cpu_metrics=given(config.allow_cpu_metrics, True),
+        metrics_interval_ms=float(given(config.metrics_interval_ms, DEFAULT_METRICS_INTERVAL_MS)),
         metrics_address=config.metrics_address or "0.0.0.0",
         metrics_port=given(config.metrics_port, DEFAULT_METRICS_PORT),
         log_level=log_level,
@@ -287,6 +284,12 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         allow_vertex_ai=given(config.allow_vertex_ai, vertex_ai_mode(os.environ)),
         vertex_ai_port=config.vertex_ai_port if config.vertex_ai_port is not None else vertex_ai_port(os.environ),
         vertex_ai_default_model=config.vertex_ai_default_model or "",
+        server_id=given(config.id, DEFAULT_SERVER_ID),
+        exit_on_error=given(config.exit_on_error, True),
+        strict_readiness=given(config.strict_readiness, True),
+        # served beside the bound models, loaded at start (Triton's model control mode "none"); the server process
+        # runs in the workspace, so the path is made absolute here
+        model_repositories=[str(pathlib.Path(config.model_repository).absolute())] if config.model_repository else [],
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
                                                else []),

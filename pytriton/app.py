@@ -35,6 +35,8 @@ from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.platform_listeners import check_ports, start_platform_listeners
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
+from pytriton.exceptions import PyTritonError
+from pytriton.repository import load_repositories
 from pytriton.repository.control import ModelControl
 from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig
 from pytriton.supervisor.host import WorkerHost
@@ -122,6 +124,8 @@ class Server:
                 execution_timeout_s=config.execution_timeout_s,
                 metrics=MetricsSettings.parse(config.metrics_config),
                 response_cache=_response_cache(config.cache_config),
+                server_name=config.server_id,
+                strict_readiness=config.strict_readiness,
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             host.serve_bls(core.infer, core.infer_stream)  # models' own requests (pb_utils BLS)
@@ -130,15 +134,13 @@ class Server:
                                always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()
             self.control = ControlService(core, host, self.trace_settings)
-            for spec in config.models:
-                target = spec.callable_target
-                source = Ensemble(spec.config, target[len(ENSEMBLE_TARGET):]) if target.startswith(ENSEMBLE_TARGET) \
-                    else host.worker_pool(spec.config, target)
-                await core.add_model(spec.config, source)
+            for spec in _models_at_start(config):
+                await self._add_model(core, host, spec)
             if config.model_control_mode != "none":
                 self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
                                                   config.repository_poll_secs, config.exit_timeout_s,
-                                                  auto_complete=config.auto_complete_config)
+                                                  auto_complete=config.auto_complete_config,
+                                                  exit_on_error=config.exit_on_error)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
             if config.allow_grpc:
@@ -178,7 +180,9 @@ class Server:
                 await self.http.start()
             if config.allow_metrics:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
-                metrics_app = MetricsApp(self.core, gpu_metrics=config.allow_gpu_metrics)
+                metrics_app = MetricsApp(self.core, gpu_metrics=config.allow_gpu_metrics,
+                                         cpu_metrics=config.allow_cpu_metrics,
+                                         interval_s=config.metrics_interval_ms / 1000.0)
                 self.metrics = HttpListener(metrics_app.handle, config.metrics_address, config.metrics_port,
                                             "Metrics Service", limits, protocol="metrics")
                 await self.metrics.start()
@@ -188,6 +192,21 @@ class Server:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise
         logger.info("pytriton server ready")
+
+    async def _add_model(self, core: ServerCore, host: WorkerHost, spec: ModelSpec) -> None:
+        """Serve a model given at start; one that fails to load stops the start, or with `exit_on_error` false is
+        left out, UNAVAILABLE with its reason (as Triton)."""
+        target = spec.callable_target
+        source = Ensemble(spec.config, target[len(ENSEMBLE_TARGET):]) if target.startswith(ENSEMBLE_TARGET) \
+            else host.worker_pool(spec.config, target)
+        try:
+            await core.add_model(spec.config, source)
+        except Exception as exc:
+            if self.config.exit_on_error:
+                raise
+            logger.error("model '%s' failed to load and is UNAVAILABLE (exit on error is off): %s",
+                         spec.config.model_name, exc)
+            core.model_failed(spec.config.model_name, spec.config.model_version, str(exc) or type(exc).__name__)
 
     async def stop(self, timeout_s: float | None = None) -> None:
         """Drain in-flight requests, stop workers and front-ends, remove every resource of ours.
@@ -339,6 +358,16 @@ def _announce(server: Server) -> None:
     _freeze_heap(server)
 
 
+def _models_at_start(config: ServerConfig) -> list[ModelSpec]:
+    """The models given, then those of the model repositories when the model control mode is "none" (a repository
+    or config that cannot be served is a ModelRepositoryError)."""
+    specs = list(config.models)
+    if config.model_control_mode == "none" and config.model_repositories:
+        specs += [ModelSpec(m.config, m.target)
+                  for m in load_repositories(config.model_repositories, config.auto_complete_config)]
+    return specs
+
+
 def _response_cache(items: list[str]) -> ResponseCache | None:
     """The server's response cache as `--cache-config` sets it (None: no cache)."""
     size = parse_cache_config(items)
@@ -353,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                         stream=sys.stderr)
     try:
         asyncio.run(serve_until_signal(config, on_ready=_announce))
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, PyTritonError) as exc:
         sys.stderr.write(f"pytriton server failed to start: {exc}\n")
         sys.stdout.write(FAILED_PREFIX + json.dumps(str(exc)) + "\n")  # for Triton's exception
         sys.stdout.flush()

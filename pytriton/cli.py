@@ -19,6 +19,7 @@ from pytriton._cli_tls import tls_options
 from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
+from pytriton.server_config import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID
 from pytriton.backends.target import CallableTarget, find_module
 from pytriton._trace_config import parse_trace_config
 from pytriton.exceptions import PyTritonError
@@ -75,6 +76,17 @@ def _tune_malloc() -> None:
         os.execve(sys.executable, [sys.executable, "-m", "pytriton.cli", *sys.argv[1:]], env)
     except OSError:
         pass  # keep running untuned
+
+
+def _log_to(path: str) -> None:
+    """Standard error (this process's, and so the workers' it starts) appended to `path` from here on."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot open '{path}': {exc.strerror}", param_hint="--log-file") from None
+    sys.stderr.flush()
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def check_target(text: str) -> CallableTarget:
@@ -211,6 +223,20 @@ def main() -> None:
 @click.option("--allow-metrics/--no-allow-metrics", default=True, show_default=True)
 @click.option("--allow-gpu-metrics/--no-allow-gpu-metrics", default=True, show_default=True,
               help="Export nv_gpu_* metrics of the visible GPUs (through NVML) when there are any.")
+@click.option("--allow-cpu-metrics/--no-allow-cpu-metrics", default=True, show_default=True,
+              help="Export the nv_cpu_utilization and nv_cpu_memory_* gauges.")
+@click.option("--metrics-interval-ms", type=click.FloatRange(min=0, min_open=True),
+              default=DEFAULT_METRICS_INTERVAL_MS, show_default=True,
+              help="As Triton's: the CPU and GPU gauges are read at most once per interval; scrapes in between see "
+                   "the last reading (counters are exact at every scrape).")
+@click.option("--id", "server_id", default=DEFAULT_SERVER_ID, show_default=True,
+              help="As Triton's: the server's name in its metadata (GET /v2, gRPC ServerMetadata).")
+@click.option("--exit-on-error", type=click.BOOL, default=True, show_default=True, metavar="BOOLEAN",
+              help="As Triton's: a model that fails to load at start stops the start; false: the server starts and "
+                   "the model is UNAVAILABLE with its reason (see the repository index).")
+@click.option("--strict-readiness", type=click.BOOL, default=True, show_default=True, metavar="BOOLEAN",
+              help="As Triton's: /v2/health/ready is ready only when every model is ready; false: whenever the "
+                   "server is up.")
 @click.option("--http-header-forward-pattern", help="Regex; matching HTTP headers are passed to the callable as parameters.")
 @click.option("--grpc-header-forward-pattern", help="Regex; matching gRPC metadata is passed to the callable as parameters.")
 @click.option("--allow-client-shm/--no-allow-client-shm", default=True, show_default=True,
@@ -283,7 +309,7 @@ def main() -> None:
 @click.option("--http-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=HttpLimits.idle_timeout_s,
               show_default=True, help="Seconds a keep-alive HTTP connection may wait for its next request.")
 @tls_options
-@click.option("--exit-timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
+@click.option("--exit-timeout", "--exit-timeout-secs", "exit_timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds a stop may take in all: in-flight requests finish, then workers exit; what has not "
                    "stopped by then is killed.")
 @click.option("--execution-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
@@ -294,6 +320,9 @@ def main() -> None:
                    "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
                    "opentelemetry,resource=KEY=VALUE.")
 @platform_options
+@click.option("--log-file", type=click.Path(dir_okay=False, writable=True), default=None, metavar="PATH",
+              help="As Triton's: the server's log (and its workers', everything written to standard error once the "
+                   "options are checked) is appended to this file instead.")
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
@@ -340,6 +369,11 @@ def serve(
     allow_http: bool | None,
     allow_metrics: bool,
     allow_gpu_metrics: bool,
+    allow_cpu_metrics: bool,
+    metrics_interval_ms: float,
+    server_id: str,
+    exit_on_error: bool,
+    strict_readiness: bool,
     http_header_forward_pattern: str | None,
     grpc_header_forward_pattern: str | None,
     allow_client_shm: bool,
@@ -371,6 +405,7 @@ def serve(
     exit_timeout: float,
     execution_timeout: float | None,
     trace_config: tuple[str, ...],
+    log_file: str | None,
     log_level: str,
     platforms: dict,
 ) -> None:
@@ -433,6 +468,8 @@ def serve(
     if model_control_mode != "none" and not model_repositories:
         raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
     _tune_malloc()
+    if log_file:
+        _log_to(log_file)
     repository_names = _repository_names(model_repositories, load_models)
     auto_complete = not (disable_auto_complete_config or strict_model_config)
     models = _repository_models(model_repositories, auto_complete) if model_control_mode == "none" else []
@@ -476,6 +513,11 @@ def serve(
             ),
             allow_metrics=allow_metrics,
             allow_gpu_metrics=allow_gpu_metrics,
+            allow_cpu_metrics=allow_cpu_metrics,
+            metrics_interval_ms=metrics_interval_ms,
+            server_id=server_id,
+            exit_on_error=exit_on_error,
+            strict_readiness=strict_readiness,
             allow_client_shm=allow_client_shm,
             shm_local_only=shm_local_only,
             http_restricted_api=list(http_restricted_api),
@@ -501,7 +543,7 @@ def serve(
         raise click.ClickException(str(exc)) from None
     try:
         run(server_config)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, PyTritonError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

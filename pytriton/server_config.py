@@ -20,6 +20,8 @@ from pytriton.proxy.router import DEFAULT_INLINE_MAX
 READY_PREFIX = "PYTRITON_READY "
 # ... or, when it could not start, this line followed by the reason as a JSON string.
 FAILED_PREFIX = "PYTRITON_FAILED "
+DEFAULT_SERVER_ID = "triton"  # Triton's `--id` default: the name in the server's metadata
+DEFAULT_METRICS_INTERVAL_MS = 2000.0  # Triton's `--metrics-interval-ms` default
 
 
 @dataclasses.dataclass
@@ -45,6 +47,8 @@ class ServerConfig:
     http_limits: HttpLimits = dataclasses.field(default_factory=HttpLimits)  # the HTTP and metrics ports' bounds
     allow_metrics: bool = True
     allow_gpu_metrics: bool = True  # nv_gpu_* per visible GPU (through NVML) on the metrics port
+    allow_cpu_metrics: bool = True  # nv_cpu_utilization, nv_cpu_memory_* on the metrics port
+    metrics_interval_ms: float = DEFAULT_METRICS_INTERVAL_MS  # the CPU/GPU gauges are read at most this often
     metrics_address: str = "0.0.0.0"
     metrics_port: int = 8002
     metrics_config: list[str] = dataclasses.field(default_factory=list)  # Triton's `--metrics-config KEY=VALUE`
@@ -63,7 +67,11 @@ class ServerConfig:
     pipeline_depth: int = _env.DEFAULT_PIPELINE_DEPTH
     grpc_implementation: str = _env.GRPC_IMPLEMENTATIONS[0]
     execution_timeout_s: float | None = None  # an execution that runs longer is failed and its worker restarted
-    # Model repositories under model control "explicit" or "poll" (in mode "none" their models are in `models`)
+    server_id: str = DEFAULT_SERVER_ID  # Triton's --id: the "name" of the server metadata
+    exit_on_error: bool = True  # Triton's: a model that fails to load at start stops the start (else UNAVAILABLE)
+    strict_readiness: bool = True  # Triton's: the server is ready only when every model is
+    # Model repositories: under model control "explicit" or "poll" the controller's; in mode "none" their models are
+    # loaded at start by the server process (`TritonConfig.model_repository`; the CLI puts them in `models` instead)
     model_repositories: list[str] = dataclasses.field(default_factory=list)
     model_control_mode: str = "none"
     load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)

@@ -29,6 +29,7 @@ from pytriton.backends.callable_backend import (
     load_callable,
 )
 from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
+from pytriton.backends.sequence_rows import SequenceRows, sequence_rows
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -132,6 +133,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             logger.error("%s: cannot load %s: %s%s", label, what, _format_error(exc), "\n" + where if where else "")
             endpoint.send_fatal(f"cannot load {what}: {_format_error(exc)}")
             return 3
+        rows = sequence_rows(config)  # (a sequence batcher's controls are added here)
         if stop is None:  # a worker process of our own (not a thread in the user's process)
             gc.collect()
             gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
@@ -162,7 +164,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if not endpoint.starting(message.id):  # its client went away while it waited behind another call
                 endpoint.send_result(message.id, None, error="the request was cancelled before it started")
                 continue
-            _execute(endpoint, backend, message, frames, errors, alive, poll_ms)
+            _execute(endpoint, backend, message, frames, errors, alive, poll_ms, rows)
     except BaseException as exc:
         if hello and not isinstance(exc, _Terminated):
             _report_end(endpoint, label, exc)
@@ -219,6 +221,7 @@ def _execute(
     errors: CallableErrorLog,
     alive: Callable[[], bool],
     poll_ms: int,
+    rows: SequenceRows | None = None,
 ) -> None:
     """Run one INFER message: decode, call the callable, check and send what it returns (or its error).
 
@@ -227,6 +230,8 @@ def _execute(
     start = time.perf_counter_ns()
     try:
         requests, regions, failed = endpoint.decode(message, frames)
+        if rows is not None:  # the rows of a sequence batch get their control inputs
+            requests, failed = rows.complete(requests, failed)
     except Exception as exc:  # noqa: BLE001
         logger.exception("%s: cannot decode request", errors.label)
         endpoint.send_result(message.id, None, error=f"worker could not read the request: {_format_error(exc)}")
@@ -235,6 +240,7 @@ def _execute(
         endpoint.send_result(message.id, _with_failed(failed, [])[0])
         return
     decoupled = backend.config.decoupled
+    dropped = rows.not_ready(message) if rows is not None and not decoupled else []  # answers nobody waits for
     ran_count = len(requests)
     if decoupled:
         endpoint.begin_stream(message)
@@ -262,6 +268,8 @@ def _execute(
                 return
             responses, finals = _with_failed(failed, backend.check_outputs(requests, raw),
                                              raw.finals if isinstance(raw, StreamStep) else None, later=sent > 0)
+            for index in dropped:
+                responses[index] = None  # (sent as absent: nothing to encode, read back and release)
             nbytes = endpoint.send_result(
                 message.id,
                 responses,

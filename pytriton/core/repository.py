@@ -18,6 +18,11 @@ class RepositoryControl(Protocol):
         """One entry per model: name, and once it was loaded version, state and reason."""
         ...
 
+    def unavailable(self) -> list[str]:
+        """The models a load of which was tried and that are not READY now (failed, loading), except those
+        unloaded on request: what Triton's strict readiness waits for."""
+        ...
+
     async def load(self, name: str, parameters: dict[str, str | bytes]) -> None:
         """Load (or reload) `name`; parameters as the client sent them (`config`, `file:...`)."""
         ...

@@ -4,6 +4,12 @@ START / END / READY carry the configured false or true value (INT32, FP32 or BOO
 (UINT64 / INT64 / UINT32 / INT32, or a BYTES string); each is shaped [1], [1, 1] with a batch dimension. A
 not-ready request (an empty slot of a Direct batch) has START, END and READY false and CORRID 0.
 
+A model without implicit state gets its controls from the worker (`compact`): the request goes as the client sent it,
+flagged SEQUENCE_CONTROLS (the worker adds the control inputs from the correlation id and START / END flags that
+travel with every request), and a not-ready request is only a flag (SEQUENCE_NOT_READY: the worker makes its inputs
+zero, shaped as those of the batch's first ready request, and drops its answer). The tensors the model sees are the
+same either way; this saves the server building, sending and reading back three or four small tensors per row.
+
 Implicit state (`sequence_batching.state`): the state inputs are added as the controls are; the state outputs are
 asked of the model and taken out of the client's response unless the config lists them as outputs.
 """
@@ -17,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pytriton.core.types import ExecutionOutput, ExecutionRequest, Tensor
+from pytriton.core.types import SEQUENCE_CONTROLS, SEQUENCE_NOT_READY, ExecutionOutput, ExecutionRequest, Tensor
 from pytriton.exceptions import invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY
 from pytriton.model_config.sequence import ControlKind, SequenceBatcher, SequenceState
@@ -40,6 +46,8 @@ class SequenceControls:
         # implicit state: the model gets the state inputs and returns the state outputs; a client sees a state
         # output only when the config lists it as an output (and the client asks for it, or for all outputs)
         self.stateful = bool(policy.states)
+        # the worker adds the controls (and makes the not-ready rows): see the module's docstring
+        self.compact = bool(policy.controls) and not self.stateful
         self.batch = (1,) if max_batch_size > 0 else ()
         self.outputs = list(outputs)
         self.state_outputs = {state.output_name: state for state in policy.states}
@@ -97,6 +105,12 @@ class SequenceControls:
     def prepare(self, payload: ExecutionRequest, correlation_id: int | str, start: bool, end: bool) -> ExecutionRequest:
         if not self.policy.controls:
             return payload
+        if self.compact:
+            names = self.names
+            if any(t.name in names for t in payload.inputs):  # a client cannot set a control itself
+                payload.inputs = [t for t in payload.inputs if t.name not in names]
+            payload.sequence = SEQUENCE_CONTROLS
+            return payload
         inputs = [t for t in payload.inputs if t.name not in self.names]  # a client cannot set a control itself
         return dataclasses.replace(payload, inputs=inputs + self._controls(correlation_id, start, end, True))
 
@@ -139,6 +153,9 @@ class SequenceControls:
         return kept
 
     def null(self, payload: ExecutionRequest) -> ExecutionRequest:
+        if self.compact:
+            return ExecutionRequest([], {}, list(payload.requested_outputs), {}, {},
+                                    sequence=SEQUENCE_CONTROLS | SEQUENCE_NOT_READY)
         inputs = []
         for tensor in payload.inputs:
             if tensor.name in self.names:

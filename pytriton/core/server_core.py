@@ -61,8 +61,13 @@ class ServerCore:
         execution_timeout_s: float | None = None,
         metrics: MetricsSettings | None = None,
         response_cache: ResponseCache | None = None,  # `--cache-config local,size=BYTES`
+        server_name: str = SERVER_NAME,  # Triton's `--id`
+        strict_readiness: bool = True,  # Triton's `--strict-readiness`
     ):
         self.registry = ModelRegistry()
+        self.server_name = server_name
+        self.strict_readiness = strict_readiness
+        self.failed_models: dict[str, tuple[int, str]] = {}  # left out at start (exit on error off): version, reason
         self.metrics = metrics or MetricsSettings()
         self.custom_metrics = CustomMetrics()  # Python-backend models' pb_utils.MetricFamily values
         self.extensions: list[str] = list(EXTENSIONS)
@@ -85,7 +90,15 @@ class ServerCore:
 
     @property
     def ready(self) -> bool:
-        return self.live and self.accepting and all(m.ready for m in self.registry)
+        """Triton's: up and accepting; with strict readiness also every model ready (one that failed to load counts)."""
+        if not (self.live and self.accepting) or not self.strict_readiness:
+            return self.live and self.accepting
+        return not self.failed_models and all(m.ready for m in self.registry) and not (
+            self.repository is not None and self.repository.unavailable())
+
+    def model_failed(self, name: str, version: int, reason: str) -> None:
+        """A model that failed to load at start and is left out: UNAVAILABLE with `reason` in the index."""
+        self.failed_models[name] = (version, reason)
 
     @property
     def in_flight(self) -> int:
@@ -107,6 +120,7 @@ class ServerCore:
             model.scheduler.fail_all(f"model '{config.model_name}' failed to start")
             raise
         model.loaded = True
+        self.failed_models.pop(config.model_name, None)  # served now (e.g. a bound model of that name)
         logger.info("model '%s' version %d ready (%d instance(s), max_batch_size %d)", config.model_name,
                     config.model_version, len(source.describe()), config.max_batch_size)
         return model
@@ -199,8 +213,12 @@ class ServerCore:
         """The repository extension's index: the repository's models, else those served."""
         if self.repository is not None:
             return self.repository.index(ready_only)
-        return [{"name": m.name, "version": str(m.version), "state": "READY" if m.ready else "UNAVAILABLE"}
-                for m in self.registry if m.ready or not ready_only]
+        index = [{"name": m.name, "version": str(m.version), "state": "READY" if m.ready else "UNAVAILABLE"}
+                 for m in self.registry if m.ready or not ready_only]
+        if not ready_only:
+            index += [{"name": name, "version": str(version), "state": "UNAVAILABLE", "reason": reason}
+                      for name, (version, reason) in sorted(self.failed_models.items())]
+        return index
 
     def repository_control(self) -> RepositoryControl:
         """Where loads and unloads go; Triton's refusal when the server has no model control."""
@@ -210,9 +228,11 @@ class ServerCore:
 
     # ---- metadata ----------------------------------------------------------------------------
     def server_metadata(self) -> dict[str, Any]:
-        return {"name": SERVER_NAME, "version": SERVER_VERSION, "extensions": list(self.extensions)}
+        return {"name": self.server_name, "version": SERVER_VERSION, "extensions": list(self.extensions)}
 
     def model_ready(self, name: str, version: str = "") -> bool:
+        if name in self.failed_models and self.registry.find(name) is None:
+            return False
         return self.registry.get(name, version).ready and self.accepting
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:

@@ -95,6 +95,10 @@ class InferResponse:
             release()
 
 
+SEQUENCE_CONTROLS = 1
+SEQUENCE_NOT_READY = 2
+
+
 @dataclasses.dataclass(slots=True)
 class ExecutionRequest:
     """One request as a model instance executes it: inputs with their bytes or their resolved regions, the
@@ -106,6 +110,10 @@ class ExecutionRequest:
     output_regions: dict[str, RegionSlice]  # output name -> the client region to write it into
     parameters: dict[str, Any]
     request_id: str = ""  # the client's request id
+    # A row of a sequence batch that the instance completes (SEQUENCE_* bits; 0: none): with SEQUENCE_CONTROLS it adds
+    # the control inputs of the model's sequence batcher, SEQUENCE_NOT_READY marks a not-ready row (see
+    # sequence_controls)
+    sequence: int = 0
 
 
 @dataclasses.dataclass(slots=True)

@@ -103,7 +103,8 @@ class ModelControl:
     """
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
-                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True):
+                 poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True,
+                 exit_on_error: bool = False):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -115,6 +116,7 @@ class ModelControl:
         self.poll_secs = poll_secs
         self.retire_timeout_s = retire_timeout_s
         self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
+        self.exit_on_error = exit_on_error  # a model that fails to load at start fails the start (Triton's option)
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()
         self._poller: asyncio.Task | None = None
@@ -126,7 +128,8 @@ class ModelControl:
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
         """Load the models named (`*`: all; mode "poll": all); a model that fails is shown UNAVAILABLE with its
-        reason and the server starts anyway. An unknown name is a ModelRepositoryError."""
+        reason and the server starts anyway, unless `exit_on_error` (then: a ModelRepositoryError, as Triton's
+        "failed to load all models"). An unknown name is a ModelRepositoryError."""
         found = scan_repositories(self.folders, self.mappings)
         if self.mode == "poll" or "*" in load_models:
             names = list(found)
@@ -136,6 +139,7 @@ class ModelControl:
                 if name not in found:
                     raise ModelRepositoryError(f"--load-model '{name}': no model '{name}' in the model repositories "
                                                f"({', '.join(self.folders)})")
+        failures: list[str] = []
         for name in names:
             entry = self._entries.get(name)
             if entry is not None and any(v.state == "READY" for v in entry.versions.values()):  # loaded as a step
@@ -145,6 +149,9 @@ class ModelControl:
                 await self._locked_load(name, found[name])
             except ServerError as exc:
                 logger.error("%s", exc)
+                failures.append(str(exc))
+        if failures and self.exit_on_error:
+            raise ModelRepositoryError("failed to load all models (exit on error): " + " ".join(failures))
         if self.mode == "poll":
             self._poller = asyncio.ensure_future(self._poll_forever())
 
@@ -178,6 +185,14 @@ class ModelControl:
         self._upload_dirs.clear()
 
     # ---- the repository extension ----------------------------------------------------------------
+    def unavailable(self) -> list[str]:
+        def ready(name: str, number: int, version: _Version) -> bool:
+            model = self.core.registry.find(name, number)
+            return version.state == "READY" and model is not None and model.ready
+
+        return [name for name, entry in self._entries.items()
+                if any(v.reason != "unloaded" and not ready(name, n, v) for n, v in entry.versions.items())]
+
     def index(self, ready_only: bool) -> list[dict[str, str]]:
         names, duplicates = _model_names(self.folders, self.mappings)
         result = []

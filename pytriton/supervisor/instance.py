@@ -15,11 +15,26 @@ from typing import Any, Callable
 import zmq
 
 from pytriton.core.shm_registry import CudaShmRegion
-from pytriton.core.types import ExecutionOutput, ExecutionRequest, RegionSlice, Tensor
+from pytriton.core.types import (
+    SEQUENCE_CONTROLS,
+    SEQUENCE_NOT_READY,
+    ExecutionOutput,
+    ExecutionRequest,
+    RegionSlice,
+    Tensor,
+)
 from pytriton.exceptions import Status, internal, unavailable
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import ArenaExhaustedError, is_dedicated, slot_key, split_key
-from pytriton.proxy.messages import ArenaSlot, RequestData, TensorData, params_from_proto, sequence_fields
+from pytriton.proxy.messages import (
+    FLAG_NOT_READY,
+    FLAG_SEQUENCE_CONTROLS,
+    ArenaSlot,
+    RequestData,
+    TensorData,
+    params_from_proto,
+    sequence_fields,
+)
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
 from pytriton.scheduler.job import NO_RESULT, ExecutionStats
@@ -50,6 +65,9 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
     ]
     outputs = [_region_tensor(name, "", (), where) for name, where in request.output_regions.items()]
     correlation_id, flags = sequence_fields(request.parameters)
+    if request.sequence:  # (a not-ready row has no parameters: correlation id 0, no START/END)
+        flags |= (FLAG_SEQUENCE_CONTROLS if request.sequence & SEQUENCE_CONTROLS else 0) | (
+            FLAG_NOT_READY if request.sequence & SEQUENCE_NOT_READY else 0)
     return RequestData(inputs, request.requested_outputs, request.parameters, outputs, request.request_id,
                        correlation_id, flags)
 

@@ -33,7 +33,10 @@ class Metrics(Frontend):
 
     def _make(self, process: ServerProcess, options: Any) -> HttpListener:
         limits = dataclasses.replace(process.config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
-        app = MetricsApp(process.core, gpu_metrics=self._server.options.gpu_metrics)  # type: ignore[arg-type]
+        options_ = self._server.options  # type: ignore[attr-defined]
+        app = MetricsApp(process.core, gpu_metrics=options_.gpu_metrics,  # type: ignore[arg-type]
+                         cpu_metrics=options_.cpu_metrics,
+                         interval_s=options_.metrics_interval / 1000.0)
         return HttpListener(app.handle, options.address, options.port, "Metrics Service", limits, protocol="metrics")
 
 

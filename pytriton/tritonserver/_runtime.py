@@ -59,7 +59,9 @@ class ServerRuntime:
         try:
             self.call(self.process.start())
         except BaseException:
-            self._close_loop()
+            self._close_loop()  # (stop() does nothing after this: what it would end with is done here)
+            if self._on_stopped is not None:
+                self._on_stopped()
             raise
 
     def call(self, awaitable: Awaitable[T], timeout: float | None = None) -> T:

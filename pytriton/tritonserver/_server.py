@@ -100,6 +100,9 @@ class Server:
             log_level=logs.worker_level, exit_timeout_s=float(options.exit_timeout),
             model_repositories=folders if mode != "none" else [], model_control_mode=mode,
             load_models=list(options.startup_models), repository_poll_secs=_NEVER_S,
+            server_id=options.server_id, exit_on_error=options.exit_on_error,
+            strict_readiness=options.strict_readiness, allow_cpu_metrics=options.cpu_metrics,
+            metrics_interval_ms=float(options.metrics_interval),
         )
         if not options.strict_model_config and "strict_model_config" in ServerConfig.__dataclass_fields__:
             fields["strict_model_config"] = False

@@ -113,7 +113,7 @@ def test_decoupled_policy_from_auto_complete_streams(server):
 
 def test_failing_auto_complete_configs_are_unavailable_with_their_reason():
     with serve("--model-repository", str(REPOS / "autocomplete_errors"), "--model-control-mode", "explicit",
-               "--load-model", "*") as s:
+               "--load-model", "*", "--exit-on-error", "false") as s:
         client = httpclient.InferenceServerClient(s.http_url)
         models = {m["name"]: m for m in client.get_model_repository_index()}
         assert {m["state"] for m in models.values()} == {"UNAVAILABLE"}

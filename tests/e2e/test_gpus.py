@@ -90,7 +90,8 @@ def test_gpus_all_without_gpus_is_refused():
 def test_the_mission_command_serves_on_two_gpus():
     gpus = fake_gpus(2)
     uuids = [g["uuid"] for g in gpus]
-    with serve(*MISSION, env=fake_nvml_env(gpus)) as server:
+    # GPU gauges read at most every millisecond (--metrics-interval-ms): each of two scrapes reads NVML
+    with serve(*MISSION, "--metrics-interval-ms", "1", env=fake_nvml_env(gpus)) as server:
         assert len(server.worker_pids()) == 4
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
             config = client.get_model_config("infer_fn", as_json=True)["config"]

@@ -152,7 +152,8 @@ def test_explicit_load_override_unload_and_reasons(repo, protocol):
 
 
 def test_reload_after_editing_model_py_keeps_a_request_in_flight(repo):
-    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--load-model", "*") as server:
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--load-model", "*",
+               "--exit-on-error", "false") as server:
         client = client_for(server, "grpc")
         assert index(client, "grpc")["init_fails"]["state"] == "UNAVAILABLE"  # `*` tried it; the server is up
         np.testing.assert_array_equal(scale(client, "grpc", np.array([1.0], np.float32)), [2.0])
@@ -175,7 +176,7 @@ def test_reload_after_editing_model_py_keeps_a_request_in_flight(repo):
 
 def test_poll_picks_up_a_new_version_a_change_and_a_removal(repo):
     with serve("--model-repository", str(repo), "--model-control-mode", "poll", "--repository-poll-secs",
-               "1") as server:
+               "1", "--exit-on-error", "false") as server:
         client = client_for(server, "http")
         assert index(client, "http")["init_fails"]["state"] == "UNAVAILABLE"
         np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [2.0])

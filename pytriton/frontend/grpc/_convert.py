@@ -49,7 +49,9 @@ def param_value(param: Any) -> Any:
 def request_parameters(request: Any) -> dict[str, Any]:
     """Request-level parameters with Triton's checks of reserved keys and value types."""
     out: dict[str, Any] = {}
-    for key, param in request.parameters.items():
+    parameters = request.parameters
+    for key in parameters:  # (a map's items() is a Python-level view: twice as slow)
+        param = parameters[key]
         kind = param.WhichOneof("parameter_choice")
         if key == "sequence_id":
             if kind not in ("int64_param", "string_param"):

@@ -48,50 +48,11 @@ def _stat(stats, key: str) -> int:
     return getattr(stats, key)
 
 
-class _CpuSampler:
-    """CPU utilisation of the machine between two scrapes, from /proc/stat."""
-
-    def __init__(self) -> None:
-        self._last = self._read()
-
-    @staticmethod
-    def _read() -> tuple[int, int] | None:
-        try:
-            with open("/proc/stat") as f:
-                fields = [int(v) for v in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        return sum(fields), idle
-
-    def utilization(self) -> float:
-        now = self._read()
-        last, self._last = self._last, now
-        if now is None or last is None or now[0] == last[0]:
-            return 0.0
-        total, idle = now[0] - last[0], now[1] - last[1]
-        return max(0.0, min(1.0, 1.0 - idle / total))
-
-
-def _memory() -> tuple[int, int]:
-    info = {}
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                info[key] = int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        return 0, 0
-    total = info.get("MemTotal", 0)
-    return total, total - info.get("MemAvailable", 0)
-
-
 class TritonMetricsCollector:
     """Yields Triton's nv_* metrics per model plus pytriton's worker health, when scraped."""
 
     def __init__(self, core: ServerCore):
         self.core = core
-        self.cpu = _CpuSampler()
 
     def collect(self) -> Iterator[Metric]:
         models = list(self.core.registry)
@@ -138,16 +99,6 @@ class TritonMetricsCollector:
         yield up
         yield restarts
 
-        cpu = Metric("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", "gauge")
-        cpu.add_sample("nv_cpu_utilization", {}, self.cpu.utilization())
-        yield cpu
-        total, used = _memory()
-        mem_total = Metric("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", "gauge")
-        mem_total.add_sample("nv_cpu_memory_total_bytes", {}, total)
-        yield mem_total
-        mem_used = Metric("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", "gauge")
-        mem_used.add_sample("nv_cpu_memory_used_bytes", {}, used)
-        yield mem_used
         rss = Metric("pytriton_server_resident_memory_bytes", "Resident memory of the server process and its "
                      "workers, in bytes", "gauge")
         pids = [os.getpid()] + [i.pid for m in models for i in m.instances() if i.pid is not None]

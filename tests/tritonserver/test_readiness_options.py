@@ -1,0 +1,33 @@
+"""The in-process Options exit_on_error, strict_readiness and server_id, as Triton's: a model that fails at start
+fails `start()` unless exit_on_error=False, then `ready()` waits for every model unless strict_readiness=False."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pytriton.tritonserver as tritonserver
+
+BROKEN = str(Path(__file__).resolve().parent.parent / "repositories" / "broken_init")
+
+
+def test_exit_on_error_by_default():
+    server = tritonserver.Server(model_repository=BROKEN, exit_timeout=5)
+    with pytest.raises(Exception, match="weights file missing for init_fails"):
+        server.start()
+    server.stop()
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_failed_model_and_strict_readiness(strict):
+    server = tritonserver.Server(model_repository=BROKEN, exit_timeout=5, exit_on_error=False,
+                                 strict_readiness=strict, server_id="inproc").start()
+    try:
+        assert server.live()
+        assert server.ready() is (not strict)
+        assert server.model("init_fails").ready() is False
+        assert server.metadata()["name"] == "inproc"
+        assert server.models()["init_fails", 1].state == "UNAVAILABLE"
+    finally:
+        server.stop()
