@@ -1,5 +1,5 @@
 """What each `TritonConfig` field does on this server: the single source of the reasons logged for fields that are
-accepted without effect, of the refusals' wording, and of the reference page's table (docs/guide/triton-config.md,
+accepted without effect and of the reference page's table (docs/guide/triton-config.md,
 kept equal to `reference_table()` by tests/triton/test_config_fields.py).
 
 `python -m pytriton._triton_config_fields` prints the table.
@@ -11,14 +11,13 @@ import dataclasses
 
 APPLIED = "applied"
 IGNORED = "ignored"  # accepted (so configurations keep working), logged once, no effect
-REFUSED = "refused"  # a value that would need it raises PyTritonValidationError with `reason`
 
 
 @dataclasses.dataclass(frozen=True)
 class FieldInfo:
     status: str
     cli: str  # the `pytriton serve` option ("" where there is none)
-    reason: str  # what it does here (applied) or why it has no effect / is refused
+    reason: str  # what it does here (applied) or why it has no effect (ignored)
 
 
 def _applied(cli: str, what: str) -> FieldInfo:
@@ -150,7 +149,7 @@ def reference_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["APPLIED", "FIELDS", "IGNORED", "IGNORED_FIELDS", "REFUSED", "FieldInfo", "reference_table"]
+__all__ = ["APPLIED", "FIELDS", "IGNORED", "IGNORED_FIELDS", "FieldInfo", "reference_table"]
 
 if __name__ == "__main__":
     print(reference_table(), end="")
