@@ -11,7 +11,7 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.grpc._wire import InferResponseWire
+from pytriton.frontend.grpc._wire import InferResponseWire, encode_varint
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {
@@ -220,21 +220,53 @@ def to_infer_request(request: Any) -> InferRequest:
     )
 
 
+# Serialised response headers without their id, by (model name, version, outputs' names, datatypes and shapes): a
+# model answers the same header over and over. Each is (fields before `id`, fields after it), so that a response
+# with an id is still serialised in field order, byte for byte what protobuf writes.
+_HEADERS: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+_HEADERS_MAX = 1024
+_ID_TAG = bytes([(3 << 3) | 2])
+
+
 def to_infer_response(response: InferResponse) -> InferResponseWire:
     """InferResponse -> ModelInferResponse on the wire: one raw_output_contents entry per output, in order
     (empty for outputs written to a client region); the output buffers are sent without copies."""
-    message = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version, id=response.id)
+    outputs = response.outputs
+    parts = [b"" if tensor.data is None else tensor.data for tensor in outputs]
+    if response.parameters:
+        return InferResponseWire(_response_message(response), parts, response.release)
+    key = (response.model_name, response.model_version, *[(t.name, t.datatype, tuple(t.shape)) for t in outputs])
+    cached = _HEADERS.get(key)
+    if cached is None:
+        head = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version)
+        prefix = head.SerializeToString()
+        full = _response_message(response, with_id=False).SerializeToString()
+        cached = (prefix, full[len(prefix):]) if full.startswith(prefix) else (b"", full)
+        if len(_HEADERS) >= _HEADERS_MAX:
+            _HEADERS.clear()
+        _HEADERS[key] = cached
+    if response.id:
+        if not cached[0] and cached[1]:  # (protobuf wrote the fields in another order: no splice)
+            return InferResponseWire(_response_message(response), parts, response.release)
+        ident = response.id.encode()
+        encoded = b"".join((cached[0], _ID_TAG, encode_varint(len(ident)), ident, cached[1]))
+    else:
+        encoded = cached[0] + cached[1]
+    return InferResponseWire(None, parts, response.release, encoded)
+
+
+def _response_message(response: InferResponse, with_id: bool = True) -> Any:
+    message = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version,
+                                    id=response.id if with_id else "")
     outputs = message.outputs
-    parts = []
     for tensor in response.outputs:
         out = outputs.add()
         out.name = tensor.name
         out.datatype = tensor.datatype
         out.shape.extend(tensor.shape)
-        parts.append(b"" if tensor.data is None else tensor.data)
     for key, value in response.parameters.items():
         set_param(message.parameters[key], value)
-    return InferResponseWire(message, parts, response.release)
+    return message
 
 
 def set_param(param: Any, value: Any) -> None:

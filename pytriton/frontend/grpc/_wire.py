@@ -17,6 +17,7 @@ _RAW_INPUT_FIELD = 7
 _MAX_TOP_FIELDS = 4096  # top-level fields scanned in Python before protobuf's parser takes over
 _RAW_OUTPUT_TAG = bytes([(6 << 3) | 2])
 _STREAM_RESPONSE_TAG = bytes([(2 << 3) | 2])
+_ONE_BYTE = [bytes([value]) for value in range(0x80)]
 
 
 def _varint(view: memoryview, pos: int) -> tuple[int, int]:
@@ -33,7 +34,9 @@ def _varint(view: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("malformed varint")
 
 
-def _encode_varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -111,28 +114,39 @@ def parse_infer_request(data: bytes) -> InferRequestView:
 class InferResponseWire:
     """A ModelInferResponse as header + output buffers, and `on_sent`: the call that gives the output buffers back.
 
+    The header is a protobuf message, or already serialised (`encoded`: parsed only if someone reads `header`).
     Whoever writes the response out calls `on_sent` exactly once, when it no longer needs the buffers: the HTTP/2
     transport when the socket has taken the bytes (or the call ended without them), the grpcio fallback right after
     its serializer joined them into one bytes object (`wire_bytes`).
     """
 
-    __slots__ = ("header", "parts", "on_sent")
+    __slots__ = ("_header", "_encoded", "parts", "on_sent")
 
-    def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None):
-        self.header = header
+    def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None,
+                 encoded: bytes | None = None):  # fmt: skip
+        self._header = header
+        self._encoded = encoded
         self.parts = parts
         self.on_sent = release
+
+    @property
+    def header(self) -> Any:
+        if self._encoded is not None:
+            self._header = pb.ModelInferResponse.FromString(self._encoded)
+            self._encoded = None
+        return self._header
 
     @property
     def parameters(self) -> Any:
         return self.header.parameters
 
     def chunks(self) -> list[Any]:
-        out: list[Any] = [self.header.SerializeToString()]
+        encoded = self._encoded
+        out: list[Any] = [self._header.SerializeToString() if encoded is None else encoded]
         for part in self.parts:
             size = part.nbytes if isinstance(part, memoryview) else len(part)
             out.append(_RAW_OUTPUT_TAG)
-            out.append(_encode_varint(size))
+            out.append(encode_varint(size))
             if size:
                 out.append(part)
         return out
@@ -177,7 +191,7 @@ def stream_response_chunks(response: Any) -> list[Any]:
     if isinstance(response, StreamResponseWire):
         chunks = response.response.chunks()
         size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
-        return [_STREAM_RESPONSE_TAG, _encode_varint(size), *chunks]
+        return [_STREAM_RESPONSE_TAG, encode_varint(size), *chunks]
     return [response.SerializeToString()]
 
 
