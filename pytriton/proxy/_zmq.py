@@ -2,7 +2,8 @@
 
 pyzmq's `send_multipart`/`recv_multipart`/`poll` wrap each frame in Python-level checks and combine their flags as
 `enum.IntFlag`s (an enum operation costs about a microsecond); `poll(0)` builds a `Poller` each time. These call
-the Cython socket's `send`/`recv`/`get` with plain int flags instead (same semantics: `copy=False` still copies
+the Cython socket's `send`/`recv`/`get` with plain int flags instead, and read a received frame's own `more` flag
+instead of asking the socket (getsockopt) after each frame (same semantics: `copy=False` still copies
 frames under the socket's copy threshold; errors are the same `zmq.ZMQError`s).
 """
 
@@ -16,7 +17,6 @@ from zmq.backend import Socket as _BackendSocket
 
 SNDMORE = int(zmq.SNDMORE)
 NOBLOCK = int(zmq.NOBLOCK)
-_RCVMORE = int(zmq.RCVMORE)
 _EVENTS = int(zmq.EVENTS)
 _POLLIN = int(zmq.POLLIN)
 
@@ -34,9 +34,11 @@ def send_frames(socket: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> No
 
 def recv_frames(socket: zmq.Socket, flags: int = 0) -> list[zmq.Frame]:
     """Receive one multipart message as Frames (zmq.Again with NOBLOCK when none waits)."""
-    frames = [_recv(socket, flags, False)]
-    while _get(socket, _RCVMORE):
-        frames.append(_recv(socket, flags, False))
+    frame = _recv(socket, flags, False)
+    frames = [frame]
+    while frame.more:  # (the Frame's own flag: no getsockopt(RCVMORE) per frame)
+        frame = _recv(socket, flags, False)
+        frames.append(frame)
     return frames
 
 
