@@ -11,7 +11,7 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.grpc._wire import InferResponseWire, encode_varint
+from pytriton.frontend.grpc._wire import TEMPLATES, TEMPLATES_MAX, InferResponseWire, RequestTemplate, encode_varint
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {
@@ -158,7 +158,19 @@ def _int64_param(params: Any, key: str, kind: str, name: str) -> int:
 def to_infer_request(request: Any) -> InferRequest:
     """ModelInferRequest -> InferRequest (raw contents indexed over inputs that carry data inline)."""
     raw = request.raw_input_contents
+    template = getattr(request, "template", None)
+    if template is not None and len(raw) >= len(template.inputs):  # (too few: the full path says which is missing)
+        return InferRequest(
+            model_name=template.model_name,
+            model_version=template.model_version,
+            inputs=[Tensor(name, datatype, shape, raw[index]) for index, (name, datatype, shape)
+                    in enumerate(template.inputs)],
+            outputs=[RequestedOutput(name) for name in template.outputs],
+        )
+    head = getattr(request, "head", None)
     request = getattr(request, "header", request)  # an InferRequestView: read the protobuf fields directly
+    if head is not None and template is None:
+        _remember_template(head, request)
     model_name = request.model_name
     # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
     parameters = request_parameters(request) if request.parameters else {}
@@ -226,6 +238,25 @@ def to_infer_request(request: Any) -> InferRequest:
 _HEADERS: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
 _HEADERS_MAX = 1024
 _ID_TAG = bytes([(3 << 3) | 2])
+
+
+def _remember_template(head: bytes, request: Any) -> None:
+    """Keep a template of a plain request header (see `_wire.TEMPLATES`); others are converted in full each time."""
+    if request.id or request.parameters:
+        return
+    inputs = []
+    for tensor in request.inputs:
+        if tensor.parameters or tensor.HasField("contents"):
+            return
+        inputs.append((tensor.name, tensor.datatype, tuple(tensor.shape)))
+    outputs = []
+    for output in request.outputs:
+        if output.parameters:
+            return
+        outputs.append(output.name)
+    if len(TEMPLATES) >= TEMPLATES_MAX:
+        TEMPLATES.clear()
+    TEMPLATES[head] = RequestTemplate(request.model_name, request.model_version, tuple(inputs), tuple(outputs))
 
 
 def to_infer_response(response: InferResponse) -> InferResponseWire:

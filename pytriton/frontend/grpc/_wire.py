@@ -48,14 +48,56 @@ def encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
+class RequestTemplate:
+    """What a plain ModelInferRequest header says (no parameters anywhere, no `contents`, no id), for requests that
+    repeat the same header bytes: its inputs' (name, datatype, shape) in order and its outputs' names."""
+
+    __slots__ = ("model_name", "model_version", "inputs", "outputs")
+
+    def __init__(self, model_name: str, model_version: str, inputs: tuple[tuple[str, str, tuple[int, ...]], ...],
+                 outputs: tuple[str, ...]):  # fmt: skip
+        self.model_name = model_name
+        self.model_version = model_version
+        self.inputs = inputs
+        self.outputs = outputs
+
+
+# Header bytes (a request without its raw_input_contents) -> their template; filled by the conversion
+# (`_convert.to_infer_request`) the first time a plain header is seen, so that later requests skip protobuf.
+TEMPLATES: dict[bytes, RequestTemplate] = {}
+TEMPLATES_MAX = 256
+
+
 class InferRequestView:
-    """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies)."""
+    """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies).
 
-    __slots__ = ("header", "raw_input_contents")
+    The protobuf header is parsed from `head` when first read; a request whose header bytes have a template is
+    converted from it and usually never parsed."""
 
-    def __init__(self, header: Any, raw: list[memoryview]):
-        self.header = header
+    __slots__ = ("_header", "head", "raw_input_contents", "template")
+
+    def __init__(self, header: Any, raw: list[memoryview], head: bytes | None = None,
+                 template: RequestTemplate | None = None):  # fmt: skip
+        self._header = header
+        self.head = head
         self.raw_input_contents = raw
+        self.template = template
+
+    @property
+    def header(self) -> Any:
+        if self._header is None:
+            self._header = pb.ModelInferRequest.FromString(self.head or b"")
+        return self._header
+
+    @property
+    def model_name(self) -> str:
+        template = self.template
+        return self.header.model_name if template is None else template.model_name
+
+    @property
+    def model_version(self) -> str:
+        template = self.template
+        return self.header.model_version if template is None else template.model_version
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.header, name)
@@ -72,7 +114,11 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     try:
         while pos < size:
             start = pos
-            key, pos = _varint(view, pos)
+            key = view[pos]
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = _varint(view, pos)
             fields += 1
             if key < 8 or fields > _MAX_TOP_FIELDS:
                 # Field number 0 is never valid (a run of zero bytes would otherwise be read as millions of
@@ -81,7 +127,11 @@ def parse_infer_request(data: bytes) -> InferRequestView:
                 raise ValueError("not a request this scanner reads")
             wire_type = key & 7
             if wire_type == 2:
-                length, pos = _varint(view, pos)
+                length = view[pos]
+                if length < 0x80:
+                    pos += 1
+                else:
+                    length, pos = _varint(view, pos)
                 end = pos + length
                 if end > size:
                     raise ValueError("truncated field")
@@ -107,8 +157,11 @@ def parse_infer_request(data: bytes) -> InferRequestView:
         return InferRequestView(header, list(header.raw_input_contents))
     if not raw:
         return InferRequestView(pb.ModelInferRequest.FromString(data), [])
-    header = pb.ModelInferRequest.FromString(b"".join(keep))
-    return InferRequestView(header, raw)
+    head = b"".join(keep)
+    template = TEMPLATES.get(head)
+    if template is not None:
+        return InferRequestView(None, raw, head, template)
+    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head)
 
 
 class InferResponseWire:
