@@ -167,17 +167,19 @@ def to_infer_request(request: Any) -> InferRequest:
                     in enumerate(template.inputs)],
             outputs=[RequestedOutput(name) for name in template.outputs],
         )
-    head = getattr(request, "head", None)
+    head = getattr(request, "head", None) if template is None else None
     request = getattr(request, "header", request)  # an InferRequestView: read the protobuf fields directly
-    if head is not None and template is None:
-        _remember_template(head, request)
     model_name = request.model_name
     # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
     parameters = request_parameters(request) if request.parameters else {}
+    plain = head is not None and not parameters  # (a template is kept of a plain header: see _remember_template)
     raw_index = 0
     inputs = []
     for tensor in request.inputs:
-        shm = _shm_reference(tensor, "tensor") if tensor.parameters else None
+        shm = None
+        if tensor.parameters:
+            plain = False
+            shm = _shm_reference(tensor, "tensor")
         if shm is not None:
             if tensor.HasField("contents"):
                 raise invalid_arg(
@@ -188,6 +190,7 @@ def to_infer_request(request: Any) -> InferRequest:
             inputs.append(Tensor(tensor.name, tensor.datatype, tuple(tensor.shape), region=RegionRef(region, offset, size)))
             continue
         if tensor.HasField("contents"):
+            plain = False
             if len(raw):
                 raise invalid_arg(
                     f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
@@ -206,6 +209,7 @@ def to_infer_request(request: Any) -> InferRequest:
     for output in request.outputs:
         wanted: dict[str, Any] = {}  # the output's own parameters, not the request's
         if output.parameters:
+            plain = False
             wanted = {k: param_value(v) for k, v in output.parameters.items()}
             shm = _shm_reference(output, "tensor")
             if shm is not None:
@@ -222,7 +226,7 @@ def to_infer_request(request: Any) -> InferRequest:
                         "int64_param > 0."
                     )
         outputs.append(RequestedOutput(output.name, wanted))
-    return InferRequest(
+    converted = InferRequest(
         model_name=model_name,
         model_version=request.model_version,
         id=request.id,
@@ -230,6 +234,9 @@ def to_infer_request(request: Any) -> InferRequest:
         outputs=outputs,
         parameters=parameters,
     )
+    if plain and head is not None and not converted.id:
+        _remember_template(head, converted)
+    return converted
 
 
 # Serialised response headers without their id, by (model name, version, outputs' names, datatypes and shapes): a
@@ -240,23 +247,14 @@ _HEADERS_MAX = 1024
 _ID_TAG = bytes([(3 << 3) | 2])
 
 
-def _remember_template(head: bytes, request: Any) -> None:
-    """Keep a template of a plain request header (see `_wire.TEMPLATES`); others are converted in full each time."""
-    if request.id or request.parameters:
-        return
-    inputs = []
-    for tensor in request.inputs:
-        if tensor.parameters or tensor.HasField("contents"):
-            return
-        inputs.append((tensor.name, tensor.datatype, tuple(tensor.shape)))
-    outputs = []
-    for output in request.outputs:
-        if output.parameters:
-            return
-        outputs.append(output.name)
+def _remember_template(head: bytes, request: InferRequest) -> None:
+    """Keep the template of a plain request header (no parameters anywhere, no `contents`, no id; see
+    `_wire.TEMPLATES`), taken from its conversion; other headers are converted in full each time."""
     if len(TEMPLATES) >= TEMPLATES_MAX:
         TEMPLATES.clear()
-    TEMPLATES[head] = RequestTemplate(request.model_name, request.model_version, tuple(inputs), tuple(outputs))
+    TEMPLATES[head] = RequestTemplate(request.model_name, request.model_version,
+                                      tuple((t.name, t.datatype, t.shape) for t in request.inputs),
+                                      tuple(o.name for o in request.outputs))
 
 
 def to_infer_response(response: InferResponse) -> InferResponseWire:
