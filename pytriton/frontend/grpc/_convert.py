@@ -11,7 +11,14 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.grpc._wire import TEMPLATES, TEMPLATES_MAX, InferResponseWire, RequestTemplate, encode_varint
+from pytriton.frontend.grpc._wire import (
+    TEMPLATE_HEAD_MAX,
+    TEMPLATES,
+    TEMPLATES_MAX,
+    InferResponseWire,
+    RequestTemplate,
+    encode_varint,
+)
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {
@@ -234,7 +241,7 @@ def to_infer_request(request: Any) -> InferRequest:
         outputs=outputs,
         parameters=parameters,
     )
-    if plain and head is not None and not converted.id:
+    if plain and head is not None and len(head) <= TEMPLATE_HEAD_MAX and not converted.id:
         _remember_template(head, converted)
     return converted
 

@@ -66,6 +66,7 @@ class RequestTemplate:
 # (`_convert.to_infer_request`) the first time a plain header is seen, so that later requests skip protobuf.
 TEMPLATES: dict[bytes, RequestTemplate] = {}
 TEMPLATES_MAX = 256
+TEMPLATE_HEAD_MAX = 4096  # longer headers get no template (the cache holds at most 1 MiB of header bytes)
 
 
 class InferRequestView:

@@ -77,3 +77,16 @@ def test_templates_are_bounded():
         message.raw_input_contents.append(bytes(4))
         to_infer_request(parse_infer_request(message.SerializeToString()))
     assert 0 < len(_wire.TEMPLATES) <= _wire.TEMPLATES_MAX
+
+
+def test_long_headers_get_no_template():
+    """The cache holds short headers only (a client cannot make it keep megabytes of header bytes)."""
+    _wire.TEMPLATES.clear()
+    message = pb.ModelInferRequest(model_name="m" * (_wire.TEMPLATE_HEAD_MAX + 1))
+    message.inputs.add(name="A", datatype="FP32").shape.append(1)
+    message.raw_input_contents.append(bytes(4))
+    data = message.SerializeToString()
+    for _ in range(2):
+        view = parse_infer_request(data)
+        assert view.template is None and to_infer_request(view) == _full(data)
+    assert not _wire.TEMPLATES
