@@ -146,7 +146,7 @@ class DirectWriteTransport(asyncio.Transport):
         self._reported = False
         return True
 
-    # ---- the rest of the transport ------------------------------------------------------------------------------------
+    # ---- the rest of the transport ----------------------------------------------------------------------------------
     def get_write_buffer_size(self) -> int:
         return self.transport.get_write_buffer_size() + self._queued
 
