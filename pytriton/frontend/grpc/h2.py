@@ -422,7 +422,7 @@ class GrpcConnection(FrameReader):
     def _release_buffers(self) -> None:
         """An idle connection keeps no large buffer: the read buffer (if empty) and the spare message buffer go."""
         self._release_read_buffer()
-        self.calls.spare = None
+        self.calls.drop_spares()
         self.closed.clear()
 
     # ---- timers: header and idle timeouts, idle buffers --------------------------------------------------------------
