@@ -157,6 +157,7 @@ class Server:
                     implementation=config.grpc_implementation,
                     limits=config.grpc_limits,
                     tracer=self.tracer,
+                    tls=config.grpc_tls,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -175,7 +176,7 @@ class Server:
             if config.allow_http:
                 app = http_app()
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
-                                         config.http_limits, too_large_hint=app.too_large_hint)
+                                         config.http_limits, too_large_hint=app.too_large_hint, tls=config.http_tls)
                 await self.http.start()
             if config.allow_metrics:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)

@@ -12,6 +12,7 @@ from typing import Any
 from pytriton import _env
 from pytriton.frontend.grpc._h2_limits import H2Limits
 from pytriton.frontend.http1.limits import HttpLimits
+from pytriton.frontend.tls import TlsSettings
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
 
@@ -86,6 +87,8 @@ class ServerConfig:
     vertex_ai_address: str = "0.0.0.0"
     vertex_ai_port: int = 8080
     vertex_ai_default_model: str = ""  # "" = the only model served
+    grpc_tls: TlsSettings | None = None  # TLS / mutual TLS on the gRPC port (Triton's --grpc-use-ssl...)
+    http_tls: TlsSettings | None = None  # TLS / mutual TLS on the HTTP port (pytriton's own --http-use-ssl...)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: Any) -> ServerConfig:
@@ -107,4 +110,7 @@ class ServerConfig:
             fields["http_limits"] = HttpLimits(**fields["http_limits"])
         if isinstance(fields.get("grpc_limits"), dict):
             fields["grpc_limits"] = H2Limits(**fields["grpc_limits"])
+        for name in ("grpc_tls", "http_tls"):
+            if isinstance(fields.get(name), dict):
+                fields[name] = TlsSettings(**fields[name])
         return cls(**fields)
