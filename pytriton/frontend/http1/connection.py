@@ -302,8 +302,8 @@ class HttpConnection(RequestReader):
                 by_reference = write_response(transport, response, keep_alive, head)
         finally:
             if response.on_sent is not None:
-                # What the socket did not take at once stays in the transport's buffer: Python 3.11 copies it,
-                # 3.12 keeps a view of the tensor's buffer, so its owner waits until the buffer is empty.
+                # What the socket did not take at once waits by reference (the writer's queue, or asyncio's buffer on
+                # Python 3.12), so the tensor's owner waits until nothing is left to send.
                 if by_reference and transport is not None and self._holding:
                     self._after_drain.append(response.on_sent)
                 else:
