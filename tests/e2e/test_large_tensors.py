@@ -87,22 +87,44 @@ def test_http_20_mib_binary_round_trips_byte_exact(server):
         client.close()
 
 
-def test_a_client_that_reads_slowly_still_gets_every_byte(server):
-    """The answer waits in the writer's queue while the client is not reading; the server answers others."""
+def _raw_http_request(server, x: np.ndarray, y: np.ndarray):  # noqa: ANN001, ANN201
+    """A connected socket that has sent a binary infer request for (x, y) and read nothing."""
     import socket
 
-    x, y = _tensors(7, 20 * MIB)
     header = (b'{"inputs":[{"name":"IN_X","shape":[%d],"datatype":"UINT8","parameters":{"binary_data_size":%d}},'
               b'{"name":"IN_Y","shape":[%d],"datatype":"FP32","parameters":{"binary_data_size":%d}}],'
               b'"outputs":[{"name":"OUT_X","parameters":{"binary_data":true}},'
               b'{"name":"OUT_Y","parameters":{"binary_data":true}}]}') % (x.size, x.nbytes, y.size, y.nbytes)
     body = header + x.tobytes() + y.tobytes()
     host, port = server.http_url.split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-        sock.sendall(b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
-                     b"Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(header), len(body))
-                     + body)
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.sendall(b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                 b"Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(header), len(body))
+                 + body)
+    return sock
+
+
+def test_clients_that_leave_in_the_middle_of_their_answers(server):
+    """Clients close with most of a 20 MiB answer unsent: the server drops it and answers the next clients."""
+    x, y = _tensors(9, 20 * MIB)
+    for _ in range(3):
+        with _raw_http_request(server, x, y) as sock:
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+    try:
+        for seed in range(3):
+            x, y = _tensors(20 + seed, 20 * MIB)
+            got_x, got_y = _http_infer(client, x, y)
+            assert got_x.tobytes() == x.tobytes() and got_y.tobytes() == y.tobytes()
+    finally:
+        client.close()
+
+
+def test_a_client_that_reads_slowly_still_gets_every_byte(server):
+    """The answer waits in the writer's queue while the client is not reading; the server answers others."""
+    x, y = _tensors(7, 20 * MIB)
+    with _raw_http_request(server, x, y) as sock:
         # Not reading yet: the answer is held by the server. Another client is served meanwhile.
         other = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
         try:
