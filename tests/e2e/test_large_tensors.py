@@ -7,6 +7,7 @@ its answer leaves from the worker's output segment by direct socket writes, past
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 
 import numpy as np
 import pytest
@@ -89,8 +90,6 @@ def test_http_20_mib_binary_round_trips_byte_exact(server):
 
 def _raw_http_request(server, x: np.ndarray, y: np.ndarray):  # noqa: ANN001, ANN201
     """A connected socket that has sent a binary infer request for (x, y) and read nothing."""
-    import socket
-
     header = (b'{"inputs":[{"name":"IN_X","shape":[%d],"datatype":"UINT8","parameters":{"binary_data_size":%d}},'
               b'{"name":"IN_Y","shape":[%d],"datatype":"FP32","parameters":{"binary_data_size":%d}}],'
               b'"outputs":[{"name":"OUT_X","parameters":{"binary_data":true}},'
