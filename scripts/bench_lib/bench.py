@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a file (scripts/bench): import `bench_li
     sys.path.insert(0, str(_HERE.parent))
 
 from bench_lib import procfs
-from bench_lib.cases import BATCHED_MODELS, MAIN_MODELS, SERVER_LABEL, Case, select_cases
+from bench_lib.cases import BATCHED_MODELS, MAIN_MODELS, SERVER_LABEL, Case, models_of, select_cases
 from bench_lib.measure import log, run_case
 from bench_lib.perf_analyzer import PaOptions
 from bench_lib.plot import plot
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="our server's gRPC with and without TLS, side by side (bench_lib/tls_bench.py); no doc")
     p.add_argument("--repeats", type=int, help="launches per server (default 3; 1 with --quick)")
     p.add_argument("--cases", help="comma-separated case keys, e.g. grpc-small-none,http-1mib-system "
-                   "(grpc|http)-(small|1mib)-(none|system)[-batched]")
+                   "(grpc|http)-(small|1mib|16mib)-(none|system)[-batched] (16mib only when named)")
     p.add_argument("--servers", default="ours,nvidia,repo",
                    help="comma-separated subset of ours,nvidia,repo (repo: ours, the same model from a model "
                         "repository, served by `pytriton serve --model-repository`)")
@@ -203,7 +203,7 @@ class Bench:
         # ---- main launch: both models, no dynamic batching
         tag = f"r{rep + 1}-{name}"
         log(f"repeat {rep + 1}/{args.repeats}: {SERVER_LABEL[name]}: starting")
-        server = self._launch(name, "off", MAIN_MODELS, tag)
+        server = self._launch(name, "off", models_of(args.cases_main, MAIN_MODELS), tag)
         if server is None:
             return
         rss, pss = procfs.memory_kib(server.refresh_tree())
@@ -222,7 +222,7 @@ class Bench:
         if args.cases_batched:
             tag = f"r{rep + 1}-{name}-batched"
             log(f"repeat {rep + 1}/{args.repeats}: {SERVER_LABEL[name]} with dynamic batching: starting")
-            server = self._launch(name, "dynamic", BATCHED_MODELS, tag)
+            server = self._launch(name, "dynamic", models_of(args.cases_batched, BATCHED_MODELS), tag)
             if server is not None:
                 self._measure(server, args.cases_batched, args.batched_concurrency, tag, rep)
                 self._stop(server)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-SIZES = {"small": ("double_small", 16), "1mib": ("double_1mib", 262144)}  # size -> (model, floats per request)
-SIZE_LABEL = {"small": "16 floats", "1mib": "1 MiB"}
+SIZES = {"small": ("double_small", 16), "1mib": ("double_1mib", 262144),  # size -> (model, floats per request)
+         "16mib": ("double_16mib", 4194304)}  # run only when named (--cases): large messages
+SIZE_LABEL = {"small": "16 floats", "1mib": "1 MiB", "16mib": "16 MiB"}
 SERVER_LABEL = {"ours": "pytriton (ours)", "nvidia": "NVIDIA PyTriton",
                 "repo": "pytriton (ours), repository model"}
 MAIN_MODELS = [SIZES[s][0] for s in ("small", "1mib")]  # served by the main launch
@@ -17,7 +18,7 @@ class Case:
     """One perf_analyzer configuration; `key` names it in options, results and file names."""
 
     protocol: str  # grpc | http
-    size: str  # small | 1mib
+    size: str  # small | 1mib | 16mib
     shm: str  # none | system
     batching: str = "off"  # off | dynamic
 
@@ -50,6 +51,13 @@ def quick_matrix() -> list[Case]:
 
 
 BATCHED_CASES = [Case("grpc", "small", "none", "dynamic"), Case("http", "small", "none", "dynamic")]
+# 16 MiB, chosen by key only (e.g. --cases grpc-16mib-none-batched,http-16mib-system-batched)
+LARGE_CASES = [Case(p, "16mib", m, b) for p in ("grpc", "http") for m in ("none", "system") for b in ("off", "dynamic")]
+
+
+def models_of(cases: list[Case], base: list[str]) -> list[str]:
+    """The models a launch serves: `base`, and the 16 MiB model when a case needs it."""
+    return base + [m for m in dict.fromkeys(c.model for c in cases) if m not in base and m == SIZES["16mib"][0]]
 
 
 def select_cases(quick: bool, no_batching: bool, keys: str | None) -> tuple[list[Case], list[Case]]:
@@ -60,10 +68,11 @@ def select_cases(quick: bool, no_batching: bool, keys: str | None) -> tuple[list
     """
     if keys:
         wanted = set(keys.split(","))
-        unknown = wanted - {c.key for c in full_matrix() + BATCHED_CASES}
+        unknown = wanted - {c.key for c in full_matrix() + BATCHED_CASES + LARGE_CASES}
         if unknown:
             raise ValueError(f"unknown case(s): {sorted(unknown)}")
-        return [c for c in full_matrix() if c.key in wanted], [c for c in BATCHED_CASES if c.key in wanted]
+        return ([c for c in full_matrix() + LARGE_CASES if c.key in wanted and not c.batched],
+                [c for c in BATCHED_CASES + LARGE_CASES if c.key in wanted and c.batched])
     cases = quick_matrix() if quick else full_matrix()
     return cases, [] if (quick or no_batching) else list(BATCHED_CASES)
 

@@ -9,6 +9,7 @@ Models (both ``max_batch_size=64``, one instance, callable decorated with ``@bat
 
 * ``double_small``: INPUT/OUTPUT fp32[16]       (64 B per request)
 * ``double_1mib``:  INPUT/OUTPUT fp32[262144]   (1 MiB per request)
+* ``double_16mib``: INPUT/OUTPUT fp32[4194304]  (16 MiB per request; served when a 16 MiB case is run)
 
 ``--batching off`` binds them with ``ModelConfig(batching=True, max_batch_size=64, batcher=None)``:
 batch-1 requests are accepted (the batch dimension exists) but no dynamic batcher is configured in either
@@ -34,7 +35,7 @@ from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
 
-MODELS = {"double_small": 16, "double_1mib": 262144}
+MODELS = {"double_small": 16, "double_1mib": 262144, "double_16mib": 4194304}
 
 
 @batch
@@ -55,7 +56,8 @@ def main() -> None:
     parser.add_argument("--max-queue-delay-us", type=int, default=0)
     parser.add_argument("--grpc-server-cert", help="serve gRPC over TLS with this certificate (PEM) ...")
     parser.add_argument("--grpc-server-key", help="... and this key")
-    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
+    parser.add_argument("--models", default="double_small,double_1mib",
+                        help="comma-separated subset of " + ",".join(MODELS))
     args = parser.parse_args()
 
     # A launcher without job control starts us with SIGINT ignored: restore both signals explicitly.

@@ -46,3 +46,15 @@ def test_expand_range():
     assert expand_range("1:8:7") == [1, 8]
     assert expand_range("8") == [8]
     assert expand_range("1:4") == [1, 2, 3, 4]
+
+
+def test_16mib_cases_run_only_when_named_and_their_launch_serves_the_model():
+    from bench_lib.cases import BATCHED_MODELS, MAIN_MODELS, full_matrix, models_of, select_cases
+
+    assert all(c.size != "16mib" for c in full_matrix())
+    main, batched = select_cases(False, False, "grpc-16mib-none-batched,http-16mib-system,grpc-small-none")
+    assert [c.key for c in main] == ["grpc-small-none", "http-16mib-system"]
+    assert [c.key for c in batched] == ["grpc-16mib-none-batched"]
+    assert models_of(main, MAIN_MODELS) == MAIN_MODELS + ["double_16mib"]
+    assert models_of(batched, BATCHED_MODELS) == BATCHED_MODELS + ["double_16mib"]
+    assert models_of(full_matrix(), MAIN_MODELS) == MAIN_MODELS

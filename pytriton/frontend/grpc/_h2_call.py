@@ -35,7 +35,8 @@ logger = logging.getLogger("pytriton.frontend")
 
 GROW_MIN = 16 * 1024  # the first buffer of a message whose bytes have not all arrived (it grows as they do)
 DIRECT_MIN = 64 * 1024  # a message part at least this large is received by the socket straight into its buffer
-SPARE_MAX = 64 << 20  # the largest message buffer a connection keeps for the next message of the same size
+SPARE_MAX = 64 << 20  # the most bytes of message buffers a connection keeps for next messages of the same size
+SPARES = 4  # and the most buffers (calls in flight on one connection each hold one: perf_analyzer's c=2 holds two)
 
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 _TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
@@ -198,7 +199,7 @@ class GrpcCalls:
         self._max_message = max_message_bytes
         self._max_decompressed = max_decompressed_bytes or max_message_bytes
         self._gzip_level = gzip_level  # the compression of infer responses (None: none)
-        self.spare: bytearray | None = None  # the last large message buffer, for the next of the same size
+        self._spares: list[bytearray] = []  # the last large message buffers, for next messages of the same size
 
     # ---- a call's start -------------------------------------------------------------------------------------------
     def start(self, stream: Stream, head: CallHead) -> None:
@@ -297,13 +298,32 @@ class GrpcCalls:
             self._complete(stream)
 
     def _message_buffer(self, length: int, available: int) -> bytearray:
-        """A message's first buffer: the connection's spare when it has this size and nothing refers to it any more
-        (clients send same-sized tensors over and over), else what has arrived of it, at least GROW_MIN."""
+        """A message's first buffer: one of the connection's spares when it has this size and nothing refers to it
+        any more (clients send same-sized tensors over and over), else what has arrived of it, at least GROW_MIN."""
         if DIRECT_MIN <= length <= SPARE_MAX:
-            spare = self.spare
-            if spare is not None and len(spare) == length and sys.getrefcount(spare) == 3:  # attribute, local, arg
-                return spare
+            for spare in self._spares:
+                if len(spare) == length and sys.getrefcount(spare) == 3:  # the list, `spare`, the argument
+                    return spare
         return bytearray(min(length, max(available, GROW_MIN)))
+
+    @property
+    def spare(self) -> bytearray | None:
+        """The most recent spare message buffer (None when the connection keeps none)."""
+        return self._spares[-1] if self._spares else None
+
+    def drop_spares(self) -> None:
+        self._spares.clear()
+
+    def _keep_spare(self, body: bytearray) -> None:
+        spares = self._spares
+        for i, spare in enumerate(spares):
+            if spare is body:
+                del spares[i]
+                break
+        spares.append(body)
+        total = sum(len(spare) for spare in spares)
+        while len(spares) > SPARES or total > SPARE_MAX:
+            total -= len(spares.pop(0))
 
     def _grow(self, stream: Stream, end: int) -> bytearray:
         """Grow the message buffer to hold `end` bytes, at most doubling what has arrived (at least GROW_MIN)."""
@@ -322,7 +342,7 @@ class GrpcCalls:
         body, stream.body = stream.body, None
         assert body is not None
         if DIRECT_MIN <= len(body) <= SPARE_MAX:
-            self.spare = body
+            self._keep_spare(body)
         self._deliver(stream, body)
 
     def _deliver(self, stream: Stream, message: Any) -> None:

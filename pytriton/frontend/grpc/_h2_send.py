@@ -3,7 +3,7 @@ and the one path by which a response's buffers are given back (`on_sent`).
 
 A response message is queued on its stream as views of its buffers followed by its `on_sent` callable. The
 callable is called exactly once, when the transport no longer needs the bytes: right after the write when the
-socket took everything, else at `resume_writing` (asyncio's transport keeps views of unsent data on Python 3.12),
+socket took everything, else at `resume_writing` (the connection's `DirectWriteTransport` keeps views of unsent data),
 or when the stream is reset or the connection lost before the bytes went out.
 """
 

@@ -28,6 +28,7 @@ from typing import cast
 
 import grpc
 
+from pytriton.frontend._socket_write import DirectWriteTransport
 from pytriton.frontend.grpc._h2_call import CallHead, Context, GrpcCalls, Method, RpcAbort, parse_request
 from pytriton.frontend.grpc._h2_frames import (
     ACK,
@@ -103,6 +104,7 @@ class GrpcConnection(FrameReader):
         super().__init__(limits)
         self.connections = connections
         self.transport: asyncio.Transport | None = None
+        self.writer: DirectWriteTransport | None = None
         self._decoder = HeaderBlockDecoder(2 * limits.max_header_list_size)  # grpc: a soft and a 2x hard limit
         self._last_block: bytes | None = None  # the last header block of table references only, and its request
         self._last_head: CallHead | None = None
@@ -133,7 +135,8 @@ class GrpcConnection(FrameReader):
 
     # ---- asyncio protocol ----------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = self.outbox.transport = cast(asyncio.Transport, transport)
+        self.writer = DirectWriteTransport(cast(asyncio.Transport, transport))  # large buffers go out uncopied
+        self.transport = self.outbox.transport = self.writer
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple) and len(peername) >= 2:
             host, port = peername[0], peername[1]
@@ -157,6 +160,8 @@ class GrpcConnection(FrameReader):
     def connection_lost(self, exc: Exception | None) -> None:
         self._phase = CLOSING
         self.transport = self.outbox.transport = None
+        if self.writer is not None:
+            self.writer.lost()
         if self.connections is not None:
             self.connections.discard(self)
         for stream in list(self.streams.values()):
@@ -172,11 +177,13 @@ class GrpcConnection(FrameReader):
 
     def pause_writing(self) -> None:
         """The transport holds unsent data (the write buffer limits are 0: this comes with the first byte)."""
-        self.outbox.pause()
+        if self.writer is None or self.writer.paused():
+            self.outbox.pause()
 
     def resume_writing(self) -> None:
-        """The transport's buffer is empty: the buffers it held go back to their owners."""
-        self.outbox.resume()
+        """The transport's buffer is empty (and the writer's queue): the buffers it held go back to their owners."""
+        if self.writer is None or self.writer.resumed():
+            self.outbox.resume()
 
     # ---- frames in (the reader hands them over) ---------------------------------------------------------------------
     def _dispatch(self, ftype: int, flags: int, stream_id: int, payload: memoryview) -> None:
@@ -415,7 +422,7 @@ class GrpcConnection(FrameReader):
     def _release_buffers(self) -> None:
         """An idle connection keeps no large buffer: the read buffer (if empty) and the spare message buffer go."""
         self._release_read_buffer()
-        self.calls.spare = None
+        self.calls.drop_spares()
         self.closed.clear()
 
     # ---- timers: header and idle timeouts, idle buffers --------------------------------------------------------------

@@ -21,6 +21,7 @@ import logging
 import math
 from collections.abc import Callable
 
+from pytriton.frontend._socket_write import DirectWriteTransport
 from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response, write_response
@@ -63,6 +64,7 @@ class HttpConnection(RequestReader):
         "send_deadline",
         "task",
         "transport",
+        "_writer",
     )
 
     def __init__(
@@ -78,6 +80,7 @@ class HttpConnection(RequestReader):
         self.handler = handler
         self.connections = connections  # the listener's registry of open connections
         self.transport: asyncio.Transport | None = None
+        self._writer: DirectWriteTransport | None = None  # the transport, with large answers written uncopied
         # Requests (and refusals) in order, answered one by one, with keep-alive and the bytes their body is charged;
         # a list: at most `max_pipelined` + 1, and an idle connection's empty deque would cost 760 bytes.
         self.queue: list[tuple[HttpRequest | HttpResponse, bool, int]] = []
@@ -94,7 +97,7 @@ class HttpConnection(RequestReader):
 
     # ---- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = self._writer = DirectWriteTransport(transport)  # type: ignore[arg-type]
         peername = transport.get_extra_info("peername")
         self.peer = peername[0] if isinstance(peername, tuple) else ("" if peername is not None else None)
         if self.connections is not None:
@@ -105,10 +108,14 @@ class HttpConnection(RequestReader):
 
     def pause_writing(self) -> None:
         """The transport holds unsent data (write buffer limits are 0: this comes with the first byte)."""
-        self._holding = True
+        if self._writer is None or self._writer.paused():
+            self._holding = True
 
     def resume_writing(self) -> None:
-        """The transport's buffer is empty: the tensors it was sending from may go back to their owners."""
+        """The transport's buffer is empty (and the writer's queue): the tensors it was sending from may go back to
+        their owners."""
+        if self._writer is not None and not self._writer.resumed():
+            return
         self._holding = False
         self._run_after_drain()
 
@@ -121,6 +128,8 @@ class HttpConnection(RequestReader):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self._writer is not None:
+            self._writer.lost()
         self.deadline = self.send_deadline = math.inf
         self._release_all()
         if self.connections is not None:
@@ -293,8 +302,8 @@ class HttpConnection(RequestReader):
                 by_reference = write_response(transport, response, keep_alive, head)
         finally:
             if response.on_sent is not None:
-                # What the socket did not take at once stays in the transport's buffer: Python 3.11 copies it,
-                # 3.12 keeps a view of the tensor's buffer, so its owner waits until the buffer is empty.
+                # What the socket did not take at once waits by reference (the writer's queue, or asyncio's buffer on
+                # Python 3.12), so the tensor's owner waits until nothing is left to send.
                 if by_reference and transport is not None and self._holding:
                     self._after_drain.append(response.on_sent)
                 else:
