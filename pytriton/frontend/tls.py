@@ -214,7 +214,12 @@ class _Accept(asyncio.Protocol):
         pending = tls_transport.get_protocol() if tls_transport is not None else None
         if tls_transport is None or not isinstance(pending, _Pending) or pending.lost:
             return
-        pending.hand_over(self.factory(), tls_transport)
+        try:
+            pending.hand_over(self.factory(), tls_transport)
+        except Exception:  # noqa: BLE001 - a protocol that fails on what came with the handshake: this connection only
+            logger.exception("%s: the connection from %s failed as it began", self.acceptor.port,
+                             tls_transport.get_extra_info("peername"))
+            tls_transport.abort()
 
     def _feed_early(self, transport: Any) -> None:
         early, self.early = bytes(self.early), bytearray()
@@ -274,9 +279,11 @@ def _deliver(protocol: Any, data: bytes) -> None:
     if isinstance(protocol, asyncio.BufferedProtocol):
         view = memoryview(data)
         while view:
-            buffer = memoryview(protocol.get_buffer(len(view)))
-            n = min(len(buffer), len(view))
-            buffer[:n] = view[:n]
+            # the view is released before `buffer_updated`: a protocol may grow (resize) its buffer on the next
+            # `get_buffer`, which fails while a view of it is held (an HTTP body read straight into its own buffer)
+            with memoryview(protocol.get_buffer(len(view))) as buffer:
+                n = min(len(buffer), len(view))
+                buffer[:n] = view[:n]
             protocol.buffer_updated(n)
             view = view[n:]
     else:
