@@ -214,7 +214,12 @@ class _Accept(asyncio.Protocol):
         pending = tls_transport.get_protocol() if tls_transport is not None else None
         if tls_transport is None or not isinstance(pending, _Pending) or pending.lost:
             return
-        pending.hand_over(self.factory(), tls_transport)
+        try:
+            pending.hand_over(self.factory(), tls_transport, transport)
+        except Exception:  # noqa: BLE001 - a protocol that fails on what came with the handshake: this connection only
+            logger.exception("%s: the connection from %s failed as it began", self.acceptor.port,
+                             tls_transport.get_extra_info("peername"))
+            tls_transport.abort()
 
     def _feed_early(self, transport: Any) -> None:
         early, self.early = bytes(self.early), bytearray()
@@ -251,7 +256,9 @@ class _Pending(asyncio.Protocol):
         if self.protocol is not None:  # lost while being handed over: the protocol is told
             self.protocol.connection_lost(exc)
 
-    def hand_over(self, protocol: asyncio.BaseProtocol, transport: Any) -> None:
+    def hand_over(self, protocol: asyncio.BaseProtocol, transport: Any, raw: Any = None) -> None:
+        if raw is not None:
+            setattr(transport, RAW_TRANSPORT, raw)  # see unsent_bytes
         self.protocol = protocol
         transport.set_protocol(protocol)  # (flow-control calls from now on reach it)
         protocol.connection_made(transport)
@@ -269,14 +276,26 @@ class _Pending(asyncio.Protocol):
             transport.close()
 
 
+RAW_TRANSPORT = "_pytriton_raw_transport"  # the TCP transport under a TLS transport the acceptor handed over
+
+
+def unsent_bytes(transport: Any) -> int:
+    """Bytes `transport` holds that the client has not taken. asyncio's TLS transport encrypts what it is given and
+    passes it all down at once, counting only what it has not: the TCP transport under it holds the rest."""
+    raw = getattr(transport, RAW_TRANSPORT, None)
+    return transport.get_write_buffer_size() + (raw.get_write_buffer_size() if raw is not None else 0)
+
+
 def _deliver(protocol: Any, data: bytes) -> None:
     """`data` to a protocol as if its transport had read it (a buffered protocol through its own buffers)."""
     if isinstance(protocol, asyncio.BufferedProtocol):
         view = memoryview(data)
         while view:
-            buffer = memoryview(protocol.get_buffer(len(view)))
-            n = min(len(buffer), len(view))
-            buffer[:n] = view[:n]
+            # the view is released before `buffer_updated`: a protocol may grow (resize) its buffer on the next
+            # `get_buffer`, which fails while a view of it is held (an HTTP body read straight into its own buffer)
+            with memoryview(protocol.get_buffer(len(view))) as buffer:
+                n = min(len(buffer), len(view))
+                buffer[:n] = view[:n]
             protocol.buffer_updated(n)
             view = view[n:]
     else:

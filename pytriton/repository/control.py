@@ -377,7 +377,10 @@ class ModelControl:
         starting = [m for number, m in wanted.items() if not (
             keep_unchanged and self._serving(name, before, number) and before[number].signature == signatures[number])]
         for model in starting:  # LOADING is shown with the versions it loads
-            entry.versions[model.config.model_version] = _Version("LOADING")
+            if not self._serving(name, before, model.config.model_version):
+                entry.versions[model.config.model_version] = _Version("LOADING")
+            # else (Triton's background load): the version served stays READY until its replacement takes over,
+            # so a reload leaves the server ready (strict readiness) and the model in the ready index
         try:
             results = await asyncio.gather(*(self._start(m) for m in starting), return_exceptions=True)
         except BaseException:

@@ -89,6 +89,32 @@ def test_pending_data_and_eof_handed_over_in_order():
     assert protocol.events == ["made", "eof", "lost"]
 
 
+class Growing(Recorder):
+    """A buffered protocol whose buffer grows while data arrives (as an HTTP body received straight into its own
+    buffer): resizing it fails while a view of it is still held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._buffer = bytearray()
+        self._used = 0
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        self._buffer.extend(bytes(4))  # BufferError if the previous view was not released
+        return memoryview(self._buffer)[self._used:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._used += nbytes
+        self.received[:] = self._buffer[:self._used]
+
+
+def test_hand_over_to_a_protocol_whose_buffer_grows():
+    pending = _Pending()
+    pending.data_received(b"a request body that arrived with the handshake")
+    protocol, transport = Growing(), FakeTransport()
+    pending.hand_over(protocol, transport)
+    assert bytes(protocol.received) == b"a request body that arrived with the handshake"
+
+
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Certs:
     return make_certs(tmp_path_factory.mktemp("certs"))

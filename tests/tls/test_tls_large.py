@@ -4,6 +4,9 @@ transports) and HTTPS — the encrypted transport's flow control (pause/resume w
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
+import json
+import ssl
 
 import numpy as np
 import pytest
@@ -58,3 +61,26 @@ def test_large_tensors_over_https(server, certs):
             np.testing.assert_array_equal(result.as_numpy("OUT_X"), data)
     finally:
         client.close()
+
+
+def test_large_body_sent_right_after_the_handshake(server, certs):
+    """A client that sends an 8 MiB request as soon as its side of the handshake is done (curl, requests): the body's
+    first bytes arrive with the handshake's last message and are handed over before the protocol reads the rest."""
+    context = ssl.create_default_context(cafile=certs.ca_pem)
+    data = np.random.default_rng(7).random(ELEMENTS, dtype=np.float32)
+    header = json.dumps({"inputs": [{"name": "IN_X", "datatype": "FP32", "shape": [ELEMENTS],
+                                     "parameters": {"binary_data_size": data.nbytes}}],
+                         "outputs": [{"name": "OUT_X", "parameters": {"binary_data": True}}]}).encode()
+    host, port = server.http_url.rsplit(":", 1)
+    for _ in range(2):
+        connection = http.client.HTTPSConnection(host, int(port), context=context, timeout=60)
+        try:
+            connection.request("POST", "/v2/models/identity/infer", header + data.tobytes(),
+                               {"Inference-Header-Content-Length": str(len(header))})
+            response = connection.getresponse()
+            body = response.read()
+            assert response.status == 200, body[:300]
+            size = int(response.getheader("Inference-Header-Content-Length"))
+            np.testing.assert_array_equal(np.frombuffer(body[size:], dtype=np.float32), data)
+        finally:
+            connection.close()

@@ -106,6 +106,9 @@ class MultiModel:
             raise invalid_arg(
                 f"Invalid \"url\" '{url}': expected a path of the form {self.root}/<hash>/model[/<subdir>]"
             )
+        real_root = os.path.realpath(self.root)
+        if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:  # a symbolic link out of the root
+            raise invalid_arg(f"Invalid \"url\" '{url}': it leads out of {self.root} (a symbolic link?)")
         control = self.app.core.repository
         if control is None or getattr(control, "mode", "explicit") != "explicit":
             raise invalid_arg("repository registration is not allowed if model control mode is not EXPLICIT")
@@ -131,8 +134,9 @@ class MultiModel:
     async def _unload(self, request: HttpRequest, name: str) -> HttpResponse:
         if name not in self.models:
             return HttpResponse(404)
-        folder, _ = self.models[name]
-        target = request.headers.get(TARGET_MODEL_HEADER) or name
+        # The model loaded under `name`, whatever the request's target header says (another model is not this
+        # route's to unload, and `name` would be dropped while its model stays loaded).
+        folder, target = self.models[name]
         control = self.app.core.repository_control()
         logger.info("Unloading SageMaker TargetModel: %s", target)
         try:

@@ -37,6 +37,7 @@ from pytriton.frontend.http1.reader import (
     RequestReader,
     SharedReadBuffer,
 )
+from pytriton.frontend.tls import unsent_bytes
 
 logger = logging.getLogger("pytriton.frontend")
 
@@ -192,7 +193,7 @@ class HttpConnection(RequestReader):
     def _expect_sent(self) -> None:
         """Answers wait in the transport: the client has to keep taking them."""
         assert self.transport is not None
-        self._pending_seen = self.transport.get_write_buffer_size()
+        self._pending_seen = unsent_bytes(self.transport)
         self.send_deadline = self.loop.time() + self.limits.body_timeout_s
 
     def tick(self, now: float) -> None:
@@ -207,7 +208,7 @@ class HttpConnection(RequestReader):
         if transport is None:
             return
         if now >= self.send_deadline:
-            pending = transport.get_write_buffer_size()
+            pending = unsent_bytes(transport)
             if not pending:
                 self.send_deadline = math.inf
             elif pending != self._pending_seen:  # the client is taking its answers, slowly
@@ -301,6 +302,8 @@ class HttpConnection(RequestReader):
             if transport is not None:
                 by_reference = write_response(transport, response, keep_alive, head)
         finally:
+            if self.send_deadline == math.inf and transport is not None and unsent_bytes(transport):
+                self._expect_sent()  # an answer left unsent: the client must take it within the body timeout
             if response.on_sent is not None:
                 # What the socket did not take at once waits by reference (the writer's queue, or asyncio's buffer on
                 # Python 3.12), so the tensor's owner waits until nothing is left to send.
