@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
+from pytriton.core.peer_statistics import statistics_of_all
 from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
@@ -216,7 +217,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelStatistics(
         self, request: pb.ModelStatisticsRequest, context: CallContext
     ) -> pb.ModelStatisticsResponse:
-        stats = self.core.statistics(request.name, request.version)
+        stats = await statistics_of_all(self.core, request.name, request.version)
         return json_format.ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
     # ---- inference ---------------------------------------------------------------------------

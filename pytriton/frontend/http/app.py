@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 import orjson
 
+from pytriton.core.peer_statistics import statistics_of_all
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import (
@@ -290,7 +291,7 @@ class HttpApp:
         method = request.method
         if rest == ["stats"]:
             self._check("statistics", request)
-            return self._only(method, "GET") or json_response({"model_stats": self.core.statistics()})
+            return self._only(method, "GET") or json_response({"model_stats": await statistics_of_all(self.core)})
         if not rest or not rest[0]:
             return error_response(404, "Not Found")
         name, rest = rest[0], rest[1:]
@@ -320,7 +321,9 @@ class HttpApp:
         if action == "config":
             return self._only(method, "GET") or self._config(name, version)
         if action == "stats":
-            return self._only(method, "GET") or json_response({"model_stats": self.core.statistics(name, version)})
+            if bad := self._only(method, "GET"):
+                return bad
+            return json_response({"model_stats": await statistics_of_all(self.core, name, version)})
         if action == "trace/setting":
             return self._trace(request, name)
         if action in ("generate", "generate_stream"):
