@@ -76,11 +76,12 @@ class FrontendPeers:
             return HttpResponse(200, [json.dumps(stats).encode()], [("Content-Type", "application/json")])
         return error_response(404, "Not Found")
 
-    async def _get_all(self, path: str) -> list[bytes]:
-        """GET `path` from every other process; those that do not answer (not started yet, gone) are left out."""
-        others = [port for i, port in enumerate(self.ports) if i != self.index]
-        answers = await asyncio.gather(*(self._get(port, path) for port in others))
-        return [a for a in answers if a is not None]
+    async def _get_all(self, path: str) -> list[tuple[int, bytes]]:
+        """GET `path` from every other process: (its index, the body); those that do not answer (not started yet,
+        gone) are left out."""
+        others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
+        answers = await asyncio.gather(*(self._get(port, path) for _, port in others))
+        return [(i, a) for (i, _), a in zip(others, answers) if a is not None]
 
     async def _get(self, port: int, path: str) -> bytes | None:
         try:
@@ -106,7 +107,7 @@ class FrontendPeers:
     async def statistics(self, name: str, version: str) -> list[list[dict[str, Any]]]:
         """The other processes' `model_stats` entries (ServerCore.peer_statistics)."""
         query = urllib.parse.urlencode({"name": name, "version": version})
-        return [json.loads(body) for body in await self._get_all(f"/local/stats?{query}")]
+        return [json.loads(body) for _, body in await self._get_all(f"/local/stats?{query}")]
 
     def metrics_handler(self, local: MetricsApp) -> Any:
         """The metrics port's handler (process 0): this process's metrics with the others' added in."""
@@ -115,19 +116,21 @@ class FrontendPeers:
             response = await local.handle(request)
             if response.status != 200:
                 return response
-            texts = [b"".join(bytes(p) for p in response.parts).decode()]
-            texts += [body.decode() for body in await self._get_all("/local/metrics")]
+            texts = [(self.index, b"".join(bytes(p) for p in response.parts).decode())]
+            texts += [(index, body.decode()) for index, body in await self._get_all("/local/metrics")]
             return HttpResponse(200, [merge_metrics(texts).encode()], response.headers)
 
         return handle
 
 
-def merge_metrics(texts: list[str]) -> str:
-    """Prometheus text of several processes as one: families in order of first appearance (HELP/TYPE from the
-    first), samples with the same name and labels summed, the machine-wide gauges taken from the first text only."""
+def merge_metrics(texts: list[tuple[int, str]]) -> str:
+    """Prometheus text of several processes (index, text) as one: families in order of first appearance (HELP/TYPE
+    from the first), samples with the same name and labels summed, the machine-wide gauges taken from the first text
+    only; a sample of one model instance (an `instance` label: each process has its own instances of the same names)
+    gets the process's index as a `frontend` label instead of being summed."""
     families: dict[str, tuple[list[str], dict[str, list[str]]]] = {}
     owner: dict[str, int] = {}  # the text whose HELP/TYPE lines a family keeps
-    for position, text in enumerate(texts):
+    for position, (index, text) in enumerate(texts):
         family = None
         for line in text.splitlines():
             if line.startswith("#"):
@@ -140,6 +143,8 @@ def merge_metrics(texts: list[str]) -> str:
             if not line.strip() or family is None or (position > 0 and family.startswith(MACHINE_WIDE)):
                 continue
             key, _, value = line.rpartition(" ")
+            if 'instance="' in key and key.endswith("}"):
+                key = f'{key[:-1]},frontend="{index}"}}'
             families[family][1].setdefault(key, []).append(value)
     lines = []
     for head, samples in families.values():
