@@ -43,9 +43,6 @@ def refusal(config: ServerConfig, processes: int) -> str | None:
         if spec.config.sequence_batcher is not None:
             return (f"model '{spec.config.model_name}' uses sequence batching: a sequence must stay on one instance "
                     "but its requests may reach different front-end processes")
-    if config.allow_client_shm:
-        return ("client shared-memory regions registered through one front-end process are not known to the others "
-                "yet; add --no-allow-client-shm")
     if MetricsSettings.parse(config.metrics_config).summary_latencies:
         return "--metrics-config summary_latencies=true: the quantiles of several processes cannot be added up"
     if config.trace_config or config.trace_file:

@@ -17,7 +17,9 @@ import secrets
 import urllib.parse
 from typing import Any
 
+from pytriton.core.peers import apply_shm
 from pytriton.core.server_core import ServerCore
+from pytriton.exceptions import ServerError, Status
 from pytriton.frontend.http1 import HttpListener, HttpRequest, HttpResponse, error_response
 from pytriton.frontend.metrics.collector import CONTENT_TYPE, render_metrics
 from pytriton.frontend.metrics.server import MetricsApp
@@ -67,6 +69,14 @@ class FrontendPeers:
             return error_response(403, "Forbidden")
         if request.path == "/local/metrics" and self.local_metrics is not None:
             return HttpResponse(200, [render_metrics(self.local_metrics.registry)], [("Content-Type", CONTENT_TYPE)])
+        if request.path == "/local/shm" and request.method == "POST":
+            order = json.loads(bytes(request.body))
+            try:
+                apply_shm(self.core, order["action"], order["kind"], order["name"], order["args"])
+            except ServerError as exc:
+                body = json.dumps({"error": exc.message, "status": exc.status.name}).encode()
+                return HttpResponse(400, [body], [("Content-Type", "application/json")])
+            return HttpResponse(200)
         if request.path == "/local/stats":
             query = urllib.parse.parse_qs(request.query)
             try:
@@ -76,6 +86,20 @@ class FrontendPeers:
             return HttpResponse(200, [json.dumps(stats).encode()], [("Content-Type", "application/json")])
         return error_response(404, "Not Found")
 
+    async def shm(self, action: str, kind: str, name: str, args: list[Any]) -> None:
+        """ServerCore.peers.shm: the order applied in every other process, a refused registration undone."""
+        body = json.dumps({"action": action, "kind": kind, "name": name, "args": args}).encode()
+        others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
+        answers = await asyncio.gather(*(self._request(port, "/local/shm", body) for _, port in others))
+        refusals = [(status, text) for status, text in answers if status == 400]
+        if not refusals or action != "register":
+            return
+        applied = [port for (_, port), (status, _) in zip(others, answers) if status == 200]
+        undo = json.dumps({"action": "unregister", "kind": kind, "name": name, "args": []}).encode()
+        await asyncio.gather(*(self._request(port, "/local/shm", undo) for port in applied))
+        answer = json.loads(refusals[0][1])
+        raise ServerError(Status[answer["status"]], answer["error"])
+
     async def _get_all(self, path: str) -> list[tuple[int, bytes]]:
         """GET `path` from every other process: (its index, the body); those that do not answer (not started yet,
         gone) are left out."""
@@ -84,25 +108,32 @@ class FrontendPeers:
         return [(i, a) for (i, _), a in zip(others, answers) if a is not None]
 
     async def _get(self, port: int, path: str) -> bytes | None:
+        status, body = await self._request(port, path)
+        return body if status == 200 else None
+
+    async def _request(self, port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """GET (or POST `body`) `path` of the process on `port`: (status, body); status 0 when it did not answer
+        (not started yet, gone: it serves no connection then either)."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), PEER_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError):
-            return None
+            return 0, b""
+        method = "GET" if body is None else "POST"
         try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                         f"{TOKEN_HEADER}: {self.token}\r\n\r\n".encode())
+            writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                         f"Content-Length: {len(body or b'')}\r\n{TOKEN_HEADER}: {self.token}\r\n\r\n".encode()
+                         + (body or b""))
             data = await asyncio.wait_for(reader.read(), PEER_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError) as exc:
             logger.warning("front-end process on port %d did not answer %s: %s", port, path, exc)
-            return None
+            return 0, b""
         finally:
             writer.close()
-        head, _, body = data.partition(b"\r\n\r\n")
+        head, _, answer = data.partition(b"\r\n\r\n")
         status = head.split(b" ", 2)[1:2]
         if status != [b"200"]:
             logger.warning("front-end process on port %d answered %s with %r", port, path, head[:80])
-            return None
-        return body
+        return int(status[0]) if status and status[0].isdigit() else 0, answer
 
     async def statistics(self, name: str, version: str) -> list[list[dict[str, Any]]]:
         """The other processes' `model_stats` entries (ServerCore.peer_statistics)."""

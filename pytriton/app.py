@@ -152,7 +152,7 @@ class Server:
                                            interval_s=config.metrics_interval_ms / 1000.0)
             if peers is not None:  # one of several front-end processes: the others read its statistics there
                 self.log_settings.locked = self.trace_settings.locked = f"logging and trace settings {LOCKED}"
-                core.peer_statistics = peers.statistics
+                core.peers = peers
                 self.attached.append(await peers.start(local_metrics))
             if config.allow_grpc:
                 self.grpc = GrpcFrontend(

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import REPO, ServerProcess, _pid_alive, serve, serve_on_a_taken_port, shm_segments_of, tensor_args
@@ -24,7 +25,7 @@ from tests.conftest import REPO, ServerProcess, _pid_alive, serve, serve_on_a_ta
 MODEL = "server_pid"
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
         *tensor_args("output", [("OUT", "fp32", "-1"), ("SERVER", "int64", "1")]),
-        "--frontend-processes", "2", "--no-allow-client-shm"]
+        "--frontend-processes", "2"]
 FRONTEND_RE = re.compile(r"front-end process (\d+) started \(pid (\d+)\)")
 CONNECTIONS = 24  # per protocol; the kernel spreads connections by their addresses: all on one process ~ 2**-47
 REQUESTS = 3  # per connection
@@ -197,15 +198,14 @@ def test_a_front_end_process_that_dies_stops_the_group_cleanly():
 
 
 @pytest.mark.parametrize("args, reason", [
-    (["--no-allow-client-shm", "--model-repository", str(REPO / "tests" / "repositories" / "models"),
-      "--model-control-mode", "explicit"], "--model-control-mode explicit"),
-    ([], "--no-allow-client-shm"),
-    (["--no-allow-client-shm", "--metrics-config", "summary_latencies=true"], "quantiles"),
-    (["--no-allow-client-shm", "--trace-config", "level=TIMESTAMPS"], "--trace-config"),
+    (["--model-repository", str(REPO / "tests" / "repositories" / "models"), "--model-control-mode", "explicit"],
+     "--model-control-mode explicit"),
+    (["--metrics-config", "summary_latencies=true"], "quantiles"),
+    (["--trace-config", "level=TIMESTAMPS"], "--trace-config"),
 ])
 def test_combinations_not_served_yet_are_refused(args, reason):
-    command = [sys.executable, "-m", "pytriton.cli", "serve", *ARGS[:-1], *args, "--grpc-port", "0", "--http-port",
-               "0", "--metrics-port", "0"]
+    command = [sys.executable, "-m", "pytriton.cli", "serve", *ARGS, *args, "--grpc-port", "0", "--http-port", "0",
+               "--metrics-port", "0"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
     assert "Invalid value for --frontend-processes: 2 processes:" in result.stderr
@@ -216,7 +216,7 @@ def test_sequence_batching_is_refused():
     command = [sys.executable, "-m", "pytriton.cli", "serve", "tests.sequence_models:running_sum",
                *tensor_args("input", [("INPUT", "int32", "1")]), *tensor_args("output", [("SUM", "int32", "1")]),
                "--max-batch-size", "2", "--sequence-batching", "direct", "--sequence-control", "start=START:bool",
-               "--frontend-processes", "2", "--no-allow-client-shm"]
+               "--frontend-processes", "2"]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
     assert "--frontend-processes" in result.stderr and "uses sequence batching" in result.stderr
@@ -227,3 +227,53 @@ def test_a_taken_port_is_named():
                                          "--http-port", "0", "--metrics-port", "0")
     assert result.returncode != 0
     assert f"cannot listen for gRPC on 127.0.0.1:{port}" in result.stderr
+
+
+def test_a_region_registered_through_one_connection_serves_requests_on_every_process():
+    """Registered over one gRPC connection, used for inputs and outputs by requests over new connections (both
+    processes), listed by every process, unregistered over HTTP from every process at once."""
+    size = 16 * 4
+    name = f"pt_fe_{os.getpid()}"
+    inputs = shm.create_shared_memory_region(f"{name}_in", f"/{name}_in", size)
+    outputs = shm.create_shared_memory_region(f"{name}_out", f"/{name}_out", size + 8)
+    try:
+        with serve(*ARGS) as server:
+            grpc = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
+            grpc.register_system_shared_memory(f"{name}_in", f"/{name}_in", size)
+            grpc.register_system_shared_memory(f"{name}_out", f"/{name}_out", size + 8)
+            with pytest.raises(InferenceServerException, match="already in manager"):
+                grpc.register_system_shared_memory(f"{name}_in", f"/{name}_in", size)
+            grpc.close()
+            seen = set()
+            for i in range(16):
+                data = np.full(16, i, dtype=np.float32)
+                shm.set_shared_memory_region(inputs, [data])
+                client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
+                try:
+                    tensor = grpcclient.InferInput("IN", [16], "FP32")
+                    tensor.set_shared_memory(f"{name}_in", size)
+                    out = grpcclient.InferRequestedOutput("OUT")
+                    out.set_shared_memory(f"{name}_out", size)
+                    pid = grpcclient.InferRequestedOutput("SERVER")
+                    pid.set_shared_memory(f"{name}_out", 8, offset=size)
+                    client.infer(MODEL, [tensor], outputs=[out, pid])
+                finally:
+                    client.close()
+                np.testing.assert_array_equal(shm.get_contents_as_numpy(outputs, np.float32, [16]), data)
+                seen.add(int(shm.get_contents_as_numpy(outputs, np.int64, [1], offset=size)[0]))
+                http = httpclient.InferenceServerClient(server.http_url)
+                try:
+                    assert {r["name"] for r in http.get_system_shared_memory_status()} == {f"{name}_in", f"{name}_out"}
+                finally:
+                    http.close()
+            assert seen == frontend_pids(server)
+            httpclient.InferenceServerClient(server.http_url).unregister_system_shared_memory()
+            for _ in range(8):
+                client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
+                try:
+                    assert not client.get_system_shared_memory_status().regions
+                finally:
+                    client.close()
+    finally:
+        for handle in (inputs, outputs):
+            shm.destroy_shared_memory_region(handle)

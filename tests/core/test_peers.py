@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytriton.core.peer_statistics import merge_statistics
+from pytriton.core.peers import merge_statistics
 from pytriton.core.statistics import ModelStatistics
 
 
