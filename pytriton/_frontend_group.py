@@ -78,6 +78,7 @@ class FrontendGroup:
         self._reserved: list[socket.socket] = []
         self._stop = threading.Event()
         self._signals = 0
+        self._started: list[ServerProcess] = []  # (a second signal is passed on to them while they stop)
 
     def _port(self, allowed: bool, address: str, port: int, protocol: str) -> int:
         if not allowed:
@@ -98,8 +99,15 @@ class FrontendGroup:
                 for index in range(self.processes)]
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        """The first signal stops the group; a second one is passed on (each process then stops waiting for the
+        requests in flight, as a server given two signals does)."""
         self._signals += 1
         self._stop.set()
+        if self._signals == 2:
+            logger.warning("second signal: the front-end processes stop without waiting for in-flight requests")
+            for child in self._started:
+                if child.popen is not None:
+                    child.popen.send_signal(signal.SIGINT)
 
     def run(self) -> None:
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -126,6 +134,7 @@ class FrontendGroup:
         for index, child_config in enumerate(configs):
             child = ServerProcess(child_config, pathlib.Path.cwd(), new_session=True)
             self.children.append(child)
+            self._started.append(child)
             logger.info("front-end process %d started (pid %d)", index, child.pid)
         for index, child in enumerate(self.children):
             if self._stop.is_set():

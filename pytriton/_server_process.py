@@ -50,6 +50,7 @@ class ServerProcess:
         finally:
             if stderr is not None:
                 stderr.close()
+        self.popen = self._process  # kept after terminate(): Popen.send_signal skips a process already reaped
         self._ready_line: str | None = None
         self._failure: str | None = None  # the reason the server gave when it could not start
         self._ready = threading.Event()

@@ -277,3 +277,59 @@ def test_a_region_registered_through_one_connection_serves_requests_on_every_pro
     finally:
         for handle in (inputs, outputs):
             shm.destroy_shared_memory_region(handle)
+
+
+def test_a_killed_group_leaves_nothing_behind():
+    """SIGKILL of the `pytriton serve` process: its front-end processes see their parent gone and stop, with their
+    workers and their shared memory."""
+    server = ServerProcess(ARGS)
+    try:
+        for seed in range(4):
+            _http_connection(server.http_url, seed, size=1 << 18)
+        ours = frontend_pids(server) | set(server.worker_pids())
+        assert len(ours) == 4, server.log
+        server.process.kill()
+        server.process.wait(10)
+        assert not _all_gone(ours, timeout_s=40.0)
+        assert not shm_segments_of(ours)
+    finally:
+        server.stop()
+
+
+def test_a_second_signal_stops_without_waiting_for_requests_in_flight(tmp_path):
+    """The first SIGINT drains; the second is passed on to the front-end processes, which then stop waiting for
+    the request in flight (as one server given two signals does: its worker is stopped, the request fails)."""
+    args = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
+            *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "8"]
+    server = ServerProcess(args)
+    started, never = tmp_path / "started", tmp_path / "never"
+    failures: list[str] = []
+
+    def gated() -> None:
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            x = grpcclient.InferInput("X", [1], "INT32")
+            x.set_data_from_numpy(np.array([1], dtype=np.int32))
+            try:  # (the model waits 30 s for a release file that never comes)
+                client.infer("gated_pid", [x], parameters={"started": str(started), "release": str(never)},
+                             client_timeout=60)
+            except InferenceServerException as exc:
+                failures.append(str(exc))
+
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            call = pool.submit(gated)
+            deadline = time.monotonic() + 30
+            while not started.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert started.exists()
+            server.process.send_signal(signal.SIGINT)
+            assert server.wait_for_log("signal received; stopping 2 front-end processes")
+            server.process.send_signal(signal.SIGINT)
+            server.process.wait(30)
+            call.result(timeout=30)
+            assert len(failures) == 1, (failures, server.log)  # (the model would have answered after 30 s)
+            log = server.log
+            passed_on = log.index("second signal: the front-end processes stop without waiting")
+            assert log.index("second signal: not waiting for in-flight requests any longer") > passed_on
+        finally:
+            server.stop()
