@@ -180,7 +180,9 @@ class Server:
                     header_forward_pattern=config.http_header_forward_pattern,
                     max_input_bytes=config.http_limits.max_input_bytes,
                     access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
-                    connection_info={"address": host.address, "tag": self.tag},
+                    connection_info={"address": host.address, "tag": self.tag} if peers is None else
+                    {"refused": "a RemoteTriton cannot bind models to a server of several front-end processes "
+                                "(--frontend-processes): each process would need them"},
                     tracer=self.tracer,
                 )
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -154,6 +155,10 @@ def test_settings_that_each_process_holds_cannot_be_changed():
         with pytest.raises(InferenceServerException, match="--frontend-processes"):
             grpc.update_trace_settings(settings={"trace_rate": "5"})
         assert http.get_log_settings()["log_verbose_level"] == 0
+        # a RemoteTriton would bind its models to one process only: it is told why it cannot join
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://{server.http_url}/v2/pytriton/connection", timeout=10)
+        assert refused.value.code == 501 and "--frontend-processes" in refused.value.read().decode()
 
 
 def _all_gone(pids: set[int], timeout_s: float = 20.0) -> list[int]:

@@ -237,6 +237,8 @@ class HttpApp:
             raise AccessDenied("This API is restricted to clients on the server's host")
         if self.connection_info is None:
             return error_response(404, "Not Found")
+        if "refused" in self.connection_info:  # (a server that cannot host a RemoteTriton's models says why)
+            raise unsupported(self.connection_info["refused"])
         return json_response(self.connection_info)
 
     async def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
