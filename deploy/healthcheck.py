@@ -2,12 +2,16 @@
 
 Slim images have no curl; this needs only the Python standard library. The port is PYTRITON_HEALTHCHECK_PORT (default
 8000, the server's `--http-port`); the host PYTRITON_HEALTHCHECK_HOST (default 127.0.0.1). Proxy variables
-(`http_proxy`, ...) are ignored: the check always asks the server directly.
+(`http_proxy`, ...) are ignored: the check always asks the server directly. A server started with `--http-use-ssl`
+is asked over HTTPS when PYTRITON_HEALTHCHECK_CA names the CA certificate (PEM) its certificate is verified against
+(the host name is not checked: the check asks the loopback address); with `--http-use-ssl-mutual`, also give the
+client certificate and key in PYTRITON_HEALTHCHECK_CERT and PYTRITON_HEALTHCHECK_KEY.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -33,8 +37,23 @@ def main() -> int:
     except ValueError as exc:
         print(f"pytriton-healthcheck: {exc}", file=sys.stderr)
         return 1
-    url = f"http://{host}:{port}/v2/health/ready"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy, whatever the environment says
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]  # no proxy, whatever is set
+    scheme = "http"
+    ca = os.environ.get("PYTRITON_HEALTHCHECK_CA")
+    if ca:
+        try:
+            context = ssl.create_default_context(cafile=ca)
+            context.check_hostname = False
+            cert = os.environ.get("PYTRITON_HEALTHCHECK_CERT")
+            if cert:
+                context.load_cert_chain(cert, os.environ.get("PYTRITON_HEALTHCHECK_KEY") or None)
+        except (OSError, ssl.SSLError) as exc:
+            print(f"pytriton-healthcheck: cannot load the TLS files: {exc}", file=sys.stderr)
+            return 1
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+        scheme = "https"
+    url = f"{scheme}://{host}:{port}/v2/health/ready"
+    opener = urllib.request.build_opener(*handlers)
     try:
         with opener.open(url, timeout=timeout) as r:
             ready = r.status == 200

@@ -21,6 +21,7 @@ from pytriton._trace_config import parse_trace_config
 from pytriton._triton_config_fields import IGNORED_FIELDS
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, H2Limits, keepalive_fields
+from pytriton.frontend.tls import TlsSettings
 from pytriton.server_config import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID, ServerConfig
 
 logger = logging.getLogger("pytriton.triton")
@@ -85,6 +86,13 @@ class TritonConfig:
     grpc_http2_min_recv_ping_interval_without_data: int | None = None
     grpc_http2_max_ping_strikes: int | None = None
     grpc_restricted_protocol: str | None = None
+    # pytriton's own (Triton has no HTTP TLS): HTTPS on the HTTP port, as the grpc_* fields above for gRPC;
+    # `pytriton serve --http-use-ssl ...` is the same setting.
+    http_use_ssl: bool | None = None
+    http_use_ssl_mutual: bool | None = None
+    http_server_cert: pathlib.Path | None = None
+    http_server_key: pathlib.Path | None = None
+    http_root_cert: pathlib.Path | None = None
     allow_metrics: bool | None = None
     allow_gpu_metrics: bool | None = None
     allow_cpu_metrics: bool | None = None
@@ -108,10 +116,11 @@ class TritonConfig:
     def __post_init__(self) -> None:
         if self.allow_http is not None and self.allow_grpc is not None and not self.allow_http and not self.allow_grpc:
             raise PyTritonValidationError("The `http` or `grpc` endpoint has to be allowed.")
-        if self.grpc_use_ssl or self.grpc_use_ssl_mutual:
-            raise PyTritonValidationError(
-                "gRPC over SSL is not supported by this server; terminate TLS in front of it (e.g. a proxy)"
-            )
+        try:
+            grpc_tls_of(self)
+            http_tls_of(self)
+        except ValueError as exc:
+            raise PyTritonValidationError(f"TritonConfig: {exc}") from None
         if self.execution_timeout_secs is not None and not self.execution_timeout_secs > 0:
             raise PyTritonValidationError("TritonConfig.execution_timeout_secs must be a number of seconds > 0")
         try:
@@ -284,6 +293,8 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
                                                else []),
+        grpc_tls=grpc_tls_of(config),
+        http_tls=http_tls_of(config),
     )
 
 
@@ -304,6 +315,18 @@ def grpc_limits_of(config: TritonConfig) -> H2Limits:
     if level is not None:
         fields["infer_response_compression"] = level.lower()
     return H2Limits(**fields)
+def grpc_tls_of(config: TritonConfig) -> TlsSettings | None:
+    """The gRPC port's TLS (grpc_use_ssl_mutual implies grpc_use_ssl, as in PyTriton); raises ValueError."""
+    return TlsSettings.of(config.grpc_use_ssl, config.grpc_use_ssl_mutual, config.grpc_server_cert,
+                          config.grpc_server_key, config.grpc_root_cert,
+                          options=("grpc_use_ssl", "grpc_server_cert", "grpc_server_key", "grpc_root_cert"))
+
+
+def http_tls_of(config: TritonConfig) -> TlsSettings | None:
+    """The HTTP port's TLS (pytriton's own fields); raises ValueError."""
+    return TlsSettings.of(config.http_use_ssl, config.http_use_ssl_mutual, config.http_server_cert,
+                          config.http_server_key, config.http_root_cert,
+                          options=("http_use_ssl", "http_server_cert", "http_server_key", "http_root_cert"))
 
 
 def exit_timeout_of(config: TritonConfig) -> float:

@@ -1,5 +1,5 @@
 """What each `TritonConfig` field does on this server: the single source of the reasons logged for fields that are
-accepted without effect, of the refusals' wording, and of the reference page's table (docs/guide/triton-config.md,
+accepted without effect and of the reference page's table (docs/guide/triton-config.md,
 kept equal to `reference_table()` by tests/triton/test_config_fields.py).
 
 `python -m pytriton._triton_config_fields` prints the table.
@@ -11,14 +11,13 @@ import dataclasses
 
 APPLIED = "applied"
 IGNORED = "ignored"  # accepted (so configurations keep working), logged once, no effect
-REFUSED = "refused"  # a value that would need it raises PyTritonValidationError with `reason`
 
 
 @dataclasses.dataclass(frozen=True)
 class FieldInfo:
     status: str
     cli: str  # the `pytriton serve` option ("" where there is none)
-    reason: str  # what it does here (applied) or why it has no effect / is refused
+    reason: str  # what it does here (applied) or why it has no effect (ignored)
 
 
 def _applied(cli: str, what: str) -> FieldInfo:
@@ -29,7 +28,7 @@ def _ignored(reason: str, cli: str = "") -> FieldInfo:
     return FieldInfo(IGNORED, cli, reason)
 
 
-_SSL = "TLS on gRPC — see tls.md"
+_TLS = "(tls.md)"
 
 FIELDS: dict[str, FieldInfo] = {
     "model_repository": _applied(
@@ -67,11 +66,14 @@ FIELDS: dict[str, FieldInfo] = {
                                             "reaches the callable as request parameters"),
     "grpc_infer_allocation_pool_size": _ignored("the gRPC front-end keeps no pool of request/response objects for "
                                                 "reuse; there is nothing to size"),
-    "grpc_use_ssl": FieldInfo(REFUSED, "", _SSL),
-    "grpc_use_ssl_mutual": FieldInfo(REFUSED, "", _SSL),
-    "grpc_server_cert": _ignored(_SSL),
-    "grpc_server_key": _ignored(_SSL),
-    "grpc_root_cert": _ignored(_SSL),
+    "grpc_use_ssl": _applied("--grpc-use-ssl", f"serve gRPC over TLS 1.2+ with grpc_server_cert and grpc_server_key "
+                             f"{_TLS}"),
+    "grpc_use_ssl_mutual": _applied("--grpc-use-ssl-mutual", "mutual TLS on gRPC: clients must present a certificate "
+                                    f"signed by grpc_root_cert; implies grpc_use_ssl {_TLS}"),
+    "grpc_server_cert": _applied("--grpc-server-cert", "the gRPC server's certificate (chain), PEM; checked at start"),
+    "grpc_server_key": _applied("--grpc-server-key", "the gRPC server's private key, PEM; checked at start"),
+    "grpc_root_cert": _applied("--grpc-root-cert", "mutual TLS: the CA certificate(s) gRPC client certificates are "
+                               "verified against, PEM"),
     "grpc_infer_response_compression_level": _applied(
         "--grpc-infer-response-compression-level", "none (default), low, medium, high: ModelInfer/ModelStreamInfer "
         "responses gzip-compressed (zlib level 1/6/9) for clients that accept gzip (grpc-connections.md)"),
@@ -90,6 +92,14 @@ FIELDS: dict[str, FieldInfo] = {
                                             "ENHANCE_YOUR_CALM too_many_pings (0: no limit); default 2"),
     "grpc_restricted_protocol": _applied("--grpc-restricted-protocol", "endpoint groups that need a header "
                                          "KEY=VALUE over gRPC (`triton-grpc-protocol-KEY`)"),
+    "http_use_ssl": _applied("--http-use-ssl", "pytriton's own (Triton has no HTTP TLS): serve HTTP over TLS with "
+                             f"http_server_cert and http_server_key {_TLS}"),
+    "http_use_ssl_mutual": _applied("--http-use-ssl-mutual", "pytriton's own: mutual TLS on HTTP, clients must present "
+                                    "a certificate signed by http_root_cert; implies http_use_ssl"),
+    "http_server_cert": _applied("--http-server-cert", "pytriton's own: the HTTP server's certificate (chain), PEM"),
+    "http_server_key": _applied("--http-server-key", "pytriton's own: the HTTP server's private key, PEM"),
+    "http_root_cert": _applied("--http-root-cert", "pytriton's own: mutual TLS, the CA certificate(s) HTTP client "
+                               "certificates are verified against, PEM"),
     "allow_metrics": _applied("--allow-metrics", "serve /metrics on the metrics port"),
     "allow_gpu_metrics": _applied("--allow-gpu-metrics", "the nv_gpu_* and nv_energy_consumption gauges of the "
                                   "visible GPUs (through NVML); false: absent"),
@@ -139,7 +149,7 @@ def reference_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["APPLIED", "FIELDS", "IGNORED", "IGNORED_FIELDS", "REFUSED", "FieldInfo", "reference_table"]
+__all__ = ["APPLIED", "FIELDS", "IGNORED", "IGNORED_FIELDS", "FieldInfo", "reference_table"]
 
 if __name__ == "__main__":
     print(reference_table(), end="")

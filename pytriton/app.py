@@ -169,6 +169,7 @@ class Server:
                     limits=config.grpc_limits,
                     tracer=self.tracer,
                     reuse_port=peers is not None,
+                    tls=config.grpc_tls,
                 )
                 await self.grpc.start()
                 await self.grpc.set_serving(True)
@@ -190,7 +191,7 @@ class Server:
                 app = http_app()
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
                                          config.http_limits, too_large_hint=app.too_large_hint,
-                                         reuse_port=peers is not None)
+                                         reuse_port=peers is not None, tls=config.http_tls)
                 await self.http.start()
             if config.allow_metrics and local_metrics is not None:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)

@@ -16,6 +16,7 @@ from pytriton._cli_platforms import platform_options
 from pytriton._platforms import vertex_ai_mode
 from pytriton._cli_queue import queue_policy_options
 from pytriton._frontend_group import refusal, run_group
+from pytriton._cli_tls import tls_options
 from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
 from pytriton.app import ModelSpec, ServerConfig, run
@@ -28,6 +29,7 @@ from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
 from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, keepalive_fields
+from pytriton.frontend.tls import TlsSettings
 from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.triton_model_config import TensorSpec
 from pytriton.repository import ModelRepositoryError, load_repositories, scan_repositories
@@ -307,6 +309,7 @@ def main() -> None:
                                       "longer: 408 (or the connection is dropped).")
 @click.option("--http-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=HttpLimits.idle_timeout_s,
               show_default=True, help="Seconds a keep-alive HTTP connection may wait for its next request.")
+@tls_options
 @click.option("--exit-timeout", "--exit-timeout-secs", "exit_timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds a stop may take in all: in-flight requests finish, then workers exit; what has not "
                    "stopped by then is killed.")
@@ -402,6 +405,8 @@ def serve(
     http_header_timeout: float,
     http_body_timeout: float,
     http_idle_timeout: float,
+    grpc_tls: TlsSettings | None,
+    http_tls: TlsSettings | None,
     exit_timeout: float,
     frontend_processes: int,
     execution_timeout: float | None,
@@ -537,6 +542,8 @@ def serve(
             repository_poll_secs=float(repository_poll_secs),
             auto_complete_config=auto_complete,
             **platforms,
+            grpc_tls=grpc_tls,
+            http_tls=http_tls,
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None

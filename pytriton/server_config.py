@@ -12,6 +12,7 @@ from typing import Any
 from pytriton import _env
 from pytriton.frontend.grpc._h2_limits import H2Limits
 from pytriton.frontend.http1.limits import HttpLimits
+from pytriton.frontend.tls import TlsSettings
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
 
@@ -86,6 +87,8 @@ class ServerConfig:
     vertex_ai_address: str = "0.0.0.0"
     vertex_ai_port: int = 8080
     vertex_ai_default_model: str = ""  # "" = the only model served
+    grpc_tls: TlsSettings | None = None  # TLS / mutual TLS on the gRPC port (Triton's --grpc-use-ssl...)
+    http_tls: TlsSettings | None = None  # TLS / mutual TLS on the HTTP port (pytriton's own --http-use-ssl...)
     # One of several front-end processes (`pytriton serve --frontend-processes N`; docs/multi-frontend.md), set by
     # the parent for each: its index and every process's private loopback port (empty: the only process)
     frontend_index: int = 0
@@ -111,4 +114,7 @@ class ServerConfig:
             fields["http_limits"] = HttpLimits(**fields["http_limits"])
         if isinstance(fields.get("grpc_limits"), dict):
             fields["grpc_limits"] = H2Limits(**fields["grpc_limits"])
+        for name in ("grpc_tls", "http_tls"):
+            if isinstance(fields.get(name), dict):
+                fields[name] = TlsSettings(**fields[name])
         return cls(**fields)

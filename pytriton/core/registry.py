@@ -67,6 +67,9 @@ def parse_version(version: str) -> int:
 
 def _latest(versions: dict[int, Model]) -> Model:
     """The highest version that has started (a version still starting takes no request without a version)."""
+    if len(versions) == 1:  # (the common case, looked up several times per request)
+        for model in versions.values():
+            return model
     started = [v for v, model in versions.items() if model.loaded]
     return versions[max(started or versions)]
 

@@ -38,6 +38,7 @@ from pytriton.proxy.messages import (
     params_to_proto,
 )
 from pytriton.proxy._bls_endpoint import BlsEndpoint
+from pytriton.proxy._zmq import readable, recv_frames, send_frames
 from pytriton.proxy.credit import StreamCredit
 from pytriton.proxy.regions import ClientRegions, RegionError
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
@@ -124,14 +125,14 @@ class WorkerEndpoint(BlsEndpoint):
     def _send(self, frames: list[Any]) -> None:
         """Send one message; what came meanwhile is read (a send can take the edge that announces it)."""
         with self._lock:
-            self._socket.send_multipart(frames, copy=False)
+            send_frames(self._socket, frames)
             self._drain()
 
     def _drain(self) -> None:
         """(Lock held) read what waits in the socket without blocking: CANCELs, CREDITs and BLS answers are noted,
         other messages wait in the backlog; waiting threads hear of it."""
         got = False
-        while self._socket.poll(0, zmq.POLLIN):
+        while readable(self._socket):
             got = True
             message, frames = self._read()
             kind = message.kind
@@ -185,7 +186,7 @@ class WorkerEndpoint(BlsEndpoint):
                     self._cond.notify_all()  # another waiter takes the watch
 
     def _read(self) -> tuple[Any, list[zmq.Frame]]:
-        frames = self._socket.recv_multipart(copy=False)
+        frames = recv_frames(self._socket)
         message = ServerToWorker.FromString(frames[0].bytes)
         for key in message.freed:
             self.arena.free_key(key)

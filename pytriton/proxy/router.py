@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 import zmq
 
 from pytriton.model_config.datatypes import TRITON_TO_CODE
+from pytriton.proxy._zmq import NOBLOCK, readable, recv_frames, send_frames
 from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, SharedMemoryFullError, ShmArena, slot_key
 from pytriton.proxy.messages import (
     RequestData,
@@ -147,15 +148,16 @@ class ProxyRouter:
 
     # ---- sending -----------------------------------------------------------------------------
     def _send(self, link: WorkerLink, frames: list[Any]) -> None:
+        socket = self._socket
         try:
-            self._socket.send_multipart([link.identity, *frames], copy=False)
+            send_frames(socket, (link.identity, *frames))
         except zmq.ZMQError as exc:
             if exc.errno == zmq.EHOSTUNREACH:
                 link.unreachable = True
             raise WorkerGoneError(f"model instance '{link.label}' is not connected ({exc})") from exc
         finally:
             # A send can consume the edge that announces pending input: check for it now.
-            if self._socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if readable(socket):
                 self.loop.call_soon(self._drain)
 
     def _send_free(self, link: WorkerLink) -> None:
@@ -364,10 +366,10 @@ class ProxyRouter:
         fast as it is read (a streaming model) must not keep the loop from everything else."""
         socket = self._socket
         for _ in range(DRAIN_BATCH):
-            if self._closed:
+            if self._closed or not readable(socket):  # (checked first: a zmq.Again costs more than the check)
                 return
             try:
-                frames = socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv_frames(socket, NOBLOCK)
             except zmq.Again:
                 return
             except zmq.ZMQError:

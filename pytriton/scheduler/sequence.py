@@ -36,6 +36,10 @@ from pytriton.scheduler.job import QUEUED, ExecutionStats, Job
 
 logger = logging.getLogger("pytriton.scheduler")
 
+# The idle reaper's timer firing this late means the event loop was held up; it then waits this long once more.
+_STALL_NS = 50_000_000
+_STALL_GRACE_NS = 20_000_000
+
 LOST_SEQUENCES_KEPT = 4096  # sequences ended by an instance's death whose next request is told so
 
 
@@ -131,6 +135,8 @@ class SequenceScheduler(ModelScheduler):
         # sequences ended by their instance's death -> why (told to their next request, once; bounded)
         self._lost: collections.OrderedDict[int | str, str] = collections.OrderedDict()
         self._reaper: asyncio.TimerHandle | None = None
+        self._reaper_due = 0  # when the reaper's timer should fire (the clock's ns)
+        self._after_stall = False  # the reaper was put off once because its timer fired late
         self._wait: asyncio.TimerHandle | None = None  # the timer of a batch that waits to grow
         self._stateful = bool(getattr(requests, "stateful", False))
         self._states: dict[int | str, Any] = {}  # implicit state of the sequences (after their last result)
@@ -297,10 +303,25 @@ class SequenceScheduler(ModelScheduler):
         return None
 
     def _arm_reaper(self, delay_ns: int) -> None:
-        self._reaper = self._loop.call_later(max(delay_ns, 0) / 1e9, self.reap)
+        self._reaper_due = self._clock() + max(delay_ns, 0)
+        self._reaper = self._loop.call_later(max(delay_ns, 0) / 1e9, self._reap_on_time)
+
+    def _reap_on_time(self) -> None:
+        """The reaper's timer: when it fires late, the event loop was held up (an overloaded machine) and the next
+        requests of sequences that look idle may be waiting unread in their sockets; give the loop one short turn to
+        read them before deciding (once, then reap whatever the delay)."""
+        late = self._clock() - self._reaper_due
+        if late > _STALL_NS and not self._after_stall:
+            self._after_stall = True
+            self._arm_reaper(_STALL_GRACE_NS)
+            return
+        self._after_stall = False
+        self.reap()
 
     def reap(self) -> None:
         """Release the slots of sequences idle for max_sequence_idle_microseconds (nothing queued or running)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
         self._reaper = None
         now = self._clock()
         next_ns = self._idle_ns

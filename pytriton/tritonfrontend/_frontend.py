@@ -13,6 +13,7 @@ import typing
 from typing import Any, ClassVar
 
 from pytriton.app import Server as ServerProcess
+from pytriton.frontend.tls import TlsError
 from pytriton.tritonfrontend._options import Rule, check, warn_inert
 from pytriton.tritonserver._errors import AlreadyExistsError, InvalidArgumentError, UnavailableError
 from pytriton.tritonserver._runtime import ServerRuntime
@@ -78,6 +79,8 @@ class Frontend:
             service = self._make(process, options)
             try:
                 await service.start()
+            except TlsError as exc:  # a certificate or key that cannot be used (the message names the file)
+                raise InvalidArgumentError(str(exc)) from None
             except OSError:
                 raise UnavailableError(f"Socket '{options.address}:{options.port}' already in use") from None
             await self._started(service)

@@ -15,7 +15,8 @@ from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.tritonfrontend._frontend import Frontend, Rule, check, text
-from pytriton.tritonserver._errors import UnsupportedError
+from pytriton.frontend.tls import TlsSettings
+from pytriton.tritonserver._errors import InvalidArgumentError, UnsupportedError
 
 _EVENT_LOOP = "requests are served by the server's event loop, not a thread pool"
 
@@ -77,6 +78,17 @@ _GRPC_RULES = {
     "infer_allocation_pool_size": Rule(int, ge=0), "max_response_pool_size": Rule(int, ge=0),
     "forward_header_pattern": Rule(str),
 }
+
+
+def _tls_of(options: Any) -> TlsSettings | None:
+    """The port's TLS from Triton's fields (use_mutual_auth implies use_ssl here: never plain text by mistake)."""
+    try:
+        return TlsSettings.of(options.use_ssl, options.use_mutual_auth, options.server_cert, options.server_key,
+                              options.root_cert, options=("use_ssl", "server_cert", "server_key", "root_cert"))
+    except ValueError as exc:
+        raise InvalidArgumentError(f"KServeGrpc.Options: {exc}") from None
+
+
 _NO_AGE = "the server does not age connections"
 _LEVEL_NAMES = {Grpc_compression_level.NONE: "none", Grpc_compression_level.LOW: "low",
                 Grpc_compression_level.MED: "medium", Grpc_compression_level.HIGH: "high"}
@@ -126,9 +138,7 @@ class KServeGrpc(Frontend):
         if options.infer_compression_level not in _LEVEL_NAMES:
             raise UnsupportedError(f"infer_compression_level {options.infer_compression_level}: expected one of "
                                    "Grpc_compression_level.NONE, LOW, MED, HIGH (0-3)")
-        if options.use_ssl or options.use_mutual_auth:
-            raise UnsupportedError("SSL is not supported by this gRPC front-end (use_ssl, use_mutual_auth): "
-                                   "terminate TLS in a proxy in front of it")
+        _tls_of(options)
 
     def _make(self, process: ServerProcess, options: Any) -> GrpcFrontend:
         config = process.config
@@ -144,7 +154,7 @@ class KServeGrpc(Frontend):
             access=AccessPolicy.from_specs(config.grpc_restricted_protocol, config.shm_local_only,
                                            GRPC_HEADER_PREFIX),
             implementation=config.grpc_implementation, limits=limits, tracer=process.tracer,
-            reuse_port=options.reuse_port,
+            reuse_port=options.reuse_port, tls=_tls_of(options),
         )
 
     async def _started(self, service: Any) -> None:

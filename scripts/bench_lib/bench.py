@@ -62,6 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="scheduling suite: comma-separated subset of batching,cpu,sequence,cache")
     p.add_argument("--cache-requests", type=int, default=500,
                    help="scheduling suite: response-cache hits (and as many misses) per repeat (500)")
+    p.add_argument("--tls", action="store_true",
+                   help="our server's gRPC with and without TLS, side by side (bench_lib/tls_bench.py); no doc")
     p.add_argument("--repeats", type=int, help="launches per server (default 3; 1 with --quick)")
     p.add_argument("--cases", help="comma-separated case keys, e.g. grpc-small-none,http-1mib-system "
                    "(grpc|http)-(small|1mib)-(none|system)[-batched]")
@@ -374,6 +376,9 @@ def run_scheduling(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.tls:
+        from bench_lib.tls_bench import run_tls
+        return run_tls(args, pa_options(args), server_specs(args)["ours"])
     if args.suite == "scheduling":
         return run_scheduling(args)
     if args.from_results:

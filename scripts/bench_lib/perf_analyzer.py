@@ -24,6 +24,7 @@ class PaOptions:
     max_trials: int
     stability: int
     timeout_s: int
+    extra_args: list[str] = dataclasses.field(default_factory=list)  # e.g. --ssl-grpc-* (bench_lib/tls_bench.py)
 
 
 @dataclasses.dataclass
@@ -41,7 +42,8 @@ def command(opts: PaOptions, case: Case, port: int, concurrency: str, csv_path: 
     return [str(opts.binary), "-m", case.model, "-i", case.protocol, "-u", f"127.0.0.1:{port}",
             "--shared-memory", case.shm, "--concurrency-range", concurrency, "-b", "1",
             "--measurement-interval", str(opts.interval_ms), "--max-trials", str(opts.max_trials),
-            "--stability-percentage", str(opts.stability), "--input-data", "zero", "-f", str(csv_path)]
+            "--stability-percentage", str(opts.stability), "--input-data", "zero", "-f", str(csv_path),
+            *opts.extra_args]
 
 
 def parse_csv(text: str) -> list[CsvRow]:

@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--metrics-port", type=int, required=True)
     parser.add_argument("--batching", choices=("off", "dynamic"), default="off")
     parser.add_argument("--max-queue-delay-us", type=int, default=0)
+    parser.add_argument("--grpc-server-cert", help="serve gRPC over TLS with this certificate (PEM) ...")
+    parser.add_argument("--grpc-server-key", help="... and this key")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     args = parser.parse_args()
 
@@ -64,7 +66,10 @@ def main() -> None:
 
     # The bench checks that each venv imported the package it should have (both import as `pytriton`).
     print(f"BENCH pytriton package: {os.path.dirname(pytriton.__file__)}", flush=True)
-    config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port)
+    tls = {}
+    if args.grpc_server_cert:  # gRPC over TLS (bench_lib/tls_bench.py)
+        tls = dict(grpc_use_ssl=True, grpc_server_cert=args.grpc_server_cert, grpc_server_key=args.grpc_server_key)
+    config = TritonConfig(http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port, **tls)
     security = TritonSecurityConfig(restricted_endpoints=[])
     with Triton(config=config, security_config=security) as triton:
         for name in args.models.split(","):

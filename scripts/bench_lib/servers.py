@@ -62,8 +62,10 @@ class ServerSpec:
 class Server:
     """One launch of serve_double.py under a given venv."""
 
-    def __init__(self, spec: ServerSpec, batching: str, models: list[str], logfile: pathlib.Path, cwd: pathlib.Path):
+    def __init__(self, spec: ServerSpec, batching: str, models: list[str], logfile: pathlib.Path, cwd: pathlib.Path,
+                 extra_args: list[str] | None = None):
         self.spec, self.batching, self.models, self.logfile = spec, batching, models, logfile
+        self.extra_args = extra_args or []  # more serve_double.py options (e.g. its gRPC TLS certificate)
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         while len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             self.grpc_port, self.metrics_port = free_port(), free_port()
@@ -86,7 +88,7 @@ class Server:
                     "--metrics-port", str(self.metrics_port)]
         return [str(self.spec.python), str(SERVE_SCRIPT), "--http-port", str(self.http_port),
                 "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
-                "--batching", self.batching, "--models", ",".join(self.models)]
+                "--batching", self.batching, "--models", ",".join(self.models), *self.extra_args]
 
     def start(self, timeout_s: float) -> bool:
         self._log = open(self.logfile, "wb")  # noqa: SIM115 (open for the server's lifetime, closed in stop())

@@ -112,6 +112,33 @@ def test_a_sequence_waits_in_the_backlog_until_a_slot_is_free():
     run(main())
 
 
+def test_a_reaper_that_fires_late_lets_waiting_requests_in_first():
+    """The reaper's timer firing long after its time means the event loop was held up (an overloaded machine): the
+    next request of a sequence may be waiting unread; the reaper waits one short turn, so that request (arriving in
+    that turn) keeps its sequence; without the stall the sequence is released on time."""
+    async def main():
+        clock = Clock()
+        scheduler = scheduler_of(SequenceBatcher(max_sequence_idle_microseconds=1000), clock=clock)
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        submit(scheduler, 1, "S")
+        a.executions[0].reply()
+        clock.ns = 500_000_000  # the loop was held up for half a second past the 1 ms idle time
+        await asyncio.sleep(0.005)  # the reaper's timer fires (late): it puts the decision off once
+        assert scheduler.active_sequences == 1
+        submit(scheduler, 1, "", 7)  # the request that was waiting in its socket
+        await asyncio.sleep(0.05)  # the grace turn's reap: sequence 1 is not idle
+        assert a.executions[1].payloads == [("req", 1, False, False, 7)]
+        a.executions[1].reply()
+        clock.ns += 2_000_000  # now idle, and the timer is on time: released
+        scheduler.reap()
+        assert scheduler.active_sequences == 0
+        with pytest.raises(ServerError, match="must specify the START flag"):
+            submit(scheduler, 1)
+
+    run(main())
+
+
 def test_an_idle_sequence_is_released_and_its_next_request_refused():
     async def main():
         clock = Clock()

@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from pytriton import _triton_config
-from pytriton._triton_config_fields import FIELDS, IGNORED, REFUSED, reference_table
+from pytriton._triton_config_fields import FIELDS, IGNORED, reference_table
 from pytriton.exceptions import PyTritonRuntimeError, PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig, server_config
@@ -62,12 +62,6 @@ def test_every_ignored_field_is_accepted_and_logs_its_reason(name, monkeypatch, 
     assert getattr(config, name) == _value_for(name)
     assert [r.getMessage() for r in caplog.records] == [
         f"TritonConfig.{name} is accepted but has no effect: {FIELDS[name].reason}"]
-
-
-@pytest.mark.parametrize("name", [n for n, info in FIELDS.items() if info.status == REFUSED])
-def test_every_refused_field_is_refused_when_turned_on(name):
-    with pytest.raises(PyTritonValidationError, match="not supported"):
-        TritonConfig(**{name: True})
 
 
 def test_applied_fields_log_nothing(monkeypatch, caplog):

@@ -89,11 +89,37 @@ def test_options_of_another_type_refused(server, frontend):
         frontend(server, {"port": 8001})
 
 
-def test_unstarted_server_and_ssl_refused(server):
+def test_unstarted_server_and_ssl_without_certificate_refused(server):
     with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
         KServeHttp(tritonserver.Server(model_repository=MODELS))
-    with pytest.raises(tritonserver.UnsupportedError, match="SSL"):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="use_ssl needs server_cert and server_key"):
         KServeGrpc(server, KServeGrpc.Options(use_ssl=True))
+    with pytest.raises(tritonserver.InvalidArgumentError, match="mutual TLS needs root_cert"):
+        KServeGrpc(server, KServeGrpc.Options(use_mutual_auth=True, server_cert="c.pem", server_key="k.pem"))
+
+
+def test_grpc_mutual_tls(server, tmp_path):
+    from tests.tls.certs import make_certs
+
+    certs = make_certs(tmp_path)
+    bad = KServeGrpc(server, KServeGrpc.Options(address=LOCAL, port=0, use_ssl=True, server_cert=certs.server_pem,
+                                                server_key=certs.ca_key))
+    with pytest.raises(tritonserver.InvalidArgumentError, match=f"the server key '{certs.ca_key}' does not match"):
+        bad.start()
+    options = KServeGrpc.Options(address=LOCAL, port=0, use_ssl=True, use_mutual_auth=True,
+                                 server_cert=certs.server_pem, server_key=certs.server_key, root_cert=certs.ca_pem)
+    with KServeGrpc(server, options) as grpc:
+        url = f"{LOCAL}:{grpc.port}"
+        with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=certs.ca_pem) as client:
+            with pytest.raises(grpcclient.InferenceServerException, match="UNAVAILABLE"):
+                client.is_server_live()  # no client certificate
+        with grpcclient.InferenceServerClient(url, ssl=True, root_certificates=certs.ca_pem,
+                                              private_key=certs.client_key,
+                                              certificate_chain=certs.client_pem) as client:
+            inputs = [grpcclient.InferInput(n, [1, 4], "FP32") for n in ("INPUT0", "INPUT1")]
+            for tensor in inputs:
+                tensor.set_data_from_numpy(numpy.full((1, 4), 2.0, numpy.float32))
+            assert client.infer("add_sub", inputs).as_numpy("OUTPUT0").tolist() == [[4.0] * 4]
 
 
 def test_inert_option_warned(server):

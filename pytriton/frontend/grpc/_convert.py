@@ -11,7 +11,14 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.grpc._wire import InferResponseWire
+from pytriton.frontend.grpc._wire import (
+    TEMPLATE_HEAD_MAX,
+    TEMPLATES,
+    TEMPLATES_MAX,
+    InferResponseWire,
+    RequestTemplate,
+    encode_varint,
+)
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {
@@ -160,14 +167,28 @@ def _int64_param(params: Any, key: str, kind: str, name: str) -> int:
 def to_infer_request(request: Any) -> InferRequest:
     """ModelInferRequest -> InferRequest (raw contents indexed over inputs that carry data inline)."""
     raw = request.raw_input_contents
+    template = getattr(request, "template", None)
+    if template is not None and len(raw) >= len(template.inputs):  # (too few: the full path says which is missing)
+        return InferRequest(
+            model_name=template.model_name,
+            model_version=template.model_version,
+            inputs=[Tensor(name, datatype, shape, raw[index]) for index, (name, datatype, shape)
+                    in enumerate(template.inputs)],
+            outputs=[RequestedOutput(name) for name in template.outputs],
+        )
+    head = getattr(request, "head", None) if template is None else None
     request = getattr(request, "header", request)  # an InferRequestView: read the protobuf fields directly
     model_name = request.model_name
     # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
     parameters = request_parameters(request) if request.parameters else {}
+    plain = head is not None and not parameters  # (a template is kept of a plain header: see _remember_template)
     raw_index = 0
     inputs = []
     for tensor in request.inputs:
-        shm = _shm_reference(tensor, "tensor") if tensor.parameters else None
+        shm = None
+        if tensor.parameters:
+            plain = False
+            shm = _shm_reference(tensor, "tensor")
         if shm is not None:
             if tensor.HasField("contents"):
                 raise invalid_arg(
@@ -178,6 +199,7 @@ def to_infer_request(request: Any) -> InferRequest:
             inputs.append(Tensor(tensor.name, tensor.datatype, tuple(tensor.shape), region=RegionRef(region, offset, size)))
             continue
         if tensor.HasField("contents"):
+            plain = False
             if len(raw):
                 raise invalid_arg(
                     f"contents field must not be specified when using raw_input_contents for '{tensor.name}' "
@@ -196,6 +218,7 @@ def to_infer_request(request: Any) -> InferRequest:
     for output in request.outputs:
         wanted: dict[str, Any] = {}  # the output's own parameters, not the request's
         if output.parameters:
+            plain = False
             wanted = {k: param_value(v) for k, v in output.parameters.items()}
             shm = _shm_reference(output, "tensor")
             if shm is not None:
@@ -212,7 +235,7 @@ def to_infer_request(request: Any) -> InferRequest:
                         "int64_param > 0."
                     )
         outputs.append(RequestedOutput(output.name, wanted))
-    return InferRequest(
+    converted = InferRequest(
         model_name=model_name,
         model_version=request.model_version,
         id=request.id,
@@ -220,23 +243,68 @@ def to_infer_request(request: Any) -> InferRequest:
         outputs=outputs,
         parameters=parameters,
     )
+    if plain and head is not None and len(head) <= TEMPLATE_HEAD_MAX and not converted.id:
+        _remember_template(head, converted)
+    return converted
+
+
+# Serialised response headers without their id, by (model name, version, outputs' names, datatypes and shapes): a
+# model answers the same header over and over. Each is (fields before `id`, fields after it), so that a response
+# with an id is still serialised in field order, byte for byte what protobuf writes.
+_HEADERS: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+_HEADERS_MAX = 1024
+_ID_TAG = bytes([(3 << 3) | 2])
+
+
+def _remember_template(head: bytes, request: InferRequest) -> None:
+    """Keep the template of a plain request header (no parameters anywhere, no `contents`, no id; see
+    `_wire.TEMPLATES`), taken from its conversion; other headers are converted in full each time."""
+    if len(TEMPLATES) >= TEMPLATES_MAX:
+        TEMPLATES.clear()
+    TEMPLATES[head] = RequestTemplate(request.model_name, request.model_version,
+                                      tuple((t.name, t.datatype, t.shape) for t in request.inputs),
+                                      tuple(o.name for o in request.outputs))
 
 
 def to_infer_response(response: InferResponse) -> InferResponseWire:
     """InferResponse -> ModelInferResponse on the wire: one raw_output_contents entry per output, in order
     (empty for outputs written to a client region); the output buffers are sent without copies."""
-    message = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version, id=response.id)
+    outputs = response.outputs
+    parts = [b"" if tensor.data is None else tensor.data for tensor in outputs]
+    if response.parameters:
+        return InferResponseWire(_response_message(response), parts, response.release)
+    key = (response.model_name, response.model_version, *[(t.name, t.datatype, tuple(t.shape)) for t in outputs])
+    cached = _HEADERS.get(key)
+    if cached is None:
+        head = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version)
+        prefix = head.SerializeToString()
+        full = _response_message(response, with_id=False).SerializeToString()
+        cached = (prefix, full[len(prefix):]) if full.startswith(prefix) else (b"", full)
+        if len(_HEADERS) >= _HEADERS_MAX:
+            _HEADERS.clear()
+        _HEADERS[key] = cached
+    if response.id:
+        if not cached[0] and cached[1]:  # (protobuf wrote the fields in another order: no splice)
+            return InferResponseWire(_response_message(response), parts, response.release)
+        ident = response.id.encode()
+        encoded = b"".join((cached[0], _ID_TAG, encode_varint(len(ident)), ident, cached[1]))
+    else:
+        encoded = cached[0] + cached[1]
+    return InferResponseWire(None, parts, response.release, encoded)
+
+
+def _response_message(response: InferResponse, with_id: bool = True) -> Any:
+    message = pb.ModelInferResponse(model_name=response.model_name, model_version=response.model_version,
+                                    id=response.id if with_id else "")
     outputs = message.outputs
-    parts = []
     for tensor in response.outputs:
         out = outputs.add()
         out.name = tensor.name
         out.datatype = tensor.datatype
         out.shape.extend(tensor.shape)
-        parts.append(b"" if tensor.data is None else tensor.data)
     for key, value in response.parameters.items():
         set_param(message.parameters[key], value)
-    return InferResponseWire(message, parts, response.release)
+    return message
 
 
 def set_param(param: Any, value: Any) -> None:

@@ -139,7 +139,7 @@ class Outbox:
             return
         size = 0
         for part in parts:
-            size += _size(part)
+            size += part.nbytes if type(part) is memoryview else len(part)
         out: list[Any] = []
         if stream.state == OPEN or stream.state == HALF_CLOSED_REMOTE:
             stream.state = transition(stream.id, stream.state, SEND_HEADERS)
@@ -275,7 +275,7 @@ class Outbox:
             return
         small: list[Any] = []
         for part in out:
-            if _size(part) < LARGE_PART:
+            if (part.nbytes if type(part) is memoryview else len(part)) < LARGE_PART:
                 small.append(part)
                 continue
             # A tensor goes out on its own, straight from its buffer (a join would copy all of it first).

@@ -17,6 +17,7 @@ _RAW_INPUT_FIELD = 7
 _MAX_TOP_FIELDS = 4096  # top-level fields scanned in Python before protobuf's parser takes over
 _RAW_OUTPUT_TAG = bytes([(6 << 3) | 2])
 _STREAM_RESPONSE_TAG = bytes([(2 << 3) | 2])
+_ONE_BYTE = [bytes([value]) for value in range(0x80)]
 
 
 def _varint(view: memoryview, pos: int) -> tuple[int, int]:
@@ -33,7 +34,9 @@ def _varint(view: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("malformed varint")
 
 
-def _encode_varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -45,14 +48,57 @@ def _encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
+class RequestTemplate:
+    """What a plain ModelInferRequest header says (no parameters anywhere, no `contents`, no id), for requests that
+    repeat the same header bytes: its inputs' (name, datatype, shape) in order and its outputs' names."""
+
+    __slots__ = ("model_name", "model_version", "inputs", "outputs")
+
+    def __init__(self, model_name: str, model_version: str, inputs: tuple[tuple[str, str, tuple[int, ...]], ...],
+                 outputs: tuple[str, ...]):  # fmt: skip
+        self.model_name = model_name
+        self.model_version = model_version
+        self.inputs = inputs
+        self.outputs = outputs
+
+
+# Header bytes (a request without its raw_input_contents) -> their template; filled by the conversion
+# (`_convert.to_infer_request`) the first time a plain header is seen, so that later requests skip protobuf.
+TEMPLATES: dict[bytes, RequestTemplate] = {}
+TEMPLATES_MAX = 256
+TEMPLATE_HEAD_MAX = 4096  # longer headers get no template (the cache holds at most 1 MiB of header bytes)
+
+
 class InferRequestView:
-    """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies)."""
+    """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies).
 
-    __slots__ = ("header", "raw_input_contents")
+    The protobuf header is parsed from `head` when first read; a request whose header bytes have a template is
+    converted from it and usually never parsed."""
 
-    def __init__(self, header: Any, raw: list[memoryview]):
-        self.header = header
+    __slots__ = ("_header", "head", "raw_input_contents", "template")
+
+    def __init__(self, header: Any, raw: list[memoryview], head: bytes | None = None,
+                 template: RequestTemplate | None = None):  # fmt: skip
+        self._header = header
+        self.head = head
         self.raw_input_contents = raw
+        self.template = template
+
+    @property
+    def header(self) -> Any:
+        if self._header is None:
+            self._header = pb.ModelInferRequest.FromString(self.head or b"")
+        return self._header
+
+    @property
+    def model_name(self) -> str:
+        template = self.template
+        return self.header.model_name if template is None else template.model_name
+
+    @property
+    def model_version(self) -> str:
+        template = self.template
+        return self.header.model_version if template is None else template.model_version
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.header, name)
@@ -69,7 +115,11 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     try:
         while pos < size:
             start = pos
-            key, pos = _varint(view, pos)
+            key = view[pos]
+            if key < 0x80:
+                pos += 1
+            else:
+                key, pos = _varint(view, pos)
             fields += 1
             if key < 8 or fields > _MAX_TOP_FIELDS:
                 # Field number 0 is never valid (a run of zero bytes would otherwise be read as millions of
@@ -78,7 +128,11 @@ def parse_infer_request(data: bytes) -> InferRequestView:
                 raise ValueError("not a request this scanner reads")
             wire_type = key & 7
             if wire_type == 2:
-                length, pos = _varint(view, pos)
+                length = view[pos]
+                if length < 0x80:
+                    pos += 1
+                else:
+                    length, pos = _varint(view, pos)
                 end = pos + length
                 if end > size:
                     raise ValueError("truncated field")
@@ -104,35 +158,49 @@ def parse_infer_request(data: bytes) -> InferRequestView:
         return InferRequestView(header, list(header.raw_input_contents))
     if not raw:
         return InferRequestView(pb.ModelInferRequest.FromString(data), [])
-    header = pb.ModelInferRequest.FromString(b"".join(keep))
-    return InferRequestView(header, raw)
+    head = b"".join(keep)
+    template = TEMPLATES.get(head)
+    if template is not None:
+        return InferRequestView(None, raw, head, template)
+    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head)
 
 
 class InferResponseWire:
     """A ModelInferResponse as header + output buffers, and `on_sent`: the call that gives the output buffers back.
 
+    The header is a protobuf message, or already serialised (`encoded`: parsed only if someone reads `header`).
     Whoever writes the response out calls `on_sent` exactly once, when it no longer needs the buffers: the HTTP/2
     transport when the socket has taken the bytes (or the call ended without them), the grpcio fallback right after
     its serializer joined them into one bytes object (`wire_bytes`).
     """
 
-    __slots__ = ("header", "parts", "on_sent")
+    __slots__ = ("_header", "_encoded", "parts", "on_sent")
 
-    def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None):
-        self.header = header
+    def __init__(self, header: Any, parts: list[Any], release: Callable[[], None] | None,
+                 encoded: bytes | None = None):  # fmt: skip
+        self._header = header
+        self._encoded = encoded
         self.parts = parts
         self.on_sent = release
+
+    @property
+    def header(self) -> Any:
+        if self._encoded is not None:
+            self._header = pb.ModelInferResponse.FromString(self._encoded)
+            self._encoded = None
+        return self._header
 
     @property
     def parameters(self) -> Any:
         return self.header.parameters
 
     def chunks(self) -> list[Any]:
-        out: list[Any] = [self.header.SerializeToString()]
+        encoded = self._encoded
+        out: list[Any] = [self._header.SerializeToString() if encoded is None else encoded]
         for part in self.parts:
             size = part.nbytes if isinstance(part, memoryview) else len(part)
             out.append(_RAW_OUTPUT_TAG)
-            out.append(_encode_varint(size))
+            out.append(encode_varint(size))
             if size:
                 out.append(part)
         return out
@@ -177,7 +245,7 @@ def stream_response_chunks(response: Any) -> list[Any]:
     if isinstance(response, StreamResponseWire):
         chunks = response.response.chunks()
         size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks)
-        return [_STREAM_RESPONSE_TAG, _encode_varint(size), *chunks]
+        return [_STREAM_RESPONSE_TAG, encode_varint(size), *chunks]
     return [response.SerializeToString()]
 
 

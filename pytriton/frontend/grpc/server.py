@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -29,6 +29,7 @@ from pytriton.frontend.grpc._wire import (
     wire_bytes,
 )
 from pytriton.frontend.grpc.servicer import InferenceServicer
+from pytriton.frontend.tls import TlsAcceptor, TlsSettings, read_pem, server_context
 
 logger = logging.getLogger("pytriton.frontend")
 
@@ -171,8 +172,11 @@ class GrpcFrontend:
         limits: H2Limits | None = None,
         tracer: Tracer | None = None,
         reuse_port: bool = False,
+        tls: TlsSettings | None = None,
     ):
         self.core = core
+        self.tls = tls  # TLS (and mutual TLS) on the port; None: plain text
+        self._acceptor: TlsAcceptor | None = None
         self.reuse_port = reuse_port
         self.limits = limits or H2Limits()
         self.servicer = InferenceServicer(core, log_settings, trace_settings, header_forward_pattern, access,
@@ -188,8 +192,9 @@ class GrpcFrontend:
         self._health: Any = HealthService() if self.implementation == "h2" else health.aio.HealthServicer()
 
     async def start(self) -> int:
+        context = server_context(self.tls, ["h2"]) if self.tls is not None else None  # bad files: no start
         if self.implementation == "h2":
-            return await self._start_h2()
+            return await self._start_h2(context)
         limits = self.limits
         options = [
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -209,7 +214,13 @@ class GrpcFrontend:
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"
         try:
-            port = server.add_insecure_port(target)
+            if self.tls is not None:
+                cert, key, root = read_pem(self.tls)
+                credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=root,
+                                                          require_client_auth=self.tls.mutual)
+                port = server.add_secure_port(target, credentials)
+            else:
+                port = server.add_insecure_port(target)
         except RuntimeError as exc:
             raise OSError(f"cannot listen for gRPC on {target}: {exc}") from exc
         if not port:
@@ -218,15 +229,29 @@ class GrpcFrontend:
         self._server = server
         self.port = port
         logger.info("Started GRPCInferenceService at %s:%d", self.address, port)
+        self._log_tls()
         return port
 
-    async def _start_h2(self) -> int:
+    async def _start_h2(self, context: Any) -> int:
         methods = h2_methods(self.servicer, self._health)
-        self._server, self.port = await listen(
-            lambda: h2.GrpcConnection(methods, self._connections, self.limits), self.address, self.requested_port, "gRPC",
-            "GRPCInferenceService", self.reuse_port,
-        )
+
+        def connection() -> asyncio.BaseProtocol:
+            return h2.GrpcConnection(methods, self._connections, self.limits)
+
+        factory: Callable[[], asyncio.BaseProtocol] = connection
+        if context is not None:  # the handshake is bounded by the header timeout, as the preface is
+            self._acceptor = TlsAcceptor(context, self.limits.header_timeout_s, "gRPC")
+            factory = self._acceptor.wrap(connection)
+        self._server, self.port = await listen(factory, self.address, self.requested_port, "gRPC",
+                                               "GRPCInferenceService", self.reuse_port)
+        if self._acceptor is not None:
+            self._acceptor.port = f"gRPC port {self.port}"
+        self._log_tls()
         return self.port
+
+    def _log_tls(self) -> None:
+        if self.tls is not None:
+            logger.info("gRPC port %d: TLS%s", self.port, ", client certificates required" if self.tls.mutual else "")
 
     async def set_serving(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -242,6 +267,8 @@ class GrpcFrontend:
             await server.stop(grace_s)
             return
         server.close()
+        if self._acceptor is not None:
+            self._acceptor.close()  # handshakes in progress: their connections are closed
         connections = list(self._connections)
         for connection in connections:
             connection.goaway()

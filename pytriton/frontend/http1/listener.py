@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from pytriton.frontend._listen import listen
 from pytriton.frontend.http1.budget import BufferBudget
@@ -11,6 +12,7 @@ from pytriton.frontend.http1.connection import HttpConnection
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import Handler
 from pytriton.frontend.http1.reader import SharedReadBuffer
+from pytriton.frontend.tls import TlsAcceptor, TlsSettings, server_context
 
 logger = logging.getLogger("pytriton.frontend")
 
@@ -29,8 +31,11 @@ class HttpListener:
         too_large_hint: str = "",
         protocol: str = "HTTP",
         reuse_port: bool = False,
+        tls: TlsSettings | None = None,
     ):
         self.handler = handler
+        self.tls = tls  # HTTPS (and client certificates) on the port; None: plain text
+        self._acceptor: TlsAcceptor | None = None
         self.address = address
         self.requested_port = port
         self.name = name  # in the log line: "Started <name> at ..."
@@ -59,8 +64,18 @@ class HttpListener:
                               self.budget)
 
     async def start(self) -> int:
-        self._server, self.port = await listen(self._connection, self.address, self.requested_port, self.protocol,
-                                                   self.name, self.reuse_port)
+        factory: Callable[[], asyncio.BaseProtocol] = self._connection
+        if self.tls is not None:  # the certificate is loaded now: a bad file fails the start
+            context = server_context(self.tls, ["http/1.1"])
+            self._acceptor = TlsAcceptor(context, self.limits.header_timeout_s, self.protocol)
+            factory = self._acceptor.wrap(factory)
+        self._server, self.port = await listen(factory, self.address, self.requested_port, self.protocol,
+                                               self.name, self.reuse_port)
+        if self._acceptor is not None:
+            self._acceptor.port = f"{self.protocol} port {self.port}"
+        if self.tls is not None:
+            logger.info("%s port %d: TLS%s", self.protocol, self.port,
+                        ", client certificates required" if self.tls.mutual else "")
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         return self.port
 
@@ -82,6 +97,8 @@ class HttpListener:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
+        if self._acceptor is not None:
+            self._acceptor.close()
         if self._server is not None:
             self._server.close()
             for connection in list(self._connections):

@@ -1,0 +1,145 @@
+"""CPU per request, per process and thread, around one perf_analyzer run (docs/profile.md, fifth pass).
+
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py batching     # serve_double.py, dynamic batching, c=16
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py spin2        # pytriton serve sched_models:spin, 2 workers, c=4
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py double2      # the same with sched_models:double
+
+`spinN` / `doubleN` serve N worker processes without a batcher (the scheduling suite's CPU row). The server is
+started from this checkout's .venv, warmed up with one perf_analyzer run, then measured over a second one: user +
+system CPU of every process of its tree (and of each busy thread) divided by the inference count the server's
+statistics report for that run, with voluntary / involuntary context switches per request. On a shared machine
+throughput is noisy; CPU per request much less so (though other load still inflates it: compare alternating runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from bench_lib import procfs  # noqa: E402
+from bench_lib.servers import REPO, free_port  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _threads(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
+    """tid -> (name, utime, stime, voluntary, involuntary context switches)."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            text = open(f"/proc/{pid}/task/{tid}/stat").read()
+            status = open(f"/proc/{pid}/task/{tid}/status").read()
+        except OSError:
+            continue
+        fields = procfs.parse_stat(text)
+        switches = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
+                    if line.endswith("ctxt_switches") or "ctxt_switches:" in line}
+        out[int(tid)] = (text[text.index("(") + 1:text.rindex(")")], int(fields[11]), int(fields[12]),
+                         switches.get("voluntary_ctxt_switches", 0), switches.get("nonvoluntary_ctxt_switches", 0))
+    return out
+
+
+def _role(pid: int) -> str:
+    line = procfs.cmdline(pid)
+    for marker, role in (("serve_double.py", "user process"), ("pytriton.app", "server"), ("pytriton.cli", "server"),
+                         ("pytriton.backends.worker", "worker")):
+        if marker in line:
+            return role
+    return line[:40]
+
+
+def _stats(port: int, model: str) -> tuple[int, int]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/{model}/stats", timeout=5) as answer:
+        stats = json.loads(answer.read())["model_stats"]
+    return sum(int(s["inference_count"]) for s in stats), sum(int(s["execution_count"]) for s in stats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("case", help="batching | spinN | doubleN")
+    parser.add_argument("--concurrency", type=int)
+    parser.add_argument("--interval", type=int, default=3000, help="perf_analyzer --measurement-interval (ms)")
+    parser.add_argument("--perf-analyzer", default=str(REPO / ".tools" / "bin" / "perf_analyzer"))
+    args = parser.parse_args()
+    python = str(REPO / ".venv" / "bin" / "python")
+    http, grpc_port, metrics = free_port(), free_port(), free_port()
+    ports = ["--http-port", str(http), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics)]
+    if args.case == "batching":
+        model, concurrency = "double_small", args.concurrency or 16
+        cmd = [python, str(HERE / "serve_double.py"), *ports, "--batching", "dynamic", "--models", model]
+    else:
+        fn, instances = args.case.rstrip("0123456789"), args.case[len(args.case.rstrip("0123456789")):] or "1"
+        model, concurrency = fn, args.concurrency or 4
+        cmd = [python, "-m", "pytriton.cli", "serve", f"{HERE / 'sched_models.py'}:{fn}", "--model-name", model,
+               "--input", "INPUT:fp32:16", "--output", "OUTPUT:fp32:16", "--max-batch-size", "8", *ports,
+               "--no-dynamic-batching", "--instances", instances]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              cwd=str(REPO), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/{model}/ready", timeout=1) as ready:
+                    if ready.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            sys.exit("the server did not become ready")
+        pa = [args.perf_analyzer, "-m", model, "-i", "grpc", "-u", f"127.0.0.1:{grpc_port}", "--shared-memory", "none",
+              "--concurrency-range", str(concurrency), "-b", "1", "--max-trials", "3", "--stability-percentage", "50",
+              "--input-data", "zero"]
+        subprocess.run([*pa, "--measurement-interval", "1000"], capture_output=True, check=False)  # warm-up
+        pids = procfs.descendants(server.pid)
+        before = {pid: _threads(pid) for pid in pids}
+        count0, executions0 = _stats(http, model)
+        started = time.monotonic()
+        run = subprocess.run([*pa, "--measurement-interval", str(args.interval)], capture_output=True, text=True,
+                             check=False)
+        elapsed = time.monotonic() - started
+        after = {pid: _threads(pid) for pid in pids}
+        count1, executions1 = _stats(http, model)
+        requests = max(count1 - count0, 1)
+        scale = 1e6 / procfs.CLK_TCK / requests
+        print(f"{args.case}, c={concurrency}: {requests} requests in {elapsed:.1f} s, "
+              f"{requests / max(executions1 - executions0, 1):.2f} per execution; load average {procfs.loadavg():.2f}")
+        for line in run.stdout.splitlines():
+            if "Throughput" in line:
+                print("  perf_analyzer", line.strip())
+        for pid in pids:
+            rows = []
+            total = [0, 0, 0, 0]
+            for tid, (name, user, system, vol, invol) in after[pid].items():
+                old = before[pid].get(tid, (name, 0, 0, 0, 0))
+                delta = [user - old[1], system - old[2], vol - old[3], invol - old[4]]
+                total = [a + b for a, b in zip(total, delta)]
+                if delta[0] + delta[1]:
+                    rows.append((delta[0] + delta[1], name, delta))
+            print(f"  {_role(pid):<13} pid {pid:<7} {total[0] * scale:6.0f} user + {total[1] * scale:5.0f} sys us/request;"
+                  f" context switches per request {total[2] / requests:.2f} voluntary, {total[3] / requests:.2f} not")
+            for _, name, delta in sorted(rows, reverse=True)[:4]:
+                print(f"      thread {name:<14} {delta[0] * scale:6.0f} + {delta[1] * scale:5.0f}")
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Large tensors over TLS: 8 MiB requests and responses, several calls at once on one connection, through gRPC (both
+transports) and HTTPS — the encrypted transport's flow control (pause/resume writing) with our buffers."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from tests.conftest import serve, tensor_args
+from tests.tls.certs import Certs, make_certs
+from tests.tls.test_http_tls import _context_factory
+
+IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
+ELEMENTS = 2 * 1024 * 1024  # 8 MiB of float32
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module", params=["h2", "grpcio"])
+def server(request, certs):
+    tls = []
+    for service in ("grpc", "http"):
+        tls += [f"--{service}-use-ssl", f"--{service}-server-cert", certs.server_pem, f"--{service}-server-key",
+                certs.server_key]
+    with serve("tests.models:identity", *IDENTITY, *tls, env={"PYTRITON_GRPC_SERVER": request.param}) as server:
+        yield server
+
+
+def test_large_tensors_over_grpc_tls(server, certs):
+    with grpcclient.InferenceServerClient(server.grpc_url, ssl=True, root_certificates=certs.ca_pem) as client:
+        def call(seed: int) -> None:
+            data = np.random.default_rng(seed).random(ELEMENTS, dtype=np.float32)
+            tensor = grpcclient.InferInput("IN_X", [ELEMENTS], "FP32")
+            tensor.set_data_from_numpy(data)
+            np.testing.assert_array_equal(client.infer("identity", [tensor]).as_numpy("OUT_X"), data)
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(pool.map(call, range(4)))
+
+
+def test_large_tensors_over_https(server, certs):
+    client = httpclient.InferenceServerClient(server.http_url, ssl=True, ssl_context_factory=_context_factory(certs),
+                                              network_timeout=60)
+    try:
+        for seed in range(2):
+            data = np.random.default_rng(seed).random(ELEMENTS, dtype=np.float32)
+            tensor = httpclient.InferInput("IN_X", [ELEMENTS], "FP32")
+            tensor.set_data_from_numpy(data, binary_data=True)
+            result = client.infer("identity", [tensor], outputs=[httpclient.InferRequestedOutput("OUT_X",
+                                                                                                  binary_data=True)])
+            np.testing.assert_array_equal(result.as_numpy("OUT_X"), data)
+    finally:
+        client.close()
