@@ -338,3 +338,27 @@ def test_a_second_signal_stops_without_waiting_for_requests_in_flight(tmp_path):
             assert log.index("second signal: not waiting for in-flight requests any longer") > passed_on
         finally:
             server.stop()
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_worker_that_dies_is_restarted_by_its_own_process_and_the_group_serves_on():
+    with serve(*ARGS) as server:
+        frontends = {int(index): int(pid) for index, pid in FRONTEND_RE.findall(server.log)}
+        victim = next(pid for pid in server.worker_pids() if _parent_of(pid) == frontends[1])
+        os.kill(victim, signal.SIGKILL)
+        assert server.wait_for_log(f"(pid {victim})")
+        deadline = time.monotonic() + 30
+        while server.log.count("model instance 'server_pid_0_0' started") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.log.count("model instance 'server_pid_0_0' started") == 3, server.log
+        with ThreadPoolExecutor(4) as pool:
+            runs = [pool.submit(_http_connection, server.http_url, i) for i in range(CONNECTIONS)]
+            assert {pid for run in runs for pid in run.result()} == set(frontends.values())
+        text = scrape(server)
+        assert re.search(r'^pytriton_model_instance_restarts{.*frontend="1"} 1$', text, re.MULTILINE), text
+        assert re.search(r'^pytriton_model_instance_restarts{.*frontend="0"} 0$', text, re.MULTILINE), text
+        assert server.process.poll() is None  # the group goes on
