@@ -27,7 +27,10 @@ KILL_MARGIN_S = 10.0
 class ServerProcess:
     """One server process started from the user's process; `info` is what it announced once ready."""
 
-    def __init__(self, config: ServerConfig, workspace: pathlib.Path, log_file: pathlib.Path | None = None):
+    def __init__(self, config: ServerConfig, workspace: pathlib.Path, log_file: pathlib.Path | None = None,
+                 new_session: bool = False):
+        """`new_session`: the server in a session of its own (a terminal's Ctrl-C reaches only its parent, which
+        then stops it with one SIGINT)."""
         self.config = config
         self.log_file = log_file
         env = dict(os.environ)
@@ -42,10 +45,12 @@ class ServerProcess:
                 stderr=stderr,
                 env=env,
                 cwd=str(workspace),
+                start_new_session=new_session,
             )
         finally:
             if stderr is not None:
                 stderr.close()
+        self.popen = self._process  # kept after terminate(): Popen.send_signal skips a process already reaped
         self._ready_line: str | None = None
         self._failure: str | None = None  # the reason the server gave when it could not start
         self._ready = threading.Event()
@@ -79,6 +84,14 @@ class ServerProcess:
             elif line:
                 sys.stdout.write(line + "\n")
         self._ready.set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.poll() if self._process is not None else None
 
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 
 from pytriton._cache_config import parse_cache_config
+from pytriton._frontend_peers import LOCKED, FrontendPeers
 from pytriton._metrics_config import MetricsSettings
 from pytriton.control_service import ControlService
 from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
@@ -143,6 +144,16 @@ class Server:
                                                   exit_on_error=config.exit_on_error)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
+            peers = FrontendPeers.of(core, config.frontend_index, config.frontend_peer_ports)
+            local_metrics = None
+            if config.allow_metrics or peers is not None:
+                local_metrics = MetricsApp(self.core, gpu_metrics=config.allow_metrics and config.allow_gpu_metrics,
+                                           cpu_metrics=config.allow_metrics and config.allow_cpu_metrics,
+                                           interval_s=config.metrics_interval_ms / 1000.0)
+            if peers is not None:  # one of several front-end processes: the others read its statistics there
+                self.log_settings.locked = self.trace_settings.locked = f"logging and trace settings {LOCKED}"
+                core.peers = peers
+                self.attached.append(await peers.start(local_metrics))
             if config.allow_grpc:
                 self.grpc = GrpcFrontend(
                     self.core,
@@ -157,6 +168,7 @@ class Server:
                     implementation=config.grpc_implementation,
                     limits=config.grpc_limits,
                     tracer=self.tracer,
+                    reuse_port=peers is not None,
                     tls=config.grpc_tls,
                 )
                 await self.grpc.start()
@@ -169,21 +181,22 @@ class Server:
                     header_forward_pattern=config.http_header_forward_pattern,
                     max_input_bytes=config.http_limits.max_input_bytes,
                     access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
-                    connection_info={"address": host.address, "tag": self.tag},
+                    connection_info={"address": host.address, "tag": self.tag} if peers is None else
+                    {"refused": "a RemoteTriton cannot bind models to a server of several front-end processes "
+                                "(--frontend-processes): each process would need them"},
                     tracer=self.tracer,
                 )
 
             if config.allow_http:
                 app = http_app()
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
-                                         config.http_limits, too_large_hint=app.too_large_hint, tls=config.http_tls)
+                                         config.http_limits, too_large_hint=app.too_large_hint,
+                                         reuse_port=peers is not None, tls=config.http_tls)
                 await self.http.start()
-            if config.allow_metrics:
+            if config.allow_metrics and local_metrics is not None:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
-                metrics_app = MetricsApp(self.core, gpu_metrics=config.allow_gpu_metrics,
-                                         cpu_metrics=config.allow_cpu_metrics,
-                                         interval_s=config.metrics_interval_ms / 1000.0)
-                self.metrics = HttpListener(metrics_app.handle, config.metrics_address, config.metrics_port,
+                handler = peers.metrics_handler(local_metrics) if peers is not None else local_metrics.handle
+                self.metrics = HttpListener(handler, config.metrics_address, config.metrics_port,
                                             "Metrics Service", limits, protocol="metrics")
                 await self.metrics.start()
             if config.allow_sagemaker or config.allow_vertex_ai:
@@ -191,7 +204,10 @@ class Server:
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise
-        logger.info("pytriton server ready")
+        if self.config.frontend_peer_ports:
+            logger.info("front-end process %d is ready", self.config.frontend_index)
+        else:
+            logger.info("pytriton server ready")
 
     async def _add_model(self, core: ServerCore, host: WorkerHost, spec: ModelSpec) -> None:
         """Serve a model given at start; one that fails to load stops the start, or with `exit_on_error` false is

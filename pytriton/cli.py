@@ -15,6 +15,7 @@ from pytriton._cli_model import ModelFlags, build_model_config, describe_target
 from pytriton._cli_platforms import platform_options
 from pytriton._platforms import vertex_ai_mode
 from pytriton._cli_queue import queue_policy_options
+from pytriton._frontend_group import refusal, run_group
 from pytriton._cli_tls import tls_options
 from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
@@ -312,6 +313,10 @@ def main() -> None:
 @click.option("--exit-timeout", "--exit-timeout-secs", "exit_timeout", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds a stop may take in all: in-flight requests finish, then workers exit; what has not "
                    "stopped by then is killed.")
+@click.option("--frontend-processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Server processes sharing the gRPC and HTTP ports (SO_REUSEPORT), each with its own scheduler "
+                   "and --instances workers; statistics and metrics are summed over them. See docs/multi-frontend.md "
+                   "for what more than 1 refuses.")
 @click.option("--execution-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="An execution that runs longer fails its requests and its worker is killed and restarted "
                    "(for a streaming model: no response for this long). Default: no limit.")
@@ -403,6 +408,7 @@ def serve(
     grpc_tls: TlsSettings | None,
     http_tls: TlsSettings | None,
     exit_timeout: float,
+    frontend_processes: int,
     execution_timeout: float | None,
     trace_config: tuple[str, ...],
     log_file: str | None,
@@ -541,8 +547,11 @@ def serve(
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None
+    problem = refusal(server_config, frontend_processes)
+    if problem is not None:
+        raise click.BadParameter(f"{frontend_processes} processes: {problem}", param_hint="--frontend-processes")
     try:
-        run(server_config)
+        run_group(server_config, frontend_processes) if frontend_processes > 1 else run(server_config)
     except (OSError, RuntimeError, PyTritonError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -89,6 +89,10 @@ class ServerConfig:
     vertex_ai_default_model: str = ""  # "" = the only model served
     grpc_tls: TlsSettings | None = None  # TLS / mutual TLS on the gRPC port (Triton's --grpc-use-ssl...)
     http_tls: TlsSettings | None = None  # TLS / mutual TLS on the HTTP port (pytriton's own --http-use-ssl...)
+    # One of several front-end processes (`pytriton serve --frontend-processes N`; docs/multi-frontend.md), set by
+    # the parent for each: its index and every process's private loopback port (empty: the only process)
+    frontend_index: int = 0
+    frontend_peer_ports: list[int] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: Any) -> ServerConfig:

@@ -18,6 +18,7 @@ from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
 from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
+from pytriton.core.peers import Peers
 from pytriton.core.registry import Model, ModelRegistry, parse_version
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
@@ -80,6 +81,7 @@ class ServerCore:
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
         self.repository: RepositoryControl | None = None  # the repository extension's controller, when attached
+        self.peers: Peers | None = None  # the other front-end processes of the group (core/peers.py)
         self._retiring: dict[int, Model] = {}  # by id: replaced or unloaded models finishing their requests
 
     async def start(self) -> None:

@@ -29,12 +29,15 @@ class LogSettings:
             "log_verbose_level": 1 if level_no <= logging.DEBUG else 0,
             "log_format": "default",
         }
+        self.locked: str | None = None  # why updates are refused (one of several front-end processes)
 
     def get(self) -> dict[str, Any]:
         return dict(self.values)
 
     def update(self, changes: dict[str, Any]) -> dict[str, Any]:
         """Validate and apply a partial update (HTTP JSON or gRPC values); return the new settings."""
+        if self.locked:
+            raise unsupported(self.locked)
         new = dict(self.values)
         for key, value in changes.items():
             if key == "log_file":
@@ -96,6 +99,7 @@ class TraceSettings:
         }
         self.model_values: dict[str, dict[str, Any]] = {}
         self.listeners: list[Callable[[], None]] = []  # called after every change (the tracer's `active` flag)
+        self.locked: str | None = None  # why updates are refused (one of several front-end processes)
 
     def get(self, model: str | None = None) -> dict[str, Any]:
         values = copy.deepcopy(self.global_values)
@@ -105,6 +109,8 @@ class TraceSettings:
 
     def update(self, changes: dict[str, Any], model: str | None = None) -> dict[str, Any]:
         """Apply a partial update; None (JSON null / empty gRPC value) clears a model setting to global."""
+        if self.locked:
+            raise unsupported(self.locked)
         target = self.model_values.setdefault(model, {}) if model else self.global_values
         staged = dict(target)
         for key, value in changes.items():

@@ -18,10 +18,10 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
+from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
-from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Tracer, finish_on_sent
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
@@ -216,7 +216,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelStatistics(
         self, request: pb.ModelStatisticsRequest, context: CallContext
     ) -> pb.ModelStatisticsResponse:
-        stats = self.core.statistics(request.name, request.version)
+        stats = await statistics_of_all(self.core, request.name, request.version)
         return json_format.ParseDict({"model_stats": stats}, pb.ModelStatisticsResponse())
 
     # ---- inference ---------------------------------------------------------------------------
@@ -404,14 +404,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def SystemSharedMemoryRegister(
         self, request: pb.SystemSharedMemoryRegisterRequest, context: CallContext
     ) -> pb.SystemSharedMemoryRegisterResponse:
-        self.core.shm.register_system(request.name, request.key, request.offset, request.byte_size)
+        await register_shm(self.core, "system", request.name, request.key, request.offset, request.byte_size)
         return pb.SystemSharedMemoryRegisterResponse()
 
     @_grpc_handler("shared-memory")
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: CallContext
     ) -> pb.SystemSharedMemoryUnregisterResponse:
-        self.core.shm.unregister(SystemShmRegion, request.name)
+        await unregister_shm(self.core, "system", request.name)
         return pb.SystemSharedMemoryUnregisterResponse()
 
     @_grpc_handler("shared-memory")
@@ -426,14 +426,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def CudaSharedMemoryRegister(
         self, request: pb.CudaSharedMemoryRegisterRequest, context: CallContext
     ) -> pb.CudaSharedMemoryRegisterResponse:
-        self.core.shm.register_cuda(request.name, request.raw_handle, request.device_id, request.byte_size)
+        await register_shm(self.core, "cuda", request.name, request.raw_handle, request.device_id, request.byte_size)
         return pb.CudaSharedMemoryRegisterResponse()
 
     @_grpc_handler("shared-memory")
     async def CudaSharedMemoryUnregister(
         self, request: pb.CudaSharedMemoryUnregisterRequest, context: CallContext
     ) -> pb.CudaSharedMemoryUnregisterResponse:
-        self.core.shm.unregister(CudaShmRegion, request.name)
+        await unregister_shm(self.core, "cuda", request.name)
         return pb.CudaSharedMemoryUnregisterResponse()
 
     # ---- model repository --------------------------------------------------------------------

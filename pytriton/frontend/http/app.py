@@ -12,6 +12,7 @@ from urllib.parse import unquote
 
 import orjson
 
+from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import (
@@ -25,7 +26,6 @@ from pytriton.core.trace import (
     now_ns,
 )
 from pytriton.core.types import InferResponse
-from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
@@ -223,7 +223,7 @@ class HttpApp:
             self._check("model-repository", request)
             return await self._repository(request, rest[1:])
         if head in ("systemsharedmemory", "cudasharedmemory"):
-            return self._shared_memory(request, head, rest[1:])
+            return await self._shared_memory(request, head, rest[1:])
         if head == "pytriton" and rest[1:] == ["connection"]:
             return self._connection(request)
         return error_response(404, "Not Found")
@@ -237,9 +237,11 @@ class HttpApp:
             raise AccessDenied("This API is restricted to clients on the server's host")
         if self.connection_info is None:
             return error_response(404, "Not Found")
+        if "refused" in self.connection_info:  # (a server that cannot host a RemoteTriton's models says why)
+            raise unsupported(self.connection_info["refused"])
         return json_response(self.connection_info)
 
-    def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
+    async def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
         name = ""
         if len(rest) >= 2 and rest[0] == "region":
             name, rest = rest[1], rest[2:]
@@ -254,7 +256,7 @@ class HttpApp:
         if action == "status":
             return json_response(shm.system_status(name) if system else shm.cuda_status(name))
         if action == "unregister":
-            shm.unregister(SystemShmRegion if system else CudaShmRegion, name)
+            await unregister_shm(self.core, "system" if system else "cuda", name)
             return HttpResponse(200)
         kind = "system" if system else "cuda"
         if not name:
@@ -270,7 +272,8 @@ class HttpApp:
             key = body["key"]
             if not isinstance(key, str):
                 raise invalid_arg("Unable to parse 'key': expected a string")
-            shm.register_system(name, key, _uint(body.get("offset", 0), "offset"), _uint(body["byte_size"], "byte_size"))
+            await register_shm(self.core, "system", name, key, _uint(body.get("offset", 0), "offset"),
+                               _uint(body["byte_size"], "byte_size"))
         else:
             raw = body.get("raw_handle")
             if not isinstance(raw, dict) or not isinstance(raw.get("b64"), str):
@@ -279,7 +282,8 @@ class HttpApp:
                 raise invalid_arg("Shared memory register request has no 'device_id' field")
             if "byte_size" not in body:
                 raise invalid_arg("Shared memory register request has no 'byte_size' field")
-            shm.register_cuda(name, raw["b64"], _uint(body["device_id"], "device_id"), _uint(body["byte_size"], "byte_size"))
+            await register_shm(self.core, "cuda", name, raw["b64"], _uint(body["device_id"], "device_id"),
+                               _uint(body["byte_size"], "byte_size"))
         return HttpResponse(200)
 
     @staticmethod
@@ -290,7 +294,7 @@ class HttpApp:
         method = request.method
         if rest == ["stats"]:
             self._check("statistics", request)
-            return self._only(method, "GET") or json_response({"model_stats": self.core.statistics()})
+            return self._only(method, "GET") or json_response({"model_stats": await statistics_of_all(self.core)})
         if not rest or not rest[0]:
             return error_response(404, "Not Found")
         name, rest = rest[0], rest[1:]
@@ -320,7 +324,9 @@ class HttpApp:
         if action == "config":
             return self._only(method, "GET") or self._config(name, version)
         if action == "stats":
-            return self._only(method, "GET") or json_response({"model_stats": self.core.statistics(name, version)})
+            if bad := self._only(method, "GET"):
+                return bad
+            return json_response({"model_stats": await statistics_of_all(self.core, name, version)})
         if action == "trace/setting":
             return self._trace(request, name)
         if action in ("generate", "generate_stream"):

@@ -1,0 +1,192 @@
+"""One of several front-end processes (`pytriton serve --frontend-processes N`, see docs/multi-frontend.md).
+
+Each process counts what it serves. So that a client still sees one server, every process listens on a private
+loopback port of its own (known to all, reserved by the parent before any of them started) where the others read its
+statistics (`/local/stats`) and metrics (`/local/metrics`); a request for them carries the group's secret token. The
+statistics extension answers the sum over all processes; the metrics port, served by process 0 alone, the sum of the
+per-model families (the machine-wide nv_cpu_* / nv_gpu_* gauges are read once, by process 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import urllib.parse
+from typing import Any
+
+from pytriton.core.peers import apply_shm
+from pytriton.core.server_core import ServerCore
+from pytriton.exceptions import ServerError, Status
+from pytriton.frontend.http1 import HttpListener, HttpRequest, HttpResponse, error_response
+from pytriton.frontend.metrics.collector import CONTENT_TYPE, render_metrics
+from pytriton.frontend.metrics.server import MetricsApp
+
+logger = logging.getLogger("pytriton.server")
+
+TOKEN_ENV = "PYTRITON_FRONTEND_PEER_TOKEN"  # the group's secret, given to its processes in their environment
+TOKEN_HEADER = "x-pytriton-peer-token"
+PEER_TIMEOUT_S = 5.0
+MACHINE_WIDE = ("nv_cpu_", "nv_gpu_", "nv_energy_")  # gauges of the machine: read once, never summed
+LOCKED = ("cannot be changed while the server runs as several front-end processes (--frontend-processes): each "
+          "process holds its own")
+
+
+class FrontendPeers:
+    """This process's place in the group: its peer listener and the way to its peers' statistics and metrics."""
+
+    def __init__(self, core: ServerCore, index: int, ports: list[int], token: str):
+        self.core = core
+        self.index = index
+        self.ports = ports  # every process's private port, this one's included (at `index`)
+        self.token = token
+        self.local_metrics: MetricsApp | None = None
+        self.listener: HttpListener | None = None
+
+    @classmethod
+    def of(cls, core: ServerCore, index: int, ports: list[int]) -> FrontendPeers | None:
+        """None unless this process is one of several front-end processes (`ports` given)."""
+        if not ports:
+            return None
+        token = os.environ.get(TOKEN_ENV, "")
+        if not token:
+            raise RuntimeError(f"a front-end process needs the group's token in {TOKEN_ENV}")
+        return cls(core, index, ports, token)
+
+    async def start(self, local_metrics: MetricsApp | None) -> HttpListener:
+        """Listen on this process's private port (SO_REUSEPORT: the parent holds it bound, not listening)."""
+        self.local_metrics = local_metrics
+        self.listener = HttpListener(self._handle, "127.0.0.1", self.ports[self.index],
+                                     f"front-end peer service {self.index}", protocol="front-end peers",
+                                     reuse_port=True)
+        await self.listener.start()
+        return self.listener
+
+    async def _handle(self, request: HttpRequest) -> HttpResponse:
+        if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), self.token):
+            return error_response(403, "Forbidden")
+        if request.path == "/local/metrics" and self.local_metrics is not None:
+            return HttpResponse(200, [render_metrics(self.local_metrics.registry)], [("Content-Type", CONTENT_TYPE)])
+        if request.path == "/local/shm" and request.method == "POST":
+            order = json.loads(bytes(request.body))
+            try:
+                apply_shm(self.core, order["action"], order["kind"], order["name"], order["args"])
+            except ServerError as exc:
+                body = json.dumps({"error": exc.message, "status": exc.status.name}).encode()
+                return HttpResponse(400, [body], [("Content-Type", "application/json")])
+            return HttpResponse(200)
+        if request.path == "/local/stats":
+            query = urllib.parse.parse_qs(request.query)
+            try:
+                stats = self.core.statistics(query.get("name", [""])[0], query.get("version", [""])[0])
+            except Exception as exc:  # noqa: BLE001 - the asking process answered its own error already
+                return error_response(400, str(exc))
+            return HttpResponse(200, [json.dumps(stats).encode()], [("Content-Type", "application/json")])
+        return error_response(404, "Not Found")
+
+    async def shm(self, action: str, kind: str, name: str, args: list[Any]) -> None:
+        """ServerCore.peers.shm: the order applied in every other process, a refused registration undone."""
+        body = json.dumps({"action": action, "kind": kind, "name": name, "args": args}).encode()
+        others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
+        answers = await asyncio.gather(*(self._request(port, "/local/shm", body) for _, port in others))
+        refusals = [(status, text) for status, text in answers if status == 400]
+        if not refusals or action != "register":
+            return
+        applied = [port for (_, port), (status, _) in zip(others, answers) if status == 200]
+        undo = json.dumps({"action": "unregister", "kind": kind, "name": name, "args": []}).encode()
+        await asyncio.gather(*(self._request(port, "/local/shm", undo) for port in applied))
+        answer = json.loads(refusals[0][1])
+        raise ServerError(Status[answer["status"]], answer["error"])
+
+    async def _get_all(self, path: str) -> list[tuple[int, bytes]]:
+        """GET `path` from every other process: (its index, the body); those that do not answer (not started yet,
+        gone) are left out."""
+        others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
+        answers = await asyncio.gather(*(self._get(port, path) for _, port in others))
+        return [(i, a) for (i, _), a in zip(others, answers) if a is not None]
+
+    async def _get(self, port: int, path: str) -> bytes | None:
+        status, body = await self._request(port, path)
+        return body if status == 200 else None
+
+    async def _request(self, port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """GET (or POST `body`) `path` of the process on `port`: (status, body); status 0 when it did not answer
+        (not started yet, gone: it serves no connection then either)."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), PEER_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError):
+            return 0, b""
+        method = "GET" if body is None else "POST"
+        try:
+            writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                         f"Content-Length: {len(body or b'')}\r\n{TOKEN_HEADER}: {self.token}\r\n\r\n".encode()
+                         + (body or b""))
+            data = await asyncio.wait_for(reader.read(), PEER_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as exc:
+            logger.warning("front-end process on port %d did not answer %s: %s", port, path, exc)
+            return 0, b""
+        finally:
+            writer.close()
+        head, _, answer = data.partition(b"\r\n\r\n")
+        status = head.split(b" ", 2)[1:2]
+        if status != [b"200"]:
+            logger.warning("front-end process on port %d answered %s with %r", port, path, head[:80])
+        return int(status[0]) if status and status[0].isdigit() else 0, answer
+
+    async def statistics(self, name: str, version: str) -> list[list[dict[str, Any]]]:
+        """The other processes' `model_stats` entries (ServerCore.peer_statistics)."""
+        query = urllib.parse.urlencode({"name": name, "version": version})
+        return [json.loads(body) for _, body in await self._get_all(f"/local/stats?{query}")]
+
+    def metrics_handler(self, local: MetricsApp) -> Any:
+        """The metrics port's handler (process 0): this process's metrics with the others' added in."""
+
+        async def handle(request: HttpRequest) -> HttpResponse:
+            response = await local.handle(request)
+            if response.status != 200:
+                return response
+            texts = [(self.index, b"".join(bytes(p) for p in response.parts).decode())]
+            texts += [(index, body.decode()) for index, body in await self._get_all("/local/metrics")]
+            return HttpResponse(200, [merge_metrics(texts).encode()], response.headers)
+
+        return handle
+
+
+def merge_metrics(texts: list[tuple[int, str]]) -> str:
+    """Prometheus text of several processes (index, text) as one: families in order of first appearance (HELP/TYPE
+    from the first), samples with the same name and labels summed, the machine-wide gauges taken from the first text
+    only; a sample of one model instance (an `instance` label: each process has its own instances of the same names)
+    gets the process's index as a `frontend` label instead of being summed."""
+    families: dict[str, tuple[list[str], dict[str, list[str]]]] = {}
+    owner: dict[str, int] = {}  # the text whose HELP/TYPE lines a family keeps
+    for position, (index, text) in enumerate(texts):
+        family = None
+        for line in text.splitlines():
+            if line.startswith("#"):
+                parts = line.split(" ", 3)
+                if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
+                    family = parts[2]
+                    if owner.setdefault(family, position) == position:
+                        families.setdefault(family, ([], {}))[0].append(line)
+                continue
+            if not line.strip() or family is None or (position > 0 and family.startswith(MACHINE_WIDE)):
+                continue
+            key, _, value = line.rpartition(" ")
+            if 'instance="' in key and key.endswith("}"):
+                key = f'{key[:-1]},frontend="{index}"}}'
+            families[family][1].setdefault(key, []).append(value)
+    lines = []
+    for head, samples in families.values():
+        lines += head
+        lines += [f"{key} {_sum(values)}" for key, values in samples.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _sum(values: list[str]) -> str:
+    try:
+        return str(sum(int(v) for v in values))
+    except ValueError:
+        total = float(sum(float(v) for v in values))
+        return str(int(total)) if total.is_integer() and abs(total) < 2**53 else repr(total)
