@@ -283,6 +283,8 @@ def unsent_bytes(transport: Any) -> int:
     """Bytes `transport` holds that the client has not taken. asyncio's TLS transport encrypts what it is given and
     passes it all down at once, counting only what it has not: the TCP transport under it holds the rest."""
     raw = getattr(transport, RAW_TRANSPORT, None)
+    if raw is None:  # a wrapper (the direct-write transport) around the TLS transport
+        raw = getattr(getattr(transport, "transport", None), RAW_TRANSPORT, None)
     return transport.get_write_buffer_size() + (raw.get_write_buffer_size() if raw is not None else 0)
 
 
