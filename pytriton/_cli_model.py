@@ -19,6 +19,7 @@ from pytriton.backends.target import CallableTarget
 from pytriton.core.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.common import DynamicBatcher
+from pytriton.model_config.datatypes import parse_datatype
 from pytriton.model_config.declaration import ModelDeclaration
 from pytriton.model_config.sequence import SequenceBatcher
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -239,3 +240,26 @@ def _missing_tensors(name: str, target: CallableTarget, description: TargetDescr
         + ("A model that takes no inputs declares inputs=[]. " if kind == "inputs" else "")
         + f"See {GUIDE}."
     )
+
+
+def parse_tensor(text: str, kind: str) -> TensorSpec:
+    """NAME:DTYPE:SHAPE, e.g. INPUT0:int32:16 or TEXT:bytes:-1 or X:FP32:2,3 (shape without batch dim); a mistake is
+    a BadParameter naming the option and the tensor as typed (`--input 'X:fp23:-1'`)."""
+    hint = f"--{kind} '{text}'"
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0]:
+        raise click.BadParameter(f"expected NAME:DTYPE:SHAPE (e.g. {kind.upper()}0:int32:16)", param_hint=hint)
+    name, dtype_text, shape_text = parts
+    try:
+        datatype = parse_datatype(dtype_text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{kind} '{name}': {exc}", param_hint=hint) from None
+    try:
+        shape = tuple(int(d) for d in shape_text.split(",")) if shape_text.strip() else ()
+    except ValueError:
+        raise click.BadParameter(f"shape of {kind} '{name}' must be comma-separated integers, got '{shape_text}'",
+                                 param_hint=hint) from None
+    try:
+        return TensorSpec(name, datatype, shape)
+    except PyTritonError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None

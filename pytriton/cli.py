@@ -11,7 +11,8 @@ import click
 
 from pytriton import _env
 from pytriton._cache_config import parse_cache_config
-from pytriton._cli_model import ModelFlags, build_model_config, describe_target
+from pytriton._cli_model import ModelFlags, build_model_config, describe_target, parse_tensor
+from pytriton._cli_grpc import grpc_limit_options
 from pytriton._cli_platforms import platform_options
 from pytriton._platforms import vertex_ai_mode
 from pytriton._cli_queue import queue_policy_options
@@ -28,37 +29,11 @@ from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern
 from pytriton.frontend.http1 import HttpLimits
 from pytriton.frontend.grpc import H2Limits
-from pytriton.frontend.grpc._h2_limits import INFER_COMPRESSION_LEVELS, keepalive_fields
 from pytriton.frontend.tls import TlsSettings
-from pytriton.model_config.datatypes import parse_datatype
-from pytriton.model_config.triton_model_config import TensorSpec
 from pytriton.repository import ModelRepositoryError, load_repositories, scan_repositories
 from pytriton.repository.control import DEFAULT_POLL_SECS, MODES
 
 logger = logging.getLogger("pytriton.cli")
-
-
-def parse_tensor(text: str, kind: str) -> TensorSpec:
-    """NAME:DTYPE:SHAPE, e.g. INPUT0:int32:16 or TEXT:bytes:-1 or X:FP32:2,3 (shape without batch dim); a mistake is
-    a BadParameter naming the option and the tensor as typed (`--input 'X:fp23:-1'`)."""
-    hint = f"--{kind} '{text}'"
-    parts = text.split(":")
-    if len(parts) != 3 or not parts[0]:
-        raise click.BadParameter(f"expected NAME:DTYPE:SHAPE (e.g. {kind.upper()}0:int32:16)", param_hint=hint)
-    name, dtype_text, shape_text = parts
-    try:
-        datatype = parse_datatype(dtype_text)
-    except ValueError as exc:
-        raise click.BadParameter(f"{kind} '{name}': {exc}", param_hint=hint) from None
-    try:
-        shape = tuple(int(d) for d in shape_text.split(",")) if shape_text.strip() else ()
-    except ValueError:
-        raise click.BadParameter(f"shape of {kind} '{name}' must be comma-separated integers, got '{shape_text}'",
-                                 param_hint=hint) from None
-    try:
-        return TensorSpec(name, datatype, shape)
-    except PyTritonError as exc:
-        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _tune_malloc() -> None:
@@ -250,48 +225,7 @@ def main() -> None:
                    "'shared-memory,statistics:triton-access-token=SECRET'. Repeatable.")
 @click.option("--grpc-restricted-protocol", multiple=True, metavar="GROUPS:KEY=VALUE",
               help="The same for gRPC (clients send the header 'triton-grpc-protocol-KEY'). Repeatable.")
-@click.option("--grpc-max-concurrent-streams", type=click.IntRange(min=1), default=H2Limits.max_concurrent_streams,
-              show_default=True, help="Streams open at once per gRPC connection; more are refused (REFUSED_STREAM).")
-@click.option("--grpc-max-header-list-size", type=click.IntRange(min=1), default=H2Limits.max_header_list_size,
-              show_default=True, help="Largest gRPC request header list (metadata), in bytes.")
-@click.option("--grpc-max-message-bytes", type=click.IntRange(min=1), default=H2Limits.max_message_bytes,
-              show_default=True, help="Largest gRPC request message as sent (Triton's limit, 2 GiB - 1); a "
-                                      "compressed one is also bounded once decompressed by "
-                                      "--grpc-max-decompressed-bytes.")
-@click.option("--grpc-max-decompressed-bytes", type=click.IntRange(min=1), default=H2Limits.max_decompressed_bytes,
-              show_default=True, help="Largest gzip/deflate-compressed gRPC request message once decompressed "
-                                      "(so that a small compressed message cannot inflate to gigabytes); "
-                                      "uncompressed messages are bounded by --grpc-max-message-bytes alone.")
-@click.option("--grpc-idle-timeout", type=click.FloatRange(min=0), default=H2Limits.idle_timeout_s, show_default=True,
-              help="Seconds a gRPC connection without calls stays open (0 = for ever).")
-@click.option("--grpc-max-stream-requests-in-flight", type=click.IntRange(min=1),
-              default=H2Limits.max_stream_requests_in_flight, show_default=True,
-              help="Requests of one ModelStreamInfer stream served at once; the next waits (flow control holds the "
-                   "client).")
-@click.option("--grpc-keepalive-time", type=click.IntRange(min=0), default=int((H2Limits.keepalive_time_s or 0) * 1000),
-              show_default=True, help="Milliseconds without anything read from a gRPC client after which the server "
-                                      "sends it a keepalive PING (2147483647: never).")
-@click.option("--grpc-keepalive-timeout", type=click.IntRange(min=0), default=int(H2Limits.keepalive_timeout_s * 1000),
-              show_default=True, help="Milliseconds a keepalive PING may go unacknowledged; then the connection is "
-                                      "closed.")
-@click.option("--grpc-keepalive-permit-without-calls", type=click.BOOL, default=H2Limits.keepalive_permit_without_calls,
-              show_default=True, help="Keepalive PINGs on connections without calls too, both ways (else a client's "
-                                      "PINGs there are allowed once per 2 hours).")
-@click.option("--grpc-http2-max-pings-without-data", type=click.IntRange(min=0),
-              default=H2Limits.max_pings_without_data, show_default=True,
-              help="Keepalive PINGs the server sends while it sends no data; then none until it does (0 = no limit).")
-@click.option("--grpc-http2-min-recv-ping-interval-without-data", type=click.IntRange(min=0),
-              default=int(H2Limits.min_ping_interval_s * 1000), show_default=True,
-              help="Milliseconds a client must leave between PINGs while the server sends no data; a sooner PING is "
-                   "a strike.")
-@click.option("--grpc-http2-max-ping-strikes", type=click.IntRange(min=0), default=H2Limits.max_ping_strikes,
-              show_default=True, help="Strikes tolerated; past them: GOAWAY ENHANCE_YOUR_CALM 'too_many_pings' "
-                                      "(0 = any number).")
-@click.option("--grpc-infer-response-compression-level",
-              type=click.Choice(list(INFER_COMPRESSION_LEVELS), case_sensitive=False),
-              default=H2Limits.infer_response_compression, show_default=True,
-              help="gzip-compress ModelInfer/ModelStreamInfer responses for clients that accept gzip (zlib level "
-                   "1, 6, 9 for low, medium, high).")
+@grpc_limit_options
 @click.option("--http-max-input-size", type=click.IntRange(min=1), default=HttpLimits.max_input_bytes,
               show_default=True, help="Largest HTTP request body (after decompression too), in bytes; larger: 413.")
 @click.option("--http-max-buffered-bytes", type=click.IntRange(min=1), default=HttpLimits.max_buffered_bytes,
@@ -385,19 +319,7 @@ def serve(
     shm_local_only: bool,
     http_restricted_api: tuple[str, ...],
     grpc_restricted_protocol: tuple[str, ...],
-    grpc_max_concurrent_streams: int,
-    grpc_max_header_list_size: int,
-    grpc_max_message_bytes: int,
-    grpc_max_decompressed_bytes: int,
-    grpc_idle_timeout: float,
-    grpc_max_stream_requests_in_flight: int,
-    grpc_keepalive_time: int,
-    grpc_keepalive_timeout: int,
-    grpc_keepalive_permit_without_calls: bool,
-    grpc_http2_max_pings_without_data: int,
-    grpc_http2_min_recv_ping_interval_without_data: int,
-    grpc_http2_max_ping_strikes: int,
-    grpc_infer_response_compression_level: str,
+    grpc_limits: H2Limits,
     http_max_input_size: int,
     http_max_buffered_bytes: int,
     http_max_header_size: int,
@@ -492,18 +414,7 @@ def serve(
             grpc_address=grpc_address,
             grpc_port=grpc_port,
             grpc_header_forward_pattern=grpc_header_forward_pattern,
-            grpc_limits=H2Limits(max_concurrent_streams=grpc_max_concurrent_streams,
-                                 max_header_list_size=grpc_max_header_list_size,
-                                 max_message_bytes=grpc_max_message_bytes,
-                                 max_decompressed_bytes=grpc_max_decompressed_bytes,
-                                 idle_timeout_s=grpc_idle_timeout or None,
-                                 max_stream_requests_in_flight=grpc_max_stream_requests_in_flight,
-                                 infer_response_compression=grpc_infer_response_compression_level,
-                                 **keepalive_fields(grpc_keepalive_time, grpc_keepalive_timeout,
-                                                    grpc_keepalive_permit_without_calls,
-                                                    grpc_http2_max_pings_without_data,
-                                                    grpc_http2_min_recv_ping_interval_without_data,
-                                                    grpc_http2_max_ping_strikes)),
+            grpc_limits=grpc_limits,
             allow_http=allow_http,
             http_address=http_address,
             http_port=http_port,

@@ -7,7 +7,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
 
-from pytriton.cli import main, parse_tensor
+from pytriton._cli_model import parse_tensor
+from pytriton.cli import main
 from tests.conftest import serve
 
 
