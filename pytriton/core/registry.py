@@ -140,6 +140,26 @@ class ModelRegistry:
             raise not_found(f"Request for unknown model: '{name}' version {number} is not found")
         return model
 
+    def metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        """Triton's model metadata: every version served (or the one asked for), the tensors with the batch dimension."""
+        model = self.get(name, version)
+        config = model.config
+        lead = [-1] if config.max_batch_size > 0 else []
+
+        def tensors(specs):
+            return [{"name": s.name, "datatype": s.datatype, "shape": lead + list(s.shape)} for s in specs]
+
+        served = [model]
+        if parse_version(version) == -1:
+            served = [m for m in self.versions(config.model_name) if m.loaded] or [model]
+        return {
+            "name": config.model_name,
+            "versions": [str(m.version) for m in served],
+            "platform": "ensemble" if model.ensemble is not None else "python",
+            "inputs": tensors(config.inputs),
+            "outputs": tensors(config.outputs),
+        }
+
     def __iter__(self) -> Iterator[Model]:
         """Every served model version, by name then version."""
         return iter([versions[v] for name in sorted(self._models) for versions in (self._models[name],)

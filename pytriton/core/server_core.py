@@ -19,7 +19,7 @@ from pytriton.core.ensemble import Ensemble
 from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.peers import Peers
-from pytriton.core.registry import Model, ModelRegistry, parse_version
+from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
@@ -238,23 +238,7 @@ class ServerCore:
         return self.registry.get(name, version).ready and self.accepting
 
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
-        model = self.registry.get(name, version)
-        config = model.config
-        lead = [-1] if config.max_batch_size > 0 else []
-
-        def tensors(specs):
-            return [{"name": s.name, "datatype": s.datatype, "shape": lead + list(s.shape)} for s in specs]
-
-        served = [model]
-        if parse_version(version) == -1:
-            served = [m for m in self.registry.versions(config.model_name) if m.loaded] or [model]
-        return {
-            "name": config.model_name,
-            "versions": [str(m.version) for m in served],  # as Triton's: every version served, or the one asked for
-            "platform": "ensemble" if model.ensemble is not None else "python",
-            "inputs": tensors(config.inputs),
-            "outputs": tensors(config.outputs),
-        }
+        return self.registry.metadata(name, version)
 
     def model_config(self, name: str, version: str = "") -> dict[str, Any]:
         return self.registry.get(name, version).config.to_triton_dict()

@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
+from pytriton.repository.uploads import write_upload
 
 logger = logging.getLogger("pytriton.server")
 
@@ -237,7 +237,8 @@ class ModelControl:
             if override is None:
                 raise invalid_arg(f"failed to load '{name}': a model given as files ('file:' parameters) needs its "
                                   "configuration in the 'config' parameter")
-            model_dir = self._write_upload(name, files)
+            root, model_dir = write_upload(name, files)
+            self._upload_dirs.append(root)
         else:
             model_dir = self._find(name)
         await self._locked_load(name, model_dir, override)
@@ -297,26 +298,6 @@ class ModelControl:
         if name not in found:
             raise ServerError(Status.INTERNAL, f"failed to load '{name}', failed to poll from model repository")
         return found[name]
-
-    def _write_upload(self, name: str, files: dict[str, str | bytes]) -> str:
-        """A model folder of our own holding the uploaded files; a path that would leave it is refused."""
-        root = tempfile.mkdtemp(prefix="pytriton-model-")
-        self._upload_dirs.append(root)
-        model_dir = os.path.join(root, name)
-        for relative, content in files.items():
-            clean = os.path.normpath(relative)
-            if not relative or os.path.isabs(relative) or clean == "." or clean.split(os.sep)[0] == "..":
-                raise invalid_arg(f"failed to load '{name}': file path '{relative}' must be relative to the model "
-                                  "folder and stay inside it")
-            path = os.path.join(model_dir, clean)
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as f:
-                    f.write(content if isinstance(content, bytes) else content.encode())
-            except (OSError, ValueError) as exc:  # a file where a folder is wanted (or back), a NUL in the path
-                raise invalid_arg(f"failed to load '{name}': cannot write file '{relative}' of the model: "
-                                  f"{getattr(exc, 'strerror', None) or exc}") from None
-        return model_dir
 
     async def _locked_load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:
         async with self._lock:
