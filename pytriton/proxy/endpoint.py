@@ -108,6 +108,7 @@ class WorkerEndpoint(BlsEndpoint):
         self._lock = threading.RLock()  # the socket, the arenas and the state above
         self._cond = threading.Condition(self._lock)
         self._reader: int | None = None  # the thread that watches the socket now (without the lock)
+        self._fresh = False  # the message `receive` returned last was read by a drain that emptied the socket
         self._fd = int(self._socket.getsockopt(zmq.FD))
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # wakes the reader: something came
         self.before_result: Callable[[], None] | None = None  # runs first in send_result (custom metrics' updates)
@@ -123,10 +124,15 @@ class WorkerEndpoint(BlsEndpoint):
         self._send([message.SerializeToString()])
 
     def _send(self, frames: list[Any]) -> None:
-        """Send one message; what came meanwhile is read (a send can take the edge that announces it)."""
+        """Send one message. A send can take the edge that announces what came meanwhile: if another thread watches
+        the socket now, what came is read for it; otherwise nobody needs it yet (every wait reads the socket before
+        it watches the descriptor, and `cancelled`, `request_cancelled` read it themselves), and one readiness check
+        per request is saved."""
         with self._lock:
             send_frames(self._socket, frames)
-            self._drain()
+            self._fresh = False
+            if self._reader is not None:
+                self._drain()
 
     def _drain(self) -> None:
         """(Lock held) read what waits in the socket without blocking: CANCELs, CREDITs and BLS answers are noted,
@@ -197,11 +203,13 @@ class WorkerEndpoint(BlsEndpoint):
     def receive(self, timeout_ms: int) -> tuple[Any, list[zmq.Frame]] | None:
         """Wait for the next message (INFER, STOP, ...); apply the slot releases it carries. None on timeout."""
         backlog = self._backlog
-        if not backlog and not self._await(lambda: backlog, timeout_ms):
+        fresh = not backlog  # (then it comes from a drain that has just found the socket empty)
+        if fresh and not self._await(lambda: backlog, timeout_ms):
             return None
         with self._lock:
             message, frames = backlog.popleft()
             self._stop_seen = self._stop_seen and message.kind != ServerToWorker.STOP
+            self._fresh = fresh
             return message, frames
 
     def _collect(self) -> None:
@@ -242,9 +250,12 @@ class WorkerEndpoint(BlsEndpoint):
         """A call is about to start: False if the server cancelled it while it waited here (its client is gone).
 
         Calls reach the worker in the order of their ids, so a CANCEL noted for an earlier one came after that call
-        had ended: it is forgotten now."""
+        had ended: it is forgotten now. Right after a `receive` whose drain emptied the socket, the socket is not read
+        again (a CANCEL that comes now is as late as one that comes just after this check)."""
         with self._lock:
-            self._drain()
+            if not self._fresh:
+                self._drain()
+            self._fresh = False
             self._gone_all = {i for i in self._gone_all if i >= call_id}
             for old in [i for i in self._gone_items if i < call_id]:
                 del self._gone_items[old]
