@@ -10,7 +10,8 @@ can make it hold or do (`H2Limits`, docs/security.md). The connection is put tog
 * `_h2_stream`: each stream's state table (RFC 9113 5.1); the connection's own state (preface, settings, GOAWAY)
   is kept apart, here and in the reader;
 * `_h2_send.Outbox`: frames out within the client's windows, and the release of response buffers (`on_sent`);
-* `_h2_call.GrpcCalls`: gRPC on a stream (messages, `grpc-timeout`, metadata, status in trailers; `_h2_message`:
+* `_h2_head`: a request's header block checked and read; `_h2_call.GrpcCalls`: gRPC on a stream (messages,
+  `grpc-timeout`, metadata, status in trailers; `_h2_message`:
   gzip/deflate); `_h2_keepalive`: the server's keepalive PINGs;
 * `_h2_frames`, `_h2_limits`: framing and HPACK pieces; limits, rate budgets and grpcio's ping policy.
 
@@ -29,63 +30,21 @@ from typing import cast
 import grpc
 
 from pytriton.frontend._socket_write import DirectWriteTransport
-from pytriton.frontend.grpc._h2_call import CallHead, Context, GrpcCalls, Method, RpcAbort, parse_request
+from pytriton.frontend.grpc._h2_call import Context, GrpcCalls, Method, RpcAbort
+from pytriton.frontend.grpc._h2_head import CallHead, parse_request
 from pytriton.frontend.grpc._h2_frames import (
-    ACK,
-    CONTINUATION,
-    END_STREAM,
-    ENHANCE_YOUR_CALM,
-    ERROR_NAMES,
-    FLOW_CONTROL_ERROR,
-    FRAME_SIZE_ERROR,
-    GOAWAY,
-    HEADERS,
-    MAX_MAX_FRAME,
-    MAX_WINDOW,
-    MIN_MAX_FRAME,
-    NO_ERROR,
-    PING,
-    PRIORITY,
-    PROTOCOL_ERROR,
-    REFUSED_STREAM,
-    RST_STREAM,
-    S_ENABLE_PUSH,
-    S_INITIAL_WINDOW_SIZE,
-    S_MAX_CONCURRENT_STREAMS,
-    S_MAX_FRAME_SIZE,
-    S_MAX_HEADER_LIST_SIZE,
-    SETTINGS,
-    WINDOW_UPDATE,
-    H2ConnectionError,
-    H2StreamError,
-    HeaderBlockDecoder,
-    frame_header,
-    goaway_frame,
-    rst_stream_frame,
-    settings_frame,
-    window_update_frame,
-)
+    ACK, CONTINUATION, END_STREAM, ENHANCE_YOUR_CALM, ERROR_NAMES, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, GOAWAY,
+    HEADERS, MAX_MAX_FRAME, MAX_WINDOW, MIN_MAX_FRAME, NO_ERROR, PING, PRIORITY, PROTOCOL_ERROR, REFUSED_STREAM,
+    RST_STREAM, S_ENABLE_PUSH, S_INITIAL_WINDOW_SIZE, S_MAX_CONCURRENT_STREAMS, S_MAX_FRAME_SIZE,
+    S_MAX_HEADER_LIST_SIZE, SETTINGS, WINDOW_UPDATE, H2ConnectionError, H2StreamError, HeaderBlockDecoder,
+    frame_header, goaway_frame, rst_stream_frame, settings_frame, window_update_frame)
 from pytriton.frontend.grpc._h2_keepalive import Keepalive
 from pytriton.frontend.grpc._h2_limits import H2Limits, PingPolicy, RateBudget
 from pytriton.frontend.grpc._h2_read import CLOSING, READ_BUFFER, READY, FrameReader
 from pytriton.frontend.grpc._h2_send import Outbox
 from pytriton.frontend.grpc._h2_stream import (
-    CLOSED,
-    CLOSED_RESET_BY_US,
-    HALF_CLOSED_LOCAL,
-    IDLE,
-    RECV_DATA,
-    RECV_END_STREAM,
-    RECV_HEADERS,
-    RECV_PRIORITY,
-    RECV_RST_STREAM,
-    RECV_WINDOW_UPDATE,
-    SEND_RST_STREAM,
-    ClosedStreams,
-    Stream,
-    transition,
-    window_error,
-)
+    CLOSED, CLOSED_RESET_BY_US, HALF_CLOSED_LOCAL, IDLE, RECV_DATA, RECV_END_STREAM, RECV_HEADERS, RECV_PRIORITY,
+    RECV_RST_STREAM, RECV_WINDOW_UPDATE, SEND_RST_STREAM, ClosedStreams, Stream, transition, window_error)
 
 __all__ = ["READ_BUFFER", "Context", "GrpcConnection", "H2Limits", "Method", "RpcAbort"]
 
