@@ -4,15 +4,13 @@ death) and kept over a failed request."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from pytriton.exceptions import ServerError
 from pytriton.model_config.sequence import SequenceBatcher
 from pytriton.scheduler.sequence import SequenceScheduler
-from tests.scheduler.fakes import FakeInstance, FakeResult, make_job, turns
-from tests.scheduler.test_sequence import Clock, FakeRequests
+from tests.scheduler.fakes import FakeInstance, FakeResult, turns
+from tests.scheduler.test_sequence import Clock, FakeRequests, run, submit
 
 
 class StateRequests(FakeRequests):
@@ -37,16 +35,6 @@ class StateRequests(FakeRequests):
 def scheduler_of(policy=None, max_batch_size=0, clock=None):
     return SequenceScheduler("m", policy or SequenceBatcher(), max_batch_size, StateRequests(),
                              clock=clock or Clock())
-
-
-def submit(scheduler, correlation_id, flags="", value=0):
-    job, _ = make_job((correlation_id, flags, value))
-    scheduler.submit(job)
-    return job
-
-
-def run(coroutine):
-    return asyncio.run(coroutine)
 
 
 def test_state_goes_from_each_result_to_the_sequences_next_request_and_is_dropped_at_end():
