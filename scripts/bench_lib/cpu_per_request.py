@@ -3,11 +3,17 @@
     .venv/bin/python scripts/bench_lib/cpu_per_request.py batching     # serve_double.py, dynamic batching, c=16
     .venv/bin/python scripts/bench_lib/cpu_per_request.py spin2        # pytriton serve sched_models:spin, 2 workers, c=4
     .venv/bin/python scripts/bench_lib/cpu_per_request.py double2      # the same with sched_models:double
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py sequence     # sched_models:accumulate, Direct sequence
+                                                                       # batcher (START/READY/CORRID), c=8
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py seqdyn       # the same callable with the dynamic batcher
 
 `spinN` / `doubleN` serve N worker processes without a batcher (the scheduling suite's CPU row). The server is
 started from this checkout's .venv, warmed up with one perf_analyzer run, then measured over a second one: user +
 system CPU of every process of its tree (and of each busy thread) divided by the inference count the server's
-statistics report for that run, with voluntary / involuntary context switches per request. On a shared machine
+statistics report for that run, with voluntary / involuntary context switches per request, perf_analyzer's own
+CPU per request (its rusage) and the batch sizes the model ran (statistics `batch_stats`). With `--profile DIR`
+every process of the server's tree runs under cProfile for the measured run only (switched on and off by SIGUSR1 /
+SIGUSR2 through `profhook/sitecustomize.py`), its stats written to DIR. On a shared machine
 throughput is noisy; CPU per request much less so (though other load still inflates it: compare alternating runs).
 """
 
@@ -17,6 +23,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import signal
 import subprocess
 import sys
@@ -61,18 +68,38 @@ def _role(pid: int) -> str:
     return line[:40]
 
 
-def _stats(port: int, model: str) -> tuple[int, int]:
+def _model_stats(port: int, model: str) -> list[dict]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/{model}/stats", timeout=5) as answer:
-        stats = json.loads(answer.read())["model_stats"]
+        return json.loads(answer.read())["model_stats"]
+
+
+def _stats(port: int, model: str) -> tuple[int, int]:
+    stats = _model_stats(port, model)
     return sum(int(s["inference_count"]) for s in stats), sum(int(s["execution_count"]) for s in stats)
+
+
+def _batches(port: int, model: str) -> dict[int, int]:
+    """batch size -> executions so far (statistics `batch_stats`)."""
+    out: dict[int, int] = {}
+    for s in _model_stats(port, model):
+        for b in s.get("batch_stats", []):
+            out[int(b["batch_size"])] = out.get(int(b["batch_size"]), 0) + int(b["compute_infer"]["count"])
+    return out
+
+
+SEQ_FLAGS = ["--sequence-batching", "direct", "--sequence-control", "start=START", "--sequence-control",
+             "ready=READY", "--sequence-control", "corrid=CORRID"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", help="batching | spinN | doubleN")
+    parser.add_argument("case", help="batching | spinN | doubleN | sequence | seqdyn")
     parser.add_argument("--concurrency", type=int)
     parser.add_argument("--interval", type=int, default=3000, help="perf_analyzer --measurement-interval (ms)")
     parser.add_argument("--perf-analyzer", default=str(REPO / ".tools" / "bin" / "perf_analyzer"))
+    parser.add_argument("--profile", type=pathlib.Path, help="cProfile the measured run; stats go to this folder")
+    parser.add_argument("--gc", type=pathlib.Path, help="time the garbage collector over the measured run (no cProfile);"
+                        " its counts go to this folder")
     args = parser.parse_args()
     python = str(REPO / ".venv" / "bin" / "python")
     http, grpc_port, metrics = free_port(), free_port(), free_port()
@@ -80,14 +107,28 @@ def main() -> None:
     if args.case == "batching":
         model, concurrency = "double_small", args.concurrency or 16
         cmd = [python, str(HERE / "serve_double.py"), *ports, "--batching", "dynamic", "--models", model]
+    elif args.case in ("sequence", "seqdyn"):
+        model, concurrency = "acc", args.concurrency or 8
+        cmd = [python, "-m", "pytriton.cli", "serve", f"{HERE / 'sched_models.py'}:accumulate", "--model-name", model,
+               "--input", "INPUT:fp32:16", "--output", "OUTPUT:fp32:16", "--max-batch-size", "8", *ports,
+               *(SEQ_FLAGS if args.case == "sequence" else ["--dynamic-batching"])]
     else:
         fn, instances = args.case.rstrip("0123456789"), args.case[len(args.case.rstrip("0123456789")):] or "1"
         model, concurrency = fn, args.concurrency or 4
         cmd = [python, "-m", "pytriton.cli", "serve", f"{HERE / 'sched_models.py'}:{fn}", "--model-name", model,
                "--input", "INPUT:fp32:16", "--output", "OUTPUT:fp32:16", "--max-batch-size", "8", *ports,
                "--no-dynamic-batching", "--instances", instances]
+    env = dict(os.environ)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "profhook"), env.get("PYTHONPATH")]))
+        env["PROFHOOK_DIR"] = str(args.profile.resolve())
+    elif args.gc:
+        args.gc.mkdir(parents=True, exist_ok=True)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "profhook"), env.get("PYTHONPATH")]))
+        env["PROFHOOK_GC"] = str(args.gc.resolve())
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              cwd=str(REPO), start_new_session=True)
+                              cwd=str(REPO), start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -106,12 +147,22 @@ def main() -> None:
         pids = procfs.descendants(server.pid)
         before = {pid: _threads(pid) for pid in pids}
         count0, executions0 = _stats(http, model)
+        batches0 = _batches(http, model)
+        if args.profile or args.gc:
+            for pid in pids:
+                os.kill(pid, signal.SIGUSR1)
+        children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         run = subprocess.run([*pa, "--measurement-interval", str(args.interval)], capture_output=True, text=True,
                              check=False)
         elapsed = time.monotonic() - started
+        children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         after = {pid: _threads(pid) for pid in pids}
         count1, executions1 = _stats(http, model)
+        batches1 = _batches(http, model)
+        if args.profile or args.gc:
+            for pid in pids:
+                os.kill(pid, signal.SIGUSR2)
         requests = max(count1 - count0, 1)
         scale = 1e6 / procfs.CLK_TCK / requests
         print(f"{args.case}, c={concurrency}: {requests} requests in {elapsed:.1f} s, "
@@ -119,6 +170,11 @@ def main() -> None:
         for line in run.stdout.splitlines():
             if "Throughput" in line:
                 print("  perf_analyzer", line.strip())
+        sizes = {size: batches1.get(size, 0) - batches0.get(size, 0) for size in sorted(batches1)}
+        print("  executions by batch size:", ", ".join(f"{size}: {n}" for size, n in sizes.items() if n))
+        pa_user = (children1.ru_utime - children0.ru_utime) * 1e6 / requests
+        pa_sys = (children1.ru_stime - children0.ru_stime) * 1e6 / requests
+        print(f"  {'perf_analyzer':<13} {'':11} {pa_user:6.0f} user + {pa_sys:5.0f} sys us/request")
         for pid in pids:
             rows = []
             total = [0, 0, 0, 0]

@@ -169,19 +169,23 @@ def to_infer_request(request: Any) -> InferRequest:
     raw = request.raw_input_contents
     template = getattr(request, "template", None)
     if template is not None and len(raw) >= len(template.inputs):  # (too few: the full path says which is missing)
+        scanned = request.sequence_parameters  # (sequence parameters only, of the kinds Triton takes: see _wire)
         return InferRequest(
             model_name=template.model_name,
             model_version=template.model_version,
             inputs=[Tensor(name, datatype, shape, raw[index]) for index, (name, datatype, shape)
                     in enumerate(template.inputs)],
             outputs=[RequestedOutput(name) for name in template.outputs],
+            parameters=scanned if scanned is not None else {},
         )
-    head = getattr(request, "head", None) if template is None else None
+    head = getattr(request, "template_key", None) if template is None else None
+    scanned = getattr(request, "sequence_parameters", None)
     request = getattr(request, "header", request)  # an InferRequestView: read the protobuf fields directly
     model_name = request.model_name
     # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
     parameters = request_parameters(request) if request.parameters else {}
-    plain = head is not None and not parameters  # (a template is kept of a plain header: see _remember_template)
+    # (a template is kept of a plain header, or of one whose only parameters the scan read: see _remember_template)
+    plain = head is not None and (not parameters or scanned is not None)
     raw_index = 0
     inputs = []
     for tensor in request.inputs:

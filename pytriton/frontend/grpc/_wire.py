@@ -14,6 +14,12 @@ from typing import Any, Callable
 from tritonclient.grpc import service_pb2 as pb
 
 _RAW_INPUT_FIELD = 7
+_PARAMETERS_TAG = (4 << 3) | 2  # ModelInferRequest.parameters: one map entry per field
+_SEQUENCE_KINDS = {  # the sequence parameters a scan reads itself, and the InferParameter kinds Triton takes for them
+    b"sequence_id": (2, 3),  # int64_param (varint), string_param (bytes)
+    b"sequence_start": (1,),  # bool_param (varint)
+    b"sequence_end": (1,),
+}
 _MAX_TOP_FIELDS = 4096  # top-level fields scanned in Python before protobuf's parser takes over
 _RAW_OUTPUT_TAG = bytes([(6 << 3) | 2])
 _STREAM_RESPONSE_TAG = bytes([(2 << 3) | 2])
@@ -69,20 +75,91 @@ TEMPLATES_MAX = 256
 TEMPLATE_HEAD_MAX = 4096  # longer headers get no template (the cache holds at most 1 MiB of header bytes)
 
 
+# Map entries of sequence parameters already read (entry bytes -> (key, value)): a sequence repeats its id's entry in
+# every request, and the START / END entries are the same few bytes for all.
+_ENTRIES: dict[bytes, tuple[str, Any]] = {}
+_ENTRIES_MAX = 4096
+_ENTRY_MAX = 256  # longer entries (a long string id) are read each time (the cache holds at most 1 MiB)
+
+
+def _sequence_parameters(entries: list[memoryview]) -> dict[str, Any] | None:
+    """The request parameters of `entries` (ModelInferRequest.parameters map entries) when all are sequence parameters
+    of a kind Triton accepts (sequence_id int64 or string, sequence_start / sequence_end bool), as protobuf would
+    read them; else None (protobuf parses the request, and the conversion checks what it says)."""
+    out: dict[str, Any] = {}
+    for entry in entries:
+        data = bytes(entry)
+        known = _ENTRIES.get(data)
+        if known is None:
+            try:
+                known = _read_entry(entry)
+            except (IndexError, ValueError):
+                known = None
+            if known is None:
+                return None
+            if len(data) <= _ENTRY_MAX:
+                if len(_ENTRIES) >= _ENTRIES_MAX:
+                    _ENTRIES.clear()
+                _ENTRIES[data] = known
+        out[known[0]] = known[1]
+    return out
+
+
+def _read_entry(entry: memoryview) -> tuple[str, Any] | None:
+    key = value = None
+    pos, size = 0, len(entry)
+    while pos < size:  # the entry: key = 1 (string), value = 2 (InferParameter)
+        tag = entry[pos]
+        if tag not in (0x0A, 0x12):
+            return None
+        length, pos = _varint(entry, pos + 1)
+        if pos + length > size:
+            return None
+        if tag == 0x0A:
+            key = bytes(entry[pos:pos + length])
+        else:
+            value = entry[pos:pos + length]
+        pos += length
+    kinds = _SEQUENCE_KINDS.get(key) if key is not None else None
+    if kinds is None or value is None or not len(value):
+        return None
+    kind = value[0] >> 3
+    if value[0] & 7 != (2 if kind == 3 else 0) or kind not in kinds:
+        return None
+    number, end = _varint(value, 1)
+    number &= (1 << 64) - 1  # (as protobuf reads a varint of more than 64 bits)
+    if end + (number if kind == 3 else 0) != len(value):  # (one field: a oneof set twice goes to protobuf)
+        return None
+    assert key is not None
+    if kind == 3:
+        try:
+            return key.decode(), bytes(value[end:]).decode()
+        except UnicodeDecodeError:
+            return None
+    if kind == 2:
+        return key.decode(), number - (1 << 64) if number >= 1 << 63 else number
+    return key.decode(), bool(number)
+
+
 class InferRequestView:
     """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies).
 
     The protobuf header is parsed from `head` when first read; a request whose header bytes have a template is
-    converted from it and usually never parsed."""
+    converted from it and usually never parsed. `template_key` is `head` without its request parameters when those are
+    only sequence parameters, read by the scan into `sequence_parameters` (then the template of the rest of the header
+    still serves); else it is `head`, and `sequence_parameters` None."""
 
-    __slots__ = ("_header", "head", "raw_input_contents", "template")
+    __slots__ = ("_header", "head", "raw_input_contents", "template", "template_key", "sequence_parameters")
 
     def __init__(self, header: Any, raw: list[memoryview], head: bytes | None = None,
-                 template: RequestTemplate | None = None):  # fmt: skip
+                 template: RequestTemplate | None = None, key: bytes | None = None,
+                 parameters: dict[str, Any] | None = None):  # fmt: skip
         self._header = header
         self.head = head
         self.raw_input_contents = raw
         self.template = template
+        self.template_key = head if key is None else key
+        self.sequence_parameters = parameters
 
     @property
     def header(self) -> Any:
@@ -111,6 +188,8 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     pos = 0
     raw: list[memoryview] = []
     keep: list[memoryview] = []
+    params: list[int] = []  # indices in `keep` of the request parameters' map entries
+    entries: list[memoryview] = []  # ... and the entries themselves
     fields = 0
     try:
         while pos < size:
@@ -139,6 +218,9 @@ def parse_infer_request(data: bytes) -> InferRequestView:
                 if key >> 3 == _RAW_INPUT_FIELD:
                     raw.append(view[pos:end])
                 else:
+                    if key == _PARAMETERS_TAG:
+                        params.append(len(keep))
+                        entries.append(view[pos:end])
                     keep.append(view[start:end])
                 pos = end
             elif wire_type == 0:
@@ -159,10 +241,18 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     if not raw:
         return InferRequestView(pb.ModelInferRequest.FromString(data), [])
     head = b"".join(keep)
-    template = TEMPLATES.get(head)
+    template_key = head
+    parameters = None
+    if params:  # sequence parameters only: the template of the rest of the header serves
+        parameters = _sequence_parameters(entries)
+        if parameters is not None:
+            chosen = set(params)
+            template_key = b"".join(part for i, part in enumerate(keep) if i not in chosen)
+    template = TEMPLATES.get(template_key) if not params or parameters is not None else None
     if template is not None:
-        return InferRequestView(None, raw, head, template)
-    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head)
+        return InferRequestView(None, raw, head, template, template_key, parameters)
+    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head, None, template_key, parameters)
+
 
 
 class InferResponseWire:
