@@ -30,12 +30,14 @@ from pytriton.model_config.datatypes import (
 from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
 from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
+    PARAM_FLAGS,
     ServerToWorker,
     WorkerToServer,
     decode_request_fields,
     encode_request_fields,
     params_from_proto,
     params_to_proto,
+    restore_sequence_parameters,
 )
 from pytriton.proxy._bls_endpoint import BlsEndpoint
 from pytriton.proxy._zmq import readable, recv_frames, send_frames
@@ -309,8 +311,11 @@ class WorkerEndpoint(BlsEndpoint):
                 continue
             failed.append("")
             parameters = params_from_proto(item.parameters) if item.parameters else {}
-            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None,
-                                   *decode_request_fields(item)))
+            request_id, correlation_id, flags = decode_request_fields(item)
+            if flags & PARAM_FLAGS:  # sequence parameters the fields carried
+                flags = restore_sequence_parameters(parameters, correlation_id, flags)
+            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None, request_id,
+                                   correlation_id, flags))
         return decoded, (regions if any(regions) else None), failed
 
     def _decode_inputs(self, item: Any, frames: Sequence[memoryview]) -> dict[str, np.ndarray]:

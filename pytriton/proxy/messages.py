@@ -97,6 +97,11 @@ class RequestData:
 FLAG_SEQUENCE_CONTROLS = 4  # add the control inputs of the model's sequence batcher (START/END from the flags)
 FLAG_NOT_READY = 8  # a not-ready row: its inputs zero as those of the batch's first ready row; its answer is dropped
 CLIENT_FLAGS = 3
+# ... and three that say which sequence parameters the fields carry instead of the parameters map (server to worker):
+FLAG_SEQUENCE_ID_PARAM = 16  # parameters["sequence_id"] is the correlation id
+FLAG_START_PARAM = 32  # parameters["sequence_start"] is bool(flags & 1)
+FLAG_END_PARAM = 64  # parameters["sequence_end"] is bool(flags & 2)
+PARAM_FLAGS = FLAG_SEQUENCE_ID_PARAM | FLAG_START_PARAM | FLAG_END_PARAM
 
 
 def sequence_fields(parameters: dict[str, Any]) -> tuple[int | str, int]:
@@ -107,6 +112,41 @@ def sequence_fields(parameters: dict[str, Any]) -> tuple[int | str, int]:
         correlation_id = 0
     flags = (1 if parameters.get("sequence_start") is True else 0) | (2 if parameters.get("sequence_end") is True else 0)
     return correlation_id, flags
+
+
+def carry_sequence_parameters(parameters: dict[str, Any]) -> tuple[dict[str, Any], int | str, int]:
+    """`sequence_fields`, with the parameters left for the map: those the fields carry exactly (flagged
+    FLAG_*_PARAM) are left out of it, and `restore_sequence_parameters` puts them back (a map entry costs far more to
+    encode and decode than a field)."""
+    correlation_id, flags = sequence_fields(parameters)
+    if not parameters or ("sequence_id" not in parameters and "sequence_start" not in parameters
+                          and "sequence_end" not in parameters):
+        return parameters, correlation_id, flags
+    rest = dict(parameters)
+    value = rest.get("sequence_id")
+    if value is not None and value == correlation_id and (
+            (type(value) is int and 0 < value < 1 << 63) or (type(value) is str and value)):
+        del rest["sequence_id"]
+        flags |= FLAG_SEQUENCE_ID_PARAM
+    if type(rest.get("sequence_start")) is bool:
+        del rest["sequence_start"]
+        flags |= FLAG_START_PARAM
+    if type(rest.get("sequence_end")) is bool:
+        del rest["sequence_end"]
+        flags |= FLAG_END_PARAM
+    return rest, correlation_id, flags
+
+
+def restore_sequence_parameters(parameters: dict[str, Any], correlation_id: int | str, flags: int) -> int:
+    """Put the sequence parameters the fields carried back into `parameters`; returns the flags without the
+    FLAG_*_PARAM bits."""
+    if flags & FLAG_SEQUENCE_ID_PARAM:
+        parameters["sequence_id"] = correlation_id
+    if flags & FLAG_START_PARAM:
+        parameters["sequence_start"] = bool(flags & 1)
+    if flags & FLAG_END_PARAM:
+        parameters["sequence_end"] = bool(flags & 2)
+    return flags & ~PARAM_FLAGS
 
 
 def encode_request_fields(data: RequestData, item: Any) -> None:

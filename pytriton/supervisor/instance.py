@@ -32,8 +32,8 @@ from pytriton.proxy.messages import (
     ArenaSlot,
     RequestData,
     TensorData,
+    carry_sequence_parameters,
     params_from_proto,
-    sequence_fields,
 )
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
@@ -64,11 +64,11 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
         for t in request.inputs
     ]
     outputs = [_region_tensor(name, "", (), where) for name, where in request.output_regions.items()]
-    correlation_id, flags = sequence_fields(request.parameters)
+    parameters, correlation_id, flags = carry_sequence_parameters(request.parameters)
     if request.sequence:  # (a not-ready row has no parameters: correlation id 0, no START/END)
         flags |= (FLAG_SEQUENCE_CONTROLS if request.sequence & SEQUENCE_CONTROLS else 0) | (
             FLAG_NOT_READY if request.sequence & SEQUENCE_NOT_READY else 0)
-    return RequestData(inputs, request.requested_outputs, request.parameters, outputs, request.request_id,
+    return RequestData(inputs, request.requested_outputs, parameters, outputs, request.request_id,
                        correlation_id, flags)
 
 
