@@ -246,8 +246,11 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     if params:  # sequence parameters only: the template of the rest of the header serves
         parameters = _sequence_parameters(entries)
         if parameters is not None:
-            chosen = set(params)
-            template_key = b"".join(part for i, part in enumerate(keep) if i not in chosen)
+            if len(params) == params[-1] - params[0] + 1:  # (one run of entries, as a client writes its map)
+                template_key = b"".join(keep[:params[0]] + keep[params[-1] + 1:])
+            else:
+                chosen = set(params)
+                template_key = b"".join([part for i, part in enumerate(keep) if i not in chosen])
     template = TEMPLATES.get(template_key) if not params or parameters is not None else None
     if template is not None:
         return InferRequestView(None, raw, head, template, template_key, parameters)

@@ -125,3 +125,21 @@ def test_the_entry_cache_is_bounded():
     for index in range(_wire._ENTRIES_MAX + 3):
         to_infer_request(parse_infer_request(_request({"sequence_id": ("int64_param", index + 1)})))
     assert 0 < len(_wire._ENTRIES) <= _wire._ENTRIES_MAX
+
+
+def test_entries_between_other_fields_still_find_the_template():
+    _wire.TEMPLATES.clear()
+    to_infer_request(parse_infer_request(_request({})))
+    head = pb.ModelInferRequest(model_name="acc")
+    head.inputs.add(name="INPUT", datatype="FP32").shape.extend((1, 4))
+    outputs = pb.ModelInferRequest()
+    outputs.outputs.add(name="OUTPUT")
+    first, second = pb.ModelInferRequest(), pb.ModelInferRequest()
+    first.parameters["sequence_id"].int64_param = 8
+    second.parameters["sequence_end"].bool_param = True
+    raw = pb.ModelInferRequest(raw_input_contents=[bytes(16)])
+    data = b"".join(m.SerializeToString() for m in (head, first, outputs, second, raw))
+    view = parse_infer_request(data)
+    assert view.template is not None
+    assert to_infer_request(view) == _full(data)
+    assert to_infer_request(view).parameters == {"sequence_id": 8, "sequence_end": True}
