@@ -50,6 +50,7 @@ class SequenceRows:
                 self._plan.append((control.name, control.kind, (false, true), None))
         self._corrid: dict[int | str, np.ndarray] = {}
         self._zeros: dict[tuple[Any, tuple[int, ...]], np.ndarray] = {}
+        self._not_ready: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}  # a not-ready row's inputs, by their shapes
 
     def _corrid_array(self, correlation_id: int | str, dtype: Any) -> np.ndarray:
         array = self._corrid.get(correlation_id)
@@ -79,6 +80,21 @@ class SequenceRows:
                 self._zeros.clear()
             self._zeros[key] = _frozen(zeros)
         return zeros
+
+    def _not_ready_data(self, like: dict[str, Any]) -> dict[str, np.ndarray]:
+        """A not-ready row's inputs: zeros shaped as `like`'s (a ready row's) inputs, then its controls (START, END,
+        READY false, CORRID 0); kept per inputs' names, dtypes and shapes (each row gets a copy of the dict)."""
+        names = self.names
+        key = tuple((name, array.dtype, array.shape) for name, array in like.items() if name not in names)
+        data = self._not_ready.get(key)
+        if data is None:
+            row = Request({name: self._zeros_like(array) for name, array in like.items() if name not in names})
+            self._add_controls(row, False, False, False)
+            data = row.data
+            if len(self._not_ready) >= 64:
+                self._not_ready.clear()
+            self._not_ready[key] = data
+        return data
 
     def _add_controls(self, request: Request, start: bool, end: bool, ready: bool) -> None:
         data = request.data
@@ -115,10 +131,8 @@ class SequenceRows:
             request.flags = flags & CLIENT_FLAGS
             if flags & FLAG_NOT_READY:
                 assert template is not None
-                request.data = {name: self._zeros_like(array) for name, array in template.data.items()
-                                if name not in names}
+                request.data = self._not_ready_data(template.data).copy()
                 request.correlation_id = 0
-                self._add_controls(request, False, False, False)
             else:
                 self._add_controls(request, bool(flags & 1), bool(flags & 2), True)
         return requests, failed

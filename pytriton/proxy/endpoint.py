@@ -30,6 +30,7 @@ from pytriton.model_config.datatypes import (
 from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
 from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
+    FLAG_NOT_READY,
     PARAM_FLAGS,
     ServerToWorker,
     WorkerToServer,
@@ -303,6 +304,12 @@ class WorkerEndpoint(BlsEndpoint):
         failed: list[str] = []
         views = [frame.buffer.toreadonly() for frame in frames]  # (once per frame: small inputs share one)
         for item in message.requests:
+            flags = item.flags
+            if flags & FLAG_NOT_READY:  # a not-ready row of a sequence batch: only its flags (backends/sequence_rows)
+                regions.append({})
+                failed.append("")
+                decoded.append(Request({}, {}, None, list(item.requested_outputs) or None, "", 0, flags))
+                continue
             regions.append({ref.name: ref for ref in item.output_regions})
             try:
                 inputs = self._decode_inputs(item, views)

@@ -14,7 +14,14 @@ from pytriton.core.types import SEQUENCE_CONTROLS, SEQUENCE_NOT_READY, Execution
 from pytriton.model_config.datatypes import deserialize_bytes_tensor
 from pytriton.model_config.sequence import ControlKind, SequenceBatcher, SequenceControl, SequenceState
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
-from pytriton.proxy.messages import FLAG_NOT_READY, FLAG_SEQUENCE_CONTROLS, RequestData, TensorData
+from pytriton.proxy.messages import (
+    FLAG_NOT_READY,
+    FLAG_SEQUENCE_CONTROLS,
+    FLAG_SEQUENCE_ID_PARAM,
+    FLAG_START_PARAM,
+    RequestData,
+    TensorData,
+)
 from pytriton.proxy.types import Request
 from pytriton.supervisor.instance import to_request_data
 from tests.backends.test_worker_loop import Replies, run_worker
@@ -139,7 +146,10 @@ def test_the_server_sends_flags_instead_of_control_tensors():
     prepared = controls.prepare(client, 9, True, False)
     assert [t.name for t in prepared.inputs] == ["INPUT"]  # a client cannot set a control itself
     data = to_request_data(prepared)
-    assert (data.correlation_id, data.flags) == (9, START | FLAG_SEQUENCE_CONTROLS)
+    # (the sequence parameters travel in the fields: flagged, out of the parameters map)
+    assert (data.correlation_id, data.flags) == (9, START | FLAG_SEQUENCE_CONTROLS | FLAG_SEQUENCE_ID_PARAM
+                                                 | FLAG_START_PARAM)
+    assert data.parameters == {}
     null = controls.null(prepared)
     assert null.inputs == [] and null.requested_outputs == ["OUTPUT"]
     assert null.sequence == SEQUENCE_CONTROLS | SEQUENCE_NOT_READY
@@ -155,7 +165,7 @@ def test_a_model_with_implicit_state_still_gets_its_controls_from_the_server():
     prepared = controls.prepare_state(client, 9, False, False, None)
     assert prepared.sequence == 0
     assert [t.name for t in prepared.inputs] == ["INPUT", "START", "END", "READY", "CORRID", "STATE_IN"]
-    assert to_request_data(prepared).flags == 0
+    assert to_request_data(prepared).flags == FLAG_SEQUENCE_ID_PARAM  # (no controls to add: only the parameter)
 
 
 def test_the_worker_hands_the_model_completed_rows_and_sends_no_answer_for_not_ready_ones():
@@ -191,3 +201,23 @@ def test_the_worker_hands_the_model_completed_rows_and_sends_no_answer_for_not_r
         ({"INPUT": [[0.0, 0.0, 0.0]], "START": [[0]], "END": [[0.25]], "READY": [[False]], "CORRID": [[0]]}, 0, 0),
         ({"INPUT": [[0.0, 1.0, 2.0]], "START": [[1]], "END": [[0.25]], "READY": [[True]], "CORRID": [[12]]}, START, 12),
     ]
+
+
+def test_not_ready_rows_get_their_own_dicts_of_the_same_zeros():
+    rows = SequenceRows(config())
+    ready = Request({"INPUT": np.ones((1, 3), np.float32)}, {}, None, None, "", 5, START | FLAG_SEQUENCE_CONTROLS)
+    first, second = not_ready_row(), not_ready_row()
+    rows.complete([ready, first, second], ["", "", ""])
+    assert first.data is not second.data and first.data.keys() == second.data.keys()
+    assert list(first.data) == ["INPUT", "START", "END", "READY", "CORRID"]
+    for name, array in first.data.items():
+        np.testing.assert_array_equal(array, server_controls(config(), 0, False, False, False).get(
+            name, np.zeros((1, 3), np.float32)))
+    first.data["INPUT"] = np.ones((1, 3), np.float32)  # (a model that replaces a row's input changes that row only)
+    third = not_ready_row()
+    rows.complete([ready, third], ["", ""])
+    assert not third.data["INPUT"].any()
+    wider = Request({"INPUT": np.ones((1, 5), np.float32)}, {}, None, None, "", 5, FLAG_SEQUENCE_CONTROLS)
+    fourth = not_ready_row()
+    rows.complete([wider, fourth], ["", ""])
+    assert fourth.data["INPUT"].shape == (1, 5)
