@@ -64,6 +64,7 @@ class SequenceControls:
                 values = tuple(np.array([v], dtype=dtype).tobytes() for v in control.false_true)
                 self._plan.append((control.name, control.datatype, control.kind, (values[0], values[1]), 0))
         self._zeros: dict[tuple[str, tuple[int, ...]], bytes] = {}  # a not-ready request's inputs (bounded)
+        self._nulls: dict[tuple[str, ...], ExecutionRequest] = {}  # not-ready requests by the outputs asked (compact)
 
     def _initial(self, state: SequenceState) -> Tensor:
         shape = self.batch + state.start_shape
@@ -153,9 +154,15 @@ class SequenceControls:
         return kept
 
     def null(self, payload: ExecutionRequest) -> ExecutionRequest:
-        if self.compact:
-            return ExecutionRequest([], {}, list(payload.requested_outputs), {}, {},
-                                    sequence=SEQUENCE_CONTROLS | SEQUENCE_NOT_READY)
+        if self.compact:  # (one request per outputs asked: nothing changes a not-ready row's payload)
+            key = tuple(payload.requested_outputs)
+            null = self._nulls.get(key)
+            if null is None:
+                null = ExecutionRequest([], {}, list(key), {}, {}, sequence=SEQUENCE_CONTROLS | SEQUENCE_NOT_READY)
+                if len(self._nulls) >= 64:
+                    self._nulls.clear()
+                self._nulls[key] = null
+            return null
         inputs = []
         for tensor in payload.inputs:
             if tensor.name in self.names:

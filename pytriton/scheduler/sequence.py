@@ -366,7 +366,9 @@ class SequenceScheduler(ModelScheduler):
 
     def _direct_batch(self, instance: Any) -> Sequence[tuple[_Slot, _Entry | None]]:
         slots = self._slots[instance]
-        heads = [self._head(slot) for slot in slots]
+        # (a slot's next request is usually its first: `_head` drops those whose caller left)
+        heads = [(slot.queue[0] if slot.queue[0].job.state == QUEUED else self._head(slot)) if slot.queue else None
+                 for slot in slots]
         busy = [i for i, head in enumerate(heads) if head is not None]
         if not busy:
             return []
