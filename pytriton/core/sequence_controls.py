@@ -155,13 +155,13 @@ class SequenceControls:
 
     def null(self, payload: ExecutionRequest) -> ExecutionRequest:
         if self.compact:  # (one request per outputs asked: nothing changes a not-ready row's payload)
-            key = tuple(payload.requested_outputs)
-            null = self._nulls.get(key)
+            asked = tuple(payload.requested_outputs)
+            null = self._nulls.get(asked)
             if null is None:
-                null = ExecutionRequest([], {}, list(key), {}, {}, sequence=SEQUENCE_CONTROLS | SEQUENCE_NOT_READY)
+                null = ExecutionRequest([], {}, list(asked), {}, {}, sequence=SEQUENCE_CONTROLS | SEQUENCE_NOT_READY)
                 if len(self._nulls) >= 64:
                     self._nulls.clear()
-                self._nulls[key] = null
+                self._nulls[asked] = null
             return null
         inputs = []
         for tensor in payload.inputs:
