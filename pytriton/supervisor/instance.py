@@ -60,19 +60,11 @@ _NOT_READY: dict[int, tuple[ExecutionRequest, RequestData]] = {}  # a not-ready 
 
 def to_request_data(request: ExecutionRequest) -> RequestData:
     """The core's request in the transport's form."""
-    if request.sequence & SEQUENCE_NOT_READY:  # (the same few payloads over and over: see sequence_controls.null)
+    not_ready = request.sequence & SEQUENCE_NOT_READY
+    if not_ready:  # (the same few payloads over and over: see sequence_controls.null)
         known = _NOT_READY.get(id(request))
         if known is not None and known[0] is request:
             return known[1]
-        data = _to_request_data(request)
-        if len(_NOT_READY) >= 64:
-            _NOT_READY.clear()
-        _NOT_READY[id(request)] = (request, data)
-        return data
-    return _to_request_data(request)
-
-
-def _to_request_data(request: ExecutionRequest) -> RequestData:
     regions = request.input_regions
     inputs = [
         TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None
@@ -84,8 +76,13 @@ def _to_request_data(request: ExecutionRequest) -> RequestData:
     if request.sequence:  # (a not-ready row has no parameters: correlation id 0, no START/END)
         flags |= (FLAG_SEQUENCE_CONTROLS if request.sequence & SEQUENCE_CONTROLS else 0) | (
             FLAG_NOT_READY if request.sequence & SEQUENCE_NOT_READY else 0)
-    return RequestData(inputs, request.requested_outputs, parameters, outputs, request.request_id,
-                       correlation_id, flags)
+    data = RequestData(inputs, request.requested_outputs, parameters, outputs, request.request_id, correlation_id,
+                       flags)
+    if not_ready:
+        if len(_NOT_READY) >= 64:
+            _NOT_READY.clear()
+        _NOT_READY[id(request)] = (request, data)
+    return data
 
 
 def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Any]:
