@@ -78,6 +78,15 @@ def _stats(port: int, model: str) -> tuple[int, int]:
     return sum(int(s["inference_count"]) for s in stats), sum(int(s["execution_count"]) for s in stats)
 
 
+def _phases(port: int, model: str) -> dict[str, int]:
+    """Nanoseconds so far in the statistics' compute_input / compute_infer / compute_output (the worker's phases)."""
+    out: dict[str, int] = {}
+    for s in _model_stats(port, model):
+        for phase in ("compute_input", "compute_infer", "compute_output"):
+            out[phase] = out.get(phase, 0) + int(s["inference_stats"][phase]["ns"])
+    return out
+
+
 def _batches(port: int, model: str) -> dict[int, int]:
     """batch size -> executions so far (statistics `batch_stats`)."""
     out: dict[int, int] = {}
@@ -148,6 +157,7 @@ def main() -> None:
         before = {pid: _threads(pid) for pid in pids}
         count0, executions0 = _stats(http, model)
         batches0 = _batches(http, model)
+        phases0 = _phases(http, model)
         if args.profile or args.gc:
             for pid in pids:
                 os.kill(pid, signal.SIGUSR1)
@@ -160,6 +170,7 @@ def main() -> None:
         after = {pid: _threads(pid) for pid in pids}
         count1, executions1 = _stats(http, model)
         batches1 = _batches(http, model)
+        phases1 = _phases(http, model)
         if args.profile or args.gc:
             for pid in pids:
                 os.kill(pid, signal.SIGUSR2)
@@ -172,6 +183,8 @@ def main() -> None:
                 print("  perf_analyzer", line.strip())
         sizes = {size: batches1.get(size, 0) - batches0.get(size, 0) for size in sorted(batches1)}
         print("  executions by batch size:", ", ".join(f"{size}: {n}" for size, n in sizes.items() if n))
+        print("  worker wall time per request (statistics): " + ", ".join(
+            f"{phase} {(phases1[phase] - phases0[phase]) / 1000 / requests:.0f} us" for phase in phases1))
         pa_user = (children1.ru_utime - children0.ru_utime) * 1e6 / requests
         pa_sys = (children1.ru_stime - children0.ru_stime) * 1e6 / requests
         print(f"  {'perf_analyzer':<13} {'':11} {pa_user:6.0f} user + {pa_sys:5.0f} sys us/request")

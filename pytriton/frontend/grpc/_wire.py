@@ -15,6 +15,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 _RAW_INPUT_FIELD = 7
 _PARAMETERS_TAG = (4 << 3) | 2  # ModelInferRequest.parameters: one map entry per field
+_ID_TAG = (3 << 3) | 2  # ModelInferRequest.id
 _SEQUENCE_KINDS = {  # the sequence parameters a scan reads itself, and the InferParameter kinds Triton takes for them
     b"sequence_id": (2, 3),  # int64_param (varint), string_param (bytes)
     b"sequence_start": (1,),  # bool_param (varint)
@@ -145,21 +146,28 @@ class InferRequestView:
     """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies).
 
     The protobuf header is parsed from `head` when first read; a request whose header bytes have a template is
-    converted from it and usually never parsed. `template_key` is `head` without its request parameters when those are
-    only sequence parameters, read by the scan into `sequence_parameters` (then the template of the rest of the header
-    still serves); else it is `head`, and `sequence_parameters` None."""
+    converted from it and usually never parsed. `template_key` is `head` without its id and its request parameters
+    when those are only sequence parameters, both read by the scan (`request_id`, `sequence_parameters`): then the
+    template of the rest of the header still serves (a client that numbers the requests of its sequences sends a
+    new header each time). Else it is `head`, and `sequence_parameters` None."""
 
-    __slots__ = ("_header", "head", "raw_input_contents", "template", "template_key", "sequence_parameters")
+    __slots__ = ("_header", "head", "raw_input_contents", "template", "template_key", "sequence_parameters",
+                 "request_id")
 
     def __init__(self, header: Any, raw: list[memoryview], head: bytes | None = None,
                  template: RequestTemplate | None = None, key: bytes | None = None,
-                 parameters: dict[str, Any] | None = None):  # fmt: skip
+                 parameters: dict[str, Any] | None = None, request_id: str | None = None):  # fmt: skip
         self._header = header
         self.head = head
         self.raw_input_contents = raw
         self.template = template
         self.template_key = head if key is None else key
         self.sequence_parameters = parameters
+        self.request_id = request_id  # the id, when the scan read it (and cut it out of `template_key`)
+
+    @property
+    def id(self) -> str:
+        return self.header.id if self.request_id is None else self.request_id
 
     @property
     def header(self) -> Any:
@@ -190,6 +198,8 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     keep: list[memoryview] = []
     params: list[int] = []  # indices in `keep` of the request parameters' map entries
     entries: list[memoryview] = []  # ... and the entries themselves
+    ids: list[int] = []  # indices in `keep` of the id field (protobuf takes the last)
+    ident = None
     fields = 0
     try:
         while pos < size:
@@ -221,6 +231,9 @@ def parse_infer_request(data: bytes) -> InferRequestView:
                     if key == _PARAMETERS_TAG:
                         params.append(len(keep))
                         entries.append(view[pos:end])
+                    elif key == _ID_TAG:
+                        ids.append(len(keep))
+                        ident = view[pos:end]
                     keep.append(view[start:end])
                 pos = end
             elif wire_type == 0:
@@ -242,19 +255,24 @@ def parse_infer_request(data: bytes) -> InferRequestView:
         return InferRequestView(pb.ModelInferRequest.FromString(data), [])
     head = b"".join(keep)
     template_key = head
-    parameters = None
-    if params:  # sequence parameters only: the template of the rest of the header serves
+    parameters = request_id = None
+    usable = True  # whether a template may serve: no parameters but sequence ones, an id that reads as text
+    if params:
         parameters = _sequence_parameters(entries)
-        if parameters is not None:
-            if len(params) == params[-1] - params[0] + 1:  # (one run of entries, as a client writes its map)
-                template_key = b"".join(keep[:params[0]] + keep[params[-1] + 1:])
-            else:
-                chosen = set(params)
-                template_key = b"".join([part for i, part in enumerate(keep) if i not in chosen])
-    template = TEMPLATES.get(template_key) if not params or parameters is not None else None
+        usable = parameters is not None
+    if usable:
+        try:
+            request_id = bytes(ident).decode() if ident is not None else ""
+        except UnicodeDecodeError:
+            usable = False
+    if usable and (params or ids):  # the key is the rest of the header
+        cut = set(params) | set(ids)
+        template_key = b"".join([part for i, part in enumerate(keep) if i not in cut])
+    template = TEMPLATES.get(template_key) if usable else None
     if template is not None:
-        return InferRequestView(None, raw, head, template, template_key, parameters)
-    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head, None, template_key, parameters)
+        return InferRequestView(None, raw, head, template, template_key, parameters, request_id)
+    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head, None, template_key, parameters,
+                            request_id)
 
 
 

@@ -143,3 +143,32 @@ def test_entries_between_other_fields_still_find_the_template():
     assert view.template is not None
     assert to_infer_request(view) == _full(data)
     assert to_infer_request(view).parameters == {"sequence_id": 8, "sequence_end": True}
+
+
+def test_ids_are_read_by_the_scan_and_kept_out_of_the_template():
+    """perf_analyzer numbers the requests of its sequences: each has its own id and sequence parameters."""
+    _wire.TEMPLATES.clear()
+    first = _request({"sequence_id": ("int64_param", 1), "sequence_start": ("bool_param", True)}, rid="0")
+    assert to_infer_request(parse_infer_request(first)) == _full(first)
+    for rid, cid in (("1", 2), ("0", 1), ("req-é", 3), ("", 4)):
+        data = _request({"sequence_id": ("int64_param", cid), "sequence_end": ("bool_param", False)}, rid=rid)
+        view = parse_infer_request(data)
+        assert view.template is not None
+        assert view.id == rid and view._header is None  # (the id without protobuf's parse)
+        converted = to_infer_request(view)
+        assert converted == _full(data) and converted.id == rid
+    plain = _request({}, rid="7")
+    assert to_infer_request(parse_infer_request(plain)) == _full(plain)
+    assert parse_infer_request(plain).template is not None
+
+
+def test_an_id_that_is_not_text_gets_protobufs_error():
+    _wire.TEMPLATES.clear()
+    to_infer_request(parse_infer_request(_request({})))
+    good = _request({}, rid="ab")
+    bad = good.replace(b"\x1a\x02ab", b"\x1a\x02\xff\xfe")
+    assert bad != good
+    with pytest.raises(Exception) as expected:
+        pb.ModelInferRequest.FromString(bad)
+    with pytest.raises(type(expected.value)):
+        parse_infer_request(bad)
