@@ -169,19 +169,25 @@ def to_infer_request(request: Any) -> InferRequest:
     raw = request.raw_input_contents
     template = getattr(request, "template", None)
     if template is not None and len(raw) >= len(template.inputs):  # (too few: the full path says which is missing)
+        scanned = request.sequence_parameters  # (sequence parameters only, of the kinds Triton takes: see _wire)
         return InferRequest(
             model_name=template.model_name,
             model_version=template.model_version,
             inputs=[Tensor(name, datatype, shape, raw[index]) for index, (name, datatype, shape)
                     in enumerate(template.inputs)],
             outputs=[RequestedOutput(name) for name in template.outputs],
+            parameters=scanned if scanned is not None else {},
+            id=request.request_id or "",
         )
-    head = getattr(request, "head", None) if template is None else None
+    head = (getattr(request, "template_key", None) or getattr(request, "head", None)) if template is None else None
+    scanned = getattr(request, "sequence_parameters", None)
+    id_read = getattr(request, "request_id", None) is not None  # (then `head` holds no id)
     request = getattr(request, "header", request)  # an InferRequestView: read the protobuf fields directly
     model_name = request.model_name
     # Triton reads the request parameters before any tensor (SetInferenceRequestMetadata, then InferGRPCToInput).
     parameters = request_parameters(request) if request.parameters else {}
-    plain = head is not None and not parameters  # (a template is kept of a plain header: see _remember_template)
+    # (a template is kept of a plain header, or of one whose only parameters the scan read: see _remember_template)
+    plain = head is not None and (not parameters or scanned is not None)
     raw_index = 0
     inputs = []
     for tensor in request.inputs:
@@ -243,7 +249,7 @@ def to_infer_request(request: Any) -> InferRequest:
         outputs=outputs,
         parameters=parameters,
     )
-    if plain and head is not None and len(head) <= TEMPLATE_HEAD_MAX and not converted.id:
+    if plain and head is not None and len(head) <= TEMPLATE_HEAD_MAX and (id_read or not converted.id):
         _remember_template(head, converted)
     return converted
 
@@ -257,8 +263,9 @@ _ID_TAG = bytes([(3 << 3) | 2])
 
 
 def _remember_template(head: bytes, request: InferRequest) -> None:
-    """Keep the template of a plain request header (no parameters anywhere, no `contents`, no id; see
-    `_wire.TEMPLATES`), taken from its conversion; other headers are converted in full each time."""
+    """Keep the template of a plain request header (no parameters anywhere but sequence ones, no `contents`; its id
+    and sequence parameters are not part of `head`: see `_wire.TEMPLATES`), taken from its conversion; other headers
+    are converted in full each time."""
     if len(TEMPLATES) >= TEMPLATES_MAX:
         TEMPLATES.clear()
     TEMPLATES[head] = RequestTemplate(request.model_name, request.model_version,

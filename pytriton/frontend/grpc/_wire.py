@@ -14,6 +14,14 @@ from typing import Any, Callable
 from tritonclient.grpc import service_pb2 as pb
 
 _RAW_INPUT_FIELD = 7
+_PARAMETERS_TAG = (4 << 3) | 2  # ModelInferRequest.parameters: one map entry per field
+_ID_TAG = (3 << 3) | 2  # ModelInferRequest.id
+_SCANNED_TAGS = frozenset((_PARAMETERS_TAG, _ID_TAG))
+_SEQUENCE_KINDS = {  # the sequence parameters a scan reads itself, and the InferParameter kinds Triton takes for them
+    b"sequence_id": (2, 3),  # int64_param (varint), string_param (bytes)
+    b"sequence_start": (1,),  # bool_param (varint)
+    b"sequence_end": (1,),
+}
 _MAX_TOP_FIELDS = 4096  # top-level fields scanned in Python before protobuf's parser takes over
 _RAW_OUTPUT_TAG = bytes([(6 << 3) | 2])
 _STREAM_RESPONSE_TAG = bytes([(2 << 3) | 2])
@@ -69,13 +77,85 @@ TEMPLATES_MAX = 256
 TEMPLATE_HEAD_MAX = 4096  # longer headers get no template (the cache holds at most 1 MiB of header bytes)
 
 
+# Map entries of sequence parameters already read (entry bytes -> (key, value)): a sequence repeats its id's entry in
+# every request, and the START / END entries are the same few bytes for all.
+_ENTRIES: dict[bytes, tuple[str, Any]] = {}
+_ENTRIES_MAX = 4096
+_ENTRY_MAX = 256  # longer entries (a long string id) are read each time (the cache holds at most 1 MiB)
+
+
+def _sequence_parameters(entries: list[memoryview]) -> dict[str, Any] | None:
+    """The request parameters of `entries` (ModelInferRequest.parameters map entries) when all are sequence parameters
+    of a kind Triton accepts (sequence_id int64 or string, sequence_start / sequence_end bool), as protobuf would
+    read them; else None (protobuf parses the request, and the conversion checks what it says)."""
+    out: dict[str, Any] = {}
+    for entry in entries:
+        data = bytes(entry)
+        known = _ENTRIES.get(data)
+        if known is None:
+            try:
+                known = _read_entry(entry)
+            except (IndexError, ValueError):
+                known = None
+            if known is None:
+                return None
+            if len(data) <= _ENTRY_MAX:
+                if len(_ENTRIES) >= _ENTRIES_MAX:
+                    _ENTRIES.clear()
+                _ENTRIES[data] = known
+        out[known[0]] = known[1]
+    return out
+
+
+def _read_entry(entry: memoryview) -> tuple[str, Any] | None:
+    key = value = None
+    pos, size = 0, len(entry)
+    while pos < size:  # the entry: key = 1 (string), value = 2 (InferParameter)
+        tag = entry[pos]
+        if tag not in (0x0A, 0x12):
+            return None
+        length, pos = _varint(entry, pos + 1)
+        if pos + length > size:
+            return None
+        if tag == 0x0A:
+            key = bytes(entry[pos:pos + length])
+        else:
+            value = entry[pos:pos + length]
+        pos += length
+    kinds = _SEQUENCE_KINDS.get(key) if key is not None else None
+    if kinds is None or value is None or not len(value):
+        return None
+    kind = value[0] >> 3
+    if value[0] & 7 != (2 if kind == 3 else 0) or kind not in kinds:
+        return None
+    number, end = _varint(value, 1)
+    number &= (1 << 64) - 1  # (as protobuf reads a varint of more than 64 bits)
+    if end + (number if kind == 3 else 0) != len(value):  # (one field: a oneof set twice goes to protobuf)
+        return None
+    assert key is not None
+    if kind == 3:
+        try:
+            return key.decode(), bytes(value[end:]).decode()
+        except UnicodeDecodeError:
+            return None
+    if kind == 2:
+        return key.decode(), number - (1 << 64) if number >= 1 << 63 else number
+    return key.decode(), bool(number)
+
+
 class InferRequestView:
     """A ModelInferRequest whose raw_input_contents are views of the received bytes (no copies).
 
     The protobuf header is parsed from `head` when first read; a request whose header bytes have a template is
-    converted from it and usually never parsed."""
+    converted from it and usually never parsed. `template_key` is `head` without its id and its request parameters
+    when those are only sequence parameters, both read by the scan (`request_id`, `sequence_parameters`): then the
+    template of the rest of the header still serves (a client that numbers the requests of its sequences sends a
+    new header each time). Else it is `head`, and `sequence_parameters` None."""
 
     __slots__ = ("_header", "head", "raw_input_contents", "template")
+    template_key: bytes | None = None  # (see ScannedRequestView; None: `head`)
+    sequence_parameters: dict[str, Any] | None = None
+    request_id: str | None = None
 
     def __init__(self, header: Any, raw: list[memoryview], head: bytes | None = None,
                  template: RequestTemplate | None = None):  # fmt: skip
@@ -83,6 +163,10 @@ class InferRequestView:
         self.head = head
         self.raw_input_contents = raw
         self.template = template
+
+    @property
+    def id(self) -> str:
+        return self.header.id if self.request_id is None else self.request_id
 
     @property
     def header(self) -> Any:
@@ -104,6 +188,19 @@ class InferRequestView:
         return getattr(self.header, name)
 
 
+class ScannedRequestView(InferRequestView):
+    """An InferRequestView whose id and sequence parameters the scan read (see `InferRequestView`)."""
+
+    __slots__ = ("template_key", "sequence_parameters", "request_id")
+
+    def __init__(self, header: Any, raw: list[memoryview], head: bytes, template: RequestTemplate | None,
+                 key: bytes, parameters: dict[str, Any] | None, request_id: str | None):  # fmt: skip
+        super().__init__(header, raw, head, template)
+        self.template_key = key
+        self.sequence_parameters = parameters
+        self.request_id = request_id  # the id, when the scan read it (and cut it out of `template_key`)
+
+
 def parse_infer_request(data: bytes) -> InferRequestView:
     """Deserializer for ModelInfer/ModelStreamInfer requests."""
     view = memoryview(data)
@@ -111,6 +208,9 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     pos = 0
     raw: list[memoryview] = []
     keep: list[memoryview] = []
+    cut: list[int] | None = None  # indices in `keep` of the id and request parameters fields (scanned: see below)
+    entries: list[memoryview] = []  # the request parameters' map entries
+    ident = None  # the id (protobuf takes the last)
     fields = 0
     try:
         while pos < size:
@@ -139,6 +239,14 @@ def parse_infer_request(data: bytes) -> InferRequestView:
                 if key >> 3 == _RAW_INPUT_FIELD:
                     raw.append(view[pos:end])
                 else:
+                    if key in _SCANNED_TAGS:
+                        if cut is None:
+                            cut = []
+                        cut.append(len(keep))
+                        if key == _ID_TAG:
+                            ident = view[pos:end]
+                        else:
+                            entries.append(view[pos:end])
                     keep.append(view[start:end])
                 pos = end
             elif wire_type == 0:
@@ -159,10 +267,30 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     if not raw:
         return InferRequestView(pb.ModelInferRequest.FromString(data), [])
     head = b"".join(keep)
-    template = TEMPLATES.get(head)
+    if cut is None:  # (a plain header: its bytes are the key)
+        template = TEMPLATES.get(head)
+        if template is not None:
+            return InferRequestView(None, raw, head, template)
+        return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head)
+    template_key = head
+    parameters = request_id = None
+    usable = True  # whether a template may serve: no parameters but sequence ones, an id that reads as text
+    if entries:
+        parameters = _sequence_parameters(entries)
+        usable = parameters is not None
+    if usable:
+        try:
+            request_id = bytes(ident).decode() if ident is not None else ""
+        except UnicodeDecodeError:
+            usable = False
+    if usable:  # the key is the rest of the header
+        template_key = b"".join([part for i, part in enumerate(keep) if i not in cut])
+    template = TEMPLATES.get(template_key) if usable else None
     if template is not None:
-        return InferRequestView(None, raw, head, template)
-    return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head)
+        return ScannedRequestView(None, raw, head, template, template_key, parameters, request_id)
+    return ScannedRequestView(pb.ModelInferRequest.FromString(head), raw, head, None, template_key, parameters,
+                              request_id)
+
 
 
 class InferResponseWire:

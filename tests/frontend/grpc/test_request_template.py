@@ -46,7 +46,7 @@ def test_template_conversion_equals_the_full_one(kwargs):
     assert first.template is None
     converted = [to_infer_request(first)]
     second = parse_infer_request(data)
-    plain = not (kwargs.get("rid") or kwargs.get("params") or kwargs.get("shm"))
+    plain = not (kwargs.get("params") or kwargs.get("shm"))  # (an id is read by the scan, not kept in the template)
     assert (second.template is not None) == plain  # only plain headers get a template
     converted.append(to_infer_request(second))
     for request in converted:
