@@ -140,7 +140,7 @@ def measure(pa: str, protocol: str, port: int, http_port: int, server: subproces
         row = next(r for r in csv.DictReader(f) if r.get("Concurrency"))
     server_cpu = sum(after_cpu.get(p, 0.0) - before_cpu.get(p, 0.0) for p in tree)
     per_process = {p: round(after_cpu.get(p, 0.0) - before_cpu.get(p, 0.0), 2) for p in tree}
-    busy = (after_machine[0] - before_machine[0]) / max(after_machine[1] - before_machine[1], 1) * os.cpu_count()
+    busy = (after_machine[0] - before_machine[0]) / max(after_machine[1] - before_machine[1], 1) * (os.cpu_count() or 1)
     return {"protocol": protocol, "concurrency": concurrency, "throughput": float(row["Inferences/Second"]),
             "p50_ms": int(row["p50 latency"]) / 1000, "p99_ms": int(row["p99 latency"]) / 1000,
             "requests": requests, "wall_s": round(wall, 1),
@@ -235,10 +235,11 @@ def markdown(args: argparse.Namespace, results: list[dict], load_start: float, e
                 if line.startswith("model name")), "?")
     return "\n".join([
         "# Front-end processes: N = " + args.processes, "",
-        f"`scripts/frontend_processes_bench.py` {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: the identity model "
-        f"on 16 floats, {args.workers} workers in every row (instances per process = {args.workers} / N), dynamic "
-        f"batching {'on (max_batch_size 64)' if args.batching else 'off'}; perf_analyzer at c = {args.concurrency}, "
-        f"{args.interval} ms windows; {args.repeats} repeat(s), alternating the order. {cpu}, {os.cpu_count()} CPUs; "
+        f"`scripts/frontend_processes_bench.py` {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: the identity "
+        f"model on 16 floats, {args.workers} workers in every row (instances per process = {args.workers} / N), "
+        f"dynamic batching {'on (max_batch_size 64)' if args.batching else 'off'}; perf_analyzer at "
+        f"c = {args.concurrency}, {args.interval} ms windows; {args.repeats} repeat(s), alternating the order. "
+        f"{cpu}, {os.cpu_count()} CPUs; "
         f"load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; {elapsed_s:.0f} s.", "",
         table(results), ""])
 

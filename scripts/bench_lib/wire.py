@@ -92,7 +92,8 @@ class WireBench:
             f"{fmt(s['server_cpu_us'])} client {fmt(s['client_cpu_us'])}  (other load {s['other_cores']:.2f} cores)")
 
     def _pa(self, server: Server, case: SCase, concurrency: int, prefix: str, tag: str) -> None:
-        res = run_case(self.opts, server, case, str(concurrency),  # type: ignore[arg-type]  # (an SCase reads as a Case)
+        # (an SCase reads as a Case)
+        res = run_case(self.opts, server, case, str(concurrency),  # type: ignore[arg-type]
                        self.args.out_dir, tag, self.problems)
         r = res.get(concurrency)
         if r is None:

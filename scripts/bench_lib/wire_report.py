@@ -49,7 +49,8 @@ def targets(result: dict) -> list[Target]:
                                         figure(result, f"conn/nvidia/{p}/c{c}")), 4.0))
             for c in CONN_CONCURRENCIES[1:]:
                 out.append(Target(f"16 floats, {PROTO[p]}, c={c}", f"ours at c={c} / ours at c={base}",
-                                  ratio(figure(result, f"conn/ours/{p}/c{c}"), figure(result, f"conn/ours/{p}/c{base}")),
+                                  ratio(figure(result, f"conn/ours/{p}/c{c}"),
+                                        figure(result, f"conn/ours/{p}/c{base}")),
                                   1.0))
     return out
 
@@ -129,10 +130,11 @@ def markdown(result: dict) -> str:
     out += ["", "## Figures", "", "| " + " | ".join(FIGURE_HEADER) + " |", "|---|---|" + "---:|" * 10]
     out += ["| " + " | ".join(r) + " |" for r in figure_rows(result)]
     out += ["", "## What each row runs", "",
-            f"- **16 MiB** (`large`): `serve_double.py --batching dynamic --models double_16mib` (y = 2x, FP32[4194304], "
-            "PyTriton's default `DynamicBatcher()`, max_batch_size 64, one instance) under each package; perf_analyzer "
-            f"at c = {LARGE_CONCURRENCY}, `-b 1`, zero input, over gRPC and HTTP, without shared memory and through "
-            "system shared memory. GiB/s each way = 16 MiB x throughput (the request's tensor in, the answer's out).",
+            "- **16 MiB** (`large`): `serve_double.py --batching dynamic --models double_16mib` (y = 2x, "
+            "FP32[4194304], PyTriton's default `DynamicBatcher()`, max_batch_size 64, one instance) under each "
+            f"package; perf_analyzer at c = {LARGE_CONCURRENCY}, `-b 1`, zero input, over gRPC and HTTP, without "
+            "shared memory and through system shared memory. GiB/s each way = 16 MiB x throughput (the request's "
+            "tensor in, the answer's out).",
             f"- **16 floats** (`conn`): the same script with `double_small` (FP32[16]); one perf_analyzer run per "
             f"concurrency ({', '.join(map(str, CONN_CONCURRENCIES))}) so that each has its own CPU readings; gRPC "
             "shares a few HTTP/2 connections among perf_analyzer's contexts, HTTP opens one connection per context.",

@@ -208,3 +208,15 @@ def test_frontend_processes_bench_shapes_and_table(tmp_path):
     # a row saved before the concurrency was recorded reads as c = 64; other load = 2.0 - (300 + 60) * 2000 / 1e6
     assert "| 4 | grpc | 64 | 0 | 4,000 | 15.0 | 30.0 | 300 | 60 | 1.28 |" in out
     assert "| 8 | grpc | 256 | 0 |" in out
+
+
+def test_frontend_processes_bench_markdown_states_the_settings():
+    args = argparse.Namespace(processes="1,2,4,8", workers=8, batching=True, concurrency="64,256", interval=2000,
+                              repeats=1)
+    row = {"protocol": "http", "concurrency": 256, "throughput": 9000.0, "p50_ms": 20.0, "p99_ms": 40.0,
+           "requests": 36000, "wall_s": 4.0, "server_cpu_us_per_req": 200, "pa_cpu_us_per_req": 50,
+           "machine_busy_cores": 3.0, "repeat": 0, "frontend_processes": 8}
+    md = fpb.markdown(args, [row], 0.5, 300.0)
+    assert md.startswith("# Front-end processes: N = 1,2,4,8")
+    assert "8 workers in every row" in md and "dynamic batching on" in md and "c = 64,256" in md
+    assert "| 8 | http | 256 | 0 | 9,000 | 20.0 | 40.0 | 200 | 50 | 0.75 |" in md
