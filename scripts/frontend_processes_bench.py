@@ -116,11 +116,11 @@ def inference_count(http_port: int) -> int:
 
 
 def measure(pa: str, protocol: str, port: int, http_port: int, server: subprocess.Popen, interval_ms: int,
-            tmp: pathlib.Path, concurrency: int = 64) -> dict:
+            tmp: pathlib.Path, concurrency: int = 64, max_trials: int = 4) -> dict:
     csv_path = tmp / f"pa_{protocol}.csv"
     command = [pa, "-m", "identity", "-i", protocol, "-u", f"127.0.0.1:{port}",
                "--concurrency-range", str(concurrency),
-               "-b", "1", "--measurement-interval", str(interval_ms), "--max-trials", "4",
+               "-b", "1", "--measurement-interval", str(interval_ms), "--max-trials", str(max_trials),
                "--stability-percentage", "50", "--input-data", "zero", "-f", str(csv_path)]
     tree = descendants(server.pid)
     before_count = inference_count(http_port)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import pathlib
 import signal
 import sys
@@ -65,6 +66,31 @@ def sample(throughput: float, p50_us: float, p99_us: float, wall_s: float, reque
             "requests": requests, "server_cpu_us": per(server_cpu_s), "client_cpu_us": per(client_cpu_s),
             "server_cores": server_cpu_s / wall_s, "client_cores": client_cpu_s / wall_s,
             "other_cores": other_cpu_s / wall_s, "load": load}
+
+
+def leftovers(tree: dict[int, int | None], shm: set[str], wait_s: float = 10.0) -> list[str]:
+    """What a stopped server left: processes of its tree still alive after `wait_s` (killed) and /dev/shm files it
+    had open or mapped that still exist (removed)."""
+    def alive() -> list[int]:
+        return [pid for pid, st in tree.items() if st is not None and procfs.start_time(pid) == st]
+
+    deadline = time.monotonic() + wait_s
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    found = []
+    for pid in alive():
+        found.append(f"process {pid} outlived the server; killed")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for path in sorted(p for p in shm if os.path.exists(p)):
+        found.append(f"{path} left in /dev/shm; removed")
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return found
 
 
 class WireBench:
@@ -144,24 +170,38 @@ class WireBench:
                     continue
                 try:
                     for protocol in ("grpc", "http"):
-                        busy0 = procfs.busy_jiffies()
-                        try:
-                            r = fpb.measure(str(self.opts.binary), protocol, ports[protocol], ports["http"], server,
-                                            self.opts.interval_ms, pathlib.Path(folder), MULTIFE_CONCURRENCY)
-                        except (RuntimeError, OSError, StopIteration, ValueError) as e:
-                            self.problems.append(f"{tag} {protocol}: {str(e).strip()[:300]}")
-                            continue
-                        total = (procfs.busy_jiffies() - busy0) / procfs.CLK_TCK
-                        n = r["requests"]
-                        server_s, client_s = r["server_cpu_us_per_req"] * n / 1e6, r["pa_cpu_us_per_req"] * n / 1e6
-                        self._add(f"multife/ours/n{processes}-{protocol}/c{MULTIFE_CONCURRENCY}",
-                                  sample(r["throughput"], r["p50_ms"] * 1000, r["p99_ms"] * 1000, r["wall_s"], n,
-                                         server_s, client_s, max(0.0, total - server_s - client_s),
-                                         procfs.loadavg()))
+                        self._multife_run(fpb.measure, tag, f"multife/ours/n{processes}-{protocol}",
+                                          (protocol, ports[protocol], ports["http"], server,
+                                           self.opts.interval_ms, pathlib.Path(folder)))
                 finally:
+                    tree = {pid: procfs.start_time(pid) for pid in procfs.descendants(server.pid)}
+                    shm = procfs.shm_files(list(tree))
                     fpb.stop(server)
                     if server.returncode not in (0, -signal.SIGINT):
                         self.problems.append(f"{tag}: server exited with status {server.returncode}")
+                    self.problems.extend(f"{tag}: {p}" for p in leftovers(tree, shm))
+
+    def _multife_run(self, measure: Callable[..., dict], tag: str, prefix: str, how: tuple) -> None:
+        """One frontend_processes_bench.measure, once more when perf_analyzer found no stable window (as run_case)."""
+        for attempt in (1, 2):
+            busy0 = procfs.busy_jiffies()
+            try:
+                r = measure(str(self.opts.binary), *how, MULTIFE_CONCURRENCY, self.opts.max_trials)
+                break
+            except (RuntimeError, OSError, StopIteration, ValueError) as e:
+                lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+                if attempt == 1 and any("stable measure" in line for line in lines):
+                    log(f"  {tag} {how[0]}: no stable result (noisy machine?); retrying once")
+                    continue
+                last = f" ... {lines[-1]}" if len(lines) > 1 else ""
+                self.problems.append(f"{tag} {how[0]}: {lines[0] if lines else '?'}{last}"[:300])
+                return
+        total = (procfs.busy_jiffies() - busy0) / procfs.CLK_TCK
+        n = r["requests"]
+        server_s, client_s = r["server_cpu_us_per_req"] * n / 1e6, r["pa_cpu_us_per_req"] * n / 1e6
+        self._add(f"{prefix}/c{MULTIFE_CONCURRENCY}",
+                  sample(r["throughput"], r["p50_ms"] * 1000, r["p99_ms"] * 1000, r["wall_s"], n, server_s, client_s,
+                         max(0.0, total - server_s - client_s), procfs.loadavg()))
 
     def run(self) -> dict:
         t0, load_start = time.time(), procfs.loadavg()

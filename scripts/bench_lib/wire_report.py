@@ -104,7 +104,7 @@ def summary(result: dict) -> str:
         lines.append(f"  {r[0]:<44} {r[1]:<16} c={r[2]:<4} {r[3]:>9}/s  p50 {r[4]:>7} ms  {r[5]:>5} GiB/s  "
                      f"CPU us/req server {r[6]:>6} client {r[7]:>6}  cores {r[8]}/{r[9]}/{r[10]}")
     lines.append("Targets:")
-    lines += [f"  {t.line()}" for t in targets(result)]
+    lines += [f"  {t.line()}" for t in targets(result)] or ["  none for these rows (--wire-rows)"]
     if result["problems"]:
         lines.append("Problems:")
         lines += [f"  {p}" for p in result["problems"]]
