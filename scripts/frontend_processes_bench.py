@@ -149,6 +149,26 @@ def measure(pa: str, protocol: str, port: int, http_port: int, server: subproces
             "machine_busy_cores": round(busy, 2), "cpu_by_process_s": per_process}
 
 
+def measure_retried(*args: object) -> dict:
+    """measure(*args), once more when perf_analyzer found no stable window (a noisy machine); its RuntimeError after
+    that, or at once for any other failure."""
+    try:
+        return measure(*args)  # type: ignore[arg-type]
+    except RuntimeError as e:
+        if "stable measure" not in str(e):
+            raise
+        print(f"no stable measurement ({args[1]}); retrying once", file=sys.stderr, flush=True)
+    return measure(*args)  # type: ignore[arg-type]
+
+
+def failure_line(error: BaseException) -> str:
+    """A failure's message on one line: its first line and its last (perf_analyzer's output sits between)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    return lines[0] + (f" ... {lines[-1]}" if len(lines) > 1 else "")
+
+
 def table(results: list[dict]) -> str:
     """The markdown table of the docs: one row per run, and the other load of the machine during it (busy cores
     minus the server's and perf_analyzer's)."""
@@ -205,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     protocols = [p for p in args.protocols.split(",") if p]
     extra = BATCHING_ARGS if args.batching else []
-    results, load_start, t0 = [], os.getloadavg()[0], time.monotonic()
+    results, failures, load_start, t0 = [], [], os.getloadavg()[0], time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         tmp = pathlib.Path(folder)
         for repeat in range(args.repeats):
@@ -214,8 +234,13 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     for protocol in protocols:
                         for concurrency in int_list(args.concurrency):
-                            result = measure(args.perf_analyzer, protocol, ports[protocol], ports["http"], server,
-                                             args.interval, tmp, concurrency)
+                            try:
+                                result = measure_retried(args.perf_analyzer, protocol, ports[protocol], ports["http"],
+                                                         server, args.interval, tmp, concurrency)
+                            except (RuntimeError, OSError, StopIteration, ValueError) as e:  # the others still run
+                                failures.append(f"N = {processes} {protocol} c = {concurrency}: {failure_line(e)}")
+                                print(failures[-1], file=sys.stderr, flush=True)
+                                continue
                             result.update(repeat=repeat, frontend_processes=processes, instances_each=instances,
                                           loadavg=os.getloadavg()[0])
                             print(json.dumps(result), flush=True)
@@ -224,12 +249,13 @@ def main(argv: list[str] | None = None) -> int:
                     stop(server)
     print(table(results))
     if args.markdown:
-        args.markdown.write_text(markdown(args, results, load_start, time.monotonic() - t0))
+        args.markdown.write_text(markdown(args, results, load_start, time.monotonic() - t0, failures))
         print(f"wrote {args.markdown}", file=sys.stderr)
-    return 0
+    return 1 if failures else 0
 
 
-def markdown(args: argparse.Namespace, results: list[dict], load_start: float, elapsed_s: float) -> str:
+def markdown(args: argparse.Namespace, results: list[dict], load_start: float, elapsed_s: float,
+             failures: list[str] | None = None) -> str:
     """The table with what produced it: settings, the machine, the load."""
     cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), "?")
@@ -241,7 +267,8 @@ def markdown(args: argparse.Namespace, results: list[dict], load_start: float, e
         f"c = {args.concurrency}, {args.interval} ms windows; {args.repeats} repeat(s), alternating the order. "
         f"{cpu}, {os.cpu_count()} CPUs; "
         f"load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; {elapsed_s:.0f} s.", "",
-        table(results), ""])
+        table(results), "", *(["Runs that gave no figure:", ""] + [f"- {f}" for f in failures] + [""]
+                               if failures else [])])
 
 
 if __name__ == "__main__":

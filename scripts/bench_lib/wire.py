@@ -28,6 +28,7 @@ import signal
 import sys
 import tempfile
 import time
+import types
 from typing import Callable, NoReturn
 
 from bench_lib import procfs
@@ -170,7 +171,7 @@ class WireBench:
                     continue
                 try:
                     for protocol in ("grpc", "http"):
-                        self._multife_run(fpb.measure, tag, f"multife/ours/n{processes}-{protocol}",
+                        self._multife_run(fpb, tag, f"multife/ours/n{processes}-{protocol}",
                                           (protocol, ports[protocol], ports["http"], server,
                                            self.opts.interval_ms, pathlib.Path(folder)))
                 finally:
@@ -181,21 +182,14 @@ class WireBench:
                         self.problems.append(f"{tag}: server exited with status {server.returncode}")
                     self.problems.extend(f"{tag}: {p}" for p in leftovers(tree, shm))
 
-    def _multife_run(self, measure: Callable[..., dict], tag: str, prefix: str, how: tuple) -> None:
-        """One frontend_processes_bench.measure, once more when perf_analyzer found no stable window (as run_case)."""
-        for attempt in (1, 2):
-            busy0 = procfs.busy_jiffies()
-            try:
-                r = measure(str(self.opts.binary), *how, MULTIFE_CONCURRENCY, self.opts.max_trials)
-                break
-            except (RuntimeError, OSError, StopIteration, ValueError) as e:
-                lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-                if attempt == 1 and any("stable measure" in line for line in lines):
-                    log(f"  {tag} {how[0]}: no stable result (noisy machine?); retrying once")
-                    continue
-                last = f" ... {lines[-1]}" if len(lines) > 1 else ""
-                self.problems.append(f"{tag} {how[0]}: {lines[0] if lines else '?'}{last}"[:300])
-                return
+    def _multife_run(self, fpb: types.ModuleType, tag: str, prefix: str, how: tuple) -> None:
+        """One frontend_processes_bench measurement (once more when perf_analyzer found no stable window)."""
+        busy0 = procfs.busy_jiffies()
+        try:
+            r = fpb.measure_retried(str(self.opts.binary), *how, MULTIFE_CONCURRENCY, self.opts.max_trials)
+        except (RuntimeError, OSError, StopIteration, ValueError) as e:
+            self.problems.append(f"{tag} {how[0]}: {fpb.failure_line(e)}"[:300])
+            return
         total = (procfs.busy_jiffies() - busy0) / procfs.CLK_TCK
         n = r["requests"]
         server_s, client_s = r["server_cpu_us_per_req"] * n / 1e6, r["pa_cpu_us_per_req"] * n / 1e6

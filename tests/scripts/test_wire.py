@@ -245,3 +245,26 @@ def test_leftovers_of_a_stopped_server(tmp_path, monkeypatch):
             alive.kill()
             alive.wait()
     assert wire.leftovers({}, set()) == []
+
+
+def test_frontend_processes_bench_retry_and_failures(monkeypatch):
+    calls = []
+
+    def measure(*args):
+        calls.append(args)
+        if len(calls) == 1 or args[1] == "http":
+            raise RuntimeError("perf_analyzer failed:\nRequest concurrency: 64\nFailed to obtain stable measurement.")
+        return {"ok": True}
+
+    monkeypatch.setattr(fpb, "measure", measure)
+    assert fpb.measure_retried("pa", "grpc") == {"ok": True} and len(calls) == 2
+    with pytest.raises(RuntimeError) as raised:
+        fpb.measure_retried("pa", "http")  # unstable twice: the error after one retry
+    assert len(calls) == 4
+    assert fpb.failure_line(raised.value) == "perf_analyzer failed: ... Failed to obtain stable measurement."
+    monkeypatch.setattr(fpb, "measure", lambda *a: (_ for _ in ()).throw(RuntimeError("server gone")))
+    with pytest.raises(RuntimeError, match="server gone"):  # any other failure: no retry
+        fpb.measure_retried("pa", "grpc")
+    args = argparse.Namespace(processes="1,2", workers=2, batching=False, concurrency="64", interval=1000, repeats=1)
+    md = fpb.markdown(args, [], 1.0, 10.0, ["N = 2 http c = 64: perf_analyzer failed: ... Failed"])
+    assert "dynamic batching off" in md and "Runs that gave no figure:\n\n- N = 2 http c = 64" in md
