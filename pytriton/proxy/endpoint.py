@@ -31,14 +31,12 @@ from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, 
 from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
     FLAG_NOT_READY,
-    PARAM_FLAGS,
     ServerToWorker,
     WorkerToServer,
     decode_request_fields,
     encode_request_fields,
     params_from_proto,
     params_to_proto,
-    restore_sequence_parameters,
 )
 from pytriton.proxy._bls_endpoint import BlsEndpoint
 from pytriton.proxy._zmq import readable, recv_frames, send_frames
@@ -318,9 +316,7 @@ class WorkerEndpoint(BlsEndpoint):
                 continue
             failed.append("")
             parameters = params_from_proto(item.parameters) if item.parameters else {}
-            request_id, correlation_id, flags = decode_request_fields(item)
-            if flags & PARAM_FLAGS:  # sequence parameters the fields carried
-                flags = restore_sequence_parameters(parameters, correlation_id, flags)
+            request_id, correlation_id, flags = decode_request_fields(item, parameters)
             decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None, request_id,
                                    correlation_id, flags))
         return decoded, (regions if any(regions) else None), failed

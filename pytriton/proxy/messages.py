@@ -161,6 +161,11 @@ def encode_request_fields(data: RequestData, item: Any) -> None:
         item.flags = data.flags
 
 
-def decode_request_fields(item: Any) -> tuple[str, int | str, int]:
-    """(request id, correlation id, flags) of a RequestItem."""
-    return item.request_id, item.correlation_id_str or item.correlation_id, item.flags
+def decode_request_fields(item: Any, parameters: dict[str, Any] | None = None) -> tuple[str, int | str, int]:
+    """(request id, correlation id, flags) of a RequestItem; with `parameters` (the item's, decoded), the sequence
+    parameters its fields carry are put back there (see `carry_sequence_parameters`)."""
+    correlation_id = item.correlation_id_str or item.correlation_id
+    flags = item.flags
+    if flags & PARAM_FLAGS and parameters is not None:
+        flags = restore_sequence_parameters(parameters, correlation_id, flags)
+    return item.request_id, correlation_id, flags
