@@ -94,7 +94,7 @@ def main() -> None:
     cmd = [str(REPO / ".venv" / "bin" / "python"), str(HERE / "serve_double.py"), "--http-port", str(http),
            "--grpc-port", str(grpc_port), "--metrics-port", str(metrics), "--batching", "dynamic", "--models", MODEL]
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              cwd=str(REPO), start_new_session=True, env=env, text=True)
+                              cwd=args.code or str(REPO), start_new_session=True, env=env, text=True)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
