@@ -9,11 +9,30 @@ from __future__ import annotations
 from typing import Any
 
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.arena import ShmArena, segment_name
 from pytriton.proxy.router import ProxyRouter
 from pytriton.supervisor.bls import BlsBridge
 from pytriton.supervisor.custom_metrics import CustomMetricsBridge
 from pytriton.supervisor.external import ExternalInstances
 from pytriton.supervisor.worker_pool import WorkerPool
+
+
+class ReceiveSegments:
+    """The segments large request messages are received into (the core's `SegmentSource`, core/received.py): one
+    dedicated segment of the server's own per buffer, named `pytriton_<tag>_<pid>_rcv<id>`, its pages reserved."""
+
+    def __init__(self, tag: str):
+        self.arena = ShmArena(tag, "rcv", segment_size=0)  # (every allocation gets a segment of its own)
+
+    def allocate(self, nbytes: int) -> tuple[str, int, memoryview]:
+        segment_id, _, view = self.arena.allocate(nbytes)
+        return segment_name(self.arena.tag, self.arena.owner_pid, "rcv", segment_id), segment_id, view
+
+    def free(self, handle: int) -> None:
+        self.arena.free(handle, 0)
+
+    def close(self) -> None:
+        self.arena.close()
 
 
 class WorkerHost:
@@ -25,6 +44,7 @@ class WorkerHost:
         self.inline_max = inline_max
         self.log_level = log_level
         self.router: ProxyRouter | None = None
+        self.received: ReceiveSegments | None = None
         self._generation = 0
 
     @property
@@ -34,6 +54,7 @@ class WorkerHost:
 
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
+        self.received = ReceiveSegments(self.tag)
 
     def serve_bls(self, infer: Any, infer_stream: Any) -> BlsBridge:
         """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
@@ -62,6 +83,9 @@ class WorkerHost:
             self.router.broadcast_unmap(region_ids)
 
     def close(self) -> None:
+        if self.received is not None:
+            self.received.close()
+            self.received = None
         if self.router is not None:
             self.router.close()
             self.router = None

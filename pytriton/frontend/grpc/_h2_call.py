@@ -4,6 +4,12 @@ Method handlers keep grpc.aio's shape (`await handler(request, context)`, async 
 context offers what our servicers use. A request message's buffer grows as its bytes arrive (never to a length
 that was only declared); a large one is received by the socket straight into it, and the connection keeps the
 last one for the next message of the same size.
+
+With the core's receive buffers (core/received.py), a large uncompressed message (at least RECEIVE_MIN bytes) goes
+into server-owned shared memory instead, which its tensors are then handed to the model from without a copy: an idle
+segment of the connection of the message's size, else a new one when a message of this size has arrived in full on
+this connection before and no new segment of this size is still being filled (memory grows with bytes received,
+never with a declared size), else ordinary memory as above.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import grpc
 
+from pytriton.core.received import RECEIVE_MIN
 from pytriton.frontend.grpc._h2_head import CallHead
 from pytriton.frontend.grpc._h2_message import (
     GZIP_THREAD_MIN,
@@ -28,6 +35,7 @@ from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MES
 from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
 if TYPE_CHECKING:
+    from pytriton.core.received import ReceiveBuffer, ReceivedBuffers
     from pytriton.frontend.grpc.h2 import GrpcConnection
 
 logger = logging.getLogger("pytriton.frontend")
@@ -45,10 +53,11 @@ class Method:
     """One RPC: its handler and (de)serialisers. `serialize` returns the message as a list of buffers;
     `on_sent(response)`, where given, returns the callable that gives the response's buffers back (called once,
     when the transport no longer needs them). `compress`: its responses are gzip-compressed for clients that
-    accept gzip when the connection has a compression level (the infer methods)."""
+    accept gzip when the connection has a compression level (the infer methods). `in_place`: its large messages
+    may be received into the core's receive buffers (the infer methods, whose tensors are then passed uncopied)."""
 
     __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
-                 "compress")
+                 "compress", "in_place")
 
     def __init__(
         self,
@@ -59,6 +68,7 @@ class Method:
         server_streaming: bool = False,
         on_sent: Callable[[Any], OnSent | None] | None = None,
         compress: bool = False,
+        in_place: bool = False,
     ):
         self.handler = handler
         self.deserialize = deserialize
@@ -67,6 +77,7 @@ class Method:
         self.server_streaming = server_streaming
         self.on_sent = on_sent
         self.compress = compress
+        self.in_place = in_place
 
 
 class Context:
@@ -118,7 +129,8 @@ class GrpcCalls:
     """The gRPC calls of one connection: started by request headers, fed by DATA, ended by END_STREAM."""
 
     def __init__(self, connection: GrpcConnection, methods: dict[bytes, Method], max_message_bytes: int,
-                 max_decompressed_bytes: int | None = None, gzip_level: int | None = None):
+                 max_decompressed_bytes: int | None = None, gzip_level: int | None = None,
+                 received: ReceivedBuffers | None = None):
         self._connection = connection
         self._outbox = connection.outbox
         self._loop = connection.loop
@@ -127,6 +139,9 @@ class GrpcCalls:
         self._max_decompressed = max_decompressed_bytes or max_message_bytes
         self._gzip_level = gzip_level  # the compression of infer responses (None: none)
         self._spares: list[bytearray] = []  # the last large message buffers, for next messages of the same size
+        self._received = received if received is not None and received.enabled else None
+        self._segments: list[ReceiveBuffer] = []  # the connection's receive segments (the same bounds as spares)
+        self._arrived: dict[int, None] = {}  # sizes of large messages that arrived in full here (the latest few)
 
     # ---- a call's start -------------------------------------------------------------------------------------------
     def start(self, stream: Stream, head: CallHead) -> None:
@@ -188,7 +203,9 @@ class GrpcCalls:
                     self._deliver(stream, bytes(data[pos : pos + length]))
                     pos += length
                     continue
-                stream.body = self._message_buffer(length, size - pos)
+                method = stream.method
+                in_place = method is not None and method.in_place and not stream.compressed
+                stream.body = self._message_buffer(length, size - pos, in_place)
                 stream.fill = 0
                 stream.expect = length
                 if not length:
@@ -224,22 +241,53 @@ class GrpcCalls:
         if stream.fill == stream.expect:
             self._complete(stream)
 
-    def _message_buffer(self, length: int, available: int) -> bytearray:
-        """A message's first buffer: one of the connection's spares when it has this size and nothing refers to it
-        any more (clients send same-sized tensors over and over), else what has arrived of it, at least GROW_MIN."""
+    def _message_buffer(self, length: int, available: int, in_place: bool = False) -> bytearray | memoryview:
+        """A message's first buffer: a receive segment (see the module's text), or one of the connection's spares
+        when it has this size and nothing refers to it any more (clients send same-sized tensors over and over),
+        else what has arrived of it, at least GROW_MIN."""
+        if in_place and self._received is not None and RECEIVE_MIN <= length <= SPARE_MAX:
+            segment = self._segment(length)
+            if segment is not None:
+                return segment.memory()
         if DIRECT_MIN <= length <= SPARE_MAX:
             for spare in self._spares:
                 if len(spare) == length and sys.getrefcount(spare) == 3:  # the list, `spare`, the argument
                     return spare
         return bytearray(min(length, max(available, GROW_MIN)))
 
+    def _segment(self, length: int) -> ReceiveBuffer | None:
+        segments = self._segments
+        for segment in segments:
+            if segment.length == length and segment.idle():
+                return segment
+        if length not in self._arrived or any(s.length == length and not s.complete for s in segments):
+            return None
+        assert self._received is not None
+        fresh = self._received.new(length)
+        if fresh is None:
+            return None
+        segments.append(fresh)
+        total = sum(s.length for s in segments)
+        while len(segments) > SPARES or total > SPARE_MAX:
+            evicted = segments.pop(0)
+            total -= evicted.length
+            evicted.discard()  # (unlinked with the end of its last request)
+        for i, spare in enumerate(self._spares):  # the segment replaces a spare of this size
+            if len(spare) == length:
+                del self._spares[i]
+                break
+        return fresh
+
     @property
-    def spare(self) -> bytearray | None:
+    def spare(self) -> bytearray | ReceiveBuffer | None:
         """The most recent spare message buffer (None when the connection keeps none)."""
-        return self._spares[-1] if self._spares else None
+        return self._spares[-1] if self._spares else self._segments[-1] if self._segments else None
 
     def drop_spares(self) -> None:
         self._spares.clear()
+        segments, self._segments = self._segments, []
+        for segment in segments:
+            segment.discard()
 
     def _keep_spare(self, body: bytearray) -> None:
         spares = self._spares
@@ -255,7 +303,7 @@ class GrpcCalls:
     def _grow(self, stream: Stream, end: int) -> bytearray:
         """Grow the message buffer to hold `end` bytes, at most doubling what has arrived (at least GROW_MIN)."""
         body = stream.body
-        assert body is not None
+        assert isinstance(body, bytearray)  # (a receive segment has its whole length from the start)
         size = min(stream.expect, max(end, stream.fill + max(stream.fill, GROW_MIN)))
         try:
             body += bytes(size - len(body))  # in place (no copy of what is there for large buffers)
@@ -268,7 +316,19 @@ class GrpcCalls:
     def _complete(self, stream: Stream) -> None:
         body, stream.body = stream.body, None
         assert body is not None
-        if DIRECT_MIN <= len(body) <= SPARE_MAX:
+        length = len(body)
+        if length >= RECEIVE_MIN and self._received is not None:
+            arrived = self._arrived
+            arrived.pop(length, None)
+            arrived[length] = None
+            if len(arrived) > 2 * SPARES:
+                del arrived[next(iter(arrived))]
+        if isinstance(body, memoryview):  # a receive segment
+            for segment in self._segments:
+                if segment.owns(body):
+                    segment.complete = True
+                    break
+        elif DIRECT_MIN <= length <= SPARE_MAX:
             self._keep_spare(body)
         self._deliver(stream, body)
 
