@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import sys
+import traceback
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -152,3 +153,17 @@ class ReceivedBuffers:
         for buffer in list(self._buffers.values()):
             buffer.discard()
         self._source = None
+
+
+def drop_frames(exc: BaseException | None) -> None:
+    """Let go of the frames the traceback of a request's error holds (and of its cause or context): they are often in a
+    reference cycle with the future that carried the error, and with them the request and its tensors' views of a
+    receive buffer, which would not be idle again until the cyclic garbage collector ran. For errors that are answered
+    with their status (nothing logs their traceback)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if exc.__traceback__ is not None:
+            traceback.clear_frames(exc.__traceback__)  # (a frame still running keeps its locals)
+            exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__

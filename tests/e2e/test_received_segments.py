@@ -118,81 +118,103 @@ def test_http_binary_round_trips(server):
     _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
-def test_a_second_request_does_not_overwrite_a_segment_the_worker_still_reads(server, grpc, tmp_path: Path):
-    _grpc_check(grpc, 40)
-    _grpc_check(grpc, 41)  # now the connection has an idle segment of this size
-    started, release = tmp_path / "started", tmp_path / "release"
-    first_x, first_y = _data(42)
-    answers: queue.Queue = queue.Queue()
-    grpc.async_infer(MODEL, _grpc_inputs(first_x, first_y), lambda result, error: answers.put((result, error)),
-                     parameters={"started": str(started), "release": str(release)})
-    _wait(started.exists, "the worker to hold the first request")
-    # the first request's segment is busy: the second goes elsewhere (and the model reads it after its wait)
-    second = threading_infer(grpc, 43, release)
-    release.touch()
-    result, error = answers.get(timeout=60)
-    assert error is None, error
-    assert result.as_numpy("OUT_X").tobytes() == first_x.tobytes(), "the first request's input was overwritten"
-    assert result.as_numpy("OUT_Y").tobytes() == first_y.tobytes()
-    second()
+@pytest.fixture(scope="module")
+def two_instances():
+    with serve("tests.models:gated_identity", *IDENTITY, "--instances", "2") as process:
+        yield process
 
 
-def threading_infer(client, seed: int, release: Path):
-    """Send a request (of the same size) on the same connection now; the returned function checks its answer."""
-    x, y = _data(seed)
-    answers: queue.Queue = queue.Queue()
-    client.async_infer(MODEL, _grpc_inputs(x, y), lambda result, error: answers.put((result, error)),
-                       parameters={"release": str(release)})
+def test_a_second_request_does_not_overwrite_a_segment_the_worker_still_reads(two_instances, tmp_path: Path):
+    client = grpcclient.InferenceServerClient(two_instances.grpc_url)
+    try:
+        for seed, name in ((40, "ww0"), (41, "ww1")):  # (messages of one size: the paths have one length)
+            warm = _gated_infer(client, seed, tmp_path / name)
+            warm.release()
+            warm.check()  # now the connection has an idle segment of this size
+        first = _gated_infer(client, 42, tmp_path / "one")
+        first.started()  # the first request's segment is busy while its worker waits
+        second = _gated_infer(client, 43, tmp_path / "two")
+        second.started()  # the second request arrived in full and runs on the other instance
+        assert len(_receive_segments(two_instances)) == 2
+        first.release()
+        first.check()  # the model read its input after the second request arrived: not overwritten
+        second.release()
+        second.check()
+    finally:
+        client.close()
+    _wait(lambda: not _receive_segments(two_instances), "the closed connection's segments to be unlinked")
 
-    def check() -> None:
-        result, error = answers.get(timeout=60)
+
+class _gated_infer:
+    """A request sent now on `client`'s connection whose model waits (after creating `<base>.started`) for
+    `<base>.release` before it reads its inputs."""
+
+    def __init__(self, client, seed: int, base: Path, timeout: float | None = None):
+        self.x, self.y = _data(seed)
+        self._started, self._release = Path(f"{base}.started"), Path(f"{base}.release")
+        self._answers: queue.Queue = queue.Queue()
+        client.async_infer(MODEL, _grpc_inputs(self.x, self.y), lambda result, error: self._answers.put((result, error)),
+                           parameters={"started": str(self._started), "release": str(self._release)},
+                           client_timeout=timeout)
+
+    def started(self) -> None:
+        _wait(self._started.exists, "the worker to hold the request")
+
+    def release(self) -> None:
+        self._release.touch()
+
+    def check(self) -> None:
+        result, error = self._answers.get(timeout=60)
         assert error is None, error
-        assert result.as_numpy("OUT_X").tobytes() == x.tobytes(), "the second request's input differs"
-
-    return check
+        assert result.as_numpy("OUT_X").tobytes() == self.x.tobytes(), "the request's input was overwritten"
+        assert result.as_numpy("OUT_Y").tobytes() == self.y.tobytes()
 
 
 def test_a_validation_error_on_a_large_message_releases_its_segment(server, grpc):
     _grpc_check(grpc, 50)
     _grpc_check(grpc, 51)
     x, y = _data(52)
-    with pytest.raises(InferenceServerException, match="IN_X"):  # the model wants UINT8
-        grpc.infer(MODEL, _grpc_inputs(x.view(np.int8), y, "INT8"))
+    inputs = _grpc_inputs(x, y)
+    inputs[0] = grpcclient.InferInput("IN_Z", [x.size], "UINT8")  # (a message of the same size)
+    inputs[0].set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException, match="IN_Z"):
+        grpc.infer(MODEL, inputs)
+    assert len(_receive_segments(server)) == 1
     _grpc_check(grpc, 53)  # the segment was given back: reused, not a second one
     assert len(_receive_segments(server)) == 1
 
 
+def _warm(client, tmp_path: Path, names: tuple[str, ...] = ("w0", "w1")) -> None:
+    """Requests with the parameters of `_gated_infer` (one message size): the connection has an idle segment."""
+    for seed, name in enumerate(names):
+        warm = _gated_infer(client, 90 + seed, tmp_path / name)
+        warm.release()
+        warm.check()
+
+
 def test_a_deadline_while_the_worker_holds_the_segment(server, grpc, tmp_path: Path):
-    _grpc_check(grpc, 60)
-    _grpc_check(grpc, 61)
-    started, release = tmp_path / "started", tmp_path / "release"
-    x, y = _data(62)
-    with pytest.raises(InferenceServerException, match="Deadline"):
-        grpc.infer(MODEL, _grpc_inputs(x, y), client_timeout=2.0,
-                   parameters={"started": str(started), "release": str(release)})
-    assert started.exists()
-    release.touch()
-    _grpc_check(grpc, 63)
-    _grpc_check(grpc, 64)
+    _warm(grpc, tmp_path)
+    late = _gated_infer(grpc, 62, tmp_path / "ll", timeout=1.0)
+    late.started()  # it holds the connection's segment
+    result, error = late._answers.get(timeout=60)
+    assert result is None and "Deadline" in str(error)
+    late.release()
+    _warm(grpc, tmp_path, ("w2", "w3"))  # the segment was given back once the worker let go of it
+    assert len(_receive_segments(server)) == 1
 
 
 def test_worker_killed_while_holding_a_segment(server, grpc, tmp_path: Path):
-    _grpc_check(grpc, 70)
-    _grpc_check(grpc, 71)
-    started, release = tmp_path / "started", tmp_path / "release"
-    x, y = _data(72)
-    answers: queue.Queue = queue.Queue()
-    grpc.async_infer(MODEL, _grpc_inputs(x, y), lambda result, error: answers.put((result, error)),
-                     parameters={"started": str(started), "release": str(release)})
-    _wait(started.exists, "the worker to hold the request")
+    _warm(grpc, tmp_path)
     pids = server.worker_pids()
+    request = _gated_infer(grpc, 72, tmp_path / "kk")
+    request.started()  # it holds the connection's segment
     os.kill(pids[-1], signal.SIGKILL)
-    result, error = answers.get(timeout=60)
+    result, error = request._answers.get(timeout=60)
     assert result is None and error is not None
     _wait(lambda: len(server.worker_pids()) > len(pids) and grpc.is_model_ready(MODEL), "a new worker", 60)
-    release.touch()
-    _grpc_check(grpc, 73)
-    _grpc_check(grpc, 74)
+    request.release()
+    _warm(grpc, tmp_path, ("w2", "w3"))
+    assert len(_receive_segments(server)) == 1  # the killed request's segment was given back and reused
 
 
 def test_http_client_that_leaves_mid_body(server):

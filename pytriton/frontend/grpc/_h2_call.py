@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import grpc
 
-from pytriton.core.received import RECEIVE_MIN
+from pytriton.core.received import RECEIVE_MIN, drop_frames
 from pytriton.frontend.grpc._h2_head import CallHead
 from pytriton.frontend.grpc._h2_message import (
     GZIP_THREAD_MIN,
@@ -399,6 +399,7 @@ class GrpcCalls:
         try:
             response = await method.handler(request, stream.context)
         except RpcAbort as exc:
+            drop_frames(exc)  # (the request's buffers are free at once)
             self._outbox.finish(stream, exc.code, exc.details)
             return
         except asyncio.CancelledError:
@@ -472,6 +473,7 @@ class GrpcCalls:
                 if _over(stream):
                     return
         except RpcAbort as exc:
+            drop_frames(exc)
             self._outbox.finish(stream, exc.code, exc.details)
             return
         except asyncio.CancelledError:
