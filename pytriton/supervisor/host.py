@@ -6,10 +6,11 @@ The server composes it with the core: the core gets instance sources, never this
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.proxy.arena import ShmArena, segment_name
+from pytriton.proxy.arena import SHM_DIR, ShmArena, segment_name
 from pytriton.proxy.router import ProxyRouter
 from pytriton.supervisor.bls import BlsBridge
 from pytriton.supervisor.custom_metrics import CustomMetricsBridge
@@ -25,6 +26,11 @@ class ReceiveSegments:
         self.arena = ShmArena(tag, "rcv", segment_size=0)  # (every allocation gets a segment of its own)
 
     def allocate(self, nbytes: int) -> tuple[str, int, memoryview]:
+        """Refused (MemoryError) when it would leave less than half of /dev/shm free: the arenas the tensors travel
+        in come first (a message not received into a segment is received into ordinary memory)."""
+        info = os.statvfs(SHM_DIR)
+        if (info.f_bavail * info.f_frsize - nbytes) * 2 < info.f_blocks * info.f_frsize:
+            raise MemoryError(f"a receive segment of {nbytes} bytes would leave less than half of {SHM_DIR} free")
         segment_id, _, view = self.arena.allocate(nbytes)
         return segment_name(self.arena.tag, self.arena.owner_pid, "rcv", segment_id), segment_id, view
 

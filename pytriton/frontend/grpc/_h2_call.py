@@ -5,11 +5,8 @@ context offers what our servicers use. A request message's buffer grows as its b
 that was only declared); a large one is received by the socket straight into it, and the connection keeps the
 last one for the next message of the same size.
 
-With the core's receive buffers (core/received.py), a large uncompressed message (at least RECEIVE_MIN bytes) goes
-into server-owned shared memory instead, which its tensors are then handed to the model from without a copy: an idle
-segment of the connection of the message's size, else a new one when a message of this size has arrived in full on
-this connection before and no new segment of this size is still being filled (memory grows with bytes received,
-never with a declared size), else ordinary memory as above.
+With the core's receive buffers, a large uncompressed infer message goes into server-owned shared memory instead,
+which its tensors are then handed to the model from without a copy (`_h2_segments.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import grpc
 
-from pytriton.core.received import RECEIVE_MIN, drop_frames
+from pytriton.core.received import drop_frames
 from pytriton.frontend.grpc._h2_head import CallHead
 from pytriton.frontend.grpc._h2_message import (
     GZIP_THREAD_MIN,
@@ -31,11 +28,12 @@ from pytriton.frontend.grpc._h2_message import (
     gzip_message,
     message_size,
 )
+from pytriton.frontend.grpc._h2_segments import ConnectionSegments
 from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, OnSent, run_releases
 from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
 if TYPE_CHECKING:
-    from pytriton.core.received import ReceiveBuffer, ReceivedBuffers
+    from pytriton.core.received import ReceivedBuffers
     from pytriton.frontend.grpc.h2 import GrpcConnection
 
 logger = logging.getLogger("pytriton.frontend")
@@ -139,9 +137,8 @@ class GrpcCalls:
         self._max_decompressed = max_decompressed_bytes or max_message_bytes
         self._gzip_level = gzip_level  # the compression of infer responses (None: none)
         self._spares: list[bytearray] = []  # the last large message buffers, for next messages of the same size
-        self._received = received if received is not None and received.enabled else None
-        self._segments: list[ReceiveBuffer] = []  # the connection's receive segments (the same bounds as spares)
-        self._arrived: dict[int, None] = {}  # sizes of large messages that arrived in full here (the latest few)
+        self._segments = ConnectionSegments(received, SPARES, SPARE_MAX) \
+            if received is not None and received.enabled else None  # (the same bounds as the spares)
 
     # ---- a call's start -------------------------------------------------------------------------------------------
     def start(self, stream: Stream, head: CallHead) -> None:
@@ -245,49 +242,27 @@ class GrpcCalls:
         """A message's first buffer: a receive segment (see the module's text), or one of the connection's spares
         when it has this size and nothing refers to it any more (clients send same-sized tensors over and over),
         else what has arrived of it, at least GROW_MIN."""
-        if in_place and self._received is not None and RECEIVE_MIN <= length <= SPARE_MAX:
-            segment = self._segment(length)
+        if in_place and self._segments is not None:
+            segment = self._segments.take(length)
             if segment is not None:
-                return segment.memory()
+                self._spares = [spare for spare in self._spares if len(spare) != length]  # (it takes their place)
+                return segment
         if DIRECT_MIN <= length <= SPARE_MAX:
             for spare in self._spares:
                 if len(spare) == length and sys.getrefcount(spare) == 3:  # the list, `spare`, the argument
                     return spare
         return bytearray(min(length, max(available, GROW_MIN)))
 
-    def _segment(self, length: int) -> ReceiveBuffer | None:
-        segments = self._segments
-        for segment in segments:
-            if segment.length == length and segment.idle():
-                return segment
-        if length not in self._arrived or any(s.length == length and not s.complete for s in segments):
-            return None
-        assert self._received is not None
-        fresh = self._received.new(length)
-        if fresh is None:
-            return None
-        segments.append(fresh)
-        total = sum(s.length for s in segments)
-        while len(segments) > SPARES or total > SPARE_MAX:
-            evicted = segments.pop(0)
-            total -= evicted.length
-            evicted.discard()  # (unlinked with the end of its last request)
-        for i, spare in enumerate(self._spares):  # the segment replaces a spare of this size
-            if len(spare) == length:
-                del self._spares[i]
-                break
-        return fresh
-
     @property
-    def spare(self) -> bytearray | ReceiveBuffer | None:
-        """The most recent spare message buffer (None when the connection keeps none)."""
-        return self._spares[-1] if self._spares else self._segments[-1] if self._segments else None
+    def spare(self) -> object | None:
+        """The most recent spare message buffer or receive segment (None when the connection keeps none)."""
+        segments = self._segments.segments if self._segments is not None else None
+        return self._spares[-1] if self._spares else segments[-1] if segments else None
 
     def drop_spares(self) -> None:
         self._spares.clear()
-        segments, self._segments = self._segments, []
-        for segment in segments:
-            segment.discard()
+        if self._segments is not None:
+            self._segments.drop()
 
     def _keep_spare(self, body: bytearray) -> None:
         spares = self._spares
@@ -316,19 +291,9 @@ class GrpcCalls:
     def _complete(self, stream: Stream) -> None:
         body, stream.body = stream.body, None
         assert body is not None
-        length = len(body)
-        if length >= RECEIVE_MIN and self._received is not None:
-            arrived = self._arrived
-            arrived.pop(length, None)
-            arrived[length] = None
-            if len(arrived) > 2 * SPARES:
-                del arrived[next(iter(arrived))]
-        if isinstance(body, memoryview):  # a receive segment
-            for segment in self._segments:
-                if segment.owns(body):
-                    segment.complete = True
-                    break
-        elif DIRECT_MIN <= length <= SPARE_MAX:
+        if self._segments is not None:
+            self._segments.arrived(body)
+        if isinstance(body, bytearray) and DIRECT_MIN <= len(body) <= SPARE_MAX:
             self._keep_spare(body)
         self._deliver(stream, body)
 
