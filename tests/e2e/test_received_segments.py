@@ -1,7 +1,7 @@
 """Large messages received straight into server-owned shared memory (issue 21): byte-exact round trips through
 tritonclient over gRPC (unary and stream) and HTTP (binary), the segment's reuse only once every request that refers
 to it has ended, and its release on every way a request ends (validation error, deadline, worker killed, a client
-that goes away mid-message). The session fixture checks that /dev/shm is clean after the servers stop.
+that goes away mid-message, a gRPC stream reset mid-message). The session fixture checks that /dev/shm is clean after the servers stop.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import serve, tensor_args
+from tests.frontend.grpc.raw_h2 import (
+    CANCEL, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, rst_stream, window_update,
+)
 
 MIB = 1 << 20
 SIZE = 20 * MIB
@@ -249,3 +252,49 @@ def _read_answer(sock: socket.socket) -> None:
     length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
     while len(rest) < length:
         rest += sock.recv(1 << 20)
+
+
+def _infer_message(x: np.ndarray, y: np.ndarray) -> bytes:
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name=MODEL)
+    for name, datatype, array in (("IN_X", "UINT8", x), ("IN_Y", "FP32", y)):
+        tensor = request.inputs.add()
+        tensor.name, tensor.datatype = name, datatype
+        tensor.shape.append(array.size)
+        request.raw_input_contents.append(array.tobytes())
+    return grpc_message(request.SerializeToString())
+
+
+def test_grpc_stream_reset_mid_message(server):
+    from tritonclient.grpc import service_pb2
+
+    def send(h2: RawH2, stream_id: int, message: bytes, end: bool = True) -> None:
+        h2.headers(stream_id, h2.grpc_request("ModelInfer"), end_stream=False)
+        for start in range(0, len(message), 1 << 20):
+            h2.data(stream_id, message[start : start + (1 << 20)], end_stream=end and start + (1 << 20) >= len(message))
+
+    def check(h2: RawH2, stream_id: int, x: np.ndarray) -> None:
+        _, data, trailers = h2.answer(stream_id)
+        assert trailers.get("grpc-status") == "0", trailers
+        answer = service_pb2.ModelInferResponse.FromString(data[5:])
+        assert answer.raw_output_contents[[o.name for o in answer.outputs].index("OUT_X")] == x.tobytes()
+
+    port = int(server.grpc_url.split(":")[1])
+    with RawH2(port, timeout_s=60) as h2:
+        h2.handshake((S_MAX_FRAME_SIZE, 1 << 20), (S_INITIAL_WINDOW_SIZE, 1 << 30))
+        h2.send(window_update(0, 1 << 30))  # (the answers come back whole)
+        for stream_id, seed in ((1, 100), (3, 101)):  # the second message of this size goes into a segment
+            x, y = _data(seed, 3 * MIB)
+            send(h2, stream_id, _infer_message(x, y))
+            check(h2, stream_id, x)
+        assert len(_receive_segments(server)) == 1
+        x, y = _data(102, 3 * MIB)
+        message = _infer_message(x, y)
+        send(h2, 5, message[: len(message) // 2], end=False)  # half of a message into the segment, then a reset
+        h2.send(rst_stream(5, CANCEL))
+        x, y = _data(103, 3 * MIB)
+        send(h2, 7, _infer_message(x, y))
+        check(h2, 7, x)
+        assert len(_receive_segments(server)) == 1  # the reset stream's segment was free again, and reused
+    _wait(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
