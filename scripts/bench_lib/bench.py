@@ -55,11 +55,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options, with defaults filled in (repeats by --quick, servers as a list, out_dir resolved)."""
     p = argparse.ArgumentParser(prog="scripts/bench", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--quick", action="store_true", help="1 repeat, 4 cases, no batching launch (~2-3 min)")
-    p.add_argument("--suite", choices=("main", "scheduling"), default="main",
+    p.add_argument("--suite", choices=("main", "scheduling", "wire"), default="main",
                    help="main: the matrix above; scheduling: issue 18's rows, each against its target "
-                        "(bench_lib/scheduling.py; writes docs/benchmarks-scheduling.md; 1 repeat unless --repeats)")
+                        "(bench_lib/scheduling.py; writes docs/benchmarks-scheduling.md; 1 repeat unless --repeats); "
+                        "wire: issue 21's rows (bench_lib/wire.py; docs/benchmarks-wire.md; 1 repeat unless --repeats)")
     p.add_argument("--sched-rows", default="batching,cpu,sequence,cache",
                    help="scheduling suite: comma-separated subset of batching,cpu,sequence,cache")
+    p.add_argument("--wire-rows", default="large,conn,multife",
+                   help="wire suite: comma-separated subset of large,conn,multife")
     p.add_argument("--cache-requests", type=int, default=500,
                    help="scheduling suite: response-cache hits (and as many misses) per repeat (500)")
     p.add_argument("--tls", action="store_true",
@@ -95,7 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--perf-analyzer", type=pathlib.Path, default=REPO / ".tools" / "bin" / "perf_analyzer")
     args = p.parse_args(argv)
     if args.repeats is None:
-        args.repeats = 1 if args.quick or args.suite == "scheduling" else 3
+        args.repeats = 1 if args.quick or args.suite in ("scheduling", "wire") else 3
     args.sched_rows = [r for r in args.sched_rows.split(",") if r]
     if args.suite == "scheduling":
         from bench_lib.scheduling import ROWS
@@ -104,6 +107,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"unknown --sched-rows: {sorted(bad)} (choose from {','.join(ROWS)})")
         if args.doc == REPO / "docs" / "benchmarks.md":
             args.doc = REPO / "docs" / "benchmarks-scheduling.md"
+    if args.suite == "wire":
+        from bench_lib.wire import parse_rows
+        try:
+            args.wire_rows = parse_rows(args.wire_rows)
+        except ValueError as e:
+            p.error(str(e))
+        if args.doc == REPO / "docs" / "benchmarks.md":
+            args.doc = REPO / "docs" / "benchmarks-wire.md"
     if args.inprocess_duration is None:
         args.inprocess_duration = 1.0 if args.quick else 3.0
     if args.inprocess_only:
@@ -381,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_tls(args, pa_options(args), server_specs(args)["ours"])
     if args.suite == "scheduling":
         return run_scheduling(args)
+    if args.suite == "wire":
+        from bench_lib.wire import run_wire
+        return run_wire(args, pa_options(args), server_specs(args), git_describe())
     if args.from_results:
         result, meta = load_results(args.from_results)
     else:
