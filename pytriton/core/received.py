@@ -60,7 +60,7 @@ class ReceiveBuffer:
         self.handle = handle
         self.length = len(view)
         self.region = region
-        self.complete = False  # a whole message has arrived in it (at least once)
+        self.complete = False  # the last message received into it has arrived in full
         # Every view handed out is a view of this object: its reference count tells whether one is still alive.
         self._exporter = (ctypes.c_ubyte * self.length).from_buffer(view)
         self.address = ctypes.addressof(self._exporter)
@@ -76,6 +76,10 @@ class ReceiveBuffer:
     def idle(self) -> bool:
         """No request refers to it and no view of it is alive: a new message may overwrite it."""
         return self.region.in_use == 0 and not self.region.removing and sys.getrefcount(self._exporter) == self._baseline
+
+    def filling(self) -> bool:
+        """A message is being received into it: it has not arrived in full, and the receiver still holds it."""
+        return not self.complete and not self.gone and sys.getrefcount(self._exporter) > self._baseline
 
     @property
     def gone(self) -> bool:

@@ -367,7 +367,8 @@ class GrpcCalls:
             drop_frames(exc)  # (the request's buffers are free at once)
             self._outbox.finish(stream, exc.code, exc.details)
             return
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            drop_frames(exc)
             return  # reset by the client, past its deadline, or the server is stopping
         except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
             self._handler_failed(stream, exc)

@@ -2,9 +2,9 @@
 that their tensors reach the model without a copy.
 
 A message of at least RECEIVE_MIN bytes (and at most `max_bytes`) goes into an idle segment of the connection of its
-size, else into a new one when a message of this size has arrived in full on this connection before and no new
-segment of this size is still being filled (memory grows with bytes received, never with a declared size), else
-nowhere here: the caller's ordinary buffer takes it. A connection keeps at most `count` segments of `max_bytes` in all
+size, else into a new one when a message of this size has arrived in full on this connection before and no segment of
+the connection is being filled (so memory grows with bytes received, never with a declared size: a new segment's
+length has arrived in full before, and one at a time), else nowhere here: the caller's ordinary buffer takes it. A connection keeps at most `count` segments of `max_bytes` in all
 (the oldest go first); a segment it lets go of is unlinked at once when no request refers to it, else with the end of
 its last request.
 """
@@ -20,13 +20,14 @@ if TYPE_CHECKING:
 
 
 class ConnectionSegments:
-    __slots__ = ("_arrived", "_count", "_max_bytes", "_received", "segments")
+    __slots__ = ("_arrived", "_count", "_evicted", "_max_bytes", "_received", "segments")
 
     def __init__(self, received: ReceivedBuffers, count: int, max_bytes: int):
         self._received = received
         self._count = count
         self._max_bytes = max_bytes
         self.segments: list[ReceiveBuffer] = []
+        self._evicted: list[ReceiveBuffer] = []  # let go of while a message was being received into them
         self._arrived: dict[int, None] = {}  # sizes of large messages that arrived in full here (the latest few)
 
     def take(self, length: int) -> memoryview | None:
@@ -36,8 +37,9 @@ class ConnectionSegments:
         segments = self.segments
         for segment in segments:
             if segment.length == length and segment.idle():
+                segment.complete = False
                 return segment.memory()
-        if length not in self._arrived or any(s.length == length and not s.complete for s in segments):
+        if length not in self._arrived or self._filling():
             return None
         fresh = self._received.new(length)
         if fresh is None:
@@ -48,7 +50,14 @@ class ConnectionSegments:
             evicted = segments.pop(0)
             total -= evicted.length
             evicted.discard()
+            if evicted.filling():
+                self._evicted.append(evicted)
         return fresh.memory()
+
+    def _filling(self) -> bool:
+        """A segment of the connection (kept or let go of) is being filled."""
+        self._evicted = [segment for segment in self._evicted if segment.filling()]
+        return bool(self._evicted) or any(segment.filling() for segment in self.segments)
 
     def arrived(self, body: bytearray | memoryview) -> None:
         """A message has arrived in full into `body` (a segment's memory or another buffer)."""
@@ -67,6 +76,7 @@ class ConnectionSegments:
                     return
 
     def drop(self) -> None:
+        self._evicted = []
         segments, self.segments = self.segments, []
         for segment in segments:
             segment.discard()
