@@ -298,3 +298,29 @@ def test_grpc_stream_reset_mid_message(server):
         check(h2, 7, x)
         assert len(_receive_segments(server)) == 1  # the reset stream's segment was free again, and reused
     _wait(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
+
+
+def test_response_cache_hits_and_a_python_model_on_received_segments():
+    from tests.conftest import REPO
+
+    repository = REPO / "tests" / "repositories" / "cache"
+    with serve("--model-repository", str(repository), "--cache-config", "local,size=33554432") as cached:
+        client = grpcclient.InferenceServerClient(cached.grpc_url)
+        try:
+            def infer(x: np.ndarray) -> tuple[np.ndarray, int]:
+                tensor = grpcclient.InferInput("X", [x.size], "FP32")
+                tensor.set_data_from_numpy(x)
+                result = client.infer("counted", [tensor])
+                return result.as_numpy("Y"), int(result.as_numpy("CALLS")[0])
+
+            x = np.random.default_rng(110).random(MIB, dtype=np.float32)
+            for _ in range(4):  # computed once (the first in ordinary memory), then cache hits from the segment
+                y, calls = infer(x)
+                assert y.tobytes() == (2 * x).tobytes() and calls == 1
+            other = np.random.default_rng(111).random(MIB, dtype=np.float32)
+            y, calls = infer(other)  # the Python model reads it from the segment the hits gave back
+            assert y.tobytes() == (2 * other).tobytes() and calls == 2
+            assert len(_receive_segments(cached)) == 1
+        finally:
+            client.close()
+        _wait(lambda: not _receive_segments(cached), "the connection's segment to be unlinked")
