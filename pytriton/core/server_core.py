@@ -260,12 +260,15 @@ class ServerCore:
         return [m.stats.to_dict(m.name, str(m.version)) for m in models]
 
     # ---- inference ---------------------------------------------------------------------------
-    def _submit(self, request: InferRequest, stream: bool, internal: bool = False) -> tuple[Model, Job]:
-        """Validate the request, resolve its regions and hand it to the model's scheduler as a job.
+    def _submit(self, request: InferRequest, stream: bool, internal: bool = False, model: Model | None = None
+                ) -> tuple[Model, Job]:  # fmt: skip
+        """Validate the request, resolve its regions and hand it to the model's scheduler as a job (`model`: the
+        registry's answer for the request's name and version, when the caller has just looked it up).
 
         From here the job owns what the request holds (region references, its place in the in-flight count) and
         releases it when it ends, whatever its caller does."""
-        model = self.registry.get(request.model_name, request.model_version)
+        if model is None:
+            model = self.registry.get(request.model_name, request.model_version)
         if not self.accepting and not internal:  # (an ensemble's steps still run while the server drains)
             raise unavailable("Server not ready")
         execution, regions = self._execution_request(request)  # region errors come first, as before validation
@@ -336,7 +339,7 @@ class ServerCore:
             output.release()
             raise ServerError(output.error_status or Status.INTERNAL, output.error)
         outputs = output.outputs
-        if any("classification" in o.parameters for o in request.outputs):
+        if request.outputs and any("classification" in o.parameters for o in request.outputs):
             try:
                 outputs = classify_outputs(model.config, request, outputs)
             except BaseException:
@@ -364,9 +367,11 @@ class ServerCore:
             raise ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {item}")
         return item
 
-    async def infer(self, request: InferRequest) -> InferResponse:
-        """Validate, schedule and execute one request; the response's buffers must be released by the caller."""
-        return (await self.infer_with_stats(request))[0]
+    async def infer(self, request: InferRequest, model: Model | None = None) -> InferResponse:
+        """Validate, schedule and execute one request; the response's buffers must be released by the caller.
+        `model`: what `registry.get(request.model_name, request.model_version)` answered the caller just now (one
+        look-up per request instead of three)."""
+        return (await self.infer_with_stats(request, model=model))[0]
 
     async def _infer_ensemble(self, model: Model, request: InferRequest, internal: bool = False
                               ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
@@ -379,11 +384,11 @@ class ServerCore:
             trace.stamp(REQUEST_END)
         return answer
 
-    async def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True
-                               ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+    async def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True,
+                               model: Model | None = None) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
         """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
-        sum of its steps'; `cache`: through the model's response cache, if it has one)."""
-        ensemble = self.registry.get(request.model_name, request.model_version)
+        sum of its steps'; `cache`: through the model's response cache, if it has one; `model`: as for `infer`)."""
+        ensemble = model if model is not None else self.registry.get(request.model_name, request.model_version)
         if cache and ensemble.cache is not None:
             return await infer_cached(self, ensemble, ensemble.cache, request, internal)
         if ensemble.ensemble is not None:
@@ -392,7 +397,7 @@ class ServerCore:
         trace = request.trace
         if trace is not None:
             trace.stamp(REQUEST_START, start)
-        model, job = self._submit(request, stream=False, internal=internal)
+        model, job = self._submit(request, stream=False, internal=internal, model=ensemble)
         if trace is not None:
             trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
             trace.stamp(QUEUE_START, job.enqueued_ns)

@@ -43,6 +43,13 @@ class BatchPolicy:
     preferred_batch_sizes: tuple[int, ...] = ()
 
 
+def _any_no_result(results: list[Any]) -> bool:
+    for result in results:
+        if result is NO_RESULT:
+            return True
+    return False
+
+
 class _Execution:
     """One batch of jobs on one instance; the `ExecutionSink` the instance reports to."""
 
@@ -57,7 +64,7 @@ class _Execution:
         self.timer: asyncio.TimerHandle | None = None
         self.control: ExecutionControl | None = None  # None once cancelled
         self.delivered = 0  # results of a stream delivered before its final one
-        self.total = ExecutionStats(sum(job.batch_size for job in jobs))
+        self.total = ExecutionStats(jobs[0].batch_size if len(jobs) == 1 else sum(job.batch_size for job in jobs))
 
     def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True,
                 finals: Sequence[bool] | None = None) -> None:
@@ -86,7 +93,7 @@ class _Execution:
                 if self.timer is not None:
                     self.timer.cancel()
                 self.timer = self.scheduler._arm_timeout(self)
-        if finals is None and not any(result is NO_RESULT for result in results):  # (all answered in step)
+        if finals is None and not _any_no_result(results):  # (all answered in step)
             for job, result in zip(self.jobs, results):
                 job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
             return

@@ -72,12 +72,18 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
                        correlation_id, flags)
 
 
-def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[Any]:
+def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> tuple[list[Any], list[bool] | None]:
     """One ExecutionOutput per response of a RESULT message (NO_RESULT for a request it brings nothing to); each
-    releases its own arena slots."""
+    releases its own arena slots. With them, each item's `final` flag, or None when none is set (read in the same
+    pass: every walk over a protobuf repeated field costs microseconds)."""
     results: list[Any] = []
+    finals: list[bool] = []
+    any_final = False
     segments = link.segments
     for item in message.responses:
+        final = item.final
+        finals.append(final)
+        any_final = any_final or final
         if item.absent:
             results.append(NO_RESULT)
             continue
@@ -106,7 +112,7 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> list[An
         if slots:
             output.on_release = _slot_release(link, slots)
         results.append(output)
-    return results
+    return results, finals if any_final else None
 
 
 def _slot_release(link: WorkerLink, slots: list[int]) -> Callable[[], None]:
@@ -155,14 +161,13 @@ class _WorkerCall:
                 self.sink.deliver([None] * self.count, stats, True)  # the end of a stream
             return
         try:
-            results = _outputs(link, message, frames)
+            results, finals = _outputs(link, message, frames)
         except Exception as exc:  # noqa: BLE001 - e.g. a segment that vanished with its worker
             link.release(response_slots(message))
             self.sink.fail(unavailable(f"cannot read the answer of model instance '{link.label}': {exc}"))
             return
         # A stream of several requests answers each on its own: the last item of each says so.
-        finals = [item.final for item in message.responses]
-        self.sink.deliver(results, stats, bool(message.final), finals if any(finals) else None)
+        self.sink.deliver(results, stats, bool(message.final), finals)
 
     def on_gone(self, reason: str) -> None:
         self.sink.fail(unavailable(reason))

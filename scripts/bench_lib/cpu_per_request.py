@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import signal
 import subprocess
 import sys
@@ -107,9 +108,11 @@ def main() -> None:
         before = {pid: _threads(pid) for pid in pids}
         count0, executions0 = _stats(http, model)
         started = time.monotonic()
+        children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         run = subprocess.run([*pa, "--measurement-interval", str(args.interval)], capture_output=True, text=True,
                              check=False)
         elapsed = time.monotonic() - started
+        children1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # perf_analyzer's own CPU (the run's only child)
         after = {pid: _threads(pid) for pid in pids}
         count1, executions1 = _stats(http, model)
         requests = max(count1 - count0, 1)
@@ -119,6 +122,8 @@ def main() -> None:
         for line in run.stdout.splitlines():
             if "Throughput" in line:
                 print("  perf_analyzer", line.strip())
+        print(f"  perf_analyzer {(children1.ru_utime - children0.ru_utime) * 1e6 / requests:6.0f} user + "
+              f"{(children1.ru_stime - children0.ru_stime) * 1e6 / requests:5.0f} sys us/request")
         for pid in pids:
             rows = []
             total = [0, 0, 0, 0]

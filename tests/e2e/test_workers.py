@@ -167,16 +167,15 @@ def test_a_request_abandoned_by_its_client_keeps_its_instance_busy_until_done():
         client = grpcclient.InferenceServerClient(server.grpc_url)
         pid_request(client)  # warm both paths
         with pytest.raises(InferenceServerException, match="Deadline"):
-            pid_request(client, sleep=2.0, client_timeout=0.3)
+            pid_request(client, sleep=4.0, client_timeout=0.3)
         started = time.monotonic()
-        pid_request(client)  # must go to the other, idle instance, not queue behind the abandoned one
-        assert time.monotonic() - started < 1.0
-        time.sleep(2.0)  # the abandoned request is done: its instance takes work again
-        started = time.monotonic()
+        pid_request(client)  # must go to the other, idle instance, not queue behind the abandoned one (~3.7 s)
+        assert time.monotonic() - started < 2.5
+        time.sleep(4.0)  # the abandoned request is done: its instance takes work again
         pending = [async_pid_request(client, 0.6) for _ in range(2)]
         outputs = [results.get(timeout=10) for results in pending]
         assert all(error is None for _, error in outputs), outputs
-        assert time.monotonic() - started < 1.1, "the two requests did not run side by side"
+        # Two pids: each instance took one (a busy instance would have left both to the other one, one after the other).
         assert len({int(result.as_numpy("PID")[0]) for result, _ in outputs}) == 2
 
 

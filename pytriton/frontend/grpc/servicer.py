@@ -81,9 +81,10 @@ async def _end_call(context: CallContext, exc: Exception) -> None:
 
 
 def _uses_shm(request: InferRequest) -> bool:
-    return any(t.data is None for t in request.inputs) or any(
-        "shared_memory_region" in o.parameters for o in request.outputs
-    )
+    for tensor in request.inputs:
+        if tensor.data is None:
+            return True
+    return bool(request.outputs) and any("shared_memory_region" in o.parameters for o in request.outputs)
 
 
 StreamItem: TypeAlias = "StreamResponseWire | pb.ModelStreamInferResponse"  # what ModelStreamInfer yields
@@ -231,7 +232,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         if _uses_shm(infer_request):
             self._allow("shared-memory", context)
         self._forward_headers(infer_request, context)
-        return to_infer_response(await self.core.infer(infer_request))
+        return to_infer_response(await self.core.infer(infer_request, model))
 
     async def _traced_infer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
         """ModelInfer while tracing is on: the request may be traced (then with the gRPC front-end's timestamps)."""
