@@ -75,7 +75,8 @@ class ReceiveBuffer:
 
     def idle(self) -> bool:
         """No request refers to it and no view of it is alive: a new message may overwrite it."""
-        return self.region.in_use == 0 and not self.region.removing and sys.getrefcount(self._exporter) == self._baseline
+        region = self.region
+        return region.in_use == 0 and not region.removing and sys.getrefcount(self._exporter) == self._baseline
 
     def filling(self) -> bool:
         """A message is being received into it: it has not arrived in full, and the receiver still holds it."""

@@ -1,7 +1,8 @@
 """Large messages received straight into server-owned shared memory (issue 21): byte-exact round trips through
 tritonclient over gRPC (unary and stream) and HTTP (binary), the segment's reuse only once every request that refers
 to it has ended, and its release on every way a request ends (validation error, deadline, worker killed, a client
-that goes away mid-message, a gRPC stream reset mid-message). The session fixture checks that /dev/shm is clean after the servers stop.
+that goes away mid-message, a gRPC stream reset mid-message). The session fixture checks that /dev/shm is clean
+after the servers stop.
 """
 
 from __future__ import annotations
@@ -156,7 +157,8 @@ class _gated_infer:
         self.x, self.y = _data(seed)
         self._started, self._release = Path(f"{base}.started"), Path(f"{base}.release")
         self._answers: queue.Queue = queue.Queue()
-        client.async_infer(MODEL, _grpc_inputs(self.x, self.y), lambda result, error: self._answers.put((result, error)),
+        client.async_infer(MODEL, _grpc_inputs(self.x, self.y),
+                           lambda result, error: self._answers.put((result, error)),
                            parameters={"started": str(self._started), "release": str(self._release)},
                            client_timeout=timeout)
 
@@ -249,7 +251,8 @@ def _read_answer(sock: socket.socket) -> None:
         data += sock.recv(65536)
     head, rest = data.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 200"), head
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:])
+    length = int({key.lower(): value for key, value in fields.items()}[b"content-length"])
     while len(rest) < length:
         rest += sock.recv(1 << 20)
 

@@ -4,9 +4,9 @@ that their tensors reach the model without a copy.
 A message of at least RECEIVE_MIN bytes (and at most `max_bytes`) goes into an idle segment of the connection of its
 size, else into a new one when a message of this size has arrived in full on this connection before and no segment of
 the connection is being filled (so memory grows with bytes received, never with a declared size: a new segment's
-length has arrived in full before, and one at a time), else nowhere here: the caller's ordinary buffer takes it. A connection keeps at most `count` segments of `max_bytes` in all
-(the oldest go first); a segment it lets go of is unlinked at once when no request refers to it, else with the end of
-its last request.
+length has arrived in full before, and one at a time), else nowhere here: the caller's ordinary buffer takes it. A
+connection keeps at most `count` segments of `max_bytes` in all (the oldest go first); a segment it lets go of is
+unlinked at once when no request refers to it, else with the end of its last request.
 """
 
 from __future__ import annotations

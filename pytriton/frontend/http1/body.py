@@ -45,7 +45,8 @@ class DirectBody:
         self.length = length
         self.size = 0
         # `first` 0: no room yet (memory is short); the bytes that came with the head are added as they are.
-        self.buffer: bytearray | memoryview = reuse if reuse is not None and len(reuse) == length else bytearray(min(length, first))
+        self.buffer: bytearray | memoryview = (
+            reuse if reuse is not None and len(reuse) == length else bytearray(min(length, first)))
 
     @property
     def complete(self) -> bool:
