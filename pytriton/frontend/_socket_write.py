@@ -9,6 +9,13 @@ slice of the rest (it copies that slice, waits for the socket, sends it and call
 in the order they were written. TLS (or any transport without a plain socket) gets no direct path: every write goes
 to the transport as before.
 
+With `coalesce`, small writes of one event-loop turn are gathered and handed to the transport as one buffer at the
+end of the turn (a `call_soon`): the answers of one batch to the streams of one HTTP/2 connection, and the
+acknowledgements of one read, leave in one `send` instead of one each. A gathered write is copied (the caller's
+buffer may go back to its owner at once); a large write, `close`, `write_eof` and `abort` hand over (or drop) what
+was gathered first, so bytes still go out in the order they were written. Gathered bytes are not counted by
+`get_write_buffer_size` (they are not held by reference and wait at most until the end of the turn).
+
 The protocol keeps its contract with asyncio: it routes its `pause_writing`/`resume_writing` through `paused` and
 `resumed`, and hears of a pause when the first byte waits and of the resume once nothing waits, queue included, so
 that a tensor's owner gets its buffer back only when no byte of it is still to be sent.
@@ -36,9 +43,13 @@ def _view(data: Any) -> memoryview:
 class DirectWriteTransport(asyncio.Transport):
     """`transport` with direct socket writes for large buffers; everything else is passed through."""
 
-    def __init__(self, transport: asyncio.Transport):
+    def __init__(self, transport: asyncio.Transport, coalesce: bool = False):
         super().__init__()
         self.transport = transport
+        self._coalesce = coalesce
+        self._gathered: list[bytes] = []  # small writes of this turn (`coalesce`), handed over by `_hand_over`
+        self._hand_over_handle: asyncio.Handle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # known at the first gathered write
         sock = transport.get_extra_info("socket")
         plain = sock is not None and transport.get_extra_info("sslcontext") is None
         self._fd = sock.fileno() if plain else -1
@@ -57,6 +68,15 @@ class DirectWriteTransport(asyncio.Transport):
             self._queue.append(_view(data) if size >= LARGE_WRITE else memoryview(bytes(data)))
             self._queued += size
             return
+        if size < LARGE_WRITE and self._coalesce:
+            self._gathered.append(data if type(data) is bytes else bytes(data))
+            if self._hand_over_handle is None:
+                if self._loop is None:
+                    self._loop = asyncio.get_running_loop()
+                self._hand_over_handle = self._loop.call_soon(self._hand_over)
+            return
+        if self._gathered:
+            self._hand_over()
         if size < LARGE_WRITE or self._fd < 0 or self.transport.is_closing():
             self.transport.write(data)
             return
@@ -68,6 +88,15 @@ class DirectWriteTransport(asyncio.Transport):
     def writelines(self, list_of_data: Any) -> None:
         for data in list_of_data:
             self.write(data)
+
+    def _hand_over(self) -> None:
+        """Give the transport what this turn gathered, as one buffer."""
+        if self._hand_over_handle is not None:
+            self._hand_over_handle.cancel()
+            self._hand_over_handle = None
+        gathered, self._gathered = self._gathered, []
+        if gathered and not self.transport.is_closing():
+            self.transport.write(gathered[0] if len(gathered) == 1 else b"".join(gathered))
 
     def _send(self) -> None:
         """Write the queue to the socket while it takes bytes; then give the transport a slice to wait with (the
@@ -120,6 +149,10 @@ class DirectWriteTransport(asyncio.Transport):
     def _drop(self) -> None:
         self._queue.clear()
         self._queued = 0
+        self._gathered.clear()
+        if self._hand_over_handle is not None:
+            self._hand_over_handle.cancel()
+            self._hand_over_handle = None
 
     def lost(self) -> None:
         """The connection is gone: the queue lets go of the buffers it refers to."""
@@ -160,12 +193,16 @@ class DirectWriteTransport(asyncio.Transport):
         return self.transport.can_write_eof()
 
     def write_eof(self) -> None:
+        if self._gathered:
+            self._hand_over()
         if self._queue:
             self._eof = True
         else:
             self.transport.write_eof()
 
     def close(self) -> None:
+        if self._gathered:
+            self._hand_over()
         if self._queue:
             self._closing = True  # after the queue, as asyncio closes after its buffer
         else:

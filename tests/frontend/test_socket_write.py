@@ -15,14 +15,15 @@ MIB = 1 << 20
 class Recorder(asyncio.Protocol):
     """The server side's protocol: routes pause/resume through the writer, as the front-ends do."""
 
-    def __init__(self) -> None:
+    def __init__(self, coalesce: bool = False) -> None:
+        self.coalesce = coalesce
         self.writer: DirectWriteTransport | None = None
         self.events: list[str] = []
         self.largest_transport_buffer = 0
         self.lost = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.writer = DirectWriteTransport(transport)  # type: ignore[arg-type]
+        self.writer = DirectWriteTransport(transport, coalesce=self.coalesce)  # type: ignore[arg-type]
         transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
 
     def pause_writing(self) -> None:
@@ -43,10 +44,10 @@ class Recorder(asyncio.Protocol):
         self.lost.set_result(exc)
 
 
-async def _pair() -> tuple[Recorder, socket.socket]:
+async def _pair(coalesce: bool = False) -> tuple[Recorder, socket.socket]:
     ours, theirs = socket.socketpair()
     theirs.setblocking(False)
-    _, protocol = await asyncio.get_running_loop().connect_accepted_socket(Recorder, ours)
+    _, protocol = await asyncio.get_running_loop().connect_accepted_socket(lambda: Recorder(coalesce), ours)
     return protocol, theirs
 
 
@@ -176,3 +177,80 @@ def test_without_a_plain_socket_everything_goes_to_the_transport():
     writer.write(b"x")
     assert [len(chunk) for chunk in inner.written] == [MIB, 1]
     assert writer.get_write_buffer_size() == 0
+
+
+def _count_writes(writer: DirectWriteTransport) -> list[int]:
+    sizes: list[int] = []
+    write = writer.transport.write
+
+    def counted(data) -> None:  # noqa: ANN001
+        sizes.append(len(data))
+        write(data)
+
+    writer.transport.write = counted  # type: ignore[method-assign]
+    return sizes
+
+
+def test_coalesced_small_writes_of_one_turn_leave_together_in_order():
+    """With `coalesce`, the small writes of one loop turn reach the transport as one write at the end of the turn;
+    the caller's buffers are copied (they may be reused at once); the next turn's writes go in a write of their own."""
+    async def main() -> None:
+        protocol, peer = await _pair(coalesce=True)
+        writer = protocol.writer
+        assert writer is not None
+        sizes = _count_writes(writer)
+        reused = bytearray(b"A" * 100)
+        pieces = [b"one", memoryview(reused), b"three" * 50, bytearray(b"four")]
+        for piece in pieces:
+            writer.write(piece)
+        reused[:] = b"B" * 100  # the caller reuses its buffer right after the write
+        assert sizes == []  # nothing handed over during the turn
+        await asyncio.sleep(0)
+        assert sizes == [3 + 100 + 250 + 4]
+        writer.write(b"next turn")
+        await asyncio.sleep(0)
+        assert sizes == [357, 9]
+        got = await _read_all(peer, 366)
+        assert got == b"one" + b"A" * 100 + b"three" * 50 + b"four" + b"next turn"
+        assert protocol.events == []  # everything went to the socket at once: no pause, no resume
+        writer.close()
+        await asyncio.wait_for(protocol.lost, 10)
+        peer.close()
+
+    asyncio.run(main())
+
+
+def test_coalesced_writes_go_before_a_large_write_and_before_close():
+    """A large write, `write_eof` and `close` hand over what the turn gathered first: the order is kept."""
+    async def main() -> None:
+        protocol, peer = await _pair(coalesce=True)
+        writer = protocol.writer
+        assert writer is not None
+        tensor = bytes(range(256)) * (3 * MIB // 256)
+        writer.write(b"head")
+        writer.write(tensor)
+        writer.write(b"tail")
+        writer.write_eof()
+        writer.close()
+        got = await _read_all(peer)  # everything, then EOF
+        assert got == b"head" + tensor + b"tail"
+        await asyncio.wait_for(protocol.lost, 10)
+        peer.close()
+
+    asyncio.run(main())
+
+
+def test_abort_drops_what_the_turn_gathered():
+    async def main() -> None:
+        protocol, peer = await _pair(coalesce=True)
+        writer = protocol.writer
+        assert writer is not None
+        sizes = _count_writes(writer)
+        writer.write(b"never sent")
+        writer.abort()
+        await asyncio.wait_for(protocol.lost, 10)
+        assert sizes == []
+        assert await _read_all(peer) == b""
+        peer.close()
+
+    asyncio.run(main())

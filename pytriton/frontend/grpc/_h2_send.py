@@ -251,6 +251,8 @@ class Outbox:
             self._ended(stream)
 
     def flush_blocked(self) -> None:
+        if not self.blocked:  # the common case (a WINDOW_UPDATE with nothing waiting for it)
+            return
         for stream in list(self.blocked.values()):
             if self.window <= 0:
                 return

@@ -98,7 +98,8 @@ class GrpcConnection(FrameReader):
 
     # ---- asyncio protocol ----------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.writer = DirectWriteTransport(cast(asyncio.Transport, transport))  # large buffers go out uncopied
+        # Large buffers go out uncopied; small writes of one loop turn (a batch's answers, acknowledgements) in one send.
+        self.writer = DirectWriteTransport(cast(asyncio.Transport, transport), coalesce=True)
         self.transport = self.outbox.transport = self.writer
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple) and len(peername) >= 2:

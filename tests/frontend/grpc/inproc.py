@@ -23,6 +23,8 @@ class Ledger:
         self.started = 0
         self.cancelled = 0
         self.gate = asyncio.Event()  # /t.S/Gate takes its requests past the first once this is set
+        self.together = 1  # /t.S/Together answers once this many of its calls wait (all in one loop turn)
+        self.waiting: list[asyncio.Future] = []
 
     def double_releases(self) -> list[int]:
         return sorted({r for r in self.released if self.released.count(r) > 1})
@@ -61,7 +63,8 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
     size the request names, after the delay it names: b"<size>" or b"<size>:<seconds>"), /t.S/Stream (Replies of
     the size named, one after another, until cancelled); /t.S/Refused returns a Reply but ends the call with
     set_code(NOT_FOUND); /t.S/Broken returns a Reply its serialiser fails on; /t.S/Gate (bidirectional) takes its
-    first request, then the others once `ledger.gate` is set, and answers the bytes it took."""
+    first request, then the others once `ledger.gate` is set, and answers the bytes it took; /t.S/Together echoes
+    its request once `ledger.together` calls wait, all of them woken at once (as one batch's completion does)."""
 
     async def echo(request: bytes, context: h2.Context) -> bytes:
         return request
@@ -96,6 +99,16 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
             total += len(request)
         yield str(total).encode()
 
+    async def together(request: bytes, context: h2.Context) -> bytes:
+        waiter = asyncio.get_running_loop().create_future()
+        ledger.waiting.append(waiter)
+        if len(ledger.waiting) >= ledger.together:
+            waiting, ledger.waiting = ledger.waiting, []
+            for each in waiting:
+                each.set_result(None)
+        await waiter
+        return request
+
     async def refused(request: bytes, context: h2.Context) -> Reply:
         context.set_code(grpc.StatusCode.NOT_FOUND)
         context.set_details("chose not to answer")
@@ -106,6 +119,7 @@ def transport_methods(ledger: Ledger) -> dict[bytes, h2.Method]:
         b"/t.S/Refused": h2.Method(refused, identity, _serialize, on_sent=_on_sent),
         b"/t.S/Broken": h2.Method(big, identity, _broken, on_sent=_on_sent),
         b"/t.S/Echo": h2.Method(echo, identity, _serialize),
+        b"/t.S/Together": h2.Method(together, identity, _serialize),
         b"/t.S/Hold": h2.Method(hold, identity, _serialize),
         b"/t.S/Big": h2.Method(big, identity, _serialize, on_sent=_on_sent),
         b"/t.S/Stream": h2.Method(stream, identity, _serialize, server_streaming=True, on_sent=_on_sent),
