@@ -58,8 +58,8 @@ def _region_tensor(name: str, datatype: str, shape: tuple[int, ...], where: Regi
 def to_request_data(request: ExecutionRequest) -> RequestData:
     """The core's request in the transport's form."""
     regions = request.input_regions
-    inputs = [
-        TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None
+    inputs = [  # (a tensor with data may lie in a region too: a large message received into shared memory)
+        TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None and t.name not in regions
         else _region_tensor(t.name, t.datatype, t.shape, regions[t.name])
         for t in request.inputs
     ]
