@@ -129,6 +129,7 @@ class Server:
                 strict_readiness=config.strict_readiness,
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
+            core.received.attach(host.received)  # large messages are received into shared memory
             host.serve_bls(core.infer, core.infer_stream)  # models' own requests (pb_utils BLS)
             host.serve_custom_metrics(core.custom_metrics)  # models' pb_utils.MetricFamily
             self.tracer.attach(_trace_sink(self.trace_config, self.trace_settings),
@@ -191,7 +192,7 @@ class Server:
                 app = http_app()
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
                                          config.http_limits, too_large_hint=app.too_large_hint,
-                                         reuse_port=peers is not None, tls=config.http_tls)
+                                         reuse_port=peers is not None, tls=config.http_tls, received=core.received)
                 await self.http.start()
             if config.allow_metrics and local_metrics is not None:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
@@ -287,6 +288,7 @@ class Server:
         core, self.core = self.core, None
         if core is not None:
             await core.stop(timeout_s=max(0.0, deadline - asyncio.get_running_loop().time()))
+            core.received.close()  # no new receive segments; the host's arena unlinks what is left
         host, self.host = self.host, None
         if host is not None:
             host.close()

@@ -202,3 +202,17 @@ def counted_double(requests):
     global _executions
     _executions += 1
     return [{"OUT": r["IN"] * 2, "CALLS": np.array([_executions], dtype=np.int64)} for r in requests]
+
+
+def gated_identity(requests):
+    """Like identity, but driven by files as gated_pid: creates `started`, waits (up to 30 s) for `release`, and only
+    then reads its inputs (so an input overwritten meanwhile would show in the answer)."""
+    for r in requests:
+        started, release = r.parameters.get("started"), r.parameters.get("release")
+        if started:
+            with open(started, "w"):
+                pass
+        deadline = time.monotonic() + 30
+        while release and not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return identity(requests)

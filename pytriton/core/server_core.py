@@ -19,6 +19,7 @@ from pytriton.core.ensemble import Ensemble
 from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.peers import Peers
+from pytriton.core.received import ReceivedBuffers
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
@@ -73,6 +74,7 @@ class ServerCore:
         self.custom_metrics = CustomMetrics()  # Python-backend models' pb_utils.MetricFamily values
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
+        self.received = ReceivedBuffers(self.shm)  # large messages received into shared memory (front-ends)
         self.pipeline_depth = pipeline_depth
         self.response_cache = response_cache
         self.execution_timeout_s = execution_timeout_s
@@ -303,12 +305,16 @@ class ServerCore:
         regions: list[Region] = []
         input_regions: dict[str, RegionSlice] = {}
         output_regions: dict[str, RegionSlice] = {}
+        received = self.received if self.received.total else None
         for tensor in request.inputs:
             ref = tensor.region
             if tensor.data is None and ref is not None:
                 region = self.shm.lookup(ref.name, ref.offset, ref.byte_size, ref.owned)
                 regions.append(region)
                 input_regions[tensor.name] = RegionSlice(region, ref.offset, ref.byte_size)
+            elif received is not None and ref is None and (where := received.where(tensor.data)) is not None:
+                regions.append(where[0])  # bytes received into a segment: passed by reference
+                input_regions[tensor.name] = RegionSlice(where[0], where[1], tensor.nbytes)
         for output in request.outputs:
             params = output.parameters
             name = params.get("shared_memory_region") if params else None

@@ -38,6 +38,8 @@ class SystemShmRegion:
     id: int
     in_use: int = 0
     removing: bool = False
+    # A server-owned region (`SharedMemoryRegistry.own_system`): called once when it goes (its segment is freed)
+    on_gone: Callable[[], None] | None = None
 
     def status(self) -> dict:
         return {"name": self.name, "key": self.key, "offset": self.offset, "byte_size": self.byte_size}
@@ -173,6 +175,22 @@ class SharedMemoryRegistry:
         return CudaShmRegion(f"pytriton_inprocess_{entry[0]}", key[0], device_id, byte_size, entry[0], in_use=1,
                              removing=True, keep=[keep])  # removing from the start: it goes when released
 
+    def own_system(self, key: str, byte_size: int, on_gone: Callable[[], None]) -> SystemShmRegion:
+        """A system region of the server's own (a segment a large request message was received into,
+        `core/received.py`): not listed, not unregistrable, reached only through a `RegionRef` that carries it. It is
+        in use while requests refer to it (`acquire`/`release`); once marked `removing` it goes with its last use,
+        and `on_gone` is called (once), after the workers were told to unmap it."""
+        region_id = next(self._ids)
+        return SystemShmRegion(f"pytriton_received_{region_id}", key, 0, byte_size, region_id, on_gone=on_gone)
+
+    def remove_owned(self, region: SystemShmRegion) -> None:
+        """An own region is no longer wanted: it goes now when no request uses it, else with its last use."""
+        if region.removing:
+            return
+        region.removing = True
+        if region.in_use == 0:
+            self._remove(region)
+
     # ---- status ------------------------------------------------------------------------------
     def system_status(self, name: str = "") -> list[dict]:
         """Registered system regions (those awaiting removal too, as Triton lists them)."""
@@ -224,6 +242,9 @@ class SharedMemoryRegistry:
             del self._owned[key]
         for callback in self.on_removed:
             callback(region)
+        if isinstance(region, SystemShmRegion) and region.on_gone is not None:
+            on_gone, region.on_gone = region.on_gone, None
+            on_gone()
 
     # ---- per-request use ---------------------------------------------------------------------
     def lookup(self, name: str, offset: int, byte_size: int, owned: Region | None = None) -> Region:

@@ -105,7 +105,9 @@ class ExecutionRequest:
     outputs wanted, and the client regions requested outputs are to be written into."""
 
     inputs: list[Tensor]
-    input_regions: dict[str, RegionSlice]  # input name -> its bytes in a client region (its Tensor.data is None)
+    # input name -> its bytes in a client region (its Tensor.data is None), or in a server segment it was received
+    # into (core/received.py: its Tensor.data is a view of them)
+    input_regions: dict[str, RegionSlice]
     requested_outputs: list[str]
     output_regions: dict[str, RegionSlice]  # output name -> the client region to write it into
     parameters: dict[str, Any]

@@ -6,14 +6,39 @@ The server composes it with the core: the core gets instance sources, never this
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.arena import SHM_DIR, ShmArena, segment_name
 from pytriton.proxy.router import ProxyRouter
 from pytriton.supervisor.bls import BlsBridge
 from pytriton.supervisor.custom_metrics import CustomMetricsBridge
 from pytriton.supervisor.external import ExternalInstances
 from pytriton.supervisor.worker_pool import WorkerPool
+
+
+class ReceiveSegments:
+    """The segments large request messages are received into (the core's `SegmentSource`, core/received.py): one
+    dedicated segment of the server's own per buffer, named `pytriton_<tag>_<pid>_rcv<id>`, its pages reserved."""
+
+    def __init__(self, tag: str):
+        self.arena = ShmArena(tag, "rcv", segment_size=0)  # (every allocation gets a segment of its own)
+
+    def allocate(self, nbytes: int) -> tuple[str, int, memoryview]:
+        """Refused (MemoryError) when it would leave less than half of /dev/shm free: the arenas the tensors travel
+        in come first (a message not received into a segment is received into ordinary memory)."""
+        info = os.statvfs(SHM_DIR)
+        if (info.f_bavail * info.f_frsize - nbytes) * 2 < info.f_blocks * info.f_frsize:
+            raise MemoryError(f"a receive segment of {nbytes} bytes would leave less than half of {SHM_DIR} free")
+        segment_id, _, view = self.arena.allocate(nbytes)
+        return segment_name(self.arena.tag, self.arena.owner_pid, "rcv", segment_id), segment_id, view
+
+    def free(self, handle: int) -> None:
+        self.arena.free(handle, 0)
+
+    def close(self) -> None:
+        self.arena.close()
 
 
 class WorkerHost:
@@ -25,6 +50,7 @@ class WorkerHost:
         self.inline_max = inline_max
         self.log_level = log_level
         self.router: ProxyRouter | None = None
+        self.received: ReceiveSegments | None = None
         self._generation = 0
 
     @property
@@ -34,6 +60,7 @@ class WorkerHost:
 
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
+        self.received = ReceiveSegments(self.tag)
 
     def serve_bls(self, infer: Any, infer_stream: Any) -> BlsBridge:
         """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
@@ -62,6 +89,9 @@ class WorkerHost:
             self.router.broadcast_unmap(region_ids)
 
     def close(self) -> None:
+        if self.received is not None:
+            self.received.close()
+            self.received = None
         if self.router is not None:
             self.router.close()
             self.router = None

@@ -66,8 +66,8 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
         if known is not None and known[0] is request:
             return known[1]
     regions = request.input_regions
-    inputs = [
-        TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None
+    inputs = [  # (a tensor with data may lie in a region too: a large message received into shared memory)
+        TensorData(t.name, t.datatype, t.shape, t.data, slot=t.shared) if t.data is not None and t.name not in regions
         else _region_tensor(t.name, t.datatype, t.shape, regions[t.name])
         for t in request.inputs
     ]

@@ -4,6 +4,9 @@ Method handlers keep grpc.aio's shape (`await handler(request, context)`, async 
 context offers what our servicers use. A request message's buffer grows as its bytes arrive (never to a length
 that was only declared); a large one is received by the socket straight into it, and the connection keeps the
 last one for the next message of the same size.
+
+With the core's receive buffers, a large uncompressed infer message goes into server-owned shared memory instead,
+which its tensors are then handed to the model from without a copy (`_h2_segments.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import grpc
 
+from pytriton.core.received import drop_frames
 from pytriton.frontend.grpc._h2_head import CallHead
 from pytriton.frontend.grpc._h2_message import (
     GZIP_THREAD_MIN,
@@ -24,10 +28,12 @@ from pytriton.frontend.grpc._h2_message import (
     gzip_message,
     message_size,
 )
+from pytriton.frontend.grpc._h2_segments import ConnectionSegments
 from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, OnSent, run_releases
 from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
 if TYPE_CHECKING:
+    from pytriton.core.received import ReceivedBuffers
     from pytriton.frontend.grpc.h2 import GrpcConnection
 
 logger = logging.getLogger("pytriton.frontend")
@@ -45,10 +51,11 @@ class Method:
     """One RPC: its handler and (de)serialisers. `serialize` returns the message as a list of buffers;
     `on_sent(response)`, where given, returns the callable that gives the response's buffers back (called once,
     when the transport no longer needs them). `compress`: its responses are gzip-compressed for clients that
-    accept gzip when the connection has a compression level (the infer methods)."""
+    accept gzip when the connection has a compression level (the infer methods). `in_place`: its large messages
+    may be received into the core's receive buffers (the infer methods, whose tensors are then passed uncopied)."""
 
     __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
-                 "compress")
+                 "compress", "in_place")
 
     def __init__(
         self,
@@ -59,6 +66,7 @@ class Method:
         server_streaming: bool = False,
         on_sent: Callable[[Any], OnSent | None] | None = None,
         compress: bool = False,
+        in_place: bool = False,
     ):
         self.handler = handler
         self.deserialize = deserialize
@@ -67,6 +75,7 @@ class Method:
         self.server_streaming = server_streaming
         self.on_sent = on_sent
         self.compress = compress
+        self.in_place = in_place
 
 
 class Context:
@@ -118,7 +127,8 @@ class GrpcCalls:
     """The gRPC calls of one connection: started by request headers, fed by DATA, ended by END_STREAM."""
 
     def __init__(self, connection: GrpcConnection, methods: dict[bytes, Method], max_message_bytes: int,
-                 max_decompressed_bytes: int | None = None, gzip_level: int | None = None):
+                 max_decompressed_bytes: int | None = None, gzip_level: int | None = None,
+                 received: ReceivedBuffers | None = None):
         self._connection = connection
         self._outbox = connection.outbox
         self._loop = connection.loop
@@ -127,6 +137,8 @@ class GrpcCalls:
         self._max_decompressed = max_decompressed_bytes or max_message_bytes
         self._gzip_level = gzip_level  # the compression of infer responses (None: none)
         self._spares: list[bytearray] = []  # the last large message buffers, for next messages of the same size
+        self._segments = ConnectionSegments(received, SPARES, SPARE_MAX) \
+            if received is not None and received.enabled else None  # (the same bounds as the spares)
 
     # ---- a call's start -------------------------------------------------------------------------------------------
     def start(self, stream: Stream, head: CallHead) -> None:
@@ -188,7 +200,9 @@ class GrpcCalls:
                     self._deliver(stream, bytes(data[pos : pos + length]))
                     pos += length
                     continue
-                stream.body = self._message_buffer(length, size - pos)
+                method = stream.method
+                in_place = method is not None and method.in_place and not stream.compressed
+                stream.body = self._message_buffer(length, size - pos, in_place)
                 stream.fill = 0
                 stream.expect = length
                 if not length:
@@ -224,9 +238,15 @@ class GrpcCalls:
         if stream.fill == stream.expect:
             self._complete(stream)
 
-    def _message_buffer(self, length: int, available: int) -> bytearray:
-        """A message's first buffer: one of the connection's spares when it has this size and nothing refers to it
-        any more (clients send same-sized tensors over and over), else what has arrived of it, at least GROW_MIN."""
+    def _message_buffer(self, length: int, available: int, in_place: bool = False) -> bytearray | memoryview:
+        """A message's first buffer: a receive segment (see the module's text), or one of the connection's spares
+        when it has this size and nothing refers to it any more (clients send same-sized tensors over and over),
+        else what has arrived of it, at least GROW_MIN."""
+        if in_place and self._segments is not None:
+            segment = self._segments.take(length)
+            if segment is not None:
+                self._spares = [spare for spare in self._spares if len(spare) != length]  # (it takes their place)
+                return segment
         if DIRECT_MIN <= length <= SPARE_MAX:
             for spare in self._spares:
                 if len(spare) == length and sys.getrefcount(spare) == 3:  # the list, `spare`, the argument
@@ -234,12 +254,15 @@ class GrpcCalls:
         return bytearray(min(length, max(available, GROW_MIN)))
 
     @property
-    def spare(self) -> bytearray | None:
-        """The most recent spare message buffer (None when the connection keeps none)."""
-        return self._spares[-1] if self._spares else None
+    def spare(self) -> object | None:
+        """The most recent spare message buffer or receive segment (None when the connection keeps none)."""
+        segments = self._segments.segments if self._segments is not None else None
+        return self._spares[-1] if self._spares else segments[-1] if segments else None
 
     def drop_spares(self) -> None:
         self._spares.clear()
+        if self._segments is not None:
+            self._segments.drop()
 
     def _keep_spare(self, body: bytearray) -> None:
         spares = self._spares
@@ -255,7 +278,7 @@ class GrpcCalls:
     def _grow(self, stream: Stream, end: int) -> bytearray:
         """Grow the message buffer to hold `end` bytes, at most doubling what has arrived (at least GROW_MIN)."""
         body = stream.body
-        assert body is not None
+        assert isinstance(body, bytearray)  # (a receive segment has its whole length from the start)
         size = min(stream.expect, max(end, stream.fill + max(stream.fill, GROW_MIN)))
         try:
             body += bytes(size - len(body))  # in place (no copy of what is there for large buffers)
@@ -268,7 +291,9 @@ class GrpcCalls:
     def _complete(self, stream: Stream) -> None:
         body, stream.body = stream.body, None
         assert body is not None
-        if DIRECT_MIN <= len(body) <= SPARE_MAX:
+        if self._segments is not None:
+            self._segments.arrived(body)
+        if isinstance(body, bytearray) and DIRECT_MIN <= len(body) <= SPARE_MAX:
             self._keep_spare(body)
         self._deliver(stream, body)
 
@@ -339,9 +364,11 @@ class GrpcCalls:
         try:
             response = await method.handler(request, stream.context)
         except RpcAbort as exc:
+            drop_frames(exc)  # (the request's buffers are free at once)
             self._outbox.finish(stream, exc.code, exc.details)
             return
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            drop_frames(exc)
             return  # reset by the client, past its deadline, or the server is stopping
         except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
             self._handler_failed(stream, exc)
@@ -412,6 +439,7 @@ class GrpcCalls:
                 if _over(stream):
                     return
         except RpcAbort as exc:
+            drop_frames(exc)
             self._outbox.finish(stream, exc.code, exc.details)
             return
         except asyncio.CancelledError:

@@ -208,7 +208,7 @@ class Stream:
         # receiving: the 5-byte message prefix, then the message body, which grows as its bytes arrive
         self.head = bytearray(5)
         self.head_fill = 0
-        self.body: bytearray | None = None
+        self.body: bytearray | memoryview | None = None  # (a memoryview: a receive segment, core/received.py)
         self.fill = 0
         self.expect = 0  # the body's declared length
         self.compressed = False

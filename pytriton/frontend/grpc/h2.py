@@ -25,7 +25,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Callable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import grpc
 
@@ -48,6 +48,9 @@ from pytriton.frontend.grpc._h2_stream import (
 
 __all__ = ["READ_BUFFER", "Context", "GrpcConnection", "H2Limits", "Method", "RpcAbort"]
 
+if TYPE_CHECKING:
+    from pytriton.core.received import ReceivedBuffers
+
 logger = logging.getLogger("pytriton.frontend")
 
 CLOSE_LINGER_S = 5.0  # a connection we close that does not take its last bytes is aborted after this
@@ -58,7 +61,7 @@ class GrpcConnection(FrameReader):
     """One client connection: HTTP/2 frames in, RPCs dispatched to `methods`, responses out."""
 
     def __init__(self, methods: dict[bytes, Method], connections: set[GrpcConnection] | None = None,
-                 limits: H2Limits | None = None):  # fmt: skip
+                 limits: H2Limits | None = None, received: ReceivedBuffers | None = None):  # fmt: skip
         limits = limits or H2Limits()
         super().__init__(limits)
         self.connections = connections
@@ -77,7 +80,8 @@ class GrpcConnection(FrameReader):
         self._settings_budget = RateBudget(limits.max_settings_per_s)
         self.outbox = Outbox(self._local_end, self._pings, limits.max_pending_control_frames)
         self.calls = GrpcCalls(self, methods, limits.max_message_bytes,
-                               min(limits.max_message_bytes, limits.max_decompressed_bytes), limits.infer_gzip_level)
+                               min(limits.max_message_bytes, limits.max_decompressed_bytes), limits.infer_gzip_level,
+                               received)
         self.keepalive = Keepalive(self, limits, self._pings)
         self.going_away = False
         self.idle: asyncio.Event = asyncio.Event()

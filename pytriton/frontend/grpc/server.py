@@ -114,6 +114,7 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
         methods[f"/{SERVICE_NAME}/{method.name}".encode()] = h2.Method(
             getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming,
             on_sent_of if method.name in chunked else None, compress=method.name in chunked,
+            in_place=method.name in chunked,
         )
     request = health_pb2.HealthCheckRequest.FromString
     methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)
@@ -236,7 +237,7 @@ class GrpcFrontend:
         methods = h2_methods(self.servicer, self._health)
 
         def connection() -> asyncio.BaseProtocol:
-            return h2.GrpcConnection(methods, self._connections, self.limits)
+            return h2.GrpcConnection(methods, self._connections, self.limits, self.core.received)
 
         factory: Callable[[], asyncio.BaseProtocol] = connection
         if context is not None:  # the handshake is bounded by the header timeout, as the preface is

@@ -13,6 +13,7 @@ from urllib.parse import unquote
 import orjson
 
 from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
+from pytriton.core.received import drop_frames
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import (
@@ -180,6 +181,7 @@ class HttpApp:
         try:
             return await self._route(request)
         except ServerError as exc:
+            drop_frames(exc)  # (the request's buffers are free at once)
             return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
         except AccessDenied as exc:
             return error_response(403, str(exc))

@@ -12,14 +12,26 @@ Every byte a body holds is charged to the budget: a large body's buffer before i
 memory is plentiful, else its whole remaining length, waited for with reading stopped), other bodies as their bytes
 are read (then, if memory is short, reading stops until their remaining length can be charged). The charge goes with
 the request until its handler is done, then to the spare buffer (released when the spare is dropped) or back.
+
+With the core's receive buffers (`received`, core/received.py), a large binary infer body (`in_place`: at least
+RECEIVE_MIN bytes, not compressed) goes into a server-owned shared-memory segment instead, whose tensors the model then
+gets without a copy: the connection's segment when it has this size and is idle, else a new one when the previous
+large body on this connection had this size and arrived in full (memory grows with bytes received, never with a
+declared size), else ordinary memory as above. Such a body is charged its whole length while its request holds it
+(when the budget has it; else ordinary memory); an idle segment is bounded by the core's total instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
+from pytriton.core.received import RECEIVE_MIN
 from pytriton.frontend.http1.budget import BufferBudget
+
+if TYPE_CHECKING:
+    from pytriton.core.received import ReceiveBuffer, ReceivedBuffers
 
 FIRST_BLOCK = 64 * 1024
 
@@ -29,11 +41,12 @@ class DirectBody:
 
     __slots__ = ("buffer", "length", "size")
 
-    def __init__(self, length: int, reuse: bytearray | None = None, first: int = FIRST_BLOCK):
+    def __init__(self, length: int, reuse: bytearray | memoryview | None = None, first: int = FIRST_BLOCK):
         self.length = length
         self.size = 0
         # `first` 0: no room yet (memory is short); the bytes that came with the head are added as they are.
-        self.buffer = reuse if reuse is not None and len(reuse) == length else bytearray(min(length, first))
+        self.buffer: bytearray | memoryview = (
+            reuse if reuse is not None and len(reuse) == length else bytearray(min(length, first)))
 
     @property
     def complete(self) -> bool:
@@ -51,6 +64,7 @@ class DirectBody:
 
     def grow(self) -> None:
         """Called when no view of the buffer is alive, so that it may be resized."""
+        assert isinstance(self.buffer, bytearray)  # (a receive segment has its whole length from the start)
         self.buffer.extend(bytes(self.growth()))
 
     def room(self) -> memoryview:
@@ -73,8 +87,8 @@ class DirectBody:
 class BodyReceiver(asyncio.BufferedProtocol):
     """The bodies of one connection and their charge to the listener's budget; `RequestReader` reads into them."""
 
-    __slots__ = ("_body", "_body_charge", "_debt", "_direct", "_need", "_spare", "_spare_charge", "_waiting",
-                 "budget")
+    __slots__ = ("_arrived", "_body", "_body_charge", "_debt", "_direct", "_need", "_segment", "_spare",
+                 "_spare_charge", "_waiting", "budget", "received")
 
     def __init__(self, budget: BufferBudget):
         self.budget = budget  # the listener's, shared by its connections
@@ -86,6 +100,9 @@ class BodyReceiver(asyncio.BufferedProtocol):
         self._debt = False  # this read charged bytes that had arrived without asking
         self._waiting = False  # stopped reading until the budget has `_need` bytes for this connection
         self._need = 0
+        self.received: ReceivedBuffers | None = None  # the core's receive buffers (set by the listener), if any
+        self._segment: ReceiveBuffer | None = None  # the connection's receive segment
+        self._arrived = 0  # the length of the last large body that arrived in full
 
     def _stop_reading(self) -> None:
         """Read nothing more until `_resume` (the connection also stops its head/body deadline)."""
@@ -107,6 +124,8 @@ class BodyReceiver(asyncio.BufferedProtocol):
         """The body is complete with `size` bytes: its charge, which goes with the request (the rest of a
         reservation is released)."""
         self._hold(size)
+        if size >= RECEIVE_MIN:
+            self._arrived = size
         charge, self._body_charge = self._body_charge, 0
         if charge > size:
             self.budget.release(charge - size)
@@ -120,9 +139,12 @@ class BodyReceiver(asyncio.BufferedProtocol):
         if charge:
             self.budget.release(charge)
 
-    def _start_direct(self, size: int) -> None:
-        """Receive a large body into its own buffer: the spare one (already charged) when it fits, else a first
-        block if the budget has it, else no room yet (`_settle_direct` waits for memory)."""
+    def _start_direct(self, size: int, in_place: bool = False) -> None:
+        """Receive a large body into its own buffer: a receive segment (`in_place`, see the module's text), the
+        spare one (already charged) when it fits, else a first block if the budget has it, else no room yet
+        (`_settle_direct` waits for memory)."""
+        if in_place and self.received is not None and self._start_segment(size):
+            return
         spare = self._reusable_spare(size)
         if spare is not None:
             self._direct = DirectBody(size, spare)
@@ -133,9 +155,29 @@ class BodyReceiver(asyncio.BufferedProtocol):
         first = min(size, FIRST_BLOCK)
         if not self.budget.try_take(first):
             first = 0
-        self._direct = DirectBody(size, first=first)
+        self._direct = direct = DirectBody(size, first=first)
         self._body_charge = first
-        self._spare = self._direct.buffer
+        assert isinstance(direct.buffer, bytearray)
+        self._spare = direct.buffer
+
+    def _start_segment(self, size: int) -> bool:
+        segment = self._segment
+        if segment is None or segment.length != size or not segment.idle():
+            if self._arrived != size or self.received is None:
+                return False
+            fresh = self.received.new(size)
+            if fresh is None:
+                return False
+            if segment is not None:
+                segment.discard()  # (unlinked with the end of its last request)
+            self._segment = segment = fresh
+        if not self.budget.try_take(size):
+            return False
+        if self._spare is not None and len(self._spare) == size:
+            self._drop_spare()  # the segment takes its place
+        self._direct = DirectBody(size, segment.memory())
+        self._body_charge = size
+        return True
 
     def _reusable_spare(self, size: int) -> bytearray | None:
         """The previous large body's buffer when it has this size and no request, tensor view or message refers
@@ -220,3 +262,6 @@ class BodyReceiver(asyncio.BufferedProtocol):
             self.budget.leave(self)
         self._drop_body()
         self._drop_spare()
+        segment, self._segment = self._segment, None
+        if segment is not None:
+            segment.discard()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pytriton.frontend._listen import listen
 from pytriton.frontend.http1.budget import BufferBudget
@@ -13,6 +14,9 @@ from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import Handler
 from pytriton.frontend.http1.reader import SharedReadBuffer
 from pytriton.frontend.tls import TlsAcceptor, TlsSettings, server_context
+
+if TYPE_CHECKING:
+    from pytriton.core.received import ReceivedBuffers
 
 logger = logging.getLogger("pytriton.frontend")
 
@@ -32,8 +36,10 @@ class HttpListener:
         protocol: str = "HTTP",
         reuse_port: bool = False,
         tls: TlsSettings | None = None,
+        received: ReceivedBuffers | None = None,
     ):
         self.handler = handler
+        self.received = received  # the core's receive buffers: large binary infer bodies go there
         self.tls = tls  # HTTPS (and client certificates) on the port; None: plain text
         self._acceptor: TlsAcceptor | None = None
         self.address = address
@@ -60,8 +66,11 @@ class HttpListener:
         return len(self._connections)
 
     def _connection(self) -> HttpConnection:
-        return HttpConnection(self.handler, self.limits, self._read_buffer, self._connections, self.too_large_hint,
-                              self.budget)
+        connection = HttpConnection(self.handler, self.limits, self._read_buffer, self._connections,
+                                    self.too_large_hint, self.budget)
+        if self.received is not None and self.received.enabled:
+            connection.received = self.received
+        return connection
 
     async def start(self) -> int:
         factory: Callable[[], asyncio.BaseProtocol] = self._connection

@@ -322,7 +322,12 @@ class RequestReader(BodyReceiver):
             if size > self.limits.max_input_bytes:
                 self._too_large = True
             elif size >= DIRECT_BODY_MIN:
-                self._start_direct(size)
+                in_place = (  # a binary infer request: its tensors may be received into shared memory
+                    "inference-header-content-length" in headers
+                    and headers.get("content-encoding", "identity") == "identity"
+                    and self._url.split(b"?", 1)[0].endswith(b"/infer")
+                )
+                self._start_direct(size, in_place)
                 self._direct_keep_alive = self.parser.should_keep_alive()
                 self._direct_method = self.parser.get_method()
                 self._phase = DIRECT
