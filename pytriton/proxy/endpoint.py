@@ -21,12 +21,8 @@ from typing import Any
 import numpy as np
 import zmq
 
-from pytriton.model_config.datatypes import (
-    CODE_TO_NUMPY,
-    TRITON_TO_CODE,
-    deserialize_bytes_tensor,
-    serialize_bytes_tensor,
-)
+from pytriton.model_config.datatypes import CODE_TO_NUMPY, TRITON_TO_CODE
+from pytriton.model_config.datatypes import deserialize_bytes_tensor, serialize_bytes_tensor
 from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
 from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
