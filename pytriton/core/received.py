@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from pytriton.model_config.datatypes import ITEMSIZE
+
 if TYPE_CHECKING:
     from pytriton.core.shm_registry import SharedMemoryRegistry, SystemShmRegion
 
@@ -140,16 +142,17 @@ class ReceivedBuffers:
             except Exception:  # noqa: BLE001
                 logger.exception("freeing a receive segment")
 
-    def where(self, data: Any) -> tuple[SystemShmRegion, int] | None:
+    def where(self, data: Any, datatype: str = "") -> tuple[SystemShmRegion, int] | None:
         """(region, offset) of a tensor whose bytes lie in a live receive buffer (and that is large enough to be
-        passed by reference), else None."""
+        passed by reference, at an offset aligned for its `datatype`: the model's arrays are views of the segment,
+        and where the message put the tensor is the client's header's doing), else None (the tensor is copied)."""
         buffer = self._buffers.get(id(getattr(data, "obj", None)))
         if buffer is None or not buffer.owns(data) or buffer.region.removing:
             return None
         if data.nbytes < TENSOR_MIN or not data.contiguous:
             return None
         offset = np.frombuffer(data, dtype=np.uint8).ctypes.data - buffer.address
-        if offset < 0 or offset + data.nbytes > buffer.length:
+        if offset < 0 or offset + data.nbytes > buffer.length or offset % ITEMSIZE.get(datatype, 1):
             return None
         return buffer.region, offset
 

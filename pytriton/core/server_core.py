@@ -312,7 +312,8 @@ class ServerCore:
                 region = self.shm.lookup(ref.name, ref.offset, ref.byte_size, ref.owned)
                 regions.append(region)
                 input_regions[tensor.name] = RegionSlice(region, ref.offset, ref.byte_size)
-            elif received is not None and ref is None and (where := received.where(tensor.data)) is not None:
+            elif received is not None and ref is None and (
+                    where := received.where(tensor.data, tensor.datatype)) is not None:
                 regions.append(where[0])  # bytes received into a segment: passed by reference
                 input_regions[tensor.name] = RegionSlice(where[0], where[1], tensor.nbytes)
         for output in request.outputs:

@@ -66,6 +66,20 @@ def test_idle_only_without_requests_and_without_views():
     assert source.freed == [buffer.handle]
 
 
+def test_a_tensor_unaligned_for_its_datatype_is_copied():
+    """The model's arrays are views of the segment: passed by reference only at an offset aligned for the datatype."""
+    buffers, _, _ = _buffers()
+    buffer = buffers.new(RECEIVE_MIN)
+    assert buffer is not None
+    memory = buffer.memory()
+    for offset, datatype, passed in ((1000, "FP64", True), (1004, "FP64", False), (1004, "FP32", True),
+                                     (1001, "FP32", False), (1002, "FP16", True), (1001, "UINT8", True),
+                                     (1001, "BYTES", True)):
+        where = buffers.where(memory[offset : offset + TENSOR_MIN], datatype)
+        assert (where is not None) == passed, (offset, datatype)
+        assert where is None or where[1] == offset
+
+
 def test_a_discarded_buffer_is_not_passed_by_reference():
     buffers, _, _ = _buffers()
     buffer = buffers.new(RECEIVE_MIN)
