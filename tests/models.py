@@ -221,3 +221,18 @@ def gated_identity(requests):
 def alignment_probe(requests):
     """OUT_X = IN_X, and ALIGNED: whether every input array the model got is aligned for its dtype (numpy's flag)."""
     return [{"OUT_X": r["IN_X"], "ALIGNED": np.array([all(a.flags.aligned for a in r.values())])} for r in requests]
+
+
+def gated_digest(requests):
+    """gated_identity, and then the sha256 of IN_X's bytes written to the file the `digest` parameter names (what the
+    model read, also for a request whose caller has gone)."""
+    import hashlib
+
+    answers = gated_identity(requests)
+    for r in requests:
+        digest = r.parameters.get("digest")
+        if digest:
+            with open(digest + ".tmp", "w") as file:
+                file.write(hashlib.sha256(r["IN_X"].tobytes()).hexdigest())
+            os.replace(digest + ".tmp", digest)
+    return answers

@@ -6,6 +6,9 @@ small bodies. Every answer is compared byte for byte; the session fixture checks
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -14,7 +17,9 @@ import tritonclient.http as httpclient
 from pytriton.core.received import RECEIVE_MIN
 from tests.conftest import serve, tensor_args
 from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments, _wait
-from tests.frontend.grpc.raw_h2 import S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, window_update
+from tests.frontend.grpc.raw_h2 import (
+    CANCEL, DATA, END_STREAM, HEADERS, RST_STREAM, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, rst_stream, window_update,
+)
 
 MIB = 1 << 20
 IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "uint8", "-1"), ("IN_Y", "fp32", "-1")]) \
@@ -158,3 +163,100 @@ def test_http_keep_alive_large_small_large(server):
     finally:
         client.close()
     _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+
+
+DIGEST = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "uint8", "-1"), ("IN_Y", "fp32", "-1")]) \
+    + tensor_args("output", [("OUT_X", "uint8", "-1"), ("OUT_Y", "fp32", "-1")])
+
+
+@pytest.fixture(scope="module")
+def digest_server():
+    with serve("tests.models:gated_digest", *DIGEST, "--instances", "2") as process:
+        yield process
+
+
+def _gated_message(x: np.ndarray, base: Path, release: bool = False) -> bytes:
+    """A ModelInferRequest for gated_digest: the model creates `<base>.started`, waits for `<base>.release` (made
+    now when `release`), then writes IN_X's sha256 to `<base>.digest`."""
+    from tritonclient.grpc import service_pb2
+
+    if release:
+        Path(f"{base}.release").touch()
+    request = service_pb2.ModelInferRequest(model_name="gated_digest")
+    for name, value in (("started", f"{base}.started"), ("release", f"{base}.release"), ("digest", f"{base}.digest")):
+        request.parameters[name].string_param = value
+    for name, datatype, array in (("IN_X", "UINT8", x), ("IN_Y", "FP32", np.arange(4, dtype=np.float32))):
+        tensor = request.inputs.add()
+        tensor.name, tensor.datatype = name, datatype
+        tensor.shape.append(array.size)
+        request.raw_input_contents.append(array.tobytes())
+    return request.SerializeToString()
+
+
+def _digest(base: Path) -> str:
+    path = Path(f"{base}.digest")
+    _wait(path.exists, f"the model to read {base.name}'s input")
+    return path.read_text()
+
+
+def _send(h2: RawH2, stream_id: int, message: bytes) -> None:
+    h2.headers(stream_id, h2.grpc_request("ModelInfer"), end_stream=False)
+    wire = grpc_message(message)
+    for pos in range(0, len(wire), MIB):
+        h2.data(stream_id, wire[pos : pos + MIB], end_stream=pos + MIB >= len(wire))
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["while-the-worker-reads", "while-queued"])
+def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_server, tmp_path: Path, queued: bool):
+    """A call reset (RST_STREAM) while its worker holds it (or while it waits for one), then more messages of the same
+    size on the same connection: the model of the reset call reads the bytes that call sent, not a later message's."""
+    from tritonclient.grpc import service_pb2
+
+    def check(*calls: tuple[int, np.ndarray]) -> None:
+        """The answers of these streams, in whatever order they come."""
+        data: dict[int, list[bytes]] = {stream_id: [] for stream_id, _ in calls}
+        trailers: dict[int, dict] = {}
+        while len(trailers) < len(calls):
+            item = h2.wait_for(lambda f: f.stream_id in data and f.type in (DATA, HEADERS, RST_STREAM), "answers")
+            assert item.type != RST_STREAM, f"{item} instead of an answer"
+            if item.type == DATA:
+                data[item.stream_id].append(item.payload)
+            else:
+                decoded = dict(h2.decoder.decode(item.payload))
+                if item.flags & END_STREAM:
+                    trailers[item.stream_id] = decoded
+        for stream_id, x in calls:
+            assert trailers[stream_id].get("grpc-status") == "0", trailers[stream_id]
+            answer = service_pb2.ModelInferResponse.FromString(b"".join(data[stream_id])[5:])
+            assert answer.raw_output_contents[0] == x.tobytes(), f"stream {stream_id}: OUT_X differs"
+
+    xs = [np.random.default_rng(200 + i).integers(0, 256, 2 * MIB, dtype=np.uint8) for i in range(6)]
+    with _h2(digest_server) as h2:
+        for stream_id, i in ((1, 0), (3, 1)):  # the connection gets a segment of this size
+            _send(h2, stream_id, _gated_message(xs[i], tmp_path / f"m{i}", release=True))
+            check((stream_id, xs[i]))
+        assert len(_receive_segments(digest_server)) == 1
+        held = []
+        for stream_id, i in ((5, 2), (7, 3)) if queued else ((5, 2),):  # (queued: both instances held first)
+            _send(h2, stream_id, _gated_message(xs[i], tmp_path / f"m{i}"))
+            _wait(Path(f"{tmp_path / f'm{i}'}.started").exists, "the worker to hold the request")
+            held.append((stream_id, i))
+        victim = 4 if queued else 2
+        if queued:
+            _send(h2, 9, _gated_message(xs[4], tmp_path / "m4"))  # waits for an instance
+        h2.send(rst_stream(9 if queued else 5, CANCEL))
+        _send(h2, 11, _gated_message(xs[5], tmp_path / "m5", release=not queued))  # the same size
+        if not queued:
+            check((11, xs[5]))
+        for _, i in held:
+            Path(f"{tmp_path / f'm{i}'}.release").touch()
+        if queued:
+            Path(f"{tmp_path / 'm4'}.release").touch()
+            Path(f"{tmp_path / 'm5'}.release").touch()
+            check(*[(stream_id, xs[i]) for stream_id, i in held], (11, xs[5]))
+            assert not Path(f"{tmp_path / 'm4'}.started").exists(), "a call reset while queued ran"
+        else:
+            assert _digest(tmp_path / f"m{victim}") == hashlib.sha256(xs[victim].tobytes()).hexdigest(), \
+                "the model of the reset call read bytes a later message overwrote"
+            assert _digest(tmp_path / "m5") == hashlib.sha256(xs[5].tobytes()).hexdigest()
+    _wait(lambda: not _receive_segments(digest_server), "the connection's segments to be unlinked")
