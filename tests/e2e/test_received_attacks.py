@@ -7,18 +7,20 @@ small bodies. Every answer is compared byte for byte; the session fixture checks
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from pytriton.core.received import RECEIVE_MIN
 from tests.conftest import serve, tensor_args
 from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments, _wait
 from tests.frontend.grpc.raw_h2 import (
-    CANCEL, DATA, END_STREAM, HEADERS, RST_STREAM, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, rst_stream, window_update,
+    CANCEL, DATA, END_STREAM, HEADERS, RST_STREAM, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, ping, rst_stream, window_update,
 )
 
 MIB = 1 << 20
@@ -260,3 +262,92 @@ def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_serv
                 "the model of the reset call read bytes a later message overwrote"
             assert _digest(tmp_path / "m5") == hashlib.sha256(xs[5].tobytes()).hexdigest()
     _wait(lambda: not _receive_segments(digest_server), "the connection's segments to be unlinked")
+
+
+def _unknown_model_message(nbytes: int) -> bytes:
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name="no_such_model")
+    tensor = request.inputs.add()
+    tensor.name, tensor.datatype = "IN_X", "UINT8"
+    tensor.shape.append(nbytes)
+    request.raw_input_contents.append(bytes(nbytes))
+    return grpc_message(request.SerializeToString())
+
+
+def test_many_connections_stalled_inside_a_repeated_size_stay_within_the_server_wide_bound(server):
+    """72 connections each send a whole 16 MiB message (to an unknown model: answered NOT_FOUND), then half of a
+    second of that size, and stall: the second ones may go into segments, but never more than 1 GiB of them in all;
+    the server still answers; when the clients go, every segment goes."""
+    from pytriton.core.received import RECEIVE_TOTAL_MAX
+
+    wire = _unknown_model_message(16 * MIB)
+    connections = []
+    try:
+        for _ in range(72):
+            h2 = _h2(server)
+            connections.append(h2)
+            for stream_id, part in ((1, wire), (3, wire[: len(wire) // 2])):
+                h2.headers(stream_id, h2.grpc_request("ModelInfer"), end_stream=False)
+                for pos in range(0, len(part), MIB):
+                    h2.data(stream_id, part[pos : pos + MIB], end_stream=part is wire and pos + MIB >= len(part))
+            _, _, trailers = h2.answer(1)
+            assert trailers.get("grpc-status") == "5", trailers  # NOT_FOUND
+        # (the half messages have arrived once the server answers a ping on each connection: frames are in order)
+        for h2 in connections:
+            h2.send(ping(b"stalled!"))
+            h2.expect_ping_ack(b"stalled!")
+        segments = _receive_segments(server)
+        held = sum(os.stat(f"/dev/shm/{name}").st_size for name in segments)
+        assert segments and held <= RECEIVE_TOTAL_MAX, f"{len(segments)} segments, {held} bytes"
+        _grpc_round_trip(server)  # the server still answers (into ordinary memory past the bound)
+    finally:
+        for h2 in connections:
+            h2.close()
+    _wait(lambda: not _receive_segments(server), "the stalled connections' segments to be unlinked")
+
+
+def _grpc_round_trip(server) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        x, y = _data(300, 2 * MIB)
+        for _ in range(2):
+            result = client.infer(MODEL, _grpc_inputs(x, y))
+            assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mistake", ["unknown model", "unknown version", "wrong datatype", "wrong shape"])
+def test_requests_refused_before_any_worker_give_their_segment_back(server, mistake: str):
+    """Messages of one size that the server refuses (answered with an error, no worker involved), then good ones of
+    that size: the refused ones let go of the connection's segment at once (one segment, reused throughout)."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        x, y = _data(400, 1536 * 1024)  # (as INT32: a shape whose varint has the same length)
+        good: dict = {"model_name": MODEL, "model_version": "1" if mistake == "unknown version" else ""}
+        for i in range(5):
+            inputs = _grpc_inputs(x, y)
+            model, version = MODEL, good["model_version"]
+            if mistake == "unknown model":
+                model = "gated_identitY"
+            elif mistake == "unknown version":
+                version = "7"
+            elif mistake == "wrong datatype":
+                inputs[0] = grpcclient.InferInput("IN_X", [x.size // 4], "INT32")
+                inputs[0].set_data_from_numpy(x.view(np.int32))
+            else:
+                inputs[0] = grpcclient.InferInput("IN_X", [2, x.size // 2], "UINT8")
+                inputs[0].set_data_from_numpy(x.reshape(2, -1))
+            with pytest.raises(InferenceServerException):
+                client.infer(model, inputs, model_version=version)
+            assert len(_receive_segments(server)) <= 1, f"after refused request {i}"
+        assert len(_receive_segments(server)) == 1
+        for _ in range(3):
+            result = client.infer(MODEL, _grpc_inputs(x, y), model_version=good["model_version"])
+            assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
+        if mistake != "wrong shape":  # (a shape of two dimensions: a longer message)
+            assert len(_receive_segments(server)) == 1
+    finally:
+        client.close()
+    _wait(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
