@@ -225,10 +225,17 @@ def alignment_probe(requests):
 
 def gated_digest(requests):
     """gated_identity, and then the sha256 of IN_X's bytes written to the file the `digest` parameter names (what the
-    model read, also for a request whose caller has gone)."""
+    model read, also for a request whose caller has gone); the `outcome` parameter "raise" makes it raise, "wrong
+    output" answer OUT_X as INT16."""
     import hashlib
 
     answers = gated_identity(requests)
+    for r, answer in zip(requests, answers):
+        outcome = r.parameters.get("outcome")
+        if outcome == "raise":
+            raise ValueError("the model failed on purpose")
+        if outcome == "wrong output":
+            answer["OUT_X"] = answer["OUT_X"].astype(np.int16)
     for r in requests:
         digest = r.parameters.get("digest")
         if digest:

@@ -351,3 +351,38 @@ def test_requests_refused_before_any_worker_give_their_segment_back(server, mist
     finally:
         client.close()
     _wait(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
+
+
+@pytest.mark.parametrize("outcome", ["raise", "wrong output"])
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_requests_that_fail_in_the_model_give_their_segment_back(digest_server, protocol: str, outcome: str):
+    """Large requests of one size whose model fails (raises, or answers an output of the wrong datatype) on one
+    connection: each gives the connection's segment back when it ends (one segment throughout, not one per error
+    until the garbage collector runs); then good requests of that size still round-trip in it."""
+    x, y = _data(500, 2 * MIB)
+    if protocol == "grpc":
+        client = grpcclient.InferenceServerClient(digest_server.grpc_url)
+
+        def infer(parameters: dict):
+            result = client.infer("gated_digest", _grpc_inputs(x, y), parameters=parameters)
+            return result.as_numpy("OUT_X")
+    else:
+        client = httpclient.InferenceServerClient(digest_server.http_url, network_timeout=60)
+
+        def infer(parameters: dict):
+            inputs = [httpclient.InferInput("IN_X", [x.size], "UINT8"), httpclient.InferInput("IN_Y", [y.size], "FP32")]
+            inputs[0].set_data_from_numpy(x, binary_data=True)
+            inputs[1].set_data_from_numpy(y, binary_data=True)
+            outputs = [httpclient.InferRequestedOutput("OUT_X", binary_data=True)]
+            return client.infer("gated_digest", inputs, outputs=outputs, parameters=parameters).as_numpy("OUT_X")
+    try:
+        for i in range(5):  # (the parameter values have one length: the messages have one size)
+            with pytest.raises(InferenceServerException):
+                infer({"outcome": outcome})
+            assert len(_receive_segments(digest_server)) <= 1, f"after failed request {i}"
+        for _ in range(2):
+            assert infer({"outcome": "x" * len(outcome)}).tobytes() == x.tobytes()
+        assert len(_receive_segments(digest_server)) == 1
+    finally:
+        client.close()
+    _wait(lambda: not _receive_segments(digest_server), "the connection's segment to be unlinked")
