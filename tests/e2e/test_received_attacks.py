@@ -386,3 +386,35 @@ def test_requests_that_fail_in_the_model_give_their_segment_back(digest_server, 
     finally:
         client.close()
     _wait(lambda: not _receive_segments(digest_server), "the connection's segment to be unlinked")
+
+
+@pytest.mark.parametrize("mistake", ["unknown model", "wrong datatype", "bad header"])
+def test_http_requests_refused_before_any_worker_give_their_segment_back(server, mistake: str):
+    x, y = _data(600, 2 * MIB)
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+
+    def infer(model: str, x_type: str = "UINT8", extra: dict | None = None):
+        inputs = [httpclient.InferInput("IN_X", [x.size], x_type), httpclient.InferInput("IN_Y", [y.size], "FP32")]
+        inputs[0].set_data_from_numpy(x.view(np.int8) if x_type == "INT8" else x, binary_data=True)
+        inputs[1].set_data_from_numpy(y, binary_data=True)
+        outputs = [httpclient.InferRequestedOutput("OUT_X", binary_data=True)]
+        return client.infer(model, inputs, outputs=outputs, parameters=extra).as_numpy("OUT_X")
+
+    try:
+        for i in range(5):  # (each mistake keeps the body's size: the good requests below have it too)
+            with pytest.raises(InferenceServerException):
+                if mistake == "unknown model":
+                    infer("gated_identitY")
+                elif mistake == "wrong datatype":
+                    infer(MODEL, "INT8", {"p": "xx"})  # ("INT8" is one byte shorter than "UINT8")
+                else:
+                    infer(MODEL, extra={"binary_data_output": "x"})  # (a reserved parameter)
+            assert len(_receive_segments(server)) <= 1, f"after refused request {i}"
+        for _ in range(2):
+            extra = {"p": "x"} if mistake == "wrong datatype" else {"binary_data_outpuX": "x"} \
+                if mistake == "bad header" else None
+            assert infer(MODEL, extra=extra).tobytes() == x.tobytes()
+        assert len(_receive_segments(server)) == 1
+    finally:
+        client.close()
+    _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
