@@ -418,3 +418,69 @@ def test_http_requests_refused_before_any_worker_give_their_segment_back(server,
     finally:
         client.close()
     _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+
+
+def _http_body(x: np.ndarray, base: Path) -> bytes:
+    """A binary infer request for gated_digest (see `_gated_message`), its head and body."""
+    parameters = (b'"parameters":{"started":"%s.started","release":"%s.release","digest":"%s.digest"},'
+                  % (str(base).encode(), str(base).encode(), str(base).encode()))
+    header = (b'{%s"inputs":[{"name":"IN_X","datatype":"UINT8","shape":[%d],"parameters":{"binary_data_size":%d}},'
+              b'{"name":"IN_Y","datatype":"FP32","shape":[4],"parameters":{"binary_data_size":16}}],'
+              b'"outputs":[{"name":"OUT_X","parameters":{"binary_data":true}}]}' % (parameters, x.size, x.size))
+    body = header + x.tobytes() + np.arange(4, dtype=np.float32).tobytes()
+    return (b"POST /v2/models/gated_digest/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            b"Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (len(header), len(body))) + body
+
+
+def test_http_pipelined_large_requests_never_overwrite_one_the_worker_holds(digest_server, tmp_path: Path):
+    """HTTP/1.1 pipelining: a large request held by its worker, then more of the same size sent behind it on the
+    connection before any answer is read (the server may read them while the first runs): the held one's model reads
+    its own bytes; all answers come, in order."""
+    import socket
+
+    xs = [np.random.default_rng(700 + i).integers(0, 256, 2 * MIB, dtype=np.uint8) for i in range(5)]
+    host, port = digest_server.http_url.split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.settimeout(60)
+        answers = _Answers(sock)
+        for i in range(2):  # the connection gets a segment of this size
+            Path(f"{tmp_path / f'p{i}'}.release").touch()
+            sock.sendall(_http_body(xs[i], tmp_path / f"p{i}"))
+            assert answers.next().endswith(xs[i].tobytes())
+        assert len(_receive_segments(digest_server)) == 1
+        sock.sendall(_http_body(xs[2], tmp_path / "p2"))
+        _wait(Path(f"{tmp_path / 'p2'}.started").exists, "the worker to hold the request")
+        for i in (3, 4):  # pipelined behind it, released at once
+            Path(f"{tmp_path / f'p{i}'}.release").touch()
+            sock.sendall(_http_body(xs[i], tmp_path / f"p{i}"))
+        Path(f"{tmp_path / 'p2'}.release").touch()
+        for i in (2, 3, 4):
+            assert _digest(tmp_path / f"p{i}") == hashlib.sha256(xs[i].tobytes()).hexdigest(), \
+                f"request {i}'s model read bytes another message overwrote"
+            assert answers.next().endswith(xs[i].tobytes()), f"request {i}: OUT_X differs"
+    _wait(lambda: not _receive_segments(digest_server), "the HTTP connection's segments to be unlinked")
+
+
+class _Answers:
+    """The bodies of the HTTP answers on a socket, one after another (pipelined answers kept apart)."""
+
+    def __init__(self, sock) -> None:  # noqa: ANN001
+        self.sock = sock
+        self.data = b""
+
+    def _fill(self, size: int) -> None:
+        while len(self.data) < size:
+            chunk = self.sock.recv(1 << 20)
+            assert chunk, "the server closed the connection"
+            self.data += chunk
+
+    def next(self) -> bytes:
+        while b"\r\n\r\n" not in self.data:
+            self._fill(len(self.data) + 1)
+        head, self.data = self.data.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        fields = {k.strip().lower(): v.strip() for k, v in (line.split(b":", 1) for line in head.split(b"\r\n")[1:])}
+        length = int(fields[b"content-length"])
+        self._fill(length)
+        body, self.data = self.data[:length], self.data[length:]
+        return body
