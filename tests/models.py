@@ -219,8 +219,20 @@ def gated_identity(requests):
 
 
 def alignment_probe(requests):
-    """OUT_X = IN_X, and ALIGNED: whether every input array the model got is aligned for its dtype (numpy's flag)."""
-    return [{"OUT_X": r["IN_X"], "ALIGNED": np.array([all(a.flags.aligned for a in r.values())])} for r in requests]
+    """OUT_X = IN_X; ALIGNED: whether every input array the model got is aligned for its dtype (numpy's flag);
+    RECEIVED: whether IN_X is a view of one of the server's receive segments (a mapping of a pytriton_*_rcv* file)."""
+    def received(array: np.ndarray) -> bool:
+        address = array.ctypes.data
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split()
+                start, end = (int(part, 16) for part in fields[0].split("-"))
+                if start <= address < end:
+                    return len(fields) > 5 and "_rcv" in fields[5]
+        return False
+
+    return [{"OUT_X": r["IN_X"], "ALIGNED": np.array([all(a.flags.aligned for a in r.values())]),
+             "RECEIVED": np.array([received(r["IN_X"])])} for r in requests]
 
 
 def gated_digest(requests):

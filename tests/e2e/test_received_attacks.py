@@ -27,7 +27,7 @@ MIB = 1 << 20
 IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "uint8", "-1"), ("IN_Y", "fp32", "-1")]) \
     + tensor_args("output", [("OUT_X", "uint8", "-1"), ("OUT_Y", "fp32", "-1")])
 PROBE = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "fp32", "-1")]) \
-    + tensor_args("output", [("OUT_X", "fp32", "-1"), ("ALIGNED", "bool", "1")])
+    + tensor_args("output", [("OUT_X", "fp32", "-1"), ("ALIGNED", "bool", "1"), ("RECEIVED", "bool", "1")])
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +42,33 @@ def probe():
         yield process
 
 
-def test_fp32_tensors_received_into_a_segment_reach_the_model_aligned(probe):
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_fp32_tensors_received_into_a_segment_reach_the_model_aligned(probe, protocol: str):
     """Where a tensor lies in a message depends on the header before it (here: the request id's length); the model
-    still gets arrays aligned for their dtype, as when they travel in the request arena."""
-    client = grpcclient.InferenceServerClient(probe.grpc_url)
+    still gets arrays aligned for their dtype, as when they travel in the request arena. Over HTTP, whose JSON
+    header's length is known before the body arrives, the body is placed so that they are aligned in the segment: the
+    model gets them from there whatever that length (over gRPC, an unaligned one is copied)."""
+    x = np.random.default_rng(1).random(MIB // 4, dtype=np.float32)
+    if protocol == "grpc":
+        client = grpcclient.InferenceServerClient(probe.grpc_url)
+        tensor = grpcclient.InferInput("IN_X", [x.size], "FP32")
+        tensor.set_data_from_numpy(x)
+        outputs = None
+    else:
+        client = httpclient.InferenceServerClient(probe.http_url, network_timeout=60)
+        tensor = httpclient.InferInput("IN_X", [x.size], "FP32")
+        tensor.set_data_from_numpy(x, binary_data=True)
+        outputs = [httpclient.InferRequestedOutput(name, binary_data=True) for name in ("OUT_X", "ALIGNED", "RECEIVED")]
     try:
-        x = np.random.default_rng(1).random(MIB // 4, dtype=np.float32)
-        for shift in range(4):  # (each message size twice: the second goes into a segment)
-            for _ in range(2):
-                tensor = grpcclient.InferInput("IN_X", [x.size], "FP32")
-                tensor.set_data_from_numpy(x)
-                result = client.infer("alignment_probe", [tensor], request_id="r" * (shift + 1))
+        received = []
+        for shift in range(8):  # (each message size twice: the second goes into a segment)
+            for repeat in range(2):
+                result = client.infer("alignment_probe", [tensor], request_id="r" * (shift + 1), outputs=outputs)
                 assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
                 assert result.as_numpy("ALIGNED")[0], f"an unaligned FP32 input (request id of {shift + 1} bytes)"
+                if repeat:
+                    received.append(bool(result.as_numpy("RECEIVED")[0]))
+        assert received == [True] * 8 if protocol == "http" else any(received), received
         assert _receive_segments(probe)  # (the messages did go into segments)
     finally:
         client.close()

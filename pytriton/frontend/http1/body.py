@@ -17,7 +17,8 @@ With the core's receive buffers (`received`, core/received.py), a large binary i
 RECEIVE_MIN bytes, not compressed) goes into a server-owned shared-memory segment instead, whose tensors the model then
 gets without a copy: the connection's segment when it has this size and is idle, else a new one when the previous
 large body on this connection had this size and arrived in full (memory grows with bytes received, never with a
-declared size), else ordinary memory as above. Such a body is charged its whole length while its request holds it
+declared size), else ordinary memory as above. The body is placed in its segment so that its binary tensors, after
+its JSON header, start on an 8-byte boundary (the model's arrays are views of the segment, and must be aligned). Such a body is charged its whole length while its request holds it
 (when the budget has it; else ordinary memory); an idle segment is bounded by the core's total instead.
 """
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from pytriton.core.received import ReceiveBuffer, ReceivedBuffers
 
 FIRST_BLOCK = 64 * 1024
+ALIGN = 8  # a body in a receive segment starts where its binary tensors fall on this boundary
 
 
 class DirectBody:
@@ -139,11 +141,11 @@ class BodyReceiver(asyncio.BufferedProtocol):
         if charge:
             self.budget.release(charge)
 
-    def _start_direct(self, size: int, in_place: bool = False) -> None:
-        """Receive a large body into its own buffer: a receive segment (`in_place`, see the module's text), the
-        spare one (already charged) when it fits, else a first block if the budget has it, else no room yet
-        (`_settle_direct` waits for memory)."""
-        if in_place and self.received is not None and self._start_segment(size):
+    def _start_direct(self, size: int, in_place: bool = False, json_size: int = 0) -> None:
+        """Receive a large body into its own buffer: a receive segment (`in_place`, see the module's text; its JSON
+        header is `json_size` bytes), the spare one (already charged) when it fits, else a first block if the budget
+        has it, else no room yet (`_settle_direct` waits for memory)."""
+        if in_place and self.received is not None and self._start_segment(size, json_size):
             return
         spare = self._reusable_spare(size)
         if spare is not None:
@@ -160,12 +162,14 @@ class BodyReceiver(asyncio.BufferedProtocol):
         assert isinstance(direct.buffer, bytearray)
         self._spare = direct.buffer
 
-    def _start_segment(self, size: int) -> bool:
+    def _start_segment(self, size: int, json_size: int) -> bool:
+        """The body goes into the connection's segment, at the offset that puts its binary tensors (after the JSON
+        header) on an ALIGN boundary: the model's arrays are views of the segment (core/received.py)."""
         segment = self._segment
-        if segment is None or segment.length != size or not segment.idle():
+        if segment is None or segment.length != size + ALIGN or not segment.idle():
             if self._arrived != size or self.received is None:
                 return False
-            fresh = self.received.new(size)
+            fresh = self.received.new(size + ALIGN)
             if fresh is None:
                 return False
             if segment is not None:
@@ -175,7 +179,8 @@ class BodyReceiver(asyncio.BufferedProtocol):
             return False
         if self._spare is not None and len(self._spare) == size:
             self._drop_spare()  # the segment takes its place
-        self._direct = DirectBody(size, segment.memory())
+        pad = -json_size % ALIGN
+        self._direct = DirectBody(size, segment.memory()[pad : pad + size])
         self._body_charge = size
         return True
 

@@ -327,7 +327,8 @@ class RequestReader(BodyReceiver):
                     and headers.get("content-encoding", "identity") == "identity"
                     and self._url.split(b"?", 1)[0].endswith(b"/infer")
                 )
-                self._start_direct(size, in_place)
+                json_size = headers.get("inference-header-content-length", "")
+                self._start_direct(size, in_place, int(json_size) if in_place and json_size.isdigit() else 0)
                 self._direct_keep_alive = self.parser.should_keep_alive()
                 self._direct_method = self.parser.get_method()
                 self._phase = DIRECT
