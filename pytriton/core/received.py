@@ -39,6 +39,7 @@ logger = logging.getLogger("pytriton.core")
 RECEIVE_MIN = 256 * 1024  # a message at least this large may be received into a receive buffer
 TENSOR_MIN = 64 * 1024  # a tensor at least this large in a receive buffer is passed by reference (smaller: copied)
 RECEIVE_TOTAL_MAX = 1 << 30  # the most bytes of receive buffers the server holds at once
+ALIGN = 8  # a tensor passed by reference lies at an offset aligned for its datatype (a message may be placed ALIGN on)
 
 
 class SegmentSource(Protocol):
@@ -55,7 +56,8 @@ class SegmentSource(Protocol):
 class ReceiveBuffer:
     """One receive segment: `memory()` to receive into; `idle()` says whether it may take a new message."""
 
-    __slots__ = ("_exporter", "_baseline", "address", "complete", "handle", "length", "pool", "region")
+    __slots__ = ("_exporter", "_baseline", "address", "complete", "handle", "length", "next_pad", "pad", "pool",
+                 "region")
 
     def __init__(self, pool: ReceivedBuffers, handle: int, view: memoryview, region: SystemShmRegion):
         self.pool = pool
@@ -63,6 +65,8 @@ class ReceiveBuffer:
         self.length = len(view)
         self.region = region
         self.complete = False  # the last message received into it has arrived in full
+        self.pad = 0  # where the message (`message`) starts in it
+        self.next_pad = 0  # where the next one is to start (see `message`)
         # Every view handed out is a view of this object: its reference count tells whether one is still alive.
         self._exporter = (ctypes.c_ubyte * self.length).from_buffer(view)
         self.address = ctypes.addressof(self._exporter)
@@ -71,6 +75,13 @@ class ReceiveBuffer:
     def memory(self) -> memoryview:
         """A writable view of the whole buffer (format "B")."""
         return memoryview(self._exporter).cast("B")
+
+    def message(self, length: int) -> memoryview:
+        """Where the next message of `length` bytes (at most `self.length - ALIGN`) is to be received: at `next_pad`,
+        which `ReceivedBuffers.where` sets when a tensor of the previous message lay unaligned for its datatype (a
+        client sends the same header over and over: its tensors then lie aligned, and are passed by reference)."""
+        self.pad = pad = self.next_pad
+        return self.memory()[pad : pad + length]
 
     def owns(self, view: Any) -> bool:
         return getattr(view, "obj", None) is self._exporter
@@ -152,7 +163,10 @@ class ReceivedBuffers:
         if data.nbytes < TENSOR_MIN or not data.contiguous:
             return None
         offset = np.frombuffer(data, dtype=np.uint8).ctypes.data - buffer.address
-        if offset < 0 or offset + data.nbytes > buffer.length or offset % ITEMSIZE.get(datatype, 1):
+        if offset < 0 or offset + data.nbytes > buffer.length:
+            return None
+        if offset % ITEMSIZE.get(datatype, 1):
+            buffer.next_pad = (buffer.pad - offset) % ALIGN  # (the tensor lies `offset - pad` into the message)
             return None
         return buffer.region, offset
 

@@ -3,7 +3,7 @@ one, and its release (once) whatever holds it last."""
 
 from __future__ import annotations
 
-from pytriton.core.received import RECEIVE_MIN, TENSOR_MIN, ReceivedBuffers, drop_frames
+from pytriton.core.received import ALIGN, RECEIVE_MIN, TENSOR_MIN, ReceivedBuffers, drop_frames
 from pytriton.core.shm_registry import SharedMemoryRegistry
 
 
@@ -78,6 +78,23 @@ def test_a_tensor_unaligned_for_its_datatype_is_copied():
         where = buffers.where(memory[offset : offset + TENSOR_MIN], datatype)
         assert (where is not None) == passed, (offset, datatype)
         assert where is None or where[1] == offset
+
+
+def test_the_next_message_is_placed_where_an_unaligned_tensor_would_lie_aligned():
+    buffers, _, _ = _buffers()
+    buffer = buffers.new(RECEIVE_MIN + ALIGN)
+    assert buffer is not None
+    message = buffer.message(RECEIVE_MIN)
+    assert len(message) == RECEIVE_MIN and buffer.pad == 0
+    assert buffers.where(message[45 : 45 + TENSOR_MIN], "FP32") is None  # 45 bytes into the message: copied
+    del message
+    message = buffer.message(RECEIVE_MIN)  # the next message of this layout
+    assert buffer.pad == 3
+    where = buffers.where(message[45 : 45 + TENSOR_MIN], "FP32")
+    assert where is not None and where[1] == 48
+    assert buffers.where(message[46 : 46 + TENSOR_MIN], "FP64") is None  # (another layout: placed anew)
+    del message
+    assert buffer.message(RECEIVE_MIN) is not None and buffer.pad == 2
 
 
 def test_a_discarded_buffer_is_not_passed_by_reference():

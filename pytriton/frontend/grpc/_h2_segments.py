@@ -1,10 +1,11 @@
 """A connection's receive segments (core/received.py): where its large uncompressed infer messages are received, so
 that their tensors reach the model without a copy.
 
-A message of at least RECEIVE_MIN bytes (and at most `max_bytes`) goes into an idle segment of the connection of its
-size, else into a new one when a message of this size has arrived in full on this connection before and no segment of
-the connection is being filled (so memory grows with bytes received, never with a declared size: a new segment's
-length has arrived in full before, and one at a time), else nowhere here: the caller's ordinary buffer takes it. A
+A message of at least RECEIVE_MIN bytes (and at most `max_bytes`) goes into an idle segment of the connection for its
+size (ALIGN bytes more: the message is placed so that its tensors lie aligned, see ReceiveBuffer.message), else into
+a new one when a message of this size has arrived in full on this connection before and no segment of the connection
+is being filled (so memory grows with bytes received, never with a declared size: a new segment's length has arrived
+in full before, and one at a time), else nowhere here: the caller's ordinary buffer takes it. A
 connection keeps at most `count` segments of `max_bytes` in all (the oldest go first); a segment it lets go of is
 unlinked at once when no request refers to it, else with the end of its last request.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytriton.core.received import RECEIVE_MIN
+from pytriton.core.received import ALIGN, RECEIVE_MIN
 
 if TYPE_CHECKING:
     from pytriton.core.received import ReceiveBuffer, ReceivedBuffers
@@ -36,12 +37,12 @@ class ConnectionSegments:
             return None
         segments = self.segments
         for segment in segments:
-            if segment.length == length and segment.idle():
+            if segment.length == length + ALIGN and segment.idle():
                 segment.complete = False
-                return segment.memory()
+                return segment.message(length)
         if length not in self._arrived or self._filling():
             return None
-        fresh = self._received.new(length)
+        fresh = self._received.new(length + ALIGN)  # (room to place the message: see ReceiveBuffer.message)
         if fresh is None:
             return None
         segments.append(fresh)
@@ -52,7 +53,7 @@ class ConnectionSegments:
             evicted.discard()
             if evicted.filling():
                 self._evicted.append(evicted)
-        return fresh.memory()
+        return fresh.message(length)
 
     def _filling(self) -> bool:
         """A segment of the connection (kept or let go of) is being filled."""

@@ -28,14 +28,13 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING
 
-from pytriton.core.received import RECEIVE_MIN
+from pytriton.core.received import ALIGN, RECEIVE_MIN
 from pytriton.frontend.http1.budget import BufferBudget
 
 if TYPE_CHECKING:
     from pytriton.core.received import ReceiveBuffer, ReceivedBuffers
 
 FIRST_BLOCK = 64 * 1024
-ALIGN = 8  # a body in a receive segment starts where its binary tensors fall on this boundary
 
 
 class DirectBody:
