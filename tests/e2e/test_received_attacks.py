@@ -381,3 +381,32 @@ def test_requests_that_fail_in_the_model_give_their_segment_back(digest_server, 
     finally:
         client.close()
     _wait(lambda: not _receive_segments(digest_server), "the connection's segment to be unlinked")
+
+
+def _worker_receive_mappings(server) -> list[str]:
+    """The receive segments the server's workers still have mapped (unlinked ones show as "(deleted)")."""
+    found = []
+    for pid in server.worker_pids():
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                found += [line.split(None, 5)[5].strip() for line in maps if "_rcv" in line]
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
+def test_workers_let_go_of_the_segments_of_closed_connections(server):
+    """Connections come and go, each with a segment its requests were read from: once they are gone, no worker keeps
+    one mapped (an unlinked segment still mapped would keep its memory in /dev/shm)."""
+    for seed in range(8):
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        try:
+            x, y = _data(800 + seed, MIB + 4096 * seed)  # (a size of its own)
+            for _ in range(3):
+                result = client.infer(MODEL, _grpc_inputs(x, y))
+                assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
+            assert _worker_receive_mappings(server)  # (the worker read the tensor from the segment)
+        finally:
+            client.close()
+    _wait(lambda: not _receive_segments(server), "the connections' segments to be unlinked")
+    _wait(lambda: not _worker_receive_mappings(server), "the workers to unmap the segments")
