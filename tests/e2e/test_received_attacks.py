@@ -410,3 +410,31 @@ def test_workers_let_go_of_the_segments_of_closed_connections(server):
             client.close()
     _wait(lambda: not _receive_segments(server), "the connections' segments to be unlinked")
     _wait(lambda: not _worker_receive_mappings(server), "the workers to unmap the segments")
+
+
+def test_a_deadline_while_queued_gives_the_segment_back_and_the_call_never_runs(server, tmp_path: Path):
+    """One instance, held by a request; a second of the same size waits for it and passes its deadline: the model never
+    sees the second, and its segment is free again (more requests of that size reuse the segments there are)."""
+    from tests.e2e.test_received_segments import _gated_infer, _warm
+
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        _warm(client, tmp_path)  # an idle segment of this size
+        first = _gated_infer(client, 91, tmp_path / "q1")
+        first.started()
+        late = _gated_infer(client, 92, tmp_path / "q2", timeout=1.0)
+        result, error = late._answers.get(timeout=60)
+        assert result is None and "Deadline" in str(error)
+        third = _gated_infer(client, 93, tmp_path / "q3")  # (the reset may still be on its way: maybe a new one)
+        Path(f"{tmp_path / 'q3'}.release").touch()
+        first.release()
+        first.check()
+        third.check()
+        assert not Path(f"{tmp_path / 'q2'}.started").exists(), "a call past its deadline while queued ran"
+        held = len(_receive_segments(server))
+        assert held <= 3
+        _warm(client, tmp_path, ("w4", "w5"))
+        assert len(_receive_segments(server)) == held  # all of them idle again: reused
+    finally:
+        client.close()
+    _wait(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
