@@ -438,3 +438,32 @@ def test_a_deadline_while_queued_gives_the_segment_back_and_the_call_never_runs(
     finally:
         client.close()
     _wait(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+
+
+def test_declared_huge_messages_that_stall_get_no_segment(server):
+    """200 connections each declare a message of 2 GiB - 1 (the largest allowed), send 300 KiB of it and stall: no
+    segment is made for a size that never arrived in full, the server's memory grows with the bytes received only,
+    and it still answers; the connections' buffers go with them."""
+    from tests.abuse._rss import rss_bytes
+
+    before = rss_bytes(server.process.pid)
+    declared = b"\x00" + (2**31 - 1).to_bytes(4, "big")
+    connections = []
+    try:
+        for _ in range(200):
+            h2 = RawH2(int(server.grpc_url.split(":")[1]), timeout_s=60)
+            connections.append(h2)
+            h2.handshake((S_MAX_FRAME_SIZE, 1 << 20))
+            h2.headers(1, h2.grpc_request("ModelInfer"), end_stream=False)
+            h2.data(1, declared + bytes(300 * 1024), end_stream=False)
+        for h2 in connections:  # (frames are read in order: the 300 KiB have arrived once the PING is answered)
+            h2.send(ping(b"stalled!"))
+            h2.expect_ping_ack(b"stalled!")
+        assert not _receive_segments(server)
+        grown = rss_bytes(server.process.pid) - before
+        assert grown < 200 * 2 * 300 * 1024 + (64 << 20), f"the server grew by {grown >> 20} MiB"
+        _grpc_round_trip(server)
+    finally:
+        for h2 in connections:
+            h2.close()
+    _wait(lambda: not _receive_segments(server), "the segments of the round trip to be unlinked")
