@@ -6,7 +6,7 @@ size (ALIGN bytes more: the message is placed so that its tensors lie aligned, s
 a new one when a message of this size has arrived in full on this connection before and no segment of the connection
 is being filled (so memory grows with bytes received, never with a declared size: a new segment's length has arrived
 in full before, and one at a time), else nowhere here: the caller's ordinary buffer takes it. A
-connection keeps at most `count` segments of `max_bytes` in all (the oldest go first); a segment it lets go of is
+connection keeps at most `count` segments for `max_bytes` of messages in all (the oldest go first); a segment it lets go of is
 unlinked at once when no request refers to it, else with the end of its last request.
 """
 
@@ -46,10 +46,10 @@ class ConnectionSegments:
         if fresh is None:
             return None
         segments.append(fresh)
-        total = sum(s.length for s in segments)
+        total = sum(s.length - ALIGN for s in segments)  # message bytes: four 16 MiB messages fit 64 MiB
         while len(segments) > self._count or total > self._max_bytes:
             evicted = segments.pop(0)
-            total -= evicted.length
+            total -= evicted.length - ALIGN
             evicted.discard()
             if evicted.filling():
                 self._evicted.append(evicted)

@@ -69,3 +69,19 @@ def test_bounds_and_release():
     assert source.freed == [1]
     buffers.registry.release(jobs[1:])
     assert sorted(source.freed) == [1, 2, 3]
+
+
+def test_the_byte_bound_counts_message_bytes_so_four_messages_fill_it_exactly():
+    """A connection bounded to 4 segments and 4 messages' bytes keeps all four (the alignment room of each segment is
+    not counted against the bound); a fifth message of the size evicts the oldest."""
+    segments, source = _segments(count=4, max_bytes=4 * SIZE)
+    segments.arrived(bytearray(SIZE))
+    held = []
+    for _ in range(4):
+        body = segments.take(SIZE)
+        assert body is not None
+        segments.arrived(body)
+        held.append(body)  # each request still holds its message
+    assert len(source.made) == 4 and len(segments.segments) == 4
+    body = segments.take(SIZE)
+    assert body is not None and len(source.made) == 5 and len(segments.segments) == 4
