@@ -49,18 +49,23 @@ def exiting_pid(requests):
     return slow_pid(requests)
 
 
+def _gate(request) -> None:
+    """Create the file named by the `started` parameter, then wait (up to 30 s) for the file named by `release`."""
+    started, release = request.parameters.get("started"), request.parameters.get("release")
+    if started:
+        with open(started, "w"):
+            pass
+    deadline = time.monotonic() + 30
+    while release and not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def gated_pid(requests):
     """Like slow_pid, but driven by files: creates the file named by the `started` parameter, then waits (up to
     30 s) until the file named by `release` exists; returns the worker's pid as PID (INT64 [1])."""
     out = []
     for r in requests:
-        started, release = r.parameters.get("started"), r.parameters.get("release")
-        if started:
-            with open(started, "w"):
-                pass
-        deadline = time.monotonic() + 30
-        while release and not os.path.exists(release) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _gate(r)
         out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
     return out
 
@@ -73,13 +78,7 @@ def gated_order(requests):
     how many requests this worker had run before this one, plus one (the order in which a single instance ran them)."""
     out = []
     for r in requests:
-        started, release = r.parameters.get("started"), r.parameters.get("release")
-        if started:
-            with open(started, "w"):
-                pass
-        deadline = time.monotonic() + 30
-        while release and not os.path.exists(release) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _gate(r)
         _RUN[0] += 1
         out.append({"ORDER": np.full((len(r["INPUT"]), 1), _RUN[0], dtype=np.int64)})
     return out
@@ -208,13 +207,7 @@ def gated_identity(requests):
     """Like identity, but driven by files as gated_pid: creates `started`, waits (up to 30 s) for `release`, and only
     then reads its inputs (so an input overwritten meanwhile would show in the answer)."""
     for r in requests:
-        started, release = r.parameters.get("started"), r.parameters.get("release")
-        if started:
-            with open(started, "w"):
-                pass
-        deadline = time.monotonic() + 30
-        while release and not os.path.exists(release) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _gate(r)
     return identity(requests)
 
 

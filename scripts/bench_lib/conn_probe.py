@@ -30,7 +30,7 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from bench_lib import procfs  # noqa: E402
-from bench_lib.servers import REPO, free_port  # noqa: E402
+from bench_lib.servers import REPO, free_port, wait_model_ready  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 MODEL = "double_small"
@@ -96,16 +96,7 @@ def main() -> None:
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               cwd=args.code or str(REPO), start_new_session=True, env=env, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/{MODEL}/ready", timeout=1) as ready:
-                    if ready.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            sys.exit("the server did not become ready")
+        wait_model_ready(http, MODEL)
         port = grpc_port if args.protocol == "grpc" else http
         pids = procfs.descendants(server.pid)
         roles = {pid: _role(pid) for pid in pids}

@@ -33,7 +33,7 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from bench_lib import procfs  # noqa: E402
-from bench_lib.servers import REPO, free_port  # noqa: E402
+from bench_lib.servers import REPO, free_port, wait_model_ready  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -139,16 +139,7 @@ def main() -> None:
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                               cwd=str(REPO), start_new_session=True, env=env)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/{model}/ready", timeout=1) as ready:
-                    if ready.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            sys.exit("the server did not become ready")
+        wait_model_ready(http, model)
         pa = [args.perf_analyzer, "-m", model, "-i", "grpc", "-u", f"127.0.0.1:{grpc_port}", "--shared-memory", "none",
               "--concurrency-range", str(concurrency), "-b", "1", "--max-trials", "3", "--stability-percentage", "50",
               "--input-data", "zero"]

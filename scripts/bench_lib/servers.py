@@ -41,6 +41,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_model_ready(http_port: int, model: str, timeout_s: float = 120.0) -> None:
+    """Wait until GET /v2/models/MODEL/ready answers 200; exit the probe when it does not in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if http_get(f"http://127.0.0.1:{http_port}/v2/models/{model}/ready")[0] == 200:
+            return
+        time.sleep(0.1)
+    raise SystemExit("the server did not become ready")
+
+
 def http_get(url: str, timeout: float = 1.0) -> tuple[int, bytes]:
     """(status, body); status 0 when nothing answered."""
     try:
