@@ -4,7 +4,7 @@ A front-end's connection receives a large message (at least `RECEIVE_MIN` bytes)
 `ReceiveBuffer`: a POSIX shared-memory segment of the server (made by the transport, named with the server's prefix,
 so the start-up sweep and the tests' /dev/shm checks cover it), recorded in the shm registry as a region of the
 server's own. The front-end parses the message as it would any buffer; its tensors are views of the segment. When the
-core resolves a request (`ServerCore._execution_request`), a tensor lying in a receive buffer is handed to the
+core resolves a request (`regions_resolve.execution_request`), a tensor lying in a receive buffer is handed to the
 instance by (region, offset, size), exactly as a tensor in a client's system shared-memory region: the worker maps the
 segment once and keeps it mapped, and no server copy into the request arena is made.
 

@@ -20,6 +20,7 @@ from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.peers import Peers
 from pytriton.core.received import ReceivedBuffers
+from pytriton.core.regions_resolve import execution_request
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
@@ -33,7 +34,7 @@ from pytriton.core.trace import (
     stamp_execution,
     stamp_stream_delivery,
 )
-from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse, RegionSlice
+from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -302,33 +303,7 @@ class ServerCore:
 
     def _execution_request(self, request: InferRequest) -> tuple[ExecutionRequest, list[Region]]:
         """The request as an instance executes it: region references checked and resolved."""
-        regions: list[Region] = []
-        input_regions: dict[str, RegionSlice] = {}
-        output_regions: dict[str, RegionSlice] = {}
-        received = self.received if self.received.total else None
-        for tensor in request.inputs:
-            ref = tensor.region
-            if tensor.data is None and ref is not None:
-                region = self.shm.lookup(ref.name, ref.offset, ref.byte_size, ref.owned)
-                regions.append(region)
-                input_regions[tensor.name] = RegionSlice(region, ref.offset, ref.byte_size)
-            elif received is not None and ref is None and (
-                    where := received.where(tensor.data, tensor.datatype)) is not None:
-                regions.append(where[0])  # bytes received into a segment: passed by reference
-                input_regions[tensor.name] = RegionSlice(where[0], where[1], tensor.nbytes)
-        for output in request.outputs:
-            params = output.parameters
-            name = params.get("shared_memory_region") if params else None
-            if name is None:
-                continue
-            offset = int(params.get("shared_memory_offset", 0))
-            size = int(params["shared_memory_byte_size"])
-            region = self.shm.lookup(name, offset, size, output.owned)
-            regions.append(region)
-            output_regions[output.name] = RegionSlice(region, offset, size)
-        execution = ExecutionRequest(request.inputs, input_regions, [o.name for o in request.outputs],
-                                     output_regions, request.parameters, request.id)
-        return execution, regions
+        return execution_request(self.shm, self.received, request)
 
     def _response(self, model: Model, request: InferRequest, output: ExecutionOutput | None) -> InferResponse:
         """The client's response for one result (or the error it carries)."""
