@@ -115,6 +115,20 @@ SEQ_FLAGS = ("--sequence-batching", "direct", "--sequence-control", "start=START
 ROWS = ("batching", "cpu", "sequence", "cache")
 
 
+def serve_launch(server: Server, args: argparse.Namespace, tag: str, body: Callable[[Server], None],
+                 problems: list[str]) -> None:
+    """Start `server`, let it settle, run `body` on it, stop it; what went wrong is added to `problems`."""
+    log(f"{tag}: starting {server.spec.name}")
+    try:
+        if server.start(args.startup_timeout):
+            time.sleep(args.settle)
+            body(server)
+    finally:
+        server.stop()
+        problems.extend(server.problems)
+        problems.extend(server.scan_log())
+
+
 class SchedulingBench:
     def __init__(self, args: argparse.Namespace, opts: PaOptions, specs: dict[str, ServerSpec]) -> None:
         self.args, self.opts, self.specs = args, opts, specs
@@ -126,15 +140,7 @@ class SchedulingBench:
 
     # ------------------------------------------------------------------------------------------- launches ---
     def _serve(self, server: Server, tag: str, body: Callable[[Server], None]) -> None:
-        log(f"{tag}: starting {server.spec.name}")
-        try:
-            if server.start(self.args.startup_timeout):
-                time.sleep(self.args.settle)
-                body(server)
-        finally:
-            server.stop()
-            self.problems.extend(server.problems)
-            self.problems.extend(server.scan_log())
+        serve_launch(server, self.args, tag, body, self.problems)
 
     def _pa(self, server: Server, case: SCase, concurrency: str, prefix: str, tag: str) -> None:
         res = run_case(self.opts, server, case, concurrency,  # type: ignore[arg-type]  # (an SCase reads as a Case)

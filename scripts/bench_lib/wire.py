@@ -35,7 +35,7 @@ from bench_lib import procfs
 from bench_lib.measure import log, run_case
 from bench_lib.perf_analyzer import PaOptions
 from bench_lib.results import median
-from bench_lib.scheduling import SCase
+from bench_lib.scheduling import SCase, serve_launch
 from bench_lib.servers import Server, ServerSpec
 
 ROWS = ("large", "conn", "multife")
@@ -102,15 +102,7 @@ class WireBench:
         self.problems: list[str] = []
 
     def _serve(self, server: Server, tag: str, body: Callable[[Server], None]) -> None:
-        log(f"{tag}: starting {server.spec.name}")
-        try:
-            if server.start(self.args.startup_timeout):
-                time.sleep(self.args.settle)
-                body(server)
-        finally:
-            server.stop()
-            self.problems.extend(server.problems)
-            self.problems.extend(server.scan_log())
+        serve_launch(server, self.args, tag, body, self.problems)
 
     def _add(self, key: str, s: dict[str, float | None]) -> None:
         self.samples.setdefault(key, []).append(s)
