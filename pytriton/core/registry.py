@@ -27,6 +27,8 @@ class Model:
     loaded: bool = False
     ensemble: Any = None  # an ensemble's steps (pytriton.core.ensemble.Ensemble): ready while its steps are
     cache: Any = None  # the server's ResponseCache where the model's config enables `response_cache`
+    # the request layouts that passed validation, with what it found (`core.validation.validate_layout`)
+    layouts: dict[Any, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:

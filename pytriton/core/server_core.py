@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncGenerator, Callable
+from typing import Any, AsyncGenerator, Callable, Coroutine
 
 from pytriton.core.classification import classify_outputs
 from pytriton.core.custom_metrics import CustomMetrics
@@ -25,6 +25,7 @@ from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
+from pytriton.core.stream_infer import delivery_error, stream_responses, withdrawn
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     INFER_RESPONSE_COMPLETE,
@@ -32,15 +33,14 @@ from pytriton.core.trace import (
     REQUEST_END,
     REQUEST_START,
     stamp_execution,
-    stamp_stream_delivery,
 )
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse
-from pytriton.core.validation import validate_request
+from pytriton.core.validation import validate_layout, validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy
 from pytriton.scheduler.instance import InstanceSource
-from pytriton.scheduler.job import QUEUED, Delivery, ExecutionStats, Job
+from pytriton.scheduler.job import Delivery, ExecutionStats, Job
 from pytriton.scheduler.queue_policy import queue_rules, request_queueing
 
 logger = logging.getLogger("pytriton.core")
@@ -273,15 +273,25 @@ class ServerCore:
         if not self.accepting and not internal:  # (an ensemble's steps still run while the server drains)
             raise unavailable("Server not ready")
         execution, regions = self._execution_request(request)  # region errors come first, as before validation
-        batch_size = validate_request(model.config, request)
         signature = None
-        if model.scheduler.batching is not None:
-            signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+        if request.layout is not None:
+            batch_size, signature = validate_layout(model.config, request, model.layouts)
+        else:
+            batch_size = validate_request(model.config, request)
+            if model.scheduler.batching is not None:
+                signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+        if model.scheduler.batching is None:
+            signature = None
         job = Job(execution, batch_size, signature, stream, request.id)
-        job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
-        self.shm.acquire(regions)
-        self.request_began()
-        job.on_finish(lambda: self._job_ended(regions))
+        if request.parameters:
+            job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
+        self._in_flight += 1  # (`request_began`)
+        self._drained.clear()  # type: ignore[union-attr]
+        if regions:
+            self.shm.acquire(regions)
+            job.on_finish(lambda: self._job_ended(regions))
+        else:
+            job.on_finish(self._ended_without_regions)
         try:
             model.scheduler.submit(job)
         except BaseException:
@@ -295,8 +305,12 @@ class ServerCore:
         self._drained.clear()  # type: ignore[union-attr]
         return lambda: self._job_ended([])
 
-    def _job_ended(self, regions: list[Region]) -> None:
-        self.shm.release(regions)
+    def _ended_without_regions(self) -> None:
+        self._job_ended(())
+
+    def _job_ended(self, regions: list[Region] | tuple[()]) -> None:
+        if regions:
+            self.shm.release(regions)  # type: ignore[arg-type]
         self._in_flight -= 1
         if self._in_flight == 0:
             self._drained.set()  # type: ignore[union-attr]
@@ -321,31 +335,12 @@ class ServerCore:
                 raise
         return InferResponse(model.name, str(model.version), request.id, outputs, output.parameters, output.release)
 
-    async def _receive(self, model: Model, job: Job, receive: Callable[[], Any]) -> Any:
-        """Await the next thing `job` delivers; a caller who leaves withdraws the job; errors become ServerErrors."""
-        try:
-            item = await receive()
-        except asyncio.CancelledError:
-            if job.state == QUEUED and not job.abandoned:  # cancelled before it ran: a failure, as Triton counts it
-                model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")
-            model.scheduler.withdraw(job)
-            raise
-        except ServerError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            item = exc
-        if isinstance(item, BaseException):
-            if isinstance(item, ServerError):
-                raise item
-            logger.error("inference on model '%s' failed", model.name, exc_info=item)
-            raise ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {item}")
-        return item
-
-    async def infer(self, request: InferRequest, model: Model | None = None) -> InferResponse:
+    def infer(self, request: InferRequest, model: Model | None = None) -> Coroutine[Any, Any, InferResponse]:
         """Validate, schedule and execute one request; the response's buffers must be released by the caller.
         `model`: what `registry.get(request.model_name, request.model_version)` answered the caller just now (one
-        look-up per request instead of three)."""
-        return (await self.infer_with_stats(request, model=model))[0]
+        look-up per request instead of three). (A plain function returning `_infer`'s coroutine: one coroutine
+        frame per request fewer than awaiting `infer_with_stats`.)"""
+        return self._infer(request, False, True, model, False)
 
     async def _infer_ensemble(self, model: Model, request: InferRequest, internal: bool = False
                               ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
@@ -358,15 +353,22 @@ class ServerCore:
             trace.stamp(REQUEST_END)
         return answer
 
-    async def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True,
-                               model: Model | None = None) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+    def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True,
+                         model: Model | None = None) -> Coroutine[Any, Any, tuple[InferResponse, ExecutionStats]]:
         """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
         sum of its steps'; `cache`: through the model's response cache, if it has one; `model`: as for `infer`)."""
+        return self._infer(request, internal, cache, model, True)
+
+    async def _infer(self, request: InferRequest, internal: bool, cache: bool, model: Model | None,
+                     with_stats: bool) -> Any:  # fmt: skip
+        """`infer` (the response) or `infer_with_stats` (with the execution's stats: `with_stats`)."""
         ensemble = model if model is not None else self.registry.get(request.model_name, request.model_version)
         if cache and ensemble.cache is not None:
-            return await infer_cached(self, ensemble, ensemble.cache, request, internal)
+            answer = await infer_cached(self, ensemble, ensemble.cache, request, internal)
+            return answer if with_stats else answer[0]
         if ensemble.ensemble is not None:
-            return await self._infer_ensemble(ensemble, request, internal)
+            answer = await self._infer_ensemble(ensemble, request, internal)
+            return answer if with_stats else answer[0]
         start = time.perf_counter_ns()
         trace = request.trace
         if trace is not None:
@@ -379,7 +381,19 @@ class ServerCore:
         assert future is not None
         delivery: Delivery | None = None
         try:
-            delivery = await self._receive(model, job, lambda: future)
+            item: Any
+            try:  # (`_receive`, inlined: one coroutine frame per request fewer)
+                item = await future
+            except asyncio.CancelledError:
+                withdrawn(model, job)
+                raise
+            except ServerError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                item = exc
+            if isinstance(item, BaseException):
+                raise delivery_error(model, item)
+            delivery = item
             if trace is not None:
                 stamp_execution(trace, delivery.stats)
             response = self._response(model, request, delivery.result)
@@ -393,56 +407,12 @@ class ServerCore:
         if trace is not None:
             trace.stamp(INFER_RESPONSE_COMPLETE)
             trace.stamp(REQUEST_END)
-        return response, delivery.stats
+        return (response, delivery.stats) if with_stats else response
 
-    async def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
+    def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
         ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
-        ensemble = self.registry.get(request.model_name, request.model_version)
-        if ensemble.ensemble is not None:  # (not decoupled: one response)
-            yield (await self._infer_ensemble(ensemble, request))[0]
-            return
-        start = time.perf_counter_ns()
-        trace = request.trace
-        if trace is not None:
-            trace.stamp(REQUEST_START, start)
-        model, job = self._submit(request, stream=True)
-        if trace is not None:
-            trace.model_version = str(model.version)
-            trace.stamp(QUEUE_START, job.enqueued_ns)
-        total = ExecutionStats()
-        queue_ns = 0
-        completed = False
-        first_response = model.stats.first_response  # None unless histogram_latencies: nothing to time
-        try:
-            while True:
-                try:
-                    item: Delivery = await self._receive(model, job, job.next)  # (taking it gives credit back)
-                    if trace is not None:
-                        stamp_stream_delivery(trace, item)
-                    response = self._response(model, request, item.result) if item.result is not None else None
-                except ServerError as exc:
-                    model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
-                    raise
-                queue_ns = item.queue_ns
-                total.compute_input_ns += item.stats.compute_input_ns
-                total.compute_infer_ns += item.stats.compute_infer_ns
-                total.compute_output_ns += item.stats.compute_output_ns
-                if response is not None:
-                    response.final = item.final
-                    if first_response is not None:
-                        first_response.observe(time.perf_counter_ns() - start)
-                        first_response = None
-                    yield response
-                if item.final:
-                    completed = True
-                    break
-        finally:
-            if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
-                model.scheduler.withdraw(job)
-        self._record_success(model, job, total, start, queue_ns)
-        if trace is not None:
-            trace.stamp(REQUEST_END)
+        return stream_responses(self, request)
 
     @staticmethod
     def _record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:

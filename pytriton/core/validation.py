@@ -7,6 +7,7 @@ Runs in the server before anything reaches a worker. Messages follow Triton core
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY
@@ -146,6 +147,46 @@ def validate_request(config: TritonModelConfig, request: InferRequest) -> int:
                 f"Expected {expected_bytes}, got {actual}",
             )
     return batch_size if config.max_batch_size > 0 else 1
+
+
+LAYOUTS_MAX = 64  # layouts of one model remembered (more: forgotten, then remembered again as requests come)
+
+
+def validate_layout(config: TritonModelConfig, request: InferRequest, layouts: dict[Any, Any]) -> tuple[int, Any]:
+    """`validate_request` and the request's batching signature (its inputs' names, datatypes and shapes past the batch
+    dimension), for a request with a `layout`: what depends on the layout alone is checked once per layout and
+    remembered in `layouts` (the model's), the data's sizes each time, in `validate_request`'s order and wording
+    (once the layout has passed, a size is all that can still be wrong)."""
+    known = layouts.get(request.layout)
+    if known is None:
+        batch_size = validate_request(config, request)  # (raises before anything is remembered)
+        sizes = []
+        for tensor in request.inputs:
+            count = 1
+            for d in tensor.shape:
+                count *= d
+            datatype = config.input_by_name[tensor.name].datatype
+            sizes.append((None if datatype == "BYTES" else count * ITEMSIZE[datatype], count))
+        signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+        if len(layouts) >= LAYOUTS_MAX:
+            layouts.clear()
+        layouts[request.layout] = (batch_size, tuple(sizes), signature)
+        return batch_size, signature
+    batch_size, sizes, signature = known
+    for tensor, (expected_bytes, count) in zip(request.inputs, sizes):
+        data = tensor.data
+        if expected_bytes is None:  # BYTES: its elements are read
+            if data is not None:
+                _check_bytes(request, config.model_name, tensor.name, data, count)
+            continue
+        actual = tensor.nbytes if data is None else data.nbytes if isinstance(data, memoryview) else len(data)
+        if actual != expected_bytes:
+            raise _err(
+                request,
+                f"input byte size mismatch for input '{tensor.name}' for model '{config.model_name}'. "
+                f"Expected {expected_bytes}, got {actual}",
+            )
+    return batch_size, signature
 
 
 def _check_bytes(request: InferRequest, model: str, name: str, data, expected: int) -> None:

@@ -178,6 +178,7 @@ def to_infer_request(request: Any) -> InferRequest:
             outputs=[RequestedOutput(name) for name in template.outputs],
             parameters=scanned if scanned is not None else {},
             id=request.request_id or "",
+            layout=template,  # (one template: one set of input names, datatypes and shapes, output names)
         )
     head = (getattr(request, "template_key", None) or getattr(request, "head", None)) if template is None else None
     scanned = getattr(request, "sequence_parameters", None)

@@ -30,6 +30,7 @@ from pytriton.frontend.grpc._h2_frames import (
 )
 from pytriton.frontend.grpc._h2_limits import PingPolicy
 from pytriton.frontend.grpc._h2_stream import (
+    CLOSED,
     HALF_CLOSED_LOCAL,
     HALF_CLOSED_REMOTE,
     OPEN,
@@ -48,6 +49,7 @@ LARGE_PART = 64 * 1024  # a response buffer at least this large is written on it
 _HEADERS_FRAME = frame_header(len(RESPONSE_HEADERS), HEADERS, END_HEADERS, 0)[:5]  # + stream id
 _GZIP_HEADERS_FRAME = frame_header(len(RESPONSE_HEADERS_GZIP), HEADERS, END_HEADERS, 0)[:5]
 _TRAILERS_OK_FRAME = frame_header(len(TRAILERS_OK), HEADERS, END_HEADERS | END_STREAM, 0)[:5]
+_DATA_NO_FLAGS = bytes([DATA, 0])  # a DATA frame's type and flags (after its 3-byte length, before its stream id)
 
 OnSent = Callable[[], None]
 
@@ -140,6 +142,11 @@ class Outbox:
         size = 0
         for part in parts:
             size += part.nbytes if type(part) is memoryview else len(part)
+        if (last and stream.state == HALF_CLOSED_REMOTE and stream.gzip_level is None and not compressed
+                and not stream.pending and size + 5 <= min(self.window, stream.send_window, self.max_frame)
+                and size < LARGE_PART):
+            self._unary_answer(stream, parts, size, on_sent)
+            return
         out: list[Any] = []
         if stream.state == OPEN or stream.state == HALF_CLOSED_REMOTE:
             stream.state = transition(stream.id, stream.state, SEND_HEADERS)
@@ -177,6 +184,27 @@ class Outbox:
         self.flush(stream)
         if last:
             self.finish(stream, grpc.StatusCode.OK, "")
+
+    def _unary_answer(self, stream: Stream, parts: list[Any], size: int, on_sent: OnSent | None) -> None:
+        """`message` of a whole small unary answer (the request has ended, nothing was sent on the stream, the windows
+        take it all): headers, the message and the OK trailers joined into one write, and the stream's state set as
+        the three frames leave it (HEADERS, DATA, END_STREAM sent: closed)."""
+        policy = self._ping_policy
+        policy.answered = True
+        policy.sent_without_data = 0
+        self.window -= size + 5
+        stream.send_window -= size + 5
+        stream.trailers = TRAILERS_OK
+        stream.state = CLOSED
+        sid = stream.id.to_bytes(4, "big")
+        self.transport.write(b"".join([  # type: ignore[union-attr]
+            _HEADERS_FRAME, sid, RESPONSE_HEADERS,
+            (size + 5).to_bytes(3, "big"), _DATA_NO_FLAGS, sid, b"\x00", size.to_bytes(4, "big"), *parts,
+            _TRAILERS_OK_FRAME, sid, TRAILERS_OK,
+        ]))  # fmt: skip
+        if on_sent is not None:
+            self.release([on_sent])
+        self._ended(stream)
 
     def finish(self, stream: Stream, code: grpc.StatusCode, message: str) -> None:
         """End the call with this status (after any output still waiting for a window)."""

@@ -375,7 +375,10 @@ class GrpcConnection(FrameReader):
             stream.queue.put_nowait(None)
         if stream.drained is not None and not stream.drained.done():
             stream.drained.set_result(None)
-        self.outbox.drop(stream)
+        if stream.pending or stream.pending_size:
+            self.outbox.drop(stream)
+        else:  # (nothing of it waits to be sent: the common end of a call)
+            self.outbox.blocked.pop(stream.id, None)
         stream.body = None
         stream.messages.clear()
         if not self.streams:

@@ -1,0 +1,99 @@
+"""A decoupled model's responses to one request (`ServerCore.infer_stream`), apart from server_core.py's unary path."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, AsyncGenerator
+
+from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, stamp_stream_delivery
+from pytriton.core.types import InferRequest, InferResponse
+from pytriton.exceptions import ServerError, Status
+from pytriton.scheduler.job import QUEUED, Delivery, ExecutionStats, Job
+
+if TYPE_CHECKING:
+    from pytriton.core.registry import Model
+    from pytriton.core.server_core import ServerCore
+
+logger = logging.getLogger("pytriton.core")
+
+
+def withdrawn(model: Model, job: Job) -> None:
+    """The caller left (cancelled) while `job` was on its way: it is withdrawn."""
+    if job.state == QUEUED and not job.abandoned:  # cancelled before it ran: a failure, as Triton counts it
+        model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")
+    model.scheduler.withdraw(job)
+
+
+def delivery_error(model: Model, item: BaseException) -> ServerError:
+    """What a job delivered instead of a result, as the ServerError its caller raises."""
+    if isinstance(item, ServerError):
+        return item
+    logger.error("inference on model '%s' failed", model.name, exc_info=item)
+    return ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {item}")
+
+
+async def _receive(model: Model, job: Job) -> Delivery:
+    """The job's next delivery; a caller who leaves withdraws the job; errors become ServerErrors."""
+    try:
+        item = await job.next()  # (taking it gives credit back)
+    except asyncio.CancelledError:
+        withdrawn(model, job)
+        raise
+    except ServerError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        item = exc
+    if isinstance(item, BaseException):
+        raise delivery_error(model, item)
+    return item
+
+
+async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
+    """See `ServerCore.infer_stream`."""
+    ensemble = core.registry.get(request.model_name, request.model_version)
+    if ensemble.ensemble is not None:  # (not decoupled: one response)
+        yield (await core._infer_ensemble(ensemble, request))[0]
+        return
+    start = time.perf_counter_ns()
+    trace = request.trace
+    if trace is not None:
+        trace.stamp(REQUEST_START, start)
+    model, job = core._submit(request, stream=True)
+    if trace is not None:
+        trace.model_version = str(model.version)
+        trace.stamp(QUEUE_START, job.enqueued_ns)
+    total = ExecutionStats()
+    queue_ns = 0
+    completed = False
+    first_response = model.stats.first_response  # None unless histogram_latencies: nothing to time
+    try:
+        while True:
+            try:
+                item: Delivery = await _receive(model, job)  # (taking it gives credit back)
+                if trace is not None:
+                    stamp_stream_delivery(trace, item)
+                response = core._response(model, request, item.result) if item.result is not None else None
+            except ServerError as exc:
+                model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
+                raise
+            queue_ns = item.queue_ns
+            total.compute_input_ns += item.stats.compute_input_ns
+            total.compute_infer_ns += item.stats.compute_infer_ns
+            total.compute_output_ns += item.stats.compute_output_ns
+            if response is not None:
+                response.final = item.final
+                if first_response is not None:
+                    first_response.observe(time.perf_counter_ns() - start)
+                    first_response = None
+                yield response
+            if item.final:
+                completed = True
+                break
+    finally:
+        if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
+            model.scheduler.withdraw(job)
+    core._record_success(model, job, total, start, queue_ns)
+    if trace is not None:
+        trace.stamp(REQUEST_END)
