@@ -327,7 +327,7 @@ class ServerCore:
             output.release()
             raise ServerError(output.error_status or Status.INTERNAL, output.error)
         outputs = output.outputs
-        if request.outputs and any("classification" in o.parameters for o in request.outputs):
+        if request.layout is None and request.outputs and any("classification" in o.parameters for o in request.outputs):
             try:
                 outputs = classify_outputs(model.config, request, outputs)
             except BaseException:

@@ -76,8 +76,9 @@ class InferRequest:
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     trace: Trace | None = None  # set by the front-end when this request is traced
     # Set by a front-end that knows it: a hashable that stands for the request's input names, datatypes and shapes (in
-    # order) and its outputs' names, none with parameters (e.g. the template of a gRPC header). Requests of one model
-    # with equal layouts pass or fail the same checks but for their data's sizes (`core.validation.validate_layout`).
+    # order) and its outputs' names, its inputs all inline (`data` set), no tensor with parameters (e.g. the template
+    # of a gRPC header). Requests of one model with equal layouts pass or fail the same checks but for their data's
+    # sizes (`core.validation.validate_layout`); none asks for classification or a client region.
     layout: Any = dataclasses.field(default=None, compare=False, repr=False)  # (a hint: not part of the request)
 
 

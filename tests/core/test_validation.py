@@ -7,7 +7,7 @@ import pytest
 
 from pytriton.core.registry import parse_version
 from pytriton.core.types import InferRequest, RequestedOutput
-from pytriton.core.validation import validate_request
+from pytriton.core.validation import validate_layout, validate_request
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.datatypes import serialize_bytes_tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -175,3 +175,47 @@ def test_version_strings_read_like_stol():
     assert parse_version("3") == 3
     assert parse_version(" 2") == 2
     assert parse_version("1.5") == 1
+
+
+def _both(config, request, layouts):
+    """What validate_request and validate_layout (with `layouts`) make of `request`: their error messages or results."""
+    outcomes = []
+    for check in (lambda: validate_request(config, request), lambda: validate_layout(config, request, layouts)[0]):
+        try:
+            outcomes.append(check())
+        except ServerError as exc:
+            outcomes.append((exc.status, exc.message))
+    return outcomes
+
+
+def test_a_remembered_layout_still_checks_each_requests_sizes():
+    """validate_layout checks a layout once (then remembers its batch size and signature) and every request's data
+    sizes; its answers and error messages are validate_request's, a layout seen or not."""
+    layouts: dict = {}
+    layout = object()
+    assert validate_layout(BATCHED, good(2, layout=layout), layouts) == (
+        2, (("INPUT0", "INT32", (16,)), ("INPUT1", "INT32", (16,))))
+    assert list(layouts) == [layout]
+    request = good(2, layout=layout)
+    request.inputs[1] = tensor("INPUT1", "INT32", (2, 16), b"\0" * 64)  # half the bytes
+    first, second = _both(BATCHED, request, layouts)
+    assert first == second and "Expected 128, got 64" in first[1]
+    assert _both(BATCHED, good(2, layout=layout), layouts) == [2, 2]
+
+    words = serialize_bytes_tensor(np.array([b"a", b"b", b"c"], dtype=object))
+    text = object()
+    assert _both(PLAIN, InferRequest("plain", inputs=[tensor("TEXT", "BYTES", (3,), words)], layout=text),
+                 layouts) == [1, 1]
+    for data in (words[:-1] + b"\1\0", serialize_bytes_tensor(np.array([b"a", b"b"], dtype=object))):
+        first, second = _both(PLAIN, InferRequest("plain", inputs=[tensor("TEXT", "BYTES", (3,), data)], layout=text),
+                              layouts)
+        assert first == second and first[0] is Status.INVALID_ARG
+
+
+def test_a_failing_layout_is_not_remembered():
+    layouts: dict = {}
+    request = good(layout=object())
+    request.inputs[0] = tensor("INPUT0", "FP32", (1, 16))
+    first, second = _both(BATCHED, request, layouts)
+    assert first == second and "data-type is 'FP32'" in first[1]
+    assert not layouts

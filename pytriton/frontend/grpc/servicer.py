@@ -231,7 +231,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             if self.tracer.active:
                 return await self._traced_infer(request, context)
             infer_request = to_infer_request(request)
-            if _uses_shm(infer_request):
+            if infer_request.layout is None and _uses_shm(infer_request):  # (a layout's tensors are all inline)
                 self._allow("shared-memory", context)
             if self.forward is not None:
                 self._forward_headers(infer_request, context)
