@@ -25,7 +25,7 @@ from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
-from pytriton.core.stream_infer import delivery_error, stream_responses, withdrawn
+from pytriton.core.calls import UnaryCall, delivery_error, stream_responses, withdrawn
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     INFER_RESPONSE_COMPLETE,
@@ -379,35 +379,52 @@ class ServerCore:
             trace.stamp(QUEUE_START, job.enqueued_ns)
         future = job.future
         assert future is not None
+        try:
+            await future
+        except asyncio.CancelledError:
+            withdrawn(model, job)
+            raise
+        except Exception:  # noqa: BLE001 - `_settle` reads it from the future
+            pass
+        answer = self._settle(model, job, request, start, future)
+        return answer if with_stats else answer[0]
+
+    def begin_infer(self, request: InferRequest, model: Model) -> UnaryCall:
+        """`infer` without a coroutine, for a front-end that answers from a callback: the request is validated and
+        submitted now (raising what `infer` would), and the call's `future` is done once `result()` can answer. For a
+        model (the registry's for the request) without a response cache or ensemble steps, a request not traced."""
+        start = time.perf_counter_ns()
+        model, job = self._submit(request, stream=False, model=model)
+        return UnaryCall(self, model, job, request, start)
+
+    def _settle(self, model: Model, job: Job, request: InferRequest, start: int, future: asyncio.Future[Any]
+                ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+        """The end of a unary job whose `future` is done (not cancelled): its response and execution stats, or the
+        ServerError it ended with; counted in the model's statistics either way."""
+        trace = request.trace
         delivery: Delivery | None = None
         try:
-            item: Any
-            try:  # (`_receive`, inlined: one coroutine frame per request fewer)
-                item = await future
-            except asyncio.CancelledError:
-                withdrawn(model, job)
-                raise
-            except ServerError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                item = exc
+            error = future.exception()
+            if error is not None and not isinstance(error, Exception):
+                raise error
+            item = error if error is not None else future.result()
             if isinstance(item, BaseException):
                 raise delivery_error(model, item)
             delivery = item
             if trace is not None:
-                stamp_execution(trace, delivery.stats)
-            response = self._response(model, request, delivery.result)
+                stamp_execution(trace, item.stats)
+            response = self._response(model, request, item.result)
         except ServerError as exc:
             if delivery is not None and delivery.result is not None:  # the model answered with an error response:
                 self._record_success(model, job, delivery.stats, start, delivery.queue_ns)  # a success, as in Triton
             else:
                 model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
             raise
-        self._record_success(model, job, delivery.stats, start, delivery.queue_ns)
+        self._record_success(model, job, item.stats, start, item.queue_ns)
         if trace is not None:
             trace.stamp(INFER_RESPONSE_COMPLETE)
             trace.stamp(REQUEST_END)
-        return (response, delivery.stats) if with_stats else response
+        return response, item.stats
 
     def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs

@@ -21,6 +21,7 @@ import grpc
 
 from pytriton.core.received import drop_frames
 from pytriton.frontend.grpc._h2_head import CallHead
+from pytriton.frontend.grpc._h2_method import Context, Method, UnaryPending
 from pytriton.frontend.grpc._h2_message import (
     GZIP_THREAD_MIN,
     RpcAbort,
@@ -29,7 +30,7 @@ from pytriton.frontend.grpc._h2_message import (
     message_size,
 )
 from pytriton.frontend.grpc._h2_segments import ConnectionSegments
-from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, OnSent, run_releases
+from pytriton.frontend.grpc._h2_send import STREAM_SEND_BACKLOG, STREAM_SEND_MESSAGES, run_releases
 from pytriton.frontend.grpc._h2_stream import HALF_CLOSED_LOCAL, OPEN, OPEN_REPLYING, Stream
 
 if TYPE_CHECKING:
@@ -47,75 +48,46 @@ _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1
 _TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
 
 
-class Method:
-    """One RPC: its handler and (de)serialisers. `serialize` returns the message as a list of buffers;
-    `on_sent(response)`, where given, returns the callable that gives the response's buffers back (called once,
-    when the transport no longer needs them). `compress`: its responses are gzip-compressed for clients that
-    accept gzip when the connection has a compression level (the infer methods). `in_place`: its large messages
-    may be received into the core's receive buffers (the infer methods, whose tensors are then passed uncopied)."""
+class _Answering:
+    """What `Stream.task` holds for a call `Method.begin` started (a task's `done` and `cancel`); called when the call's
+    future is done, it sends the answer. It lets go of the stream and the call once it has answered or been cancelled
+    (no reference cycle keeps the request's buffers)."""
 
-    __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
-                 "compress", "in_place")
+    __slots__ = ("_calls", "_stream", "_method", "_pending")
 
-    def __init__(
-        self,
-        handler: Callable[..., Any],
-        deserialize: Callable[[Any], Any],
-        serialize: Callable[[Any], list[Any]],
-        client_streaming: bool = False,
-        server_streaming: bool = False,
-        on_sent: Callable[[Any], OnSent | None] | None = None,
-        compress: bool = False,
-        in_place: bool = False,
-    ):
-        self.handler = handler
-        self.deserialize = deserialize
-        self.serialize = serialize
-        self.client_streaming = client_streaming
-        self.server_streaming = server_streaming
-        self.on_sent = on_sent
-        self.compress = compress
-        self.in_place = in_place
-
-
-class Context:
-    """The part of grpc.aio's ServicerContext our servicers use."""
-
-    __slots__ = ("_stream", "_peer", "code", "details")
-
-    def __init__(self, stream: Stream, peer: str):
+    def __init__(self, calls: GrpcCalls, stream: Stream, method: Method, pending: UnaryPending):
+        self._calls: GrpcCalls | None = calls
         self._stream = stream
-        self._peer = peer
-        self.code: grpc.StatusCode | None = None  # set_code/set_details: the status the call ends with
-        self.details = ""
+        self._method = method
+        self._pending: UnaryPending | None = pending
 
-    def invocation_metadata(self) -> tuple[tuple[str, Any], ...]:
-        return self._stream.metadata
+    def done(self) -> bool:
+        return self._pending is None
 
-    def peer(self) -> str:
-        return self._peer
+    def cancel(self) -> bool:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return False
+        self._calls = self._stream = None  # type: ignore[assignment]
+        pending.cancel()
+        return True
 
-    def time_remaining(self) -> float | None:
-        deadline = self._stream.deadline
-        return None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
-
-    def cancelled(self) -> bool:
-        return self._stream.reset
-
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
-        raise RpcAbort(code, details)
-
-    def set_code(self, code: grpc.StatusCode) -> None:
-        self.code = code
-
-    def set_details(self, details: str) -> None:
-        self.details = details
-
-    def status(self) -> tuple[grpc.StatusCode, str] | None:
-        """The status a handler chose with set_code, if any (grpc's generated base methods do that)."""
-        if self.code is None or self.code is grpc.StatusCode.OK:
-            return None
-        return self.code, self.details
+    def __call__(self, _: Any) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return  # cancelled
+        calls, stream, self._calls, self._stream = self._calls, self._stream, None, None  # type: ignore[assignment]
+        assert calls is not None
+        try:
+            response = pending.answer()
+        except RpcAbort as exc:
+            drop_frames(exc)
+            calls._outbox.finish(stream, exc.code, exc.details)
+            return
+        except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
+            calls._handler_failed(stream, exc)
+            return
+        calls._reply(stream, self._method, response, last=True)
 
 
 def _over(stream: Stream) -> bool:
@@ -339,8 +311,29 @@ class GrpcCalls:
             return
         if method.server_streaming:
             stream.task = self._loop.create_task(self._run_streaming(stream, method, request))
+        elif method.begin is not None and stream.gzip_level is None:
+            self._begin(stream, method, method.begin, request)
         else:
             stream.task = self._loop.create_task(self._run_unary(stream, method, request))
+
+    def _begin(self, stream: Stream, method: Method, begin: Callable[[Any, Context], UnaryPending | None],
+               request: Any) -> None:  # fmt: skip
+        """A unary call answered from a callback when its future is done: no task, no coroutine per request."""
+        try:
+            pending = begin(request, stream.context)  # type: ignore[arg-type]
+        except RpcAbort as exc:
+            drop_frames(exc)
+            self._outbox.finish(stream, exc.code, exc.details)
+            return
+        except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
+            self._handler_failed(stream, exc)
+            return
+        if pending is None:  # the handler runs it
+            stream.task = self._loop.create_task(self._run_unary(stream, method, request))
+            return
+        answering = _Answering(self, stream, method, pending)
+        stream.task = answering
+        pending.future.add_done_callback(answering)
 
     async def _requests(self, stream: Stream) -> AsyncIterator[Any]:
         queue, method = stream.queue, stream.method

@@ -23,7 +23,7 @@ from pytriton.frontend.grpc._h2_frames import (
 )
 
 if TYPE_CHECKING:
-    from pytriton.frontend.grpc._h2_call import Context, Method
+    from pytriton.frontend.grpc._h2_method import Context, Method
 
 # States, ordered: from HALF_CLOSED_LOCAL on our side is done; from CLOSED on the stream is closed.
 IDLE = 0
@@ -203,7 +203,7 @@ class Stream:
         self.encoding: str | None = None
         self.deadline: float | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.task: asyncio.Task | None = None
+        self.task: Any = None  # the call's asyncio.Task, or what answers a call without one (`_h2_call._Answering`)
         self.context: Context | None = None
         # receiving: the 5-byte message prefix, then the message body, which grows as its bytes arrive
         self.head = bytearray(5)

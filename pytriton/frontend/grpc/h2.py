@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, cast
 import grpc
 
 from pytriton.frontend._socket_write import DirectWriteTransport
-from pytriton.frontend.grpc._h2_call import Context, GrpcCalls, Method, RpcAbort
+from pytriton.frontend.grpc._h2_call import GrpcCalls, RpcAbort
+from pytriton.frontend.grpc._h2_method import Context, Method
 from pytriton.frontend.grpc._h2_head import CallHead, parse_request
 from pytriton.frontend.grpc._h2_frames import (
     ACK, CONTINUATION, END_STREAM, ENHANCE_YOUR_CALM, ERROR_NAMES, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, GOAWAY,

@@ -114,7 +114,7 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
         methods[f"/{SERVICE_NAME}/{method.name}".encode()] = h2.Method(
             getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming,
             on_sent_of if method.name in chunked else None, compress=method.name in chunked,
-            in_place=method.name in chunked,
+            in_place=method.name in chunked, begin=servicer.begin_model_infer if method.name == "ModelInfer" else None,
         )
     request = health_pb2.HealthCheckRequest.FromString
     methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)

@@ -11,24 +11,27 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
+from pytriton.core.calls import UnaryCall
 from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Tracer, finish_on_sent
-from pytriton.core.types import InferRequest, InferResponse
+from pytriton.core.types import InferRequest
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
+from pytriton.frontend.grpc._h2_message import RpcAbort
+from pytriton.frontend.grpc._stream_responses import StreamItem, StreamResponses, stream_message
 from pytriton.frontend.grpc._trace import start_trace
-from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire, release_unsent
+from pytriton.frontend.grpc._wire import InferRequestView, InferResponseWire, StreamResponseWire
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto
 
@@ -80,64 +83,36 @@ async def _end_call(context: CallContext, exc: Exception) -> None:
     raise exc  # abort() raises; if a context did not, the call still ends
 
 
+def _abort_with_status(exc: Exception) -> Exception:
+    """The transport's RpcAbort with the gRPC status of `exc`; `exc` itself when it has none (a bug)."""
+    status = error_status(exc)
+    return exc if status is None else RpcAbort(*status)
+
+
+class _InferCall:
+    """A ModelInfer call `begin_model_infer` started (`h2.UnaryPending`)."""
+
+    __slots__ = ("_call", "future")
+
+    def __init__(self, call: UnaryCall):
+        self._call = call
+        self.future = call.future
+
+    def answer(self) -> InferResponseWire:
+        try:
+            return to_infer_response(self._call.result())
+        except Exception as exc:  # noqa: BLE001
+            raise _abort_with_status(exc) from None
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
 def _uses_shm(request: InferRequest) -> bool:
     for tensor in request.inputs:
         if tensor.data is None:
             return True
     return bool(request.outputs) and any("shared_memory_region" in o.parameters for o in request.outputs)
-
-
-StreamItem: TypeAlias = "StreamResponseWire | pb.ModelStreamInferResponse"  # what ModelStreamInfer yields
-
-
-def _stream_message(model: Model, request: InferRequestView, response: InferResponse | None, final: bool) -> StreamItem:
-    """A stream response: an inference response with its final flag (an empty one when `response` is None)."""
-    if response is None:
-        message = pb.ModelInferResponse(model_name=model.name, model_version=str(model.version), id=request.id)
-        message.parameters["triton_final_response"].bool_param = final
-        return pb.ModelStreamInferResponse(infer_response=message)
-    wire = to_infer_response(response)
-    wire.parameters["triton_final_response"].bool_param = final
-    return StreamResponseWire(wire)
-
-
-STREAM_RESPONSES_QUEUED = 64  # responses of one ModelStreamInfer stream waiting for the transport (then producers wait)
-
-
-class _StreamResponses:
-    """The responses of one ModelStreamInfer stream on their way to the transport, then None once no more will come.
-    Once STREAM_RESPONSES_QUEUED wait, producers wait (each holding its one response) until half of them are taken:
-    they go on in batches, not one response per turn of the loop."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
-        self._room = asyncio.Event()
-        self._room.set()
-
-    async def put(self, item: StreamItem) -> None:
-        if self._queue.qsize() >= STREAM_RESPONSES_QUEUED:
-            self._room.clear()
-        if not self._room.is_set():
-            try:
-                await self._room.wait()
-            except BaseException:  # cancelled while it waited: its buffers go back now
-                release_unsent(item)
-                raise
-        self._queue.put_nowait(item)
-
-    async def get(self) -> StreamItem | None:
-        item = await self._queue.get()
-        if not self._room.is_set() and self._queue.qsize() <= STREAM_RESPONSES_QUEUED // 2:
-            self._room.set()
-        return item
-
-    def close(self) -> None:
-        self._queue.put_nowait(None)
-
-    def release_unsent(self) -> None:
-        """The stream ended: responses the client will not get give their buffers back now."""
-        while not self._queue.empty():
-            release_unsent(self._queue.get_nowait())
 
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -240,6 +215,27 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             await _end_call(context, exc)
             raise  # not reached: _end_call raises
 
+    def begin_model_infer(self, request: InferRequestView, context: CallContext) -> _InferCall | None:
+        """ModelInfer for the HTTP/2 transport without a task of its own (`h2.Method.begin`): the request is checked,
+        converted and submitted now and answered from a callback once its job is done; None where `ModelInfer` runs
+        it (tracing on, a model with a response cache or ensemble steps). What ModelInfer would end with is raised as
+        the transport's RpcAbort."""
+        try:
+            self._allow("inference", context)
+            model = self.core.registry.get(request.model_name, request.model_version)
+            if model.config.decoupled:
+                raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
+            if self.tracer.active or model.cache is not None or model.ensemble is not None:
+                return None
+            infer_request = to_infer_request(request)
+            if infer_request.layout is None and _uses_shm(infer_request):
+                self._allow("shared-memory", context)
+            if self.forward is not None:
+                self._forward_headers(infer_request, context)
+            return _InferCall(self.core.begin_infer(infer_request, model))
+        except Exception as exc:  # noqa: BLE001 - what has no status is raised as it is (the transport logs it)
+            raise _abort_with_status(exc) from None
+
     async def _traced_infer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
         """ModelInfer while tracing is on: the request may be traced (then with the gRPC front-end's timestamps)."""
         trace = start_trace(self.tracer, request, context)
@@ -276,7 +272,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             self._allow("inference", context)
         except Exception as exc:  # noqa: BLE001 - _end_call raises again what has no status
             await _end_call(context, exc)
-        responses = _StreamResponses()
+        responses = StreamResponses()
         room = asyncio.Semaphore(self.max_stream_requests_in_flight)
         tasks: set[asyncio.Task[None]] = set()
 
@@ -312,7 +308,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 task.cancel()
             responses.release_unsent()
 
-    async def _stream_one(self, request: InferRequestView, context: CallContext, responses: _StreamResponses) -> None:
+    async def _stream_one(self, request: InferRequestView, context: CallContext, responses: StreamResponses) -> None:
         """Run one request of a stream; put its responses (or its error) on `responses`."""
         trace = start_trace(self.tracer, request, context) if self.tracer.active else None
         try:
@@ -327,7 +323,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
                 response = await self.core.infer(infer_request)
                 if trace is not None:
                     trace.stamp(GRPC_SEND_START)
-                message = _stream_message(model, request, response, True)
+                message = stream_message(model, request, response, True)
                 if trace is not None and isinstance(message, StreamResponseWire):
                     message.response.on_sent = finish_on_sent(self.tracer, trace, GRPC_SEND_END,
                                                               message.response.on_sent)
@@ -339,12 +335,12 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
             try:
                 async for response in stream:
                     ended = response.final
-                    await responses.put(_stream_message(model, request, response, ended))
+                    await responses.put(stream_message(model, request, response, ended))
             finally:
                 await stream.aclose()  # cancelled while it awaited room: the job is withdrawn now, not when collected
             empty_final = request.parameters.get("triton_enable_empty_final_response")
             if not ended and empty_final is not None and empty_final.bool_param:
-                await responses.put(_stream_message(model, request, None, True))
+                await responses.put(stream_message(model, request, None, True))
         except Exception as exc:
             status = error_status(exc)
             if status is None:

@@ -1,11 +1,13 @@
-"""A decoupled model's responses to one request (`ServerCore.infer_stream`), apart from server_core.py's unary path."""
+"""A request's way through the core past `ServerCore._submit`, apart from server_core.py's `infer`: a decoupled model's
+responses (`stream_responses`), a unary call answered from a callback (`UnaryCall`), and what both do when their caller
+leaves or their job fails."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, AsyncGenerator
+from typing import TYPE_CHECKING, Any, AsyncGenerator
 
 from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, stamp_stream_delivery
 from pytriton.core.types import InferRequest, InferResponse
@@ -32,6 +34,38 @@ def delivery_error(model: Model, item: BaseException) -> ServerError:
         return item
     logger.error("inference on model '%s' failed", model.name, exc_info=item)
     return ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {item}")
+
+
+class UnaryCall:
+    """`ServerCore.begin_infer`'s request on its way: `future` is done once `result()` can answer (the response, or the
+    ServerError it ended with, counted in the model's statistics either way); `cancel()` withdraws it (its caller left)."""
+
+    __slots__ = ("_core", "_model", "_job", "_request", "_start", "future")
+
+    def __init__(self, core: ServerCore, model: Model, job: Job, request: InferRequest, start: int):
+        self._core = core
+        self._model = model
+        self._job = job
+        self._request = request
+        self._start = start
+        future = job.future
+        assert future is not None
+        self.future: asyncio.Future[Any] = future
+
+    def result(self) -> InferResponse:
+        """Once `future` is done (and the call not cancelled)."""
+        return self._core._settle(self._model, self._job, self._request, self._start, self.future)[0]
+
+    def cancel(self) -> None:
+        """The caller left: the job is withdrawn (what it delivered already, nobody takes: it is released)."""
+        future = self.future
+        if not future.done():
+            future.cancel()
+        elif not future.cancelled() and future.exception() is None:
+            item = future.result()
+            if type(item) is Delivery and item.result is not None:
+                item.result.release()
+        withdrawn(self._model, self._job)
 
 
 async def _receive(model: Model, job: Job) -> Delivery:
