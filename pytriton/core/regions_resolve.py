@@ -11,6 +11,9 @@ def execution_request(shm: SharedMemoryRegistry, received: ReceivedBuffers,
                       request: InferRequest) -> tuple[ExecutionRequest, list[Region]]:
     """The request's inputs and outputs in client regions, and its large inputs received into the server's receive
     segments (passed by reference, core/received.py), as region slices; with the regions, each referenced once."""
+    if request.layout is not None and not received.total:  # all inline, nothing in a region or a receive segment
+        return ExecutionRequest(request.inputs, {}, [o.name for o in request.outputs], {}, request.parameters,
+                                request.id), []
     regions: list[Region] = []
     input_regions: dict[str, RegionSlice] = {}
     output_regions: dict[str, RegionSlice] = {}

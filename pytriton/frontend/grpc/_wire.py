@@ -201,8 +201,51 @@ class ScannedRequestView(InferRequestView):
         self.request_id = request_id  # the id, when the scan read it (and cut it out of `template_key`)
 
 
+# The last plain header that had a template, as (its bytes, its template, its number of fields): clients put the header
+# fields before the tensors (protobuf writes fields in order, raw_input_contents last) and repeat the same header, so
+# a message that starts with these bytes and goes on with raw_input_contents fields only is read without the scan.
+_last_plain: tuple[bytes, RequestTemplate, int] | None = None
+_RAW_INPUT_TAG = (_RAW_INPUT_FIELD << 3) | 2
+
+
+def _after_last_plain(data: Any) -> InferRequestView | None:
+    """The request when `data` is the last plain header followed by raw_input_contents fields only; else None (then
+    the scan reads it: it would find that header's fields, then these tensors, the same)."""
+    last = _last_plain
+    if last is None or type(data) is not bytes or not data.startswith(last[0]):
+        return None
+    head, template, fields = last
+    if TEMPLATES.get(head) is not template:  # (forgotten since: the scan finds it again; the key's hash is kept)
+        return None
+    view = memoryview(data)
+    pos, size = len(head), len(data)
+    raw: list[memoryview] = []
+    try:
+        while pos < size:
+            if view[pos] != _RAW_INPUT_TAG or fields >= _MAX_TOP_FIELDS:
+                return None
+            length = view[pos + 1]
+            if length < 0x80:
+                pos += 2
+            else:
+                length, pos = _varint(view, pos + 1)
+            end = pos + length
+            if end > size:
+                return None
+            raw.append(view[pos:end])
+            pos = end
+            fields += 1
+    except (IndexError, ValueError):
+        return None
+    return InferRequestView(None, raw, head, template) if raw else None
+
+
 def parse_infer_request(data: bytes) -> InferRequestView:
     """Deserializer for ModelInfer/ModelStreamInfer requests."""
+    global _last_plain
+    known = _after_last_plain(data)
+    if known is not None:
+        return known
     view = memoryview(data)
     size = len(view)
     pos = 0
@@ -270,6 +313,7 @@ def parse_infer_request(data: bytes) -> InferRequestView:
     if cut is None:  # (a plain header: its bytes are the key)
         template = TEMPLATES.get(head)
         if template is not None:
+            _last_plain = (head, template, fields - len(raw))
             return InferRequestView(None, raw, head, template)
         return InferRequestView(pb.ModelInferRequest.FromString(head), raw, head)
     template_key = head

@@ -44,7 +44,7 @@ from pytriton.frontend.grpc._h2_limits import H2Limits, PingPolicy, RateBudget
 from pytriton.frontend.grpc._h2_read import CLOSING, READ_BUFFER, READY, FrameReader
 from pytriton.frontend.grpc._h2_send import Outbox
 from pytriton.frontend.grpc._h2_stream import (
-    CLOSED, CLOSED_RESET_BY_US, HALF_CLOSED_LOCAL, IDLE, RECV_DATA, RECV_END_STREAM, RECV_HEADERS, RECV_PRIORITY,
+    CLOSED, CLOSED_RESET_BY_US, HALF_CLOSED_LOCAL, IDLE, OPEN, RECV_DATA, RECV_END_STREAM, RECV_HEADERS, RECV_PRIORITY,
     RECV_RST_STREAM, RECV_WINDOW_UPDATE, SEND_RST_STREAM, ClosedStreams, Stream, transition, window_error)
 
 __all__ = ["READ_BUFFER", "Context", "GrpcConnection", "H2Limits", "Method", "RpcAbort"]
@@ -218,12 +218,11 @@ class GrpcConnection(FrameReader):
             return
         if not stream_id & 1:
             raise H2ConnectionError(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}, an id only servers may use")
-        state = self.closed.state(stream_id, self.last_stream_id)
-        if state != IDLE:
+        if stream_id <= self.last_stream_id:  # (above it: idle, `ClosedStreams.state`)
+            state = self.closed.state(stream_id, self.last_stream_id)
             transition(stream_id, state, RECV_HEADERS)
             return  # ignored (a late frame on a stream we reset)
-        stream = Stream(stream_id, transition(stream_id, IDLE, RECV_HEADERS), self.outbox.initial_window,
-                        self.limits.initial_window_size)
+        stream = Stream(stream_id, OPEN, self.outbox.initial_window, self.limits.initial_window_size)  # (from idle)
         self.last_stream_id = stream_id
         if self_dependent:
             raise H2StreamError(stream_id, PROTOCOL_ERROR, "a stream cannot depend on itself")

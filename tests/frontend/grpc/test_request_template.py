@@ -90,3 +90,27 @@ def test_long_headers_get_no_template():
         view = parse_infer_request(data)
         assert view.template is None and to_infer_request(view) == _full(data)
     assert not _wire.TEMPLATES
+
+
+def test_a_message_after_the_last_plain_header_is_read_without_the_scan():
+    """A message that is the last plain header followed by raw_input_contents only is read from that header's
+    template directly; anything else after the header bytes (another field, a truncated tensor) is scanned."""
+    _wire.TEMPLATES.clear()
+    _wire._last_plain = None
+    data = _request()
+    to_infer_request(parse_infer_request(data))  # the template of this header
+    assert parse_infer_request(data).template is not None and _wire._last_plain is not None
+    assert _wire._after_last_plain(data) is not None  # (the shortcut reads it)
+    bigger = _request(shape=(1, 4), raw=1) + bytes([(7 << 3) | 2, 200, 1]) + bytes(200)  # a 2-byte length varint
+    request = parse_infer_request(bigger)
+    assert [len(part) for part in request.raw_input_contents] == [16, 200]
+    assert to_infer_request(request) == _full(bigger)
+    odd = [data + pb.ModelInferRequest(id="late").SerializeToString(),  # a header field after the tensors
+           data[:-3],  # the last tensor cut short
+           data + bytes([(7 << 3) | 2, 0x80])]  # a length varint cut short
+    for message in odd:
+        assert _wire._after_last_plain(message) is None
+    assert parse_infer_request(odd[0]).id == "late"
+    with pytest.raises(Exception, match="[Ee]rror parsing message"):
+        parse_infer_request(odd[1])  # (protobuf's own parse rejects it, as before)
+    assert to_infer_request(parse_infer_request(_request(raw=3))) == _full(_request(raw=3))
