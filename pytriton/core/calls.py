@@ -57,14 +57,10 @@ class UnaryCall:
         return self._core._settle(self._model, self._job, self._request, self._start, self.future)[0]
 
     def cancel(self) -> None:
-        """The caller left: the job is withdrawn (what it delivered already, nobody takes: it is released)."""
-        future = self.future
-        if not future.done():
-            future.cancel()
-        elif not future.cancelled() and future.exception() is None:
-            item = future.result()
-            if type(item) is Delivery and item.result is not None:
-                item.result.release()
+        """The caller left: the job is withdrawn, as a cancelled `infer` withdraws it (its future is cancelled; a
+        result it delivered already is released by the withdrawal)."""
+        if not self.future.done():
+            self.future.cancel()
         withdrawn(self._model, self._job)
 
 

@@ -13,16 +13,22 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.statistics import ModelStatistics
 from pytriton.core.types import ExecutionOutput
 from pytriton.exceptions import ServerError, Status
-from pytriton.scheduler.job import DONE, QUEUED, Delivery, ExecutionStats
+from pytriton.scheduler.job import DONE, QUEUED, Delivery, ExecutionStats, Job
 
 
 def _call(state: str) -> tuple[UnaryCall, SimpleNamespace, asyncio.Future]:
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     withdrawn: list = []
-    model = SimpleNamespace(name="m", version=1, stats=ModelStatistics(),
-                            scheduler=SimpleNamespace(withdraw=withdrawn.append))
-    job = SimpleNamespace(state=state, abandoned=False, enqueued_ns=0, future=future, batch_size=1)
+
+    def withdraw(job: Job) -> None:  # (the dispatcher's: the job is abandoned)
+        withdrawn.append(job)
+        job.abandon()
+
+    model = SimpleNamespace(name="m", version=1, stats=ModelStatistics(), scheduler=SimpleNamespace(withdraw=withdraw))
+    job = Job(None)
+    job.state = state
+    job.future = future
     model.withdrawn = withdrawn
     return UnaryCall(ServerCore(), model, job, SimpleNamespace(trace=None, outputs=[], layout=None, id=""), 0), model, future
 
