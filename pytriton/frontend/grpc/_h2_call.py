@@ -84,6 +84,9 @@ class _Answering:
             drop_frames(exc)
             calls._outbox.finish(stream, exc.code, exc.details)
             return
+        except asyncio.CancelledError as exc:  # (its future cancelled by another: as a cancelled handler task)
+            drop_frames(exc)
+            return
         except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
             calls._handler_failed(stream, exc)
             return
