@@ -191,6 +191,26 @@ def test_a_request_cancelled_while_queued_counts_as_a_canceled_failure(tmp_path)
         client.close()
 
 
+def test_a_request_the_client_cancels_while_queued_counts_as_a_canceled_failure(tmp_path):
+    """The client resets the call (RST_STREAM CANCEL) while its request waits: it is withdrawn and never runs, counted
+    as Triton counts it; the server answers the next requests."""
+    with serve("tests.models:gated_order", "--model-name", "gated", *CLI_FLAGS) as server:
+        client = Client(server.grpc_url, server.http_url, server.metrics_url, "gated", tmp_path)
+        release = client.hold()
+        cancelled: queue.Queue = queue.Queue()
+        call = client.grpc.async_infer("gated", _inputs(), callback=lambda result, error: cancelled.put(error))
+        client.wait_pending(1)
+        call.cancel()
+        assert "CANCELLED" in str(cancelled.get(timeout=30))
+        _wait_until(lambda: _failures(server.metrics_url, "gated").get("CANCELED") == 1, "a CANCELED failure")
+        client.wait_pending(0)
+        release.touch()
+        assert client.orders(1) == {"busy": 1}  # the held request; the cancelled one never ran
+        assert int(client.grpc.infer("gated", _inputs()).as_numpy("ORDER")[0][0]) == 2
+        assert _stats(client) == {"success": 2, "fail": 1}
+        client.close()
+
+
 def test_the_cli_flags(tmp_path):
     with serve("tests.models:gated_order", "--model-name", "gated", *CLI_FLAGS) as server:
         config = grpcclient.InferenceServerClient(server.grpc_url).get_model_config("gated", as_json=True)["config"]
