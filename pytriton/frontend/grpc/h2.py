@@ -12,7 +12,8 @@ can make it hold or do (`H2Limits`, docs/security.md). The connection is put tog
 * `_h2_send.Outbox`: frames out within the client's windows, and the release of response buffers (`on_sent`);
 * `_h2_head`: a request's header block checked and read; `_h2_call.GrpcCalls`: gRPC on a stream (messages,
   `grpc-timeout`, metadata, status in trailers; `_h2_message`:
-  gzip/deflate); `_h2_keepalive`: the server's keepalive PINGs;
+  gzip/deflate); `_h2_method`: a method's entry (`Method`, whose `begin` answers a unary call from a callback
+  instead of a task) and the handler's `Context`; `_h2_keepalive`: the server's keepalive PINGs;
 * `_h2_frames`, `_h2_limits`: framing and HPACK pieces; limits, rate budgets and grpcio's ping policy.
 
 This module handles the frames (streams opening and closing, flow control, SETTINGS, PING, GOAWAY, RST_STREAM that
