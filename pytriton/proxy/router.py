@@ -21,8 +21,10 @@ import zmq
 from pytriton.model_config.datatypes import TRITON_TO_CODE
 from pytriton.proxy._zmq import NOBLOCK, readable, recv_frames, send_frames
 from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, SharedMemoryFullError, ShmArena, slot_key
+from pytriton.proxy.infer_wire import infer_message, inline_item
 from pytriton.proxy.messages import (
     RequestData,
+    RequestItem,
     ServerToWorker,
     TensorData,
     WorkerToServer,
@@ -282,34 +284,43 @@ class ProxyRouter:
         if link.closed:
             raise WorkerGoneError(f"model instance '{link.label}' is not running")
         call_id = next(self._ids)
-        message = ServerToWorker(kind=ServerToWorker.INFER, id=call_id)
-        if window[0]:
-            message.window, message.window_bytes = window
         frames: list[Any] = []
         slots: list[int] = []
         pack: list[Any] = [0, [], 0]
+        items: list[bytes] = []
+        pack_max = min(PACK_MAX, self.inline_max)
         try:
             for request in requests:
-                item = message.requests.add()
-                for tensor in request.inputs:
-                    self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
-                item.requested_outputs.extend(request.requested_outputs)
-                for region in request.output_regions:
-                    self._encode_tensor(region, item.output_regions.add(), frames, slots)
-                if request.parameters:
-                    params_to_proto(request.parameters, item.parameters)
-                encode_request_fields(request, item)
+                item_bytes = inline_item(request, frames, pack, pack_max, self.inline_max)
+                if item_bytes is None:  # (not the common kind: through protobuf)
+                    item = RequestItem()
+                    for tensor in request.inputs:
+                        self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
+                    item.requested_outputs.extend(request.requested_outputs)
+                    for region in request.output_regions:
+                        self._encode_tensor(region, item.output_regions.add(), frames, slots)
+                    if request.parameters:
+                        params_to_proto(request.parameters, item.parameters)
+                    encode_request_fields(request, item)
+                    item_bytes = item.SerializeToString()
+                items.append(item_bytes)
         except ArenaExhaustedError:
             self._free_request_slots(slots)
             raise
         if pack[0]:
             frames[pack[0] - 1] = b"".join(pack[1])
-        if link.pending_free:
-            message.freed.extend(link.pending_free)
-            link.pending_free.clear()
+        tail = b""  # the message's fields after `requests`
+        if link.pending_free or window[0]:
+            later = ServerToWorker()
+            if link.pending_free:
+                later.freed.extend(link.pending_free)
+                link.pending_free.clear()
+            if window[0]:
+                later.window, later.window_bytes = window
+            tail = later.SerializeToString()
         link.pending[call_id] = (call, slots)
         try:
-            self._send(link, [message.SerializeToString(), *frames])
+            self._send(link, [infer_message(call_id, items, tail), *frames])
         except WorkerGoneError:
             link.pending.pop(call_id, None)
             self._free_request_slots(slots)
