@@ -142,3 +142,57 @@ def test_arena_input_goes_through_protobuf() -> None:
 def test_varint(value: int) -> None:
     message = ServerToWorker(id=value)
     assert message.SerializeToString() == b"\x10" + varint(value)
+
+
+def test_worker_reads_what_submit_wrote() -> None:
+    """The worker's decode of these messages: each input's values, shape and dtype, as read-only arrays (those of the
+    shared frame at their own offsets); requested outputs, request id, correlation id and flags as sent."""
+    import os
+
+    import zmq
+
+    from pytriton.proxy._zmq import recv_frames
+    from pytriton.proxy.endpoint import WorkerEndpoint
+
+    requests = [SMALL, *CASES["inputs of several types, requested outputs"],
+                *CASES["an input over the shared frame's limit, within the inline one"],
+                *CASES["an empty input"], *CASES["request id, integer correlation id, flags"],
+                *CASES["a string correlation id"], *CASES["parameters (through protobuf)"]]
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as run_dir:
+            router = ProxyRouter(f"ipc://{run_dir}/w.sock", secrets.token_hex(4), inline_max=4096)
+            endpoint = WorkerEndpoint(router.address, b"w", router.tag, os.getpid(), inline_max=4096)
+            context = zmq.Context.instance()
+            sender, receiver = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
+            try:
+                link = router.add_link(b"w", "m_0")
+                sent: list[list[Any]] = []
+                router._send = lambda _link, frames: sent.append(frames)  # type: ignore[method-assign]
+                router.submit(link, requests, _Call())
+                header, *frames = sent[0]
+                receiver.bind(f"inproc://{router.tag}")
+                sender.connect(f"inproc://{router.tag}")
+                sender.send_multipart(frames)
+                decoded, regions, failed = endpoint.decode(ServerToWorker.FromString(header), recv_frames(receiver))
+                assert failed == [""] * len(requests) and regions is None
+                for request, got in zip(requests, decoded):
+                    assert list(got.data) == [tensor.name for tensor in request.inputs]
+                    for tensor in request.inputs:
+                        array = got.data[tensor.name]
+                        assert array.shape == tuple(tensor.shape)
+                        if tensor.datatype != "BYTES":  # (BYTES become an object array of their own)
+                            assert not array.flags.writeable
+                            assert array.tobytes() == bytes(tensor.data)
+                    assert got.requested_output_names == (request.requested_outputs or None)
+                    assert (got.request_id, got.correlation_id) == (request.request_id, request.correlation_id)
+                    assert got.flags == request.flags & 3
+                assert decoded[1].data["B"].tolist() == [b"a", b"b"]
+                assert decoded[-1].parameters == {"a": 1, "b": "x", "c": True, "d": 0.5}
+            finally:
+                sender.close(0)
+                receiver.close(0)
+                endpoint.close()
+                router.close()
+
+    asyncio.run(main())
