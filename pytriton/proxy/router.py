@@ -108,6 +108,7 @@ class ProxyRouter:
         self._links: dict[bytes, WorkerLink] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._draining = False  # _drain is on the stack (it checks the socket after each message it handles)
         # Called with (identity, JSON text) for CONTROL messages from peers that are not workers.
         self.on_control: Callable[[bytes, str], None] | None = None
         # Called with (link, message, frames) for a worker's BLS request; hears first of a link being dropped.
@@ -158,9 +159,10 @@ class ProxyRouter:
                 link.unreachable = True
             raise WorkerGoneError(f"model instance '{link.label}' is not connected ({exc})") from exc
         finally:
-            # A send can consume the edge that announces pending input: check for it now.
-            if readable(socket):
-                self.loop.call_soon(self._drain)
+            # A send can consume the edge that announces pending input: check for it now (the drain then knows that
+            # a message waits and reads it without checking again), unless a drain runs now: it checks next anyway.
+            if not self._draining and readable(socket):
+                self.loop.call_soon(self._drain, True)
 
     def _send_free(self, link: WorkerLink) -> None:
         message = ServerToWorker(kind=ServerToWorker.FREE)
@@ -372,12 +374,24 @@ class ProxyRouter:
             pass
 
     # ---- receiving ---------------------------------------------------------------------------
-    def _drain(self) -> None:
+    def _drain(self, waiting: bool = False) -> None:
         """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
-        fast as it is read (a streaming model) must not keep the loop from everything else."""
+        fast as it is read (a streaming model) must not keep the loop from everything else. `waiting`: a check has
+        just found a message (the first receive goes without one; a drain that ran in between makes it a zmq.Again)."""
+        self._draining = True
+        try:
+            self._drain_batch(waiting)
+        finally:
+            self._draining = False
+
+    def _drain_batch(self, waiting: bool) -> None:
         socket = self._socket
         for _ in range(DRAIN_BATCH):
-            if self._closed or not readable(socket):  # (checked first: a zmq.Again costs more than the check)
+            if waiting:
+                waiting = False
+                if self._closed:
+                    return
+            elif self._closed or not readable(socket):  # (checked first: a zmq.Again costs more than the check)
                 return
             try:
                 frames = recv_frames(socket, NOBLOCK)
