@@ -72,15 +72,19 @@ def inline_item(request: RequestData, frames: list[Any], pack: list[Any], pack_m
             return None
         if (data.nbytes if isinstance(data, memoryview) else len(data)) > inline_max:
             return None  # (in the request arena)
-    try:
-        tail = _tail(request)
-    except UnicodeEncodeError:  # (protobuf's own path says what is wrong)
-        return None
+    tail = b""
+    if request.requested_outputs or request.request_id or request.correlation_id or request.flags:
+        try:
+            tail = _tail(request)
+        except UnicodeEncodeError:  # (protobuf's own path says what is wrong)
+            return None
     parts = []
     for tensor in inputs:
         data = tensor.data
         nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
-        prefix = _prefix(tensor.name, tensor.datatype, tensor.shape, nbytes)
+        prefix = _prefixes.get((tensor.name, tensor.datatype, tensor.shape, nbytes))
+        if prefix is None:
+            prefix = _prefix(tensor.name, tensor.datatype, tensor.shape, nbytes)
         if nbytes > pack_max:  # (within the inline limit: a frame of its own)
             frames.append(data)
             frame, offset = len(frames), 0
@@ -97,9 +101,11 @@ def inline_item(request: RequestData, frames: list[Any], pack: list[Any], pack_m
         ref = prefix + b"\x28" + (_ONE_BYTE[frame] if frame < 128 else varint(frame))
         if offset:
             ref += b"\x38" + (_ONE_BYTE[offset] if offset < 128 else varint(offset))
-        parts.append(_field(b"\x0a", ref))
-    parts.append(tail)
-    return b"".join(parts)
+        size = len(ref)
+        parts.append(b"\x0a" + _ONE_BYTE[size] + ref if size < 128 else _field(b"\x0a", ref))
+    if tail:
+        parts.append(tail)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _tail(request: RequestData) -> bytes:
@@ -123,7 +129,8 @@ def infer_message(call_id: int, items: list[bytes], tail: bytes) -> bytes:
     `RequestItem`s `items`, and `tail`: the serialisation of the message's later fields (freed slots, window)."""
     parts = [b"\x10" + varint(call_id)]
     for item in items:
-        parts.append(_field(b"\x1a", item))
+        size = len(item)
+        parts.append(b"\x1a" + _ONE_BYTE[size] + item if size < 128 else _field(b"\x1a", item))
     if tail:
         parts.append(tail)
     return b"".join(parts)

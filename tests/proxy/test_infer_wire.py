@@ -78,6 +78,7 @@ CASES: dict[str, list[RequestData]] = {
         [TensorData("R", "FP32", (4,), None, "/shm-key", 64, 16, 16, 7)], [], {})],
     "an output region (through protobuf)": [RequestData(
         [_fp32("I", [1.0])], [], {}, [TensorData("O", "", (), None, "/shm-key", 64, 0, 32, 7)])],
+    "no inputs": [RequestData([], [], {}), RequestData([], ["O"], {})],
     "a mix of both kinds in one execution": [SMALL, RequestData([_fp32("I", [1.0])], ["O"], {"p": 2}), SMALL],
 }
 
@@ -104,7 +105,7 @@ def test_submit_matches_protobuf(case: str, call_ids: int) -> None:
                     assert header == want, case
                     assert [bytes(frame) for frame in frames] == [bytes(frame) for frame in want_frames]
                     assert link.pending[call_id][1] == want_slots
-                    assert ServerToWorker.FromString(header).requests[0].inputs[0].name == requests[0].inputs[0].name
+                    assert ServerToWorker.FromString(header) == ServerToWorker.FromString(want)
             finally:
                 router.close()
                 reference.close()
