@@ -104,7 +104,7 @@ class ProxyRouter:
         self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self._socket.bind(address)
         self._fd = self._socket.getsockopt(zmq.FD)
-        self.loop.add_reader(self._fd, self._drain)
+        self.loop.add_reader(self._fd, self._drain, True)  # (the descriptor mostly signals a message: see _drain)
         self._links: dict[bytes, WorkerLink] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -376,8 +376,10 @@ class ProxyRouter:
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self, waiting: bool = False) -> None:
         """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
-        fast as it is read (a streaming model) must not keep the loop from everything else. `waiting`: a check has
-        just found a message (the first receive goes without one; a drain that ran in between makes it a zmq.Again)."""
+        fast as it is read (a streaming model) must not keep the loop from everything else. `waiting`: a message
+        most likely waits (a check after a send found one, or the socket's descriptor signalled, which it mostly does
+        for a message): the first receive goes without a check (it takes the socket's pending commands itself; when
+        nothing waits after all, it ends in a zmq.Again, which costs a little more than the check)."""
         self._draining = True
         try:
             self._drain_batch(waiting)
