@@ -82,9 +82,12 @@ def inline_item(request: RequestData, frames: list[Any], pack: list[Any], pack_m
     for tensor in inputs:
         data = tensor.data
         nbytes = data.nbytes if isinstance(data, memoryview) else len(data)
-        prefix = _prefixes.get((tensor.name, tensor.datatype, tensor.shape, nbytes))
+        shape = tensor.shape
+        if type(shape) is not tuple:  # (a list would not do as a key)
+            shape = tuple(shape)
+        prefix = _prefixes.get((tensor.name, tensor.datatype, shape, nbytes))
         if prefix is None:
-            prefix = _prefix(tensor.name, tensor.datatype, tensor.shape, nbytes)
+            prefix = _prefix(tensor.name, tensor.datatype, shape, nbytes)
         if nbytes > pack_max:  # (within the inline limit: a frame of its own)
             frames.append(data)
             frame, offset = len(frames), 0

@@ -79,6 +79,8 @@ CASES: dict[str, list[RequestData]] = {
     "an output region (through protobuf)": [RequestData(
         [_fp32("I", [1.0])], [], {}, [TensorData("O", "", (), None, "/shm-key", 64, 0, 32, 7)])],
     "no inputs": [RequestData([], [], {}), RequestData([], ["O"], {})],
+    "a shape given as a list": [
+        RequestData([TensorData("L", "INT8", [1, 3], b"\x01\x02\x03")], [], {})],  # type: ignore[arg-type]
     "a mix of both kinds in one execution": [SMALL, RequestData([_fp32("I", [1.0])], ["O"], {"p": 2}), SMALL],
 }
 
