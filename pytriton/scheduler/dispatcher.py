@@ -222,7 +222,8 @@ class ModelScheduler:
         # preserve_ordering (a non-decoupled model): answers handed on in the order their jobs started
         self._gate = OrderGate() if preserve_ordering else None
         # A job may start without passing through the queue (not where a subclass schedules in its own way)
-        self._direct = batching is None and queueing is None and type(self)._schedule_now is ModelScheduler._schedule_now
+        own_scheduling = type(self)._schedule_now is not ModelScheduler._schedule_now
+        self._direct = batching is None and queueing is None and not own_scheduling
 
     # ---- state ---------------------------------------------------------------------------------
     @property
