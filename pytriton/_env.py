@@ -70,8 +70,11 @@ SERVER_VARIABLES = (
                    "The gRPC transport: our own HTTP/2 server in the event loop (h2, default) or grpc.aio (grpcio)."),
 )
 """Other variables: PYTRITON_TRITON_CONFIG_<FIELD> (TritonConfig.from_env, as in PyTriton), GLIBC_TUNABLES (when set,
-pytriton leaves malloc alone) and PYTRITON_NO_MALLOC_TUNING=1 (`pytriton serve` does not re-execute itself with
-MALLOC_TUNABLES)."""
+pytriton leaves malloc alone), PYTRITON_NO_MALLOC_TUNING=1 (`pytriton serve` does not re-execute itself with
+MALLOC_TUNABLES) and PYTRITON_OUTPUT_COPY_THREADS (read where the model runs, by pytriton.proxy.bigcopy.copy_threads:
+the worker layer cannot import this module): how many threads copy one output of 4 MiB or more into a client's
+system region or the worker's response arena, the model's own thread included; an integer >= 1, default
+min(4, the CPUs the process may run on); 1 turns it off; an invalid value is logged and the default used."""
 
 
 def server_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pytriton.proxy.messages import (
     params_to_proto,
 )
 from pytriton.proxy._bls_endpoint import BlsEndpoint
+from pytriton.proxy.bigcopy import OutputCopier
 from pytriton.proxy._zmq import readable, recv_frames, send_frames
 from pytriton.proxy.credit import StreamCredit
 from pytriton.proxy.regions import ClientRegions, RegionError
@@ -93,6 +94,7 @@ class WorkerEndpoint(BlsEndpoint):
         self.inputs = InputSegments(tag, server_pid)  # where inputs lie: the request arena, other workers' arenas
         self.request_segments = self.inputs.server
         self.regions = ClientRegions()
+        self.copier = OutputCopier(name="pytriton-output-copy")  # large outputs copied by several threads
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
         self._gone_all: set[int] = set()  # calls whose clients all left (what `request_cancelled` answers from)
@@ -364,7 +366,7 @@ class WorkerEndpoint(BlsEndpoint):
             if datatype == "BYTES":
                 target[:nbytes] = data
             elif nbytes:
-                np.copyto(np.frombuffer(target, dtype=array.dtype, count=array.size).reshape(array.shape), array)
+                self.copier.copy(np.frombuffer(target, dtype=array.dtype, count=array.size).reshape(array.shape), array)
             ref.region = region.region
             ref.region_id = region.region_id
             ref.offset = region.offset
@@ -387,7 +389,7 @@ class WorkerEndpoint(BlsEndpoint):
         if datatype == "BYTES":
             view[:] = data
         else:
-            np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
+            self.copier.copy(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array)
         return nbytes
 
     def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
@@ -489,6 +491,7 @@ class WorkerEndpoint(BlsEndpoint):
         self.inputs.release_dedicated()
 
     def close(self) -> None:
+        self.copier.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
         self.regions.close()

@@ -1,0 +1,179 @@
+"""Large outputs copied into place by several threads: the worker's copy of a result into a client's system region or
+its response arena slot.
+
+One thread copies 16 MiB in about 1.1 ms on the 2-vCPU machine of docs/profile.md (from memory, not cache), and in
+the system-shm rows that copy is half of what the instance does per request. numpy's copy releases the GIL, so the
+copy is split into contiguous chunks: the calling thread copies one, the endpoint's pool threads the others
+("Output copies by several threads (issue 21)" in docs/profile.md). Below `DEFAULT_THRESHOLD` one thread is as fast.
+
+PYTRITON_OUTPUT_COPY_THREADS (documented in pytriton/_env.py, which this layer cannot import) sets the number of
+threads that copy one output, the caller included: default min(4, CPUs this process may run on); 1 turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger("pytriton.proxy")
+
+THREADS_VARIABLE = "PYTRITON_OUTPUT_COPY_THREADS"
+MAX_DEFAULT_THREADS = 4
+DEFAULT_THRESHOLD = 4 << 20  # bytes; measured: 2 MiB gains nothing, 4 MiB and more do (docs/profile.md)
+_ALIGN = 4096  # chunk boundaries fall on multiples of this many bytes (whole pages of a page-aligned region)
+_JOIN_S = 10.0
+
+
+def default_threads() -> int:
+    """min(4, the CPUs this process may run on)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # (not Linux)
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_THREADS, cpus))
+
+
+def copy_threads(environ: Mapping[str, str] | None = None) -> int:
+    """The threads one output copy may use, from PYTRITON_OUTPUT_COPY_THREADS (an integer >= 1) or the default.
+
+    A worker cannot refuse to start over a tuning knob: an invalid value is logged, naming the variable, and the
+    default is used."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(THREADS_VARIABLE)
+    if text is None or not text.strip():
+        return default_threads()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        logger.warning("%s=%r: expected an integer >= 1; using %d", THREADS_VARIABLE, text, default_threads())
+        return default_threads()
+    return value
+
+
+def _chunks(dst: np.ndarray, src: np.ndarray, count: int) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """`count` pairs of (destination, source) views that together cover the arrays once, or None when the arrays
+    do not split (then one thread copies them whole).
+
+    Contiguous arrays split into flat ranges of whole pages; others along their first axis that is long enough."""
+    if src.flags.c_contiguous and dst.flags.c_contiguous:
+        flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)
+        itemsize = src.itemsize
+        unit = _ALIGN // itemsize if itemsize and _ALIGN % itemsize == 0 else 1
+        step = -(-src.size // count)
+        step = -(-step // unit) * unit
+        return [(flat_dst[i:i + step], flat_src[i:i + step]) for i in range(0, src.size, step)]
+    for axis, length in enumerate(src.shape):
+        if length >= count:
+            step = -(-length // count)
+            pairs = []
+            for start in range(0, length, step):
+                index = (slice(None),) * axis + (slice(start, start + step),)
+                pairs.append((dst[index], src[index]))
+            return pairs
+    return None
+
+
+class _Call:
+    """One split copy: how many chunks other threads still copy, and the first error."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Semaphore(0)
+        self.error: BaseException | None = None
+
+
+class OutputCopier:
+    """Copies an array into a destination of the same shape and dtype; a large one in chunks by several threads.
+
+    The pool threads (named, daemon) start at the first large copy and are stopped and joined by `close`. Several
+    threads may call `copy` at once; `close` must not run during a copy."""
+
+    def __init__(self, threads: int | None = None, threshold: int = DEFAULT_THRESHOLD, name: str = "pytriton-copy"):
+        self.threads = copy_threads() if threads is None else max(1, threads)
+        self.threshold = threshold
+        self._name = name
+        self._tasks: queue.SimpleQueue[tuple[np.ndarray, np.ndarray, _Call] | None] = queue.SimpleQueue()
+        self._pool: list[threading.Thread] = []
+        self._lock = threading.Lock()  # starting and stopping the pool
+        self._closed = False
+
+    def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """np.copyto(dst, src, casting="no"): `dst` has src's shape and dtype (a view of shared memory)."""
+        if self.threads < 2 or src.nbytes < self.threshold or self._closed:
+            np.copyto(dst, src, casting="no")
+            return
+        if dst.shape != src.shape:  # (what np.copyto would refuse: never split a broadcast)
+            raise ValueError(f"cannot copy an array of shape {src.shape} into one of shape {dst.shape}")
+        pairs = _chunks(dst, src, self.threads)
+        if pairs is None or len(pairs) < 2:
+            np.copyto(dst, src, casting="no")
+            return
+        self._start()
+        call = _Call()
+        for pair in pairs[1:]:
+            self._tasks.put((pair[0], pair[1], call))
+        try:
+            np.copyto(pairs[0][0], pairs[0][1], casting="no")
+        finally:
+            for _ in pairs[1:]:  # the destination is not the caller's again before every chunk is written
+                call.done.acquire()
+        if call.error is not None:
+            raise call.error
+
+    def _start(self) -> None:
+        if len(self._pool) == self.threads - 1:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            while len(self._pool) < self.threads - 1:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._pool) + 1}", daemon=True)
+                thread.start()
+                self._pool.append(thread)
+
+    def _work(self) -> None:
+        tasks = self._tasks
+        while True:
+            task = tasks.get()
+            if task is None:
+                return
+            call = task[2]
+            try:
+                np.copyto(task[0], task[1], casting="no")
+            except BaseException as exc:  # noqa: BLE001 - the calling thread raises it
+                call.error = call.error or exc
+            finally:
+                task = None  # no view of a client's region stays alive here between copies (it would stay mapped)
+                call.done.release()
+
+    @property
+    def pool(self) -> list[threading.Thread]:
+        """The pool threads running now (tests check that `close` leaves none)."""
+        return [thread for thread in self._pool if thread.is_alive()]
+
+    def close(self) -> None:
+        """Stop and join the pool threads; later copies run in the calling thread."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, []
+        for _ in pool:
+            self._tasks.put(None)
+        for thread in pool:
+            thread.join(_JOIN_S)
+            if thread.is_alive():
+                logger.warning("output copy thread %s did not stop within %.0f s", thread.name, _JOIN_S)
+
+    def __enter__(self) -> OutputCopier:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
