@@ -6,8 +6,9 @@ the system-shm rows that copy is half of what the instance does per request. num
 copy is split into contiguous chunks: the calling thread copies one, the endpoint's pool threads the others
 ("Output copies by several threads (issue 21)" in docs/profile.md). Below `DEFAULT_THRESHOLD` one thread is as fast.
 
-PYTRITON_OUTPUT_COPY_THREADS (documented in pytriton/_env.py, which this layer cannot import) sets the number of
-threads that copy one output, the caller included: default min(4, CPUs this process may run on); 1 turns it off.
+PYTRITON_OUTPUT_COPY_THREADS (pytriton/_env.py's WORKER_VARIABLES document it and check it when a server starts; this
+layer cannot import that module) sets the number of threads that copy one output, the caller included: default
+min(4, CPUs this process may run on); 1 turns it off.
 """
 
 from __future__ import annotations

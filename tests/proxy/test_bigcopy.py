@@ -183,7 +183,6 @@ def test_thread_count_from_the_environment(caplog):
         f"PYTRITON_OUTPUT_COPY_THREADS='0': expected an integer >= 1; using {min(4, cpus)}",
         f"PYTRITON_OUTPUT_COPY_THREADS='many': expected an integer >= 1; using {min(4, cpus)}",
     ]
-    assert bigcopy.THREADS_VARIABLE in open(os.path.join(os.path.dirname(bigcopy.__file__), "..", "_env.py")).read()
 
 
 # ---- the worker endpoint ------------------------------------------------------------------------------------------
