@@ -27,6 +27,8 @@ logger = logging.getLogger("pytriton.proxy")
 THREADS_VARIABLE = "PYTRITON_OUTPUT_COPY_THREADS"
 MAX_DEFAULT_THREADS = 4
 DEFAULT_THRESHOLD = 4 << 20  # bytes; measured: 2 MiB gains nothing, 4 MiB and more do (docs/profile.md)
+CHUNKS_PER_THREAD = 2  # a copy is split into this many chunks per thread (at least MIN_CHUNK each) ...
+MIN_CHUNK = 1 << 20  # ... so that the threads that start first take over the chunks of a late one
 _ALIGN = 4096  # chunk boundaries fall on multiples of this many bytes (whole pages of a page-aligned region)
 _JOIN_S = 10.0
 
@@ -60,10 +62,11 @@ def copy_threads(environ: Mapping[str, str] | None = None) -> int:
 
 
 def _chunks(dst: np.ndarray, src: np.ndarray, count: int) -> list[tuple[np.ndarray, np.ndarray]] | None:
-    """`count` pairs of (destination, source) views that together cover the arrays once, or None when the arrays
-    do not split (then one thread copies them whole).
+    """At most `count` pairs of (destination, source) views that together cover the arrays once, or None when the
+    arrays do not split (then one thread copies them whole).
 
-    Contiguous arrays split into flat ranges of whole pages; others along their first axis that is long enough."""
+    Contiguous arrays split into flat ranges of whole pages; others along their first axis at least `count` long, or
+    else their longest axis."""
     if src.flags.c_contiguous and dst.flags.c_contiguous:
         flat_dst, flat_src = dst.reshape(-1), src.reshape(-1)
         itemsize = src.itemsize
@@ -71,25 +74,59 @@ def _chunks(dst: np.ndarray, src: np.ndarray, count: int) -> list[tuple[np.ndarr
         step = -(-src.size // count)
         step = -(-step // unit) * unit
         return [(flat_dst[i:i + step], flat_src[i:i + step]) for i in range(0, src.size, step)]
-    for axis, length in enumerate(src.shape):
-        if length >= count:
-            step = -(-length // count)
-            pairs = []
-            for start in range(0, length, step):
-                index = (slice(None),) * axis + (slice(start, start + step),)
-                pairs.append((dst[index], src[index]))
-            return pairs
-    return None
+    if not src.ndim:
+        return None
+    axis = next((i for i, length in enumerate(src.shape) if length >= count), int(np.argmax(src.shape)))
+    length = src.shape[axis]
+    step = -(-length // count)
+    pairs = []
+    for start in range(0, length, step):
+        index = (slice(None),) * axis + (slice(start, start + step),)
+        pairs.append((dst[index], src[index]))
+    return pairs if len(pairs) > 1 else None
 
 
 class _Call:
-    """One split copy: how many chunks other threads still copy, and the first error."""
+    """One split copy. Each thread, the caller first, takes the next chunk nobody has taken until none is left: a
+    pool thread that wakes late finds less to do (or nothing), never holds the caller up by more than one chunk."""
 
-    __slots__ = ("done", "error")
+    __slots__ = ("pairs", "_next", "_pending", "_lock", "done", "error")
 
-    def __init__(self) -> None:
-        self.done = threading.Semaphore(0)
+    def __init__(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.pairs = pairs
+        self._next = 0
+        self._pending = len(pairs)
+        self._lock = threading.Lock()
+        self.done = threading.Event()
         self.error: BaseException | None = None
+
+    def _take(self) -> tuple[np.ndarray, np.ndarray] | None:
+        with self._lock:
+            index = self._next
+            if index >= len(self.pairs):
+                return None
+            self._next = index + 1
+            return self.pairs[index]
+
+    def run(self) -> None:
+        """Copy chunks until none is left to take."""
+        while (pair := self._take()) is not None:
+            try:
+                np.copyto(pair[0], pair[1], casting="no")
+            except BaseException as exc:  # noqa: BLE001 - the calling thread raises it
+                self.error = self.error or exc
+            finally:
+                pair = None
+                with self._lock:
+                    self._pending -= 1
+                    if not self._pending:
+                        self.done.set()
+
+    def finish(self) -> None:
+        """(The caller, once every chunk is written) a pool thread that wakes later finds nothing, and holds no view
+        of the destination (a client's region stays mapped while a view of it lives)."""
+        with self._lock:
+            self.pairs = []
 
 
 class OutputCopier:
@@ -102,7 +139,7 @@ class OutputCopier:
         self.threads = copy_threads() if threads is None else max(1, threads)
         self.threshold = threshold
         self._name = name
-        self._tasks: queue.SimpleQueue[tuple[np.ndarray, np.ndarray, _Call] | None] = queue.SimpleQueue()
+        self._tasks: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._pool: list[threading.Thread] = []
         self._lock = threading.Lock()  # starting and stopping the pool
         self._closed = False
@@ -114,19 +151,20 @@ class OutputCopier:
             return
         if dst.shape != src.shape:  # (what np.copyto would refuse: never split a broadcast)
             raise ValueError(f"cannot copy an array of shape {src.shape} into one of shape {dst.shape}")
-        pairs = _chunks(dst, src, self.threads)
-        if pairs is None or len(pairs) < 2:
+        pairs = _chunks(dst, src, min(self.threads * CHUNKS_PER_THREAD, max(2, src.nbytes // MIN_CHUNK)))
+        if pairs is None:
             np.copyto(dst, src, casting="no")
             return
         self._start()
-        call = _Call()
-        for pair in pairs[1:]:
-            self._tasks.put((pair[0], pair[1], call))
+        call = _Call(pairs)
+        del pairs
+        for _ in range(min(self.threads - 1, len(call.pairs) - 1)):
+            self._tasks.put(call)
         try:
-            np.copyto(pairs[0][0], pairs[0][1], casting="no")
+            call.run()
         finally:
-            for _ in pairs[1:]:  # the destination is not the caller's again before every chunk is written
-                call.done.acquire()
+            call.done.wait()  # the destination is not the caller's again before every chunk is written
+            call.finish()
         if call.error is not None:
             raise call.error
 
@@ -144,17 +182,11 @@ class OutputCopier:
     def _work(self) -> None:
         tasks = self._tasks
         while True:
-            task = tasks.get()
-            if task is None:
+            call = tasks.get()
+            if call is None:
                 return
-            call = task[2]
-            try:
-                np.copyto(task[0], task[1], casting="no")
-            except BaseException as exc:  # noqa: BLE001 - the calling thread raises it
-                call.error = call.error or exc
-            finally:
-                task = None  # no view of a client's region stays alive here between copies (it would stay mapped)
-                call.done.release()
+            call.run()
+            call = None
 
     @property
     def pool(self) -> list[threading.Thread]:

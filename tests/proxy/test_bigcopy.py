@@ -316,3 +316,29 @@ def test_contiguous_chunks_are_at_most_one_per_thread_and_start_on_pages(count, 
     assert all(a == b and a % 4096 == 0 for a, b in starts)
     assert [a for a, _ in starts] == sorted(a for a, _ in starts)
     assert sum(d.nbytes for d, _ in pairs) == src.nbytes and all(d.shape == s.shape for d, s in pairs)
+
+
+def test_a_pool_thread_that_is_busy_elsewhere_does_not_hold_the_copy_up():
+    """The caller takes every chunk nobody has taken: with the only pool thread stuck, the copy still ends."""
+    with OutputCopier(threads=2, threshold=THRESHOLD, name="test-stuck") as copier:
+        src = _source(8 << 20, np.dtype("float32"), 11)
+        buffer, dst = _guarded(src, 0)
+        copier.copy(dst, src)  # (starts the pool)
+        release, stuck = threading.Event(), threading.Event()
+
+        class Blocker:
+            def run(self) -> None:
+                stuck.set()
+                release.wait(60)
+
+        copier._tasks.put(Blocker())
+        assert stuck.wait(10)
+        buffer, dst = _guarded(src, 16)
+        done = threading.Thread(target=copier.copy, args=(dst, src))
+        done.start()
+        done.join(30)
+        stuck_alive = done.is_alive()
+        release.set()
+        done.join(30)
+        assert not stuck_alive
+        _check(buffer, dst, src, 16)
