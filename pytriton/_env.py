@@ -88,7 +88,7 @@ class WorkerVariable:
 
 WORKER_VARIABLES = (
     WorkerVariable("PYTRITON_OUTPUT_COPY_THREADS", _depth, "an integer >= 1", "pytriton.proxy.bigcopy.copy_threads",
-                   "Threads that copy one output of 4 MiB or more into a client's system shared-memory region or the "
+                   "Threads that copy one output of 8 MiB or more into a client's system shared-memory region or the "
                    "worker's response arena, the model's own thread included (default min(4, the CPUs the process "
                    "may run on); 1: one thread, as before). A bad value seen only by a worker is logged there and "
                    "the default used."),

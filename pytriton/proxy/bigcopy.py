@@ -3,7 +3,7 @@ its response arena slot.
 
 One thread copies 16 MiB in about 1.1 ms on the 2-vCPU machine of docs/profile.md (from memory, not cache), and in
 the system-shm rows that copy is half of what the instance does per request. numpy's copy releases the GIL, so the
-copy is split into contiguous chunks: the calling thread copies one, the endpoint's pool threads the others
+copy is split into contiguous chunks that the calling thread and the endpoint's pool threads take in turn
 ("Output copies by several threads (issue 21)" in docs/profile.md). Below `DEFAULT_THRESHOLD` one thread is as fast.
 
 PYTRITON_OUTPUT_COPY_THREADS (pytriton/_env.py's WORKER_VARIABLES document it and check it when a server starts; this
@@ -26,7 +26,7 @@ logger = logging.getLogger("pytriton.proxy")
 
 THREADS_VARIABLE = "PYTRITON_OUTPUT_COPY_THREADS"
 MAX_DEFAULT_THREADS = 4
-DEFAULT_THRESHOLD = 4 << 20  # bytes; measured: 2 MiB gains nothing, 4 MiB and more do (docs/profile.md)
+DEFAULT_THRESHOLD = 8 << 20  # bytes: below it the data is mostly in cache and one thread is as fast (docs/profile.md)
 CHUNKS_PER_THREAD = 2  # a copy is split into this many chunks per thread (at least MIN_CHUNK each) ...
 MIN_CHUNK = 1 << 20  # ... so that the threads that start first take over the chunks of a late one
 _ALIGN = 4096  # chunk boundaries fall on multiples of this many bytes (whole pages of a page-aligned region)
