@@ -16,6 +16,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Sequence
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -211,10 +212,6 @@ class WorkerEndpoint(BlsEndpoint):
             self._fresh = fresh
             return message, frames
 
-    def _collect(self) -> None:
-        with self._lock:
-            self._drain()
-
     def begin_stream(self, message: Any) -> None:
         """A streaming call starts: its window (if the server gave one) holds from now on."""
         self.credit = StreamCredit(message.id, message.window, message.window_bytes) if message.window else None
@@ -299,14 +296,14 @@ class WorkerEndpoint(BlsEndpoint):
         regions: list[dict[str, Any]] = []
         failed: list[str] = []
         views = [frame.buffer.toreadonly() for frame in frames]  # (once per frame: small inputs share one)
-        for item in message.requests:
+        for item in message.requests[:]:  # (a slice, `[:]`, is walked in half the time of protobuf's own iterator)
             flags = item.flags
             if flags & FLAG_NOT_READY:  # a not-ready row of a sequence batch: only its flags (backends/sequence_rows)
                 regions.append({})
                 failed.append("")
-                decoded.append(Request({}, {}, None, list(item.requested_outputs) or None, "", 0, flags))
+                decoded.append(Request({}, {}, None, item.requested_outputs[:] or None, "", 0, flags))
                 continue
-            regions.append({ref.name: ref for ref in item.output_regions})
+            regions.append({ref.name: ref for ref in item.output_regions[:]})
             try:
                 inputs = self._decode_inputs(item, views)
             except RegionError as exc:
@@ -315,15 +312,21 @@ class WorkerEndpoint(BlsEndpoint):
             failed.append("")
             parameters = params_from_proto(item.parameters) if item.parameters else {}
             request_id, correlation_id, flags = decode_request_fields(item, parameters)
-            decoded.append(Request(inputs, parameters, None, list(item.requested_outputs) or None, request_id,
+            decoded.append(Request(inputs, parameters, None, item.requested_outputs[:] or None, request_id,
                                    correlation_id, flags))
         return decoded, (regions if any(regions) else None), failed
 
     def _decode_inputs(self, item: Any, frames: Sequence[memoryview]) -> dict[str, np.ndarray]:
         inputs: dict[str, np.ndarray] = {}
-        for ref in item.inputs:
-            shape = tuple(ref.shape)
+        for ref in item.inputs[:]:
+            shape = tuple(ref.shape[:])
             dtype = ref.dtype
+            frame = ref.frame
+            if frame and dtype != _BYTES_CODE:  # (the common case: a read-only array over the frame, made in one step)
+                buffer, offset, nbytes, numpy_dtype = frames[frame - 1], ref.offset, ref.nbytes, CODE_TO_NUMPY[dtype]
+                if nbytes == numpy_dtype.itemsize * prod(shape) and offset + nbytes <= len(buffer):
+                    inputs[ref.name] = np.ndarray(shape, numpy_dtype, buffer, offset)
+                    continue
             if ref.cuda_handle:
                 inputs[ref.name] = self.regions.cuda_array(ref, CODE_TO_NUMPY[dtype], shape)
                 continue

@@ -21,8 +21,10 @@ import zmq
 from pytriton.model_config.datatypes import TRITON_TO_CODE
 from pytriton.proxy._zmq import NOBLOCK, readable, recv_frames, send_frames
 from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, SharedMemoryFullError, ShmArena, slot_key
+from pytriton.proxy.infer_wire import infer_message, inline_item
 from pytriton.proxy.messages import (
     RequestData,
+    RequestItem,
     ServerToWorker,
     TensorData,
     WorkerToServer,
@@ -102,10 +104,11 @@ class ProxyRouter:
         self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self._socket.bind(address)
         self._fd = self._socket.getsockopt(zmq.FD)
-        self.loop.add_reader(self._fd, self._drain)
+        self.loop.add_reader(self._fd, self._drain, True)  # (the descriptor mostly signals a message: see _drain)
         self._links: dict[bytes, WorkerLink] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._draining = False  # _drain is on the stack (it checks the socket after each message it handles)
         # Called with (identity, JSON text) for CONTROL messages from peers that are not workers.
         self.on_control: Callable[[bytes, str], None] | None = None
         # Called with (link, message, frames) for a worker's BLS request; hears first of a link being dropped.
@@ -156,9 +159,10 @@ class ProxyRouter:
                 link.unreachable = True
             raise WorkerGoneError(f"model instance '{link.label}' is not connected ({exc})") from exc
         finally:
-            # A send can consume the edge that announces pending input: check for it now.
-            if readable(socket):
-                self.loop.call_soon(self._drain)
+            # A send can consume the edge that announces pending input: check for it now (the drain then knows that
+            # a message waits and reads it without checking again), unless a drain runs now: it checks next anyway.
+            if not self._draining and readable(socket):
+                self.loop.call_soon(self._drain, True)
 
     def _send_free(self, link: WorkerLink) -> None:
         message = ServerToWorker(kind=ServerToWorker.FREE)
@@ -282,34 +286,43 @@ class ProxyRouter:
         if link.closed:
             raise WorkerGoneError(f"model instance '{link.label}' is not running")
         call_id = next(self._ids)
-        message = ServerToWorker(kind=ServerToWorker.INFER, id=call_id)
-        if window[0]:
-            message.window, message.window_bytes = window
         frames: list[Any] = []
         slots: list[int] = []
         pack: list[Any] = [0, [], 0]
+        items: list[bytes] = []
+        pack_max = min(PACK_MAX, self.inline_max)
         try:
             for request in requests:
-                item = message.requests.add()
-                for tensor in request.inputs:
-                    self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
-                item.requested_outputs.extend(request.requested_outputs)
-                for region in request.output_regions:
-                    self._encode_tensor(region, item.output_regions.add(), frames, slots)
-                if request.parameters:
-                    params_to_proto(request.parameters, item.parameters)
-                encode_request_fields(request, item)
+                item_bytes = inline_item(request, frames, pack, pack_max, self.inline_max)
+                if item_bytes is None:  # (not the common kind: through protobuf)
+                    item = RequestItem()
+                    for tensor in request.inputs:
+                        self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
+                    item.requested_outputs.extend(request.requested_outputs)
+                    for region in request.output_regions:
+                        self._encode_tensor(region, item.output_regions.add(), frames, slots)
+                    if request.parameters:
+                        params_to_proto(request.parameters, item.parameters)
+                    encode_request_fields(request, item)
+                    item_bytes = item.SerializeToString()
+                items.append(item_bytes)
         except ArenaExhaustedError:
             self._free_request_slots(slots)
             raise
         if pack[0]:
             frames[pack[0] - 1] = b"".join(pack[1])
-        if link.pending_free:
-            message.freed.extend(link.pending_free)
-            link.pending_free.clear()
+        tail = b""  # the message's fields after `requests`
+        if link.pending_free or window[0]:
+            later = ServerToWorker()
+            if link.pending_free:
+                later.freed.extend(link.pending_free)
+                link.pending_free.clear()
+            if window[0]:
+                later.window, later.window_bytes = window
+            tail = later.SerializeToString()
         link.pending[call_id] = (call, slots)
         try:
-            self._send(link, [message.SerializeToString(), *frames])
+            self._send(link, [infer_message(call_id, items, tail), *frames])
         except WorkerGoneError:
             link.pending.pop(call_id, None)
             self._free_request_slots(slots)
@@ -361,12 +374,26 @@ class ProxyRouter:
             pass
 
     # ---- receiving ---------------------------------------------------------------------------
-    def _drain(self) -> None:
+    def _drain(self, waiting: bool = False) -> None:
         """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
-        fast as it is read (a streaming model) must not keep the loop from everything else."""
+        fast as it is read (a streaming model) must not keep the loop from everything else. `waiting`: a message
+        most likely waits (a check after a send found one, or the socket's descriptor signalled, which it mostly does
+        for a message): the first receive goes without a check (it takes the socket's pending commands itself; when
+        nothing waits after all, it ends in a zmq.Again, which costs a little more than the check)."""
+        self._draining = True
+        try:
+            self._drain_batch(waiting)
+        finally:
+            self._draining = False
+
+    def _drain_batch(self, waiting: bool) -> None:
         socket = self._socket
         for _ in range(DRAIN_BATCH):
-            if self._closed or not readable(socket):  # (checked first: a zmq.Again costs more than the check)
+            if waiting:
+                waiting = False
+                if self._closed:
+                    return
+            elif self._closed or not readable(socket):  # (checked first: a zmq.Again costs more than the check)
                 return
             try:
                 frames = recv_frames(socket, NOBLOCK)

@@ -221,6 +221,9 @@ class ModelScheduler:
         self._scheduling = False  # _schedule is on the stack (an execution that fails at once must not recurse)
         # preserve_ordering (a non-decoupled model): answers handed on in the order their jobs started
         self._gate = OrderGate() if preserve_ordering else None
+        # A job may start without passing through the queue (not where a subclass schedules in its own way)
+        own_scheduling = type(self)._schedule_now is not ModelScheduler._schedule_now
+        self._direct = batching is None and queueing is None and not own_scheduling
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -308,6 +311,17 @@ class ModelScheduler:
         if self._unavailable is not None and not self._load:
             raise unavailable(self._unavailable)
         job.enqueued_ns = time.perf_counter_ns()
+        if self._direct and self._free and not self._queue and not self._scheduling:
+            # No batcher, no queue policy, nobody waits and an instance has room: the job starts now, as
+            # `_schedule` would start it, without passing through the queue.
+            self._scheduling = True
+            try:
+                started = self._start([job])
+            finally:
+                self._scheduling = False
+            if started is None and self._queue:  # its instance was gone: the job waits at the head for another
+                self._schedule()
+            return
         self._queue.append(job)  # (under a queue policy: UNAVAILABLE when the job's level is full)
         self._queued_weight += job.weight
         if self._free:
