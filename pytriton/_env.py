@@ -70,13 +70,41 @@ SERVER_VARIABLES = (
                    "The gRPC transport: our own HTTP/2 server in the event loop (h2, default) or grpc.aio (grpcio)."),
 )
 """Other variables: PYTRITON_TRITON_CONFIG_<FIELD> (TritonConfig.from_env, as in PyTriton), GLIBC_TUNABLES (when set,
-pytriton leaves malloc alone) and PYTRITON_NO_MALLOC_TUNING=1 (`pytriton serve` does not re-execute itself with
-MALLOC_TUNABLES)."""
+pytriton leaves malloc alone), PYTRITON_NO_MALLOC_TUNING=1 (`pytriton serve` does not re-execute itself with
+MALLOC_TUNABLES) and WORKER_VARIABLES below."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerVariable:
+    """An environment variable read where a model runs, by `reader` (the worker layer cannot import this module).
+    It is checked here too when a server configuration is built, so that a bad value stops the start."""
+
+    name: str
+    parse: Callable[[str], Any]
+    expected: str
+    reader: str
+    doc: str
+
+
+WORKER_VARIABLES = (
+    WorkerVariable("PYTRITON_OUTPUT_COPY_THREADS", _depth, "an integer >= 1", "pytriton.proxy.bigcopy.copy_threads",
+                   "Threads that copy one output of 8 MiB or more into a client's system shared-memory region or the "
+                   "worker's response arena, the model's own thread included (default min(4, the CPUs the process "
+                   "may run on); 1: one thread, as before). A bad value seen only by a worker is logged there and "
+                   "the default used."),
+)
 
 
 def server_settings(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """ServerConfig field values from the variables that are set in `environ` (os.environ by default)."""
     environ = os.environ if environ is None else environ
+    for worker_variable in WORKER_VARIABLES:  # (checked only: the workers inherit the environment)
+        text = environ.get(worker_variable.name)
+        if text is not None and text.strip():
+            try:
+                worker_variable.parse(text)
+            except ValueError:
+                raise ValueError(f"{worker_variable.name}={text!r}: expected {worker_variable.expected}") from None
     values = {}
     for variable in SERVER_VARIABLES:
         text = environ.get(variable.name)

@@ -248,3 +248,15 @@ def gated_digest(requests):
                 file.write(hashlib.sha256(r["IN_X"].tobytes()).hexdigest())
             os.replace(digest + ".tmp", digest)
     return answers
+
+
+def large_views(requests):
+    """Large outputs of several dtypes and layouts from IN_X (fp32, a multiple of 1024 elements): OUT_T the input as
+    (n, 1024) transposed (a view of the input), OUT_B = IN_X > 0 (bool), OUT_H its fp16 reversed (a view), OUT_L its
+    int64 (tests/e2e/test_output_copy.py: outputs copied by several threads)."""
+    out = []
+    for r in requests:
+        x = r["IN_X"]
+        out.append({"OUT_T": x.reshape(-1, 1024).T, "OUT_B": x > 0, "OUT_H": x.astype(np.float16)[::-1],
+                    "OUT_L": x.astype(np.int64)})
+    return out

@@ -35,6 +35,8 @@ def test_without_variables_the_defaults_hold_and_explicit_fields_win():
         ("PYTRITON_INLINE_MAX_BYTES", "-1", "a non-negative integer"),
         ("PYTRITON_PIPELINE_DEPTH", "0", "an integer >= 1"),
         ("PYTRITON_GRPC_SERVER", "nope", "one of h2, grpcio"),
+        ("PYTRITON_OUTPUT_COPY_THREADS", "0", "an integer >= 1"),
+        ("PYTRITON_OUTPUT_COPY_THREADS", "two", "an integer >= 1"),
     ],
 )
 def test_a_bad_value_names_the_variable(name, value, expected):
@@ -47,6 +49,15 @@ def test_every_server_variable_names_a_config_field_and_is_documented():
     fields = set(ServerConfig.__dataclass_fields__)
     for variable in _env.SERVER_VARIABLES:
         assert variable.field in fields and variable.name.startswith("PYTRITON_") and variable.doc
+
+
+def test_worker_variables_are_checked_and_name_their_reader():
+    assert ServerConfig.from_env({"PYTRITON_OUTPUT_COPY_THREADS": "3"}, models=[]) == ServerConfig(models=[])
+    from pytriton.proxy import bigcopy  # noqa: PLC0415
+
+    assert [v.name for v in _env.WORKER_VARIABLES] == [bigcopy.THREADS_VARIABLE]
+    assert all(v.reader == "pytriton.proxy.bigcopy.copy_threads" and v.doc for v in _env.WORKER_VARIABLES)
+    assert bigcopy.copy_threads({"PYTRITON_OUTPUT_COPY_THREADS": "3"}) == 3
 
 
 def test_malloc_tuning_yields_to_the_user():

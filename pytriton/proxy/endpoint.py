@@ -36,9 +36,10 @@ from pytriton.proxy.messages import (
     params_to_proto,
 )
 from pytriton.proxy._bls_endpoint import BlsEndpoint
+from pytriton.proxy.bigcopy import OutputCopier
 from pytriton.proxy._zmq import readable, recv_frames, send_frames
 from pytriton.proxy.credit import StreamCredit
-from pytriton.proxy.regions import ClientRegions, RegionError
+from pytriton.proxy.regions import ClientRegions, OutputRegionError, RegionError, too_small, write_cuda_region
 from pytriton.proxy.router import DEFAULT_INLINE_MAX
 from pytriton.proxy.types import Request
 
@@ -47,17 +48,6 @@ logger = logging.getLogger("pytriton.proxy")
 
 _BYTES_CODE = TRITON_TO_CODE["BYTES"]
 MAX_WAIT_S = 0.25  # the longest the watching thread sleeps without looking at the socket (an edge may be missed)
-
-
-class OutputRegionError(Exception):
-    """An output does not fit the client region it was requested into."""
-
-
-def _too_small(name: str, have: int, need: int) -> str:
-    return (
-        f"shared memory size specified with the request for output '{name}' ({have} bytes) should be at least "
-        f"{need} bytes to hold the results"
-    )
 
 
 def _to_host(array: Any) -> np.ndarray:
@@ -94,6 +84,7 @@ class WorkerEndpoint(BlsEndpoint):
         self.inputs = InputSegments(tag, server_pid)  # where inputs lie: the request arena, other workers' arenas
         self.request_segments = self.inputs.server
         self.regions = ClientRegions()
+        self.copier = OutputCopier(name="pytriton-output-copy")  # large outputs copied by several threads
         self._backlog: collections.deque[tuple[Any, list[zmq.Frame]]] = collections.deque()
         self._cancelled: set[int] = set()  # ids of calls the server cancelled that have not started or ended yet
         self._gone_all: set[int] = set()  # calls whose clients all left (what `request_cancelled` answers from)
@@ -351,7 +342,7 @@ class WorkerEndpoint(BlsEndpoint):
         ref.dtype = TRITON_TO_CODE[datatype]
         ref.shape.extend(array.shape)
         if region is not None and region.cuda_handle:
-            self._write_cuda_region(ref, region, array)
+            write_cuda_region(self.regions, ref, region, array)
             return 0
         array = _to_host(array)
         if datatype == "BYTES":
@@ -362,12 +353,12 @@ class WorkerEndpoint(BlsEndpoint):
             data = array
         if region is not None:
             if nbytes > region.nbytes:
-                raise OutputRegionError(_too_small(name, region.nbytes, nbytes))
+                raise OutputRegionError(too_small(name, region.nbytes, nbytes))
             target = self.regions.system_view(region)
             if datatype == "BYTES":
                 target[:nbytes] = data
             elif nbytes:
-                np.copyto(np.frombuffer(target, dtype=array.dtype, count=array.size).reshape(array.shape), array)
+                self.copier.copy(np.frombuffer(target, dtype=array.dtype, count=array.size).reshape(array.shape), array)
             ref.region = region.region
             ref.region_id = region.region_id
             ref.offset = region.offset
@@ -390,25 +381,8 @@ class WorkerEndpoint(BlsEndpoint):
         if datatype == "BYTES":
             view[:] = data
         else:
-            np.copyto(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array, casting="no")
+            self.copier.copy(np.frombuffer(view, dtype=array.dtype).reshape(array.shape), array)
         return nbytes
-
-    def _write_cuda_region(self, ref: Any, region: Any, array: Any) -> None:
-        nbytes = array.nbytes
-        if nbytes > region.nbytes:
-            raise OutputRegionError(_too_small(ref.name, region.nbytes, nbytes))
-        cupy = __import__("cupy")
-        target = cupy.ndarray(array.shape, dtype=array.dtype, memptr=self.regions.cuda_pointer(region))
-        if isinstance(array, np.ndarray):
-            target.set(np.ascontiguousarray(array))  # host to device
-        else:
-            target[...] = array  # device to device
-        # the reader is another process, which no stream orders this copy before: it is done when the result goes
-        cupy.cuda.get_current_stream().synchronize()
-        ref.nbytes = nbytes
-        ref.cuda_handle = region.cuda_handle
-        ref.region_id = region.region_id
-        ref.offset = region.offset
 
     def send_result(self, *args: Any, **kwargs: Any) -> int:
         """`_send_result` with the lock held (a model's threads may use the arena and the socket meanwhile)."""
@@ -492,6 +466,7 @@ class WorkerEndpoint(BlsEndpoint):
         self.inputs.release_dedicated()
 
     def close(self) -> None:
+        self.copier.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
         self.regions.close()

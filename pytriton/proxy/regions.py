@@ -17,6 +17,8 @@ import mmap
 import os
 from typing import Any
 
+import numpy as np
+
 logger = logging.getLogger("pytriton.proxy")
 
 
@@ -108,3 +110,33 @@ class ClientRegions:
 
     def close(self) -> None:
         self.unmap(list(self._system) + list(self._cuda))
+
+
+class OutputRegionError(Exception):
+    """An output does not fit the client region it was requested into."""
+
+
+def too_small(name: str, have: int, need: int) -> str:
+    return (
+        f"shared memory size specified with the request for output '{name}' ({have} bytes) should be at least "
+        f"{need} bytes to hold the results"
+    )
+
+
+def write_cuda_region(regions: ClientRegions, ref: Any, region: Any, array: Any) -> None:
+    """Write output `array` (host or device) into the client CUDA region `region` and point `ref` at it."""
+    nbytes = array.nbytes
+    if nbytes > region.nbytes:
+        raise OutputRegionError(too_small(ref.name, region.nbytes, nbytes))
+    cupy = __import__("cupy")
+    target = cupy.ndarray(array.shape, dtype=array.dtype, memptr=regions.cuda_pointer(region))
+    if isinstance(array, np.ndarray):
+        target.set(np.ascontiguousarray(array))  # host to device
+    else:
+        target[...] = array  # device to device
+    # the reader is another process, which no stream orders this copy before: it is done when the result goes
+    cupy.cuda.get_current_stream().synchronize()
+    ref.nbytes = nbytes
+    ref.cuda_handle = region.cuda_handle
+    ref.region_id = region.region_id
+    ref.offset = region.offset

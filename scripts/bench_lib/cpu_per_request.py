@@ -6,6 +6,8 @@
     .venv/bin/python scripts/bench_lib/cpu_per_request.py sequence     # sched_models:accumulate, Direct sequence
                                                                        # batcher (START/READY/CORRID), c=8
     .venv/bin/python scripts/bench_lib/cpu_per_request.py seqdyn       # the same callable with the dynamic batcher
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py large --shared-memory system [--protocol http]
+                                                 # serve_double.py's double_16mib, dynamic batching, c=2 (issue 21)
 
 `spinN` / `doubleN` serve N worker processes without a batcher (the scheduling suite's CPU row). The server is
 started from this checkout's .venv, warmed up with one perf_analyzer run, then measured over a second one: user +
@@ -39,7 +41,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def _threads(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
-    """tid -> (name, utime, stime, voluntary, involuntary context switches)."""
+    """tid -> (name, utime, stime, voluntary, involuntary context switches, minor page faults)."""
     out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -55,7 +57,8 @@ def _threads(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
         switches = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
                     if line.endswith("ctxt_switches") or "ctxt_switches:" in line}
         out[int(tid)] = (text[text.index("(") + 1:text.rindex(")")], int(fields[11]), int(fields[12]),
-                         switches.get("voluntary_ctxt_switches", 0), switches.get("nonvoluntary_ctxt_switches", 0))
+                         switches.get("voluntary_ctxt_switches", 0), switches.get("nonvoluntary_ctxt_switches", 0),
+                         int(fields[7]))
     return out
 
 
@@ -104,6 +107,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case", help="batching | spinN | doubleN | sequence | seqdyn")
     parser.add_argument("--concurrency", type=int)
+    parser.add_argument("--shared-memory", default="none", help="perf_analyzer --shared-memory (none | system)")
+    parser.add_argument("--protocol", default="grpc", help="perf_analyzer -i (grpc | http)")
     parser.add_argument("--interval", type=int, default=3000, help="perf_analyzer --measurement-interval (ms)")
     parser.add_argument("--perf-analyzer", default=str(REPO / ".tools" / "bin" / "perf_analyzer"))
     parser.add_argument("--profile", type=pathlib.Path, help="cProfile the measured run; stats go to this folder")
@@ -115,6 +120,9 @@ def main() -> None:
     ports = ["--http-port", str(http), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics)]
     if args.case == "batching":
         model, concurrency = "double_small", args.concurrency or 16
+        cmd = [python, str(HERE / "serve_double.py"), *ports, "--batching", "dynamic", "--models", model]
+    elif args.case == "large":
+        model, concurrency = "double_16mib", args.concurrency or 2
         cmd = [python, str(HERE / "serve_double.py"), *ports, "--batching", "dynamic", "--models", model]
     elif args.case in ("sequence", "seqdyn"):
         model, concurrency = "acc", args.concurrency or 8
@@ -140,7 +148,8 @@ def main() -> None:
                               cwd=str(REPO), start_new_session=True, env=env)
     try:
         wait_model_ready(http, model)
-        pa = [args.perf_analyzer, "-m", model, "-i", "grpc", "-u", f"127.0.0.1:{grpc_port}", "--shared-memory", "none",
+        url = f"127.0.0.1:{grpc_port if args.protocol == 'grpc' else http}"
+        pa = [args.perf_analyzer, "-m", model, "-i", args.protocol, "-u", url, "--shared-memory", args.shared_memory,
               "--concurrency-range", str(concurrency), "-b", "1", "--max-trials", "3", "--stability-percentage", "50",
               "--input-data", "zero"]
         subprocess.run([*pa, "--measurement-interval", "1000"], capture_output=True, check=False)  # warm-up
@@ -181,15 +190,16 @@ def main() -> None:
         print(f"  {'perf_analyzer':<13} {'':11} {pa_user:6.0f} user + {pa_sys:5.0f} sys us/request")
         for pid in pids:
             rows = []
-            total = [0, 0, 0, 0]
-            for tid, (name, user, system, vol, invol) in after[pid].items():
-                old = before[pid].get(tid, (name, 0, 0, 0, 0))
-                delta = [user - old[1], system - old[2], vol - old[3], invol - old[4]]
+            total = [0, 0, 0, 0, 0]
+            for tid, (name, user, system, vol, invol, minflt) in after[pid].items():
+                old = before[pid].get(tid, (name, 0, 0, 0, 0, 0))
+                delta = [user - old[1], system - old[2], vol - old[3], invol - old[4], minflt - old[5]]
                 total = [a + b for a, b in zip(total, delta)]
                 if delta[0] + delta[1]:
                     rows.append((delta[0] + delta[1], name, delta))
             print(f"  {_role(pid):<13} pid {pid:<7} {total[0] * scale:6.0f} user + {total[1] * scale:5.0f} sys us/request;"
-                  f" context switches per request {total[2] / requests:.2f} voluntary, {total[3] / requests:.2f} not")
+                  f" context switches per request {total[2] / requests:.2f} voluntary, {total[3] / requests:.2f} not;"
+                  f" minor faults per request {total[4] / requests:.1f}")
             for _, name, delta in sorted(rows, reverse=True)[:4]:
                 print(f"      thread {name:<14} {delta[0] * scale:6.0f} + {delta[1] * scale:5.0f}")
     finally:
