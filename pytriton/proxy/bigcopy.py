@@ -146,7 +146,9 @@ class OutputCopier:
 
     def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
         """np.copyto(dst, src, casting="no"): `dst` has src's shape and dtype (a view of shared memory)."""
-        if self.threads < 2 or src.nbytes < self.threshold or self._closed:
+        if self.threads < 2 or src.nbytes < self.threshold or self._closed or np.may_share_memory(dst, src):
+            # (overlapping arrays, e.g. an output region over the input the model returned: numpy's one copy
+            # reads all of `src` before it writes over it, chunks copied by several threads would not)
             np.copyto(dst, src, casting="no")
             return
         if dst.shape != src.shape:  # (what np.copyto would refuse: never split a broadcast)

@@ -1,0 +1,54 @@
+"""Attacks on output copies by several threads (proxy/bigcopy.py): an output written over the input it came from
+(a client region holding both, overlapping) must hold what a single copy gives: the input's values."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.utils.shared_memory as shm
+
+from pytriton.proxy.bigcopy import OutputCopier
+from tests.conftest import serve, tensor_args
+
+N = 3 << 20  # float32 elements: 12 MiB, over the 8 MiB threshold
+
+
+@pytest.mark.parametrize("shift", [4, 4096, 1 << 20, -4096, -(1 << 20)])
+def test_overlapping_arrays_are_copied_as_numpy_copies_them(shift):
+    count = 4 << 20
+    buffer = np.arange(count + abs(shift) // 4, dtype=np.int32)
+    lo, hi = buffer[:count], buffer[abs(shift) // 4:abs(shift) // 4 + count]
+    src, dst = (lo, hi) if shift > 0 else (hi, lo)
+    expected = src.copy()
+    with OutputCopier(threads=4) as copier:
+        copier.copy(dst, src)
+    np.testing.assert_array_equal(dst, expected)
+
+
+@pytest.mark.parametrize("shift", [4096, -4096])
+def test_an_output_region_over_its_input_holds_the_input(shift):
+    args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
+    x = np.random.default_rng(7).random(N, dtype=np.float32)
+    size = x.nbytes + abs(shift)
+    key = f"/attack3_alias_{os.getpid()}"
+    with serve("tests.models:identity", *args, env={"PYTRITON_OUTPUT_COPY_THREADS": "4"}) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        handle = shm.create_shared_memory_region("alias", key, size)
+        try:
+            in_offset, out_offset = (0, shift) if shift > 0 else (-shift, 0)
+            shm.set_shared_memory_region(handle, [x], offset=in_offset)
+            client.register_system_shared_memory("alias", key, size)
+            tensor = grpcclient.InferInput("IN_X", [N], "FP32")
+            tensor.set_shared_memory("alias", x.nbytes, offset=in_offset)
+            out = grpcclient.InferRequestedOutput("OUT_X")
+            out.set_shared_memory("alias", x.nbytes, offset=out_offset)
+            client.infer("identity", [tensor], outputs=[out])
+            got = shm.get_contents_as_numpy(handle, np.float32, [N], offset=out_offset)
+            np.testing.assert_array_equal(got, x)
+            client.unregister_system_shared_memory()
+        finally:
+            shm.destroy_shared_memory_region(handle)
+        client.close()
