@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import re
+import signal
 import time
 import urllib.request
 from pathlib import Path
@@ -171,3 +172,38 @@ def test_raw_stub_deadlines_shorter_than_the_queue(server, gates):
     _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     assert _stats(client) == (success + 1, fail + 20)
     client.close()
+
+
+def _ready(client) -> bool:
+    try:
+        return client.is_server_ready()
+    except Exception:  # noqa: BLE001 - (no answer: not ready)
+        return False
+
+
+def test_a_stop_drains_calls_running_and_queued(tmp_path):
+    """SIGINT while one call runs and two wait: the server stops taking calls, answers the three, exits 0."""
+    from tests.conftest import ServerProcess
+
+    server = ServerProcess(["tests.models:gated_pid", *ARGS], env={"PYTRITON_PIPELINE_DEPTH": "1"})
+    try:
+        gates = Gates(tmp_path)
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        release, held = _hold(client, gates)
+        answers: queue.Queue = queue.Queue()
+        for _ in range(2):
+            parameters, _started, _release = gates.parameters()
+            parameters["release"] = str(release)
+            client.async_infer("gated_pid", _inputs(), callback=lambda result, error: answers.put(error),
+                               parameters=parameters)
+        _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 2, "2 requests queued")
+        server.process.send_signal(signal.SIGINT)
+        _wait_until(lambda: not _ready(client), "the drain beginning")
+        release.touch()
+        assert held.get(timeout=20)[1] is None
+        assert [answers.get(timeout=20) for _ in range(2)] == [None, None]
+        assert server.stop() == 0
+        client.close()
+    finally:
+        gates.release_all()
+        server.stop()
