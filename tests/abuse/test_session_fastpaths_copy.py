@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
 
 from pytriton.proxy.bigcopy import OutputCopier
-from tests.conftest import serve, tensor_args
+from tests.conftest import serve, shm_segments_of, tensor_args
 
 N = 3 << 20  # float32 elements: 12 MiB, over the 8 MiB threshold
 
@@ -84,4 +85,44 @@ def test_an_output_region_over_its_input_under_another_name_holds_the_input(thre
             client.unregister_system_shared_memory()
         finally:
             shm.destroy_shared_memory_region(handle)
+        client.close()
+
+
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_an_output_region_that_shrinks_leaves_the_server_serving(when):
+    """The client's object is cut to 4096 bytes before the copy (a clear error) or while the threads copy (the
+    worker may die of SIGBUS: the call fails naming it, the worker is restarted); then the server answers."""
+    args = ["--model-name", "shrinking"] + tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
+        "output", [("OUT_X", "fp32", "-1")])
+    size = 64 << 20
+    key = f"/attack3_shrink_{os.getpid()}"
+    with serve("tests.abuse._fastpath_models:shrinking", *args, env={"PYTRITON_OUTPUT_COPY_THREADS": "4"}) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        (old_pid,) = server.worker_pids()
+        handle = shm.create_shared_memory_region("shrink", key, size)
+        try:
+            client.register_system_shared_memory("shrink", key, size)
+            tensor = grpcclient.InferInput("IN_X", [1], "FP32")
+            tensor.set_data_from_numpy(np.zeros(1, dtype=np.float32))
+            out = grpcclient.InferRequestedOutput("OUT_X")
+            out.set_shared_memory("shrink", size)
+            parameters = {"n": str(size // 4), "truncate": key, "when": when}
+            try:
+                client.infer("shrinking", [tensor], outputs=[out], parameters=parameters, client_timeout=30)
+                failed = None
+            except InferenceServerException as exc:
+                failed = exc.message()
+            if when == "before":
+                assert failed is not None and "shrank" in failed, failed
+            elif failed is not None and "shrank" not in failed:  # the worker died in the copy
+                assert "shrinking_0_0" in failed and "SIGBUS" in failed, failed
+                assert server.wait_for_log("started (pid", timeout_s=20)
+                assert shm_segments_of({old_pid}) == []  # the dead worker's arenas are gone
+            client.unregister_system_shared_memory()
+        finally:
+            shm.destroy_shared_memory_region(handle)
+        result = client.infer("shrinking", [tensor], parameters={"n": "4", "truncate": "/attack3_none", "when": "x"},
+                              client_timeout=30)  # (its cutting thread finds no object: it only logs)
+        np.testing.assert_array_equal(result.as_numpy("OUT_X"), np.ones(4, dtype=np.float32))
+        assert client.is_server_ready()
         client.close()
