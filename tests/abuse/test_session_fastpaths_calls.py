@@ -91,7 +91,7 @@ def _hold(client, gates: Gates):
     return release, answers
 
 
-@pytest.mark.parametrize("how", ["deadline", "reset", "connection"])
+@pytest.mark.parametrize("how", ["deadline", "reset", "connection", "gzip deadline"])
 def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, how):
     client, (success, fail), canceled = _baseline(server)
     release, held = _hold(client, gates)
@@ -102,9 +102,10 @@ def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, 
         parameters, started, _release = gates.parameters()
         left.append(started)
         parameters["release"] = str(release)
-        if how == "deadline":
-            other.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error), parameters=parameters,
-                              client_timeout=0.3)
+        if how.endswith("deadline"):
+            other.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
+                              parameters=parameters, client_timeout=0.3,
+                              compression_algorithm="gzip" if how.startswith("gzip") else None)
         else:
             left_call = other.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
                                           parameters=parameters)
@@ -113,7 +114,7 @@ def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, 
         left_call.cancel()  # (one of them)
     elif how == "connection":
         other.close()
-    expected = {"deadline": 5, "reset": 1, "connection": 5}[how]
+    expected = {"deadline": 5, "reset": 1, "connection": 5, "gzip deadline": 5}[how]
     if how != "connection":
         for _ in range(expected):
             assert errors.get(timeout=20) is not None
@@ -207,3 +208,40 @@ def test_a_stop_drains_calls_running_and_queued(tmp_path):
     finally:
         gates.release_all()
         server.stop()
+
+
+def test_grpc_aio_calls_cancelled_while_queued(server, gates):
+    """The same through tritonclient.grpc.aio (a task cancelled: the call is reset)."""
+    import asyncio
+
+    import tritonclient.grpc.aio as aioclient
+
+    client, (success, fail), canceled = _baseline(server)
+    release, held = _hold(client, gates)
+
+    async def main() -> None:
+        aio = aioclient.InferenceServerClient(server.grpc_url)
+        x = aioclient.InferInput("X", [1], "INT32")
+        x.set_data_from_numpy(np.array([1], dtype=np.int32))
+        tasks = []
+        for _ in range(3):
+            parameters, _started, _release = gates.parameters()
+            parameters["release"] = str(release)
+            tasks.append(asyncio.ensure_future(aio.infer("gated_pid", [x], parameters=parameters)))
+        deadline = time.monotonic() + 20
+        while _metric(server, "nv_inference_pending_request_count") != 3:
+            assert time.monotonic() < deadline, "3 requests queued never happened"
+            await asyncio.sleep(0.01)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await aio.close()
+
+    asyncio.run(main())
+    _wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 3,
+                "3 CANCELED failures")
+    release.touch()
+    assert held.get(timeout=20)[1] is None
+    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    assert _stats(client) == (success + 1, fail + 3)
+    client.close()
