@@ -63,7 +63,8 @@ def test_an_output_region_over_its_input_holds_the_input(shift):
 @pytest.mark.parametrize("threads", ["1", "4"])
 def test_an_output_region_over_its_input_under_another_name_holds_the_input(threads):
     """The same shared-memory object registered twice (two names, two mappings in the worker): the overlap is not
-    visible from the addresses."""
+    visible from the addresses. The output lies 4096 bytes past the input, then 4096 bytes before it: over the same
+    two mappings the copy runs in one direction, which is the wrong one for one of the two."""
     args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
     x = np.random.default_rng(8).random(N, dtype=np.float32)
     size = x.nbytes + 4096
@@ -72,20 +73,24 @@ def test_an_output_region_over_its_input_under_another_name_holds_the_input(thre
         client = grpcclient.InferenceServerClient(server.grpc_url)
         handle = shm.create_shared_memory_region("alias_in", key, size)
         try:
-            shm.set_shared_memory_region(handle, [x])
             client.register_system_shared_memory("alias_in", key, size)
             client.register_system_shared_memory("alias_out", key, size)
-            tensor = grpcclient.InferInput("IN_X", [N], "FP32")
-            tensor.set_shared_memory("alias_in", x.nbytes)
-            out = grpcclient.InferRequestedOutput("OUT_X")
-            out.set_shared_memory("alias_out", x.nbytes, offset=4096)
-            client.infer("identity", [tensor], outputs=[out])
-            got = shm.get_contents_as_numpy(handle, np.float32, [N], offset=4096)
-            np.testing.assert_array_equal(got, x)
+            wrong = []
+            for in_offset, out_offset in ((0, 4096), (4096, 0)):
+                shm.set_shared_memory_region(handle, [x], offset=in_offset)
+                tensor = grpcclient.InferInput("IN_X", [N], "FP32")
+                tensor.set_shared_memory("alias_in", x.nbytes, offset=in_offset)
+                out = grpcclient.InferRequestedOutput("OUT_X")
+                out.set_shared_memory("alias_out", x.nbytes, offset=out_offset)
+                client.infer("identity", [tensor], outputs=[out])
+                got = shm.get_contents_as_numpy(handle, np.float32, [N], offset=out_offset)
+                if not np.array_equal(got, x):
+                    wrong.append(out_offset)
             client.unregister_system_shared_memory()
         finally:
             shm.destroy_shared_memory_region(handle)
         client.close()
+    assert wrong == []
 
 
 @pytest.mark.parametrize("when", ["before", "during"])
