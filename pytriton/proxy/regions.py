@@ -34,25 +34,35 @@ class RegionError(Exception):
     """A client region cannot be used (it vanished, shrank, or no GPU is available)."""
 
 
-def _map_system(ref: Any) -> tuple[mmap.mmap | None, memoryview]:
+def _map_system(ref: Any, mapped: dict[tuple[int, int], tuple[mmap.mmap, memoryview]]
+                ) -> tuple[mmap.mmap | None, memoryview]:  # fmt: skip
     """Map a system region's object from its start to the registered region's end (the mapping keeps a
-    descriptor of its own, which `mmap.size()` asks)."""
+    descriptor of its own, which `mmap.size()` asks). An object already mapped at least that far for another region
+    (`mapped`, by device and inode: one object registered under several names) is not mapped again, so that a copy
+    between two of its regions sees from the addresses where they overlap."""
     path = "/dev/shm/" + ref.region.lstrip("/")
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         raise RegionError(f"Unable to open shared memory region: '{ref.region}' ({exc.strerror})") from None
     try:
-        size = os.fstat(fd).st_size
+        stat = os.fstat(fd)
+        size = stat.st_size
         if size < ref.region_size:
             raise RegionError(
                 f"shared memory region with key '{ref.region}' is {size} bytes now, smaller than the {ref.region_size} "
                 "bytes registered (offset + byte_size): it shrank after it was registered"
             )
-        mapping = mmap.mmap(fd, ref.region_size) if ref.region_size else None
+        if not ref.region_size:
+            return None, memoryview(b"")
+        known = mapped.get((stat.st_dev, stat.st_ino))
+        if known is not None and len(known[1]) >= ref.region_size:
+            return known[0], known[1][:ref.region_size]
+        mapping = mmap.mmap(fd, ref.region_size)
     finally:
         os.close(fd)
-    return mapping, memoryview(mapping) if mapping is not None else memoryview(b"")
+    mapped[stat.st_dev, stat.st_ino] = (mapping, memoryview(mapping))
+    return mapping, memoryview(mapping)
 
 
 class ClientRegions:
@@ -60,6 +70,7 @@ class ClientRegions:
 
     def __init__(self) -> None:
         self._system: dict[int, tuple[mmap.mmap | None, memoryview]] = {}
+        self._objects: dict[tuple[int, int], tuple[mmap.mmap, memoryview]] = {}  # (see _map_system)
         self._cuda: dict[int, Any] = {}
 
     def system_view(self, ref: Any) -> memoryview:
@@ -67,7 +78,7 @@ class ClientRegions:
         shared-memory object still holds those bytes."""
         entry = self._system.get(ref.region_id)
         if entry is None:
-            entry = self._system[ref.region_id] = _map_system(ref)
+            entry = self._system[ref.region_id] = _map_system(ref, self._objects)
         mapping, view = entry
         end = ref.offset + ref.nbytes
         if end > len(view):
@@ -100,7 +111,9 @@ class ClientRegions:
 
     def unmap(self, region_ids: list[int]) -> None:
         for region_id in region_ids:
-            self._system.pop(region_id, None)  # unmapped once the last numpy view of it is gone
+            if self._system.pop(region_id, None) is not None:  # unmapped once the last numpy view of it is gone
+                live = {id(entry[0]) for entry in self._system.values()}
+                self._objects = {k: v for k, v in self._objects.items() if id(v[0]) in live}
             entry = self._cuda.pop(region_id, None)
             if entry is not None:
                 try:

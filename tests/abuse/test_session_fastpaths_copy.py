@@ -55,15 +55,10 @@ def test_an_output_region_over_its_input_holds_the_input(shift):
         client.close()
 
 
-@pytest.mark.xfail(strict=True, reason="known: the worker maps each registered region on its own (regions.py, by "
-                   "region id), so one object registered under two names gives two mappings; the copy cannot see "
-                   "that the output overlaps the input and overwrites input bytes before reading them (one thread "
-                   "too: older than the copy threads). A fix maps an object once per key (or copies the input first "
-                   "when an output region shares an input's key and bytes)")
 @pytest.mark.parametrize("threads", ["1", "4"])
 def test_an_output_region_over_its_input_under_another_name_holds_the_input(threads):
-    """The same shared-memory object registered twice (two names, two mappings in the worker): the overlap is not
-    visible from the addresses. The output lies 4096 bytes past the input, then 4096 bytes before it: over the same
+    """The same shared-memory object registered twice (two names): the worker maps it once (regions.py), else the
+    overlap would not be visible from the addresses. The output lies 4096 bytes past the input, then 4096 bytes before it: over the same
     two mappings the copy runs in one direction, which is the wrong one for one of the two."""
     args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
     x = np.random.default_rng(8).random(N, dtype=np.float32)
@@ -131,3 +126,38 @@ def test_an_output_region_that_shrinks_leaves_the_server_serving(when):
         np.testing.assert_array_equal(result.as_numpy("OUT_X"), np.ones(4, dtype=np.float32))
         assert client.is_server_ready()
         client.close()
+
+
+def test_one_object_under_several_region_ids_is_mapped_once_and_a_new_object_is_not_confused(tmp_path):
+    from pytriton.proxy.messages import TensorRef
+    from pytriton.proxy.regions import ClientRegions
+
+    def ref(key: str, region_id: int, region_size: int, offset: int = 0, nbytes: int = 16) -> TensorRef:
+        return TensorRef(name="X", region=key, region_size=region_size, region_id=region_id, offset=offset,
+                         nbytes=nbytes)
+
+    key = f"/attack3_regions_{os.getpid()}"
+    path = "/dev/shm" + key
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.ftruncate(fd, 8192)
+    regions = ClientRegions()
+    try:
+        a = np.frombuffer(regions.system_view(ref(key, 1, 8192)), np.uint8)
+        b = np.frombuffer(regions.system_view(ref(key, 2, 4096, 8)), np.uint8)  # (bytes 8..24 of the object)
+        assert np.may_share_memory(a, b)  # one mapping
+        with pytest.raises(Exception, match="lies outside"):  # region 2's own bounds still hold
+            regions.system_view(ref(key, 2, 4096, 4090, 16))
+        os.close(fd)
+        os.unlink(path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)  # a new object under the old key
+        os.ftruncate(fd, 8192)
+        os.pwrite(fd, b"new!", 0)
+        c = regions.system_view(ref(key, 3, 8192))
+        assert bytes(c[:4]) == b"new!" and bytes(a[:4]) == bytes(4)  # its own mapping, not the old object's
+        del a, b, c
+        regions.unmap([1, 2, 3])
+        assert not regions._objects
+    finally:
+        regions.close()
+        os.close(fd)
+        os.unlink(path)
