@@ -57,9 +57,9 @@ def test_an_output_region_over_its_input_holds_the_input(shift):
 
 @pytest.mark.parametrize("threads", ["1", "4"])
 def test_an_output_region_over_its_input_under_another_name_holds_the_input(threads):
-    """The same shared-memory object registered twice (two names): the worker maps it once (regions.py), else the
-    overlap would not be visible from the addresses. The output lies 4096 bytes past the input, then 4096 bytes before it: over the same
-    two mappings the copy runs in one direction, which is the wrong one for one of the two."""
+    """The same shared-memory object registered twice (two names): the worker maps it once (regions.py). The output
+    lies 4096 bytes past the input, then 4096 bytes before it: with two mappings the overlap was not visible from the
+    addresses, and the copy ran in one direction, the wrong one for one of the two (with one thread as well)."""
     args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
     x = np.random.default_rng(8).random(N, dtype=np.float32)
     size = x.nbytes + 4096
