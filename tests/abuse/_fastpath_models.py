@@ -32,3 +32,10 @@ def shrinking(requests):
             threading.Thread(target=cut, daemon=True).start()
         out.append({"OUT_X": np.ones(n, dtype=np.float32)})
     return out
+
+
+def big_then_raise(requests):
+    """Decoupled: two responses of BIG (16 MiB float32, values 1 then 2) per request, then it raises."""
+    for step in (1, 2):
+        yield [{"BIG": np.full(4 << 20, step, dtype=np.float32)} for _ in requests]
+    raise ValueError("failed after its large responses")
