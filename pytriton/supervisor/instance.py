@@ -9,6 +9,7 @@ errors become `ServerError`s here, so nothing above sees a worker.
 
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Any, Callable
 
@@ -154,11 +155,18 @@ STREAM_WINDOW = 4096  # responses a streaming call may run ahead of its slowest 
 STREAM_WINDOW_BYTES = 16 << 20  # ... and bytes of their outputs (past the first response)
 
 
+def _held_bytes(message: Any) -> int:
+    """The output bytes of a RESULT message that the server holds (inline frames and arena slots; an output written
+    into a client's region holds none): what the worker counts against a stream's byte window."""
+    return sum(ref.nbytes for item in message.responses for ref in item.outputs if not ref.region and not ref.cuda_handle)
+
+
 class _WorkerCall:
     """One execution on a worker: turns its RESULT messages into what the scheduler's sink takes; the scheduler's
-    control of it (cancel, and the credit of a stream, sent to the worker every half window)."""
+    control of it (cancel, and the credit of a stream, sent to the worker once its consumers have taken half a window
+    of responses or half a window of bytes since the last credit: a worker blocked on either window always hears)."""
 
-    __slots__ = ("instance", "sink", "count", "id", "credited")
+    __slots__ = ("instance", "sink", "count", "id", "credited", "sizes", "taken", "taken_bytes")
 
     def __init__(self, instance: LinkedInstance, sink: ExecutionSink, count: int):
         self.instance = instance
@@ -166,6 +174,11 @@ class _WorkerCall:
         self.count = count
         self.id = 0
         self.credited = 0  # the consumed count the worker was last told
+        # (streams only) the held bytes of each delivered response not yet counted as taken, how many were taken,
+        # and the bytes taken since the last credit
+        self.sizes: collections.deque[int] | None = collections.deque() if instance.streaming else None
+        self.taken = 0
+        self.taken_bytes = 0
 
     def on_reply(self, message: Any, frames: list[zmq.Frame]) -> None:
         link = self.instance.link
@@ -186,6 +199,8 @@ class _WorkerCall:
             link.release(response_slots(message))
             self.sink.fail(unavailable(f"cannot read the answer of model instance '{link.label}': {exc}"))
             return
+        if self.sizes is not None:
+            self.sizes.append(_held_bytes(message))
         # A stream of several requests answers each on its own: the last item of each says so.
         self.sink.deliver(results, stats, bool(message.final), finals)
 
@@ -199,8 +214,14 @@ class _WorkerCall:
         self.instance.router.cancel(self.instance.link, self.id, indices)
 
     def consumed(self, count: int) -> None:
-        if count - self.credited >= STREAM_WINDOW // 2:
+        sizes = self.sizes
+        if sizes is not None:
+            while self.taken < count and sizes:
+                self.taken += 1
+                self.taken_bytes += sizes.popleft()
+        if count - self.credited >= STREAM_WINDOW // 2 or self.taken_bytes >= STREAM_WINDOW_BYTES // 2:
             self.credited = count
+            self.taken_bytes = 0
             self.instance.router.credit(self.instance.link, self.id, count)
 
 
@@ -213,6 +234,7 @@ class LinkedInstance:
         self.link = link
         self.label = link.label
         self._kill = kill
+        self.streaming = streaming
         self._window = (STREAM_WINDOW, STREAM_WINDOW_BYTES) if streaming else (0, 0)
 
     def execute(self, payloads: list[ExecutionRequest], sink: ExecutionSink) -> ExecutionControl:

@@ -163,10 +163,6 @@ def test_one_object_under_several_region_ids_is_mapped_once_and_a_new_object_is_
         os.unlink(path)
 
 
-@pytest.mark.slow  # (~40 s: the server's stop waits for the stalled stream)
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known, older than this session (dc26fbf too, and with "
-                   "PYTRITON_OUTPUT_COPY_THREADS=1): a decoupled stream's second 16 MiB response never arrives (the "
-                   "first does; a model yielding three without raising stalls the same way); not investigated")
 def test_a_decoupled_model_raising_after_large_responses(tmp_path):
     """Two 16 MiB responses (copied by the threads into the response arena) then an error, ten times over one
     stream: every response arrives whole, each error once, and the arena's slots come back (the tenth works)."""

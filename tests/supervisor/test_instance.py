@@ -94,3 +94,46 @@ def test_an_instance_over_a_worker_answers_releases_per_request_and_fails_when_t
             assert list(our_segments(tag)) == []
 
     asyncio.run(main())
+
+
+class _CreditRecorder:
+    def __init__(self):
+        self.sent: list[int] = []
+
+    def credit(self, link, call_id, consumed):
+        self.sent.append(consumed)
+
+
+class _Link:
+    label = "m_0"
+
+
+def _stream_call():
+    from pytriton.supervisor.instance import _WorkerCall
+
+    router = _CreditRecorder()
+    instance = LinkedInstance(router, _Link(), streaming=True)  # type: ignore[arg-type]
+    return router, _WorkerCall(instance, sink=None, count=1)  # type: ignore[arg-type]
+
+
+def test_a_stream_is_credited_after_half_a_byte_window_of_taken_responses():
+    """A worker stops when the responses its consumers have not taken hold STREAM_WINDOW_BYTES: one response that
+    large must bring credit back once taken, however few responses that is (it stalled the stream before)."""
+    from pytriton.supervisor.instance import STREAM_WINDOW, STREAM_WINDOW_BYTES
+
+    router, call = _stream_call()
+    call.sizes.append(STREAM_WINDOW_BYTES)  # one response delivered, as large as the whole byte window
+    call.consumed(1)
+    assert router.sent == [1]
+    for _ in range(3):  # small ones: credit only every half window of responses
+        call.sizes.append(1024)
+    call.consumed(4)
+    assert router.sent == [1]
+    call.sizes.extend([STREAM_WINDOW_BYTES // 4] * 2)  # two quarter-window responses taken: half the bytes
+    call.consumed(5)
+    assert router.sent == [1]
+    call.consumed(6)
+    assert router.sent == [1, 6]
+    call.sizes.extend([16] * STREAM_WINDOW)
+    call.consumed(6 + STREAM_WINDOW // 2)
+    assert router.sent == [1, 6, 6 + STREAM_WINDOW // 2]
