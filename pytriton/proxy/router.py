@@ -226,6 +226,17 @@ class ProxyRouter:
         for key in slots:
             self.arena.free_key(key)
 
+    def fill_item(self, request: RequestData, item: Any, frames: list[Any], slots: list[int], pack: list[Any]) -> None:
+        """`request` into the protobuf RequestItem `item` (the path of every request `inline_item` does not write)."""
+        for tensor in request.inputs:
+            self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
+        item.requested_outputs.extend(request.requested_outputs)
+        for region in request.output_regions:
+            self._encode_tensor(region, item.output_regions.add(), frames, slots)
+        if request.parameters:
+            params_to_proto(request.parameters, item.parameters)
+        encode_request_fields(request, item)
+
     def _encode_tensor(self, tensor: TensorData, ref: Any, frames: list[Any], slots: list[int],
                        pack: list[Any] | None = None) -> None:
         """`tensor` into `ref`; with `pack` ([frame number, parts, size]: the shared frame of small inputs, filled
@@ -296,14 +307,7 @@ class ProxyRouter:
                 item_bytes = inline_item(request, frames, pack, pack_max, self.inline_max)
                 if item_bytes is None:  # (not the common kind: through protobuf)
                     item = RequestItem()
-                    for tensor in request.inputs:
-                        self._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
-                    item.requested_outputs.extend(request.requested_outputs)
-                    for region in request.output_regions:
-                        self._encode_tensor(region, item.output_regions.add(), frames, slots)
-                    if request.parameters:
-                        params_to_proto(request.parameters, item.parameters)
-                    encode_request_fields(request, item)
+                    self.fill_item(request, item, frames, slots, pack)
                     item_bytes = item.SerializeToString()
                 items.append(item_bytes)
         except ArenaExhaustedError:

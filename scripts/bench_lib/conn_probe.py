@@ -30,7 +30,7 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from bench_lib import procfs  # noqa: E402
-from bench_lib.servers import REPO, free_port, wait_model_ready  # noqa: E402
+from bench_lib.servers import REPO, free_port, stop_process, wait_model_ready  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 MODEL = "double_small"
@@ -135,12 +135,7 @@ def main() -> None:
             if args.strace:
                 _strace(server_pid, pa, http)
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
 
 
 def _strace(server_pid: int, pa: list[str], http: int) -> None:

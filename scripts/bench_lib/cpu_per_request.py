@@ -35,7 +35,7 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from bench_lib import procfs  # noqa: E402
-from bench_lib.servers import REPO, free_port, wait_model_ready  # noqa: E402
+from bench_lib.servers import REPO, free_port, stop_process, wait_model_ready  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -203,12 +203,7 @@ def main() -> None:
             for _, name, delta in sorted(rows, reverse=True)[:4]:
                 print(f"      thread {name:<14} {delta[0] * scale:6.0f} + {delta[1] * scale:5.0f}")
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
 
 
 if __name__ == "__main__":

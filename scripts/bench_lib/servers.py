@@ -41,6 +41,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(server: subprocess.Popen) -> None:
+    """SIGINT, a minute to exit, then SIGKILL: a server started by a probe or bench script stops."""
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def wait_model_ready(http_port: int, model: str, timeout_s: float = 120.0) -> None:
     """Wait until GET /v2/models/MODEL/ready answers 200; exit the probe when it does not in time."""
     deadline = time.monotonic() + timeout_s

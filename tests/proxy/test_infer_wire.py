@@ -12,13 +12,7 @@ import numpy as np
 import pytest
 
 from pytriton.proxy.infer_wire import varint
-from pytriton.proxy.messages import (
-    RequestData,
-    ServerToWorker,
-    TensorData,
-    encode_request_fields,
-    params_to_proto,
-)
+from pytriton.proxy.messages import RequestData, ServerToWorker, TensorData
 from pytriton.proxy.router import PACK_MAX, ProxyRouter
 
 
@@ -38,15 +32,7 @@ def _reference(router: ProxyRouter, call_id: int, requests: list[RequestData], f
     slots: list[int] = []
     pack: list[Any] = [0, [], 0]
     for request in requests:
-        item = message.requests.add()
-        for tensor in request.inputs:
-            router._encode_tensor(tensor, item.inputs.add(), frames, slots, pack)
-        item.requested_outputs.extend(request.requested_outputs)
-        for region in request.output_regions:
-            router._encode_tensor(region, item.output_regions.add(), frames, slots)
-        if request.parameters:
-            params_to_proto(request.parameters, item.parameters)
-        encode_request_fields(request, item)
+        router.fill_item(request, message.requests.add(), frames, slots, pack)
     if pack[0]:
         frames[pack[0] - 1] = b"".join(pack[1])
     message.freed.extend(freed)
