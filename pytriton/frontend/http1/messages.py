@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -51,6 +51,22 @@ class HttpResponse:
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+class PendingAnswer(Protocol):
+    """An answer a `Begin` started: once `future` is done, `answer()` is the response (an error answer too);
+    `cancel()`: the connection ended first, what the request holds goes back."""
+
+    future: asyncio.Future[Any]
+
+    def answer(self) -> HttpResponse: ...
+
+    def cancel(self) -> None: ...
+
+
+# Answers a request without a coroutine where it can: the response at once, a `PendingAnswer`, or None (the handler
+# answers it).
+Begin = Callable[[HttpRequest], "HttpResponse | PendingAnswer | None"]
 
 
 def error_response(status: int, message: str) -> HttpResponse:
