@@ -94,7 +94,8 @@ class HeaderCache:
             offset += nbytes
         if offset != size:
             raise invalid_arg(f"unexpected additional input data for model '{model_name}'")
-        outputs = [RequestedOutput(name, dict(parameters) if parameters else {}) for name, parameters in template.outputs]
+        outputs = [RequestedOutput(name, dict(parameters) if parameters else {})
+                   for name, parameters in template.outputs]
         parameters = template.parameters
         request = InferRequest(model_name, version, template.request_id, inputs, outputs,
                                dict(parameters) if parameters else {}, layout=template)

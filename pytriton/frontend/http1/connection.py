@@ -377,6 +377,7 @@ class HttpConnection(RequestReader):
         return True
 
     async def _run(self) -> None:
+        hand_back = False
         try:
             while self.queue and self.transport is not None:
                 if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
@@ -397,9 +398,15 @@ class HttpConnection(RequestReader):
                         self._request_done(item.body, charge)
                 if not self._answer(item, response, keep_alive):
                     return
+                if self.begin is not None:  # the rest goes back to `_advance` (begun requests need no task)
+                    hand_back = True
+                    return
         finally:
             self.task = None
-            self._answered_all()
+            if hand_back:
+                self._advance()
+            else:
+                self._answered_all()
 
     async def _drain(self) -> None:
         self._drained = self.loop.create_future()

@@ -14,6 +14,12 @@ import orjson
 LARGE_PART = 64 * 1024
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
+# Heads of answers (status line and headers) by status, keep-alive, length and headers; bounded: past `HEADS_KEPT`
+# the cache starts again empty; answers with more header fields or longer heads are built each time.
+HEADS_KEPT = 256
+HEADS_KEPT_FIELDS = 4
+HEADS_KEPT_BYTES = 512
+_heads: dict[tuple[Any, ...], bytes] = {}
 _JSON = ("Content-Type", "application/json")
 
 
@@ -74,20 +80,37 @@ def error_response(status: int, message: str) -> HttpResponse:
     return HttpResponse(status, [orjson.dumps({"error": message})], [_JSON])
 
 
+def _head(status: int, headers: list[tuple[str, str]], keep_alive: bool, length: int) -> bytes:
+    """The status line and headers; kept for the answers a server repeats (same status, headers and length)."""
+    key = (status, keep_alive, length, *headers) if len(headers) <= HEADS_KEPT_FIELDS else None
+    if key is not None:
+        try:
+            head = _heads.get(key)
+        except TypeError:  # (a header given as something unhashable: built each time)
+            key = head = None
+        if head is not None:
+            return head
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Length: {length}\r\n"]
+    for name, value in headers:
+        lines.append(f"{name}: {value}\r\n")
+    if not keep_alive:
+        lines.append("Connection: close\r\n")
+    lines.append("\r\n")
+    head = "".join(lines).encode("latin-1")
+    if key is not None and len(head) <= HEADS_KEPT_BYTES:
+        if len(_heads) >= HEADS_KEPT:
+            _heads.clear()
+        _heads[key] = head
+    return head
+
+
 def write_response(transport: asyncio.WriteTransport, response: HttpResponse, keep_alive: bool, head: bool) -> bool:
     """Write `response` (for a HEAD request only its status line and headers: a body would be read as the start of
     the next response); True when the transport may still refer to a part's buffer instead of a copy."""
     length = 0
     for part in response.parts:
         length += part.nbytes if isinstance(part, memoryview) else len(part)
-    reason = _REASONS.get(response.status, "")
-    lines = [f"HTTP/1.1 {response.status} {reason}\r\nContent-Length: {length}\r\n"]
-    for name, value in response.headers:
-        lines.append(f"{name}: {value}\r\n")
-    if not keep_alive:
-        lines.append("Connection: close\r\n")
-    lines.append("\r\n")
-    small: list[Any] = [("".join(lines)).encode("latin-1")]
+    small: list[Any] = [_head(response.status, response.headers, keep_alive, length)]
     by_reference = False
     for part in [] if head else response.parts:
         size = part.nbytes if isinstance(part, memoryview) else len(part)
