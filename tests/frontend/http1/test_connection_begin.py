@@ -182,3 +182,41 @@ def test_refusal_while_begun_waits_goes_after_the_answer():
         assert client.budget.used == 0
 
     run(test)
+
+
+def test_kept_names_targets_and_heads_stay_bounded_and_right():
+    """Header names, request targets and answer heads are kept for reuse, within their bounds, and what is kept reads
+    as what is built."""
+    from pytriton.frontend.http1 import messages, reader
+
+    async def test() -> None:
+        client = Client(HttpLimits(max_header_count=10_000, max_header_bytes=1 << 20))
+        for i in range(reader.NAMES_KEPT + 50):
+            client.send(f"GET /t{i}?q={i} HTTP/1.1\r\nHost: x\r\nX-Name-{i}: v\r\n\r\n".encode())
+            await settle()
+            assert len(reader._names) <= reader.NAMES_KEPT and len(reader._targets) <= reader.TARGETS_KEPT
+        for i in (0, reader.NAMES_KEPT + 49):
+            request = client.requests[i]
+            assert request.headers == {"host": "x", f"x-name-{i}": "v"}
+            assert (request.path, request.query) == (f"/t{i}", f"q={i}")
+        client.send(b"GET /t0?q=0 HTTP/1.1\r\nHOST: y\r\n\r\n")  # kept target, another spelling of a kept name
+        await settle()
+        assert client.requests[-1].headers == {"host": "y"} and client.requests[-1].query == "q=0"
+
+        class Transport:
+            def __init__(self) -> None:
+                self.written: list[bytes] = []
+
+            def write(self, data: bytes) -> None:
+                self.written.append(bytes(data))
+
+        for i in range(messages.HEADS_KEPT + 20):
+            transport = Transport()
+            messages.write_response(transport, HttpResponse(200, [b"x" * (i % 7)], [("X-I", str(i))]),  # type: ignore
+                                    keep_alive=i % 2 == 0, head=False)
+            expected = (f"HTTP/1.1 200 OK\r\nContent-Length: {i % 7}\r\nX-I: {i}\r\n"
+                        + ("" if i % 2 == 0 else "Connection: close\r\n") + "\r\n").encode() + b"x" * (i % 7)
+            assert b"".join(transport.written) == expected
+            assert len(messages._heads) <= messages.HEADS_KEPT
+
+    run(test)
