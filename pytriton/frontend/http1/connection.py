@@ -56,6 +56,18 @@ WRITE_HIGH = 256 * 1024
 SPARE_KEEP_S = 2.0
 
 
+class _Due:
+    """`HttpConnection.task` while `_advance` is due at the end of the read being parsed."""
+
+    __slots__ = ()
+
+    def cancel(self) -> bool:
+        return False
+
+
+_DUE = _Due()
+
+
 class _Answering:
     """What `HttpConnection.task` holds while a request `begin` started waits for its answer (a task's `done` and
     `cancel`); called when the answer's future is done, it has the connection send it. Either way the request's body
@@ -116,6 +128,7 @@ class HttpConnection(RequestReader):
         "_holding",
         "_idle_since",
         "_pending_seen",
+        "_reading",
         "_wait",
         "connections",
         "handler",
@@ -141,6 +154,7 @@ class HttpConnection(RequestReader):
         super().__init__(limits, read_buffer, too_large_hint, budget)
         self.handler = handler
         self.begin = begin  # answers what it can without the handler's coroutine (`_advance`)
+        self._reading = False  # in `buffer_updated`: a request read now is begun at the end of the read
         self.connections = connections  # the listener's registry of open connections
         self.transport: asyncio.Transport | None = None
         self._writer: DirectWriteTransport | None = None  # the transport, with large answers written uncopied
@@ -170,6 +184,15 @@ class HttpConnection(RequestReader):
         # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
         transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
         self._go_idle()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._reading = True
+        try:
+            RequestReader.buffer_updated(self, nbytes)
+        finally:
+            self._reading = False
+        if self.task is _DUE:
+            self._advance()
 
     def pause_writing(self) -> None:
         """The transport holds unsent data (write buffer limits are 0: this comes with the first byte)."""
@@ -311,6 +334,8 @@ class HttpConnection(RequestReader):
         if self.task is None:
             if self.begin is None:
                 self.task = self.loop.create_task(self._run())
+            elif self._reading:  # once the whole read is parsed
+                self.task = _DUE
             else:  # (as a task's first step would: after this callback)
                 self.task = self.loop.call_soon(self._advance)
 
