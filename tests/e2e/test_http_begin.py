@@ -27,6 +27,12 @@ SERVERS = {
         + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")])
         + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")]),
     ),
+    "restricted": (
+        "tests.models:add_sub",
+        ["--max-batch-size", "8", "--http-restricted-api", "inference:infer-token=abc"]
+        + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")])
+        + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")]),
+    ),
 }
 GATED = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
 
@@ -57,8 +63,10 @@ def binary_body(sizes=(64, 64), shape=(1, 16), data: bytes | None = None, parame
     return header + data, len(header)
 
 
-def post(conn: http.client.HTTPConnection, path: str, body: bytes, header_length: int, gzip_answer: bool = False):
-    headers = {"Inference-Header-Content-Length": str(header_length), "Content-Type": "application/octet-stream"}
+def post(conn: http.client.HTTPConnection, path: str, body: bytes, header_length: int, gzip_answer: bool = False,
+         extra: dict | None = None):
+    headers = {"Inference-Header-Content-Length": str(header_length), "Content-Type": "application/octet-stream",
+               **(extra or {})}
     if gzip_answer:
         headers["Accept-Encoding"] = "gzip"
     conn.request("POST", path, body=body, headers=headers)
@@ -118,6 +126,21 @@ def test_callback_route_answers_as_the_coroutine_route(servers):
         conn.request("GET", "/v2/models/add_sub/infer")
         response = conn.getresponse()
         assert response.status == 405 and response.read()
+    finally:
+        conn.close()
+
+
+def test_restricted_inference_on_the_callback_route(servers):
+    server = servers["restricted"]
+    conn = http.client.HTTPConnection(server.http_url, timeout=TIMEOUT_S)
+    try:
+        good, length = binary_body()
+        for token, status in (({}, 403), ({"infer-token": "wrong"}, 403), ({"infer-token": "abc"}, 200)):
+            answers = [post(conn, "/v2/models/add_sub/infer", good, length, gzip_answer, token)
+                       for gzip_answer in (False, True)]
+            assert answers[0] == answers[1] and answers[0][0] == status, answers
+            if status == 403:
+                assert json.loads(answers[0][2]) == {"error": "This API is restricted, expecting header 'infer-token'"}
     finally:
         conn.close()
 

@@ -32,6 +32,7 @@ from pytriton.frontend.http.repository import load_parameters, unload_dependents
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP  # noqa: F401 (re-exported: sagemaker, vertex)
 from pytriton.frontend.http.infer_begin import InferAnswer, begin_infer, error_answer, infer_headers
+from pytriton.frontend.http.infer_begin import accepted_encoding as _accepted_encoding
 from pytriton.frontend.http.infer_begin import header_length as _header_length
 from pytriton.frontend.http.infer_cache import HeaderCache
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
@@ -47,27 +48,6 @@ INFLATE_STEP = 1024 * 1024
 
 def json_response(value: Any, status: int = 200) -> HttpResponse:
     return HttpResponse(status, [orjson.dumps(value)], list(JSON))
-
-
-def _accepted_encoding(header: str | None) -> str | None:
-    """The best of gzip/deflate the client accepts (q-values honoured), or None for identity."""
-    if not header:
-        return None
-    best, best_q = None, 0.0
-    for item in header.split(","):
-        name, _, params = item.strip().partition(";")
-        name = name.strip().lower()
-        q = 1.0
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if name in ("gzip", "deflate") and q > best_q:
-            best, best_q = name, q
-    return best
 
 
 def _compress(data: bytes, encoding: str) -> bytes:

@@ -46,6 +46,27 @@ def error_answer(exc: ServerError) -> HttpResponse:
     return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
 
 
+def accepted_encoding(header: str | None) -> str | None:
+    """The best of gzip/deflate the client accepts (q-values honoured), or None for identity."""
+    if not header:
+        return None
+    best, best_q = None, 0.0
+    for item in header.split(","):
+        name, _, params = item.strip().partition(";")
+        name = name.strip().lower()
+        q = 1.0
+        for param in params.split(";"):
+            key, _, value = param.strip().partition("=")
+            if key == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if name in ("gzip", "deflate") and q > best_q:
+            best, best_q = name, q
+    return best
+
+
 def header_length(text: str) -> int:
     """`Inference-Header-Content-Length` parsed as Triton does (std::stoi: leading integer, int32 range)."""
     name = "Inference-Header-Content-Length"
@@ -123,8 +144,11 @@ def begin_infer(app: HttpApp, request: HttpRequest) -> HttpResponse | InferAnswe
     if route is None:
         return None
     headers = request.headers
-    if headers.get("content-encoding", "identity") != "identity" or headers.get("accept-encoding"):
-        return None  # (`HttpApp._infer` inflates and compresses)
+    if headers.get("content-encoding", "identity") != "identity":
+        return None  # (`HttpApp._infer` inflates it)
+    accept = headers.get("accept-encoding")  # (http.client sends "identity")
+    if accept is not None and accepted_encoding(accept) is not None:
+        return None  # (`HttpApp._infer` compresses the answer)
     name, version = route
     core = app.core
     try:
@@ -135,7 +159,8 @@ def begin_infer(app: HttpApp, request: HttpRequest) -> HttpResponse | InferAnswe
         return None
     try:
         # `HttpApp._models`, `_infer` and `run_infer`, in their order
-        app.check("inference", request)
+        if app.access.restricts("inference"):  # (most servers restrict nothing: no check to build)
+            app.check("inference", request)
         body = request.body
         length_text = headers.get("inference-header-content-length")
         json_length = None if length_text is None else header_length(length_text)
@@ -157,4 +182,5 @@ def begin_infer(app: HttpApp, request: HttpRequest) -> HttpResponse | InferAnswe
         return error_response(403, str(exc))
 
 
-__all__ = ["STATUS_TO_HTTP", "InferAnswer", "begin_infer", "error_answer", "header_length", "infer_headers"]
+__all__ = ["STATUS_TO_HTTP", "InferAnswer", "accepted_encoding", "begin_infer", "error_answer", "header_length",
+           "infer_headers"]
