@@ -208,3 +208,25 @@ def test_the_same_header_to_another_model_version_or_config(tmp_path):
             assert both_routes(sock, buffer, "/v2/models/scale/infer", four, four_length).status == 400
             assert both_routes(sock, buffer, "/v2/models/scale/infer", three, three_length).status == 200
         client.close()
+
+
+def test_forwarded_headers_do_not_stick_to_a_kept_header():
+    """Forwarded HTTP headers join each request's parameters: one request's never reach the next with the same
+    JSON header (kept), nor its parameters the kept header."""
+    args = ["--http-header-forward-pattern", "^x-fw", *tensor_args("input", [("IN", "int32", "1")]),
+            *tensor_args("output", [("PARAMS", "bytes", "1")])]
+    with serve("tests.models:echo_parameters", *args) as server:
+        sock, buffer = connect(server.http_url), bytearray()
+        with sock:
+            for top in ({}, {"parameters": {"p": 1}}):
+                head = header([("IN", "INT32", [1], 4)], **top)
+                body = head + b"\1\0\0\0"
+                seen = []
+                for extra in (b"", b"x-fw-a: one\r\n", b"x-fw-b: two\r\n", b"", b"x-fw-a: three\r\nx-fw-b: 4\r\n", b""):
+                    answer = both_routes(sock, buffer, "/v2/models/echo_parameters/infer", body, len(head), extra)
+                    assert answer.status == 200, answer
+                    seen.append(answer.json["outputs"][0]["data"][0])
+                p = "p=1" if top else ""
+                joined = (lambda *items: ";".join(i for i in items if i))
+                assert seen == [joined(p), joined(p, "x-fw-a='one'"), joined(p, "x-fw-b='two'"), joined(p),
+                                joined(p, "x-fw-a='three'", "x-fw-b='4'"), joined(p)], seen
