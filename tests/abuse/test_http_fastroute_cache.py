@@ -230,3 +230,58 @@ def test_forwarded_headers_do_not_stick_to_a_kept_header():
                 joined = (lambda *items: ";".join(i for i in items if i))
                 assert seen == [joined(p), joined(p, "x-fw-a='one'"), joined(p, "x-fw-b='two'"), joined(p),
                                 joined(p, "x-fw-a='three'", "x-fw-b='4'"), joined(p)], seen
+
+
+def test_shared_memory_requests_beside_a_kept_header(server):
+    """A binary header is kept; requests whose headers differ from it only in shared-memory parameters (an input in
+    a region, an output into one) read and write their regions, with the coroutine route's errors."""
+    import tritonclient.utils.shared_memory as shm
+
+    x = np.arange(4, dtype=np.float32)
+    texts = _prefixed((2, b"ab"), (1, b"c"))
+    key = f"/attack5_fastroute_{id(server)}"
+    handle = shm.create_shared_memory_region("attack5_region", key, 64)
+    client = httpclient.InferenceServerClient(server.http_url)
+    sock, buffer = connect(server.http_url), bytearray()
+    try:
+        shm.set_shared_memory_region(handle, [x * 10])
+        client.register_system_shared_memory("attack5_region", key, 64)
+        body, length, _ = _good()
+        for _ in range(2):
+            assert both_routes(sock, buffer, PATH, body, length).status == 200
+
+        def in_region(byte_size: int, offset: int = 0, region: str = "attack5_region") -> tuple[bytes, int]:
+            head = orjson_dumps({"inputs": [
+                {"name": "IN_X", "datatype": "FP32", "shape": [4],
+                 "parameters": {"shared_memory_region": region, "shared_memory_byte_size": byte_size,
+                                "shared_memory_offset": offset}},
+                {"name": "IN_T", "datatype": "BYTES", "shape": [2], "parameters": {"binary_data_size": len(texts)}}]})
+            return head + texts, len(head)
+
+        for _ in range(2):
+            answer = both_routes(sock, buffer, PATH, *in_region(16))
+            assert answer.status == 200 and answer.json["outputs"][0]["data"] == (x * 10).tolist(), answer
+        for args, status in (((12,), 400), ((16, 56), 400), ((16, 0, "attack5_nowhere"), 404)):
+            answer = both_routes(sock, buffer, PATH, *in_region(*args))
+            assert answer.status == status, (args, answer)
+        head = orjson_dumps({"inputs": [
+            {"name": "IN_X", "datatype": "FP32", "shape": [4], "parameters": {"binary_data_size": 16}},
+            {"name": "IN_T", "datatype": "BYTES", "shape": [2], "parameters": {"binary_data_size": len(texts)}}],
+            "outputs": [{"name": "OUT_X", "parameters": {"shared_memory_region": "attack5_region",
+                                                         "shared_memory_byte_size": 16,
+                                                         "shared_memory_offset": 32}}]})
+        for value in (3.0, 4.0):
+            answer = ask(sock, buffer, PATH, head + np.full(4, value, dtype=np.float32).tobytes() + texts, len(head))
+            assert answer.status == 200 and "data" not in answer.json["outputs"][0], answer
+            out = shm.get_contents_as_numpy(handle, np.float32, [4], offset=32)
+            assert out.tolist() == [value] * 4
+        assert both_routes(sock, buffer, PATH, body, length).status == 200
+        client.unregister_system_shared_memory()
+    finally:
+        sock.close()
+        client.close()
+        shm.destroy_shared_memory_region(handle)
+
+
+def orjson_dumps(value) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
