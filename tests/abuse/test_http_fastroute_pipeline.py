@@ -82,10 +82,11 @@ def test_a_mixed_pipeline_is_answered_in_request_order(servers):
     ]
     before = _stats(server, "add_sub")
     with connect(server.http_url) as sock:
-        for rounds in range(3):  # (later rounds: every header is kept)
-            sock.sendall(b"".join(request for request, _ in wire))
+        for rounds in range(3):  # (later rounds: every header is kept; the last: more than max_pipelined at once)
+            repeat = 8 if rounds == 2 else 1
+            sock.sendall(b"".join(request for request, _ in wire) * repeat)
             buffer = bytearray()
-            for index, (_, (kind, expected)) in enumerate(wire):
+            for index, (_, (kind, expected)) in enumerate(wire * repeat):
                 if kind == "head":
                     while b"\r\n\r\n" not in buffer:
                         buffer += sock.recv(65536)
@@ -101,7 +102,7 @@ def test_a_mixed_pipeline_is_answered_in_request_order(servers):
                     assert status == expected, (rounds, index, status, data)
             assert not buffer
     success, fail = _stats(server, "add_sub")
-    assert success - before[0] == 3 * 9  # (the 400 before its submission: not counted, as in Triton)
+    assert (success - before[0], fail - before[1]) == (10 * 9, 0)  # (refused before submission: not counted)
 
 
 def test_connection_close_and_http10_end_the_pipeline(servers):
@@ -267,3 +268,65 @@ def test_expect_continue_and_chunked_bodies_on_the_callback_route(servers):
             for _ in range(3):
                 answer = Answer(*read_response(sock, buffer))
                 assert answer.status == 200 and answer.binary == data
+
+
+def test_clients_leaving_give_back_their_memory(tmp_path):
+    """With a 2 MiB body budget, 12 rounds of: a gated request holds the one instance; another client pipelines
+    three 300 KB requests (the first queued for the instance, the rest read) and leaves; a third leaves mid-body.
+    Were a body's charge kept, the budget would run out and the last requests would never be read."""
+    gated = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+    with serve("tests.models:gated_pid", *gated, "--http-max-buffered-bytes", str(2 << 20),
+               env={"PYTRITON_PIPELINE_DEPTH": "1"}) as server:
+
+        def gated_body(parameters: dict, count: int = 4) -> tuple[bytes, int]:
+            head = header([("INPUT", "FP32", [count], 4 * count)], parameters=parameters)
+            return head + np.ones(count, dtype=np.float32).tobytes(), len(head)
+
+        success_before, fail_before = _stats(server, "gated_pid")
+        big = gated_body({}, 75_000)
+        for round_ in range(12):
+            started, release = tmp_path / f"started{round_}", tmp_path / f"release{round_}"
+            first = connect(server.http_url)
+            first.sendall(raw_request("/v2/models/gated_pid/infer",
+                                      *gated_body({"started": str(started), "release": str(release)})))
+            try:
+                _wait_until(started.exists)
+                with connect(server.http_url) as sock:
+                    sock.sendall(raw_request("/v2/models/gated_pid/infer", *big) * 3)
+                    _wait_until(lambda: _pending(server) == 1)
+                with connect(server.http_url) as sock:
+                    wire = raw_request("/v2/models/gated_pid/infer", *big)
+                    sock.sendall(wire[: len(wire) // 2])
+                _wait_until(lambda: _stats(server, "gated_pid")[1] == fail_before + round_ + 1)
+            finally:
+                release.touch()
+            assert read_response(first, bytearray())[0] == 200
+            first.close()
+        with connect(server.http_url) as sock:
+            sock.sendall(raw_request("/v2/models/gated_pid/infer", *big) * 8)
+            buffer = bytearray()
+            assert [read_response(sock, buffer)[0] for _ in range(8)] == [200] * 8
+        assert _stats(server, "gated_pid") == (success_before + 12 + 8, fail_before + 12)
+
+
+@pytest.mark.parametrize("bad, status", [
+    (b"POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    (b"NOT HTTP AT ALL\r\n\r\n", 400),
+    (b"POST /v2/models/add_sub/infer HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(101)) + b"\r\n", 431),
+])
+def test_a_refusal_behind_callback_answers(servers, bad, status):
+    """Requests the callback route answers, then one the connection refuses, in one write: the answers first, in
+    order, then the refusal, then the connection closes."""
+    server = servers["add_sub"]
+    with connect(server.http_url) as sock:
+        sock.sendall(raw_request(PATH, *_add_sub(1)) + raw_request(PATH, *_add_sub(2), gzip_answer=True)
+                     + raw_request(PATH, *_add_sub(3)) + bad + raw_request(PATH, *_add_sub(4)))
+        buffer = bytearray()
+        for value in (1, 2, 3):
+            assert _output0(Answer(*read_response(sock, buffer))) == [value + 1000] * 16
+        got, headers, _ = read_response(sock, buffer)
+        assert (got, headers.get("connection")) == (status, "close")
+        tail = bytes(buffer)
+        while chunk := sock.recv(65536):
+            tail += chunk
+        assert tail == b""
