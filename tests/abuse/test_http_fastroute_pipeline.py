@@ -330,3 +330,43 @@ def test_a_refusal_behind_callback_answers(servers, bad, status):
         while chunk := sock.recv(65536):
             tail += chunk
         assert tail == b""
+
+
+def test_a_graceful_stop_answers_the_callback_request_in_flight(tmp_path):
+    """SIGTERM while a callback-route request runs (a second pipelined behind it): the running one is answered
+    (200) once released, the one behind it gets Triton's 'Server not ready' or the connection ends; nothing is
+    left in /dev/shm (the session's check) and the server exits 0."""
+    import os
+    import signal
+
+    from tests.conftest import ServerProcess
+
+    gated = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+    server = ServerProcess(["tests.models:gated_pid", *gated])
+    started, release = tmp_path / "started", tmp_path / "release"
+    try:
+        head = header([("INPUT", "FP32", [4], 16)], parameters={"started": str(started), "release": str(release)})
+        body = head + np.zeros(4, dtype=np.float32).tobytes()
+        sock = connect(server.http_url)
+        sock.sendall(raw_request("/v2/models/gated_pid/infer", body, len(head)) * 2)
+        _wait_until(started.exists)
+        os.kill(server.process.pid, signal.SIGTERM)
+
+        def stopping() -> bool:  # (the server says it is not ready once it drains)
+            with connect(server.http_url) as probe:
+                probe.sendall(_get("/v2/health/ready"))
+                return read_response(probe, bytearray())[0] != 200
+
+        _wait_until(stopping)
+        release.touch()
+        buffer = bytearray()
+        status, _, _ = read_response(sock, buffer)
+        assert status == 200
+        rest = bytes(buffer)
+        while chunk := sock.recv(65536):
+            rest += chunk
+        assert rest == b"" or rest.startswith(b"HTTP/1.1 503"), rest[:200]
+        sock.close()
+    finally:
+        release.touch()
+        assert server.stop() == 0, server.log
