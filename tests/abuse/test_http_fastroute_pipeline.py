@@ -370,3 +370,27 @@ def test_a_graceful_stop_answers_the_callback_request_in_flight(tmp_path):
     finally:
         release.touch()
         assert server.stop() == 0, server.log
+
+
+def test_a_request_running_past_the_idle_timeout_is_answered(tmp_path):
+    """`--http-idle-timeout 1`: a callback-route (and a coroutine-route) request runs longer than that (gated until
+    a connection opened after it has been closed as idle): it is answered, its connection not closed as idle."""
+    gated = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+    with serve("tests.models:gated_pid", *gated, "--http-idle-timeout", "1") as server:
+        for gzip_answer in (False, True):
+            started, release = tmp_path / f"started{gzip_answer}", tmp_path / f"release{gzip_answer}"
+            head = header([("INPUT", "FP32", [4], 16)], parameters={"started": str(started),
+                                                                   "release": str(release)})
+            body = head + np.zeros(4, dtype=np.float32).tobytes()
+            with connect(server.http_url) as sock:
+                sock.sendall(raw_request("/v2/models/gated_pid/infer", body, len(head), gzip_answer))
+                try:
+                    _wait_until(started.exists)
+                    with connect(server.http_url) as idle:
+                        assert idle.recv(1) == b""  # closed as idle (after 1 s; the socket's timeout is 30 s)
+                finally:
+                    release.touch()
+                answer = Answer(*read_response(sock, bytearray()))
+                assert answer.status == 200
+                sock.sendall(raw_request("/v2/models/gated_pid/infer", body, len(head), gzip_answer))
+                assert Answer(*read_response(sock, bytearray())).status == 200
