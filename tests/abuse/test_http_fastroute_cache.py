@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
 
 from tests.abuse._fastroute import ask, both_routes, header
 from tests.abuse._http import connect
@@ -157,7 +158,6 @@ def _x(n: int) -> tuple[bytes, int]:
     return head + np.arange(n, dtype=np.float32).tobytes(), len(head)
 
 
-@pytest.mark.slow
 def test_the_same_header_to_another_model_version_or_config(tmp_path):
     """`scale` takes X [-1], `fixed` (same tensor names) X [4]: one header kept by `scale` is refused by `fixed`,
     and by `scale` once it is loaded again with X [4], with INT32, and after an unload and a load."""
@@ -235,8 +235,6 @@ def test_forwarded_headers_do_not_stick_to_a_kept_header():
 def test_shared_memory_requests_beside_a_kept_header(server):
     """A binary header is kept; requests whose headers differ from it only in shared-memory parameters (an input in
     a region, an output into one) read and write their regions, with the coroutine route's errors."""
-    import tritonclient.utils.shared_memory as shm
-
     x = np.arange(4, dtype=np.float32)
     texts = _prefixed((2, b"ab"), (1, b"c"))
     key = f"/attack5_fastroute_{id(server)}"
@@ -251,7 +249,7 @@ def test_shared_memory_requests_beside_a_kept_header(server):
             assert both_routes(sock, buffer, PATH, body, length).status == 200
 
         def in_region(byte_size: int, offset: int = 0, region: str = "attack5_region") -> tuple[bytes, int]:
-            head = orjson_dumps({"inputs": [
+            head = _compact_json({"inputs": [
                 {"name": "IN_X", "datatype": "FP32", "shape": [4],
                  "parameters": {"shared_memory_region": region, "shared_memory_byte_size": byte_size,
                                 "shared_memory_offset": offset}},
@@ -264,7 +262,7 @@ def test_shared_memory_requests_beside_a_kept_header(server):
         for args, status in (((12,), 400), ((16, 56), 400), ((16, 0, "attack5_nowhere"), 404)):
             answer = both_routes(sock, buffer, PATH, *in_region(*args))
             assert answer.status == status, (args, answer)
-        head = orjson_dumps({"inputs": [
+        head = _compact_json({"inputs": [
             {"name": "IN_X", "datatype": "FP32", "shape": [4], "parameters": {"binary_data_size": 16}},
             {"name": "IN_T", "datatype": "BYTES", "shape": [2], "parameters": {"binary_data_size": len(texts)}}],
             "outputs": [{"name": "OUT_X", "parameters": {"shared_memory_region": "attack5_region",
@@ -283,7 +281,7 @@ def test_shared_memory_requests_beside_a_kept_header(server):
         shm.destroy_shared_memory_region(handle)
 
 
-def orjson_dumps(value) -> bytes:
+def _compact_json(value) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 

@@ -6,7 +6,10 @@ request exactly once; one that does not read its answers stops the connection, n
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import threading
 import time
 import urllib.request
 
@@ -15,7 +18,7 @@ import pytest
 
 from tests.abuse._fastroute import Answer, header, raw_request
 from tests.abuse._http import connect, read_response
-from tests.conftest import lazy_servers, serve, tensor_args
+from tests.conftest import ServerProcess, lazy_servers, serve, tensor_args
 
 TIMEOUT_S = 30
 ADD_SUB = (["--max-batch-size", "8"]
@@ -145,7 +148,7 @@ def test_restricted_inference_in_a_pipeline(servers):
             assert answers[1].json == {"error": "This API is restricted, expecting header 'infer-token'"}
 
 
-def _unsent_is_bounded_while_unread(server, body: bytes, length: int, count: int) -> None:
+def _answered_in_order_once_read(server, body: bytes, length: int, count: int) -> None:
     sock = connect(server.http_url)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     with sock:
@@ -165,8 +168,6 @@ def _unsent_is_bounded_while_unread(server, body: bytes, length: int, count: int
             assert answer.status == 200 and answer.binary == body[length:]
         sock.setblocking(True)
         if sent < len(wire):  # (reading the answers lets the server read the rest)
-            import threading
-
             sender = threading.Thread(target=sock.sendall, args=(wire[sent:],), daemon=True)
             sender.start()
         buffer = bytearray()
@@ -175,14 +176,13 @@ def _unsent_is_bounded_while_unread(server, body: bytes, length: int, count: int
             assert answer.status == 200 and answer.binary == body[length:], index
 
 
-@pytest.mark.slow
 def test_a_client_that_does_not_read_large_answers(servers):
     """Large bodies (received straight into their own buffers) through the callback route, 24 pipelined 1 MiB
     requests whose answers the client reads only later: all answered, in order, with their data."""
     server = servers["identity"]
     data = np.random.default_rng(7).integers(0, 255, 1 << 20, dtype=np.uint8).tobytes()
     head = header([("IN_X", "UINT8", [len(data)], len(data))], binary_outputs=["OUT_X"])
-    _unsent_is_bounded_while_unread(server, head + data, len(head), 24)
+    _answered_in_order_once_read(server, head + data, len(head), 24)
 
 
 def test_a_client_leaving_mid_pipeline_withdraws_once(tmp_path):
@@ -259,7 +259,8 @@ def test_expect_continue_and_chunked_bodies_on_the_callback_route(servers):
         data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
         head = header([("IN_X", "UINT8", [size], size)], binary_outputs=["OUT_X"])
         body = head + data
-        chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7000]), body[i:i + 7000]) for i in range(0, len(body), 7000))
+        pieces = [body[i:i + 7000] for i in range(0, len(body), 7000)]
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
         wire = (b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
                 b"Inference-Header-Content-Length: %d\r\n\r\n" % len(head)) + chunks + b"0\r\n\r\n"
         with connect(server.http_url) as sock:
@@ -336,11 +337,6 @@ def test_a_graceful_stop_answers_the_callback_request_in_flight(tmp_path):
     """SIGTERM while a callback-route request runs (a second pipelined behind it): the running one is answered
     (200) once released, the one behind it gets Triton's 'Server not ready' or the connection ends; nothing is
     left in /dev/shm (the session's check) and the server exits 0."""
-    import os
-    import signal
-
-    from tests.conftest import ServerProcess
-
     gated = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
     server = ServerProcess(["tests.models:gated_pid", *gated])
     started, release = tmp_path / "started", tmp_path / "release"
