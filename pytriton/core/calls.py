@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncGenerator
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, stamp_stream_delivery
 from pytriton.core.types import InferRequest, InferResponse
@@ -51,6 +51,10 @@ class UnaryCall:
         future = job.future
         assert future is not None
         self.future: asyncio.Future[Any] = future
+
+    def watch(self, callback: Callable[[asyncio.Future[Any]], None]) -> None:
+        """Call `callback(future)` as soon as the job delivers or fails (see `Job.watch`; not once cancelled)."""
+        self._job.watch(callback)
 
     def result(self) -> InferResponse:
         """Once `future` is done (and the call not cancelled)."""

@@ -336,7 +336,7 @@ class GrpcCalls:
             return
         answering = _Answering(self, stream, method, pending)
         stream.task = answering
-        pending.future.add_done_callback(answering)
+        pending.watch(answering)  # (answered in the loop pass its result arrives in)
 
     async def _requests(self, stream: Stream) -> AsyncIterator[Any]:
         queue, method = stream.queue, stream.method
