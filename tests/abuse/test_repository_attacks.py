@@ -1,0 +1,58 @@
+"""Attacks on Triton model repositories: a configuration too large for a command line, a model whose initialize
+blocks, forks or exits, unload while requests run and wait; the server stays up and answers its other models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from tests.conftest import serve
+
+ECHO_MODEL = """
+import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.parameters = len(json.loads(args["model_config"])["parameters"])
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+                                                            * 0 + self.parameters)]) for r in requests]
+"""
+
+CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_FP32 dims: [-1] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [-1] }]
+"""
+
+
+def _x(value: float) -> list[grpcclient.InferInput]:
+    x = grpcclient.InferInput("X", [1], "FP32")
+    x.set_data_from_numpy(np.array([value], dtype=np.float32))
+    return [x]
+
+
+def test_a_configuration_larger_than_a_command_line_argument_loads(tmp_path: Path):
+    """A config.pbtxt of 600 KB (labels, tokenizer settings in `parameters`: Triton loads it) once failed with
+    "Argument list too long": the worker's whole specification rode on its command line (128 KiB per argument)."""
+    model = tmp_path / "big"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text(ECHO_MODEL)
+    parameters = "".join(f'parameters {{ key: "p{i}" value {{ string_value: "{"v" * 1000}" }} }}\n' for i in range(600))
+    (model / "config.pbtxt").write_text(CONFIG + parameters)
+    with serve("--model-repository", str(tmp_path)) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        assert client.is_model_ready("big")
+        assert client.infer("big", _x(1.0)).as_numpy("Y").tolist() == [600.0]
+        config = client.get_model_config("big", as_json=True)["config"]
+        assert len(config["parameters"]) == 600 and json.dumps(config).count("v" * 1000) == 600
+        client.close()
