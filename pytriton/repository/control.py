@@ -19,7 +19,7 @@ from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
-from pytriton.repository.uploads import write_upload
+from pytriton.repository.uploads import prune_uploads, write_upload
 
 logger = logging.getLogger("pytriton.server")
 
@@ -121,6 +121,7 @@ class ModelControl:
         self._lock = asyncio.Lock()
         self._poller: asyncio.Task | None = None
         self._upload_dirs: list[str] = []
+        self._uploads_loading: set[str] = set()  # the folders of loads waiting for their turn or under way
         self._closed = False
         self._starting: dict[asyncio.Future, Any] = {}  # a load's replace_model tasks and their sources
         self._start_cancelled = False
@@ -239,9 +240,16 @@ class ModelControl:
                                   "configuration in the 'config' parameter")
             root, model_dir = write_upload(name, files)
             self._upload_dirs.append(root)
-        else:
-            model_dir = self._find(name)
+            self._uploads_loading.add(root)
+            try:
+                await self._locked_load(name, model_dir, override)
+            finally:
+                self._uploads_loading.discard(root)
+                self._prune_uploads()
+            return
+        model_dir = self._find(name)
         await self._locked_load(name, model_dir, override)
+        self._prune_uploads()  # (a model given as files before, now loaded from the repository)
 
     def register(self, folder: str, name_mapping: dict[str, str] | None = None) -> None:
         """Serve the models of repository `folder` too; `name_mapping` (model folder -> model name) serves those
@@ -275,7 +283,10 @@ class ModelControl:
             raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
         async with self._lock:
             model = self.core.registry.find(name)
-            await self._unload(name)
+            try:
+                await self._unload(name)
+            finally:
+                self._prune_uploads()
             if unload_dependents and model is not None and model.ensemble is not None:
                 await self._unload_composing(model.ensemble)
 
@@ -397,6 +408,10 @@ class ModelControl:
         finally:
             for number in gone:
                 entry.versions[number] = _Version("UNAVAILABLE", "unloaded")
+
+    def _prune_uploads(self) -> None:
+        targets = [str(getattr(m.source, "callable_target", "")) for m in self.core.registry]
+        self._upload_dirs = prune_uploads(self._upload_dirs, self._uploads_loading, targets)
 
     def _serving(self, name: str, versions: dict[int, _Version], number: int | None = None) -> bool:
         """Whether version `number` (None: any version) of `name` was READY and is still served."""

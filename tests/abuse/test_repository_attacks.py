@@ -4,6 +4,9 @@ blocks, forks or exits, unload while requests run and wait; the server stays up 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +17,9 @@ from tests.conftest import serve
 
 ECHO_MODEL = """
 import json
+import shutil
+import tempfile
+import time
 
 import triton_python_backend_utils as pb_utils
 
@@ -56,3 +62,51 @@ def test_a_configuration_larger_than_a_command_line_argument_loads(tmp_path: Pat
         config = client.get_model_config("big", as_json=True)["config"]
         assert len(config["parameters"]) == 600 and json.dumps(config).count("v" * 1000) == 600
         client.close()
+
+
+UPLOAD_CONFIG = json.dumps({"backend": "python", "max_batch_size": 0,
+                            "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
+                            "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
+UPLOAD_MODEL = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+                                                            * {factor})]) for r in requests]
+"""
+
+
+def _uploads(tmp: Path) -> list[str]:
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("pytriton-model-"))
+
+
+def test_reloading_uploaded_files_keeps_one_folder_and_unload_removes_it(tmp_path: Path):
+    """A client loading a model from files again and again (a load storm, each with 1 MB of files): each load wrote a
+    new folder that stayed until the server stopped, so the disk filled. As Triton, the folder of a model's files
+    lives as long as the model loaded from it: a reload replaces it, a failed load leaves none, unload removes it."""
+    tmp = Path(tempfile.mkdtemp(prefix="a4-", dir="/tmp"))  # (short: the server's worker socket lives under it)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    weights = b"w" * (1 << 20)
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", env={"TMPDIR": str(tmp)}) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        for factor in range(1, 6):
+            client.load_model("up", config=UPLOAD_CONFIG,
+                              files={"file:1/model.py": UPLOAD_MODEL.format(factor=factor).encode(),
+                                     "file:1/weights.bin": weights})
+            assert client.infer("up", _x(1.0)).as_numpy("Y").tolist() == [float(factor)]
+        assert len(_uploads(tmp)) == 1
+        with pytest.raises(grpcclient.InferenceServerException, match="load failed"):
+            client.load_model("up", config=json.dumps({"backend": "python", "input": [{"name": "X"}]}),
+                              files={"file:1/model.py": b"x = 1"})
+        assert len(_uploads(tmp)) == 1  # the failed one's removed; the one served stays
+        assert client.infer("up", _x(1.0)).as_numpy("Y").tolist() == [5.0]
+        client.unload_model("up")
+        deadline = time.monotonic() + 20
+        while _uploads(tmp) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _uploads(tmp) == []
+        client.close()
+    shutil.rmtree(tmp, ignore_errors=True)
