@@ -3,7 +3,8 @@
 A model whose config enables `response_cache` (on a server started with `--cache-config local,size=BYTES`) has each
 request looked up before it is scheduled: a hit is answered with a copy of the stored response and never reaches
 an instance; a miss runs as usual and its successful response is stored. The key covers what a request's answer can
-depend on: the model name and version, every input's name, datatype, shape and bytes (read from the client's
+depend on: the model name and version (and which load of them: a model reloaded with other code never answers
+from its predecessor's entries, which age out), every input's name, datatype, shape and bytes (read from the client's
 shared-memory region where they lie there), the outputs requested with their parameters, and the request's own
 parameters except those that only steer scheduling (priority, timeout). An entry counts the bytes of its outputs;
 an entry larger than the whole cache is not stored.
@@ -118,7 +119,7 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
     if not core.accepting and not internal:
         raise unavailable("Server not ready")
     execution, _ = core._execution_request(request)  # (a region error is the client's answer, as without a cache)
-    key = request_key(model.name, model.version, request, execution)
+    key = request_key(model.name, model.version, request, execution, model.serial)
     if key is None:
         return await core.infer_with_stats(request, internal, cache=False)
     entry = cache.lookup(key)
@@ -142,8 +143,9 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
     return response, stats
 
 
-def request_key(name: str, version: int, request: InferRequest, execution: ExecutionRequest) -> bytes | None:
-    """The cache key of a request to model `name` `version`, or None when its response is not cacheable here (an
+def request_key(name: str, version: int, request: InferRequest, execution: ExecutionRequest, serial: int = 0
+                ) -> bytes | None:  # fmt: skip
+    """The cache key of a request to model `name` `version` (loaded as `serial`: see `Model.serial`), or None when its response is not cacheable here (an
     input in CUDA shared memory, an output to be written into a client's region)."""
     if execution.output_regions:
         return None
@@ -154,7 +156,7 @@ def request_key(name: str, version: int, request: InferRequest, execution: Execu
         digest.update(len(text).to_bytes(8, "little"))
         digest.update(text)
 
-    part((name, version))
+    part((name, version, serial))
     for tensor in sorted(request.inputs, key=lambda t: t.name):
         part((tensor.name, tensor.datatype, tuple(tensor.shape)))
         data = tensor.data

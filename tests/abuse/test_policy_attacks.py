@@ -1,0 +1,63 @@
+"""Attacks on the response cache and the queue policies: a cached model reloaded with other code must not answer
+from its predecessor's entries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from tests.conftest import serve
+
+CACHED_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [{ name: "X" data_type: TYPE_FP32 dims: [-1] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [-1] }]
+response_cache { enable: true }
+"""
+
+SCALE = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+                                                            * {factor})]) for r in requests]
+"""
+
+
+def _x() -> list[grpcclient.InferInput]:
+    x = grpcclient.InferInput("X", [1], "FP32")
+    x.set_data_from_numpy(np.array([1.0], dtype=np.float32))
+    return [x]
+
+
+def _counts(client) -> dict[str, int]:
+    stats = client.get_inference_statistics("cached", as_json=True)["model_stats"][0]["inference_stats"]
+    return {k: int(stats.get(k, {}).get("count", 0)) for k in ("success", "cache_hit", "cache_miss")}
+
+
+def test_a_reloaded_model_does_not_answer_from_its_predecessors_cache_entries(tmp_path: Path):
+    """Same name, same version, other code (a reload, or an unload and a load): its answers are computed again, not
+    the old model's cached ones (the key named the model and version only, so the old answers came back)."""
+    model = tmp_path / "cached"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(CACHED_CONFIG)
+    (model / "1" / "model.py").write_text(SCALE.format(factor=2))
+    with serve("--model-repository", str(tmp_path), "--model-control-mode", "explicit", "--load-model", "cached",
+               "--cache-config", "local,size=1048576") as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        assert [client.infer("cached", _x()).as_numpy("Y").tolist() for _ in range(2)] == [[2.0], [2.0]]
+        assert _counts(client) == {"success": 2, "cache_hit": 1, "cache_miss": 1}
+        (model / "1" / "model.py").write_text(SCALE.format(factor=3))
+        client.load_model("cached")
+        assert [client.infer("cached", _x()).as_numpy("Y").tolist() for _ in range(2)] == [[3.0], [3.0]]
+        assert _counts(client) == {"success": 2, "cache_hit": 1, "cache_miss": 1}  # (the new model's own)
+        (model / "1" / "model.py").write_text(SCALE.format(factor=4))
+        client.unload_model("cached")
+        client.load_model("cached")
+        assert client.infer("cached", _x()).as_numpy("Y").tolist() == [4.0]
+        client.close()
