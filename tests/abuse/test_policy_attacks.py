@@ -1,14 +1,22 @@
 """Attacks on the response cache and the queue policies: a cached model reloaded with other code must not answer
-from its predecessor's entries."""
+from its predecessor's entries; a request's `priority` and `timeout` over HTTP JSON must be unsigned integers, as
+Triton 2.51 parses them (measured: a negative, fractional, string, boolean or >= 2**64 value is answered 500 with
+"Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"; 0, 2**63 and huge
+timeouts pass; a priority past the model's levels means its default level)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import serve
+from tests.conftest import serve, tensor_args
+
+IDENTITY = tensor_args("input", [("IN_X", "int32", "1")]) + tensor_args("output", [("OUT_X", "int32", "1")])
 
 CACHED_CONFIG = """
 backend: "python"
@@ -61,3 +69,37 @@ def test_a_reloaded_model_does_not_answer_from_its_predecessors_cache_entries(tm
         client.load_model("cached")
         assert client.infer("cached", _x()).as_numpy("Y").tolist() == [4.0]
         client.close()
+
+
+@pytest.fixture(scope="module")
+def queued():
+    """A callable with 2 priority levels and a bounded queue."""
+    with serve("tests.models:gated_identity", *IDENTITY, "--max-batch-size", "4", "--dynamic-batching", "--priority-levels", "2",
+               "--default-priority-level", "1", "--max-queue-size", "4", "--allow-timeout-override") as server:
+        yield server
+
+
+def _post(server, parameters: dict) -> tuple[int, str]:
+    body = json.dumps({"parameters": parameters,
+                       "inputs": [{"name": "IN_X", "datatype": "INT32", "shape": [1, 1], "data": [1]}]})
+    host, port = server.http_url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    try:
+        conn.request("POST", "/v2/models/gated_identity/infer", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read()).get("error", "")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("key", ["priority", "timeout"])
+@pytest.mark.parametrize("value", [-1, 1.5, "1", True, 2**64, None, [1]])
+def test_http_priority_and_timeout_that_are_no_unsigned_integers_are_refused(queued, key, value):
+    assert _post(queued, {key: value}) == (
+        500, f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer")
+
+
+@pytest.mark.parametrize("parameters", [{"priority": 0}, {"priority": 2}, {"priority": 3}, {"priority": 2**63},
+                                        {"timeout": 0}, {"timeout": 10**18}, {"timeout": 2**64 - 1}])
+def test_http_priority_and_timeout_in_range_are_served(queued, parameters):
+    assert _post(queued, parameters) == (200, "")
