@@ -110,3 +110,73 @@ def test_reloading_uploaded_files_keeps_one_folder_and_unload_removes_it(tmp_pat
         assert _uploads(tmp) == []
         client.close()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+BLOCKING_INIT = """
+import os
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        open({started!r}, "w").close()
+        deadline = time.monotonic() + 60
+        while not os.path.exists({release!r}) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())])
+                for r in requests]
+"""
+
+
+def test_a_model_whose_initialize_blocks_holds_up_no_other_models_load(tmp_path: Path):
+    """As Triton 2.51 (measured: a python model sleeping in initialize stays LOADING while another model loads in 2 s):
+    loading, reloading and unloading other models goes on while one model's initialize blocks; only a load of that
+    same model waits for it. (All loads waited here: one at a time, up to the 120 s start timeout.)"""
+    import threading
+
+    repo = tmp_path / "repo"
+    started, release = tmp_path / "started", tmp_path / "release"
+    for name, source in (("blocks", BLOCKING_INIT.format(started=str(started), release=str(release))),
+                         ("echo", UPLOAD_MODEL.format(factor=1))):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "1" / "model.py").write_text(source)
+        (repo / name / "config.pbtxt").write_text(CONFIG)
+    try:
+        with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            outcome: list = []
+
+            def load_blocks() -> None:
+                other = grpcclient.InferenceServerClient(server.grpc_url)
+                try:
+                    other.load_model("blocks")
+                    outcome.append(None)
+                except Exception as exc:  # noqa: BLE001 - the test reports it
+                    outcome.append(exc)
+                other.close()
+
+            loader = threading.Thread(target=load_blocks)
+            loader.start()
+            deadline = time.monotonic() + 30
+            while not started.exists():
+                assert time.monotonic() < deadline, "the blocking initialize never started"
+                time.sleep(0.01)
+            client.load_model("echo")  # (waited for the other load before)
+            assert client.infer("echo", _x(2.0)).as_numpy("Y").tolist() == [2.0]
+            client.load_model("echo")  # a reload
+            client.unload_model("echo")
+            assert not client.is_model_ready("echo")
+            states = {m["name"]: m.get("state") for m in client.get_model_repository_index(as_json=True)["models"]}
+            assert states == {"blocks": "LOADING", "echo": "UNAVAILABLE"}
+            assert loader.is_alive() and not outcome
+            release.touch()
+            loader.join(60)
+            assert outcome == [None]
+            assert client.infer("blocks", _x(3.0)).as_numpy("Y").tolist() == [3.0]
+            client.close()
+    finally:
+        release.touch()
