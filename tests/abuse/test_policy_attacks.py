@@ -1,5 +1,6 @@
 """Attacks on the response cache and the queue policies: a cached model reloaded with other code must not answer
-from its predecessor's entries; a request's `priority` and `timeout` over HTTP JSON must be unsigned integers, as
+from its predecessor's entries, nor store what a client computed from a shared-memory region under the key of bytes
+the region held before the client overwrote it (cross-client poisoning); a request's `priority` and `timeout` over HTTP JSON must be unsigned integers, as
 Triton 2.51 parses them (measured: a negative, fractional, string, boolean or >= 2**64 value is answered 500 with
 "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"; 0, 2**63 and huge
 timeouts pass; a priority past the model's levels means its default level)."""
@@ -8,11 +9,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import queue
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.utils.shared_memory as shm
 
 from tests.conftest import serve, tensor_args
 
@@ -103,3 +108,41 @@ def test_http_priority_and_timeout_that_are_no_unsigned_integers_are_refused(que
                                         {"timeout": 0}, {"timeout": 10**18}, {"timeout": 2**64 - 1}])
 def test_http_priority_and_timeout_in_range_are_served(queued, parameters):
     assert _post(queued, parameters) == (200, "")
+
+
+def test_a_region_overwritten_after_the_lookup_does_not_poison_the_cache(tmp_path: Path):
+    """An attacker sends X=1 from its region, overwrites the region with 2 once the key (of 1) was taken and before
+    the model reads it: the answer was stored under the key of 1, and a victim sending 1 inline got 2. The model now
+    computes from the bytes the key was taken of."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    parameters = {"started": str(started), "release": str(release)}
+    with serve("tests.models:gated_identity", *IDENTITY, "--response-cache",
+               "--cache-config", "local,size=1048576") as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        key = f"/a4poison_{uuid.uuid4().hex}"
+        handle = shm.create_shared_memory_region("poison", key, 4)
+        try:
+            shm.set_shared_memory_region(handle, [np.array([1], dtype=np.int32)])
+            client.register_system_shared_memory("poison", key, 4)
+            tensor = grpcclient.InferInput("IN_X", [1], "INT32")
+            tensor.set_shared_memory("poison", 4)
+            answers: queue.Queue = queue.Queue()
+            client.async_infer("gated_identity", [tensor], parameters=parameters,
+                               callback=lambda result, error: answers.put((result, error)))
+            deadline = time.monotonic() + 20
+            while not started.exists():
+                assert time.monotonic() < deadline, "the request never started"
+                time.sleep(0.01)
+            shm.set_shared_memory_region(handle, [np.array([2], dtype=np.int32)])  # after the lookup
+            release.touch()
+            result, error = answers.get(timeout=20)
+            assert error is None and result.as_numpy("OUT_X").tolist() == [1]  # what its key says
+            inline = grpcclient.InferInput("IN_X", [1], "INT32")
+            inline.set_data_from_numpy(np.array([1], dtype=np.int32))
+            victim = client.infer("gated_identity", [inline], parameters=parameters)
+            assert victim.as_numpy("OUT_X").tolist() == [1]
+            client.unregister_system_shared_memory()
+        finally:
+            shm.destroy_shared_memory_region(handle)
+            release.touch()
+        client.close()
