@@ -23,16 +23,16 @@ logger = logging.getLogger("pytriton.core")
 
 def withdrawn(model: Model, job: Job, start: int = 0) -> None:
     """The caller left (cancelled) while `job` was on its way: it is withdrawn. Counted as Triton 2.51 counts it: before
-    it ran, a CANCELED failure; once it ran (a unary job), by how its execution ends — a success with its execution
-    times when the model answered (the answer is released unread), else a failure (`start`: when the request came,
-    default its enqueueing)."""
+    it ran, a CANCELED failure; once it ran, by how its execution ends (a stream: its final response) — a success with
+    its execution times when the model answered (the answer is released unread), else a failure (`start`: when the
+    request came, default its enqueueing)."""
     if job.abandoned:
         return
     if job.state == QUEUED:  # cancelled before it ran: a failure, as Triton counts it
         model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")
-    elif not job.stream:
+    else:  # (a decoupled model's stream: by how its final response comes, as measured too)
         start = start or job.enqueued_ns
-        future = job.future
+        future = job.future  # (None for a stream)
         if future is not None and future.done() and not future.cancelled():  # it ended as its caller left
             error = future.exception()
             _count_orphan(model, job, start, error if error is not None else future.result())
@@ -42,7 +42,8 @@ def withdrawn(model: Model, job: Job, start: int = 0) -> None:
 
 
 def _count_orphan(model: Model, job: Job, start: int, item: Delivery | BaseException) -> None:
-    """The end of a unary execution whose caller left while it ran, counted as `ServerCore._settle` would have."""
+    """The end of an execution whose caller left while it ran, counted as `ServerCore._settle` would have (a stream: by
+    its final delivery's execution times)."""
     if isinstance(item, Delivery) and not isinstance(item.result, BaseException):
         stats = item.stats
         model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, item.queue_ns,
@@ -147,7 +148,7 @@ async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGene
                 break
     finally:
         if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
-            model.scheduler.withdraw(job)
+            withdrawn(model, job, start)
     core._record_success(model, job, total, start, queue_ns)
     if trace is not None:
         trace.stamp(REQUEST_END)

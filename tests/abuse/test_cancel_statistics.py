@@ -108,3 +108,71 @@ def test_a_request_left_while_running_counts_as_triton_counts_it(server, gates, 
     client.infer("gated_pid", _inputs())  # the server answers on
     assert _counts(client)["success"] == expected["success"] + 1
     client.close()
+
+
+STREAM_CONFIG = """
+backend: "python"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [{ name: "X" data_type: TYPE_FP32 dims: [1] }]
+output [{ name: "Y" data_type: TYPE_FP32 dims: [1] }]
+"""
+
+STREAM_MODEL = """
+import os
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([0.0], np.float32))]))
+            deadline = time.monotonic() + 30
+            while not os.path.exists({release!r}) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([1.0], np.float32))]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+
+def test_a_stream_cancelled_while_its_model_runs_counts_once_it_ends(tmp_path):
+    """Measured with Triton 2.51: a decoupled python model (8 responses 0.2 s apart) whose gRPC stream the client stops
+    with cancel_requests=True after 2 responses is counted once the model ends: success +1, inference_count +1,
+    execution_count +1 (ours counted nothing but the execution)."""
+    repo, release = tmp_path / "repo", tmp_path / "release"
+    (repo / "stream" / "1").mkdir(parents=True)
+    (repo / "stream" / "config.pbtxt").write_text(STREAM_CONFIG)
+    (repo / "stream" / "1" / "model.py").write_text(STREAM_MODEL.format(release=str(release)))
+    try:
+        with serve("--model-repository", str(repo)) as server:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+
+            def counts() -> dict[str, int]:
+                stats = client.get_inference_statistics("stream", as_json=True)["model_stats"][0]
+                inference = stats["inference_stats"]
+                return {"success": int(inference.get("success", {}).get("count", 0)),
+                        "fail": int(inference.get("fail", {}).get("count", 0)),
+                        "inference_count": int(stats.get("inference_count", 0)),
+                        "execution_count": int(stats.get("execution_count", 0))}
+
+            streaming = grpcclient.InferenceServerClient(server.grpc_url)
+            got: queue.Queue = queue.Queue()
+            streaming.start_stream(callback=lambda result, error: got.put((result, error)))
+            x = grpcclient.InferInput("X", [1], "FP32")
+            x.set_data_from_numpy(np.array([1.0], dtype=np.float32))
+            streaming.async_stream_infer("stream", [x])
+            result, error = got.get(timeout=20)
+            assert error is None and result.as_numpy("Y").tolist() == [0.0]
+            streaming.stop_stream(cancel_requests=True)
+            release.touch()
+            expected = {"success": 1, "fail": 0, "inference_count": 1, "execution_count": 1}
+            _wait_until(lambda: counts() == expected, f"the statistics {expected} (last: {counts()})")
+            streaming.close()
+            client.close()
+    finally:
+        release.touch()
