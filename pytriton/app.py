@@ -192,7 +192,8 @@ class Server:
                 app = http_app()
                 self.http = HttpListener(app.handle, config.http_address, config.http_port, "HTTPService",
                                          config.http_limits, too_large_hint=app.too_large_hint,
-                                         reuse_port=peers is not None, tls=config.http_tls, received=core.received)
+                                         reuse_port=peers is not None, tls=config.http_tls, received=core.received,
+                                         begin=app.begin)
                 await self.http.start()
             if config.allow_metrics and local_metrics is not None:
                 limits = dataclasses.replace(config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
