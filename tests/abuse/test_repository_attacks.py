@@ -90,26 +90,29 @@ def test_reloading_uploaded_files_keeps_one_folder_and_unload_removes_it(tmp_pat
     repo = tmp_path / "repo"
     repo.mkdir()
     weights = b"w" * (1 << 20)
-    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", env={"TMPDIR": str(tmp)}) as server:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        for factor in range(1, 6):
-            client.load_model("up", config=UPLOAD_CONFIG,
-                              files={"file:1/model.py": UPLOAD_MODEL.format(factor=factor).encode(),
-                                     "file:1/weights.bin": weights})
-            assert client.infer("up", _x(1.0)).as_numpy("Y").tolist() == [float(factor)]
-        assert len(_uploads(tmp)) == 1
-        with pytest.raises(grpcclient.InferenceServerException, match="load failed"):
-            client.load_model("up", config=json.dumps({"backend": "python", "input": [{"name": "X"}]}),
-                              files={"file:1/model.py": b"x = 1"})
-        assert len(_uploads(tmp)) == 1  # the failed one's removed; the one served stays
-        assert client.infer("up", _x(1.0)).as_numpy("Y").tolist() == [5.0]
-        client.unload_model("up")
-        deadline = time.monotonic() + 20
-        while _uploads(tmp) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _uploads(tmp) == []
-        client.close()
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with serve("--model-repository", str(repo), "--model-control-mode", "explicit",
+                   env={"TMPDIR": str(tmp)}) as server:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            for factor in range(1, 6):
+                client.load_model("up", config=UPLOAD_CONFIG,
+                                  files={"file:1/model.py": UPLOAD_MODEL.format(factor=factor).encode(),
+                                         "file:1/weights.bin": weights})
+                assert client.infer("up", _x(1.0)).as_numpy("Y").tolist() == [float(factor)]
+            assert len(_uploads(tmp)) == 1
+            with pytest.raises(grpcclient.InferenceServerException, match="load failed"):
+                client.load_model("up", config=json.dumps({"backend": "python", "input": [{"name": "X"}]}),
+                                  files={"file:1/model.py": b"x = 1"})
+            assert len(_uploads(tmp)) == 1  # the failed one's removed; the one served stays
+            assert client.infer("up", _x(1.0)).as_numpy("Y").tolist() == [5.0]
+            client.unload_model("up")
+            deadline = time.monotonic() + 20
+            while _uploads(tmp) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _uploads(tmp) == []
+            client.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 BLOCKING_INIT = """
