@@ -57,9 +57,9 @@ class _LoadCancelled(Exception):
 class ModelControl:
     """The repository extension's controller for model control modes "explicit" and "poll".
 
-    Loads and unloads of one model run one at a time (its lock); other models' go on meanwhile. In mode "poll" a background task rescans the repositories every
-    `poll_secs` and loads new or changed models and unloads removed ones; loads and unloads asked by clients are
-    refused there, as Triton does.
+    Loads and unloads of one model run one at a time (its lock); other models' go on meanwhile. In mode "poll" a
+    background task rescans the repositories every `poll_secs` and loads new or changed models and unloads removed
+    ones; loads and unloads asked by clients are refused there, as Triton does.
     """
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,

@@ -102,8 +102,8 @@ def test_a_request_left_while_running_counts_as_triton_counts_it(server, gates, 
     release.touch()
     _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     # the execution's end is counted when its (unwanted) answer arrives: poll for it with a deadline
-    expected = {"success": before["success"] + 1, "fail": before["fail"], "inference_count": before["inference_count"] + 1,
-                "execution_count": before["execution_count"] + 1}
+    expected = {"success": before["success"] + 1, "fail": before["fail"],
+                "inference_count": before["inference_count"] + 1, "execution_count": before["execution_count"] + 1}
     _wait_until(lambda: _counts(client) == expected, f"the statistics {expected} (last: {_counts(client)})")
     client.infer("gated_pid", _inputs())  # the server answers on
     assert _counts(client)["success"] == expected["success"] + 1

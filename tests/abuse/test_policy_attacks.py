@@ -1,9 +1,9 @@
 """Attacks on the response cache and the queue policies: a cached model reloaded with other code must not answer
 from its predecessor's entries, nor store what a client computed from a shared-memory region under the key of bytes
-the region held before the client overwrote it (cross-client poisoning); a request's `priority` and `timeout` over HTTP JSON must be unsigned integers, as
-Triton 2.51 parses them (measured: a negative, fractional, string, boolean or >= 2**64 value is answered 500 with
-"Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"; 0, 2**63 and huge
-timeouts pass; a priority past the model's levels means its default level)."""
+the region held before the client overwrote it (cross-client poisoning); a request's `priority` and `timeout` over
+HTTP JSON must be unsigned integers, as Triton 2.51 parses them (measured: a negative, fractional, string, boolean or
+>= 2**64 value is answered 500 with "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as
+unsigned-integer"; 0, 2**63 and huge timeouts pass; a priority past the model's levels means its default level)."""
 
 from __future__ import annotations
 
@@ -79,8 +79,9 @@ def test_a_reloaded_model_does_not_answer_from_its_predecessors_cache_entries(tm
 @pytest.fixture(scope="module")
 def queued():
     """A callable with 2 priority levels and a bounded queue."""
-    with serve("tests.models:gated_identity", *IDENTITY, "--max-batch-size", "4", "--dynamic-batching", "--priority-levels", "2",
-               "--default-priority-level", "1", "--max-queue-size", "4", "--allow-timeout-override") as server:
+    with serve("tests.models:gated_identity", *IDENTITY, "--max-batch-size", "4", "--dynamic-batching",
+               "--priority-levels", "2", "--default-priority-level", "1", "--max-queue-size", "4",
+               "--allow-timeout-override") as server:
         yield server
 
 
