@@ -384,7 +384,7 @@ class ServerCore:
         try:
             await future
         except asyncio.CancelledError:
-            withdrawn(model, job)
+            withdrawn(model, job, start)
             raise
         except Exception:  # noqa: BLE001 - `_settle` reads it from the future
             pass

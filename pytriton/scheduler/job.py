@@ -70,7 +70,8 @@ class Job:
     """
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
-                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate", "on_done")
+                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate", "orphaned",
+                 "on_done")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
                  request_id: str = "", loop: asyncio.AbstractEventLoop | None = None):
@@ -95,6 +96,9 @@ class Job:
         self.timeout_us = 0  # the queue timeout the request asked for (0: none)
         self.request_id = request_id  # the client's id of the request, for messages ("": none given)
         self.gate: Any = None  # under preserve_ordering, the OrderGate that holds its answer until its turn
+        # called with the final Delivery (or error) of an execution whose caller went away while it ran, before it is
+        # released: the core counts it as Triton does (a success once it ran)
+        self.orphaned: Callable[[Delivery | BaseException], None] | None = None
         self.on_done: Callable[[asyncio.Future[Delivery]], None] | None = None  # see `watch`
 
     def watch(self, callback: Callable[[asyncio.Future[Delivery]], None]) -> None:
@@ -150,6 +154,8 @@ class Job:
             self.gate.hold(self, delivery)
             return
         if not self.wanted:
+            if self.orphaned is not None and delivery.final:
+                self.orphaned(delivery)
             _release(delivery.result)
         elif self.queue is not None:
             result = delivery.result
@@ -189,6 +195,8 @@ class Job:
                     self.finish()
                     self._answered(callback)
                     return
+        elif self.orphaned is not None:
+            self.orphaned(error)
         self.finish()
 
     def abandon(self) -> None:
