@@ -390,3 +390,23 @@ def test_a_request_running_past_the_idle_timeout_is_answered(tmp_path):
                 assert answer.status == 200
                 sock.sendall(raw_request("/v2/models/gated_pid/infer", body, len(head), gzip_answer))
                 assert Answer(*read_response(sock, bytearray())).status == 200
+
+
+def test_a_client_leaving_a_running_request_counts_as_triton_on_both_routes(tmp_path):
+    """A client closes its connection while the model runs its request (a binary request on the callback route,
+    then with gzip asked for on the coroutine route): once the model answers, a success, as Triton 2.51 counts it."""
+    gated = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
+    with serve("tests.models:gated_pid", *gated) as server:
+        for index, gzip_answer in enumerate((False, False, True)):
+            started, release = tmp_path / f"started{index}", tmp_path / f"release{index}"
+            head = header([("INPUT", "FP32", [4], 16)], parameters={"started": str(started),
+                                                                   "release": str(release)})
+            success_before, fail_before = _stats(server, "gated_pid")
+            try:
+                with connect(server.http_url) as sock:
+                    sock.sendall(raw_request("/v2/models/gated_pid/infer", head + bytes(16), len(head), gzip_answer))
+                    _wait_until(started.exists)
+            finally:
+                release.touch()
+            _wait_until(lambda: _stats(server, "gated_pid") != (success_before, fail_before))
+            assert _stats(server, "gated_pid") == (success_before + 1, fail_before), index
