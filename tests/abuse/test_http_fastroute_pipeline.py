@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import threading
 import time
 import urllib.request
@@ -19,6 +20,7 @@ import pytest
 from tests.abuse._fastroute import Answer, header, raw_request
 from tests.abuse._http import connect, read_response
 from tests.conftest import ServerProcess, lazy_servers, serve, tensor_args
+from tests.tls.certs import make_certs
 
 TIMEOUT_S = 30
 ADD_SUB = (["--max-batch-size", "8"]
@@ -410,3 +412,31 @@ def test_a_client_leaving_a_running_request_counts_as_triton_on_both_routes(tmp_
                 release.touch()
             _wait_until(lambda: _stats(server, "gated_pid") != (success_before, fail_before))
             assert _stats(server, "gated_pid") == (success_before + 1, fail_before), index
+
+
+def test_a_mixed_pipeline_over_tls(tmp_path):
+    """HTTPS: one TLS write of callback-route requests, coroutine-route ones and a refused one, then a large body
+    (received through the TLS layer in many pieces): answered in order."""
+    certs = make_certs(tmp_path)
+    args = ["--http-use-ssl", "--http-server-cert", certs.server_pem, "--http-server-key", certs.server_key]
+    with serve("tests.models:identity", *SERVERS["identity"][1], *args) as server:
+        context = ssl.create_default_context(cafile=certs.ca_pem)
+        host, port = server.http_url.rsplit(":", 1)
+        path = "/v2/models/identity/infer"
+        datas = [bytes([value]) * size for value, size in ((1, 10), (2, 300), (3, 5), (4, 400_000), (5, 7))]
+        wire, expected = b"", []
+        for index, data in enumerate(datas):
+            head = header([("IN_X", "UINT8", [len(data)], len(data))], binary_outputs=["OUT_X"])
+            wire += raw_request(path, head + data, len(head), gzip_answer=index % 2 == 1)
+            expected.append((200, data))
+            if index == 2:
+                wire += raw_request(path, head + data[:-1], len(head))
+                expected.append((400, b""))
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as raw:
+            with context.wrap_socket(raw, server_hostname=host) as sock:
+                for _ in range(2):
+                    sock.sendall(wire)
+                    buffer = bytearray()
+                    for status, data in expected:
+                        answer = Answer(*read_response(sock, buffer))
+                        assert (answer.status, answer.binary) == (status, data)
