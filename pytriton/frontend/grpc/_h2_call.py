@@ -426,6 +426,12 @@ class GrpcCalls:
         self._outbox.message(stream, [data], None, last=last, compressed=True)
 
     async def _run_streaming(self, stream: Stream, method: Method, request: Any) -> None:
+        try:
+            await self._stream_responses(stream, method, request)
+        finally:
+            stream.context = None  # (the call is over: no Stream <-> Context cycle left to the collector)
+
+    async def _stream_responses(self, stream: Stream, method: Method, request: Any) -> None:
         responses = method.handler(request, stream.context)
         try:
             async for response in responses:
