@@ -240,10 +240,103 @@ def _after_last_plain(data: Any) -> InferRequestView | None:
     return InferRequestView(None, raw, head, template) if raw else None
 
 
+# The last header the scan read with its id and sequence parameters cut out and a template (a client that numbers the
+# requests of its sequences): its bytes before those fields and after them (contiguous), its template and template key,
+# and its number of fields but those. A message that starts and goes on with these bytes around other such fields,
+# then raw_input_contents only, is read without the scan; the id and parameters of a block of those fields are kept.
+_last_scanned: tuple[bytes, bytes, RequestTemplate, bytes, int] | None = None
+_BLOCKS: dict[bytes, tuple[str, dict[str, Any] | None] | None] = {}  # block -> (id, sequence parameters); None: unusable
+
+
+def _block(block: memoryview) -> tuple[str, dict[str, Any] | None] | None:
+    """(id, sequence parameters) of a block of id and request parameter fields, as the scan reads them (None: a field
+    or parameter the scan would not take, the full path reads it)."""
+    ident = None
+    entries: list[memoryview] = []
+    pos, size = 0, len(block)
+    while pos < size:
+        tag = block[pos]
+        length, pos = _varint(block, pos + 1)
+        if tag == _ID_TAG:
+            ident = block[pos:pos + length]
+        else:
+            entries.append(block[pos:pos + length])
+        pos += length
+    parameters = _sequence_parameters(entries) if entries else None
+    if entries and parameters is None:
+        return None
+    try:
+        return (bytes(ident).decode() if ident is not None else ""), parameters
+    except UnicodeDecodeError:
+        return None
+
+
+def _after_last_scanned(data: Any) -> InferRequestView | None:
+    """The request when `data` is the last scanned header around other id / sequence parameter fields, followed by
+    raw_input_contents fields only; else None (the scan reads it the same)."""
+    last = _last_scanned
+    if last is None or type(data) is not bytes or not data.startswith(last[0]):
+        return None
+    prefix, suffix, template, key, fields = last
+    if TEMPLATES.get(key) is not template:
+        return None
+    view = memoryview(data)
+    begin = pos = len(prefix)
+    size = len(data)
+    raw: list[memoryview] = []
+    try:
+        tag = view[pos]
+        while tag == _ID_TAG or tag == _PARAMETERS_TAG:
+            length = view[pos + 1]
+            if length < 0x80:
+                pos += 2 + length
+            else:
+                length, pos = _varint(view, pos + 1)
+                pos += length
+            tag = view[pos]
+        if pos == begin or pos > size or not data.startswith(suffix, pos):
+            return None
+        block = data[begin:pos]
+        if block in _BLOCKS:
+            known = _BLOCKS[block]
+        else:
+            known = _block(view[begin:pos])
+            if len(block) <= _ENTRY_MAX:
+                if len(_BLOCKS) >= _ENTRIES_MAX:
+                    _BLOCKS.clear()
+                _BLOCKS[block] = known
+        if known is None:
+            return None
+        head_end = pos = pos + len(suffix)
+        while pos < size:
+            if view[pos] != _RAW_INPUT_TAG or fields >= _MAX_TOP_FIELDS:
+                return None
+            length = view[pos + 1]
+            if length < 0x80:
+                pos += 2
+            else:
+                length, pos = _varint(view, pos + 1)
+            end = pos + length
+            if end > size:
+                return None
+            raw.append(view[pos:end])
+            pos = end
+            fields += 1
+    except (IndexError, ValueError):
+        return None
+    if not raw:
+        return None
+    request_id, parameters = known
+    return ScannedRequestView(None, raw, data[:head_end], template, key,
+                              dict(parameters) if parameters is not None else None, request_id)
+
+
 def parse_infer_request(data: bytes) -> InferRequestView:
     """Deserializer for ModelInfer/ModelStreamInfer requests."""
-    global _last_plain
+    global _last_plain, _last_scanned
     known = _after_last_plain(data)
+    if known is None:
+        known = _after_last_scanned(data)
     if known is not None:
         return known
     view = memoryview(data)
@@ -331,6 +424,10 @@ def parse_infer_request(data: bytes) -> InferRequestView:
         template_key = b"".join([part for i, part in enumerate(keep) if i not in cut])
     template = TEMPLATES.get(template_key) if usable else None
     if template is not None:
+        assert cut is not None
+        if cut[-1] - cut[0] == len(cut) - 1:  # (the id and parameters together: the next such request skips the scan)
+            _last_scanned = (b"".join(keep[:cut[0]]), b"".join(keep[cut[-1] + 1:]), template, template_key,
+                             fields - len(raw) - len(cut))
         return ScannedRequestView(None, raw, head, template, template_key, parameters, request_id)
     return ScannedRequestView(pb.ModelInferRequest.FromString(head), raw, head, None, template_key, parameters,
                               request_id)
