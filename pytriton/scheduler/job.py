@@ -70,20 +70,22 @@ class Job:
                  "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
-                 request_id: str = ""):
+                 request_id: str = "", wanted: bool = True):
         self.payload = payload
         self.batch_size = batch_size  # as validated (0 for a request with an empty batch)
         self.weight = max(batch_size, 1)  # what it counts toward max_batch_size
         self.signature = signature
         self.stream = stream
         self.state = QUEUED
-        self.abandoned = False  # the caller went away
+        # the caller went away (`wanted` False: a job nobody waits for, e.g. a not-ready row; its results are
+        # released on arrival)
+        self.abandoned = not wanted
         self.enqueued_ns = 0
-        loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[Delivery] | None = None if stream else loop.create_future()
+        self.future: asyncio.Future[Delivery] | None = (
+            None if stream or not wanted else asyncio.get_running_loop().create_future())
         # Holds what the execution delivered and the caller has not taken yet: no more than the instance's window,
         # as the execution runs ahead of its slowest reader by that much at most (`next` gives the credit back).
-        self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream else None
+        self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream and wanted else None
         self.taken = 0  # non-final results of a stream the caller has taken
         self.execution: Any = None
         self._cleanups: list[Callable[[], None]] = []
