@@ -243,32 +243,8 @@ def _after_last_plain(data: Any) -> InferRequestView | None:
 # The last header the scan read with its id and sequence parameters cut out and a template (a client that numbers the
 # requests of its sequences): its bytes before those fields and after them (contiguous), its template and template key,
 # and its number of fields but those. A message that starts and goes on with these bytes around other such fields,
-# then raw_input_contents only, is read without the scan; the id and parameters of a block of those fields are kept.
+# then raw_input_contents only, is read without the scan (its parameters' entries through the cache of entries).
 _last_scanned: tuple[bytes, bytes, RequestTemplate, bytes, int] | None = None
-_BLOCKS: dict[bytes, tuple[str, dict[str, Any] | None] | None] = {}  # block -> (id, sequence parameters); None: unusable
-
-
-def _block(block: memoryview) -> tuple[str, dict[str, Any] | None] | None:
-    """(id, sequence parameters) of a block of id and request parameter fields, as the scan reads them (None: a field
-    or parameter the scan would not take, the full path reads it)."""
-    ident = None
-    entries: list[memoryview] = []
-    pos, size = 0, len(block)
-    while pos < size:
-        tag = block[pos]
-        length, pos = _varint(block, pos + 1)
-        if tag == _ID_TAG:
-            ident = block[pos:pos + length]
-        else:
-            entries.append(block[pos:pos + length])
-        pos += length
-    parameters = _sequence_parameters(entries) if entries else None
-    if entries and parameters is None:
-        return None
-    try:
-        return (bytes(ident).decode() if ident is not None else ""), parameters
-    except UnicodeDecodeError:
-        return None
 
 
 def _after_last_scanned(data: Any) -> InferRequestView | None:
@@ -284,28 +260,23 @@ def _after_last_scanned(data: Any) -> InferRequestView | None:
     begin = pos = len(prefix)
     size = len(data)
     raw: list[memoryview] = []
+    ident = None  # (protobuf takes the last)
+    entries: list[memoryview] = []
     try:
         tag = view[pos]
         while tag == _ID_TAG or tag == _PARAMETERS_TAG:
             length = view[pos + 1]
             if length < 0x80:
-                pos += 2 + length
+                start = pos + 2
             else:
-                length, pos = _varint(view, pos + 1)
-                pos += length
+                length, start = _varint(view, pos + 1)
+            pos = start + length
+            if tag == _ID_TAG:
+                ident = view[start:pos]
+            else:
+                entries.append(view[start:pos])
             tag = view[pos]
-        if pos == begin or pos > size or not data.startswith(suffix, pos):
-            return None
-        block = data[begin:pos]
-        if block in _BLOCKS:
-            known = _BLOCKS[block]
-        else:
-            known = _block(view[begin:pos])
-            if len(block) <= _ENTRY_MAX:
-                if len(_BLOCKS) >= _ENTRIES_MAX:
-                    _BLOCKS.clear()
-                _BLOCKS[block] = known
-        if known is None:
+        if pos == begin or not data.startswith(suffix, pos):
             return None
         head_end = pos = pos + len(suffix)
         while pos < size:
@@ -326,9 +297,14 @@ def _after_last_scanned(data: Any) -> InferRequestView | None:
         return None
     if not raw:
         return None
-    request_id, parameters = known
-    return ScannedRequestView(None, raw, data[:head_end], template, key,
-                              dict(parameters) if parameters is not None else None, request_id)
+    parameters = _sequence_parameters(entries) if entries else None
+    if entries and parameters is None:
+        return None
+    try:
+        request_id = bytes(ident).decode() if ident is not None else ""
+    except UnicodeDecodeError:
+        return None
+    return ScannedRequestView(None, raw, data[:head_end], template, key, parameters, request_id)
 
 
 def parse_infer_request(data: bytes) -> InferRequestView:

@@ -41,7 +41,6 @@ def _seq(cid, rid="0", start=False, end=False, **kwargs) -> bytes:
 def primed():
     """Templates and the shortcut set by a first sequence request (the scan reads it)."""
     _wire.TEMPLATES.clear()
-    _wire._BLOCKS.clear()
     _wire._last_scanned = None
     first = _seq(1, start=True)
     view = parse_infer_request(first)
@@ -56,7 +55,7 @@ def primed():
 ])
 def test_the_next_sequence_request_skips_the_scan(primed, cid, rid, start, end):
     data = _seq(cid, rid, start, end)
-    for _ in range(2):  # (read, then from the kept block)
+    for _ in range(2):  # (read, then with its entries from the cache of entries)
         view = _wire._after_last_scanned(data)
         assert view is not None and view.template is not None and view._header is None
         assert parse_infer_request(data).template is not None
@@ -150,7 +149,16 @@ def test_cut_messages_never_break_the_shortcut(primed):
             assert to_infer_request(view) == _full(cut)
 
 
-def test_the_block_cache_is_bounded(primed):
-    for index in range(_wire._ENTRIES_MAX + 3):
-        assert _wire._after_last_scanned(_seq(index + 2, str(index % 8))) is not None
-    assert 0 < len(_wire._BLOCKS) <= _wire._ENTRIES_MAX
+def test_entries_in_any_order(primed):
+    """perf_analyzer writes the map's entries in no fixed order, and a new sequence id for each sequence."""
+    orders = [("sequence_id", "sequence_start", "sequence_end"), ("sequence_end", "sequence_id", "sequence_start"),
+              ("sequence_start", "sequence_end", "sequence_id")]
+    values = {"sequence_id": ("int64_param", 0), "sequence_start": ("bool_param", True),
+              "sequence_end": ("bool_param", False)}
+    for index in range(30):
+        params = {key: values[key] if key != "sequence_id" else ("int64_param", 1000 + index)
+                  for key in orders[index % 3]}
+        data = _request(params, rid="0")
+        view = _wire._after_last_scanned(data)
+        assert view is not None and to_infer_request(view) == _full(data)
+        assert to_infer_request(view).parameters["sequence_id"] == 1000 + index
