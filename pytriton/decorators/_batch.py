@@ -161,9 +161,12 @@ def batch(wrapped, instance, args, kwargs):
             )
         if len(request_batch_sizes) == 1:
             return [dict(_outputs)]
+        items = list(_outputs.items())  # (numpy arrays, at least 1-d: a slice of the first axis is a view)
+        if len(items) == 1 and total_batch_size == len(request_batch_sizes) and 0 not in request_batch_sizes:
+            name, tensor = items[0]  # (the usual: one output, a row per request)
+            return [{name: tensor[index:index + 1]} for index in range(total_batch_size)]
         out_list = []
         start_idx = 0
-        items = list(_outputs.items())  # (numpy arrays, at least 1-d: a slice of the first axis is a view)
         for request_batch_size in request_batch_sizes:
             end_idx = start_idx + request_batch_size
             out_list.append({name: tensor[start_idx:end_idx] for name, tensor in items})
