@@ -275,6 +275,9 @@ def _after_last_scanned(data: Any) -> InferRequestView | None:
                 ident = view[start:pos]
             else:
                 entries.append(view[start:pos])
+            fields += 1
+            if fields > _MAX_TOP_FIELDS:  # (as the scan: protobuf's parser, in C, reads a message of that many)
+                return None
             tag = view[pos]
         if pos == begin or not data.startswith(suffix, pos):
             return None

@@ -162,3 +162,12 @@ def test_entries_in_any_order(primed):
         view = _wire._after_last_scanned(data)
         assert view is not None and to_infer_request(view) == _full(data)
         assert to_infer_request(view).parameters["sequence_id"] == 1000 + index
+
+
+def test_a_flood_of_id_fields_is_left_to_protobuf(primed):
+    """Thousands of empty id fields between the header's parts: the shortcut stops counting as the scan does."""
+    data = _seq(2, "1")
+    prefix = _wire._last_scanned[0]
+    flood = prefix + b"\x1a\x00" * (_wire._MAX_TOP_FIELDS + 5) + data[len(prefix):]
+    assert _wire._after_last_scanned(flood) is None
+    assert to_infer_request(parse_infer_request(flood)) == _full(flood)
