@@ -315,7 +315,7 @@ def _execute(
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    spec = WorkerSpec.from_json(args[0])
+    spec = WorkerSpec.from_json(sys.stdin.read() if args[0] == "-" else args[0])  # "-": a large one, on stdin
     logging.basicConfig(
         level=spec.log_level,
         format=f"%(asctime)s %(levelname)s worker[{os.getpid()}] %(name)s: %(message)s",

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncGenerator
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, stamp_stream_delivery
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status
-from pytriton.scheduler.job import QUEUED, Delivery, ExecutionStats, Job
+from pytriton.scheduler.job import DONE, QUEUED, Delivery, ExecutionStats, Job
 
 if TYPE_CHECKING:
     from pytriton.core.registry import Model
@@ -21,11 +21,36 @@ if TYPE_CHECKING:
 logger = logging.getLogger("pytriton.core")
 
 
-def withdrawn(model: Model, job: Job) -> None:
-    """The caller left (cancelled) while `job` was on its way: it is withdrawn."""
-    if job.state == QUEUED and not job.abandoned:  # cancelled before it ran: a failure, as Triton counts it
+def withdrawn(model: Model, job: Job, start: int = 0) -> None:
+    """The caller left (cancelled) while `job` was on its way: it is withdrawn. Counted as Triton 2.51 counts it: before
+    it ran, a CANCELED failure; once it ran, by how its execution ends (a stream: its final response) — a success with
+    its execution times when the model answered (the answer is released unread), else a failure (`start`: when the
+    request came, default its enqueueing)."""
+    if job.abandoned:
+        return
+    if job.state == QUEUED:  # cancelled before it ran: a failure, as Triton counts it
         model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")
+    else:  # (a decoupled model's stream: by how its final response comes, as measured too)
+        start = start or job.enqueued_ns
+        future = job.future  # (None for a stream)
+        if future is not None and future.done() and not future.cancelled():  # it ended as its caller left
+            error = future.exception()
+            _count_orphan(model, job, start, error if error is not None else future.result())
+        elif job.state != DONE:
+            job.orphaned = lambda item: _count_orphan(model, job, start, item)
     model.scheduler.withdraw(job)
+
+
+def _count_orphan(model: Model, job: Job, start: int, item: Delivery | BaseException) -> None:
+    """The end of an execution whose caller left while it ran, counted as `ServerCore._settle` would have (a stream: by
+    its final delivery's execution times)."""
+    if isinstance(item, Delivery) and not isinstance(item.result, BaseException):
+        stats = item.stats
+        model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, item.queue_ns,
+                                   stats.compute_input_ns, stats.compute_infer_ns, stats.compute_output_ns)
+    else:
+        reason = getattr(item, "failure_reason", "OTHER") if isinstance(item, ServerError) else "OTHER"
+        model.stats.record_failure(time.perf_counter_ns() - start, reason)
 
 
 def delivery_error(model: Model, item: BaseException) -> ServerError:
@@ -52,6 +77,10 @@ class UnaryCall:
         assert future is not None
         self.future: asyncio.Future[Any] = future
 
+    def watch(self, callback: Callable[[asyncio.Future[Any]], None]) -> None:
+        """Call `callback(future)` as soon as the job delivers or fails (see `Job.watch`; not once cancelled)."""
+        self._job.watch(callback)
+
     def result(self) -> InferResponse:
         """Once `future` is done (and the call not cancelled)."""
         return self._core._settle(self._model, self._job, self._request, self._start, self.future)[0]
@@ -61,7 +90,7 @@ class UnaryCall:
         result it delivered already is released by the withdrawal)."""
         if not self.future.done():
             self.future.cancel()
-        withdrawn(self._model, self._job)
+        withdrawn(self._model, self._job, self._start)
 
 
 async def _receive(model: Model, job: Job) -> Delivery:
@@ -123,7 +152,7 @@ async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGene
                 break
     finally:
         if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
-            model.scheduler.withdraw(job)
+            withdrawn(model, job, start)
     core._record_success(model, job, total, start, queue_ns)
     if trace is not None:
         trace.stamp(REQUEST_END)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from typing import Any, Iterator
 
@@ -11,6 +12,9 @@ from pytriton.exceptions import invalid_arg, not_found
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import ModelScheduler
 from pytriton.scheduler.instance import InstanceSource, InstanceStatus
+
+
+_serials = itertools.count(1)
 
 
 @dataclasses.dataclass
@@ -29,6 +33,9 @@ class Model:
     cache: Any = None  # the server's ResponseCache where the model's config enables `response_cache`
     # the request layouts that passed validation, with what it found (`core.validation.validate_layout`)
     layouts: dict[Any, Any] = dataclasses.field(default_factory=dict)
+    # this model among all loaded in the process (one reloaded under the same name and version is another), in its
+    # response cache keys: a reloaded model never answers from its predecessor's entries
+    serial: int = dataclasses.field(default_factory=_serials.__next__)
 
     @property
     def name(self) -> str:

@@ -3,10 +3,13 @@
 A model whose config enables `response_cache` (on a server started with `--cache-config local,size=BYTES`) has each
 request looked up before it is scheduled: a hit is answered with a copy of the stored response and never reaches
 an instance; a miss runs as usual and its successful response is stored. The key covers what a request's answer can
-depend on: the model name and version, every input's name, datatype, shape and bytes (read from the client's
+depend on: the model name and version (and which load of them: a model reloaded with other code never answers
+from its predecessor's entries, which age out), every input's name, datatype, shape and bytes (read from the client's
 shared-memory region where they lie there), the outputs requested with their parameters, and the request's own
 parameters except those that only steer scheduling (priority, timeout). An entry counts the bytes of its outputs;
-an entry larger than the whole cache is not stored.
+an entry larger than the whole cache is not stored. A miss whose inputs lie in a client's region is computed from the
+bytes its key was taken of (a copy): a client overwriting its region meanwhile cannot store an answer under the key
+of other bytes.
 """
 
 from __future__ import annotations
@@ -118,7 +121,8 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
     if not core.accepting and not internal:
         raise unavailable("Server not ready")
     execution, _ = core._execution_request(request)  # (a region error is the client's answer, as without a cache)
-    key = request_key(model.name, model.version, request, execution)
+    read: dict[str, bytes] = {}
+    key = request_key(model.name, model.version, request, execution, model.serial, read)
     if key is None:
         return await core.infer_with_stats(request, internal, cache=False)
     entry = cache.lookup(key)
@@ -132,6 +136,9 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
         response = InferResponse(model.name, str(model.version), request.id, entry.tensors(), dict(entry.parameters))
         model.stats.record_cache_hit(time.perf_counter_ns() - start, lookup_ns)
         return response, ExecutionStats()
+    if read:  # the model computes from the region bytes the key was taken of, not from what the client wrote since
+        request = dataclasses.replace(request, inputs=[
+            Tensor(t.name, t.datatype, t.shape, read[t.name]) if t.name in read else t for t in request.inputs])
     response, stats = await core.infer_with_stats(request, internal, cache=False)
     if any(t.data is None for t in response.outputs):  # (written into a client's region: nothing to store)
         return response, stats
@@ -142,9 +149,11 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
     return response, stats
 
 
-def request_key(name: str, version: int, request: InferRequest, execution: ExecutionRequest) -> bytes | None:
-    """The cache key of a request to model `name` `version`, or None when its response is not cacheable here (an
-    input in CUDA shared memory, an output to be written into a client's region)."""
+def request_key(name: str, version: int, request: InferRequest, execution: ExecutionRequest, serial: int = 0,
+                read: dict[str, bytes] | None = None) -> bytes | None:  # fmt: skip
+    """The cache key of a request to model `name` `version` (loaded as `serial`: see `Model.serial`), or None when its
+    response is not cacheable here (an input in CUDA shared memory, an output to be written into a client's region).
+    `read` receives the bytes read from client regions, by input name."""
     if execution.output_regions:
         return None
     digest = hashlib.blake2b(digest_size=32)
@@ -154,7 +163,7 @@ def request_key(name: str, version: int, request: InferRequest, execution: Execu
         digest.update(len(text).to_bytes(8, "little"))
         digest.update(text)
 
-    part((name, version))
+    part((name, version, serial))
     for tensor in sorted(request.inputs, key=lambda t: t.name):
         part((tensor.name, tensor.datatype, tuple(tensor.shape)))
         data = tensor.data
@@ -166,6 +175,8 @@ def request_key(name: str, version: int, request: InferRequest, execution: Execu
                 data = _read_region(where.region, where.offset, where.byte_size)
             except OSError:  # (the scheduler reports what is wrong with the region)
                 return None
+            if read is not None:
+                read[tensor.name] = data
         view = memoryview(data).cast("B")
         digest.update(view.nbytes.to_bytes(8, "little"))
         digest.update(view)

@@ -83,11 +83,13 @@ class ServerCore:
         self.accepting = False
         self._in_flight = 0
         self._drained: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop it started in (its jobs' futures belong to it)
         self.repository: RepositoryControl | None = None  # the repository extension's controller, when attached
         self.peers: Peers | None = None  # the other front-end processes of the group (core/peers.py)
         self._retiring: dict[int, Model] = {}  # by id: replaced or unloaded models finishing their requests
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._drained = asyncio.Event()
         self._drained.set()
         self.live = True
@@ -282,7 +284,7 @@ class ServerCore:
                 signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
         if model.scheduler.batching is None:
             signature = None
-        job = Job(execution, batch_size, signature, stream, request.id)
+        job = Job(execution, batch_size, signature, stream, request.id, self._loop)
         if request.parameters:
             job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
         self._in_flight += 1  # (`request_began`)
@@ -382,7 +384,7 @@ class ServerCore:
         try:
             await future
         except asyncio.CancelledError:
-            withdrawn(model, job)
+            withdrawn(model, job, start)
             raise
         except Exception:  # noqa: BLE001 - `_settle` reads it from the future
             pass

@@ -19,13 +19,16 @@ from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
-from pytriton.repository.uploads import write_upload
+from pytriton.repository.locks import NameLocks
+from pytriton.repository.signatures import folder_signature, model_names, version_signature
+from pytriton.repository.uploads import prune_uploads, write_upload
 
 logger = logging.getLogger("pytriton.server")
 
 MODES = ("none", "explicit", "poll")
 DEFAULT_POLL_SECS = 15  # Triton's --repository-poll-secs default
 CLOSE_WAIT_S = 10.0
+STEP_WAIT_S = 120.0  # how long an ensemble's load waits for a load of one of its steps under way
 DUPLICATE_REASON = "model appears in two or more repositories"
 
 
@@ -47,49 +50,6 @@ class _Entry:
     explicit: bool = True  # loaded by name (False: only as a step of an ensemble that was loaded)
 
 
-def version_signature(folder: tuple, version: int) -> tuple:
-    """The part of a `folder_signature` one version depends on: the model's own files (config.pbtxt, labels, ...)
-    and its version folder, not the other version folders."""
-    prefix = f"{version}{os.sep}"
-    return tuple(f for f in folder if f[0].startswith(prefix) or not f[0].split(os.sep)[0].isdigit())
-
-
-def folder_signature(model_dir: str) -> tuple:
-    """The files of a model folder with their sizes and modification times: it changes when a file does."""
-    files = []
-    for root, dirs, names in os.walk(model_dir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-        for name in sorted(names):
-            if name.startswith("."):
-                continue
-            path = os.path.join(root, name)
-            try:
-                stat = os.stat(path)
-            except OSError:
-                continue
-            files.append((os.path.relpath(path, model_dir), stat.st_size, stat.st_mtime_ns))
-    return tuple(files)
-
-
-def _model_names(folders: Sequence[str], mappings: dict[str, str]) -> tuple[set[str], set[str]]:
-    """The model names of the repositories (folder names, or the names mapped to folders), and those found in more
-    than one of them."""
-    names: set[str] = set()
-    duplicates: set[str] = set()
-    mapped_dirs = {os.path.normpath(d) for d in mappings.values()}
-    for folder in folders:
-        try:
-            entries = os.listdir(folder)
-        except OSError:
-            continue
-        for entry in entries:
-            path = os.path.join(folder, entry)
-            if not entry.startswith(".") and os.path.isdir(path) and os.path.normpath(path) not in mapped_dirs:
-                (duplicates if entry in names else names).add(entry)
-    duplicates -= set(mappings)  # a mapped name wins
-    return names | set(mappings), duplicates
-
-
 class _LoadCancelled(Exception):
     """A load whose instances were still starting when the server stopped."""
 
@@ -97,9 +57,9 @@ class _LoadCancelled(Exception):
 class ModelControl:
     """The repository extension's controller for model control modes "explicit" and "poll".
 
-    Loads and unloads run one at a time. In mode "poll" a background task rescans the repositories every
-    `poll_secs` and loads new or changed models and unloads removed ones; loads and unloads asked by clients are
-    refused there, as Triton does.
+    Loads and unloads of one model run one at a time (its lock); other models' go on meanwhile. In mode "poll" a
+    background task rescans the repositories every `poll_secs` and loads new or changed models and unloads removed
+    ones; loads and unloads asked by clients are refused there, as Triton does.
     """
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
@@ -118,9 +78,11 @@ class ModelControl:
         self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
         self.exit_on_error = exit_on_error  # a model that fails to load at start fails the start (Triton's option)
         self._entries: dict[str, _Entry] = {}
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # (poll mode's rounds; close waits for it)
+        self._names = NameLocks()  # a load or unload holds its model's lock: other models' go on meanwhile
         self._poller: asyncio.Task | None = None
         self._upload_dirs: list[str] = []
+        self._uploads_loading: set[str] = set()  # the folders of loads waiting for their turn or under way
         self._closed = False
         self._starting: dict[asyncio.Future, Any] = {}  # a load's replace_model tasks and their sources
         self._start_cancelled = False
@@ -174,6 +136,8 @@ class ModelControl:
         try:
             await asyncio.wait_for(self._lock.acquire(), wait_s)
             self._lock.release()
+            if not await self._names.idle(wait_s):
+                raise asyncio.TimeoutError
         except asyncio.TimeoutError:
             logger.warning("a model load still runs as the server stops")
         if self._poller is not None:
@@ -194,7 +158,7 @@ class ModelControl:
                 if any(v.reason != "unloaded" and not ready(name, n, v) for n, v in entry.versions.items())]
 
     def index(self, ready_only: bool) -> list[dict[str, str]]:
-        names, duplicates = _model_names(self.folders, self.mappings)
+        names, duplicates = model_names(self.folders, self.mappings)
         result = []
         for name in sorted(names | set(self._entries)):
             if name in duplicates:  # as Triton: it cannot be loaded until one of them is removed
@@ -239,9 +203,16 @@ class ModelControl:
                                   "configuration in the 'config' parameter")
             root, model_dir = write_upload(name, files)
             self._upload_dirs.append(root)
-        else:
-            model_dir = self._find(name)
+            self._uploads_loading.add(root)
+            try:
+                await self._locked_load(name, model_dir, override)
+            finally:
+                self._uploads_loading.discard(root)
+                self._prune_uploads()
+            return
+        model_dir = self._find(name)
         await self._locked_load(name, model_dir, override)
+        self._prune_uploads()  # (a model given as files before, now loaded from the repository)
 
     def register(self, folder: str, name_mapping: dict[str, str] | None = None) -> None:
         """Serve the models of repository `folder` too; `name_mapping` (model folder -> model name) serves those
@@ -273,9 +244,12 @@ class ModelControl:
         for it (by a load of the ensemble) and that no other loaded ensemble uses (Triton's unload_dependents)."""
         if self.mode != "explicit":
             raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
-        async with self._lock:
+        async with self._names(name):
             model = self.core.registry.find(name)
-            await self._unload(name)
+            try:
+                await self._unload(name)
+            finally:
+                self._prune_uploads()
             if unload_dependents and model is not None and model.ensemble is not None:
                 await self._unload_composing(model.ensemble)
 
@@ -285,7 +259,8 @@ class ModelControl:
             entry = self._entries.get(step.model_name)
             if entry is not None and not entry.explicit and step.model_name not in used:
                 composing = self.core.registry.find(step.model_name)
-                await self._unload(step.model_name)
+                async with self._names(step.model_name):
+                    await self._unload(step.model_name)
                 if composing is not None and composing.ensemble is not None:
                     await self._unload_composing(composing.ensemble)
 
@@ -300,7 +275,7 @@ class ModelControl:
         return found[name]
 
     async def _locked_load(self, name: str, model_dir: str, override: pb.ModelConfig | None = None) -> None:
-        async with self._lock:
+        async with self._names(name):
             await self._load(name, model_dir, override)
 
     async def _load_steps(self, ensemble: str, steps: list[str], loading: set[str]) -> None:
@@ -315,7 +290,12 @@ class ModelControl:
             if step in loading or step not in found or self.core.registry.find(step) is not None:
                 continue
             try:
-                await self._load(step, found[step], loading=loading, explicit=False)
+                async with self._names.hold(step, STEP_WAIT_S):  # (its own load by a client may be under way)
+                    if self.core.registry.find(step) is None:
+                        await self._load(step, found[step], loading=loading, explicit=False)
+            except asyncio.TimeoutError:
+                logger.error("loading model '%s', a step of ensemble '%s': another load of it did not end within "
+                             "%.0f s", step, ensemble, STEP_WAIT_S)
             except ServerError as exc:
                 logger.error("loading model '%s', a step of ensemble '%s': %s", step, ensemble, exc)
 
@@ -397,6 +377,10 @@ class ModelControl:
         finally:
             for number in gone:
                 entry.versions[number] = _Version("UNAVAILABLE", "unloaded")
+
+    def _prune_uploads(self) -> None:
+        targets = [str(getattr(m.source, "callable_target", "")) for m in self.core.registry]
+        self._upload_dirs = prune_uploads(self._upload_dirs, self._uploads_loading, targets)
 
     def _serving(self, name: str, versions: dict[int, _Version], number: int | None = None) -> bool:
         """Whether version `number` (None: any version) of `name` was READY and is still served."""

@@ -31,10 +31,24 @@ def write_upload(name: str, files: dict[str, str | bytes]) -> tuple[str, str]:
     return root, model_dir
 
 
+def prune_uploads(roots: list[str], loading: set[str], targets: list[str]) -> list[str]:
+    """`roots` (folders `write_upload` made) less those removed now: the ones that no model served runs from (`targets`:
+    the served models' workers' targets, which name their files) and no load under way (`loading`) reads — a reload
+    replaced it, its load failed, it was unloaded. As in Triton, such a folder lives as long as the model loaded
+    from it."""
+    kept = []
+    for root in roots:
+        if root in loading or any(root + os.sep in target for target in targets):
+            kept.append(root)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return kept
+
+
 def _refused(root: str, error: Exception) -> Exception:
     """`error`, after removing the folder written so far."""
     shutil.rmtree(root, ignore_errors=True)
     return error
 
 
-__all__ = ["write_upload"]
+__all__ = ["prune_uploads", "write_upload"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import Any, Callable, Hashable, Protocol
 
+logger = logging.getLogger("pytriton.scheduler")
 
 class Releasable(Protocol):
     """A result whose buffers (e.g. a worker's response slots) go back once it is consumed or unwanted."""
@@ -63,14 +65,16 @@ class Job:
 
     `payload` is opaque to the scheduler (the instance knows what it is); `batch_size` counts toward
     max_batch_size; jobs batch together only when their `signature`s are equal. A unary job's caller awaits
-    `future`; a streaming job's caller reads `queue` (Delivery items, or an exception, until a final one).
+    `future` (or is called back by `on_done`, see `watch`); a streaming job's caller reads `queue` (Delivery items, or
+    an exception, until a final one).
     """
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
-                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate")
+                 "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate", "orphaned",
+                 "on_done")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
-                 request_id: str = "", wanted: bool = True):
+                 request_id: str = "", loop: asyncio.AbstractEventLoop | None = None, wanted: bool = True):
         self.payload = payload
         self.batch_size = batch_size  # as validated (0 for a request with an empty batch)
         self.weight = max(batch_size, 1)  # what it counts toward max_batch_size
@@ -81,8 +85,12 @@ class Job:
         # released on arrival)
         self.abandoned = not wanted
         self.enqueued_ns = 0
-        self.future: asyncio.Future[Delivery] | None = (
-            None if stream or not wanted else asyncio.get_running_loop().create_future())
+        if stream or not wanted:
+            self.future: asyncio.Future[Delivery] | None = None
+        else:
+            if loop is None:
+                loop = asyncio.get_running_loop()  # (Python 3.11: a getpid system call each time)
+            self.future = loop.create_future()
         # Holds what the execution delivered and the caller has not taken yet: no more than the instance's window,
         # as the execution runs ahead of its slowest reader by that much at most (`next` gives the credit back).
         self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream and wanted else None
@@ -93,6 +101,28 @@ class Job:
         self.timeout_us = 0  # the queue timeout the request asked for (0: none)
         self.request_id = request_id  # the client's id of the request, for messages ("": none given)
         self.gate: Any = None  # under preserve_ordering, the OrderGate that holds its answer until its turn
+        # called with the final Delivery (or error) of an execution whose caller went away while it ran, before it is
+        # released: the core counts it as Triton does (a success once it ran)
+        self.orphaned: Callable[[Delivery | BaseException], None] | None = None
+        self.on_done: Callable[[asyncio.Future[Delivery]], None] | None = None  # see `watch`
+
+    def watch(self, callback: Callable[[asyncio.Future[Delivery]], None]) -> None:
+        """Call `callback(future)` once a unary job's `future` is done: at once when the job delivers its result or
+        fails (in the same loop pass, not from a done callback of the future one pass later); not when the future was
+        cancelled by its caller. A future already done has it called from a done callback, as asyncio does."""
+        future = self.future
+        assert future is not None
+        if future.done():
+            future.add_done_callback(callback)
+        else:
+            self.on_done = callback
+
+    def _answered(self, callback: Callable[[asyncio.Future[Delivery]], None]) -> None:
+        """The job has ended with its future done: `watch`'s callback, now."""
+        try:
+            callback(self.future)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - as asyncio logs a done callback's error: the other jobs still get theirs
+            logger.exception("a job's done callback failed")
 
     def on_finish(self, cleanup: Callable[[], None]) -> None:
         """Run `cleanup` once when the job ends (at once if it has ended)."""
@@ -129,6 +159,8 @@ class Job:
             self.gate.hold(self, delivery)
             return
         if not self.wanted:
+            if self.orphaned is not None and delivery.final:
+                self.orphaned(delivery)
             _release(delivery.result)
         elif self.queue is not None:
             result = delivery.result
@@ -139,6 +171,13 @@ class Job:
                 self.future.set_exception(delivery.result)
             else:
                 self.future.set_result(delivery)
+            callback = self.on_done
+            if callback is not None:
+                self.on_done = None
+                if delivery.final:
+                    self.finish()
+                self._answered(callback)
+                return
         if delivery.final:
             self.finish()
 
@@ -155,6 +194,14 @@ class Job:
             else:
                 assert self.future is not None
                 self.future.set_exception(error)
+                callback = self.on_done
+                if callback is not None:
+                    self.on_done = None
+                    self.finish()
+                    self._answered(callback)
+                    return
+        elif self.orphaned is not None:
+            self.orphaned(error)
         self.finish()
 
     def abandon(self) -> None:
@@ -176,6 +223,7 @@ class Job:
             return
         self.state = DONE
         self.execution = None
+        self.on_done = None  # (a job that ends without its future done has nothing to answer)
         self.payload = None  # its tensors may be large: a withdrawn job waiting in the queue must not keep them
         cleanups, self._cleanups = self._cleanups, []
         for cleanup in cleanups:

@@ -1,6 +1,7 @@
 """The server's run directory (`<tmp>/pytriton-<tag>-<pid>-<random>`: the worker socket), the workspace that
 `Triton` makes for its server (`<tmp>/pytriton-workspace-<pid>-<random>`), and the start-up sweep of the ones
-that processes killed with SIGKILL left behind.
+that processes killed with SIGKILL left behind. `<tmp>` is the temporary directory, or /tmp where that one's path is
+too long for the worker socket's (a Unix socket's path holds 107 bytes).
 
 A live server holds an exclusive `flock` on `server.lock` inside its directory for as long as it runs; the kernel
 drops the lock when the process dies, however it dies. A directory is stale when its lock can be taken (or, if it
@@ -27,12 +28,26 @@ LOCK_NAME = "server.lock"
 RUN_DIR_RE = re.compile(r"^pytriton-(?:[0-9a-f]+|workspace)-(\d+)-[A-Za-z0-9_]+$")
 
 
+# A run directory's longest path inside (`<parent>/pytriton-<tag>-<pid>-<random>/workers.sock`) must fit a Unix
+# socket's 107 bytes: a parent longer than this (a deep TMPDIR) is replaced by /tmp
+_SOCKET_PATH_MAX = 107
+_INSIDE_MAX = len("/pytriton-") + 16 + len("-") + 10 + len("-") + 8 + len("/workers.sock")
+
+
+def default_parent() -> str:
+    """Where run directories go: the temporary directory, or /tmp where its path leaves no room for the socket."""
+    parent = tempfile.gettempdir()
+    if len(parent.encode()) + _INSIDE_MAX > _SOCKET_PATH_MAX and os.path.isdir("/tmp"):
+        return "/tmp"
+    return parent
+
+
 class RunDirectory:
     """A private directory that this process creates, holds locked while it runs, and removes on `remove()`."""
 
     def __init__(self, tag: str, parent: str | None = None):
         """`tag` is the server's tag (hex) or "workspace"."""
-        self.path = tempfile.mkdtemp(prefix=f"pytriton-{tag}-{os.getpid()}-", dir=parent)
+        self.path = tempfile.mkdtemp(prefix=f"pytriton-{tag}-{os.getpid()}-", dir=parent or default_parent())
         # The lock file gets its final name only once it is locked, so a sweep never finds it unlocked while
         # we live; the descriptor is not inherited by workers (Python's default).
         staging = os.path.join(self.path, f".{LOCK_NAME}")
@@ -77,7 +92,7 @@ def sweep_stale_run_dirs(parent: str | None = None) -> int:
 
     Only real directories (never symlinks) named like ours and owned by our uid are considered.
     """
-    parent = parent or tempfile.gettempdir()
+    parent = parent or default_parent()
     try:
         entries = os.listdir(parent)
     except OSError:

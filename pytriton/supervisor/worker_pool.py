@@ -24,6 +24,8 @@ from pytriton.proxy.router import ProxyRouter, WorkerLink
 from pytriton.scheduler.instance import InstanceHandler, InstanceStatus
 from pytriton.supervisor.instance import LinkedInstance
 
+SPEC_ARG_MAX = 64 * 1024  # a worker's specification larger than this goes to it on its standard input
+
 logger = logging.getLogger("pytriton.supervisor")
 
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
@@ -190,9 +192,19 @@ class WorkerPool(InstanceRoster):
             instance=instance.index,
             log_level=self.log_level,
         )
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pytriton.backends.worker", spec.to_json(), env=self._env(instance)
-        )
+        text = spec.to_json()
+        if len(text) <= SPEC_ARG_MAX:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "pytriton.backends.worker", text, env=self._env(instance)
+            )
+        else:  # a large configuration: through a pipe (one command-line argument holds 128 KiB at most on Linux)
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "pytriton.backends.worker", "-", env=self._env(instance),
+                stdin=asyncio.subprocess.PIPE,
+            )
+            assert process.stdin is not None
+            process.stdin.write(text.encode())
+            process.stdin.close()  # (the transport writes the rest as the worker reads; a worker gone drops it)
         instance.process = process
         instance.link = link
         exited = asyncio.ensure_future(process.wait())

@@ -55,7 +55,7 @@ class KServeHttp(Frontend):
             tracer=process.tracer,
         )
         return HttpListener(app.handle, options.address, options.port, "HTTPService", config.http_limits,
-                            too_large_hint=app.too_large_hint, reuse_port=options.reuse_port)
+                            too_large_hint=app.too_large_hint, reuse_port=options.reuse_port, begin=app.begin)
 
 
 class Grpc_compression_level(enum.IntEnum):  # noqa: N801 (Triton's name)

@@ -336,7 +336,7 @@ class GrpcCalls:
             return
         answering = _Answering(self, stream, method, pending)
         stream.task = answering
-        pending.future.add_done_callback(answering)
+        pending.watch(answering)  # (answered in the loop pass its result arrives in)
 
     async def _requests(self, stream: Stream) -> AsyncIterator[Any]:
         queue, method = stream.queue, stream.method
@@ -358,19 +358,22 @@ class GrpcCalls:
     # ---- handlers -----------------------------------------------------------------------------------------------
     async def _run_unary(self, stream: Stream, method: Method, request: Any) -> None:
         try:
-            response = await method.handler(request, stream.context)
-        except RpcAbort as exc:
-            drop_frames(exc)  # (the request's buffers are free at once)
-            self._outbox.finish(stream, exc.code, exc.details)
-            return
-        except asyncio.CancelledError as exc:
-            drop_frames(exc)
-            return  # reset by the client, past its deadline, or the server is stopping
-        except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
-            self._handler_failed(stream, exc)
-            return
-        self._reply(stream, method, response, last=True)
-        await self._send_gzip(stream, last=True)
+            try:
+                response = await method.handler(request, stream.context)
+            except RpcAbort as exc:
+                drop_frames(exc)  # (the request's buffers are free at once)
+                self._outbox.finish(stream, exc.code, exc.details)
+                return
+            except asyncio.CancelledError as exc:
+                drop_frames(exc)
+                return  # reset by the client, past its deadline, or the server is stopping
+            except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
+                self._handler_failed(stream, exc)
+                return
+            self._reply(stream, method, response, last=True)
+            await self._send_gzip(stream, last=True)
+        finally:
+            stream.context = None  # (the call is over: no Stream <-> Context cycle left to the collector)
 
     def _reply(self, stream: Stream, method: Method, response: Any, last: bool = False) -> None:
         """Send a handler's response; whatever happens, its buffers are given back exactly once."""

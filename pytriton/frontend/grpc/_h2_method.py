@@ -53,9 +53,12 @@ class Method:
 class UnaryPending(Protocol):
     """A unary call `Method.begin` started: once `future` is done, `answer()` returns the response or raises (RpcAbort
     with the call's status, or a bug's exception); `cancel()`: the call is over without an answer (reset, deadline,
-    the connection's end), what it holds goes back."""
+    the connection's end), what it holds goes back. `watch(callback)` has `callback(future)` called once `future` is
+    done (not when it was cancelled), possibly at once when its result comes instead of from a done callback."""
 
     future: asyncio.Future[Any]
+
+    def watch(self, callback: Callable[[asyncio.Future[Any]], None]) -> None: ...
 
     def answer(self) -> Any: ...
 

@@ -92,11 +92,12 @@ def _abort_with_status(exc: Exception) -> Exception:
 class _InferCall:
     """A ModelInfer call `begin_model_infer` started (`h2.UnaryPending`)."""
 
-    __slots__ = ("_call", "future")
+    __slots__ = ("_call", "future", "watch")
 
     def __init__(self, call: UnaryCall):
         self._call = call
         self.future = call.future
+        self.watch = call.watch
 
     def answer(self) -> InferResponseWire:
         try:

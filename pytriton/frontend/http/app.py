@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import re
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -13,7 +12,6 @@ from urllib.parse import unquote
 import orjson
 
 from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
-from pytriton.core.received import drop_frames
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import (
@@ -32,21 +30,16 @@ from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.http.repository import load_parameters, unload_dependents
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
+from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP  # noqa: F401 (re-exported: sagemaker, vertex)
+from pytriton.frontend.http.infer_begin import InferAnswer, begin_infer, error_answer, infer_headers
+from pytriton.frontend.http.infer_begin import accepted_encoding as _accepted_encoding
+from pytriton.frontend.http.infer_begin import header_length as _header_length
+from pytriton.frontend.http.infer_cache import HeaderCache
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
 
 logger = logging.getLogger("pytriton.frontend")
 
-STATUS_TO_HTTP = {
-    Status.UNKNOWN: 400,
-    Status.INTERNAL: 500,
-    Status.NOT_FOUND: 404,
-    Status.INVALID_ARG: 400,
-    Status.UNAVAILABLE: 503,
-    Status.UNSUPPORTED: 501,
-    Status.ALREADY_EXISTS: 400,
-    Status.CANCELLED: 400,
-}
 JSON = [("Content-Type", "application/json")]
 TOO_LARGE_HINT = " Use --http-max-input-size to increase the limit."
 # Compressed bodies are inflated this much at a time, so that a bomb stops one step past the input limit.
@@ -55,27 +48,6 @@ INFLATE_STEP = 1024 * 1024
 
 def json_response(value: Any, status: int = 200) -> HttpResponse:
     return HttpResponse(status, [orjson.dumps(value)], list(JSON))
-
-
-def _accepted_encoding(header: str | None) -> str | None:
-    """The best of gzip/deflate the client accepts (q-values honoured), or None for identity."""
-    if not header:
-        return None
-    best, best_q = None, 0.0
-    for item in header.split(","):
-        name, _, params = item.strip().partition(";")
-        name = name.strip().lower()
-        q = 1.0
-        for param in params.split(";"):
-            key, _, value = param.strip().partition("=")
-            if key == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        if name in ("gzip", "deflate") and q > best_q:
-            best, best_q = name, q
-    return best
 
 
 def _compress(data: bytes, encoding: str) -> bytes:
@@ -115,23 +87,6 @@ def _decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> by
     if not decompressor.eof:
         raise invalid_arg(f"failed to decompress the {encoding} request body: the compressed data is incomplete")
     return inflated
-
-
-_STOI = re.compile(r"\s*([+-]?\d+)")
-
-
-def _header_length(text: str) -> int:
-    """`Inference-Header-Content-Length` parsed as Triton does (std::stoi: leading integer, int32 range)."""
-    name = "Inference-Header-Content-Length"
-    match = _STOI.match(text)
-    if match is None:
-        raise invalid_arg(f"Unable to parse {name}, got: {text}")
-    value = int(match.group(1))
-    if not -(2**31) <= value < 2**31:
-        raise invalid_arg(
-            f"Unable to parse {name}, value is out of range [ {-(2**31)}, {2**31 - 1} ], got: {text}"
-        )
-    return value
 
 
 _MODEL_ROUTE_GROUPS = {
@@ -176,17 +131,22 @@ class HttpApp:
         self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self.max_input_bytes = max_input_bytes
         self._config_cache: dict[tuple[str, int], tuple[Any, bytes]] = {}
+        self.header_cache = HeaderCache()  # parsed JSON headers of binary infer requests (`begin`)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         try:
             return await self._route(request)
         except ServerError as exc:
-            drop_frames(exc)  # (the request's buffers are free at once)
-            return error_response(STATUS_TO_HTTP.get(exc.status, 400), exc.message)
+            return error_answer(exc)
         except AccessDenied as exc:
             return error_response(403, str(exc))
         except _TooLarge as exc:
             return error_response(413, str(exc))
+
+    def begin(self, request: HttpRequest) -> HttpResponse | InferAnswer | None:
+        """The infer route without a coroutine (`infer_begin.begin_infer`), for the connection to answer from a
+        callback; None: `handle` answers the request."""
+        return begin_infer(self, request)
 
     def check(self, group: str, request: HttpRequest) -> None:
         self._check(group, request)
@@ -463,12 +423,7 @@ class HttpApp:
         length_text = headers.get("inference-header-content-length")
         header_length = None if length_text is None else _header_length(length_text)
         response, parts, json_length = await self.run_infer(request, name, version, body, header_length, trace)
-        out_headers: list[tuple[str, str]] = []
-        if json_length is None:
-            out_headers.append(("Content-Type", "application/json"))
-        else:
-            out_headers.append(("Content-Type", "application/octet-stream"))
-            out_headers.append(("Inference-Header-Content-Length", str(json_length)))
+        out_headers = infer_headers(json_length)
         encoding = _accepted_encoding(headers.get("accept-encoding"))
         if encoding is not None:
             data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in parts)

@@ -13,6 +13,7 @@ from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unsu
 from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY, deserialize_bytes_tensor, serialize_bytes_tensor
 
 RESERVED_PARAMS = ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "binary_data_output")
+_UNSIGNED_PARAMS = ("priority", "timeout")  # request parameters Triton reads as unsigned 64-bit integers
 SHM_KEYS = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
 
 
@@ -54,6 +55,8 @@ def _request_params(params: dict[str, Any]) -> dict[str, Any]:
             raise _bad("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.")
         if key == "binary_data_output":
             continue
+        if key in _UNSIGNED_PARAMS and (type(value) is not int or not 0 <= value < 1 << 64):  # (Triton's check)
+            raise internal(f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer")
         if not isinstance(value, (bool, int, float, str)):
             raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
         out[key] = value

@@ -20,11 +20,20 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
+from typing import Any
 
 from pytriton.frontend._socket_write import DirectWriteTransport
 from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.limits import HttpLimits
-from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response, write_response
+from pytriton.frontend.http1.messages import (
+    Begin,
+    Handler,
+    HttpRequest,
+    HttpResponse,
+    PendingAnswer,
+    error_response,
+    write_response,
+)
 from pytriton.frontend.http1.reader import (
     BODY,
     DIRECT,
@@ -47,15 +56,79 @@ WRITE_HIGH = 256 * 1024
 SPARE_KEEP_S = 2.0
 
 
+class _Due:
+    """`HttpConnection.task` while `_advance` is due at the end of the read being parsed."""
+
+    __slots__ = ()
+
+    def cancel(self) -> bool:
+        return False
+
+
+_DUE = _Due()
+
+
+class _Answering:
+    """What `HttpConnection.task` holds while a request `begin` started waits for its answer (a task's `done` and
+    `cancel`); called when the answer's future is done, it has the connection send it. Either way the request's body
+    charge goes back exactly once."""
+
+    __slots__ = ("_connection", "_request", "_keep_alive", "_charge", "_pending")
+
+    def __init__(self, connection: HttpConnection, request: HttpRequest, keep_alive: bool, charge: int,
+                 pending: PendingAnswer):  # fmt: skip
+        self._connection: HttpConnection | None = connection
+        self._request = request
+        self._keep_alive = keep_alive
+        self._charge = charge
+        self._pending: PendingAnswer | None = pending
+
+    def done(self) -> bool:
+        return self._pending is None
+
+    def cancel(self) -> bool:
+        """The connection ended: the request is withdrawn and its body released (a cancelled handler task's end)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return False
+        connection, self._connection = self._connection, None
+        assert connection is not None
+        try:
+            pending.cancel()
+        finally:
+            connection._request_done(self._request.body, self._charge)
+        return True
+
+    def __call__(self, _: Any) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return  # cancelled
+        connection, self._connection = self._connection, None
+        assert connection is not None
+        request = self._request
+        try:
+            response = pending.answer()
+        except Exception as exc:  # noqa: BLE001 - a bug in the answer must not kill the connection
+            logger.exception("HTTP handler failed for %s %s", request.method, request.path)
+            response = error_response(500, f"internal error: {exc}")
+        finally:
+            connection._request_done(request.body, self._charge)
+        connection.task = None
+        if connection._answer(request, response, self._keep_alive):
+            connection._advance()
+
+
 class HttpConnection(RequestReader):
     """One client connection."""
 
     __slots__ = (
         "_after_drain",
+        "begin",
         "_drained",
         "_holding",
         "_idle_since",
         "_pending_seen",
+        "_reading",
         "_wait",
         "connections",
         "handler",
@@ -76,16 +149,21 @@ class HttpConnection(RequestReader):
         connections: set[HttpConnection] | None = None,
         too_large_hint: str = "",
         budget: BufferBudget | None = None,
+        begin: Begin | None = None,
     ):
         super().__init__(limits, read_buffer, too_large_hint, budget)
         self.handler = handler
+        self.begin = begin  # answers what it can without the handler's coroutine (`_advance`)
+        self._reading = False  # in `buffer_updated`: a request read now is begun at the end of the read
         self.connections = connections  # the listener's registry of open connections
         self.transport: asyncio.Transport | None = None
         self._writer: DirectWriteTransport | None = None  # the transport, with large answers written uncopied
         # Requests (and refusals) in order, answered one by one, with keep-alive and the bytes their body is charged;
         # a list: at most `max_pipelined` + 1, and an idle connection's empty deque would cost 760 bytes.
         self.queue: list[tuple[HttpRequest | HttpResponse, bool, int]] = []
-        self.task: asyncio.Task | None = None
+        # What answers the queue: the task running `_run`, the `_advance` call due, or the `_Answering` of a request
+        # `begin` started; None when nothing does.
+        self.task: Any = None
         self.paused = False  # reading paused: too many requests wait
         self.peer: str | None = None
         self.send_deadline = math.inf  # loop time by which the client must have taken some of its answers
@@ -106,6 +184,15 @@ class HttpConnection(RequestReader):
         # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
         transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
         self._go_idle()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._reading = True
+        try:
+            RequestReader.buffer_updated(self, nbytes)
+        finally:
+            self._reading = False
+        if self.task is _DUE:
+            self._advance()
 
     def pause_writing(self) -> None:
         """The transport holds unsent data (write buffer limits are 0: this comes with the first byte)."""
@@ -135,8 +222,8 @@ class HttpConnection(RequestReader):
         self._release_all()
         if self.connections is not None:
             self.connections.discard(self)
-        if self.task is not None and not self.task.done():
-            self.task.cancel()  # the request in its handler is released when the task ends
+        if self.task is not None:
+            self.task.cancel()  # the request in its handler is released (when the task ends)
         for item, _, charge in self.queue:
             if isinstance(item, HttpResponse) and item.on_sent:
                 item.on_sent()
@@ -245,9 +332,77 @@ class HttpConnection(RequestReader):
             if self._phase != DONE:
                 self.deadline = math.inf  # not reading: the client cannot be late
         if self.task is None:
+            if self.begin is None:
+                self.task = self.loop.create_task(self._run())
+            elif self._reading:  # once the whole read is parsed
+                self.task = _DUE
+            else:  # (as a task's first step would: after this callback)
+                self.task = self.loop.call_soon(self._advance)
+
+    def _advance(self) -> None:
+        """Answer the queue in order without a task while `begin` can: answers it gives at once are sent, one it
+        has to wait for is sent from its future's callback (`_Answering`), which goes on from there. A request `begin`
+        leaves to the handler, or answers the client does not take, hand the rest of the queue to a task (`_run`)."""
+        self.task = None
+        begin = self.begin
+        assert begin is not None
+        queue = self.queue
+        while queue and self.transport is not None:
+            if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
+                break
+            item, keep_alive, charge = queue[0]
+            if isinstance(item, HttpResponse):
+                queue.pop(0)
+                if not self._answer(item, item, keep_alive):
+                    return
+                continue
+            try:
+                started = begin(item)
+            except Exception as exc:  # noqa: BLE001 - a handler bug must not kill the connection
+                logger.exception("HTTP handler failed for %s %s", item.method, item.path)
+                started = error_response(500, f"internal error: {exc}")
+            if started is None:
+                break
+            queue.pop(0)
+            if isinstance(started, HttpResponse):
+                self._request_done(item.body, charge)
+                if not self._answer(item, started, keep_alive):
+                    return
+                continue
+            answering = _Answering(self, item, keep_alive, charge, started)
+            self.task = answering
+            started.future.add_done_callback(answering)
+            return
+        if queue and self.transport is not None:
             self.task = self.loop.create_task(self._run())
+        else:
+            self._answered_all()
+
+    def _answered_all(self) -> None:
+        if (self._phase == IDLE and not self.queue and not self._waiting and self.transport
+                and not self.transport.is_closing()):
+            self._go_idle()
+
+    def _answer(self, item: HttpRequest | HttpResponse, response: HttpResponse, keep_alive: bool) -> bool:
+        """Send `item`'s answer; False when the connection ends with it (no keep-alive)."""
+        head = isinstance(item, HttpRequest) and item.method == "HEAD"
+        keep_alive = keep_alive and not response.close
+        self._send(response, keep_alive, head)
+        if not keep_alive:
+            if self.transport is not None:
+                self.transport.close()  # after what is unsent: the client has a while to take it
+                self._expect_sent()
+            return False
+        if self.paused and len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE:
+            assert self.transport is not None  # paused: the connection is open (else the task is cancelled)
+            self.paused = False
+            if not self._waiting:
+                self.transport.resume_reading()
+                self._rearm()
+        return True
 
     async def _run(self) -> None:
+        hand_back = False
         try:
             while self.queue and self.transport is not None:
                 if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
@@ -266,25 +421,17 @@ class HttpConnection(RequestReader):
                         response = error_response(500, f"internal error: {exc}")
                     finally:
                         self._request_done(item.body, charge)
-                head = isinstance(item, HttpRequest) and item.method == "HEAD"
-                keep_alive = keep_alive and not response.close
-                self._send(response, keep_alive, head)
-                if not keep_alive:
-                    if self.transport is not None:
-                        self.transport.close()  # after what is unsent: the client has a while to take it
-                        self._expect_sent()
+                if not self._answer(item, response, keep_alive):
                     return
-                if self.paused and len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE:
-                    assert self.transport is not None  # paused: the connection is open (else the task is cancelled)
-                    self.paused = False
-                    if not self._waiting:
-                        self.transport.resume_reading()
-                        self._rearm()
+                if self.begin is not None:  # the rest goes back to `_advance` (begun requests need no task)
+                    hand_back = True
+                    return
         finally:
             self.task = None
-            if (self._phase == IDLE and not self.queue and not self._waiting and self.transport
-                    and not self.transport.is_closing()):
-                self._go_idle()
+            if hand_back:
+                self._advance()
+            else:
+                self._answered_all()
 
     async def _drain(self) -> None:
         self._drained = self.loop.create_future()

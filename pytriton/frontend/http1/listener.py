@@ -11,7 +11,7 @@ from pytriton.frontend._listen import listen
 from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.connection import HttpConnection
 from pytriton.frontend.http1.limits import HttpLimits
-from pytriton.frontend.http1.messages import Handler
+from pytriton.frontend.http1.messages import Begin, Handler
 from pytriton.frontend.http1.reader import SharedReadBuffer
 from pytriton.frontend.tls import TlsAcceptor, TlsSettings, server_context
 
@@ -37,8 +37,10 @@ class HttpListener:
         reuse_port: bool = False,
         tls: TlsSettings | None = None,
         received: ReceivedBuffers | None = None,
+        begin: Begin | None = None,
     ):
         self.handler = handler
+        self.begin = begin  # answers requests without the handler's coroutine where it can (`HttpConnection`)
         self.received = received  # the core's receive buffers: large binary infer bodies go there
         self.tls = tls  # HTTPS (and client certificates) on the port; None: plain text
         self._acceptor: TlsAcceptor | None = None
@@ -67,7 +69,7 @@ class HttpListener:
 
     def _connection(self) -> HttpConnection:
         connection = HttpConnection(self.handler, self.limits, self._read_buffer, self._connections,
-                                    self.too_large_hint, self.budget)
+                                    self.too_large_hint, self.budget, self.begin)
         if self.received is not None and self.received.enabled:
             connection.received = self.received
         return connection

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -14,6 +14,12 @@ import orjson
 LARGE_PART = 64 * 1024
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
+# Heads of answers (status line and headers) by status, keep-alive, length and headers; bounded: past `HEADS_KEPT`
+# the cache starts again empty; answers with more header fields or longer heads are built each time.
+HEADS_KEPT = 256
+HEADS_KEPT_FIELDS = 4
+HEADS_KEPT_BYTES = 512
+_heads: dict[tuple[Any, ...], bytes] = {}
 _JSON = ("Content-Type", "application/json")
 
 
@@ -53,9 +59,49 @@ class HttpResponse:
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 
+class PendingAnswer(Protocol):
+    """An answer a `Begin` started: once `future` is done, `answer()` is the response (an error answer too);
+    `cancel()`: the connection ended first, what the request holds goes back."""
+
+    future: asyncio.Future[Any]
+
+    def answer(self) -> HttpResponse: ...
+
+    def cancel(self) -> None: ...
+
+
+# Answers a request without a coroutine where it can: the response at once, a `PendingAnswer`, or None (the handler
+# answers it).
+Begin = Callable[[HttpRequest], "HttpResponse | PendingAnswer | None"]
+
+
 def error_response(status: int, message: str) -> HttpResponse:
     """Triton's error answer: `{"error": message}` as JSON."""
     return HttpResponse(status, [orjson.dumps({"error": message})], [_JSON])
+
+
+def _head(status: int, headers: list[tuple[str, str]], keep_alive: bool, length: int) -> bytes:
+    """The status line and headers; kept for the answers a server repeats (same status, headers and length)."""
+    key = (status, keep_alive, length, *headers) if len(headers) <= HEADS_KEPT_FIELDS else None
+    if key is not None:
+        try:
+            head = _heads.get(key)
+        except TypeError:  # (a header given as something unhashable: built each time)
+            key = head = None
+        if head is not None:
+            return head
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Length: {length}\r\n"]
+    for name, value in headers:
+        lines.append(f"{name}: {value}\r\n")
+    if not keep_alive:
+        lines.append("Connection: close\r\n")
+    lines.append("\r\n")
+    head = "".join(lines).encode("latin-1")
+    if key is not None and len(head) <= HEADS_KEPT_BYTES:
+        if len(_heads) >= HEADS_KEPT:
+            _heads.clear()
+        _heads[key] = head
+    return head
 
 
 def write_response(transport: asyncio.WriteTransport, response: HttpResponse, keep_alive: bool, head: bool) -> bool:
@@ -64,14 +110,7 @@ def write_response(transport: asyncio.WriteTransport, response: HttpResponse, ke
     length = 0
     for part in response.parts:
         length += part.nbytes if isinstance(part, memoryview) else len(part)
-    reason = _REASONS.get(response.status, "")
-    lines = [f"HTTP/1.1 {response.status} {reason}\r\nContent-Length: {length}\r\n"]
-    for name, value in response.headers:
-        lines.append(f"{name}: {value}\r\n")
-    if not keep_alive:
-        lines.append("Connection: close\r\n")
-    lines.append("\r\n")
-    small: list[Any] = [("".join(lines)).encode("latin-1")]
+    small: list[Any] = [_head(response.status, response.headers, keep_alive, length)]
     by_reference = False
     for part in [] if head else response.parts:
         size = part.nbytes if isinstance(part, memoryview) else len(part)

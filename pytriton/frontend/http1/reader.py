@@ -30,6 +30,27 @@ READ_BUFFER = 64 * 1024
 # A body with a Content-Length of at least this many bytes is received straight into its own buffer.
 DIRECT_BODY_MIN = 64 * 1024
 HEAD_END = b"\r\n\r\n"
+# Header names as clients spell them -> their lower-case text, and request targets -> (path, query): clients send the
+# same few with every request. Bounded: past the limit a cache starts again empty.
+NAMES_KEPT = 256
+TARGETS_KEPT = 256
+KEPT_MAX_BYTES = 256  # longer names and targets are decoded each time
+_names: dict[bytes, str] = {}
+_targets: dict[bytes, tuple[str, str]] = {}
+
+
+def _target(url: bytes) -> tuple[str, str]:
+    """(path, query) of a request target, as `HttpRequest` holds them."""
+    known = _targets.get(url)
+    if known is not None:
+        return known
+    parsed = httptools.parse_url(url)
+    target = (parsed.path.decode("utf-8", "replace"), parsed.query.decode("utf-8", "replace") if parsed.query else "")
+    if len(url) <= KEPT_MAX_BYTES:
+        if len(_targets) >= TARGETS_KEPT:
+            _targets.clear()
+        _targets[url] = target
+    return target
 
 # What the connection is reading (the phase) ...
 IDLE, HEAD, BODY, DIRECT, DONE = range(5)
@@ -293,7 +314,13 @@ class RequestReader(BodyReceiver):
             raise _Refused
         if self._measure_decoded:
             self._decoded_size += len(name) + len(value) + 4  # "name: value\r\n"
-        key = name.decode("latin-1").lower()
+        key = _names.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+            if len(name) <= KEPT_MAX_BYTES:
+                if len(_names) >= NAMES_KEPT:
+                    _names.clear()
+                _names[name] = key
         text = value.decode("latin-1")
         headers = self._headers
         if key not in headers:
@@ -384,13 +411,6 @@ class RequestReader(BodyReceiver):
 
     def _complete(self, body: Any, keep_alive: bool, method: bytes, charge: int) -> None:
         """A request is read; `charge` is what its body is charged to the budget until the handler is done."""
-        url = httptools.parse_url(self._url)
-        request = HttpRequest(
-            method.decode("ascii"),
-            url.path.decode("utf-8", "replace"),
-            url.query.decode("utf-8", "replace") if url.query else "",
-            self._headers,
-            body,
-            self.peer,
-        )
+        path, query = _target(self._url)
+        request = HttpRequest(method.decode("ascii"), path, query, self._headers, body, self.peer)
         self._enqueue(request, keep_alive, charge)

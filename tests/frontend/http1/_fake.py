@@ -54,11 +54,11 @@ class Client:
     """One connection, its transport, and the requests its handler saw. Connections of one listener share a read
     buffer and a memory budget: pass `shared` (another Client) for that."""
 
-    def __init__(self, limits: HttpLimits, handler: Any = None, shared: Client | None = None):
+    def __init__(self, limits: HttpLimits, handler: Any = None, shared: Client | None = None, begin: Any = None):
         self.requests: list[HttpRequest] = []
         read_buffer = shared.connection.read_buffer if shared is not None else SharedReadBuffer()
         budget = shared.connection.budget if shared is not None else None
-        self.connection = HttpConnection(handler or self._answer, limits, read_buffer, set(), "", budget)
+        self.connection = HttpConnection(handler or self._answer, limits, read_buffer, set(), "", budget, begin)
         self.transport = FakeTransport()
         self.connection.connection_made(self.transport)  # type: ignore[arg-type]
         self.inbox = bytearray()  # what the client sent that the server has not read (the kernel's buffer)
