@@ -147,6 +147,10 @@ def test_bytes_element_count():
                                                      "for model 'plain', got 3")
     request = InferRequest("plain", inputs=[tensor("TEXT", "BYTES", (3,), words + b"\1\0")])
     assert "incomplete string length indicator" in error_of(PLAIN, request).message
+    request = InferRequest("plain", inputs=[tensor("TEXT", "BYTES", (3,), words[:-1])])  # its last element cut
+    assert error_of(PLAIN, request).message == (
+        "incomplete string data for inference input 'TEXT', expecting string of length 1 but only 0 bytes available"
+    )
 
 
 def test_zero_size_tensors_are_valid():

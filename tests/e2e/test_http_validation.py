@@ -308,6 +308,13 @@ def test_bytes_incomplete_length_indicator(echo):
         "expecting 4 bytes but only 2 bytes available. Please make sure the string length indicator is in one buffer.")
 
 
+def test_bytes_element_longer_than_the_buffer(echo):
+    text = _bytes_body([b"a"]) + (100).to_bytes(4, "little") + b"xyz"
+    assert infer_raw(echo.http_url, "echo_parameters", _echo_header(len(text)), b"\x00" * 16 + text) == (
+        400, "incomplete string data for inference input 'TEXT', expecting string of length 100 but only 3 bytes "
+        "available")
+
+
 @pytest.mark.parametrize(
     "data, message",
     [

@@ -92,13 +92,14 @@ class InferAnswer:
     """A request `begin_infer` submitted: once `future` is done, `answer()` is its HTTP answer (an error too);
     `cancel()`: the connection ended first, the job is withdrawn."""
 
-    __slots__ = ("_call", "_outputs", "_binary_default", "future")
+    __slots__ = ("_call", "_outputs", "_binary_default", "future", "watch")
 
     def __init__(self, call: UnaryCall, outputs: list[RequestedOutput], binary_default: bool):
         self._call = call
         self._outputs = outputs
         self._binary_default = binary_default
         self.future = call.future
+        self.watch = call.watch  # (the job calls back in the loop pass its result arrives in: `Job.watch`)
 
     def answer(self) -> HttpResponse:
         try:

@@ -371,7 +371,7 @@ class HttpConnection(RequestReader):
                 continue
             answering = _Answering(self, item, keep_alive, charge, started)
             self.task = answering
-            started.future.add_done_callback(answering)
+            started.watch(answering)  # (answered in the loop pass its result arrives in)
             return
         if queue and self.transport is not None:
             self.task = self.loop.create_task(self._run())

@@ -61,9 +61,12 @@ Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 class PendingAnswer(Protocol):
     """An answer a `Begin` started: once `future` is done, `answer()` is the response (an error answer too);
-    `cancel()`: the connection ended first, what the request holds goes back."""
+    `watch(callback)` has `callback(future)` called once it is (not after `cancel()`); `cancel()`: the connection
+    ended first, what the request holds goes back."""
 
     future: asyncio.Future[Any]
+
+    def watch(self, callback: Callable[[asyncio.Future[Any]], None]) -> None: ...
 
     def answer(self) -> HttpResponse: ...
 

@@ -20,6 +20,9 @@ class Pending:
         self.cancels = 0
         self.answers = 0
 
+    def watch(self, callback) -> None:
+        self.future.add_done_callback(callback)
+
     def answer(self) -> HttpResponse:
         self.answers += 1
         if isinstance(self.future.result(), Exception):
