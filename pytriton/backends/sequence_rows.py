@@ -48,6 +48,19 @@ class SequenceRows:
                 dtype = TRITON_TO_NUMPY[control.datatype]
                 false, true = (_frozen(np.full(self.shape, value, dtype=dtype)) for value in control.false_true)
                 self._plan.append((control.name, control.kind, (false, true), None))
+        # a ready row's controls by its START / END flags (1, 2), in the controls' order; CORRID (if any) set after
+        self._ready: list[dict[str, Any]] = []
+        self._corrid_plan: tuple[str, Any] | None = None
+        for flags in range(4):
+            controls: dict[str, Any] = {}
+            for name, kind, values, dtype in self._plan:
+                if values is None:
+                    controls[name] = None
+                    self._corrid_plan = (name, dtype)
+                else:
+                    flag = flags & 1 if kind is ControlKind.START else flags & 2 if kind is ControlKind.END else True
+                    controls[name] = values[1] if flag else values[0]
+            self._ready.append(controls)
         self._corrid: dict[int | str, np.ndarray] = {}
         self._zeros: dict[tuple[Any, tuple[int, ...]], np.ndarray] = {}
         self._not_ready: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}  # a not-ready row's inputs, by their shapes
@@ -123,18 +136,25 @@ class SequenceRows:
                 else:
                     kept.append(request)
             requests = kept
-        names = self.names
+        not_ready = None  # (the batch's not-ready inputs, made once)
+        ready_controls = self._ready
+        corrid = self._corrid_plan
         for request in requests:
             flags = request.flags
             if not flags & FLAG_SEQUENCE_CONTROLS:
                 continue
             request.flags = flags & CLIENT_FLAGS
             if flags & FLAG_NOT_READY:
-                assert template is not None
-                request.data = self._not_ready_data(template.data).copy()
+                if not_ready is None:
+                    assert template is not None
+                    not_ready = self._not_ready_data(template.data)
+                request.data = not_ready.copy()
                 request.correlation_id = 0
-            else:
-                self._add_controls(request, bool(flags & 1), bool(flags & 2), True)
+            else:  # (as _add_controls(request, START, END, True) sets them)
+                data = request.data
+                data.update(ready_controls[flags & 3])
+                if corrid is not None:
+                    data[corrid[0]] = self._corrid_array(request.correlation_id, corrid[1])
         return requests, failed
 
     @staticmethod

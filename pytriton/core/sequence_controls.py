@@ -104,13 +104,15 @@ class SequenceControls:
         return tensors
 
     def prepare(self, payload: ExecutionRequest, correlation_id: int | str, start: bool, end: bool) -> ExecutionRequest:
-        if not self.policy.controls:
-            return payload
         if self.compact:
             names = self.names
-            if any(t.name in names for t in payload.inputs):  # a client cannot set a control itself
-                payload.inputs = [t for t in payload.inputs if t.name not in names]
+            for tensor in payload.inputs:
+                if tensor.name in names:  # a client cannot set a control itself
+                    payload.inputs = [t for t in payload.inputs if t.name not in names]
+                    break
             payload.sequence = SEQUENCE_CONTROLS
+            return payload
+        if not self.policy.controls:
             return payload
         inputs = [t for t in payload.inputs if t.name not in self.names]  # a client cannot set a control itself
         return dataclasses.replace(payload, inputs=inputs + self._controls(correlation_id, start, end, True))

@@ -16,6 +16,7 @@ from pytriton.decorators._results import async_value, map_result
 from pytriton.decorators._stack import has_wrapper_below
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.types import Request
 
 
 class _OutputBatchSizeError(PyTritonValidationError, ValueError):
@@ -23,6 +24,18 @@ class _OutputBatchSizeError(PyTritonValidationError, ValueError):
 
 
 _PADS_BATCH: dict[int, tuple[Any, bool]] = {}
+_DICT_KEYS: type = type({}.keys())
+
+
+def _batch_size(row: Any) -> int:
+    """`get_inference_request_batch_size` of a request (0 without inputs), the size of its first array's first axis
+    read directly when it is a numpy array."""
+    if not len(row):
+        return 0
+    first = next(iter(row.values()))
+    if type(first) is np.ndarray and first.ndim:
+        return first.shape[0]
+    return get_inference_request_batch_size(row)
 
 
 def _pads_batch(wrapped) -> bool:
@@ -97,18 +110,26 @@ def batch(wrapped, instance, args, kwargs):
     req_list = args[0]
     if len(req_list) == 0:
         return async_value([]) if inspect.iscoroutinefunction(wrapped) else []
-    input_names = list(req_list[0].keys())
-    for req_dict2 in req_list[1:]:
-        if set(input_names) != set(req_dict2.keys()):
-            raise PyTritonValidationError("Cannot batch requests with different set of inputs keys")
-
-    if len(req_list) == 1:
-        # One request is its own batch: hand over its (read-only, shared-memory) arrays without a copy.
-        inputs = {name: req_list[0][name] for name in input_names}
+    # (a server's Request: its dict of arrays, read without the mapping's Python-level methods)
+    rows = [req.data if type(req) is Request else req for req in req_list]
+    first_keys = rows[0].keys()
+    input_names = list(first_keys)
+    if type(first_keys) is _DICT_KEYS:  # (dict key views compare as sets)
+        for row in rows[1:]:
+            if row.keys() != first_keys:
+                raise PyTritonValidationError("Cannot batch requests with different set of inputs keys")
     else:
-        inputs = {name: np.concatenate([req[name] for req in req_list]) for name in input_names}
+        for req_dict2 in rows[1:]:
+            if set(input_names) != set(req_dict2.keys()):
+                raise PyTritonValidationError("Cannot batch requests with different set of inputs keys")
 
-    request_batch_sizes = [get_inference_request_batch_size(req) if len(req) else 0 for req in req_list]
+    if len(rows) == 1:
+        # One request is its own batch: hand over its (read-only, shared-memory) arrays without a copy.
+        inputs = {name: rows[0][name] for name in input_names}
+    else:
+        inputs = {name: np.concatenate([row[name] for row in rows]) for name in input_names}
+
+    request_batch_sizes = [_batch_size(row) for row in rows]
     total_batch_size = sum(request_batch_sizes)
     trim_padding = _pads_batch(wrapped)
 
@@ -140,11 +161,15 @@ def batch(wrapped, instance, args, kwargs):
             )
         if len(request_batch_sizes) == 1:
             return [dict(_outputs)]
+        items = list(_outputs.items())  # (numpy arrays, at least 1-d: a slice of the first axis is a view)
+        if len(items) == 1 and total_batch_size == len(request_batch_sizes) and 0 not in request_batch_sizes:
+            name, tensor = items[0]  # (the usual: one output, a row per request)
+            return [{name: tensor[index:index + 1]} for index in range(total_batch_size)]
         out_list = []
         start_idx = 0
         for request_batch_size in request_batch_sizes:
             end_idx = start_idx + request_batch_size
-            out_list.append({name: tensor[start_idx:end_idx, ...] for name, tensor in _outputs.items()})
+            out_list.append({name: tensor[start_idx:end_idx] for name, tensor in items})
             start_idx = end_idx
         return out_list
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from pytriton.model_config.datatypes import TRITON_TO_CODE
-from pytriton.proxy.messages import RequestData, TensorRef
+from pytriton.proxy.messages import FLAG_NOT_READY, RequestData, TensorRef
 
 _ONE_BYTE = [bytes((value,)) for value in range(128)]
 _PREFIX_MAX = 4096  # cached TensorRef prefixes (distinct name, datatype, shape, size); the cache starts over beyond
 _MASK64 = (1 << 64) - 1
 _prefixes: dict[tuple[str, str, tuple[int, ...], int], bytes] = {}
+# A not-ready row of a sequence batch (no inputs): its item, by the RequestData the supervisor keeps for it and sends
+# again and again (supervisor/instance.to_request_data); a request never changes once handed over
+_NOT_READY_ITEMS: dict[int, tuple[RequestData, bytes]] = {}
 
 
 def varint(value: int) -> bytes:
@@ -63,6 +66,10 @@ def inline_item(request: RequestData, frames: list[Any], pack: list[Any], pack_m
     placed as `ProxyRouter._encode_tensor` places inline ones: those of at most `pack_max` bytes in the shared frame
     (`pack` is [its frame number or 0, its parts, its size]), others in a frame each. None (and nothing placed) for
     any other request (one with an input over `inline_max` bytes goes through the request arena)."""
+    if request.flags & FLAG_NOT_READY and not request.inputs:  # (the same few rows over and over: see below)
+        known = _NOT_READY_ITEMS.get(id(request))
+        if known is not None and known[0] is request:
+            return known[1]
     if request.parameters or request.output_regions:
         return None
     inputs = request.inputs
@@ -106,6 +113,10 @@ def inline_item(request: RequestData, frames: list[Any], pack: list[Any], pack_m
             ref += b"\x38" + (_ONE_BYTE[offset] if offset < 128 else varint(offset))
         size = len(ref)
         parts.append(b"\x0a" + _ONE_BYTE[size] + ref if size < 128 else _field(b"\x0a", ref))
+    if not inputs and request.flags & FLAG_NOT_READY:
+        if len(_NOT_READY_ITEMS) >= 64:
+            _NOT_READY_ITEMS.clear()
+        _NOT_READY_ITEMS[id(request)] = (request, tail)
     if tail:
         parts.append(tail)
     return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -122,18 +122,23 @@ def carry_sequence_parameters(parameters: dict[str, Any]) -> tuple[dict[str, Any
     if not parameters or ("sequence_id" not in parameters and "sequence_start" not in parameters
                           and "sequence_end" not in parameters):
         return parameters, correlation_id, flags
-    rest = dict(parameters)
-    value = rest.get("sequence_id")
+    value = parameters.get("sequence_id")
+    carried = []
     if value is not None and value == correlation_id and (
             (type(value) is int and 0 < value < 1 << 63) or (type(value) is str and value)):
-        del rest["sequence_id"]
+        carried.append("sequence_id")
         flags |= FLAG_SEQUENCE_ID_PARAM
-    if type(rest.get("sequence_start")) is bool:
-        del rest["sequence_start"]
+    if type(parameters.get("sequence_start")) is bool:
+        carried.append("sequence_start")
         flags |= FLAG_START_PARAM
-    if type(rest.get("sequence_end")) is bool:
-        del rest["sequence_end"]
+    if type(parameters.get("sequence_end")) is bool:
+        carried.append("sequence_end")
         flags |= FLAG_END_PARAM
+    if len(carried) == len(parameters):  # (the usual sequence request: nothing left for the map)
+        return {}, correlation_id, flags
+    rest = dict(parameters)
+    for name in carried:
+        del rest[name]
     return rest, correlation_id, flags
 
 

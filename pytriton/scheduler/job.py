@@ -74,21 +74,26 @@ class Job:
                  "on_done")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
-                 request_id: str = "", loop: asyncio.AbstractEventLoop | None = None):
+                 request_id: str = "", loop: asyncio.AbstractEventLoop | None = None, wanted: bool = True):
         self.payload = payload
         self.batch_size = batch_size  # as validated (0 for a request with an empty batch)
         self.weight = max(batch_size, 1)  # what it counts toward max_batch_size
         self.signature = signature
         self.stream = stream
         self.state = QUEUED
-        self.abandoned = False  # the caller went away
+        # the caller went away (`wanted` False: a job nobody waits for, e.g. a not-ready row; its results are
+        # released on arrival)
+        self.abandoned = not wanted
         self.enqueued_ns = 0
-        if loop is None:
-            loop = asyncio.get_running_loop()  # (Python 3.11: a getpid system call each time)
-        self.future: asyncio.Future[Delivery] | None = None if stream else loop.create_future()
+        if stream or not wanted:
+            self.future: asyncio.Future[Delivery] | None = None
+        else:
+            if loop is None:
+                loop = asyncio.get_running_loop()  # (Python 3.11: a getpid system call each time)
+            self.future = loop.create_future()
         # Holds what the execution delivered and the caller has not taken yet: no more than the instance's window,
         # as the execution runs ahead of its slowest reader by that much at most (`next` gives the credit back).
-        self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream else None
+        self.queue: asyncio.Queue[Delivery | BaseException] | None = asyncio.Queue() if stream and wanted else None
         self.taken = 0  # non-final results of a stream the caller has taken
         self.execution: Any = None
         self._cleanups: list[Callable[[], None]] = []

@@ -71,7 +71,7 @@ class StatefulRequests(SequenceRequests, Protocol):
         """The state a result carries (else `state`), its state outputs taken out of what the client gets."""
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class _Entry:
     job: Job
     correlation_id: int | str
@@ -408,12 +408,14 @@ class SequenceScheduler(ModelScheduler):
     def _dispatch(self, instance: Any, batch: Sequence[tuple[_Slot, _Entry | None]]) -> None:
         """Start the batch on `instance`: each request with its control tensors, not-ready requests for empty slots;
         a request flagged END gives its slot back."""
-        template = next(entry.job.payload for _, entry in batch if entry is not None)
+        null = None  # (the batch's not-ready payload, made once from its first request)
         jobs: list[Job] = []
+        job_slot = self._job_slot
         for slot, entry in batch:
-            if entry is None:
-                job = Job(self.requests.null(template), 1, None)
-                job.abandon()  # nobody waits for its answer: released on arrival
+            if entry is None:  # (nobody waits for its answer: released on arrival)
+                if null is None:
+                    null = self.requests.null(next(e.job.payload for _, e in batch if e is not None))
+                job = Job(null, 1, None, wanted=False)
             else:
                 slot.queue.popleft()
                 job = entry.job
@@ -428,7 +430,7 @@ class SequenceScheduler(ModelScheduler):
                 else:
                     job.payload = self.requests.prepare(job.payload, entry.correlation_id, entry.start, entry.end)
             slot.in_flight = True
-            self._job_slot[job] = slot
+            job_slot[job] = slot
             jobs.append(job)
         for slot, entry in batch:
             if entry is not None and entry.end and not slot.queue:  # the sequence ended: its slot goes back
@@ -450,9 +452,11 @@ class SequenceScheduler(ModelScheduler):
                 self._states[correlation_id] = state
 
     def _end_execution(self, execution: _Execution) -> None:
+        job_slot = self._job_slot
         for job in execution.jobs:
-            self._job_view.pop(job, None)
-            slot = self._job_slot.pop(job, None)
+            if self._stateful:
+                self._job_view.pop(job, None)
+            slot = job_slot.pop(job, None)
             if slot is not None:
                 slot.in_flight = False
 

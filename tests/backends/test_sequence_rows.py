@@ -221,3 +221,32 @@ def test_not_ready_rows_get_their_own_dicts_of_the_same_zeros():
     fourth = not_ready_row()
     rows.complete([wider, fourth], ["", ""])
     assert fourth.data["INPUT"].shape == (1, 5)
+
+
+@pytest.mark.parametrize("corrid", ["UINT64", "BYTES"])
+def test_a_whole_batch_of_mixed_rows_gets_what_the_server_sent(corrid):
+    """Every flag combination in one batch, not-ready rows before, between and after: each row's controls as the
+    server built them, in the config's order after the inputs; the not-ready rows' dicts are their own."""
+    cfg = config(corrid)
+    rows = SequenceRows(cfg)
+    ids = [5, 6, 7, 8] if corrid == "UINT64" else ["a", "b", "c", "d"]
+    ready = [ready_row(ids[i], flags, float(i)) for i, flags in enumerate((0, START, END, START | END))]
+    nulls = [not_ready_row() for _ in range(3)]
+    batch = [nulls[0], ready[0], ready[1], nulls[1], ready[2], ready[3], nulls[2]]
+    for _ in range(2):  # (again with the rows' kept parts)
+        fresh = [Request(dict(r.data) if not r.flags & FLAG_NOT_READY else {}, dict(r.parameters), None, None, "",
+                         r.correlation_id, r.flags) for r in batch]
+        requests, failed = rows.complete(fresh, [""] * len(fresh))
+        assert requests == fresh and failed == [""] * 7
+        for row, source in zip(fresh, batch):
+            if source.flags & FLAG_NOT_READY:
+                want = {"INPUT": np.zeros((1, 3), np.float32)} | server_controls(cfg, 0, False, False, False)
+            else:
+                flags = source.flags & 3
+                want = {"INPUT": source.data["INPUT"]} | server_controls(cfg, source.correlation_id,
+                                                                         bool(flags & START), bool(flags & END), True)
+                assert row.flags == flags
+            assert_same(row.data, want)
+        assert len({id(fresh[i].data) for i in (0, 3, 6)}) == 3
+        fresh[0].data["EXTRA"] = np.zeros(1)
+        assert "EXTRA" not in fresh[3].data

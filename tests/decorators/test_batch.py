@@ -390,3 +390,43 @@ def test_sample_async_and_generator():
 
     parts = list(gen([Request({"a": np.array([3])})]))
     assert [p[0]["out"].tolist() for p in parts] == [[3], [6]]
+
+
+def test_batch_mixes_server_requests_and_plain_dicts():
+    """A server's Request is read through its dict of arrays; plain mappings as before; the keys check is a set's."""
+    seen = {}
+
+    @batch
+    def fn(**inputs):
+        seen.update(inputs)
+        return {"out": inputs["x"] * 2, "n": inputs["n"]}
+
+    rows = [
+        Request({"x": np.array([[1.0]], np.float32), "n": np.array([[1]], np.int64)}),
+        {"n": np.array([[2], [3]], np.int64), "x": np.array([[2.0], [3.0]], np.float32)},
+        Request({"n": np.array([[4]], np.int64), "x": np.array([[4.0]], np.float32)}),
+    ]
+    results = fn(rows)
+    assert list(seen) == ["x", "n"]  # (the first request's order)
+    assert seen["x"].dtype == np.float32 and seen["n"].dtype == np.int64
+    assert [r["out"].tolist() for r in results] == [[[2.0]], [[4.0], [6.0]], [[8.0]]]
+    assert [r["n"].tolist() for r in results] == [[[1]], [[2], [3]], [[4]]]
+    assert all(r["out"].base is not None for r in results)  # (views of the one output)
+    with pytest.raises(PyTritonValidationError, match="Cannot batch requests with different set of inputs keys"):
+        fn([rows[0], {"x": np.array([[1.0]], np.float32)}])
+    with pytest.raises(PyTritonValidationError, match="Cannot batch requests with different set of inputs keys"):
+        fn([{"x": np.array([[1.0]], np.float32)}, Request({"x": np.array([[1.0]]), "n": np.array([[1]])})])
+
+
+def test_batch_sizes_of_rows_that_are_not_arrays_or_have_no_batch_axis():
+    @batch
+    def fn(**inputs):
+        return {"out": np.asarray(inputs["x"])}
+
+    results = fn([{"x": [[1], [2]]}, Request({"x": np.array([[3]])})])  # (a list: its shape's first axis)
+    assert [r["out"].tolist() for r in results] == [[[1], [2]], [[3]]]
+    with pytest.raises(PyTritonValidationError, match="no batch axis"):  # (0-d: one request is not concatenated)
+        fn([Request({"x": np.array(1)})])
+    with pytest.raises(ValueError, match="same number of dimensions"):  # (numpy says so, as before)
+        fn([Request({"x": np.array([[1]])}), {"x": np.array(2)}])
+

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pytriton.proxy.infer_wire import varint
-from pytriton.proxy.messages import RequestData, ServerToWorker, TensorData
+from pytriton.proxy.messages import FLAG_NOT_READY, FLAG_SEQUENCE_CONTROLS, RequestData, ServerToWorker, TensorData
 from pytriton.proxy.router import PACK_MAX, ProxyRouter
 
 
@@ -45,6 +45,8 @@ def _fp32(name: str, values: list[float] | np.ndarray, shape: tuple[int, ...] | 
 
 
 SMALL = RequestData([_fp32("INPUT", list(range(16)), (1, 16))], [], {})
+NOT_READY = RequestData([], ["OUTPUT"], {}, [], "", 0, FLAG_SEQUENCE_CONTROLS | FLAG_NOT_READY)
+NOT_READY_OTHER = RequestData([], [], {}, [], "", 0, FLAG_SEQUENCE_CONTROLS | FLAG_NOT_READY)
 CASES: dict[str, list[RequestData]] = {
     "one small input": [SMALL],
     "a batch of small requests (offsets past 127 in the shared frame)": [SMALL] * 40,
@@ -68,6 +70,7 @@ CASES: dict[str, list[RequestData]] = {
     "a shape given as a list": [
         RequestData([TensorData("L", "INT8", [1, 3], b"\x01\x02\x03")], [], {})],  # type: ignore[arg-type]
     "a mix of both kinds in one execution": [SMALL, RequestData([_fp32("I", [1.0])], ["O"], {"p": 2}), SMALL],
+    "not-ready rows of a sequence batch (their item kept)": [NOT_READY, SMALL, NOT_READY, NOT_READY_OTHER],
 }
 
 
@@ -185,3 +188,22 @@ def test_worker_reads_what_submit_wrote() -> None:
                 router.close()
 
     asyncio.run(main())
+
+
+def test_not_ready_items_are_kept_per_request_object() -> None:
+    """A not-ready row's item is written once per RequestData the supervisor keeps; another object gets its own."""
+    from pytriton.proxy import infer_wire
+
+    infer_wire._NOT_READY_ITEMS.clear()
+    rows = [RequestData([], outputs, {}, [], "", 0, FLAG_SEQUENCE_CONTROLS | FLAG_NOT_READY)
+            for outputs in (["A"], ["B", "C"], [])]
+    for _ in range(2):
+        for row in rows:
+            item = infer_wire.inline_item(row, [], [0, [], 0], PACK_MAX, 4096)
+            want = ServerToWorker()
+            want.requests.add(requested_outputs=row.requested_outputs, flags=row.flags)
+            assert item == want.requests[0].SerializeToString()
+    assert len(infer_wire._NOT_READY_ITEMS) == 3
+    for index in range(70):  # (bounded)
+        infer_wire.inline_item(RequestData([], [str(index)], {}, [], "", 0, FLAG_NOT_READY), [], [0, [], 0], 64, 64)
+    assert 0 < len(infer_wire._NOT_READY_ITEMS) <= 64

@@ -227,3 +227,33 @@ def test_a_withdrawn_end_request_still_ends_its_sequence():
         await later.future
 
     run(main())
+
+
+def test_not_ready_rows_are_unwanted_jobs_whose_results_are_released_once():
+    """A Direct batch's not-ready rows: one not-ready payload per batch, nobody awaits them, their results are released
+    on arrival (once) and their slots are free for the next batch."""
+    from tests.scheduler.fakes import FakeResult
+
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher(), max_batch_size=4)
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        first = submit(scheduler, 1, "S", 10)  # slot 0 (runs at once)
+        jobs = [submit(scheduler, cid, "S", cid) for cid in (2, 3, 4)]  # slots 1, 2, 3 wait
+        a.executions[0].reply()
+        assert first.future.done()
+        a.executions[1].reply()
+        assert all(job.future.done() for job in jobs)
+        later = submit(scheduler, 4, "", 40)  # slot 3 only: slots 0-2 are not-ready rows
+        assert a.executions[2].payloads == [("null",), ("null",), ("null",), ("req", 4, False, False, 40)]
+        execution = a.executions[2]
+        running = list(execution.sink.jobs)
+        assert all(job.abandoned and job.future is None for job in running[:3]) and not running[3].abandoned
+        results = execution.reply()
+        assert [r.releases for r in results[:3]] == [1, 1, 1] and results[3].releases == 0
+        assert (await later.future).result is results[3]
+        assert FakeResult.released_twice == []
+        submit(scheduler, 2, "", 20)  # (the slots are free for the next batch)
+        assert a.executions[3].payloads == [("null",), ("req", 2, False, False, 20)]
+
+    run(main())

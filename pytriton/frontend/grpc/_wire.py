@@ -240,10 +240,82 @@ def _after_last_plain(data: Any) -> InferRequestView | None:
     return InferRequestView(None, raw, head, template) if raw else None
 
 
+# The last header the scan read with its id and sequence parameters cut out and a template (a client that numbers the
+# requests of its sequences): its bytes before those fields and after them (contiguous), its template and template key,
+# and its number of fields but those. A message that starts and goes on with these bytes around other such fields,
+# then raw_input_contents only, is read without the scan (its parameters' entries through the cache of entries).
+_last_scanned: tuple[bytes, bytes, RequestTemplate, bytes, int] | None = None
+
+
+def _after_last_scanned(data: Any) -> InferRequestView | None:
+    """The request when `data` is the last scanned header around other id / sequence parameter fields, followed by
+    raw_input_contents fields only; else None (the scan reads it the same)."""
+    last = _last_scanned
+    if last is None or type(data) is not bytes or not data.startswith(last[0]):
+        return None
+    prefix, suffix, template, key, fields = last
+    if TEMPLATES.get(key) is not template:
+        return None
+    view = memoryview(data)
+    begin = pos = len(prefix)
+    size = len(data)
+    raw: list[memoryview] = []
+    ident = None  # (protobuf takes the last)
+    entries: list[memoryview] = []
+    try:
+        tag = view[pos]
+        while tag == _ID_TAG or tag == _PARAMETERS_TAG:
+            length = view[pos + 1]
+            if length < 0x80:
+                start = pos + 2
+            else:
+                length, start = _varint(view, pos + 1)
+            pos = start + length
+            if tag == _ID_TAG:
+                ident = view[start:pos]
+            else:
+                entries.append(view[start:pos])
+            fields += 1
+            if fields > _MAX_TOP_FIELDS:  # (as the scan: protobuf's parser, in C, reads a message of that many)
+                return None
+            tag = view[pos]
+        if pos == begin or not data.startswith(suffix, pos):
+            return None
+        head_end = pos = pos + len(suffix)
+        while pos < size:
+            if view[pos] != _RAW_INPUT_TAG or fields >= _MAX_TOP_FIELDS:
+                return None
+            length = view[pos + 1]
+            if length < 0x80:
+                pos += 2
+            else:
+                length, pos = _varint(view, pos + 1)
+            end = pos + length
+            if end > size:
+                return None
+            raw.append(view[pos:end])
+            pos = end
+            fields += 1
+    except (IndexError, ValueError):
+        return None
+    if not raw:
+        return None
+    parameters = _sequence_parameters(entries) if entries else None
+    if entries and parameters is None:
+        return None
+    try:
+        request_id = bytes(ident).decode() if ident is not None else ""
+    except UnicodeDecodeError:
+        return None
+    return ScannedRequestView(None, raw, data[:head_end], template, key, parameters, request_id)
+
+
 def parse_infer_request(data: bytes) -> InferRequestView:
     """Deserializer for ModelInfer/ModelStreamInfer requests."""
-    global _last_plain
+    global _last_plain, _last_scanned
     known = _after_last_plain(data)
+    if known is None:
+        known = _after_last_scanned(data)
     if known is not None:
         return known
     view = memoryview(data)
@@ -331,6 +403,10 @@ def parse_infer_request(data: bytes) -> InferRequestView:
         template_key = b"".join([part for i, part in enumerate(keep) if i not in cut])
     template = TEMPLATES.get(template_key) if usable else None
     if template is not None:
+        assert cut is not None
+        if cut[-1] - cut[0] == len(cut) - 1:  # (the id and parameters together: the next such request skips the scan)
+            _last_scanned = (b"".join(keep[:cut[0]]), b"".join(keep[cut[-1] + 1:]), template, template_key,
+                             fields - len(raw) - len(cut))
         return ScannedRequestView(None, raw, head, template, template_key, parameters, request_id)
     return ScannedRequestView(pb.ModelInferRequest.FromString(head), raw, head, None, template_key, parameters,
                               request_id)
