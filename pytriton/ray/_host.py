@@ -25,8 +25,8 @@ import numpy
 from pytriton._bound_model import BoundModel
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.grpc._wire import _STREAM_RESPONSE_TAG as STREAM_RESPONSE_TAG
-from pytriton.frontend.grpc._wire import InferResponseWire, StreamResponseWire, parse_infer_request
-from pytriton.frontend.grpc._wire import encode_varint
+from pytriton.frontend.grpc._wire import encode_varint, parse_infer_request
+from pytriton.frontend.grpc._wire_response import InferResponseWire, StreamResponseWire
 from pytriton.frontend.grpc.servicer import InferenceServicer
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpRequest, error_response

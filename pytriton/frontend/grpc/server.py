@@ -21,13 +21,8 @@ from pytriton.frontend._listen import listen
 from pytriton.frontend.access import AccessPolicy
 from pytriton.frontend.grpc import h2
 from pytriton.frontend.grpc._h2_limits import H2Limits
-from pytriton.frontend.grpc._wire import (
-    infer_response_chunks,
-    on_sent_of,
-    parse_infer_request,
-    stream_response_chunks,
-    wire_bytes,
-)
+from pytriton.frontend.grpc._wire import parse_infer_request
+from pytriton.frontend.grpc._wire_response import infer_response_chunks, on_sent_of, stream_response_chunks, wire_bytes
 from pytriton.frontend.grpc.servicer import InferenceServicer
 from pytriton.frontend.tls import TlsAcceptor, TlsSettings, read_pem, server_context
 
