@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
+import pathlib
 import sys
-import time
-from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from fe_harness import CountingTransport, stub_core, timed_repeats  # noqa: E402
 
 
 def main() -> None:
@@ -41,79 +43,16 @@ async def _run(args: argparse.Namespace) -> None:
     import pytriton
     from tritonclient.grpc import service_pb2 as pb
 
-    from pytriton.core.registry import Model
-    from pytriton.core.server_core import ServerCore
-    from pytriton.core.types import ExecutionOutput, Tensor
     from pytriton.frontend.grpc import h2
     from pytriton.frontend.grpc.server import HealthService, h2_methods
     from pytriton.frontend.grpc.servicer import InferenceServicer
-    from pytriton.model_config.triton_model_config import DynamicBatcher, TensorSpec, TritonModelConfig
-    from pytriton.scheduler.job import Delivery, ExecutionStats
 
     print(f"pytriton from {pytriton.__file__}")
-    output = bytes(64)
-
-    class Scheduler:  # answers what was submitted at the end of the loop turn, as one batch
-        batching = object()
-        ready = True
-        queue_size = 0
-        executions_in_flight = 0
-
-        def __init__(self) -> None:
-            self.jobs: list[Any] = []
-
-        def submit(self, job: Any) -> None:
-            job.enqueued_ns = time.perf_counter_ns()
-            if not self.jobs:
-                asyncio.get_running_loop().call_soon(self.run)
-            self.jobs.append(job)
-
-        def run(self) -> None:
-            jobs, self.jobs = self.jobs, []
-            for job in jobs:
-                job.deliver(Delivery(ExecutionOutput([Tensor("OUTPUT", "FP32", (1, 16), output)]), ExecutionStats(), 0))
-
-        def withdraw(self, job: Any) -> None:
-            job.abandon()
-
-        def fail_all(self, message: str) -> None:
-            pass
-
-    config = TritonModelConfig("double_small", inputs=[TensorSpec("INPUT", "FP32", (16,))],
-                               outputs=[TensorSpec("OUTPUT", "FP32", (16,))], max_batch_size=64,
-                               batcher=DynamicBatcher())
-    core = ServerCore()
-    await core.start()
-    core.registry.add(Model(config=config, scheduler=Scheduler(), source=None, loaded=True))  # type: ignore[arg-type]
+    core = await stub_core()
     methods = h2_methods(InferenceServicer(core), HealthService())
 
-    class Transport(asyncio.Transport):
-        def __init__(self) -> None:
-            super().__init__()
-            self.written = 0
-            self.digest = hashlib.sha256()
-
-        def write(self, data: Any) -> None:
-            self.written += len(data)
-            self.digest.update(data)
-
-        def get_extra_info(self, name: str, default: Any = None) -> Any:
-            return ("127.0.0.1", 1) if name == "peername" else default
-
-        def get_write_buffer_size(self) -> int:
-            return 0
-
-        def set_write_buffer_limits(self, high: Any = None, low: Any = None) -> None:
-            pass
-
-        def is_closing(self) -> bool:
-            return False
-
-        def can_write_eof(self) -> bool:
-            return False
-
     connection = h2.GrpcConnection(methods)
-    transport = Transport()
+    transport = CountingTransport()
     connection.connection_made(transport)
 
     def frame(ftype: int, flags: int, stream: int, payload: bytes) -> bytes:
@@ -166,20 +105,7 @@ async def _run(args: argparse.Namespace) -> None:
     await turns(1)
     per_answer = (transport.written - written) / args.batch
     digest = transport.digest.hexdigest()[:16]  # of every byte written so far: two versions answer alike
-    results = []
-    profile = None
-    for repeat in range(args.repeats):
-        if args.profile and repeat == args.repeats - 1:
-            import cProfile
-
-            profile = cProfile.Profile()
-            profile.enable()
-        start = time.thread_time_ns()
-        await turns(args.rounds)
-        results.append((time.thread_time_ns() - start) / (args.rounds * args.batch) / 1000)
-        if profile is not None:
-            profile.disable()
-            profile.dump_stats(args.profile)
+    results = await timed_repeats(turns, args.repeats, args.rounds, args.batch, args.profile)
     assert not connection.streams, "requests left unanswered"
     stats = core.registry.get("double_small").stats
     print(f"{args.batch} requests per read; {per_answer:.0f} bytes written per answer (sha256 of the first 51 reads' "

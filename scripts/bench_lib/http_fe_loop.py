@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
+import pathlib
 import sys
-import time
 from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from fe_harness import CountingTransport, stub_core, timed_repeats  # noqa: E402
 
 
 def main() -> None:
@@ -39,82 +42,16 @@ def main() -> None:
 
 async def _run(args: argparse.Namespace) -> None:
     import pytriton
-    from pytriton.core.registry import Model
-    from pytriton.core.server_core import ServerCore
     from pytriton.core.settings import LogSettings, TraceSettings
-    from pytriton.core.types import ExecutionOutput, Tensor
     from pytriton.frontend.http.app import HttpApp
     from pytriton.frontend.http1 import HttpLimits
     from pytriton.frontend.http1.budget import BufferBudget
     from pytriton.frontend.http1.connection import HttpConnection
     from pytriton.frontend.http1.reader import SharedReadBuffer
-    from pytriton.model_config.triton_model_config import DynamicBatcher, TensorSpec, TritonModelConfig
-    from pytriton.scheduler.job import Delivery, ExecutionStats
 
     print(f"pytriton from {pytriton.__file__}")
-    output = bytes(64)
-
-    class Scheduler:  # answers what was submitted at the end of the loop turn, as one batch
-        batching = object()
-        ready = True
-        queue_size = 0
-        executions_in_flight = 0
-
-        def __init__(self) -> None:
-            self.jobs: list[Any] = []
-
-        def submit(self, job: Any) -> None:
-            job.enqueued_ns = time.perf_counter_ns()
-            if not self.jobs:
-                asyncio.get_running_loop().call_soon(self.run)
-            self.jobs.append(job)
-
-        def run(self) -> None:
-            jobs, self.jobs = self.jobs, []
-            for job in jobs:
-                job.deliver(Delivery(ExecutionOutput([Tensor("OUTPUT", "FP32", (1, 16), output)]), ExecutionStats(), 0))
-
-        def withdraw(self, job: Any) -> None:
-            job.abandon()
-
-        def fail_all(self, message: str) -> None:
-            pass
-
-    config = TritonModelConfig("double_small", inputs=[TensorSpec("INPUT", "FP32", (16,))],
-                               outputs=[TensorSpec("OUTPUT", "FP32", (16,))], max_batch_size=64,
-                               batcher=DynamicBatcher())
-    core = ServerCore()
-    await core.start()
-    core.registry.add(Model(config=config, scheduler=Scheduler(), source=None, loaded=True))  # type: ignore[arg-type]
+    core = await stub_core()
     app = HttpApp(core, LogSettings(), TraceSettings())
-
-    class Transport(asyncio.Transport):
-        def __init__(self) -> None:
-            super().__init__()
-            self.written = 0
-            self.digest = hashlib.sha256()
-
-        def write(self, data: Any) -> None:
-            self.written += len(data)
-            self.digest.update(data)
-
-        def get_extra_info(self, name: str, default: Any = None) -> Any:
-            return ("127.0.0.1", 1) if name == "peername" else default
-
-        def get_write_buffer_size(self) -> int:
-            return 0
-
-        def set_write_buffer_limits(self, high: Any = None, low: Any = None) -> None:
-            pass
-
-        def is_closing(self) -> bool:
-            return False
-
-        def pause_reading(self) -> None:
-            pass
-
-        def resume_reading(self) -> None:
-            pass
 
     limits = HttpLimits()
     read_buffer = SharedReadBuffer()
@@ -126,7 +63,7 @@ async def _run(args: argparse.Namespace) -> None:
             connection = HttpConnection(app.handle, limits, read_buffer, set(), "", budget, app.begin)  # type: ignore
         except (TypeError, AttributeError):  # a checkout without `begin`
             connection = HttpConnection(app.handle, limits, read_buffer, set(), "", budget)
-        transport = Transport()
+        transport = CountingTransport()
         connection.connection_made(transport)
         connections.append(connection)
         transports.append(transport)
@@ -156,20 +93,7 @@ async def _run(args: argparse.Namespace) -> None:
     await turns(1)
     per_answer = (sum(t.written for t in transports) - written) / args.connections
     digest = transports[0].digest.hexdigest()[:16]  # of every byte written so far: two versions answer alike
-    results = []
-    profile = None
-    for repeat in range(args.repeats):
-        if args.profile and repeat == args.repeats - 1:
-            import cProfile
-
-            profile = cProfile.Profile()
-            profile.enable()
-        start = time.thread_time_ns()
-        await turns(args.rounds)
-        results.append((time.thread_time_ns() - start) / (args.rounds * args.connections) / 1000)
-        if profile is not None:
-            profile.disable()
-            profile.dump_stats(args.profile)
+    results = await timed_repeats(turns, args.repeats, args.rounds, args.connections, args.profile)
     assert all(not c.queue and c.task is None for c in connections), "requests left unanswered"
     stats = core.registry.get("double_small").stats
     print(f"{args.connections} connections; {per_answer:.0f} bytes written per answer (sha256 of the first "
