@@ -216,8 +216,14 @@ def _after_last_plain(data: Any) -> InferRequestView | None:
     head, template, fields = last
     if TEMPLATES.get(head) is not template:  # (forgotten since: the scan finds it again; the key's hash is kept)
         return None
-    view = memoryview(data)
-    pos, size = len(head), len(data)
+    raw = _raw_inputs(memoryview(data), len(head), fields)
+    return InferRequestView(None, raw, head, template) if raw else None
+
+
+def _raw_inputs(view: memoryview, pos: int, fields: int) -> list[memoryview] | None:
+    """The raw_input_contents fields from `pos` to the end of `view`, as views; None if anything else is there (or a
+    field is cut, or the message would pass the scan's field limit with `fields` before them)."""
+    size = len(view)
     raw: list[memoryview] = []
     try:
         while pos < size:
@@ -236,7 +242,7 @@ def _after_last_plain(data: Any) -> InferRequestView | None:
             fields += 1
     except (IndexError, ValueError):
         return None
-    return InferRequestView(None, raw, head, template) if raw else None
+    return raw
 
 
 # The last header the scan read with its id and sequence parameters cut out and a template (a client that numbers the
@@ -257,8 +263,6 @@ def _after_last_scanned(data: Any) -> InferRequestView | None:
         return None
     view = memoryview(data)
     begin = pos = len(prefix)
-    size = len(data)
-    raw: list[memoryview] = []
     ident = None  # (protobuf takes the last)
     entries: list[memoryview] = []
     try:
@@ -280,23 +284,10 @@ def _after_last_scanned(data: Any) -> InferRequestView | None:
             tag = view[pos]
         if pos == begin or not data.startswith(suffix, pos):
             return None
-        head_end = pos = pos + len(suffix)
-        while pos < size:
-            if view[pos] != _RAW_INPUT_TAG or fields >= _MAX_TOP_FIELDS:
-                return None
-            length = view[pos + 1]
-            if length < 0x80:
-                pos += 2
-            else:
-                length, pos = _varint(view, pos + 1)
-            end = pos + length
-            if end > size:
-                return None
-            raw.append(view[pos:end])
-            pos = end
-            fields += 1
+        head_end = pos + len(suffix)
     except (IndexError, ValueError):
         return None
+    raw = _raw_inputs(view, head_end, fields)
     if not raw:
         return None
     parameters = _sequence_parameters(entries) if entries else None
