@@ -47,7 +47,7 @@ def main() -> None:
         tensor.set_shared_memory("example_x", x.nbytes)
         output = api.InferRequestedOutput("y")
         output.set_shared_memory("example_y", y_size)
-        client.infer("TorchLinear", [tensor], outputs=[output])
+        client.infer("TorchLinear", [tensor], outputs=[output], headers=headers)  # requests naming regions too
 
         y = cudashm.get_contents_as_numpy(y_region, np.float32, [args.batch, OUT_FEATURES])
         expected = x @ weights().T
