@@ -62,7 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sched-rows", default="batching,cpu,sequence,cache",
                    help="scheduling suite: comma-separated subset of batching,cpu,sequence,cache")
     p.add_argument("--wire-rows", default="large,conn,multife",
-                   help="wire suite: comma-separated subset of large,conn,multife")
+                   help="wire suite: comma-separated subset of large,conn,connfe,multife")
+    p.add_argument("--wire-frontends", default="2",
+                   help="wire suite, connfe row: ours with `pytriton serve --frontend-processes N`, for each N of "
+                        "this comma-separated list (default 2), beside NVIDIA's conn figures")
     p.add_argument("--cache-requests", type=int, default=500,
                    help="scheduling suite: response-cache hits (and as many misses) per repeat (500)")
     p.add_argument("--tls", action="store_true",
@@ -108,9 +111,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.doc == REPO / "docs" / "benchmarks.md":
             args.doc = REPO / "docs" / "benchmarks-scheduling.md"
     if args.suite == "wire":
-        from bench_lib.wire import parse_rows
+        from bench_lib.wire import parse_frontends, parse_rows
         try:
             args.wire_rows = parse_rows(args.wire_rows)
+            args.wire_frontends = parse_frontends(args.wire_frontends)
         except ValueError as e:
             p.error(str(e))
         if args.doc == REPO / "docs" / "benchmarks.md":

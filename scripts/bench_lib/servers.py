@@ -85,7 +85,7 @@ class Server:
     def __init__(self, spec: ServerSpec, batching: str, models: list[str], logfile: pathlib.Path, cwd: pathlib.Path,
                  extra_args: list[str] | None = None):
         self.spec, self.batching, self.models, self.logfile = spec, batching, models, logfile
-        self.extra_args = extra_args or []  # more serve_double.py options (e.g. its gRPC TLS certificate)
+        self.extra_args = extra_args or []  # more serve_double.py (repo: `pytriton serve`) options
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         while len({self.http_port, self.grpc_port, self.metrics_port}) < 3:
             self.grpc_port, self.metrics_port = free_port(), free_port()
@@ -105,7 +105,7 @@ class Server:
             repo = write_repository(self.cwd / f"repo-models-{self.batching}", self.models, self.batching)
             return [str(self.spec.python), "-m", "pytriton.cli", "serve", "--model-repository", str(repo),
                     "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
-                    "--metrics-port", str(self.metrics_port)]
+                    "--metrics-port", str(self.metrics_port), *self.extra_args]
         return [str(self.spec.python), str(SERVE_SCRIPT), "--http-port", str(self.http_port),
                 "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
                 "--batching", self.batching, "--models", ",".join(self.models), *self.extra_args]

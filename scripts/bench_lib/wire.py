@@ -7,7 +7,14 @@
 2. ``conn``: 16 floats (``double_small``), dynamic batching on in both, c = 8, 64 and 256 (one perf_analyzer run
    per concurrency, so that each has its own CPU readings), gRPC and HTTP: ours / NVIDIA >= 4x at c = 64 and 256,
    and ours at 64 and 256 >= ours at 8;
-3. ``multife`` (ours only, no target): ``pytriton serve --frontend-processes N``, N = 1 and 2 with 2 workers in
+3. ``connfe``: ``conn`` with ours served by ``pytriton serve --model-repository R --frontend-processes N`` (the
+   ``repo`` server kind: the same y = 2x on 16 floats as a Python-backend model, max_batch_size 64, dynamic batching
+   with delay 0, one instance in each front-end process, so N in all), N from ``--wire-frontends`` (default 2, a
+   list such as ``4,8`` runs each), c = 8, 64 and 256, gRPC and HTTP, against NVIDIA's ``conn`` figures from the
+   same run (its default single server, one instance; measured for this row even when ``conn`` is not selected):
+   ours with N front-end processes / NVIDIA >= 4x at c = 64 and 256. The server CPU covers the CLI's process, the
+   N front-end processes and their workers (checked: a launch whose tree lacks a front-end process is a problem);
+4. ``multife`` (ours only, no target): ``pytriton serve --frontend-processes N``, N = 1 and 2 with 2 workers in
    all, the identity model on 16 floats with the dynamic batcher, c = 64, gRPC and HTTP
    (scripts/frontend_processes_bench.py's launch and measurement, reused).
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -38,12 +46,13 @@ from bench_lib.results import median
 from bench_lib.scheduling import SCase, serve_launch
 from bench_lib.servers import Server, ServerSpec
 
-ROWS = ("large", "conn", "multife")
+ROWS = ("large", "conn", "connfe", "multife")
 LARGE_CONCURRENCY = 2
 CONN_CONCURRENCIES = (8, 64, 256)
 MULTIFE_CONCURRENCY = 64
 MULTIFE_SHAPES = ((1, 2), (2, 1))  # (front-end processes, instances each): 2 workers in all
-BYTES_PER_REQUEST = {"large": 4194304 * 4, "conn": 16 * 4, "multife": 16 * 4}  # tensor bytes each way
+BYTES_PER_REQUEST = {"large": 4194304 * 4, "conn": 16 * 4, "connfe": 16 * 4, "multife": 16 * 4}  # each way
+GROUP_READY = "pytriton server ready"  # `pytriton serve` logs it once every front-end process is ready
 
 
 def parse_rows(text: str) -> list[str]:
@@ -57,6 +66,25 @@ def parse_rows(text: str) -> list[str]:
     if bad:
         raise ValueError(f"unknown --wire-rows: {bad} (choose from {','.join(ROWS)})")
     return [r for r in ROWS if r in rows]
+
+
+def parse_frontends(text: str) -> list[int]:
+    """The --wire-frontends list (front-end processes for the connfe row), in the order typed, each once.
+
+    Raises:
+        ValueError: an entry that is not a whole number >= 1, or no entry at all.
+    """
+    out: list[int] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 1:
+            raise ValueError(f"--wire-frontends: {item!r} is not a number of front-end processes (1 or more)")
+        if int(item) not in out:
+            out.append(int(item))
+    if not out:
+        raise ValueError("--wire-frontends: no number of front-end processes given")
+    return out
 
 
 def sample(throughput: float, p50_us: float, p99_us: float, wall_s: float, requests: int | None,
@@ -146,6 +174,41 @@ class WireBench:
                     self._pa(s, case, c, f"conn/{name}/{protocol}", f"{tag}-{protocol}-c{c}")
         self._serve(server, tag, body)
 
+    def connfe(self, rep: int, processes: int) -> None:
+        """conn's runs against ours through `pytriton serve --frontend-processes N` (the repo server kind)."""
+        tag = f"w{rep + 1}-ours-connfe{processes}"
+        server = Server(self.specs["repo"], "dynamic", ["double_small"], self._out(tag), self.args.out_dir,
+                        ["--frontend-processes", str(processes)])
+
+        def body(s: Server) -> None:
+            if not self._group_ready(s, processes, tag):
+                return
+            for protocol in ("grpc", "http"):
+                case = SCase(protocol, "double_small", "none", protocol)
+                for c in CONN_CONCURRENCIES:
+                    self._pa(s, case, c, f"connfe/ours/n{processes}-{protocol}", f"{tag}-{protocol}-c{c}")
+        self._serve(server, tag, body)
+
+    def _group_ready(self, server: Server, processes: int, tag: str) -> bool:
+        """Wait for the CLI's "ready" line (every front-end process ready: the first ready one answers the model's
+        readiness sooner), then check that the tree whose CPU is counted holds all N front-end processes."""
+        line = GROUP_READY if processes == 1 else f"{GROUP_READY} ({processes} front-end processes)"
+        deadline = time.monotonic() + self.args.startup_timeout
+        while line not in server.logfile.read_text(errors="replace"):
+            if time.monotonic() > deadline or server.proc is None or server.proc.poll() is not None:
+                self.problems.append(f"{tag}: no {line!r} in {server.logfile} within "
+                                     f"{self.args.startup_timeout:.0f} s")
+                return False
+            time.sleep(0.1)
+        pids = server.refresh_tree()
+        frontends = len([p for p in pids if "pytriton.app" in procfs.cmdline(p)]) if processes > 1 else 1
+        log(f"{tag}: {frontends} front-end process(es) in a tree of {len(pids)} processes")
+        if frontends != processes:
+            self.problems.append(f"{tag}: {frontends} front-end processes in the server's process tree, expected "
+                                 f"{processes}: its CPU per request would leave some out")
+            return False
+        return True
+
     def multife(self, rep: int) -> None:
         """scripts/frontend_processes_bench.py's launch and measurement, N = 1 and 2, the dynamic batcher on."""
         import frontend_processes_bench as fpb  # scripts/ is on sys.path (bench.py, tests/scripts/conftest.py)
@@ -194,17 +257,30 @@ class WireBench:
         servers = [s for s in ("ours", "nvidia") if s in self.args.servers]
         for rep in range(self.args.repeats):
             order = servers if rep % 2 == 0 else list(reversed(servers))
-            for row in ("large", "conn"):
-                if row in self.rows:
-                    for name in order:
-                        getattr(self, row)(rep, name)
+            if "large" in self.rows:
+                for name in order:
+                    self.large(rep, name)
+            for launch in self._conn_launches(servers, rep):
+                launch()
             if "multife" in self.rows and "ours" in servers:
                 self.multife(rep)
         others = [s["other_cores"] for runs in self.samples.values() for s in runs]
         return {"samples": self.samples, "problems": self.problems, "elapsed_s": time.time() - t0,
                 "load_start": load_start, "load_end": procfs.loadavg(), "other_cores": median(others),
                 "machine": dataclasses.asdict(procfs.machine_info()), "repeats": self.args.repeats,
-                "rows": list(self.rows), "interval_ms": self.args.interval}
+                "rows": list(self.rows), "interval_ms": self.args.interval,
+                "frontends": list(self.args.wire_frontends) if "connfe" in self.rows else []}
+
+    def _conn_launches(self, servers: list[str], rep: int) -> list[Callable[[], None]]:
+        """One repeat's 16-float launches: conn's servers, then ours with each N front-end processes (connfe; with
+        NVIDIA's conn launch for its ratios even when conn is not selected); in reverse order every other repeat."""
+        names = servers if "conn" in self.rows else []
+        if "connfe" in self.rows and "ours" in servers and "conn" not in self.rows and "nvidia" in servers:
+            names = ["nvidia"]
+        launches: list[Callable[[], None]] = [functools.partial(self.conn, rep, name) for name in names]
+        if "connfe" in self.rows and "ours" in servers:
+            launches += [functools.partial(self.connfe, rep, n) for n in self.args.wire_frontends]
+        return launches if rep % 2 == 0 else launches[::-1]
 
 
 def _interrupt(signum: int, _frame: object) -> NoReturn:

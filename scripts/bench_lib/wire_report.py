@@ -52,7 +52,22 @@ def targets(result: dict) -> list[Target]:
                                   ratio(figure(result, f"conn/ours/{p}/c{c}"),
                                         figure(result, f"conn/ours/{p}/c{base}")),
                                   1.0))
+    if "connfe" in rows:
+        for p in ("grpc", "http"):
+            for n in frontends(result):
+                for c in CONN_CONCURRENCIES[1:]:
+                    out.append(Target(f"16 floats, {PROTO[p]}, c={c}", f"ours N={n} / NVIDIA throughput",
+                                      ratio(figure(result, f"connfe/ours/n{n}-{p}/c{c}"),
+                                            figure(result, f"conn/nvidia/{p}/c{c}")), 4.0))
     return out
+
+
+def frontends(result: dict) -> list[int]:
+    """The connfe row's numbers of front-end processes (as run; from the figures' keys for a result without them)."""
+    if result.get("frontends"):
+        return list(result["frontends"])
+    found = {int(k.split("/")[2].split("-")[0][1:]) for k in result["samples"] if k.startswith("connfe/")}
+    return sorted(found)
 
 
 def _fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -66,13 +81,21 @@ def _variant(row: str, variant: str) -> str:
     if row == "multife":
         n, proto = variant.split("-")
         return f"16 floats, {PROTO[proto]}, --frontend-processes {n[1:]}"
+    if row == "connfe":
+        n, proto = variant.split("-")
+        return f"16 floats, {PROTO[proto]}, N={n[1:]} front-end processes"
     return f"16 floats, {PROTO[variant]}"
+
+
+_RANK = {"large": 0, "conn": 1, "connfe": 1, "multife": 2}  # connfe's figures beside conn's, per protocol and c
 
 
 def _order(key: str) -> tuple:
     row, server, variant, conc = key.split("/")
-    return (("large", "conn", "multife").index(row) if row in ("large", "conn", "multife") else 9, variant,
-            int(conc[1:]), server != "ours")
+    if row == "connfe":
+        n, proto = variant.split("-")
+        return (_RANK[row], proto, int(conc[1:]), 2, int(n[1:]))
+    return (_RANK.get(row, 9), variant, int(conc[1:]), int(server != "ours"), 0)
 
 
 def figure_rows(result: dict) -> list[list[str]]:
@@ -103,6 +126,9 @@ def summary(result: dict) -> str:
     for r in figure_rows(result):
         lines.append(f"  {r[0]:<44} {r[1]:<16} c={r[2]:<4} {r[3]:>9}/s  p50 {r[4]:>7} ms  {r[5]:>5} GiB/s  "
                      f"CPU us/req server {r[6]:>6} client {r[7]:>6}  cores {r[8]}/{r[9]}/{r[10]}")
+    if "connfe" in result["rows"]:
+        lines.append("  (N front-end processes: ours through `pytriton serve --frontend-processes N`, one instance per "
+                     "process; NVIDIA: its default single server, one instance)")
     lines.append("Targets:")
     lines += [f"  {t.line()}" for t in targets(result)] or ["  none for these rows (--wire-rows)"]
     if result["problems"]:
@@ -138,6 +164,16 @@ def markdown(result: dict) -> str:
             f"- **16 floats** (`conn`): the same script with `double_small` (FP32[16]); one perf_analyzer run per "
             f"concurrency ({', '.join(map(str, CONN_CONCURRENCIES))}) so that each has its own CPU readings; gRPC "
             "shares a few HTTP/2 connections among perf_analyzer's contexts, HTTP opens one connection per context.",
+            f"- **16 floats, N front-end processes** (`connfe`): ours served by `pytriton serve --model-repository R "
+            "--frontend-processes N` (N = " + (", ".join(map(str, frontends(result))) or "–") + "; "
+            "bench_lib/repo_double.py: the same y = 2x as a Python-backend model, FP32[16], max_batch_size 64, "
+            "`dynamic_batching { }` with delay 0, `instance_group` count 1, which each front-end process applies: "
+            "one instance per process, N in all), with conn's concurrencies, protocols and CPU readings (the server "
+            "tree: the CLI's process, the N front-end processes, their workers). Its ratios divide by NVIDIA's conn "
+            "figures from the same run: NVIDIA PyTriton's default single server (one tritonserver, one instance), "
+            "which has no such option. They compare ours with N front-end processes against that, not like for like: "
+            "ours at N = 1 is the conn row (a bound callable through `serve_double.py`; `--wire-frontends 1` gives "
+            "the repository model at N = 1).",
             f"- **Front-end processes** (`multife`, ours only, no target): `scripts/frontend_processes_bench.py`'s "
             "launch, `pytriton serve tests.models:identity` on FP32[16] with `--max-batch-size 64 --dynamic-batching`, "
             "2 workers in every row (N = 1 with `--instances 2`, N = 2 with `--instances 1`), perf_analyzer at "

@@ -268,3 +268,175 @@ def test_frontend_processes_bench_retry_and_failures(monkeypatch):
     args = argparse.Namespace(processes="1,2", workers=2, batching=False, concurrency="64", interval=1000, repeats=1)
     md = fpb.markdown(args, [], 1.0, 10.0, ["N = 2 http c = 64: perf_analyzer failed: ... Failed"])
     assert "dynamic batching off" in md and "Runs that gave no figure:\n\n- N = 2 http c = 64" in md
+
+
+# ------------------------------------------------------------------- connfe: ours with N front-end processes ---
+def _connfe_result(**over) -> dict:
+    result = _result(rows=["conn", "connfe"], frontends=[2, 8])
+    result["samples"].update({
+        # gRPC: N=2 3x at 64, 4x at 256; N=8 5x at both. HTTP: N=2 4.5x at 64 and nothing at 256; N=8 2x at both
+        "connfe/ours/n2-grpc/c8": _s(6000), "connfe/ours/n2-grpc/c64": _s(7500), "connfe/ours/n2-grpc/c256": _s(10000),
+        "connfe/ours/n8-grpc/c64": _s(12500), "connfe/ours/n8-grpc/c256": _s(12500),
+        "connfe/ours/n2-http/c64": _s(9000), "connfe/ours/n8-http/c64": _s(4000), "connfe/ours/n8-http/c256": _s(4000),
+    })
+    result.update(over)
+    return result
+
+
+def test_wire_frontends_option():
+    assert bench.parse_args(["--suite", "wire"]).wire_frontends == [2]
+    args = bench.parse_args(["--suite", "wire", "--wire-rows", "connfe,conn", "--wire-frontends", "8, 4,8,"])
+    assert (args.wire_rows, args.wire_frontends) == (["conn", "connfe"], [8, 4])  # as typed, each once
+    for bad in ("0", "two", "4,-1", ",", "1.5"):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--suite", "wire", "--wire-frontends", bad])
+    with pytest.raises(ValueError, match="'0' is not a number of front-end processes"):
+        wire.parse_frontends("2,0")
+    with pytest.raises(ValueError, match="no number"):
+        wire.parse_frontends(" , ")
+
+
+def test_connfe_launches_beside_nvidias_conn(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(wire.WireBench, "conn", lambda self, rep, name: calls.append(("conn", rep, name)))
+    monkeypatch.setattr(wire.WireBench, "connfe", lambda self, rep, n: calls.append(("connfe", rep, n)))
+    opts = bench.pa_options(bench.parse_args(["--suite", "wire"]))
+
+    def run(rows: list[str], servers: list[str], repeats: int = 2) -> dict:
+        calls.clear()
+        args = _args(tmp_path, rows, servers, repeats)
+        args.wire_frontends = [4, 8]
+        return wire.WireBench(args, opts, {}).run()
+
+    result = run(["connfe"], ["ours", "nvidia"])  # without conn: NVIDIA's conn launch still runs, for the ratios
+    assert calls == [("conn", 0, "nvidia"), ("connfe", 0, 4), ("connfe", 0, 8),
+                     ("connfe", 1, 8), ("connfe", 1, 4), ("conn", 1, "nvidia")]
+    assert result["frontends"] == [4, 8] and result["rows"] == ["connfe"]
+    run(["conn", "connfe"], ["nvidia", "ours"], repeats=1)
+    assert calls == [("conn", 0, "ours"), ("conn", 0, "nvidia"), ("connfe", 0, 4), ("connfe", 0, 8)]
+    run(["connfe"], ["ours"], repeats=1)
+    assert calls == [("connfe", 0, 4), ("connfe", 0, 8)]  # no NVIDIA: ours alone, the ratios not measured
+    run(["conn", "connfe"], ["nvidia"], repeats=1)
+    assert calls == [("conn", 0, "nvidia")]  # connfe is ours
+    assert run(["conn"], ["ours"], repeats=1)["frontends"] == []
+
+
+def test_connfe_serves_the_repository_model_through_the_cli(tmp_path, monkeypatch):
+    served = []
+    monkeypatch.setattr(wire.WireBench, "_serve", lambda self, server, tag, body: served.append((server, tag)))
+    args = _args(tmp_path, ["connfe"], ["ours", "nvidia"], 1)
+    specs = bench.server_specs(bench.parse_args(["--suite", "wire", "--servers", "ours",
+                                                 "--ours-python", "/opt/wrapper-python"]))
+    wire.WireBench(args, bench.pa_options(bench.parse_args(["--suite", "wire"])), specs).connfe(0, 8)
+    (server, tag), = served
+    try:
+        assert tag == "w1-ours-connfe8" and server.spec.name == "repo" and server.models == ["double_small"]
+        cmd = server.cmd()
+        assert cmd[:4] == ["/opt/wrapper-python", "-m", "pytriton.cli", "serve"]  # --ours-python, even without repo
+        assert cmd[-2:] == ["--frontend-processes", "8"]
+        repo = pathlib.Path(cmd[cmd.index("--model-repository") + 1])
+        config = (repo / "double_small" / "config.pbtxt").read_text()
+        # conn's settings: max batch 64, the dynamic batcher with delay 0; one instance (in each front-end process)
+        assert "max_batch_size: 64" in config and "dynamic_batching { }" in config and "count: 1 " in config
+    finally:
+        server.stop()  # never started: releases its TMPDIR
+
+
+class _Running:
+    pid = 1
+
+    def __init__(self, code: int | None = None) -> None:
+        self.code = code
+
+    def poll(self) -> int | None:
+        return self.code
+
+
+def test_connfe_waits_for_the_group_and_checks_its_tree(tmp_path, monkeypatch):
+    args = _args(tmp_path, ["connfe"], ["ours"], 1)
+    args.startup_timeout = 0.3
+    wb = wire.WireBench(args, bench.pa_options(bench.parse_args(["--suite", "wire"])), {})
+    server = wire.Server(ServerSpec("repo", pathlib.Path("py"), {}), "dynamic", ["double_small"],
+                         tmp_path / "server.log", tmp_path)
+    try:
+        cmdlines = {10: "py -m pytriton.cli serve", 11: "py -m pytriton.app {}", 12: "py -m pytriton.app {}",
+                    13: "py worker", 14: "py worker"}
+        monkeypatch.setattr(server, "refresh_tree", lambda: list(cmdlines))
+        monkeypatch.setattr(wire.procfs, "cmdline", lambda pid: cmdlines[pid])
+        server.proc = _Running()  # type: ignore[assignment]
+        # a front-end process's own ready line is not the group's: times out
+        server.logfile.write_text("pytriton server ready\n")
+        assert not wb._group_ready(server, 2, "t") and "within 0 s" in wb.problems.pop()
+        server.logfile.write_text("pytriton server ready\npytriton server ready (2 front-end processes)\n")
+        assert wb._group_ready(server, 2, "t") and wb.problems == []
+        del cmdlines[12]  # a front-end process the tree does not show: its CPU would be left out
+        assert not wb._group_ready(server, 2, "t")
+        assert wb.problems.pop() == ("t: 1 front-end processes in the server's process tree, expected 2: its CPU "
+                                     "per request would leave some out")
+        assert wb._group_ready(server, 1, "t")  # N = 1: the CLI's process serves itself
+        server.proc = _Running(1)  # type: ignore[assignment]  # exited: no waiting for the deadline
+        server.logfile.write_text("")
+        assert not wb._group_ready(server, 1, "t") and "'pytriton server ready'" in wb.problems.pop()
+    finally:
+        server.proc = None
+        server.stop()
+
+
+def test_connfe_targets_beside_conns():
+    by = {(t.row, t.what): t for t in wire_report.targets(_connfe_result())}
+    assert len(by) == 8 + 8  # conn's (unchanged) and 2 N x 2 protocols x c = 64, 256
+    assert by[("16 floats, gRPC, c=64", "ours / NVIDIA throughput")].value == pytest.approx(4.0)  # conn: N = 1
+    assert by[("16 floats, gRPC, c=64", "ours N=2 / NVIDIA throughput")].value == pytest.approx(3.0)
+    assert by[("16 floats, gRPC, c=64", "ours N=2 / NVIDIA throughput")].met is False
+    assert by[("16 floats, gRPC, c=256", "ours N=2 / NVIDIA throughput")].met is True  # 4.0
+    assert by[("16 floats, gRPC, c=256", "ours N=8 / NVIDIA throughput")].value == pytest.approx(5.0)
+    assert by[("16 floats, HTTP, c=64", "ours N=2 / NVIDIA throughput")].value == pytest.approx(4.5)
+    assert by[("16 floats, HTTP, c=256", "ours N=2 / NVIDIA throughput")].met is None  # not measured
+    assert by[("16 floats, HTTP, c=256", "ours N=8 / NVIDIA throughput")].met is False  # 2.0
+    assert not any("c=8" in t.row and "N=" in t.what for t in by.values())
+    # connfe alone: NVIDIA's conn figures were taken for it; no conn targets (ours N = 1 not run)
+    alone = wire_report.targets(_connfe_result(rows=["connfe"]))
+    assert len(alone) == 8 and all("N=" in t.what for t in alone)
+    # a result without the list: the N from the figures' keys
+    assert wire_report.frontends(_connfe_result(frontends=None)) == [2, 8]
+
+
+def test_connfe_figures_and_report_text():
+    result = _connfe_result()
+    rows = [(r[0], r[1], r[2]) for r in wire_report.figure_rows(result)]
+    at64 = [r for r in rows if r[0].startswith("16 floats, gRPC") and r[2] == "64"]
+    assert at64[4:] == [("16 floats, gRPC, --frontend-processes 1", "pytriton (ours)", "64"),
+                        ("16 floats, gRPC, --frontend-processes 2", "pytriton (ours)", "64")]  # multife's, after
+    assert at64[:4] == [("16 floats, gRPC", "pytriton (ours)", "64"), ("16 floats, gRPC", "NVIDIA PyTriton", "64"),
+                    ("16 floats, gRPC, N=2 front-end processes", "pytriton (ours)", "64"),
+                    ("16 floats, gRPC, N=8 front-end processes", "pytriton (ours)", "64")]  # side by side
+    text = wire_report.summary(result)
+    assert text.count("(target ") == 16 and "ours N=8 / NVIDIA throughput = 5.00 (target >= 4): MET" in text
+    assert "one instance per process; NVIDIA: its default single server, one instance" in text
+    assert "16 floats, HTTP, N=8 front-end processes" in text
+    md = wire_report.markdown(result)
+    assert "| 16 floats, HTTP, c=256 | ours N=2 / NVIDIA throughput | – | >= 4 | not measured |" in md
+    assert "--frontend-processes N` (N = 2, 8;" in md and "one instance per process, N in all" in md
+    assert "NVIDIA PyTriton's default single server (one tritonserver, one instance)" in md
+    assert "N front-end processes" not in wire_report.summary(_result())  # no connfe: no note
+
+
+def test_connfe_launch_for_real(tmp_path):
+    """`pytriton serve --frontend-processes 2` on the repository model, as the connfe row starts it: the group's
+    ready line is the one the row waits for, the tree holds both front-end processes and their workers, the stop
+    leaves nothing (no perf_analyzer)."""
+    args = bench.parse_args(["--suite", "wire", "--wire-rows", "connfe", "--servers", "ours",
+                             "--out-dir", str(tmp_path)])
+    wb = wire.WireBench(args, bench.pa_options(args), bench.server_specs(args))
+    server = wire.Server(wb.specs["repo"], "dynamic", ["double_small"], tmp_path / "server.log", tmp_path,
+                         ["--frontend-processes", "2"])
+    try:
+        assert server.start(60), server.problems
+        assert wb._group_ready(server, 2, "t"), wb.problems
+        tree = server.refresh_tree()
+        workers = [p for p in tree if "pytriton.backends.worker" in wire.procfs.cmdline(p)]
+        assert len(tree) == 5 and len(workers) == 2  # the CLI's process, 2 front-end processes, a worker each
+        assert server.inference_count("double_small") == 0
+    finally:
+        server.stop()
+    assert server.problems == [] and server.scan_log() == [] and wb.problems == []
