@@ -21,6 +21,7 @@ from pytriton.core.peers import apply_shm
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status
 from pytriton.frontend.http1 import HttpListener, HttpRequest, HttpResponse, error_response
+from pytriton.frontend.http1.limits import KiB, HttpLimits
 from pytriton.frontend.metrics.collector import CONTENT_TYPE, render_metrics
 from pytriton.frontend.metrics.server import MetricsApp
 
@@ -29,6 +30,15 @@ logger = logging.getLogger("pytriton.server")
 TOKEN_ENV = "PYTRITON_FRONTEND_PEER_TOKEN"  # the group's secret, given to its processes in their environment
 TOKEN_HEADER = "x-pytriton-peer-token"
 PEER_TIMEOUT_S = 5.0
+# The private ports carry small orders and answers between the group's processes: a body past 64 KiB (a client's
+# huge upload, without or with a token) is dropped as it comes (413), and a head must arrive at once.
+PEER_LIMITS = HttpLimits(max_input_bytes=64 * KiB, max_header_bytes=8 * KiB, max_header_count=32,
+                         header_timeout_s=PEER_TIMEOUT_S, body_timeout_s=PEER_TIMEOUT_S, idle_timeout_s=30.0,
+                         max_buffered_bytes=4 * 64 * KiB)
+NOT_LISTENING, SILENT = 0, -1  # _request's status when no answer came: nothing listens; connected, no answer in time
+LAST_ANSWERS_KEPT = 1024  # (peer, path) pairs whose last answer is kept (statistics of each model version, metrics)
+ACTIONS = {"register", "unregister"}
+KINDS = {"system", "cuda"}
 MACHINE_WIDE = ("nv_cpu_", "nv_gpu_", "nv_energy_")  # gauges of the machine: read once, never summed
 LOCKED = ("cannot be changed while the server runs as several front-end processes (--frontend-processes): each "
           "process holds its own")
@@ -42,6 +52,8 @@ class FrontendPeers:
         self.index = index
         self.ports = ports  # every process's private port, this one's included (at `index`)
         self.token = token
+        self._token_bytes = token.encode()
+        self._last: dict[tuple[int, str], bytes] = {}  # each peer's last answer per path: used when it is silent
         self.local_metrics: MetricsApp | None = None
         self.listener: HttpListener | None = None
 
@@ -60,17 +72,21 @@ class FrontendPeers:
         self.local_metrics = local_metrics
         self.listener = HttpListener(self._handle, "127.0.0.1", self.ports[self.index],
                                      f"front-end peer service {self.index}", protocol="front-end peers",
-                                     reuse_port=True)
+                                     limits=PEER_LIMITS, reuse_port=True)
         await self.listener.start()
         return self.listener
 
     async def _handle(self, request: HttpRequest) -> HttpResponse:
-        if not secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), self.token):
+        # (bytes: compare_digest refuses str with non-ASCII characters; headers are latin-1 text)
+        given = request.headers.get(TOKEN_HEADER, "").encode("latin-1", "replace")
+        if not secrets.compare_digest(given, self._token_bytes):
             return error_response(403, "Forbidden")
         if request.path == "/local/metrics" and self.local_metrics is not None:
             return HttpResponse(200, [render_metrics(self.local_metrics.registry)], [("Content-Type", CONTENT_TYPE)])
         if request.path == "/local/shm" and request.method == "POST":
-            order = json.loads(bytes(request.body))
+            order = _order(bytes(request.body))
+            if order is None:
+                return error_response(400, "malformed shared-memory order")
             try:
                 apply_shm(self.core, order["action"], order["kind"], order["name"], order["args"])
             except ServerError as exc:
@@ -92,48 +108,72 @@ class FrontendPeers:
         others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
         answers = await asyncio.gather(*(self._request(port, "/local/shm", body) for _, port in others))
         refusals = [(status, text) for status, text in answers if status == 400]
-        if not refusals or action != "register":
-            return
-        applied = [port for (_, port), (status, _) in zip(others, answers) if status == 200]
+        silent = [i for (i, _), (status, _) in zip(others, answers) if status == SILENT]
+        if action != "register" or (not refusals and not silent):
+            return  # (an unregistration a silent process has not confirmed reaches it when it reads its orders)
+        # undone wherever it may be applied: where it was, and where the order may still be read (a stopped process)
+        undo_at = [port for (_, port), (status, _) in zip(others, answers) if status in (200, SILENT)]
         undo = json.dumps({"action": "unregister", "kind": kind, "name": name, "args": []}).encode()
-        await asyncio.gather(*(self._request(port, "/local/shm", undo) for port in applied))
+        await asyncio.gather(*(self._request(port, "/local/shm", undo) for port in undo_at))
+        if not refusals:
+            raise ServerError(Status.UNAVAILABLE,
+                              f"front-end process {silent[0]} did not answer the registration of shared memory "
+                              f"region '{name}' within {PEER_TIMEOUT_S:g} s; the registration was undone")
         answer = json.loads(refusals[0][1])
         raise ServerError(Status[answer["status"]], answer["error"])
 
     async def _get_all(self, path: str) -> list[tuple[int, bytes]]:
-        """GET `path` from every other process: (its index, the body); those that do not answer (not started yet,
-        gone) are left out."""
+        """GET `path` from every other process: (its index, the body). One that is not listening (not started yet,
+        gone: it serves no connection either) is left out. One that does not answer within the timeout (stopped,
+        overloaded) counts with its last answer to `path`, so that counters never go back (a scraper would read a
+        reset); without one, ServerError UNAVAILABLE naming it (an answer without its share would be wrong)."""
         others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
-        answers = await asyncio.gather(*(self._get(port, path) for _, port in others))
-        return [(i, a) for (i, _), a in zip(others, answers) if a is not None]
-
-    async def _get(self, port: int, path: str) -> bytes | None:
-        status, body = await self._request(port, path)
-        return body if status == 200 else None
+        answers = await asyncio.gather(*(self._request(port, path) for _, port in others))
+        found = []
+        for (i, _), (status, answer) in zip(others, answers):
+            if status == 200:
+                if len(self._last) < LAST_ANSWERS_KEPT or (i, path) in self._last:
+                    self._last[(i, path)] = answer
+                found.append((i, answer))
+            elif status == SILENT:
+                last = self._last.get((i, path))
+                if last is None:
+                    raise ServerError(Status.UNAVAILABLE, f"front-end process {i} did not answer within "
+                                                          f"{PEER_TIMEOUT_S:g} s; its share cannot be counted")
+                logger.warning("front-end process %d did not answer %s: its last answer is used", i, path)
+                found.append((i, last))
+        return found
 
     async def _request(self, port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        """GET (or POST `body`) `path` of the process on `port`: (status, body); status 0 when it did not answer
-        (not started yet, gone: it serves no connection then either)."""
+        """GET (or POST `body`) `path` of the process on `port`: (status, body); status NOT_LISTENING when nothing
+        listens there or it closed unanswered (not started yet, gone), SILENT when it took no answer within
+        PEER_TIMEOUT_S (stopped, overloaded: it may still read the order later)."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), PEER_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError):
-            return 0, b""
+        except asyncio.TimeoutError:
+            logger.warning("front-end process on port %d took no connection for %s", port, path)
+            return SILENT, b""
+        except OSError:
+            return NOT_LISTENING, b""
         method = "GET" if body is None else "POST"
         try:
             writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                          f"Content-Length: {len(body or b'')}\r\n{TOKEN_HEADER}: {self.token}\r\n\r\n".encode()
                          + (body or b""))
             data = await asyncio.wait_for(reader.read(), PEER_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except asyncio.TimeoutError:
+            logger.warning("front-end process on port %d did not answer %s within %g s", port, path, PEER_TIMEOUT_S)
+            return SILENT, b""
+        except OSError as exc:
             logger.warning("front-end process on port %d did not answer %s: %s", port, path, exc)
-            return 0, b""
+            return NOT_LISTENING, b""
         finally:
             writer.close()
         head, _, answer = data.partition(b"\r\n\r\n")
         status = head.split(b" ", 2)[1:2]
         if status != [b"200"]:
             logger.warning("front-end process on port %d answered %s with %r", port, path, head[:80])
-        return int(status[0]) if status and status[0].isdigit() else 0, answer
+        return int(status[0]) if status and status[0].isdigit() else NOT_LISTENING, answer
 
     async def statistics(self, name: str, version: str) -> list[list[dict[str, Any]]]:
         """The other processes' `model_stats` entries (ServerCore.peer_statistics)."""
@@ -148,10 +188,25 @@ class FrontendPeers:
             if response.status != 200:
                 return response
             texts = [(self.index, b"".join(bytes(p) for p in response.parts).decode())]
-            texts += [(index, body.decode()) for index, body in await self._get_all("/local/metrics")]
+            try:
+                texts += [(index, body.decode()) for index, body in await self._get_all("/local/metrics")]
+            except ServerError as exc:  # (a scrape without a process's share would read as a counter reset)
+                return error_response(503, exc.message)
             return HttpResponse(200, [merge_metrics(texts).encode()], response.headers)
 
         return handle
+
+
+def _order(body: bytes) -> dict[str, Any] | None:
+    """A peer's shared-memory order, checked: None when it is not one."""
+    try:
+        order = json.loads(body)
+    except ValueError:
+        return None
+    if (not isinstance(order, dict) or order.get("action") not in ACTIONS or order.get("kind") not in KINDS
+            or not isinstance(order.get("name"), str) or not isinstance(order.get("args"), list)):
+        return None
+    return order
 
 
 def merge_metrics(texts: list[tuple[int, str]]) -> str:

@@ -84,3 +84,33 @@ def test_a_registration_all_apply_is_kept_and_unreachable_processes_are_skipped(
     asyncio.run(peers.shm("register", "cuda", "r", ["aGFuZGxl", 0, 64]))
     assert [(port, o["action"], o["kind"], o["args"]) for port, o in peers.sent] == [
         (101, "register", "cuda", ["aGFuZGxl", 0, 64]), (102, "register", "cuda", ["aGFuZGxl", 0, 64])]
+
+
+def test_a_registration_a_silent_process_did_not_confirm_is_refused_and_undone_everywhere():
+    peers = _FakePeers({101: (200, b""), 102: (-1, b"")})  # 102: connected, no answer in time (stopped)
+    with pytest.raises(ServerError, match="front-end process 2 did not answer the registration") as caught:
+        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+    assert caught.value.status is Status.UNAVAILABLE
+    # undone where it was applied and where the order may still be read when the silent process goes on
+    assert sorted((port, o["action"]) for port, o in peers.sent[2:]) == [(101, "unregister"), (102, "unregister")]
+
+
+class _FakeGets(FrontendPeers):
+    """Two processes (this one is 0); the other answers GETs from `answers` in turn."""
+
+    def __init__(self, answers: list[tuple[int, bytes]]):
+        super().__init__(core=None, index=0, ports=[100, 101], token="t")  # type: ignore[arg-type]
+        self.answers = answers
+
+    async def _request(self, port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        return self.answers.pop(0)
+
+
+def test_a_silent_peer_counts_with_its_last_answer_and_without_one_is_named():
+    peers = _FakeGets([(-1, b""), (200, b"[1]"), (-1, b""), (0, b"")])
+    with pytest.raises(ServerError, match="front-end process 1 did not answer") as caught:
+        asyncio.run(peers._get_all("/local/stats"))
+    assert caught.value.status is Status.UNAVAILABLE
+    assert asyncio.run(peers._get_all("/local/stats")) == [(1, b"[1]")]
+    assert asyncio.run(peers._get_all("/local/stats")) == [(1, b"[1]")]  # silent: its last answer
+    assert asyncio.run(peers._get_all("/local/stats")) == []  # not listening (gone): left out
