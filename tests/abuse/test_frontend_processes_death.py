@@ -1,0 +1,172 @@
+"""Attacks on `pytriton serve --frontend-processes 2` (docs/multi-frontend.md): a front-end process killed (SIGKILL)
+while requests are in flight on both processes and while a shared-memory registration waits for it. The group must
+stop with exit code 1 naming the process, leave no process (workers included), no /dev/shm segment of ours, and
+free ports."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import ServerProcess, _pid_alive, shm_segments_of, tensor_args
+
+ARGS = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
+        *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "10"]
+FRONTEND_RE = re.compile(r"front-end process (\d+) started \(pid (\d+)\)")
+PEER_RE = re.compile(r"Started front-end peer service (\d+) at 127\.0\.0\.1:(\d+)")
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def _wait(condition, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _gated(server: ServerProcess, started: str, release: str, protocol: str) -> str:
+    """One gated request on a new connection: 'answered' or the client's error."""
+    try:
+        if protocol == "grpc":
+            client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
+            x = grpcclient.InferInput("X", [1], "INT32")
+            x.set_data_from_numpy(np.array([1], dtype=np.int32))
+            client.infer("gated_pid", [x], parameters={"started": started, "release": release}, client_timeout=60)
+        else:
+            client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
+            x = httpclient.InferInput("X", [1], "INT32")
+            x.set_data_from_numpy(np.array([1], dtype=np.int32))
+            client.infer("gated_pid", [x], parameters={"started": started, "release": release})
+        client.close()
+        return "answered"
+    except Exception as exc:  # noqa: BLE001 - any way the call ends is a result (a closed connection, too)
+        return f"error: {exc}"
+
+
+def _connections_to(port: int) -> int:
+    """Established TCP connections to 127.0.0.1:`port` (accepted by the kernel, read or not)."""
+    count = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if local == f"0100007F:{port:04X}" and state == "01":
+                count += 1
+    return count
+
+
+def _bindable(port: int) -> bool:
+    """Whether a new server could listen on `port` now (no SO_REUSEPORT: any socket of ours left would refuse)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            return False
+    return True
+
+
+def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_group_cleanly(tmp_path):
+    server = ServerProcess(ARGS)
+    name = f"pt_fe_kill_{os.getpid()}"
+    region = shm.create_shared_memory_region(name, f"/{name}", 64)
+    release = str(tmp_path / "release")
+    try:
+        frontends = {int(i): int(p) for i, p in FRONTEND_RE.findall(server.log)}
+        ports = [server.ports["GRPCInferenceService"], server.ports["HTTPService"], server.ports["Metrics Service"],
+                 *(int(p) for _, p in PEER_RE.findall(server.log))]
+        ours = set(frontends.values()) | set(server.worker_pids())
+        assert len(ours) == 4, server.log
+        with ThreadPoolExecutor(16) as pool:
+            # requests in flight on both processes: each worker runs one at a time, so two started files mean
+            # both workers (one per process) are inside a request; more wait in the queues
+            calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), release, ("grpc", "http")[i % 2])
+                     for i in range(12)]
+            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            # a registration through process 0 waiting for process 1's answer: process 1 is stopped first
+            os.kill(frontends[1], signal.SIGSTOP)
+            registration: list[str] = []
+
+            def register() -> None:
+                for _ in range(20):  # (a new connection until one reaches process 0)
+                    client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
+                    try:
+                        if not client.is_server_live(client_timeout=2):
+                            continue
+                        client.register_system_shared_memory(name, f"/{name}", 64, client_timeout=30)
+                        registration.append("registered")
+                    except InferenceServerException as exc:
+                        if "DEADLINE_EXCEEDED" in str(exc) and not registration:
+                            continue
+                        registration.append(str(exc))
+                    finally:
+                        client.close()
+                    return
+
+            registering = threading.Thread(target=register)
+            registering.start()
+            peer1 = int(dict(PEER_RE.findall(server.log))["1"])
+            assert _wait(lambda: _connections_to(peer1) > 0), server.log  # process 0's order waits in process 1's queue
+            os.kill(frontends[1], signal.SIGKILL)
+            with open(release, "w"):
+                pass
+            assert server.process.wait(60) == 1
+            registering.join(60)
+            results = [call.result(timeout=60) for call in calls]
+        assert "answered" in results, results  # process 0 drained what it had
+        assert f"front-end process 1 (pid {frontends[1]}) exited with code -9" in server.log
+        assert registration, "the registration never ended"
+        gone = _wait(lambda: not any(_pid_alive(pid) for pid in ours), 30)
+        assert gone, [pid for pid in ours if _pid_alive(pid)]  # the dead process's worker too
+        assert not shm_segments_of(ours)
+        assert all(_bindable(port) for port in ports), [p for p in ports if not _bindable(p)]
+    finally:
+        for pid in {int(p) for _, p in FRONTEND_RE.findall(server.log)}:
+            if _pid_alive(pid):
+                os.kill(pid, signal.SIGCONT)
+        server.stop()
+        shm.destroy_shared_memory_region(region)
+
+
+@pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM)])
+def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tmp_path, first, second):
+    """Two signals sent back to back while requests are in flight on both processes: the group stops within the
+    exit timeout (a worker busy in the model's code gets it, as with one process; two identical signals may also
+    arrive as one), every process and segment gone, the ports free."""
+    server = ServerProcess([*ARGS[:-2], "--exit-timeout", "4"])
+    never = str(tmp_path / "never")
+    try:
+        ours = {int(p) for _, p in FRONTEND_RE.findall(server.log)} | set(server.worker_pids())
+        ports = [server.ports["GRPCInferenceService"], server.ports["HTTPService"], server.ports["Metrics Service"],
+                 *(int(p) for _, p in PEER_RE.findall(server.log))]
+        with ThreadPoolExecutor(8) as pool:
+            calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), never, ("grpc", "http")[i % 2])
+                     for i in range(8)]
+            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            started = time.monotonic()
+            server.process.send_signal(first)
+            server.process.send_signal(second)
+            code = server.process.wait(40)
+            assert time.monotonic() - started < 15, server.log  # (not the model's 30 s)
+            results = [call.result(timeout=60) for call in calls]
+        assert code == 0, server.log
+        assert "answered" not in results
+        assert _wait(lambda: not any(_pid_alive(pid) for pid in ours), 30), [p for p in ours if _pid_alive(p)]
+        assert not shm_segments_of(ours)
+        assert all(_bindable(port) for port in ports)
+    finally:
+        server.stop()
