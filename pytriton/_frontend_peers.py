@@ -125,7 +125,7 @@ class FrontendPeers:
     async def _get_all(self, path: str) -> list[tuple[int, bytes]]:
         """GET `path` from every other process: (its index, the body). One that is not listening (not started yet,
         gone: it serves no connection either) is left out. One that does not answer within the timeout (stopped,
-        overloaded) counts with its last answer to `path`, so that counters never go back (a scraper would read a
+        overloaded), or answers an error, counts with its last answer to `path`, so that counters never go back (a scraper would read a
         reset); without one, ServerError UNAVAILABLE naming it (an answer without its share would be wrong)."""
         others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
         answers = await asyncio.gather(*(self._request(port, path) for _, port in others))
@@ -135,12 +135,12 @@ class FrontendPeers:
                 if len(self._last) < LAST_ANSWERS_KEPT or (i, path) in self._last:
                     self._last[(i, path)] = answer
                 found.append((i, answer))
-            elif status == SILENT:
+            elif status != NOT_LISTENING:  # silent, or an error of its own
                 last = self._last.get((i, path))
+                why = f"did not answer within {PEER_TIMEOUT_S:g} s" if status == SILENT else f"answered {status}"
                 if last is None:
-                    raise ServerError(Status.UNAVAILABLE, f"front-end process {i} did not answer within "
-                                                          f"{PEER_TIMEOUT_S:g} s; its share cannot be counted")
-                logger.warning("front-end process %d did not answer %s: its last answer is used", i, path)
+                    raise ServerError(Status.UNAVAILABLE, f"front-end process {i} {why}; its share cannot be counted")
+                logger.warning("front-end process %d %s to %s: its last answer is used", i, why, path)
                 found.append((i, last))
         return found
 

@@ -114,3 +114,11 @@ def test_a_silent_peer_counts_with_its_last_answer_and_without_one_is_named():
     assert asyncio.run(peers._get_all("/local/stats")) == [(1, b"[1]")]
     assert asyncio.run(peers._get_all("/local/stats")) == [(1, b"[1]")]  # silent: its last answer
     assert asyncio.run(peers._get_all("/local/stats")) == []  # not listening (gone): left out
+
+
+def test_a_peer_that_answers_an_error_counts_with_its_last_answer_too():
+    peers = _FakeGets([(500, b"oops"), (200, b"[2]"), (400, b"no")])
+    with pytest.raises(ServerError, match="front-end process 1 answered 500"):
+        asyncio.run(peers._get_all("/local/metrics"))
+    assert asyncio.run(peers._get_all("/local/metrics")) == [(1, b"[2]")]
+    assert asyncio.run(peers._get_all("/local/metrics")) == [(1, b"[2]")]
