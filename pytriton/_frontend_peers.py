@@ -107,26 +107,28 @@ class FrontendPeers:
         body = json.dumps({"action": action, "kind": kind, "name": name, "args": args}).encode()
         others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
         answers = await asyncio.gather(*(self._request(port, "/local/shm", body) for _, port in others))
-        refusals = [(status, text) for status, text in answers if status == 400]
-        silent = [i for (i, _), (status, _) in zip(others, answers) if status == SILENT]
-        if action != "register" or (not refusals and not silent):
+        refusals = [text for status, text in answers if status == 400]
+        failed = [(i, status) for (i, _), (status, _) in zip(others, answers)
+                  if status not in (200, 400, NOT_LISTENING)]
+        if action != "register" or (not refusals and not failed):
             return  # (an unregistration a silent process has not confirmed reaches it when it reads its orders)
         # undone wherever it may be applied: where it was, and where the order may still be read (a stopped process)
-        undo_at = [port for (_, port), (status, _) in zip(others, answers) if status in (200, SILENT)]
+        undo_at = [port for (_, port), (status, _) in zip(others, answers) if status not in (400, NOT_LISTENING)]
         undo = json.dumps({"action": "unregister", "kind": kind, "name": name, "args": []}).encode()
         await asyncio.gather(*(self._request(port, "/local/shm", undo) for port in undo_at))
-        if not refusals:
-            raise ServerError(Status.UNAVAILABLE,
-                              f"front-end process {silent[0]} did not answer the registration of shared memory "
-                              f"region '{name}' within {PEER_TIMEOUT_S:g} s; the registration was undone")
-        answer = json.loads(refusals[0][1])
-        raise ServerError(Status[answer["status"]], answer["error"])
+        if refusals:
+            raise _refusal(refusals[0])
+        index, status = failed[0]
+        why = f"did not answer within {PEER_TIMEOUT_S:g} s" if status == SILENT else f"answered {status}"
+        raise ServerError(Status.UNAVAILABLE, f"front-end process {index} {why} to the registration of shared memory "
+                                              f"region '{name[:200]}'; the registration was undone")
 
     async def _get_all(self, path: str) -> list[tuple[int, bytes]]:
         """GET `path` from every other process: (its index, the body). One that is not listening (not started yet,
         gone: it serves no connection either) is left out. One that does not answer within the timeout (stopped,
-        overloaded), or answers an error, counts with its last answer to `path`, so that counters never go back (a scraper would read a
-        reset); without one, ServerError UNAVAILABLE naming it (an answer without its share would be wrong)."""
+        overloaded), or answers an error, counts with its last answer to `path`, so that counters never go back (a
+        scraper would read a reset); without one, ServerError UNAVAILABLE naming it (an answer without its share
+        would be wrong)."""
         others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
         answers = await asyncio.gather(*(self._request(port, path) for _, port in others))
         found = []
@@ -195,6 +197,15 @@ class FrontendPeers:
             return HttpResponse(200, [merge_metrics(texts).encode()], response.headers)
 
         return handle
+
+
+def _refusal(text: bytes) -> ServerError:
+    """The ServerError a peer refused a registration with (its 400 answer)."""
+    try:
+        answer = json.loads(text)
+        return ServerError(Status[answer["status"]], answer["error"])
+    except (ValueError, KeyError, TypeError):
+        return ServerError(Status.INTERNAL, f"a front-end process refused the registration: {text[:200]!r}")
 
 
 def _order(body: bytes) -> dict[str, Any] | None:

@@ -88,7 +88,7 @@ def test_a_registration_all_apply_is_kept_and_unreachable_processes_are_skipped(
 
 def test_a_registration_a_silent_process_did_not_confirm_is_refused_and_undone_everywhere():
     peers = _FakePeers({101: (200, b""), 102: (-1, b"")})  # 102: connected, no answer in time (stopped)
-    with pytest.raises(ServerError, match="front-end process 2 did not answer the registration") as caught:
+    with pytest.raises(ServerError, match="process 2 did not answer within 5 s to the registration") as caught:
         asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
     assert caught.value.status is Status.UNAVAILABLE
     # undone where it was applied and where the order may still be read when the silent process goes on
@@ -122,3 +122,18 @@ def test_a_peer_that_answers_an_error_counts_with_its_last_answer_too():
         asyncio.run(peers._get_all("/local/metrics"))
     assert asyncio.run(peers._get_all("/local/metrics")) == [(1, b"[2]")]
     assert asyncio.run(peers._get_all("/local/metrics")) == [(1, b"[2]")]
+
+
+def test_a_registration_a_process_answers_with_another_error_is_refused_and_undone():
+    peers = _FakePeers({101: (200, b""), 102: (413, b"too large")})
+    with pytest.raises(ServerError, match="front-end process 2 answered 413 to the registration") as caught:
+        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+    assert caught.value.status is Status.UNAVAILABLE
+    assert sorted((port, o["action"]) for port, o in peers.sent[2:]) == [(101, "unregister"), (102, "unregister")]
+
+
+def test_a_refusal_that_is_not_a_registry_error_is_still_an_error():
+    peers = _FakePeers({101: (400, b'{"error": "malformed shared-memory order"}'), 102: (200, b"")})
+    with pytest.raises(ServerError, match="refused the registration") as caught:
+        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+    assert caught.value.status is Status.INTERNAL

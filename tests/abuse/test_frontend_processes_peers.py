@@ -246,3 +246,27 @@ def test_a_registration_that_a_stopped_peer_did_not_confirm_is_refused_and_undon
                 client.close()
     finally:
         shm.destroy_shared_memory_region(region)
+
+
+def test_a_registration_too_large_for_the_peer_port_is_refused_and_undone_not_kept_in_one_process():
+    """A region name of 70,000 characters (accepted by gRPC and by one process's registry) makes an order past the
+    peer ports' body limit: the registration must not stay in the process that received it alone."""
+    name = f"pt_fe_big_{os.getpid()}"
+    region = shm.create_shared_memory_region(name, f"/{name}", 64)
+    long_name = "r" * 70_000
+    try:
+        with serve(*ARGS) as server:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            try:
+                with pytest.raises(InferenceServerException, match="front-end process [01] answered 413"):
+                    client.register_system_shared_memory(long_name, f"/{name}", 64)
+            finally:
+                client.close()
+            for _ in range(12):  # no process lists it
+                client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
+                try:
+                    assert not client.get_system_shared_memory_status().regions
+                finally:
+                    client.close()
+    finally:
+        shm.destroy_shared_memory_region(region)
