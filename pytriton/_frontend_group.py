@@ -57,14 +57,21 @@ def _reserve(address: str, port: int, protocol: str) -> socket.socket:
     the front-end processes open on the same port."""
     host = address.strip("[]") or "0.0.0.0"
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OSError(f"cannot listen for {protocol} on {address}:{port}: {exc}") from exc
+    for reuse_port in ((False, True) if port else (True,)):
+        # A given port is first bound without SO_REUSEPORT: the kernel lets every socket of this user that sets it
+        # share a port, so a server (another group) already listening there would otherwise get half of the
+        # connections silently. Port 0 is a fresh port: no one else's.
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            raise OSError(f"cannot listen for {protocol} on {address}:{port}: {exc}") from exc
+        if not reuse_port:
+            sock.close()
     return sock
 
 
