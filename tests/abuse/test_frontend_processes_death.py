@@ -170,3 +170,26 @@ def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tm
         assert all(_bindable(port) for port in ports)
     finally:
         server.stop()
+
+
+def test_a_killed_group_parent_frees_every_port_and_leaves_nothing(tmp_path):
+    """SIGKILL of the `pytriton serve` process while requests are in flight on both processes: the front-end
+    processes (exit_with_parent) and their workers go, with their shared memory, and every port is free again."""
+    server = ServerProcess([*ARGS[:-2], "--exit-timeout", "4"])
+    try:
+        ours = {int(p) for _, p in FRONTEND_RE.findall(server.log)} | set(server.worker_pids())
+        ports = [server.ports["GRPCInferenceService"], server.ports["HTTPService"], server.ports["Metrics Service"],
+                 *(int(p) for _, p in PEER_RE.findall(server.log))]
+        with ThreadPoolExecutor(8) as pool:
+            calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), str(tmp_path / "never"),
+                                 ("grpc", "http")[i % 2]) for i in range(8)]
+            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            server.process.kill()
+            server.process.wait(10)
+            assert _wait(lambda: not any(_pid_alive(pid) for pid in ours), 40), [p for p in ours if _pid_alive(p)]
+            results = [call.result(timeout=60) for call in calls]
+        assert "answered" not in results
+        assert not shm_segments_of(ours)
+        assert all(_bindable(port) for port in ports), [p for p in ports if not _bindable(p)]
+    finally:
+        server.stop()
