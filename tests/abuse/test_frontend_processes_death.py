@@ -9,6 +9,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +22,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import ServerProcess, _pid_alive, shm_segments_of, tensor_args
+from tests.conftest import REPO, ServerProcess, _pid_alive, shm_segments_of, tensor_args
 
 ARGS = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
         *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "10"]
@@ -193,3 +195,56 @@ def test_a_killed_group_parent_frees_every_port_and_leaves_nothing(tmp_path):
         assert all(_bindable(port) for port in ports), [p for p in ports if not _bindable(p)]
     finally:
         server.stop()
+
+
+SLOW_INIT_CONFIG = """name: "slow_init"
+backend: "python"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+"""
+SLOW_INIT_MODEL = """import os, time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):  # (signals its start with a file, then takes up to 40 s)
+        open(os.environ["SLOW_INIT_STARTED"] + f".{os.getpid()}", "w").close()
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())])
+                for r in requests]
+"""
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_signal_while_models_load_stops_the_group_at_once(tmp_path, processes):
+    """SIGINT while every process is still loading a slow model: the group stops then, as one server does, instead
+    of waiting for the models to finish loading (here 40 s)."""
+    (tmp_path / "repo" / "slow_init" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "slow_init" / "config.pbtxt").write_text(SLOW_INIT_CONFIG)
+    (tmp_path / "repo" / "slow_init" / "1" / "model.py").write_text(SLOW_INIT_MODEL)
+    env = dict(os.environ, SLOW_INIT_STARTED=str(tmp_path / "init_started"), PYTRITON_EXIT_WITH_PARENT="1")
+    command = [sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", str(tmp_path / "repo"),
+               "--frontend-processes", processes, "--exit-timeout", "3",
+               *(a for service in ("grpc", "http", "metrics") for a in (f"--{service}-port", "0"))]
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _wait(lambda: len(list(tmp_path.glob("init_started.*"))) == int(processes), 60)
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        assert process.returncode is not None and time.monotonic() - started < 15, "still starting after SIGINT"
+        workers = {int(f.name.split(".")[-1]) for f in tmp_path.glob("init_started.*")}
+        assert _wait(lambda: not any(_pid_alive(pid) for pid in workers), 20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
