@@ -17,11 +17,12 @@ import secrets
 import signal
 import socket
 import threading
+import time
 from typing import Any
 
 from pytriton._frontend_peers import TOKEN_ENV
 from pytriton._metrics_config import MetricsSettings
-from pytriton._server_process import ServerProcess
+from pytriton._server_process import START_TIMEOUT_S, ServerProcess
 from pytriton.exceptions import PyTritonRuntimeError
 from pytriton.proxy.arena import sweep_dead_segments
 from pytriton.server_config import ServerConfig
@@ -143,13 +144,20 @@ class FrontendGroup:
             self.children.append(child)
             self._started.append(child)
             logger.info("front-end process %d started (pid %d)", index, child.pid)
-        for index, child in enumerate(self.children):
-            if self._stop.is_set():
-                return
-            try:
-                child.wait_ready()
-            except PyTritonRuntimeError as exc:
-                raise PyTritonRuntimeError(f"front-end process {index}: {exc}") from None
+        # Wait for all at once, a signal heard at each step (a slow model load must not hold off SIGINT, as it does
+        # not with one process), a process that fails to start reported when it does, whichever it is.
+        deadline = time.monotonic() + START_TIMEOUT_S
+        pending = dict(enumerate(self.children))
+        while pending and not self._stop.is_set():
+            late = time.monotonic() > deadline
+            for index, child in list(pending.items()):
+                if child.ready_or_ended() or late:
+                    try:
+                        child.wait_ready(0)
+                    except PyTritonRuntimeError as exc:
+                        raise PyTritonRuntimeError(f"front-end process {index}: {exc}") from None
+                    del pending[index]
+            self._stop.wait(0.05)
 
     def stop(self) -> None:
         """Stop every process at once (each drains within the exit timeout, then is killed), release the ports,

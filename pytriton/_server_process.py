@@ -58,6 +58,11 @@ class ServerProcess:
         self._reader.start()
         self.info: dict[str, Any] = {}
 
+    def ready_or_ended(self, timeout_s: float = 0.0) -> bool:
+        """Whether the ready line came, or the output ended (the process exited), within `timeout_s`; then
+        wait_ready() answers at once (the info, or the error)."""
+        return self._ready.wait(timeout_s)
+
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
         """Wait for the ready line; stop the process and raise PyTritonRuntimeError if it does not come."""
         if not self._ready.wait(timeout_s) or self._ready_line is None:
