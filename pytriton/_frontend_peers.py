@@ -21,7 +21,7 @@ from pytriton.core.peers import apply_shm
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status
 from pytriton.frontend.http1 import HttpListener, HttpRequest, HttpResponse, error_response
-from pytriton.frontend.http1.limits import KiB, HttpLimits
+from pytriton.frontend.http1.limits import HttpLimits, KiB
 from pytriton.frontend.metrics.collector import CONTENT_TYPE, render_metrics
 from pytriton.frontend.metrics.server import MetricsApp
 
