@@ -6,7 +6,6 @@ free ports."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -22,22 +21,11 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, wait_for
 from tests.conftest import REPO, ServerProcess, _pid_alive, shm_segments_of, tensor_args
 
 ARGS = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
         *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "10"]
-FRONTEND_RE = re.compile(r"front-end process (\d+) started \(pid (\d+)\)")
-PEER_RE = re.compile(r"Started front-end peer service (\d+) at 127\.0\.0\.1:(\d+)")
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
-
-
-def _wait(condition, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def _gated(server: ServerProcess, started: str, release: str, protocol: str) -> str:
@@ -57,17 +45,6 @@ def _gated(server: ServerProcess, started: str, release: str, protocol: str) -> 
         return "answered"
     except Exception as exc:  # noqa: BLE001 - any way the call ends is a result (a closed connection, too)
         return f"error: {exc}"
-
-
-def _connections_to(port: int) -> int:
-    """Established TCP connections to 127.0.0.1:`port` (accepted by the kernel, read or not)."""
-    count = 0
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            if local == f"0100007F:{port:04X}" and state == "01":
-                count += 1
-    return count
 
 
 def _bindable(port: int) -> bool:
@@ -98,7 +75,7 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
             # both workers (one per process) are inside a request; more wait in the queues
             calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), release, ("grpc", "http")[i % 2])
                      for i in range(12)]
-            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             # a registration through process 0 waiting for process 1's answer: process 1 is stopped first
             os.kill(frontends[1], signal.SIGSTOP)
             registration: list[str] = []
@@ -122,7 +99,7 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
             registering = threading.Thread(target=register)
             registering.start()
             peer1 = int(dict(PEER_RE.findall(server.log))["1"])
-            assert _wait(lambda: _connections_to(peer1) > 0), server.log  # process 0's order waits in process 1's queue
+            assert wait_for(lambda: connections_to(peer1) > 0), server.log  # process 0's order waits in process 1's queue
             os.kill(frontends[1], signal.SIGKILL)
             with open(release, "w"):
                 pass
@@ -132,7 +109,7 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
         assert "answered" in results, results  # process 0 drained what it had
         assert f"front-end process 1 (pid {frontends[1]}) exited with code -9" in server.log
         assert registration, "the registration never ended"
-        gone = _wait(lambda: not any(_pid_alive(pid) for pid in ours), 30)
+        gone = wait_for(lambda: not any(_pid_alive(pid) for pid in ours), 30)
         assert gone, [pid for pid in ours if _pid_alive(pid)]  # the dead process's worker too
         assert not shm_segments_of(ours)
         assert all(_bindable(port) for port in ports), [p for p in ports if not _bindable(p)]
@@ -158,7 +135,7 @@ def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tm
         with ThreadPoolExecutor(8) as pool:
             calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), never, ("grpc", "http")[i % 2])
                      for i in range(8)]
-            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             started = time.monotonic()
             server.process.send_signal(first)
             server.process.send_signal(second)
@@ -167,7 +144,7 @@ def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tm
             results = [call.result(timeout=60) for call in calls]
         assert code == 0, server.log
         assert "answered" not in results
-        assert _wait(lambda: not any(_pid_alive(pid) for pid in ours), 30), [p for p in ours if _pid_alive(p)]
+        assert wait_for(lambda: not any(_pid_alive(pid) for pid in ours), 30), [p for p in ours if _pid_alive(p)]
         assert not shm_segments_of(ours)
         assert all(_bindable(port) for port in ports)
     finally:
@@ -185,10 +162,10 @@ def test_a_killed_group_parent_frees_every_port_and_leaves_nothing(tmp_path):
         with ThreadPoolExecutor(8) as pool:
             calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), str(tmp_path / "never"),
                                  ("grpc", "http")[i % 2]) for i in range(8)]
-            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             server.process.kill()
             server.process.wait(10)
-            assert _wait(lambda: not any(_pid_alive(pid) for pid in ours), 40), [p for p in ours if _pid_alive(p)]
+            assert wait_for(lambda: not any(_pid_alive(pid) for pid in ours), 40), [p for p in ours if _pid_alive(p)]
             results = [call.result(timeout=60) for call in calls]
         assert "answered" not in results
         assert not shm_segments_of(ours)
@@ -234,7 +211,7 @@ def test_a_signal_while_models_load_stops_the_group_at_once(tmp_path, processes)
                *(a for service in ("grpc", "http", "metrics") for a in (f"--{service}-port", "0"))]
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert _wait(lambda: len(list(tmp_path.glob("init_started.*"))) == int(processes), 60)
+        assert wait_for(lambda: len(list(tmp_path.glob("init_started.*"))) == int(processes), 60)
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
         try:
@@ -243,7 +220,7 @@ def test_a_signal_while_models_load_stops_the_group_at_once(tmp_path, processes)
             pass
         assert process.returncode is not None and time.monotonic() - started < 15, "still starting after SIGINT"
         workers = {int(f.name.split(".")[-1]) for f in tmp_path.glob("init_started.*")}
-        assert _wait(lambda: not any(_pid_alive(pid) for pid in workers), 20)
+        assert wait_for(lambda: not any(_pid_alive(pid) for pid in workers), 20)
     finally:
         if process.poll() is None:
             process.kill()

@@ -18,16 +18,14 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, listed_regions
 from tests.conftest import ServerProcess, serve, tensor_args
 
 MODEL = "server_pid"
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
         *tensor_args("output", [("OUT", "fp32", "-1"), ("SERVER", "int64", "1")]),
         "--frontend-processes", "2"]
-FRONTEND_RE = re.compile(r"front-end process (\d+) started \(pid (\d+)\)")
-PEER_RE = re.compile(r"Started front-end peer service (\d+) at 127\.0\.0\.1:(\d+)")
 TOKEN_ENV = b"PYTRITON_FRONTEND_PEER_TOKEN="
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 def frontends(server: ServerProcess) -> dict[int, int]:
@@ -262,11 +260,6 @@ def test_a_registration_too_large_for_the_peer_port_is_refused_and_undone_not_ke
                     client.register_system_shared_memory(long_name, f"/{name}", 64)
             finally:
                 client.close()
-            for _ in range(12):  # no process lists it
-                client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
-                try:
-                    assert not client.get_system_shared_memory_status().regions
-                finally:
-                    client.close()
+            assert listed_regions(server) == {()}  # no process lists it
     finally:
         shm.destroy_shared_memory_region(region)

@@ -6,10 +6,8 @@ afterwards."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import threading
-import time
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -17,35 +15,11 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.abuse.test_frontend_processes_death import _connections_to
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, listed_regions, wait_for
 from tests.conftest import serve, tensor_args
 
-FRONTEND_RE = re.compile(r"front-end process (\d+) started \(pid (\d+)\)")
-PEER_RE = re.compile(r"Started front-end peer service (\d+) at 127\.0\.0\.1:(\d+)")
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 GATED = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
          *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2"]
-
-
-def _wait(condition, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def _statuses(server, count: int = 12) -> set[tuple[str, ...]]:
-    """The system regions listed, over `count` new connections (both processes)."""
-    seen = set()
-    for _ in range(count):
-        client = grpcclient.InferenceServerClient(server.grpc_url, channel_args=OWN_CONNECTION)
-        try:
-            seen.add(tuple(sorted(client.get_system_shared_memory_status().regions)))
-        finally:
-            client.close()
-    return seen
 
 
 def _mapping(pids: list[int], key: str) -> list[int]:
@@ -87,18 +61,18 @@ def test_unregister_all_while_both_processes_use_the_region(tmp_path):
             threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
             for thread in threads:
                 thread.start()
-            assert _wait(lambda: len(list(tmp_path.glob("started*"))) >= 2)  # both workers inside a request
+            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2)  # both workers inside a request
             http = httpclient.InferenceServerClient(server.http_url)
             http.unregister_system_shared_memory()
             http.close()
             # awaiting removal while in use, as Triton lists it: the same on every connection
-            assert _statuses(server) == {(name,)}
+            assert listed_regions(server) == {(name,)}
             release.touch()
             for thread in threads:
                 thread.join(60)
             assert results == ["answered"] * 8, results  # the requests that held the region completed
-            assert _wait(lambda: _statuses(server) == {()})
-            assert _wait(lambda: not _mapping(pids, name)), _mapping(pids, name)  # no process maps it any more
+            assert wait_for(lambda: listed_regions(server) == {()})
+            assert wait_for(lambda: not _mapping(pids, name)), _mapping(pids, name)  # no process maps it any more
     finally:
         shm.destroy_shared_memory_region(region)
 
@@ -138,14 +112,14 @@ def test_a_region_removed_while_its_registration_travels_is_refused_everywhere()
 
                 thread = threading.Thread(target=register)
                 thread.start()
-                assert _wait(lambda: _connections_to(peer1) > 0, 10)  # the order waits in process 1's queue
+                assert wait_for(lambda: connections_to(peer1) > 0, 10)  # the order waits in process 1's queue
                 shm.destroy_shared_memory_region(region)  # (unlinks the object)
                 region = None
             finally:
                 os.kill(pids[1], signal.SIGCONT)
             thread.join(30)
             assert len(answer) == 1 and f"Unable to open shared memory region: '/{name}'" in answer[0], answer
-            assert _wait(lambda: _statuses(server) == {()}), _statuses(server)
+            assert wait_for(lambda: listed_regions(server) == {()}), listed_regions(server)
     finally:
         if region is not None:
             shm.destroy_shared_memory_region(region)
