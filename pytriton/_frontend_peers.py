@@ -10,6 +10,7 @@ per-model families (the machine-wide nv_cpu_* / nv_gpu_* gauges are read once, b
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -29,6 +30,9 @@ logger = logging.getLogger("pytriton.server")
 
 TOKEN_ENV = "PYTRITON_FRONTEND_PEER_TOKEN"  # the group's secret, given to its processes in their environment
 TOKEN_HEADER = "x-pytriton-peer-token"
+# Tests only: a folder where every shared-memory order a process receives from a peer waits, after leaving a file
+# `held-<index>-<n>` there, until a file `release` appears in it (a race between two processes made deterministic).
+GATE_ENV = "PYTRITON_TEST_PEER_ORDER_GATE"
 PEER_TIMEOUT_S = 5.0
 # The private ports carry small orders and answers between the group's processes: a body past 64 KiB (a client's
 # huge upload, without or with a token) is dropped as it comes (413), and a head must arrive at once.
@@ -56,6 +60,8 @@ class FrontendPeers:
         self._last: dict[tuple[int, str], bytes] = {}  # each peer's last answer per path: used when it is silent
         self.local_metrics: MetricsApp | None = None
         self.listener: HttpListener | None = None
+        self._gate = os.environ.get(GATE_ENV) or None
+        self._held = itertools.count()
 
     @classmethod
     def of(cls, core: ServerCore, index: int, ports: list[int]) -> FrontendPeers | None:
@@ -87,6 +93,7 @@ class FrontendPeers:
             order = _order(bytes(request.body))
             if order is None:
                 return error_response(400, "malformed shared-memory order")
+            await self._wait_at_gate()
             try:
                 apply_shm(self.core, order["action"], order["kind"], order["name"], order["args"])
             except ServerError as exc:
@@ -101,6 +108,15 @@ class FrontendPeers:
                 return error_response(400, str(exc))
             return HttpResponse(200, [json.dumps(stats).encode()], [("Content-Type", "application/json")])
         return error_response(404, "Not Found")
+
+    async def _wait_at_gate(self) -> None:
+        """Tests only (GATE_ENV): hold a peer's order until the test releases it."""
+        if self._gate is None:
+            return
+        with open(os.path.join(self._gate, f"held-{self.index}-{next(self._held)}"), "w"):
+            pass
+        while not os.path.exists(os.path.join(self._gate, "release")):
+            await asyncio.sleep(0.01)
 
     async def shm(self, action: str, kind: str, name: str, args: list[Any]) -> None:
         """ServerCore.peers.shm: the order applied in every other process, a refused registration undone."""
