@@ -5,6 +5,11 @@ loopback port of its own (known to all, reserved by the parent before any of the
 statistics (`/local/stats`) and metrics (`/local/metrics`); a request for them carries the group's secret token. The
 statistics extension answers the sum over all processes; the metrics port, served by process 0 alone, the sum of the
 per-model families (the machine-wide nv_cpu_* / nv_gpu_* gauges are read once, by process 0).
+
+Client shared-memory registrations and unregistrations are ordered by process 0: a process that receives one asks
+process 0 (`/local/order`) to run it; process 0 runs one at a time, in arrival order, applying it to itself and then
+sending it to every other process (`/local/shm`, the receiving one included), so that every process applies them
+in the same order and the answer is the one a single server gives (the first of two registrations of a name wins).
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ TOKEN_HEADER = "x-pytriton-peer-token"
 # `held-<index>-<n>` there, until a file `release` appears in it (a race between two processes made deterministic).
 GATE_ENV = "PYTRITON_TEST_PEER_ORDER_GATE"
 PEER_TIMEOUT_S = 5.0
+# How long a process waits for process 0 to run a shared-memory order: the orders queued before it, its own sending
+# to every process and the undo of a refused registration (each bounded by PEER_TIMEOUT_S).
+ORDER_TIMEOUT_S = 6 * PEER_TIMEOUT_S
 # The private ports carry small orders and answers between the group's processes: a body past 64 KiB (a client's
 # huge upload, without or with a token) is dropped as it comes (413), and a head must arrive at once.
 PEER_LIMITS = HttpLimits(max_input_bytes=64 * KiB, max_header_bytes=8 * KiB, max_header_count=32,
@@ -62,6 +70,7 @@ class FrontendPeers:
         self.listener: HttpListener | None = None
         self._gate = os.environ.get(GATE_ENV) or None
         self._held = itertools.count()
+        self._order_lock = asyncio.Lock()  # process 0: one shared-memory order at a time, in arrival order
 
     @classmethod
     def of(cls, core: ServerCore, index: int, ports: list[int]) -> FrontendPeers | None:
@@ -89,13 +98,18 @@ class FrontendPeers:
             return error_response(403, "Forbidden")
         if request.path == "/local/metrics" and self.local_metrics is not None:
             return HttpResponse(200, [render_metrics(self.local_metrics.registry)], [("Content-Type", CONTENT_TYPE)])
-        if request.path == "/local/shm" and request.method == "POST":
+        if request.path in ("/local/shm", "/local/order") and request.method == "POST":
             order = _order(bytes(request.body))
             if order is None:
                 return error_response(400, "malformed shared-memory order")
+            if request.path == "/local/order" and self.index != 0:
+                return error_response(400, "shared-memory orders are run by front-end process 0")
             await self._wait_at_gate()
             try:
-                apply_shm(self.core, order["action"], order["kind"], order["name"], order["args"])
+                if request.path == "/local/order":  # another process asks process 0 to run a client's order
+                    await self._ordered(order["action"], order["kind"], order["name"], order["args"])
+                else:  # process 0 sends an order it runs
+                    apply_shm(self.core, order["action"], order["kind"], order["name"], order["args"])
             except ServerError as exc:
                 body = json.dumps({"error": exc.message, "status": exc.status.name}).encode()
                 return HttpResponse(400, [body], [("Content-Type", "application/json")])
@@ -119,7 +133,47 @@ class FrontendPeers:
             await asyncio.sleep(0.01)
 
     async def shm(self, action: str, kind: str, name: str, args: list[Any]) -> None:
-        """ServerCore.peers.shm: the order applied in every other process, a refused registration undone."""
+        """ServerCore.peers.shm: a client's order, run by process 0 in every process (this one included)."""
+        if self.index == 0:
+            await self._ordered(action, kind, name, args)
+            return
+        body = json.dumps({"action": action, "kind": kind, "name": name, "args": args}).encode()
+        status, answer = await self._request(self.ports[0], "/local/order", body, ORDER_TIMEOUT_S)
+        if status == 200:
+            return
+        if status == 400:
+            raise _refusal(answer)
+        what = "registration" if action == "register" else "unregistration"
+        why = {NOT_LISTENING: "is not listening", SILENT: f"did not answer within {ORDER_TIMEOUT_S:g} s"}.get(
+            status, f"answered {status}")
+        undone = ""
+        if action == "register" and status != NOT_LISTENING:  # (process 0 may still run it: undone after it)
+            undo = json.dumps({"action": "unregister", "kind": kind, "name": name, "args": []}).encode()
+            await self._request(self.ports[0], "/local/order", undo, ORDER_TIMEOUT_S)
+            undone = "; the registration was undone"
+        raise ServerError(Status.UNAVAILABLE, f"front-end process 0 {why} to the {what} of shared memory region "
+                                              f"'{name[:200]}'{undone}")
+
+    async def _ordered(self, action: str, kind: str, name: str, args: list[Any]) -> None:
+        """Process 0: run one order, after those that came before it: applied here, then in every other process
+        (a registration that one refuses undone everywhere). Shielded: a client that goes away meanwhile does not
+        leave it half applied."""
+        async def run() -> None:
+            async with self._order_lock:
+                apply_shm(self.core, action, kind, name, args)
+                try:
+                    await self._broadcast(action, kind, name, args)
+                except BaseException:
+                    if action == "register":
+                        apply_shm(self.core, "unregister", kind, name, [])
+                    raise
+
+        task = asyncio.ensure_future(run())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # (read even when no one awaits it)
+        await asyncio.shield(task)
+
+    async def _broadcast(self, action: str, kind: str, name: str, args: list[Any]) -> None:
+        """Process 0: the order applied in every other process, a refused registration undone there."""
         body = json.dumps({"action": action, "kind": kind, "name": name, "args": args}).encode()
         others = [(i, port) for i, port in enumerate(self.ports) if i != self.index]
         answers = await asyncio.gather(*(self._request(port, "/local/shm", body) for _, port in others))
@@ -162,10 +216,11 @@ class FrontendPeers:
                 found.append((i, last))
         return found
 
-    async def _request(self, port: int, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+    async def _request(self, port: int, path: str, body: bytes | None = None,
+                       timeout_s: float = PEER_TIMEOUT_S) -> tuple[int, bytes]:
         """GET (or POST `body`) `path` of the process on `port`: (status, body); status NOT_LISTENING when nothing
         listens there or it closed unanswered (not started yet, gone), SILENT when it took no answer within
-        PEER_TIMEOUT_S (stopped, overloaded: it may still read the order later)."""
+        `timeout_s` (stopped, overloaded: it may still read the order later)."""
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), PEER_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -178,9 +233,9 @@ class FrontendPeers:
             writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                          f"Content-Length: {len(body or b'')}\r\n{TOKEN_HEADER}: {self.token}\r\n\r\n".encode()
                          + (body or b""))
-            data = await asyncio.wait_for(reader.read(), PEER_TIMEOUT_S)
+            data = await asyncio.wait_for(reader.read(), timeout_s)
         except asyncio.TimeoutError:
-            logger.warning("front-end process on port %d did not answer %s within %g s", port, path, PEER_TIMEOUT_S)
+            logger.warning("front-end process on port %d did not answer %s within %g s", port, path, timeout_s)
             return SILENT, b""
         except OSError as exc:
             logger.warning("front-end process on port %d did not answer %s: %s", port, path, exc)

@@ -1,4 +1,5 @@
-"""merge_metrics: the metrics port of several front-end processes as one Prometheus text."""
+"""merge_metrics: the metrics port of several front-end processes as one Prometheus text; the shared-memory
+orders: run by process 0, one at a time, a refused registration undone."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_a_registration_one_process_refuses_is_undone_where_it_was_applied():
     refusal = json.dumps({"error": "shared memory region 'r' already in manager", "status": "ALREADY_EXISTS"})
     peers = _FakePeers({101: (200, b""), 102: (400, refusal.encode())})
     with pytest.raises(ServerError, match="already in manager") as caught:
-        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+        asyncio.run(peers._broadcast("register", "system", "r", ["/key", 0, 64]))
     assert caught.value.status is Status.ALREADY_EXISTS
     registered = [(port, o["action"]) for port, o in peers.sent]
     assert registered[:2] == [(101, "register"), (102, "register")]
@@ -81,7 +82,7 @@ def test_a_registration_one_process_refuses_is_undone_where_it_was_applied():
 
 def test_a_registration_all_apply_is_kept_and_unreachable_processes_are_skipped():
     peers = _FakePeers({101: (200, b""), 102: (0, b"")})  # 102: not listening (not started yet, or gone)
-    asyncio.run(peers.shm("register", "cuda", "r", ["aGFuZGxl", 0, 64]))
+    asyncio.run(peers._broadcast("register", "cuda", "r", ["aGFuZGxl", 0, 64]))
     assert [(port, o["action"], o["kind"], o["args"]) for port, o in peers.sent] == [
         (101, "register", "cuda", ["aGFuZGxl", 0, 64]), (102, "register", "cuda", ["aGFuZGxl", 0, 64])]
 
@@ -89,7 +90,7 @@ def test_a_registration_all_apply_is_kept_and_unreachable_processes_are_skipped(
 def test_a_registration_a_silent_process_did_not_confirm_is_refused_and_undone_everywhere():
     peers = _FakePeers({101: (200, b""), 102: (-1, b"")})  # 102: connected, no answer in time (stopped)
     with pytest.raises(ServerError, match="process 2 did not answer within 5 s to the registration") as caught:
-        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+        asyncio.run(peers._broadcast("register", "system", "r", ["/key", 0, 64]))
     assert caught.value.status is Status.UNAVAILABLE
     # undone where it was applied and where the order may still be read when the silent process goes on
     assert sorted((port, o["action"]) for port, o in peers.sent[2:]) == [(101, "unregister"), (102, "unregister")]
@@ -127,7 +128,7 @@ def test_a_peer_that_answers_an_error_counts_with_its_last_answer_too():
 def test_a_registration_a_process_answers_with_another_error_is_refused_and_undone():
     peers = _FakePeers({101: (200, b""), 102: (413, b"too large")})
     with pytest.raises(ServerError, match="front-end process 2 answered 413 to the registration") as caught:
-        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+        asyncio.run(peers._broadcast("register", "system", "r", ["/key", 0, 64]))
     assert caught.value.status is Status.UNAVAILABLE
     assert sorted((port, o["action"]) for port, o in peers.sent[2:]) == [(101, "unregister"), (102, "unregister")]
 
@@ -135,5 +136,84 @@ def test_a_registration_a_process_answers_with_another_error_is_refused_and_undo
 def test_a_refusal_that_is_not_a_registry_error_is_still_an_error():
     peers = _FakePeers({101: (400, b'{"error": "malformed shared-memory order"}'), 102: (200, b"")})
     with pytest.raises(ServerError, match="refused the registration") as caught:
-        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+        asyncio.run(peers._broadcast("register", "system", "r", ["/key", 0, 64]))
     assert caught.value.status is Status.INTERNAL
+
+
+class _FakeProcess1(FrontendPeers):
+    """Two processes, this one is 1: its orders go to process 0 (port 100), which answers `answer`."""
+
+    def __init__(self, answer: tuple[int, bytes]):
+        super().__init__(core=None, index=1, ports=[100, 101], token="t")  # type: ignore[arg-type]
+        self.answer = answer
+        self.sent: list[tuple[int, str, dict, float]] = []
+
+    async def _request(self, port: int, path: str, body: bytes | None = None,
+                       timeout_s: float = 5.0) -> tuple[int, bytes]:
+        order = json.loads(body or b"{}")
+        self.sent.append((port, path, order, timeout_s))
+        return self.answer if order["action"] == "register" else (200, b"")
+
+
+def test_a_process_other_than_0_asks_process_0_to_run_its_order_and_applies_nothing_itself():
+    peers = _FakeProcess1((200, b""))
+    asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))  # (core None: it is never touched)
+    assert [(port, path, o["action"]) for port, path, o, _ in peers.sent] == [(100, "/local/order", "register")]
+    assert peers.sent[0][3] > 5.0  # (process 0 may have orders to run before it, each sent to every process)
+    refusal = json.dumps({"error": "shared memory region 'r' already in manager", "status": "ALREADY_EXISTS"})
+    peers = _FakeProcess1((400, refusal.encode()))
+    with pytest.raises(ServerError, match="already in manager") as caught:
+        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+    assert caught.value.status is Status.ALREADY_EXISTS
+    assert len(peers.sent) == 1  # refused by process 0: applied nowhere, nothing to undo
+
+
+def test_a_registration_process_0_did_not_run_in_time_is_undone_after_it():
+    peers = _FakeProcess1((-1, b""))  # process 0: connected, no answer in time (stopped)
+    with pytest.raises(ServerError, match="process 0 did not answer within 30 s to the registration of shared memory "
+                                          "region 'r'; the registration was undone") as caught:
+        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+    assert caught.value.status is Status.UNAVAILABLE
+    assert [(port, path, o["action"]) for port, path, o, _ in peers.sent] == [
+        (100, "/local/order", "register"), (100, "/local/order", "unregister")]  # (ordered after it when it goes on)
+    peers = _FakeProcess1((0, b""))  # process 0 gone (the group stops): nothing to undo
+    with pytest.raises(ServerError, match="process 0 is not listening to the registration"):
+        asyncio.run(peers.shm("register", "system", "r", ["/key", 0, 64]))
+    assert len(peers.sent) == 1
+
+
+def test_process_0_runs_orders_one_at_a_time_in_arrival_order(monkeypatch):
+    """The second order is applied nowhere until the first has been applied everywhere."""
+    events: list[str] = []
+    monkeypatch.setattr("pytriton._frontend_peers.apply_shm",
+                        lambda core, action, kind, name, args: events.append(f"apply {action} {name}"))
+
+    class Process0(FrontendPeers):
+        async def _broadcast(self, action, kind, name, args):
+            events.append(f"send {action} {name}")
+            await asyncio.sleep(0.01)
+            events.append(f"sent {action} {name}")
+
+    async def main() -> None:
+        peers = Process0(core=None, index=0, ports=[100, 101], token="t")  # type: ignore[arg-type]
+        await asyncio.gather(peers.shm("register", "system", "a", ["/a", 0, 8]),
+                             peers.shm("unregister", "system", "", []))
+
+    asyncio.run(main())
+    assert events == ["apply register a", "send register a", "sent register a",
+                      "apply unregister ", "send unregister ", "sent unregister "]
+
+
+def test_process_0_undoes_a_registration_another_process_refused(monkeypatch):
+    events: list[str] = []
+    monkeypatch.setattr("pytriton._frontend_peers.apply_shm",
+                        lambda core, action, kind, name, args: events.append(f"{action} {name}"))
+
+    class Process0(FrontendPeers):
+        async def _broadcast(self, action, kind, name, args):
+            raise ServerError(Status.ALREADY_EXISTS, "shared memory region 'a' already in manager")
+
+    peers = Process0(core=None, index=0, ports=[100, 101], token="t")  # type: ignore[arg-type]
+    with pytest.raises(ServerError, match="already in manager"):
+        asyncio.run(peers.shm("register", "system", "a", ["/a", 0, 8]))
+    assert events == ["register a", "unregister a"]

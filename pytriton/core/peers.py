@@ -23,8 +23,9 @@ class Peers(Protocol):
 
     async def shm(self, action: str, kind: str, name: str, args: list[Any]) -> None:
         """Apply a shared-memory registration ("register") or unregistration ("unregister") of `kind` ("system",
-        "cuda") in every other process. A registration that one refuses is undone in those that applied it, and
-        the refusal raised as the ServerError that process gave."""
+        "cuda") in every process of the group, this one included, one order at a time in the same order
+        everywhere. A registration that one refuses is undone in those that applied it, and the refusal raised as
+        the ServerError that process gave."""
 
 
 def _add(into: dict[str, Any], other: dict[str, Any]) -> None:
@@ -80,22 +81,20 @@ def apply_shm(core: ServerCore, action: str, kind: str, name: str, args: list[An
 
 
 async def register_shm(core: ServerCore, kind: str, name: str, *args: Any) -> None:
-    """Register a client's region of `kind` here, then in every other front-end process; if one refuses, it is
-    unregistered where it was registered and the refusal is the answer."""
-    apply_shm(core, "register", kind, name, list(args))
+    """Register a client's region of `kind` here; with several front-end processes, in every one of them, in the
+    order the group gives (if one refuses, it is unregistered where it was registered and the refusal is the
+    answer)."""
     if core.peers is None:
+        apply_shm(core, "register", kind, name, list(args))
         return
     if kind == "cuda" and isinstance(args[0], bytes):  # (gRPC's raw bytes travel as HTTP's base64 text)
         args = (base64.b64encode(args[0]).decode(), *args[1:])
-    try:
-        await core.peers.shm("register", kind, name, list(args))
-    except BaseException:
-        core.shm.unregister(_KINDS[kind], name)
-        raise
+    await core.peers.shm("register", kind, name, list(args))
 
 
 async def unregister_shm(core: ServerCore, kind: str, name: str = "") -> None:
-    """Unregister a client's region of `kind` (all of them: no name) here and in every other front-end process."""
-    apply_shm(core, "unregister", kind, name, [])
-    if core.peers is not None:
+    """Unregister a client's region of `kind` (all of them: no name) here, or in every front-end process."""
+    if core.peers is None:
+        apply_shm(core, "unregister", kind, name, [])
+    else:
         await core.peers.shm("unregister", kind, name, [])
