@@ -112,7 +112,8 @@ def test_a_region_removed_while_its_registration_travels_is_refused_everywhere()
 
                 thread = threading.Thread(target=register)
                 thread.start()
-                assert wait_for(lambda: connections_to(peer1) > 0, 10)  # the order waits in process 1's queue
+                # the order waits in process 1's queue (after up to 20 connections of 2 s each: until one reached 0)
+                assert wait_for(lambda: connections_to(peer1) > 0, 45)
                 shm.destroy_shared_memory_region(region)  # (unlinks the object)
                 region = None
             finally:
