@@ -9,6 +9,7 @@ way; the clients reach the processes chosen for them (their own gRPC connections
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from pathlib import Path
 
@@ -126,5 +127,48 @@ def test_a_registration_racing_an_unregistration_through_another_process_leaves_
             assert answers == {0: "ok", 1: "ok"}, answers
             listed = regions_by_process(server, pids)
             assert listed[0] == listed[1] and listed[0] in (set(), {(name, f"/{name}")}), listed
+    finally:
+        shm.destroy_shared_memory_region(region)
+
+
+@pytest.mark.slow  # (~35 s: process 0's order timeout)
+def test_a_registration_process_0_does_not_run_in_time_is_refused_and_undone_after_it():
+    """Process 0 stopped (SIGSTOP) while process 1 asks it to run a registration: after the order timeout the
+    client gets an error naming process 0; once process 0 goes on, it runs the registration and then its undo, so
+    no process keeps the region and the client may register it again."""
+    name = f"pt_fe_order_{os.getpid()}"
+    region = shm.create_shared_memory_region(name, f"/{name}", 64)
+    try:
+        with serve(*ARGS) as server:
+            pids = {int(i): int(p) for i, p in FRONTEND_RE.findall(server.log)}
+            client = client_on(server, pids[1])
+            answer: list[str] = []
+
+            def register() -> None:
+                try:
+                    client.register_system_shared_memory(name, f"/{name}", 64, client_timeout=90)
+                    answer.append("registered")
+                except InferenceServerException as exc:
+                    answer.append(str(exc))
+
+            os.kill(pids[0], signal.SIGSTOP)
+            try:
+                thread = threading.Thread(target=register)
+                thread.start()
+                assert server.wait_for_log("did not answer /local/order within 30 s", 60)  # (then asks for the undo)
+            finally:
+                os.kill(pids[0], signal.SIGCONT)
+            thread.join(60)
+            client.close()
+            assert len(answer) == 1 and "front-end process 0 did not answer within 30 s to the registration of shared " \
+                f"memory region '{name}'; the registration was undone" in answer[0], answer
+            assert "UNAVAILABLE" in answer[0], answer
+            assert wait_for(lambda: regions_by_process(server, pids) == {0: set(), 1: set()}, 20)
+            client = client_on(server, pids[1])
+            try:
+                client.register_system_shared_memory(name, f"/{name}", 64)
+            finally:
+                client.close()
+            assert regions_by_process(server, pids) == {0: {(name, f"/{name}")}, 1: {(name, f"/{name}")}}
     finally:
         shm.destroy_shared_memory_region(region)
