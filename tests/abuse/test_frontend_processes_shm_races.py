@@ -160,8 +160,9 @@ def test_a_registration_process_0_does_not_run_in_time_is_refused_and_undone_aft
                 os.kill(pids[0], signal.SIGCONT)
             thread.join(60)
             client.close()
-            assert len(answer) == 1 and "front-end process 0 did not answer within 30 s to the registration of shared " \
-                f"memory region '{name}'; the registration was undone" in answer[0], answer
+            expected = (f"front-end process 0 did not answer within 30 s to the registration of shared memory region "
+                        f"'{name}'; the registration was undone")
+            assert len(answer) == 1 and expected in answer[0], answer
             assert "UNAVAILABLE" in answer[0], answer
             assert wait_for(lambda: regions_by_process(server, pids) == {0: set(), 1: set()}, 20)
             client = client_on(server, pids[1])
