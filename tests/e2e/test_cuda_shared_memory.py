@@ -190,3 +190,66 @@ def test_a_handle_that_does_not_open_fails_the_request_clearly_and_the_server_st
         plain = grpcclient.InferInput("IN_X", [4], "FP32")
         plain.set_data_from_numpy(np.ones(4, dtype=np.float32))
         np.testing.assert_array_equal(client.infer("identity", [plain]).as_numpy("OUT_X"), np.ones(4))
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU and cupy (pytriton[gpu])")
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_cuda_regions_registered_once_serve_every_front_end_process(protocol):
+    """With --frontend-processes 2 a CUDA registration made on one connection is ordered into every process
+    (docs/multi-frontend.md): requests on 16 new connections (the kernel spreads them over both processes; all on
+    one would be a 1-in-32,768 draw) read and write the client's GPU regions, every connection lists them, and an
+    unregistration through yet another connection removes them everywhere."""
+    cudashm = _regions_module()
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    module = grpcclient if protocol == "grpc" else httpclient
+    args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
+
+    def connect(server):  # a connection of its own (grpc shares one per process unless told not to)
+        if protocol == "grpc":
+            return grpcclient.InferenceServerClient(server.grpc_url,
+                                                    channel_args=[("grpc.use_local_subchannel_pool", 1)])
+        return httpclient.InferenceServerClient(server.http_url)
+
+    def listed(client) -> int:
+        status = client.get_cuda_shared_memory_status()
+        return len(status.regions if protocol == "grpc" else status)
+
+    with serve("tests.models:identity", *args, "--frontend-processes", "2") as server:
+        data = np.linspace(-1, 1, 4096, dtype=np.float32)
+        handles = {name: cudashm.create_shared_memory_region(f"fe_{protocol}_{name}", data.nbytes, 0)
+                   for name in ("in", "out")}
+        try:
+            client = connect(server)
+            for name, handle in handles.items():
+                client.register_cuda_shared_memory(f"fe_{protocol}_{name}", cudashm.get_raw_handle(handle), 0,
+                                                   data.nbytes)
+            client.close()
+            for attempt in range(16):
+                values = data * (attempt + 1)
+                cudashm.set_shared_memory_region(handles["in"], [values])
+                client = connect(server)
+                try:
+                    assert listed(client) == 2
+                    tensor = module.InferInput("IN_X", [data.size], "FP32")
+                    tensor.set_shared_memory(f"fe_{protocol}_in", data.nbytes)
+                    output = module.InferRequestedOutput("OUT_X")
+                    output.set_shared_memory(f"fe_{protocol}_out", data.nbytes)
+                    client.infer("identity", [tensor], outputs=[output])
+                    got = cudashm.get_contents_as_numpy(handles["out"], np.float32, [data.size])
+                    np.testing.assert_array_equal(got, values)
+                finally:
+                    client.close()
+            client = connect(server)
+            client.unregister_cuda_shared_memory()
+            client.close()
+            for _ in range(8):
+                client = connect(server)
+                try:
+                    assert listed(client) == 0
+                finally:
+                    client.close()
+        finally:
+            for handle in handles.values():
+                cudashm.destroy_shared_memory_region(handle)
