@@ -14,6 +14,7 @@ from typing import Any
 
 from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH
 GRPC_IMPLEMENTATIONS = ("h2", "grpcio")
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")  # auto: uvloop where it is installed, asyncio's own loop otherwise
 # glibc malloc tunables for processes that move large tensors: reuse heap memory instead of fresh mmaps (2.5-3x on
 # 1 MiB paths, see the measurements). Applied to the server and its workers unless the user set GLIBC_TUNABLES.
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
@@ -45,6 +46,13 @@ def _grpc_implementation(text: str) -> str:
     return value
 
 
+def _event_loop(text: str) -> str:
+    value = text.strip().lower() or EVENT_LOOPS[0]
+    if value not in EVENT_LOOPS:
+        raise ValueError("unknown")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerVariable:
     """An environment variable that sets a ServerConfig field."""
@@ -68,6 +76,9 @@ SERVER_VARIABLES = (
     ServerVariable("PYTRITON_GRPC_SERVER", "grpc_implementation", _grpc_implementation,
                    f"one of {', '.join(GRPC_IMPLEMENTATIONS)}",
                    "The gRPC transport: our own HTTP/2 server in the event loop (h2, default) or grpc.aio (grpcio)."),
+    ServerVariable("PYTRITON_EVENT_LOOP", "event_loop", _event_loop, f"one of {', '.join(EVENT_LOOPS)}",
+                   "The server process's event loop: uvloop's (auto, the default, where uvloop is installed; uvloop "
+                   "to require it) or asyncio's own (asyncio)."),
 )
 """Other variables: PYTRITON_TRITON_CONFIG_<FIELD> (TritonConfig.from_env, as in PyTriton), GLIBC_TUNABLES (when set,
 pytriton leaves malloc alone), PYTRITON_NO_MALLOC_TUNING=1 (`pytriton serve` does not re-execute itself with

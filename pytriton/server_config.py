@@ -66,6 +66,7 @@ class ServerConfig:
     inline_max_bytes: int = DEFAULT_INLINE_MAX
     pipeline_depth: int = _env.DEFAULT_PIPELINE_DEPTH
     grpc_implementation: str = _env.GRPC_IMPLEMENTATIONS[0]
+    event_loop: str = _env.EVENT_LOOPS[0]  # PYTRITON_EVENT_LOOP: auto | uvloop | asyncio (pytriton.app.run_loop)
     execution_timeout_s: float | None = None  # an execution that runs longer is failed and its worker restarted
     server_id: str = DEFAULT_SERVER_ID  # Triton's --id: the "name" of the server metadata
     exit_on_error: bool = True  # Triton's: a model that fails to load at start stops the start (else UNAVAILABLE)

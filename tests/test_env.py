@@ -12,17 +12,18 @@ from pytriton.server_config import ModelSpec, ServerConfig
 def test_each_server_variable_sets_its_field():
     config = ServerConfig.from_env(
         {"PYTRITON_EXIT_WITH_PARENT": "1", "PYTRITON_INLINE_MAX_BYTES": "0", "PYTRITON_PIPELINE_DEPTH": "4",
-         "PYTRITON_GRPC_SERVER": " GRPCIO "},
+         "PYTRITON_GRPC_SERVER": " GRPCIO ", "PYTRITON_EVENT_LOOP": "AsyncIO"},
         models=[],
     )
-    assert (config.exit_with_parent, config.inline_max_bytes, config.pipeline_depth, config.grpc_implementation) \
-        == (True, 0, 4, "grpcio")
+    assert (config.exit_with_parent, config.inline_max_bytes, config.pipeline_depth, config.grpc_implementation,
+            config.event_loop) == (True, 0, 4, "grpcio", "asyncio")
 
 
 def test_without_variables_the_defaults_hold_and_explicit_fields_win():
     default = ServerConfig.from_env({}, models=[])
     assert default == ServerConfig(models=[])
-    assert (default.exit_with_parent, default.pipeline_depth, default.grpc_implementation) == (False, 2, "h2")
+    assert (default.exit_with_parent, default.pipeline_depth, default.grpc_implementation, default.event_loop) \
+        == (False, 2, "h2", "auto")
     explicit = ServerConfig.from_env({"PYTRITON_EXIT_WITH_PARENT": "0", "PYTRITON_INLINE_MAX_BYTES": "10"},
                                      models=[], exit_with_parent=True)
     assert explicit.exit_with_parent and explicit.inline_max_bytes == 10
@@ -35,6 +36,7 @@ def test_without_variables_the_defaults_hold_and_explicit_fields_win():
         ("PYTRITON_INLINE_MAX_BYTES", "-1", "a non-negative integer"),
         ("PYTRITON_PIPELINE_DEPTH", "0", "an integer >= 1"),
         ("PYTRITON_GRPC_SERVER", "nope", "one of h2, grpcio"),
+        ("PYTRITON_EVENT_LOOP", "trio", "one of auto, uvloop, asyncio"),
         ("PYTRITON_OUTPUT_COPY_THREADS", "0", "an integer >= 1"),
         ("PYTRITON_OUTPUT_COPY_THREADS", "two", "an integer >= 1"),
     ],
