@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH
+
 GRPC_IMPLEMENTATIONS = ("h2", "grpcio")
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")  # auto: uvloop where it is installed, asyncio's own loop otherwise
 # glibc malloc tunables for processes that move large tensors: reuse heap memory instead of fresh mmaps (2.5-3x on

@@ -30,6 +30,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import TraceConfig, Tracer, TraceSink, parse_trace_config
 from pytriton.core.trace_file import TraceFileWriter
+from pytriton.exceptions import PyTritonError
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
@@ -37,7 +38,6 @@ from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.platform_listeners import check_ports, start_platform_listeners
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
-from pytriton.exceptions import PyTritonError
 from pytriton.repository import load_repositories
 from pytriton.repository.control import ModelControl
 from pytriton.server_config import FAILED_PREFIX, READY_PREFIX, ModelSpec, ServerConfig

@@ -55,7 +55,7 @@ def test_every_server_variable_names_a_config_field_and_is_documented():
 
 def test_worker_variables_are_checked_and_name_their_reader():
     assert ServerConfig.from_env({"PYTRITON_OUTPUT_COPY_THREADS": "3"}, models=[]) == ServerConfig(models=[])
-    from pytriton.proxy import bigcopy  # noqa: PLC0415
+    from pytriton.proxy import bigcopy
 
     assert [v.name for v in _env.WORKER_VARIABLES] == [bigcopy.THREADS_VARIABLE]
     assert all(v.reader == "pytriton.proxy.bigcopy.copy_threads" and v.doc for v in _env.WORKER_VARIABLES)
