@@ -31,7 +31,7 @@ def _pid_alive(pid: int) -> bool:
     try:  # a zombie is gone for our purposes
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # (reaped between the two looks: the read fails with ESRCH)
         return False
     return True
 
