@@ -308,7 +308,8 @@ async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None
 
 
 async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], None] | None = None) -> None:
-    """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain."""
+    """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain. Once it
+    returns, SIGINT and SIGTERM are ignored (the process is stopping; its entry points exit next)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     server = Server(config)
@@ -347,6 +348,9 @@ async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], 
             watchdog.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+            # The process is done serving: a signal that comes late (a second Ctrl-C, a supervisor's SIGINT while the
+            # loop closes) must not turn a clean stop into a KeyboardInterrupt (exit 1) or a kill (-15).
+            signal.signal(signum, signal.SIG_IGN)
 
 
 # The collector's first threshold in the server process (Python's default: 700). The request path leaves no cyclic
