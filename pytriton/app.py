@@ -307,9 +307,10 @@ async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None
             return
 
 
-async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], None] | None = None) -> None:
-    """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain. Once it
-    returns, SIGINT and SIGTERM are ignored (the process is stopping; its entry points exit next)."""
+async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], None] | None = None,
+                             ignore_late_signals: bool = False) -> None:
+    """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain. With
+    `ignore_late_signals` (the process entry points, which exit next) SIGINT and SIGTERM do nothing afterwards."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     server = Server(config)
@@ -348,9 +349,15 @@ async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], 
             watchdog.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-            # The process is done serving: a signal that comes late (a second Ctrl-C, a supervisor's SIGINT while the
-            # loop closes) must not turn a clean stop into a KeyboardInterrupt (exit 1) or a kill (-15).
-            signal.signal(signum, signal.SIG_IGN)
+            if ignore_late_signals:
+                # The process is done serving: a signal that comes late (a second Ctrl-C, a supervisor's SIGINT while
+                # the loop closes) must not turn a clean stop into a KeyboardInterrupt (exit 1) or a kill (-15). A
+                # handler, not SIG_IGN: processes started later must not inherit an ignored signal.
+                signal.signal(signum, _late_signal)
+
+
+def _late_signal(signum: int, frame: Any) -> None:
+    """SIGINT or SIGTERM after the server stopped: nothing to do (see serve_until_signal)."""
 
 
 # The collector's first threshold in the server process (Python's default: 700). The request path leaves no cyclic
@@ -396,7 +403,7 @@ def run_loop(config: ServerConfig, main: Coroutine[Any, Any, None]) -> None:
 
 def run(config: ServerConfig) -> None:
     """Blocking entry point used by the CLI."""
-    run_loop(config, serve_until_signal(config, on_ready=_freeze_heap))
+    run_loop(config, serve_until_signal(config, on_ready=_freeze_heap, ignore_late_signals=True))
 
 
 def _announce(server: Server) -> None:
@@ -439,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
-        run_loop(config, serve_until_signal(config, on_ready=_announce))
+        run_loop(config, serve_until_signal(config, on_ready=_announce, ignore_late_signals=True))
     except (OSError, RuntimeError, PyTritonError) as exc:
         sys.stderr.write(f"pytriton server failed to start: {exc}\n")
         sys.stdout.write(FAILED_PREFIX + json.dumps(str(exc)) + "\n")  # for Triton's exception

@@ -1,5 +1,6 @@
 """A signal that reaches the server process after it stopped (a second Ctrl-C, a supervisor's SIGINT while the loop
-closes) leaves the clean stop clean: SIGINT and SIGTERM are ignored once `serve_until_signal` returns."""
+closes) leaves the clean stop clean: with `ignore_late_signals` (as the CLI and `python -m pytriton.app` run it)
+SIGINT and SIGTERM do nothing once `serve_until_signal` returns; a process started afterwards still hears them."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ def ready(server):
     os.kill(os.getpid(), signal.SIGINT)  # the first signal: a graceful stop
 
 config = ServerConfig(models=[], grpc_port=0, http_port=0, metrics_port=0, event_loop=os.environ["LOOP"])
-run_loop(config, serve_until_signal(config, on_ready=ready))
-assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+run_loop(config, serve_until_signal(config, on_ready=ready, ignore_late_signals=True))
+assert signal.getsignal(signal.SIGINT) not in (signal.SIG_IGN, signal.SIG_DFL, signal.default_int_handler)
+import subprocess, sys
+child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+child.terminate()
+assert child.wait(10) == -signal.SIGTERM  # (not inherited as ignored)
 os.kill(os.getpid(), signal.SIGINT)  # late signals: ignored
 os.kill(os.getpid(), signal.SIGTERM)
 print("stopped cleanly")
