@@ -310,7 +310,8 @@ async def _watch_parent(stop: Callable[[], None], period_s: float = 0.5) -> None
 async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], None] | None = None,
                              ignore_late_signals: bool = False) -> None:
     """Run a server until SIGINT or SIGTERM, then stop it gracefully; a second signal skips the drain. With
-    `ignore_late_signals` (the process entry points, which exit next) SIGINT and SIGTERM do nothing afterwards."""
+    `ignore_late_signals` (the process entry points, which exit next) SIGINT and SIGTERM do nothing afterwards when a
+    signal (or the parent's exit) stopped the server."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     server = Server(config)
@@ -349,7 +350,7 @@ async def serve_until_signal(config: ServerConfig, on_ready: Callable[[Server], 
             watchdog.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
-            if ignore_late_signals:
+            if ignore_late_signals and stop.is_set():  # (stopped by a signal: a second may be on its way)
                 # The process is done serving: a signal that comes late (a second Ctrl-C, a supervisor's SIGINT while
                 # the loop closes) must not turn a clean stop into a KeyboardInterrupt (exit 1) or a kill (-15). A
                 # handler, not SIG_IGN: processes started later must not inherit an ignored signal.
