@@ -242,6 +242,16 @@ class ServerCore:
             return False
         return self.registry.get(name, version).ready and self.accepting
 
+    def model_readiness(self) -> dict[tuple[str, str], bool]:
+        """(name, version) -> ready, as the model ready endpoint answers, for every version served or starting and
+        every one that failed to load; a version unloaded on request, or never loaded, is not there."""
+        readiness = {(m.name, str(m.version)): m.ready and self.accepting for m in self.registry}
+        for entry in self.repository_index(ready_only=False):
+            version = entry.get("version", "-1")
+            if version != "-1" and entry.get("state") != "READY" and entry.get("reason") != "unloaded":
+                readiness.setdefault((entry["name"], version), False)
+        return readiness
+
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         return self.registry.metadata(name, version)
 

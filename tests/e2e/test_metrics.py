@@ -16,7 +16,9 @@ import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, serve_on_a_taken_port, tensor_args
+from tests.conftest import REPO, serve, serve_on_a_taken_port, tensor_args
+
+REPOS = REPO / "tests" / "repositories"
 
 TIMEOUT_S = 30
 SUCCESS_BATCHES = [1, 2, 3, 1, 4]  # N = 5 successful requests, 11 inferences
@@ -257,3 +259,38 @@ def test_a_taken_metrics_port_is_reported_as_the_metrics_port():
     assert result.returncode != 0
     assert f"cannot listen for metrics on 127.0.0.1:{port}" in output
     assert "in flight" not in output
+
+
+def readiness(server) -> dict[str, float]:
+    """pytriton_model_ready by model (version 1 each)."""
+    return {dict(labels)["model"]: value for (name, labels), value in samples(scrape(server)).items()
+            if name == "pytriton_model_ready" and dict(labels)["version"] == "1"}
+
+
+def test_model_ready_gauge_of_a_model_that_failed_to_load_at_start(tmp_path):
+    """pytriton_model_ready says what the model ready endpoint says: 1 for the model that serves, 0 for the one left
+    out because it failed to load (exit on error off)."""
+    (tmp_path / "add_sub").symlink_to(REPOS / "models" / "add_sub")
+    (tmp_path / "init_fails").symlink_to(REPOS / "broken_init" / "init_fails")
+    with serve("--model-repository", str(tmp_path), "--exit-on-error", "false") as server:
+        with httpclient.InferenceServerClient(server.http_url) as client:
+            assert client.is_model_ready("add_sub") and not client.is_model_ready("init_fails")
+        assert readiness(server) == {"add_sub": 1, "init_fails": 0}
+        assert "# TYPE pytriton_model_ready gauge\n" in scrape(server)
+
+
+def test_model_ready_gauge_follows_loads_and_unloads(tmp_path):
+    """Explicit model control: a failed load shows as 0, an unload on request removes the model's sample (no alert
+    for a model taken out on purpose), a load that succeeds shows as 1."""
+    (tmp_path / "add_sub").symlink_to(REPOS / "models" / "add_sub")
+    (tmp_path / "init_fails").symlink_to(REPOS / "broken_init" / "init_fails")
+    with serve("--model-repository", str(tmp_path), "--model-control-mode", "explicit",
+               "--load-model", "add_sub") as server, httpclient.InferenceServerClient(server.http_url) as client:
+        assert readiness(server) == {"add_sub": 1}
+        with pytest.raises(InferenceServerException, match="weights file missing"):
+            client.load_model("init_fails")
+        assert readiness(server) == {"add_sub": 1, "init_fails": 0}
+        client.unload_model("add_sub")
+        assert readiness(server) == {"init_fails": 0}
+        client.load_model("add_sub")
+        assert readiness(server) == {"add_sub": 1, "init_fails": 0}

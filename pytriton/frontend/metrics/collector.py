@@ -83,6 +83,11 @@ class TritonMetricsCollector:
             pending.add_sample("nv_inference_pending_request_count",
                                {"model": model.name, "version": str(model.version)}, model.scheduler.queue_size)
         yield pending
+        ready = Metric("pytriton_model_ready", "1 while the model version is ready for inference requests, 0 while "
+                       "it is not", "gauge")
+        for (name, version), is_ready in self.core.model_readiness().items():
+            ready.add_sample("pytriton_model_ready", {"model": name, "version": version}, 1 if is_ready else 0)
+        yield ready
         yield from summary_metrics(models)
         yield from first_response_metrics(models)
 
