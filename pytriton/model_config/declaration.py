@@ -13,6 +13,7 @@ from pytriton.exceptions import PyTritonError, PyTritonValidationError
 from pytriton.model_config.common import DynamicBatcher
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.model_config import ModelConfig
+from pytriton.model_config.names import model_name_problem
 from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
 
@@ -141,8 +142,11 @@ def _declaration(
     name = name if name is not None else model_name
     if name is not None:
         where = f"@triton_model(name={name!r})"
-        if not isinstance(name, str) or not name or "/" in name:
+        if not isinstance(name, str):
             raise PyTritonValidationError(f"{where}: a model name is a non-empty string without '/'")
+        problem = model_name_problem(name)
+        if problem is not None:
+            raise PyTritonValidationError(f"{where}: {problem}")
     for kind, tensors in (("inputs", inputs), ("outputs", outputs)):
         if tensors is not None and (isinstance(tensors, (str, Tensor)) or not isinstance(tensors, Sequence)):
             raise PyTritonValidationError(

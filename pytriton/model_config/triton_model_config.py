@@ -14,6 +14,7 @@ import numpy as np
 from pytriton.exceptions import PyTritonModelConfigError
 from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
+from pytriton.model_config.names import model_name_problem
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 
 
@@ -81,8 +82,10 @@ class TritonModelConfig:
     sequence_batcher: SequenceBatcher | None = None  # Triton's sequence_batching (a stateful model)
 
     def __post_init__(self) -> None:
-        if not self.model_name or "/" in self.model_name:
-            raise PyTritonModelConfigError(f"invalid model name '{self.model_name}'")
+        name = self.model_name
+        problem = model_name_problem(name) if isinstance(name, str) else f"invalid model name {name!r}: not a string"
+        if problem is not None:
+            raise PyTritonModelConfigError(problem)
         if self.max_batch_size < 0:
             raise PyTritonModelConfigError(f"model '{self.model_name}': max_batch_size must be >= 0")
         if self.model_version < 0:

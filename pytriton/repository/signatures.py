@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from pytriton.repository.folders import model_folders
+
 
 def version_signature(folder: tuple, version: int) -> tuple:
     """The part of a `folder_signature` one version depends on: the model's own files (config.pbtxt, labels, ...)
@@ -39,12 +41,11 @@ def model_names(folders: Sequence[str], mappings: dict[str, str]) -> tuple[set[s
     mapped_dirs = {os.path.normpath(d) for d in mappings.values()}
     for folder in folders:
         try:
-            entries = os.listdir(folder)
+            entries = model_folders(folder)
         except OSError:
             continue
         for entry in entries:
-            path = os.path.join(folder, entry)
-            if not entry.startswith(".") and os.path.isdir(path) and os.path.normpath(path) not in mapped_dirs:
+            if os.path.normpath(os.path.join(folder, entry)) not in mapped_dirs:
                 (duplicates if entry in names else names).add(entry)
     duplicates -= set(mappings)  # a mapped name wins
     return names | set(mappings), duplicates
