@@ -15,10 +15,13 @@ from pytriton.backends.python_model import python_model_target
 from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import ensemble_steps
 from pytriton.core.gpus import visible_gpus
+from pytriton.model_config.names import shown
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.repository.autocomplete import auto_complete as complete_config
 from pytriton.repository.autocomplete import prefill
 from pytriton.repository.ensemble_config import is_ensemble
+from pytriton.repository.files import model_file, outside
+from pytriton.repository.folders import model_folders
 from pytriton.repository.config import (
     CONFIG_FILE,
     DEFAULT_MODEL_FILENAME,
@@ -100,11 +103,15 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
                                 ENSEMBLE_TARGET + path)
                 for version in versions]
     model_files = {}
+    filename = proto.default_model_filename or DEFAULT_MODEL_FILENAME
     for version in versions:
-        model_file = os.path.join(model_dir, str(version), proto.default_model_filename or DEFAULT_MODEL_FILENAME)
-        if not os.path.isfile(model_file):
-            raise ModelRepositoryError(f"model '{name}' version {version}: no model file '{model_file}'")
-        model_files[version] = model_file
+        found = model_file(model_dir, filename, str(version))
+        if found is None:  # (checked before auto-complete imports it in a child, and before any worker runs it)
+            raise ModelRepositoryError(f"{path}: field 'default_model_filename' of model '{name}': " + outside(
+                "model", shown(filename), name, f" for version {version}"))
+        if not os.path.isfile(found):
+            raise ModelRepositoryError(f"model '{name}' version {version}: no model file '{found}'")
+        model_files[version] = found
     if auto_complete and proto.backend == "python" and (served_name is not None or proto.name == name):
         # One configuration for every version: completed by the highest served version's model.
         proto = complete_config(proto, model_files[versions[-1]])
@@ -129,9 +136,9 @@ def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None
     for folder in folders:
         if not os.path.isdir(folder):
             raise ModelRepositoryError(f"model repository '{folder}' is not a directory")
-        for entry in sorted(os.listdir(folder)):
+        for entry in model_folders(folder):
             model_dir = os.path.join(folder, entry)
-            if entry.startswith(".") or not os.path.isdir(model_dir) or os.path.normpath(model_dir) in mapped_dirs:
+            if os.path.normpath(model_dir) in mapped_dirs:
                 continue
             if entry in found:
                 raise ModelRepositoryError(f"model '{entry}' appears in two model repositories: "

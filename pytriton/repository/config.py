@@ -13,9 +13,11 @@ from tritonclient.grpc import model_config_pb2 as pb
 from pytriton.core.gpus import GpuDevice, GpuSelectionError, select_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON
+from pytriton.model_config.names import shown
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
 from pytriton.repository.ensemble_config import check_ensemble, is_ensemble
+from pytriton.repository.files import model_file, outside
 
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
@@ -101,7 +103,10 @@ def _labels(config: pb.ModelConfig, model_dir: str, where: _Fields) -> tuple[dic
     for index, entry in enumerate(config.output):
         if not entry.label_filename:
             continue
-        path = os.path.join(model_dir, entry.label_filename)
+        path = model_file(model_dir, entry.label_filename)
+        if path is None:  # (Triton's check and wording; its status is UNSUPPORTED, a load's failure here)
+            raise where.error(f"output[{index}].label_filename", outside(
+                "label", shown(entry.label_filename), where.model, f" for output '{entry.name}'"))
         try:
             with open(path, encoding="utf-8") as f:
                 labels[entry.name] = [line.rstrip("\r\n") for line in f]
@@ -225,8 +230,11 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
 
 
 def _initial_state(model_dir: str, name: str, where: _Fields) -> bytes:
-    path = os.path.join(model_dir, "initial_state", name)
-    if os.path.isabs(name) or ".." in name.split("/") or not os.path.isfile(path):
+    path = model_file(model_dir, name, "initial_state")
+    if path is None:
+        raise where.error("sequence_batching.state.initial_state.data_file",
+                          outside("initial state", shown(name), where.model))
+    if not os.path.isfile(path):
         raise where.error("sequence_batching.state.initial_state.data_file",
                           f"failed to read initial state file '{name}' in '{os.path.join(model_dir, 'initial_state')}'")
     with open(path, "rb") as file:
