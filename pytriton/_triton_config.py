@@ -53,6 +53,7 @@ class TritonConfig:
     """Server configuration; every field is optional and None means the default (as in PyTriton)."""
 
     model_repository: pathlib.Path | None = None
+    allow_model_upload: bool | None = None
     id: str | None = None
     log_verbose: int | None = None
     log_file: pathlib.Path | None = None
@@ -290,6 +291,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         # served beside the bound models, loaded at start (Triton's model control mode "none"); the server process
         # runs in the workspace, so the path is made absolute here
         model_repositories=[str(pathlib.Path(config.model_repository).absolute())] if config.model_repository else [],
+        allow_model_upload=bool(config.allow_model_upload),
         http_restricted_api=restricted + ([config.http_restricted_api] if config.http_restricted_api else []),
         grpc_restricted_protocol=restricted + ([config.grpc_restricted_protocol] if config.grpc_restricted_protocol
                                                else []),

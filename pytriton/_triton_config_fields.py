@@ -34,6 +34,11 @@ FIELDS: dict[str, FieldInfo] = {
     "model_repository": _applied(
         "--model-repository", "a Triton model repository whose Python-backend models the server serves beside the "
         "bound ones (loaded at start, as Triton's model control mode none)"),
+    "allow_model_upload": _applied(
+        "--allow-model-upload", "pytriton's own: true lets a load request give the model's files (`file:` "
+        "parameters), which the server then runs; false (default): such a load is refused naming this option. Only "
+        "model control mode explicit takes loads, and Triton() serves model_repository in mode none, where every "
+        "load is refused: it is here for configurations shared with `pytriton serve` (security.md)"),
     "id": _applied("--id", "the server's name in its metadata (`GET /v2`, gRPC ServerMetadata `name`); default "
                    "\"triton\""),
     "log_verbose": _applied("--log-level", "the server's log level: 0 or unset warning, 1 info, 2 or more debug (the CLI "

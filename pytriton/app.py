@@ -143,7 +143,9 @@ class Server:
                 self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
                                                   config.repository_poll_secs, config.exit_timeout_s,
                                                   auto_complete=config.auto_complete_config,
-                                                  exit_on_error=config.exit_on_error)
+                                                  exit_on_error=config.exit_on_error,
+                                                  allow_uploads=config.allow_model_upload,
+                                                  limits=config.repository_limits)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
             peers = FrontendPeers.of(core, config.frontend_index, config.frontend_peer_ports)

@@ -20,6 +20,7 @@ from pytriton._frontend_group import refusal, run_group
 from pytriton._cli_tls import tls_options
 from pytriton._cli_sequence import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton._metrics_config import MetricsSettings
+from pytriton._repository_limits import RepositoryLimits
 from pytriton.app import ModelSpec, ServerConfig, run
 from pytriton.server_config import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID
 from pytriton.backends.target import CallableTarget, find_module
@@ -132,6 +133,16 @@ def main() -> None:
 @click.option("--strict-model-config", type=click.BOOL, default=None, metavar="BOOLEAN",
               help="Deprecated in Triton, kept for its users: true is --disable-auto-complete-config, false (the "
                    "default) leaves auto-complete on.")
+@click.option("--allow-model-upload/--no-allow-model-upload", default=False, show_default=True,
+              help="Model control mode explicit: let a load request give the model's files ('file:' parameters, e.g. "
+                   "file:1/model.py), which the server then runs. Off by default: only the repositories' models "
+                   "load. Restrict the model-repository group with a token when you turn it on (docs/security.md).")
+@click.option("--model-config-max-size", type=click.IntRange(min=1), default=RepositoryLimits.max_config_bytes,
+              show_default=True, metavar="BYTES",
+              help="Largest configuration override (a load request's 'config' parameter, JSON), in bytes.")
+@click.option("--model-upload-max-size", type=click.IntRange(min=1), default=RepositoryLimits.max_upload_bytes,
+              show_default=True, metavar="BYTES",
+              help="With --allow-model-upload: the most bytes one load's files may hold together.")
 @click.option("--model-name", help="Name of the model (default: the declared name, else the callable's name, the "
               "last part of CALLABLE).")
 @click.option("--model-version", type=click.IntRange(min=0), default=1, show_default=True,
@@ -277,6 +288,9 @@ def serve(
     repository_poll_secs: int,
     disable_auto_complete_config: bool,
     strict_model_config: bool | None,
+    allow_model_upload: bool,
+    model_config_max_size: int,
+    model_upload_max_size: int,
     model_name: str | None,
     model_version: int,
     inputs: tuple[str, ...],
@@ -393,6 +407,9 @@ def serve(
         raise click.BadParameter(str(exc), param_hint="--trace-config") from None
     if load_models and model_control_mode != "explicit":
         raise click.UsageError("Use of '--load-model' requires setting '--model-control-mode=explicit' as well.")
+    if allow_model_upload and model_control_mode != "explicit":  # (loads are refused in the other modes)
+        raise click.UsageError("Use of '--allow-model-upload' requires setting '--model-control-mode=explicit' as "
+                               "well.")
     if model_control_mode != "none" and not model_repositories:
         raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
     _tune_malloc()
@@ -452,6 +469,9 @@ def serve(
             load_models=list(load_models),
             repository_poll_secs=float(repository_poll_secs),
             auto_complete_config=auto_complete,
+            allow_model_upload=allow_model_upload,
+            repository_limits=RepositoryLimits(max_config_bytes=model_config_max_size,
+                                               max_upload_bytes=model_upload_max_size),
             **platforms,
             grpc_tls=grpc_tls,
             http_tls=http_tls,

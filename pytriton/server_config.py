@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytriton import _env
+from pytriton._repository_limits import RepositoryLimits
 from pytriton.frontend.grpc._h2_limits import H2Limits
 from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.tls import TlsSettings
@@ -78,6 +79,9 @@ class ServerConfig:
     load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)
     repository_poll_secs: float = 15.0
     auto_complete_config: bool = True  # repository models' auto_complete_config completes their configuration
+    # Model control "explicit": loads may give the model's files (`file:` parameters), which the server then runs
+    allow_model_upload: bool = False
+    repository_limits: RepositoryLimits = dataclasses.field(default_factory=RepositoryLimits)  # a load's bounds
     # Triton's SageMaker and Vertex AI endpoints (pytriton/_platforms.py; their other settings come from the
     # environment of the server process: SAGEMAKER_TRITON_*, AIP_*)
     allow_sagemaker: bool = False
@@ -113,6 +117,8 @@ class ServerConfig:
                             for m in fields.get("models", [])]
         if isinstance(fields.get("http_limits"), dict):
             fields["http_limits"] = HttpLimits(**fields["http_limits"])
+        if isinstance(fields.get("repository_limits"), dict):
+            fields["repository_limits"] = RepositoryLimits(**fields["repository_limits"])
         if isinstance(fields.get("grpc_limits"), dict):
             fields["grpc_limits"] = H2Limits(**fields["grpc_limits"])
         for name in ("grpc_tls", "http_tls"):

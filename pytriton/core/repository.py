@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pytriton._repository_limits import RepositoryLimits
 from pytriton.exceptions import ServerError, Status
 
 # Triton's answer to a load or unload when the model control mode is not "explicit".
@@ -39,9 +40,21 @@ class RepositoryControl(Protocol):
         """Stop offering the models of repository `folder`."""
         ...
 
+    def max_request_bytes(self, http: bool) -> int:
+        """The largest load request worth reading (`RepositoryLimits.max_request_bytes`; `http`: as an HTTP body)."""
+        ...
+
 
 def no_explicit_control() -> ServerError:
     return ServerError(Status.UNAVAILABLE, NO_EXPLICIT_CONTROL)
 
 
-__all__ = ["NO_EXPLICIT_CONTROL", "RepositoryControl", "no_explicit_control"]
+def request_bytes(control: RepositoryControl | None, http: bool) -> int:
+    """The largest repository extension request the front-ends read: a controller's bound, else (every load refused)
+    that of a load without files."""
+    if control is None:
+        return RepositoryLimits().max_request_bytes(uploads=False, http=http)
+    return control.max_request_bytes(http)
+
+
+__all__ = ["NO_EXPLICIT_CONTROL", "RepositoryControl", "no_explicit_control", "request_bytes"]

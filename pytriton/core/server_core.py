@@ -22,7 +22,7 @@ from pytriton.core.peers import Peers
 from pytriton.core.received import ReceivedBuffers
 from pytriton.core.regions_resolve import execution_request
 from pytriton.core.registry import Model, ModelRegistry
-from pytriton.core.repository import RepositoryControl, no_explicit_control
+from pytriton.core.repository import RepositoryControl, no_explicit_control, request_bytes
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.calls import UnaryCall, delivery_error, stream_responses, withdrawn
@@ -226,6 +226,11 @@ class ServerCore:
             index += [{"name": name, "version": str(version), "state": "UNAVAILABLE", "reason": reason}
                       for name, (version, reason) in sorted(self.failed_models.items())]
         return index
+
+    def repository_request_bytes(self, http: bool) -> int:
+        """The largest load, unload or index request of the repository extension the front-ends read (`http`: as an
+        HTTP body); larger ones are refused before they are parsed."""
+        return request_bytes(self.repository, http)
 
     def repository_control(self) -> RepositoryControl:
         """Where loads and unloads go; Triton's refusal when the server has no model control."""

@@ -11,15 +11,17 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from pytriton._repository_limits import RepositoryLimits
 from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
-from pytriton.exceptions import ServerError, Status, invalid_arg
+from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
+from pytriton.model_config.names import model_name_problem
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
 from pytriton.repository.locks import NameLocks
+from pytriton.repository.overrides import parse_override
 from pytriton.repository.signatures import folder_signature, model_names, version_signature
 from pytriton.repository.uploads import prune_uploads, write_upload
 
@@ -30,6 +32,9 @@ DEFAULT_POLL_SECS = 15  # Triton's --repository-poll-secs default
 CLOSE_WAIT_S = 10.0
 STEP_WAIT_S = 120.0  # how long an ensemble's load waits for a load of one of its steps under way
 DUPLICATE_REASON = "model appears in two or more repositories"
+# How a refused upload says what turns uploads on (the server's option; the in-process API's Options field).
+UPLOADS_OPTION = ("start the server with --allow-model-upload (TritonConfig.allow_model_upload, "
+                  "tritonserver.Options.allow_model_upload) to allow it")
 
 
 @dataclasses.dataclass
@@ -64,7 +69,7 @@ class ModelControl:
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
                  poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True,
-                 exit_on_error: bool = False):
+                 exit_on_error: bool = False, allow_uploads: bool = False, limits: RepositoryLimits | None = None):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -77,6 +82,8 @@ class ModelControl:
         self.retire_timeout_s = retire_timeout_s
         self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
         self.exit_on_error = exit_on_error  # a model that fails to load at start fails the start (Triton's option)
+        self.allow_uploads = allow_uploads  # loads may give the model's files (`file:` parameters; off by default)
+        self.limits = limits or RepositoryLimits()  # bounds of a load's configuration override and files
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()  # (poll mode's rounds; close waits for it)
         self._names = NameLocks()  # a load or unload holds its model's lock: other models' go on meanwhile
@@ -185,23 +192,19 @@ class ModelControl:
     async def load(self, name: str, parameters: dict[str, str | bytes]) -> None:
         if self.mode != "explicit":
             raise ServerError(Status.UNAVAILABLE, "explicit model load / unload is not allowed if polling is enabled")
-        override = None
-        if "config" in parameters:
-            text = parameters["config"]
-            try:
-                override = json_format.Parse(text if isinstance(text, str) else text.decode(), pb.ModelConfig())
-            except (json_format.ParseError, UnicodeDecodeError) as exc:
-                raise invalid_arg(f"failed to load '{name}': the 'config' parameter is not a valid model "
-                                  f"configuration in JSON: {exc}") from None
+        problem = model_name_problem(name)  # (Triton's check; the name also names an upload's folder)
+        if problem is not None:
+            raise invalid_arg(problem)
         files = {key[len("file:"):]: value for key, value in parameters.items() if key.startswith("file:")}
-        if files and (name in ("", ".", "..") or os.sep in name or "\0" in name):  # (it names the upload's folder)
-            raise invalid_arg(f"failed to load '{name}': '{name}' is not a valid model name for a model given as "
-                              "files: it must be a folder name (no '/', not '.' or '..')")
+        if files and not self.allow_uploads:
+            raise unsupported(f"failed to load '{name}': loading a model from files ('file:' parameters) is not "
+                              f"allowed; {UPLOADS_OPTION}")
+        override = parse_override(name, parameters["config"], self.limits) if "config" in parameters else None
         if files:
             if override is None:
                 raise invalid_arg(f"failed to load '{name}': a model given as files ('file:' parameters) needs its "
                                   "configuration in the 'config' parameter")
-            root, model_dir = write_upload(name, files)
+            root, model_dir = write_upload(name, files, self.limits)
             self._upload_dirs.append(root)
             self._uploads_loading.add(root)
             try:
@@ -214,6 +217,9 @@ class ModelControl:
         await self._locked_load(name, model_dir, override)
         self._prune_uploads()  # (a model given as files before, now loaded from the repository)
 
+    def max_request_bytes(self, http: bool) -> int:
+        return self.limits.max_request_bytes(self.allow_uploads, http)
+
     def register(self, folder: str, name_mapping: dict[str, str] | None = None) -> None:
         """Serve the models of repository `folder` too; `name_mapping` (model folder -> model name) serves those
         folders under the names given (their configurations' names are replaced), as Triton's registration does."""
@@ -224,8 +230,9 @@ class ModelControl:
             if name in self.mappings or name in mapping:
                 raise ServerError(Status.ALREADY_EXISTS, f"failed to register '{name}', there is a conflicting "
                                                          f"mapping for '{name}'")
-            if not name or os.sep in name or name in (".", ".."):
-                raise invalid_arg(f"failed to register '{folder}': '{name}' is not a model name")
+            problem = model_name_problem(name)
+            if problem is not None:
+                raise invalid_arg(f"failed to register '{folder}': {problem}")
             mapping[name] = os.path.join(folder, subdir)
         self.folders.append(folder)
         self.mappings.update(mapping)

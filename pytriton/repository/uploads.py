@@ -1,5 +1,6 @@
 """Models given as files over the repository extension (`file:` parameters of a load request): written into a
-folder of our own, so that no request chooses where a file goes."""
+folder of our own, so that no request chooses where a file goes. The files are checked against the upload's bounds
+(`RepositoryLimits`) before anything is written; whatever goes wrong while writing, the folder is removed."""
 
 from __future__ import annotations
 
@@ -7,27 +8,62 @@ import os
 import shutil
 import tempfile
 
+from pytriton._repository_limits import MAX_PATH_BYTES, MAX_PATH_DEPTH, RepositoryLimits
 from pytriton.exceptions import invalid_arg
+from pytriton.model_config.names import shown
 
 
-def write_upload(name: str, files: dict[str, str | bytes]) -> tuple[str, str]:
-    """(the new temporary folder, the model folder in it holding the uploaded files); a file path that would leave
-    the model folder is refused. The caller owns the temporary folder (and removes it, even after an error here)."""
-    root = tempfile.mkdtemp(prefix="pytriton-model-")
-    model_dir = os.path.join(root, name)
+def check_upload(name: str, files: dict[str, str | bytes], limits: RepositoryLimits) -> None:
+    """INVALID_ARG naming the model and the file unless `files` (path -> content) fit the bounds and every path stays
+    inside the model folder."""
+    if len(files) > limits.max_upload_files:
+        raise invalid_arg(f"failed to load '{name}': {len(files)} files given ('file:' parameters), more than the "
+                          f"limit of {limits.max_upload_files}")
+    total = 0
     for relative, content in files.items():
         clean = os.path.normpath(relative)
+        quoted = shown(relative if len(relative) <= 128 else relative[:128] + "...")
         if not relative or os.path.isabs(relative) or clean == "." or clean.split(os.sep)[0] == "..":
-            raise _refused(root, invalid_arg(f"failed to load '{name}': file path '{relative}' must be relative to "
-                                             "the model folder and stay inside it"))
-        path = os.path.join(model_dir, clean)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(content if isinstance(content, bytes) else content.encode())
-        except (OSError, ValueError) as exc:  # a file where a folder is wanted (or back), a NUL in the path
-            raise _refused(root, invalid_arg(f"failed to load '{name}': cannot write file '{relative}' of the model: "
-                                             f"{getattr(exc, 'strerror', None) or exc}")) from None
+            raise invalid_arg(f"failed to load '{name}': file path '{quoted}' must be relative to the model folder "
+                              "and stay inside it")
+        depth = clean.count(os.sep)
+        if depth > MAX_PATH_DEPTH:
+            raise invalid_arg(f"failed to load '{name}': file path '{quoted}' is {depth} folders deep, more than the "
+                              f"limit of {MAX_PATH_DEPTH}")
+        length = len(relative.encode("utf-8", "surrogatepass"))
+        if length > MAX_PATH_BYTES:
+            raise invalid_arg(f"failed to load '{name}': file path '{quoted}' is {length} bytes long, more than the "
+                              f"limit of {MAX_PATH_BYTES}")
+        if not isinstance(content, (bytes, str)):  # (Triton's wording; a gRPC client may send an int64 or a bool)
+            raise invalid_arg(f"failed to load '{name}': File parameter 'file:{quoted}' must have bytes type for its "
+                              "value")
+        total += len(content)
+    if total > limits.max_upload_bytes:
+        raise invalid_arg(f"failed to load '{name}': the files given hold {total} bytes, more than the limit of "
+                          f"{limits.max_upload_bytes}")
+
+
+def write_upload(name: str, files: dict[str, str | bytes], limits: RepositoryLimits | None = None) -> tuple[str, str]:
+    """(the new temporary folder, the model folder in it holding the uploaded files); files out of bounds or a path
+    that would leave the model folder are refused (`check_upload`) before the folder is made. The caller owns the
+    folder once this returns; if this raises, whatever the error, the folder is gone."""
+    check_upload(name, files, limits or RepositoryLimits())
+    root = tempfile.mkdtemp(prefix="pytriton-model-")
+    try:
+        model_dir = os.path.join(root, name)
+        for relative, content in files.items():
+            path = os.path.join(model_dir, os.path.normpath(relative))
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(content if isinstance(content, bytes) else content.encode())
+            except (OSError, ValueError) as exc:  # a file where a folder is wanted (or back), a NUL in the path
+                quoted = shown(relative if len(relative) <= 128 else relative[:128] + "...")
+                raise invalid_arg(f"failed to load '{name}': cannot write file '{quoted}' of the model: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from None
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     return root, model_dir
 
 
@@ -45,10 +81,4 @@ def prune_uploads(roots: list[str], loading: set[str], targets: list[str]) -> li
     return kept
 
 
-def _refused(root: str, error: Exception) -> Exception:
-    """`error`, after removing the folder written so far."""
-    shutil.rmtree(root, ignore_errors=True)
-    return error
-
-
-__all__ = ["prune_uploads", "write_upload"]
+__all__ = ["check_upload", "prune_uploads", "write_upload"]

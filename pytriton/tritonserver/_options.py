@@ -74,6 +74,9 @@ class Options:
     backend_configuration: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     host_policies: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     metrics_configuration: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # pytriton's own (`pytriton serve --allow-model-upload`): `load()` parameters may give the model's files
+    # (`file:1/model.py`), in this process and from the network front-ends started beside it; off by default
+    allow_model_upload: bool = False
 
 
 # Fields this server accepts but does not act on, with the reason given in the warning.

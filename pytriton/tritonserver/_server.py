@@ -103,6 +103,7 @@ class Server:
             server_id=options.server_id, exit_on_error=options.exit_on_error,
             strict_readiness=options.strict_readiness, allow_cpu_metrics=options.cpu_metrics,
             metrics_interval_ms=float(options.metrics_interval),
+            allow_model_upload=bool(options.allow_model_upload),
         )
         if not options.strict_model_config and "strict_model_config" in ServerConfig.__dataclass_fields__:
             fields["strict_model_config"] = False

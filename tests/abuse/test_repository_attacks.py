@@ -91,7 +91,7 @@ def test_reloading_uploaded_files_keeps_one_folder_and_unload_removes_it(tmp_pat
     repo.mkdir()
     weights = b"w" * (1 << 20)
     try:
-        with serve("--model-repository", str(repo), "--model-control-mode", "explicit",
+        with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--allow-model-upload",
                    env={"TMPDIR": str(tmp)}) as server:
             client = grpcclient.InferenceServerClient(server.grpc_url)
             for factor in range(1, 6):

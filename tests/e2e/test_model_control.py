@@ -235,7 +235,7 @@ def test_load_model_needs_explicit_mode():
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factory, protocol):
     outside = tmp_path_factory.mktemp("outside")
-    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--allow-model-upload") as server:
         client = client_for(server, protocol)
         config = json.dumps({"name": "uploaded", "backend": "python", "max_batch_size": 0,
                              "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
@@ -259,13 +259,13 @@ def test_uploaded_files_under_a_model_name_that_is_a_path_are_refused(repo, tmp_
     protocol = "grpc"
     outside = tmp_path_factory.mktemp("outside")
     names = [str(outside / "abs"), f"../../../../../../..{outside}/dots", ".."]
-    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit", "--allow-model-upload") as server:
         client = client_for(server, protocol)
         for name in names:
             config = json.dumps({"name": name, "backend": "python", "max_batch_size": 0,
                                  "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
                                  "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
-            with pytest.raises(InferenceServerException, match="is not a valid model name"):
+            with pytest.raises(InferenceServerException, match="must not contain path traversal characters"):
                 client.load_model(name, config=config, files={"file:1/model.py": SCALE_MODEL.format(factor=2.0).encode()})
         assert not list(outside.iterdir())
         config = json.dumps({"name": "clash", "backend": "python", "max_batch_size": 0})

@@ -24,6 +24,7 @@ def test_explicit_mode_load_unload_and_repositories():
     options.model_repository = MODELS
     options.startup_models = ["text_upper"]
     options.exit_timeout = 5
+    options.allow_model_upload = True  # (the load of "uploaded" below gives the model's files)
     server = tritonserver.Server(options).start(wait_until_ready=True, timeout=60)
     try:
         models = server.models()
@@ -99,6 +100,29 @@ def test_a_mapped_model_is_served_under_its_mapped_name():
         server.register_model_repository(MODELS)  # its mappings went with it: the folders have their own names again
         assert ("versioned", -1) in server.models() and ("shout", 1) in server.models()  # (loaded: listed still)
         assert server.load("versioned").config()["name"] == "versioned"
+    finally:
+        server.stop()
+
+
+def test_uploads_need_the_option_and_a_config_names_no_file_outside_the_model(tmp_path):
+    """Files in a load's parameters are refused unless Options.allow_model_upload; a config override's label file
+    (or model file) outside the model's folder is refused in the in-process API as over the network."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0\n")
+    server = tritonserver.Server(model_repository=MODELS, exit_timeout=5,
+                                 model_control_mode=tritonserver.ModelControlMode.EXPLICIT).start()
+    try:
+        config = {"name": "uploaded", "backend": "python", "max_batch_size": 0,
+                  "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [-1]}],
+                  "output": [{"name": "UPPER", "data_type": "TYPE_STRING", "dims": [-1]}]}
+        source = (REPOSITORIES / "models" / "text_upper" / "1" / "model.py").read_bytes()
+        with pytest.raises(tritonserver.UnsupportedError, match="allow_model_upload"):
+            server.load("uploaded", {"config": json.dumps(config), "file:1/model.py": source})
+        assert ("uploaded", -1) not in server.models()
+        config["name"] = "text_upper"
+        config["output"][0]["label_filename"] = str(secret)
+        with pytest.raises(tritonserver.InvalidArgumentError, match="outside model directory"):
+            server.load("text_upper", {"config": json.dumps(config)})
     finally:
         server.stop()
 

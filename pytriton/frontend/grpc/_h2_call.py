@@ -166,16 +166,19 @@ class GrpcCalls:
                         return
                     stream.head_fill = 0
                     flag, length = stream.head[0], int.from_bytes(stream.head[1:5], "big")
-                if length > self._max_message:
+                method = stream.method
+                limit = self._max_message
+                if method is not None and method.max_message_bytes is not None:
+                    limit = min(limit, method.max_message_bytes())
+                if length > limit:
                     self._outbox.finish(stream, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                        f"Received message larger than max ({length} vs. {self._max_message})")
+                                        f"Received message larger than max ({length} vs. {limit})")
                     return
                 stream.compressed = bool(flag & 1)
                 if size - pos >= length and length < DIRECT_MIN:
                     self._deliver(stream, bytes(data[pos : pos + length]))
                     pos += length
                     continue
-                method = stream.method
                 in_place = method is not None and method.in_place and not stream.compressed
                 stream.body = self._message_buffer(length, size - pos, in_place)
                 stream.fill = 0
@@ -277,8 +280,11 @@ class GrpcCalls:
             return
         size = len(message) + 5  # on the wire, as flow control counted it
         if stream.compressed:
+            limit = self._max_decompressed
+            if stream.method is not None and stream.method.max_message_bytes is not None:
+                limit = min(limit, stream.method.max_message_bytes())
             try:
-                message = decompress(message, stream.encoding, self._max_decompressed)
+                message = decompress(message, stream.encoding, limit)
             except RpcAbort as exc:
                 self._outbox.finish(stream, exc.code, exc.details)
                 return

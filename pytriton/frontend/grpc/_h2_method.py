@@ -22,10 +22,11 @@ class Method:
     accept gzip when the connection has a compression level (the infer methods). `in_place`: its large messages
     may be received into the core's receive buffers (the infer methods, whose tensors are then passed uncopied).
     `begin(request, context)`, where given, starts a unary call without a task of its own (see `UnaryPending`),
-    or returns None for `handler` to run it."""
+    or returns None for `handler` to run it. `max_message_bytes()`, where given, bounds its request messages below
+    the connection's limit (declared and decompressed), e.g. the repository extension's to what a load may carry."""
 
     __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
-                 "compress", "in_place", "begin")
+                 "compress", "in_place", "begin", "max_message_bytes")
 
     def __init__(
         self,
@@ -38,6 +39,7 @@ class Method:
         compress: bool = False,
         in_place: bool = False,
         begin: Callable[[Any, Context], UnaryPending | None] | None = None,
+        max_message_bytes: Callable[[], int] | None = None,
     ):
         self.handler = handler
         self.deserialize = deserialize
@@ -48,6 +50,7 @@ class Method:
         self.compress = compress
         self.in_place = in_place
         self.begin = begin
+        self.max_message_bytes = max_message_bytes
 
 
 class UnaryPending(Protocol):

@@ -103,6 +103,11 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
     }
     methods = {}
     service = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    core = servicer.core
+
+    def repository_bound() -> int:  # (the controller attached to the core says what a load may carry)
+        return core.repository_request_bytes(http=False)
+
     for method in service.methods:
         request_cls = getattr(service_pb2, method.input_type.name)
         deserialize, serialize = chunked.get(method.name, (request_cls.FromString, _serialize_one))
@@ -110,6 +115,7 @@ def h2_methods(servicer: InferenceServicer, health_service: "HealthService") -> 
             getattr(servicer, method.name), deserialize, serialize, method.client_streaming, method.server_streaming,
             on_sent_of if method.name in chunked else None, compress=method.name in chunked,
             in_place=method.name in chunked, begin=servicer.begin_model_infer if method.name == "ModelInfer" else None,
+            max_message_bytes=repository_bound if method.name.startswith("Repository") else None,
         )
     request = health_pb2.HealthCheckRequest.FromString
     methods[f"/{HEALTH_SERVICE}/Check".encode()] = h2.Method(health_service.Check, request, _serialize_one)

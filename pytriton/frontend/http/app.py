@@ -89,6 +89,16 @@ def _decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> by
     return inflated
 
 
+def _json(body: bytes | bytearray) -> Any:
+    """A request's JSON body ({} when empty)."""
+    if not body.strip():
+        return {}
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+
+
 _MODEL_ROUTE_GROUPS = {
     "infer": "inference",
     "ready": "health",
@@ -304,13 +314,7 @@ class HttpApp:
         return HttpResponse(200, [cached[1]], list(JSON))
 
     def _json_body(self, request: HttpRequest) -> Any:
-        body = _decompress(request.body, request.headers.get("content-encoding"), self.max_input_bytes)
-        if not body.strip():
-            return {}
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
+        return _json(_decompress(request.body, request.headers.get("content-encoding"), self.max_input_bytes))
 
     def _trace(self, request: HttpRequest, model: str | None) -> HttpResponse:
         if bad := self._only(request.method, "GET", "POST"):
@@ -341,7 +345,7 @@ class HttpApp:
         if bad := self._only(request.method, "POST"):
             return bad
         if rest == ["index"]:
-            body = self._json_body(request)
+            body = self._repository_body(request, "the repository index")
             ready_only = bool(body.get("ready", False)) if isinstance(body, dict) else False
             return json_response(self.core.repository_index(ready_only))
         if len(rest) == 3 and rest[0] == "models" and rest[2] in ("load", "unload"):
@@ -350,9 +354,27 @@ class HttpApp:
             raise unsupported("'repository_name' specification is not supported")
         return error_response(404, "Not Found")
 
+    def _repository_body(self, request: HttpRequest, what: str) -> Any:
+        """The JSON body of a repository request, refused before it is parsed when larger than a load may be (its
+        configuration override and, where the server allows uploads, its files: see `repository_request_bytes`)."""
+        limit = self.core.repository_request_bytes(http=True)
+
+        def too_large(size: str) -> ServerError:
+            return invalid_arg(f"{what}: the request is {size} bytes, larger than the limit of {limit} bytes for a "
+                               "repository request (a load's 'config' parameter, and its files where the server "
+                               "allows uploads: --allow-model-upload)")
+
+        if len(request.body) > limit:
+            raise too_large(str(len(request.body)))
+        try:
+            body = _decompress(request.body, request.headers.get("content-encoding"), limit)
+        except _TooLarge:
+            raise too_large(f"more than {limit}") from None
+        return _json(body)
+
     async def _load_unload(self, request: HttpRequest, name: str, action: str) -> HttpResponse:
         control = self.core.repository_control()
-        body = self._json_body(request)
+        body = self._repository_body(request, f"failed to {action} '{name}'")
         if action == "unload":
             await control.unload(name, unload_dependents(body))
         else:
