@@ -5,9 +5,12 @@ are checked as Triton checks them."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -19,7 +22,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve
+from tests.conftest import REPO, serve
 
 CLIENTS = {"grpc": grpcclient, "http": httpclient}
 INVALID = {"grpc": "StatusCode.INVALID_ARGUMENT", "http": "400"}
@@ -138,6 +141,15 @@ def test_uploads_are_refused_unless_the_server_allows_them(layout, protocol):
         client.close()
 
 
+def test_allow_model_upload_needs_explicit_mode():
+    for mode in ("none", "poll"):
+        result = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository",
+                                 str(REPO / "tests" / "repositories" / "models"), "--model-control-mode", mode,
+                                 "--allow-model-upload"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        assert "Use of '--allow-model-upload' requires setting '--model-control-mode=explicit' as well." in result.stderr
+
+
 def _uploads(tmp: Path) -> list[str]:
     return sorted(p.name for p in tmp.iterdir() if p.name.startswith("pytriton-model-"))
 
@@ -197,6 +209,14 @@ def test_a_config_override_too_large_or_too_deep_is_refused(layout, protocol):
         with pytest.raises(InferenceServerException) as info:
             client.load_model("m", config=deep)
         assert status(info) == INVALID[protocol] and "nested deeper than" in info.value.message()
+        if protocol == "http":  # a small gzip body inflating past the repository's limit: stopped as it inflates
+            bomb = gzip.compress(b'{"parameters": {"config": "' + b" " * (32 << 20) + b'"}}')
+            request = urllib.request.Request(f"http://{server.http_url}/v2/repository/models/m/load", data=bomb,
+                                             headers={"Content-Encoding": "gzip"}, method="POST")
+            with pytest.raises(urllib.error.HTTPError) as http_info:
+                urllib.request.urlopen(request, timeout=30)
+            answer = http_info.value.read().decode()
+            assert http_info.value.code == 400 and "the request is more than" in answer, answer
         assert client.is_server_live()
         client.load_model("m", config=config("m"))
         assert double(client, protocol) == [2.0]
