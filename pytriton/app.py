@@ -145,7 +145,8 @@ class Server:
                                                   auto_complete=config.auto_complete_config,
                                                   exit_on_error=config.exit_on_error,
                                                   allow_uploads=config.allow_model_upload,
-                                                  limits=config.repository_limits)
+                                                  limits=config.repository_limits,
+                                                  upload_parent=self.run_dir.path)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
             peers = FrontendPeers.of(core, config.frontend_index, config.frontend_peer_ports)

@@ -69,7 +69,8 @@ class ModelControl:
 
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
                  poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True,
-                 exit_on_error: bool = False, allow_uploads: bool = False, limits: RepositoryLimits | None = None):
+                 exit_on_error: bool = False, allow_uploads: bool = False, limits: RepositoryLimits | None = None,
+                 upload_parent: str | None = None):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -84,6 +85,7 @@ class ModelControl:
         self.exit_on_error = exit_on_error  # a model that fails to load at start fails the start (Triton's option)
         self.allow_uploads = allow_uploads  # loads may give the model's files (`file:` parameters; off by default)
         self.limits = limits or RepositoryLimits()  # bounds of a load's configuration override and files
+        self.upload_parent = upload_parent  # where uploads' folders go (the server's run directory)
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()  # (poll mode's rounds; close waits for it)
         self._names = NameLocks()  # a load or unload holds its model's lock: other models' go on meanwhile
@@ -204,7 +206,7 @@ class ModelControl:
             if override is None:
                 raise invalid_arg(f"failed to load '{name}': a model given as files ('file:' parameters) needs its "
                                   "configuration in the 'config' parameter")
-            root, model_dir = write_upload(name, files, self.limits)
+            root, model_dir = write_upload(name, files, self.limits, self.upload_parent)
             self._upload_dirs.append(root)
             self._uploads_loading.add(root)
             try:

@@ -43,12 +43,15 @@ def check_upload(name: str, files: dict[str, str | bytes], limits: RepositoryLim
                           f"{limits.max_upload_bytes}")
 
 
-def write_upload(name: str, files: dict[str, str | bytes], limits: RepositoryLimits | None = None) -> tuple[str, str]:
+def write_upload(name: str, files: dict[str, str | bytes], limits: RepositoryLimits | None = None,
+                 parent: str | None = None) -> tuple[str, str]:
     """(the new temporary folder, the model folder in it holding the uploaded files); files out of bounds or a path
-    that would leave the model folder are refused (`check_upload`) before the folder is made. The caller owns the
-    folder once this returns; if this raises, whatever the error, the folder is gone."""
+    that would leave the model folder are refused (`check_upload`) before the folder is made. The folder is made in
+    `parent` (the server's run directory, which the next start's sweep removes after a SIGKILL; default: the
+    temporary directory). The caller owns the folder once this returns; if this raises, whatever the error, the
+    folder is gone."""
     check_upload(name, files, limits or RepositoryLimits())
-    root = tempfile.mkdtemp(prefix="pytriton-model-")
+    root = tempfile.mkdtemp(prefix="pytriton-model-", dir=parent)
     try:
         model_dir = os.path.join(root, name)
         for relative, content in files.items():

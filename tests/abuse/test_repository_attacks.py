@@ -79,7 +79,8 @@ class TritonPythonModel:
 
 
 def _uploads(tmp: Path) -> list[str]:
-    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("pytriton-model-"))
+    """The upload folders under `tmp` (the servers' run directories hold them)."""
+    return sorted(p.name for p in tmp.glob("*/pytriton-model-*"))
 
 
 def test_reloading_uploaded_files_keeps_one_folder_and_unload_removes_it(tmp_path: Path):

@@ -9,9 +9,11 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,7 +24,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests.conftest import REPO, ServerProcess, _pid_alive, serve
 
 CLIENTS = {"grpc": grpcclient, "http": httpclient}
 INVALID = {"grpc": "StatusCode.INVALID_ARGUMENT", "http": "400"}
@@ -151,7 +153,8 @@ def test_allow_model_upload_needs_explicit_mode():
 
 
 def _uploads(tmp: Path) -> list[str]:
-    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("pytriton-model-"))
+    """The upload folders under `tmp` (the servers' run directories hold them)."""
+    return sorted(p.name for p in tmp.glob("*/pytriton-model-*"))
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -182,6 +185,33 @@ def test_an_upload_out_of_bounds_is_refused_and_leaves_no_folder(layout, protoco
             assert len(_uploads(tmp)) == 1
             client.close()
         assert _uploads(tmp) == []  # the served model's folder goes with the server's stop
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_killed_servers_upload_folder_is_swept_by_the_next_start(layout):
+    """An upload's folder lives in the server's run directory: a server killed with SIGKILL cannot remove it, and the
+    next server's start-up sweep does (before, uploads lay in the temporary directory itself and stayed)."""
+    repo, _ = layout
+    tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # (short: the server's worker socket lives under it)
+    try:
+        server = ServerProcess(["--model-repository", str(repo), "--model-control-mode", "explicit",
+                                "--allow-model-upload"], env={"TMPDIR": str(tmp)})
+        try:
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            client.load_model("up", config=config("up"), files={"file:1/model.py": MODEL.encode(),
+                                                                 "file:1/weights.bin": b"w" * (1 << 20)})
+            assert double(client, "grpc", "up") == [2.0]
+            workers = server.worker_pids()
+            client.close()
+        finally:
+            server.stop(signal.SIGKILL)
+        assert len(_uploads(tmp)) == 1  # a SIGKILLed server cannot clean up ...
+        deadline = time.monotonic() + 10  # (its workers see it gone and exit)
+        while any(_pid_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with serve("--model-repository", str(repo), env={"TMPDIR": str(tmp)}):
+            assert _uploads(tmp) == []  # ... the next one sweeps it
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
