@@ -8,7 +8,8 @@ import dataclasses
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as pb
@@ -35,6 +36,13 @@ DUPLICATE_REASON = "model appears in two or more repositories"
 # How a refused upload says what turns uploads on (the server's option; the in-process API's Options field).
 UPLOADS_OPTION = ("start the server with --allow-model-upload (TritonConfig.allow_model_upload, "
                   "tritonserver.Options.allow_model_upload) to allow it")
+RETRY_MAX_S = 300.0  # poll mode: the longest a load whose instances failed to start waits for its next try
+
+
+def retry_delay(poll_secs: float, failures: int) -> float:
+    """Poll mode: how long after its `failures`-th failed start a load is tried again without an edit of its files:
+    the next poll, then twice as long after each failure, at most RETRY_MAX_S (or one poll, if polls are rarer)."""
+    return min(max(poll_secs, RETRY_MAX_S), poll_secs * 2 ** min(failures - 1, 32))
 
 
 @dataclasses.dataclass
@@ -53,6 +61,15 @@ class _Entry:
     versions: dict[int, _Version] = dataclasses.field(default_factory=dict)
     signature: tuple | None = None  # the model folder's files when it was last (re)loaded (poll mode)
     explicit: bool = True  # loaded by name (False: only as a step of an ensemble that was loaded)
+    # poll mode: a load whose instances failed to start is tried again at `retry_at` (the controller's clock) although
+    # its files did not change; `failures` in a row so far (0: none to try again)
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+class StartFailure(ServerError):
+    """A load whose instances failed to start (a worker died or failed before it was ready): the same files may load
+    on another try, so poll mode tries again."""
 
 
 class _LoadCancelled(Exception):
@@ -95,6 +112,7 @@ class ModelControl:
         self._closed = False
         self._starting: dict[asyncio.Future, Any] = {}  # a load's replace_model tasks and their sources
         self._start_cancelled = False
+        self._clock: Callable[[], float] = time.monotonic  # (poll mode's retries)
 
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
@@ -374,7 +392,7 @@ class ModelControl:
             else:
                 entry.versions[number] = _Version("READY", "", signatures[number])
         if failures:  # the versions no longer selected serve on until a load succeeds
-            raise ServerError(Status.INVALID_ARG, f"load failed for model '{name}': " + "".join(
+            raise StartFailure(Status.INVALID_ARG, f"load failed for model '{name}': " + "".join(
                 f"version {number} is at UNAVAILABLE state: {reason};" for number, reason in sorted(failures.items())))
         gone = [number for number in entry.versions if number not in wanted]
         for number in gone:
@@ -461,13 +479,30 @@ class ModelControl:
             return
         for name, model_dir in found.items():
             entry = self._entries.get(name)
+            failures = 0
             if entry is not None and entry.signature == folder_signature(model_dir):
-                continue
-            logger.info("model repository poll: %s model '%s'", "loading" if entry is None else "reloading", name)
+                if not entry.failures or self._clock() < entry.retry_at:
+                    continue
+                failures = entry.failures  # its instances failed to start: tried again without an edit
+                logger.info("model repository poll: trying model '%s' again (its instances failed to start %d "
+                            "time%s in a row)", name, failures, "" if failures == 1 else "s")
+            else:
+                logger.info("model repository poll: %s model '%s'", "loading" if entry is None else "reloading", name)
             try:
                 await self._load(name, model_dir, keep_unchanged=True)
+                failures = 0
+            except StartFailure as exc:
+                failures += 1
+                delay = retry_delay(self.poll_secs, failures)
+                served = [str(m.version) for m in self.core.registry.versions(name)]
+                logger.error("%s %s; trying again in %g s (no edit needed)", exc, f"version {', '.join(served)} "
+                             "serves on" if served else "nothing of it is served", delay)
+                self._entries[name].retry_at = self._clock() + delay
             except ServerError as exc:
+                failures = 0  # (its files must change before it is tried again)
                 logger.error("%s", exc)
+            if name in self._entries:
+                self._entries[name].failures = failures
         for name in [n for n in self._entries if n not in found]:
             logger.info("model repository poll: unloading model '%s' (its folder is gone)", name)
             await self._unload(name)
