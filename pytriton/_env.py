@@ -20,6 +20,7 @@ EVENT_LOOPS = ("auto", "uvloop", "asyncio")  # auto: uvloop where it is installe
 # 1 MiB paths, see the measurements). Applied to the server and its workers unless the user set GLIBC_TUNABLES.
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
 TRITON_CONFIG_PREFIX = "PYTRITON_TRITON_CONFIG_"
+DEFAULT_MODEL_STALL_S = 60.0
 
 
 def _flag(text: str) -> bool:
@@ -37,6 +38,13 @@ def _depth(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError("below 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError("not a number of seconds >= 0")
     return value
 
 
@@ -74,6 +82,10 @@ SERVER_VARIABLES = (
     ServerVariable("PYTRITON_PIPELINE_DEPTH", "pipeline_depth", _depth, "an integer >= 1",
                    f"Executions handed to one instance of a model without batching before the first has "
                    f"finished (default {DEFAULT_PIPELINE_DEPTH})."),
+    ServerVariable("PYTRITON_MODEL_STALL_SECS", "model_stall_s", _seconds, "a number of seconds >= 0",
+                   f"A model reports not ready while requests wait for it and every one of its instances has run one "
+                   f"execution this long without progress (no answer, no streamed response), e.g. executions "
+                   f"waiting for each other through BLS requests (default {DEFAULT_MODEL_STALL_S:g}; 0: never)."),
     ServerVariable("PYTRITON_GRPC_SERVER", "grpc_implementation", _grpc_implementation,
                    f"one of {', '.join(GRPC_IMPLEMENTATIONS)}",
                    "The gRPC transport: our own HTTP/2 server in the event loop (h2, default) or grpc.aio (grpcio)."),

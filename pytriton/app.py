@@ -128,6 +128,7 @@ class Server:
                 response_cache=_response_cache(config.cache_config),
                 server_name=config.server_id,
                 strict_readiness=config.strict_readiness,
+                stall_s=config.model_stall_s,
             )
             core.shm.on_removed.append(lambda region: host.unmap_regions([region.id]))
             core.received.attach(host.received)  # large messages are received into shared memory

@@ -66,6 +66,7 @@ class ServerConfig:
     exit_with_parent: bool = False
     inline_max_bytes: int = DEFAULT_INLINE_MAX
     pipeline_depth: int = _env.DEFAULT_PIPELINE_DEPTH
+    model_stall_s: float = _env.DEFAULT_MODEL_STALL_S  # PYTRITON_MODEL_STALL_SECS (ServerCore's stall_s)
     grpc_implementation: str = _env.GRPC_IMPLEMENTATIONS[0]
     event_loop: str = _env.EVENT_LOOPS[0]  # PYTRITON_EVENT_LOOP: auto | uvloop | asyncio (pytriton.app.run_loop)
     execution_timeout_s: float | None = None  # an execution that runs longer is failed and its worker restarted

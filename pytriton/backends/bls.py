@@ -3,6 +3,10 @@ worker's own socket to the server, which runs it like a network request; answers
 
 Any thread of the model may make them (`initialize`, `execute`, threads it starts); the endpoint serialises the
 socket. A request's `timeout` (microseconds, as Triton's) bounds the wait for its (first) answer.
+
+Each request carries its call chain: the chains of the requests of the execution this instance runs now (the worker
+runs one at a time), then this instance itself. The server refuses at once a call that would wait for an instance on
+the chain (a cycle such as A -> B -> A with one instance each), instead of letting it wait forever.
 """
 
 from __future__ import annotations
@@ -29,24 +33,31 @@ class BlsClient:
     """Sends a model's `InferenceRequest`s through the worker's endpoint and turns the answers into
     `pb_utils.InferenceResponse`s."""
 
-    def __init__(self, endpoint: WorkerEndpoint, config: TritonModelConfig, alive: Callable[[], bool], poll_ms: int):
+    def __init__(self, endpoint: WorkerEndpoint, config: TritonModelConfig, alive: Callable[[], bool], poll_ms: int,
+                 instance: str = ""):
         self.endpoint = endpoint
         self.config = config
         self.alive = alive
         self.poll_ms = poll_ms
-        self.instances = config.instance_count * max(1, len(config.gpus or ()))
+        self.caller = (config.model_name, config.model_version, instance)  # this instance, as a call chain names it
+        # The INFER message of the execution this worker runs now (set by the worker loop; None between two): its
+        # requests' call chains are what this instance's BLS requests extend.
+        self.serving: Any = None
         self._wakeup: asyncio.Future[None] | None = None  # shared by the async_exec calls waiting now
 
     # ---- sending ------------------------------------------------------------------------------
-    def _refusal(self, request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse | None:
-        """A request that cannot be sent, answered at once (as an error response)."""
-        name = request.model_name()
-        if name == self.config.model_name and self.instances <= 1:
-            return _error_response(
-                f"model '{name}' has one instance, which is running this BLS request: a BLS request to the model "
-                "itself would wait for that instance forever (give the model more instances)",
-                pb_utils.TritonError.UNAVAILABLE)
-        return None
+    def chain(self) -> tuple[tuple[str, int, str], ...]:
+        """The call chain of a request this instance makes now: those of the requests it serves, then itself."""
+        message = self.serving
+        chain: list[tuple[str, int, str]] = []
+        if message is not None:
+            for item in message.requests:
+                for caller in item.callers:
+                    link = (caller.model, caller.version, caller.instance)
+                    if link not in chain:
+                        chain.append(link)
+        chain.append(self.caller)
+        return tuple(chain)
 
     def _send(self, request: pb_utils.InferenceRequest, decoupled: bool) -> int:
         inputs = []
@@ -64,7 +75,7 @@ class BlsClient:
         fields = (request.request_id(), request.correlation_id(), request.flags())
         return self.endpoint.bls_send(request.model_name(), str(version) if version > 0 else "", inputs,
                                       request.requested_output_names(), json_params(request), decoupled, fields,
-                                      int(request._timeout_us))
+                                      int(request._timeout_us), self.chain())
 
     # ---- receiving ----------------------------------------------------------------------------
     def _response(self, message: Any, frames: Any) -> pb_utils.InferenceResponse:
@@ -84,9 +95,6 @@ class BlsClient:
                 raise ServerGoneError("the server went away while a BLS request waited for its answer")
 
     def exec(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return iter([refusal]) if decoupled else refusal
         call_id = self._send(request, decoupled)
         if decoupled:
             return self._stream(call_id)
@@ -112,9 +120,6 @@ class BlsClient:
                 self.endpoint.bls_abandon(call_id, tell=True)
 
     async def async_exec(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return iter([refusal]) if decoupled else refusal
         call_id = self._send(request, decoupled)
         responses: list[pb_utils.InferenceResponse] = []
         done = False

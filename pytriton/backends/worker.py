@@ -110,7 +110,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         try:
             if infer_func is None and is_python_model_target(spec.callable):
                 what = f"model '{config.model_name}' version {config.model_version}"
-                pb_utils._bls_client = BlsClient(endpoint, config, alive, poll_ms)  # (initialize() may use BLS)
+                pb_utils._bls_client = BlsClient(  # (initialize() may use BLS)
+                    endpoint, config, alive, poll_ms, instance_name(config, spec.instance))
                 pb_metrics._client = pb_metrics.MetricsClient(  # (usable in initialize)
                     endpoint, alive, poll_ms, instance_name(config, spec.instance))
                 endpoint.before_result = pb_metrics.flush
@@ -246,10 +247,14 @@ def _execute(
         endpoint.begin_stream(message)
     t_input = time.perf_counter_ns()
     sent = 0
+    bls = None
     if isinstance(backend, PythonModelBackend):
         ran = [index for index, error in enumerate(failed) if not error]  # (requests whose regions failed never run)
         call_id = message.id
         backend.cancel_probe = lambda i: endpoint.request_cancelled(call_id, ran[i])
+        bls = pb_utils._bls_client
+        if bls is not None:
+            bls.serving = message  # (its BLS requests extend the call chains of these requests)
     try:
         result = backend(requests)
         if not decoupled and (inspect.isgenerator(result) or inspect.isasyncgen(result)):
@@ -303,6 +308,8 @@ def _execute(
     finally:
         del requests
         endpoint.credit = None
+        if bls is not None:
+            bls.serving = None
     if decoupled:  # the stream is complete (requests that could not run hear why, if no message told them yet)
         unanswered = not sent and any(failed)
         endpoint.send_result(message.id, _with_failed(failed, [None] * ran_count)[0] if unanswered else None,

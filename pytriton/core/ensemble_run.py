@@ -16,6 +16,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
+from pytriton.core.call_chain import through_ensemble
 from pytriton.core.ensemble import Ensemble, EnsembleStep
 from pytriton.core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from pytriton.core.validation import validate_request
@@ -78,7 +79,8 @@ class EnsembleRun:
                                   "step: it cannot be requested into shared memory or as a classification")
             outputs.append(RequestedOutput(key, dict(parameters)))
         return InferRequest(step.model_name, step.version_string, self.request.id, inputs, outputs,
-                            dict(self.request.parameters))
+                            dict(self.request.parameters),
+                            chain=through_ensemble(self.request.chain, self.model.name, self.model.version))
 
     def _collect(self, step: EnsembleStep, response: InferResponse) -> list[EnsembleStep]:
         """Take a step's outputs; return the steps that can start now."""

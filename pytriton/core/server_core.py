@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Any, AsyncGenerator, Callable, Coroutine
 
+from pytriton.core.call_chain import reentry
 from pytriton.core.classification import classify_outputs
 from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
@@ -66,6 +67,7 @@ class ServerCore:
         response_cache: ResponseCache | None = None,  # `--cache-config local,size=BYTES`
         server_name: str = SERVER_NAME,  # Triton's `--id`
         strict_readiness: bool = True,  # Triton's `--strict-readiness`
+        stall_s: float = 0.0,  # a model whose instances all made no progress this long while requests wait: not ready
     ):
         self.registry = ModelRegistry()
         self.server_name = server_name
@@ -79,6 +81,7 @@ class ServerCore:
         self.pipeline_depth = pipeline_depth
         self.response_cache = response_cache
         self.execution_timeout_s = execution_timeout_s
+        self.stall_s = stall_s
         self.live = False
         self.accepting = False
         self._in_flight = 0
@@ -147,6 +150,7 @@ class ServerCore:
             on_execution=lambda s: stats_holder[0].stats.record_execution(
                 s.batch_size, s.compute_input_ns, s.compute_infer_ns, s.compute_output_ns),
         )
+        scheduler.stall_ns = int(self.stall_s * 1e9)
         model = Model(config=config, scheduler=scheduler, source=source, cache=model_cache(config, self.response_cache))
         if isinstance(source, Ensemble):  # no instances: its requests run through its steps' models
             source.registry = self.registry
@@ -300,6 +304,9 @@ class ServerCore:
         if model.scheduler.batching is None:
             signature = None
         job = Job(execution, batch_size, signature, stream, request.id, self._loop)
+        if request.chain:  # a BLS request (or a step of an ensemble one reached): the instance hears its chain
+            execution.chain = request.chain
+            job.reentry = reentry(model.name, model.version, request.chain)
         if request.parameters:
             job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
         self._in_flight += 1  # (`request_began`)

@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from pytriton.exceptions import Status
 
 
+# One link of a request's call chain: (model name, model version, instance name) of an execution that waits for the
+# request (a BLS request made by that execution, or a step of an ensemble such a request reached; an ensemble, which
+# has no instance, appears with instance ""). A client's request has no chain.
+Caller = tuple[str, int, str]
+
+
 @dataclasses.dataclass(slots=True)
 class RegionRef:
     """Where a client says a tensor lies: a registered region's name, an offset into it, a byte size."""
@@ -80,6 +86,7 @@ class InferRequest:
     # of a gRPC header). Requests of one model with equal layouts pass or fail the same checks but for their data's
     # sizes (`core.validation.validate_layout`); none asks for classification or a client region.
     layout: Any = dataclasses.field(default=None, compare=False, repr=False)  # (a hint: not part of the request)
+    chain: tuple[Caller, ...] = ()  # the executions that wait for this request, outermost first (see `Caller`)
 
 
 @dataclasses.dataclass
@@ -121,6 +128,7 @@ class ExecutionRequest:
     # the control inputs of the model's sequence batcher, SEQUENCE_NOT_READY marks a not-ready row (see
     # sequence_controls)
     sequence: int = 0
+    chain: tuple[Caller, ...] = ()  # the request's call chain (InferRequest.chain), passed on to the instance
 
 
 @dataclasses.dataclass(slots=True)

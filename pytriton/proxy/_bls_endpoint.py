@@ -16,6 +16,7 @@ from pytriton.proxy.arena import SegmentMap, ShmArena, is_dedicated, slot_key
 from pytriton.proxy.messages import (
     RequestData,
     WorkerToServer,
+    encode_chain,
     encode_request_fields,
     params_from_proto,
     params_to_proto,
@@ -48,10 +49,12 @@ class BlsEndpoint:
     # ---- BLS: this worker's own requests to the server (from any thread) ------------------------
     def bls_send(self, model_name: str, model_version: str, inputs: list[tuple[str, str, Any]],
                  requested_outputs: list[str], parameters: dict[str, Any], decoupled: bool,
-                 fields: tuple[str, int | str, int] = ("", 0, 0), timeout_us: int = 0) -> int:
+                 fields: tuple[str, int | str, int] = ("", 0, 0), timeout_us: int = 0,
+                 chain: tuple[tuple[str, int, str], ...] = ()) -> int:
         """Send a model's own inference request upstream; its inputs go as frames or through this worker's response
         arena (the server gives those slots back when the request ends). `fields` are its request id, correlation id
-        and flags. Returns the call id for `bls_poll`."""
+        and flags; `chain` its call chain (model, version, instance), outermost first. Returns the call id for
+        `bls_poll`."""
         with self._lock:
             call_id = next(self._bls_ids)
             message = WorkerToServer(kind=WorkerToServer.BLS, id=call_id, model_name=model_name,
@@ -70,6 +73,7 @@ class BlsEndpoint:
             if parameters:
                 params_to_proto(parameters, request.parameters)
             encode_request_fields(RequestData([], [], {}, [], *fields), request)
+            encode_chain(chain, request)
             self._bls_replies[call_id] = collections.deque()
             self._send([message.SerializeToString(), *frames])
             return call_id

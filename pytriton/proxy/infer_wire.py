@@ -70,7 +70,7 @@ def inline_item(request: RequestData, frames: list[Any], pack: list[Any], pack_m
         known = _NOT_READY_ITEMS.get(id(request))
         if known is not None and known[0] is request:
             return known[1]
-    if request.parameters or request.output_regions:
+    if request.parameters or request.output_regions or request.chain:
         return None
     inputs = request.inputs
     for tensor in inputs:

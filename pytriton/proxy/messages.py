@@ -90,6 +90,18 @@ class RequestData:
     request_id: str = ""
     correlation_id: int | str = 0  # the sequence id (as the client sent it: an integer or a string)
     flags: int = 0  # SEQUENCE_START = 1, SEQUENCE_END = 2
+    chain: tuple[tuple[str, int, str], ...] = ()  # the call chain: (model, version, instance) that wait for it
+
+
+def encode_chain(chain: tuple[tuple[str, int, str], ...], item: Any) -> None:
+    """A request's call chain into a RequestItem's `callers`."""
+    for model, version, instance in chain:
+        item.callers.add(model=model, version=version, instance=instance)
+
+
+def decode_chain(item: Any) -> tuple[tuple[str, int, str], ...]:
+    """A RequestItem's call chain (empty for nearly every request)."""
+    return tuple((c.model, c.version, c.instance) for c in item.callers) if len(item.callers) else ()
 
 
 # Request flags: the client's sequence START (1) and END (2), as Triton numbers them; and two for the worker alone (a

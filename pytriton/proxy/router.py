@@ -28,6 +28,7 @@ from pytriton.proxy.messages import (
     ServerToWorker,
     TensorData,
     WorkerToServer,
+    encode_chain,
     encode_request_fields,
     params_to_proto,
 )
@@ -236,6 +237,8 @@ class ProxyRouter:
         if request.parameters:
             params_to_proto(request.parameters, item.parameters)
         encode_request_fields(request, item)
+        if request.chain:
+            encode_chain(request.chain, item)
 
     def _encode_tensor(self, tensor: TensorData, ref: Any, frames: list[Any], slots: list[int],
                        pack: list[Any] | None = None) -> None:

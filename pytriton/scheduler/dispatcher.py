@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from typing import Any, Callable
 
 from pytriton.exceptions import ServerError, unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
-from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, _release
+from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, Reentry, _release
 from pytriton.scheduler.ordering import OrderGate
 from pytriton.scheduler.queue_policy import PolicyQueue, QueueRules, compacted
 
@@ -53,13 +54,14 @@ def _any_no_result(results: list[Any]) -> bool:
 class _Execution:
     """One batch of jobs on one instance; the `ExecutionSink` the instance reports to."""
 
-    __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "control", "delivered", "total")
+    __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "control", "delivered", "total",
+                 "progress_ns")
 
     def __init__(self, scheduler: ModelScheduler, instance: Instance, jobs: list[Job]):
         self.scheduler = scheduler
         self.instance = instance
         self.jobs = jobs
-        self.started_ns = time.perf_counter_ns()
+        self.started_ns = self.progress_ns = time.perf_counter_ns()  # progress: when it began, or last answered
         self.done = False
         self.timer: asyncio.TimerHandle | None = None
         self.control: ExecutionControl | None = None  # None once cancelled
@@ -89,6 +91,7 @@ class _Execution:
             self.scheduler._on_execution(total)
         else:
             self.delivered += 1
+            self.progress_ns = time.perf_counter_ns()
             if self.scheduler.execution_timeout_s is not None:  # a stream: the timeout runs from its last response
                 if self.timer is not None:
                     self.timer.cancel()
@@ -155,6 +158,10 @@ class _Execution:
         if self.timer is None and self.scheduler.execution_timeout_s is not None:  # it waited for its readers
             self.timer = self.scheduler._arm_timeout(self)
 
+    def waits_for_readers(self) -> bool:
+        """A stream that has run its window ahead of its slowest reader: not stuck, it waits for them."""
+        return self.delivered > self._slowest() and self.control is not None
+
     def abandoned(self, job: Job) -> None:
         """A job of this execution lost its caller: the instance is told (the model may ask `is_cancelled()`), and a
         stream is asked to stop early once none is left; until then the slowest reader may be another one."""
@@ -174,7 +181,7 @@ class _Execution:
         self.timer = None
         if self.done:
             return
-        if self.delivered > self._slowest() and self.control is not None:
+        if self.waits_for_readers():
             return  # a stream that waits for a reader who does not read is not stuck; its clock runs once they read
         scheduler = self.scheduler
         reason = (f"model '{scheduler.model_name}' instance '{self.instance.label}' did not finish an execution within "
@@ -189,6 +196,10 @@ class ModelScheduler:
     `submit` queues a job (or starts it at once when an instance has room); `withdraw` is called when the
     job's caller gives up. Instances come and go through `add_instance` / `remove_instance` (the instance
     source calls them); `set_unavailable` fails who waits when no instance can come back.
+
+    `stall_s` (0: never): the model reports not ready while requests wait and every instance has gone that long
+    without progress in the execution it runs (no answer, no streamed response) — nothing can take the work, as
+    when executions wait for each other through BLS requests.
     """
 
     def __init__(
@@ -200,8 +211,10 @@ class ModelScheduler:
         on_execution: Callable[[ExecutionStats], None] | None = None,
         queueing: QueueRules | None = None,
         preserve_ordering: bool = False,
+        stall_s: float = 0.0,
     ):
         self.model_name = model_name
+        self.stall_ns = int(stall_s * 1e9)
         self.batching = batching
         self.execution_timeout_s = execution_timeout_s or None
         self.on_execution = on_execution
@@ -244,9 +257,44 @@ class ModelScheduler:
         return sum(len(executions) for executions in self._running.values())
 
     @property
+    def pending_count(self) -> int:
+        """Requests waiting to run (Triton's pending request count): those in the queue, and those handed to an
+        instance that has not started them yet (pipelined behind the execution it runs, which may be waiting itself,
+        e.g. for a BLS request)."""
+        behind = 0
+        for executions in self._running.values():
+            if len(executions) > 1:
+                for execution in itertools.islice(executions, 1, None):
+                    behind += sum(1 for job in execution.jobs if job.state != DONE and not job.abandoned)
+        return self.queue_size + behind
+
+    def running(self) -> list[_Execution]:
+        """The execution each busy instance runs now (not those waiting behind it)."""
+        return [next(iter(executions)) for executions in self._running.values() if executions]
+
+    def stalled_ns(self) -> int:
+        """How long the execution running with the least recent progress has gone without any (since it began, or
+        since its last streamed response); 0 when none runs (a stream waiting for its readers is not stalled)."""
+        now = time.perf_counter_ns()
+        return max((now - e.progress_ns for e in self.running() if not e.waits_for_readers()), default=0)
+
+    @property
     def ready(self) -> bool:
-        """At least one instance can take work."""
-        return bool(self._load)
+        """At least one instance can take work: one is up, and not every one is stalled while requests wait."""
+        return bool(self._load) and not (self.stall_ns and self._wedged())
+
+    def _wedged(self) -> bool:
+        """Requests wait, and every instance runs an execution that has made no progress for `stall_ns`."""
+        if not self.pending_count:
+            return False
+        now = time.perf_counter_ns()
+        for executions in self._running.values():
+            if not executions:
+                return False  # an idle instance
+            head = next(iter(executions))
+            if now - head.progress_ns < self.stall_ns or head.waits_for_readers():
+                return False
+        return bool(self._running)
 
     # ---- instances -----------------------------------------------------------------------------
     def add_instance(self, instance: Any) -> None:
@@ -314,6 +362,9 @@ class ModelScheduler:
         """Queue `job`, or start it now if an instance has room and nobody waits before it."""
         if self._unavailable is not None and not self._load:
             raise unavailable(self._unavailable)
+        if job.reentry is not None:
+            self._submit_reentry(job, job.reentry)
+            return
         job.enqueued_ns = time.perf_counter_ns()
         if self._direct and self._free and not self._queue and not self._scheduling:
             # No batcher, no queue policy, nobody waits and an instance has room: the job starts now, as
@@ -330,6 +381,44 @@ class ModelScheduler:
         self._queued_weight += job.weight
         if self._free:
             self._schedule()
+
+    def _submit_reentry(self, job: Job, reentry: Reentry) -> None:
+        """A call back into this model from an execution of its own call chain (see Reentry): it starts now, alone,
+        on an idle instance that does not wait for it, or fails at once. It never queues: the instances it would wait
+        for may be waiting for it (directly, or through other models' instances)."""
+        job.enqueued_ns = time.perf_counter_ns()
+        scheduling, self._scheduling = self._scheduling, True  # (nothing else takes the job from the queue meanwhile)
+        try:
+            while True:
+                instance = next((i for i in reversed(self._free)  # (the most recently freed idle one first)
+                                 if not self._load[i] and i.label not in reentry.blocked), None)
+                if instance is None:
+                    raise unavailable(self._no_free_instance(reentry))
+                if self._start([job], instance) is not None or job.state != QUEUED:
+                    break
+                # its instance was gone (`_instance_gone` put the job back at the head of the queue): try another
+                self._queue.popleft()
+                self._queued_weight -= job.weight
+        finally:
+            self._scheduling = scheduling
+        if self._queue and self._free:  # (what an execution that ended at once left to start)
+            self._schedule()
+
+    def _no_free_instance(self, reentry: Reentry) -> str:
+        labels = sorted(i.label for i in self._load)
+        waiting = [label for label in labels if label in reentry.blocked]
+        busy = len(labels) - len(waiting)
+        why = []
+        if waiting:
+            names = ", ".join(f"'{label}'" for label in waiting)
+            why.append(f"instance{'s' if len(waiting) > 1 else ''} {names} wait{'' if len(waiting) > 1 else 's'} for "
+                       "this call")
+        if busy:
+            why.append(f"{busy} other{'s' if busy > 1 else ''} busy")
+        if not labels:
+            why.append("none is up")
+        return (f"{reentry.cycle}: model '{self.model_name}' has no free instance ({'; '.join(why)}); a call back into "
+                "a model on its own call chain runs only on an idle instance, it does not wait for one")
 
     def withdraw(self, job: Job) -> None:
         """The caller of `job` went away."""
@@ -428,8 +517,8 @@ class ModelScheduler:
         for job in jobs:
             job.state = RUNNING
             job.execution = execution
-            if gate is not None:
-                gate.join(job)
+            if gate is not None and job.reentry is None:
+                gate.join(job)  # (not a call back into the model: jobs started before it may wait for its answer)
         running = self._running[instance]
         running[execution] = None
         try:
@@ -459,9 +548,10 @@ class ModelScheduler:
         if running is None or execution not in running:
             return
         del running[execution]
-        if running and self.execution_timeout_s is not None:
+        if running:
             head = next(iter(running))  # the instance starts it now
-            if head.timer is None and not head.done:
+            head.progress_ns = time.perf_counter_ns()
+            if self.execution_timeout_s is not None and head.timer is None and not head.done:
                 head.timer = self._arm_timeout(head)
         load = self._load[instance] = self._load[instance] - 1
         if instance in self._free:

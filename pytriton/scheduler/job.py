@@ -43,6 +43,17 @@ class Delivery:
     final: bool = True
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reentry:
+    """What makes a job a call back into its own model: executions of that model wait for it (a BLS request whose call
+    chain holds the model). It runs only on an idle instance other than the `blocked` ones (those wait for it), or
+    fails at once naming `cycle` (the call chain, e.g. "BLS call cycle: 'a' -> 'b' -> 'a'"): in a queue it could wait
+    forever for an instance that waits for it."""
+
+    blocked: frozenset[str]  # instance labels
+    cycle: str
+
+
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 
 
@@ -71,7 +82,7 @@ class Job:
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
                  "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate", "orphaned",
-                 "on_done")
+                 "on_done", "reentry")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
                  request_id: str = "", loop: asyncio.AbstractEventLoop | None = None, wanted: bool = True):
@@ -105,6 +116,7 @@ class Job:
         # released: the core counts it as Triton does (a success once it ran)
         self.orphaned: Callable[[Delivery | BaseException], None] | None = None
         self.on_done: Callable[[asyncio.Future[Delivery]], None] | None = None  # see `watch`
+        self.reentry: Reentry | None = None  # a call back into its own model (see Reentry); None for nearly all
 
     def watch(self, callback: Callable[[asyncio.Future[Delivery]], None]) -> None:
         """Call `callback(future)` once a unary job's `future` is done: at once when the job delivers its result or

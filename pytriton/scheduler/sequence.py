@@ -227,6 +227,12 @@ class SequenceScheduler(ModelScheduler):
             logger.warning("sequence %s for model '%s' has a conflict. The previous sequence did not end before this "
                            "sequence start. Previous sequence will be terminated early.", correlation_id,
                            self.model_name)
+        if job.reentry is not None:  # a call back into this model from its own call chain: it must not wait
+            slot = target if isinstance(target, _Slot) else (
+                self._free_slots[0] if target is None and self._free_slots else None)
+            if (slot is None or slot.queue or self._load.get(slot.instance)
+                    or getattr(slot.instance, "label", None) in job.reentry.blocked):
+                raise unavailable(self._no_free_instance(job.reentry))
         job.enqueued_ns = time.perf_counter_ns()
         self._last_ns[correlation_id] = self._clock()
         if target is None:

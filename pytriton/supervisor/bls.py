@@ -19,7 +19,7 @@ from pytriton.core.types import InferRequest, InferResponse, RequestedOutput, Te
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.datatypes import CODE_TO_TRITON
 from pytriton.proxy.arena import slot_key
-from pytriton.proxy.messages import ArenaSlot, TensorData, decode_request_fields, params_from_proto
+from pytriton.proxy.messages import ArenaSlot, TensorData, decode_chain, decode_request_fields, params_from_proto
 from pytriton.proxy.router import ProxyRouter, WorkerLink
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -97,7 +97,8 @@ class BlsBridge:
         if flags & 2:
             parameters["sequence_end"] = True
         return InferRequest(message.model_name, message.model_version, request_id, inputs,
-                            [RequestedOutput(name) for name in item.requested_outputs], parameters)
+                            [RequestedOutput(name) for name in item.requested_outputs], parameters,
+                            chain=decode_chain(item))
 
     async def _run(self, link: WorkerLink, call_id: int, request: InferRequest, decoupled: bool, slots: list[int],
                    timeout_s: float | None = None) -> None:  # fmt: skip

@@ -82,7 +82,7 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
         flags |= (FLAG_SEQUENCE_CONTROLS if request.sequence & SEQUENCE_CONTROLS else 0) | (
             FLAG_NOT_READY if request.sequence & SEQUENCE_NOT_READY else 0)
     data = RequestData(inputs, request.requested_outputs, parameters, outputs, request.request_id, correlation_id,
-                       flags)
+                       flags, request.chain)
     if not_ready:
         if len(_NOT_READY) >= 64:
             _NOT_READY.clear()

@@ -260,13 +260,18 @@ def test_helpers():
         pb_utils.Tensor("T", [1, 2])
 
 
-def test_bls_to_itself_with_one_instance_is_answered_at_once():
+def test_a_bls_request_carries_the_call_chain_of_the_execution_that_makes_it():
+    """The chains of the requests the instance serves now (each link once, in order), then the instance itself; between
+    two executions only the instance (the server refuses a call that would wait for an instance on the chain)."""
     from pytriton.backends.bls import BlsClient
+    from pytriton.proxy.messages import ServerToWorker, encode_chain
 
-    config = TritonModelConfig(model_name="me", inputs=[], outputs=[TensorSpec("Y", "FP32", (-1,))])
-    client = BlsClient(object(), config, lambda: True, 100)  # type: ignore[arg-type]
-    response = client.exec(pb_utils.InferenceRequest(model_name="me", inputs=[]), False)
-    assert response.has_error() and response.error().code() == pb_utils.TritonError.UNAVAILABLE
-    assert "model 'me' has one instance" in response.error().message()
-    [streamed] = list(client.exec(pb_utils.InferenceRequest(model_name="me", inputs=[]), True))
-    assert streamed.has_error()
+    config = TritonModelConfig(model_name="me", model_version=3, inputs=[], outputs=[TensorSpec("Y", "FP32", (-1,))])
+    client = BlsClient(object(), config, lambda: True, 100, "me_0_1")  # type: ignore[arg-type]
+    assert client.chain() == (("me", 3, "me_0_1"),)
+    message = ServerToWorker(kind=ServerToWorker.INFER, id=1)
+    encode_chain((("a", 1, "a_0_0"), ("b", 2, "b_0_0")), message.requests.add())
+    message.requests.add()  # (a client's request in the same batch: no chain)
+    encode_chain((("a", 1, "a_0_0"), ("c", 1, "")), message.requests.add())
+    client.serving = message
+    assert client.chain() == (("a", 1, "a_0_0"), ("b", 2, "b_0_0"), ("c", 1, ""), ("me", 3, "me_0_1"))

@@ -112,7 +112,9 @@ def test_callee_error_is_an_error_response(server, protocol):
 def test_a_model_calling_itself_with_one_instance_fails_at_once(server):
     with pytest.raises(InferenceServerException) as info:
         infer(server, "grpc", "bls_sync", A, B, target="bls_sync")
-    assert "model 'bls_sync' has one instance" in info.value.message()
+    message = info.value.message()
+    assert ("BLS call cycle: 'bls_sync' -> 'bls_sync': model 'bls_sync' has no free instance (instance 'bls_sync_0_0' "
+            "waits for this call)") in message, message
 
 
 def test_the_callee_counts_the_request_in_its_statistics(server):

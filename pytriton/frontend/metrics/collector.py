@@ -79,15 +79,27 @@ class TritonMetricsCollector:
             yield metric
         pending = Metric("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting "
                          "execution per-model.", "gauge")
+        # pytriton's own: what the instances run now, and how long the least recently progressing execution has gone
+        # without progress (a wedge, e.g. executions waiting for each other through BLS, shows as a growing value)
+        running = Metric("pytriton_model_executions_in_flight", "Executions the instances of the model run now (not "
+                         "those waiting behind them)", "gauge")
+        stalled = Metric("pytriton_model_execution_stall_seconds", "How long the model's running execution with the "
+                         "least recent progress has gone without any (no answer, no streamed response); 0 when none "
+                         "runs", "gauge")
         for model in models:
-            pending.add_sample("nv_inference_pending_request_count",
-                               {"model": model.name, "version": str(model.version)}, model.scheduler.queue_size)
+            labels = {"model": model.name, "version": str(model.version)}
+            scheduler = model.scheduler
+            pending.add_sample("nv_inference_pending_request_count", labels, scheduler.pending_count)
+            running.add_sample("pytriton_model_executions_in_flight", labels, len(scheduler.running()))
+            stalled.add_sample("pytriton_model_execution_stall_seconds", labels, round(scheduler.stalled_ns() / 1e9, 3))
         yield pending
         ready = Metric("pytriton_model_ready", "1 while the model version is ready for inference requests, 0 while "
                        "it is not", "gauge")
         for (name, version), is_ready in self.core.model_readiness().items():
             ready.add_sample("pytriton_model_ready", {"model": name, "version": version}, 1 if is_ready else 0)
         yield ready
+        yield running
+        yield stalled
         yield from summary_metrics(models)
         yield from first_response_metrics(models)
 

@@ -54,7 +54,7 @@ class TensorRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., dtype: _Optional[int] = ..., shape: _Optional[_Iterable[int]] = ..., nbytes: _Optional[int] = ..., frame: _Optional[int] = ..., segment: _Optional[int] = ..., offset: _Optional[int] = ..., region: _Optional[str] = ..., region_size: _Optional[int] = ..., region_id: _Optional[int] = ..., cuda_handle: _Optional[bytes] = ..., cuda_device: _Optional[int] = ..., peer_pid: _Optional[int] = ..., peer_arena: _Optional[str] = ...) -> None: ...
 
 class RequestItem(_message.Message):
-    __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions", "request_id", "correlation_id", "correlation_id_str", "flags")
+    __slots__ = ("inputs", "requested_outputs", "parameters", "output_regions", "request_id", "correlation_id", "correlation_id_str", "flags", "callers")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class RequestItem(_message.Message):
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_STR_FIELD_NUMBER: _ClassVar[int]
     FLAGS_FIELD_NUMBER: _ClassVar[int]
+    CALLERS_FIELD_NUMBER: _ClassVar[int]
     inputs: _containers.RepeatedCompositeFieldContainer[TensorRef]
     requested_outputs: _containers.RepeatedScalarFieldContainer[str]
     parameters: _containers.MessageMap[str, Param]
@@ -78,7 +79,18 @@ class RequestItem(_message.Message):
     correlation_id: int
     correlation_id_str: str
     flags: int
-    def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., request_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., correlation_id_str: _Optional[str] = ..., flags: _Optional[int] = ...) -> None: ...
+    callers: _containers.RepeatedCompositeFieldContainer[Caller]
+    def __init__(self, inputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., requested_outputs: _Optional[_Iterable[str]] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., output_regions: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., request_id: _Optional[str] = ..., correlation_id: _Optional[int] = ..., correlation_id_str: _Optional[str] = ..., flags: _Optional[int] = ..., callers: _Optional[_Iterable[_Union[Caller, _Mapping]]] = ...) -> None: ...
+
+class Caller(_message.Message):
+    __slots__ = ("model", "version", "instance")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    version: int
+    instance: str
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., instance: _Optional[str] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
     __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final", "cancel_items", "metric_value")
