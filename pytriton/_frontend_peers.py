@@ -52,6 +52,7 @@ LAST_ANSWERS_KEPT = 1024  # (peer, path) pairs whose last answer is kept (statis
 ACTIONS = {"register", "unregister"}
 KINDS = {"system", "cuda"}
 MACHINE_WIDE = ("nv_cpu_", "nv_gpu_", "nv_energy_")  # gauges of the machine: read once, never summed
+LONGEST = ("pytriton_model_execution_stall_seconds",)  # gauges of a duration: the longest of the processes, not a sum
 LOCKED = ("cannot be changed while the server runs as several front-end processes (--frontend-processes): each "
           "process holds its own")
 
@@ -293,9 +294,10 @@ def _order(body: bytes) -> dict[str, Any] | None:
 
 def merge_metrics(texts: list[tuple[int, str]]) -> str:
     """Prometheus text of several processes (index, text) as one: families in order of first appearance (HELP/TYPE
-    from the first), samples with the same name and labels summed, the machine-wide gauges taken from the first text
-    only; a sample of one model instance (an `instance` label: each process has its own instances of the same names)
-    gets the process's index as a `frontend` label instead of being summed."""
+    from the first), samples with the same name and labels summed (the LONGEST gauges: their largest value), the
+    machine-wide gauges taken from the first text only; a sample of one model instance (an `instance` label: each
+    process has its own instances of the same names) gets the process's index as a `frontend` label instead of being
+    summed."""
     families: dict[str, tuple[list[str], dict[str, list[str]]]] = {}
     owner: dict[str, int] = {}  # the text whose HELP/TYPE lines a family keeps
     for position, (index, text) in enumerate(texts):
@@ -315,10 +317,15 @@ def merge_metrics(texts: list[tuple[int, str]]) -> str:
                 key = f'{key[:-1]},frontend="{index}"}}'
             families[family][1].setdefault(key, []).append(value)
     lines = []
-    for head, samples in families.values():
+    for family, (head, samples) in families.items():
         lines += head
-        lines += [f"{key} {_sum(values)}" for key, values in samples.items()]
+        combine = _largest if family in LONGEST else _sum
+        lines += [f"{key} {combine(values)}" for key, values in samples.items()]
     return "\n".join(lines) + "\n"
+
+
+def _largest(values: list[str]) -> str:
+    return max(values, key=float)
 
 
 def _sum(values: list[str]) -> str:

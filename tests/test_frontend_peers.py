@@ -50,6 +50,13 @@ def test_counters_summed_machine_gauges_once_instances_apart():
     assert lines.index("# TYPE nv_inference_count counter") < lines.index('nv_inference_count{model="m",version="1"} 7')
 
 
+def test_a_stall_is_the_longest_of_the_processes_not_their_sum():
+    stall = ("# TYPE pytriton_model_execution_stall_seconds gauge\n"
+             'pytriton_model_execution_stall_seconds{{model="m",version="1"}} {}\n')
+    lines = merge_metrics([(0, stall.format("0.5")), (1, stall.format("61.25")), (2, stall.format("0"))]).splitlines()
+    assert 'pytriton_model_execution_stall_seconds{model="m",version="1"} 61.25' in lines
+
+
 def test_one_process_is_its_own_text():
     assert merge_metrics([(0, ZERO)]).splitlines() == [
         line.replace('instance="m_0_0"}', 'instance="m_0_0",frontend="0"}') for line in ZERO.splitlines()]

@@ -60,7 +60,8 @@ def scale(client: httpclient.InferenceServerClient) -> list[float]:
 def test_a_reload_whose_worker_dies_is_tried_again_without_an_edit(tmp_path: Path) -> None:
     repo, crash = tmp_path / "repo", tmp_path / "crash"
     write_model(repo, crash, 2.0)
-    with serve("--model-repository", str(repo), "--model-control-mode", "poll", "--repository-poll-secs", "1") as server:
+    with serve("--model-repository", str(repo), "--model-control-mode", "poll",
+               "--repository-poll-secs", "1") as server:
         client = httpclient.InferenceServerClient(server.http_url)
         assert scale(client) == [2.0]
         crash.touch()
