@@ -40,6 +40,10 @@ from pytriton.proxy.messages import ServerToWorker
 logger = logging.getLogger("pytriton.backends")
 
 PARENT_CHECK_MS = 1000
+# Tests only: a folder where a worker about to write a call's outputs into client regions, past its last look for a
+# CANCEL, stops when it finds a file `hold` there: it renames it `held-<pid>-<call id>` and waits (60 s at most) until a
+# file `release` appears. The window between that look and the write, made deterministic (tests/e2e/test_shm_race.py).
+OUTPUT_GATE_ENV = "PYTRITON_TEST_OUTPUT_WRITE_GATE"
 
 
 def _die_with_parent() -> None:
@@ -139,6 +143,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             gc.collect()
             gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
         errors = CallableErrorLog(label, logger)
+        gate = os.environ.get(OUTPUT_GATE_ENV) or None
         endpoint.send_hello()
         hello = True
         logger.debug("%s ready (pid %d)", label, os.getpid())
@@ -165,7 +170,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             if not endpoint.starting(message.id):  # its client went away while it waited behind another call
                 endpoint.send_result(message.id, None, error="the request was cancelled before it started")
                 continue
-            _execute(endpoint, backend, message, frames, errors, alive, poll_ms, rows)
+            _execute(endpoint, backend, message, frames, errors, alive, poll_ms, rows, gate)
     except BaseException as exc:
         if hello and not isinstance(exc, _Terminated):
             _report_end(endpoint, label, exc)
@@ -223,6 +228,7 @@ def _execute(
     alive: Callable[[], bool],
     poll_ms: int,
     rows: SequenceRows | None = None,
+    gate: str | None = None,
 ) -> None:
     """Run one INFER message: decode, call the callable, check and send what it returns (or its error).
 
@@ -265,12 +271,15 @@ def _execute(
         stream = backend.iterate(result)
         for raw in stream:
             t_infer = time.perf_counter_ns()
-            if regions is not None and endpoint.cancelled(message.id):
-                # The server gave up on this call (its clients left, or it outlived the execution timeout) and may
-                # have let go of the client regions its outputs were to be written into: nothing is written there.
-                stream.close()
-                endpoint.send_result(message.id, None, error="the request was cancelled")
-                return
+            if regions is not None:
+                if endpoint.cancelled(message.id):
+                    # The server gave up on this call (its clients left, or it outlived the execution timeout) and may
+                    # have let go of the client regions its outputs were to be written into: nothing is written there.
+                    stream.close()
+                    endpoint.send_result(message.id, None, error="the request was cancelled")
+                    return
+                if gate is not None:
+                    _wait_at_gate(gate, message.id)
             responses, finals = _with_failed(failed, backend.check_outputs(requests, raw),
                                              raw.finals if isinstance(raw, StreamStep) else None, later=sent > 0)
             for index in dropped:
@@ -318,6 +327,17 @@ def _execute(
         error = InferenceCallableError(f"inference callable of model '{backend.config.model_name}' returned no response")
         errors.report(error, traceback=False)
         endpoint.send_result(message.id, None, error=str(error))
+
+
+def _wait_at_gate(gate: str, call_id: int) -> None:
+    """See OUTPUT_GATE_ENV (tests only)."""
+    try:
+        os.rename(os.path.join(gate, "hold"), os.path.join(gate, f"held-{os.getpid()}-{call_id}"))
+    except OSError:
+        return  # no `hold` to take: this call goes on
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(gate, "release")) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def main(argv: list[str] | None = None) -> int:
