@@ -273,8 +273,9 @@ def _execute(
             t_infer = time.perf_counter_ns()
             if regions is not None:
                 if endpoint.cancelled(message.id):
-                    # The server gave up on this call (its clients left, or it outlived the execution timeout) and may
-                    # have let go of the client regions its outputs were to be written into: nothing is written there.
+                    # The server gave up on this call (its clients left, or it outlived the execution timeout): nothing
+                    # is written into its client regions. A CANCEL that comes after this look is too late to stop the
+                    # write; the server then holds the regions' bytes until this call's answer (core/output_holds.py).
                     stream.close()
                     endpoint.send_result(message.id, None, error="the request was cancelled")
                     return

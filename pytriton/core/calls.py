@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, stamp_stream_delivery
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError, Status
-from pytriton.scheduler.job import DONE, QUEUED, Delivery, ExecutionStats, Job
+from pytriton.scheduler.job import DONE, HELD, QUEUED, Delivery, ExecutionStats, Job
 
 if TYPE_CHECKING:
     from pytriton.core.registry import Model
@@ -27,6 +27,11 @@ def withdrawn(model: Model, job: Job, start: int = 0) -> None:
     its execution times when the model answered (the answer is released unread), else a failure (`start`: when the
     request came, default its enqueueing)."""
     if job.abandoned:
+        return
+    if job.state == HELD:  # held back before the scheduler (core/output_holds.py): it never runs, it ends now
+        model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")
+        job.abandon()
+        job.finish()
         return
     if job.state == QUEUED:  # cancelled before it ran: a failure, as Triton counts it
         model.stats.record_failure(time.perf_counter_ns() - job.enqueued_ns, "CANCELED")

@@ -19,6 +19,7 @@ from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
 from pytriton.core.ensemble_run import run_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
+from pytriton.core.output_holds import Hold, OutputHolds
 from pytriton.core.peers import Peers
 from pytriton.core.received import ReceivedBuffers
 from pytriton.core.regions_resolve import execution_request
@@ -41,7 +42,7 @@ from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unav
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy
 from pytriton.scheduler.instance import InstanceSource
-from pytriton.scheduler.job import Delivery, ExecutionStats, Job
+from pytriton.scheduler.job import HELD, QUEUED, Delivery, ExecutionStats, Job
 from pytriton.scheduler.queue_policy import queue_rules, request_queueing
 
 logger = logging.getLogger("pytriton.core")
@@ -78,6 +79,7 @@ class ServerCore:
         self.extensions: list[str] = list(EXTENSIONS)
         self.shm = SharedMemoryRegistry(lambda: gpu_available, allow_client_shm)
         self.received = ReceivedBuffers(self.shm)  # large messages received into shared memory (front-ends)
+        self.holds = OutputHolds()  # client output bytes that calls in flight may still write (core/output_holds.py)
         self.pipeline_depth = pipeline_depth
         self.response_cache = response_cache
         self.execution_timeout_s = execution_timeout_s
@@ -311,30 +313,63 @@ class ServerCore:
             job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
         self._in_flight += 1  # (`request_began`)
         self._drained.clear()  # type: ignore[union-attr]
-        if regions:
-            self.shm.acquire(regions)
-            job.on_finish(lambda: self._job_ended(regions))
-        else:
-            job.on_finish(self._ended_without_regions)
+        job.on_finish(self._request_ended)
         try:
-            model.scheduler.submit(job)
+            if regions:
+                self._submit_with_regions(model, job, execution, regions)
+            else:
+                model.scheduler.submit(job)
         except BaseException:
             job.finish()
             raise
         return model, job
 
+    def _submit_with_regions(self, model: Model, job: Job, execution: ExecutionRequest, regions: list[Region]) -> None:
+        """Submit a job that uses client regions (or receive segments): they stay referenced, and its output bytes held
+        (`OutputHolds`), until no instance can work on it any more (`Job.on_settled`). It waits outside the scheduler
+        (`HELD`) while bytes it reads or writes may still be written by a call whose caller left."""
+        self.shm.acquire(regions)
+        holds = self.holds
+        hold: Hold | None = None
+
+        def settled() -> None:
+            if hold is not None:
+                holds.release(hold)
+            self.shm.release(regions)
+
+        job.on_settled(settled)
+        if not execution.output_regions and not holds:  # (nothing written, nothing held: the common input-only call)
+            model.scheduler.submit(job)
+            return
+        hold, waits = holds.admit(job, execution.output_regions.values(), execution.input_regions.values(),
+                                  lambda: self._resume(model, job))
+        if waits:
+            job.state = HELD
+            job.enqueued_ns = time.perf_counter_ns()
+        else:
+            model.scheduler.submit(job)
+
+    @staticmethod
+    def _resume(model: Model, job: Job) -> None:
+        """A job held back (`HELD`) goes to its model's scheduler, or fails if the model cannot take it any more."""
+        if job.state != HELD:  # (withdrawn meanwhile: it has ended)
+            return
+        job.state = QUEUED
+        if not model.loaded:
+            job.fail(unavailable(f"model '{model.name}' was unloaded"))
+            return
+        try:
+            model.scheduler.submit(job)
+        except ServerError as exc:
+            job.fail(exc)
+
     def request_began(self) -> Callable[[], None]:
         """Count a request in flight (drain waits for it); the function returned ends it."""
         self._in_flight += 1
         self._drained.clear()  # type: ignore[union-attr]
-        return lambda: self._job_ended([])
+        return self._request_ended
 
-    def _ended_without_regions(self) -> None:
-        self._job_ended(())
-
-    def _job_ended(self, regions: list[Region] | tuple[()]) -> None:
-        if regions:
-            self.shm.release(regions)  # type: ignore[arg-type]
+    def _request_ended(self) -> None:
         self._in_flight -= 1
         if self._in_flight == 0:
             self._drained.set()  # type: ignore[union-attr]

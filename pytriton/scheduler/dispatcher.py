@@ -55,7 +55,7 @@ class _Execution:
     """One batch of jobs on one instance; the `ExecutionSink` the instance reports to."""
 
     __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "control", "delivered", "total",
-                 "progress_ns")
+                 "progress_ns", "late")
 
     def __init__(self, scheduler: ModelScheduler, instance: Instance, jobs: list[Job]):
         self.scheduler = scheduler
@@ -67,16 +67,23 @@ class _Execution:
         self.control: ExecutionControl | None = None  # None once cancelled
         self.delivered = 0  # results of a stream delivered before its final one
         self.total = ExecutionStats(jobs[0].batch_size if len(jobs) == 1 else sum(job.batch_size for job in jobs))
+        # Failed while its instance may go on with it (`linger`): its jobs' `on_settled` cleanups, run once the instance
+        # is over with it (its final answer, or it is gone)
+        self.late: list[list[Callable[[], None]]] | None = None
 
     def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True,
                 finals: Sequence[bool] | None = None) -> None:
         if self.done:
             for result in results:
                 _release(result)
+            if final and self.late is not None:
+                self._settled()
             return
         if len(results) != len(self.jobs) or (finals is not None and len(finals) != len(self.jobs)):
             for result in results:
                 _release(result)
+            if not final:  # the instance goes on with it
+                self.linger()
             self.fail(unavailable(f"model instance '{self.instance.label}' answered {len(results)} results for "
                                   f"{len(self.jobs)} requests"))
             return
@@ -114,6 +121,8 @@ class _Execution:
 
     def fail(self, error: BaseException, stats: ExecutionStats | None = None) -> None:
         if self.done:
+            if self.late is not None:  # (the instance is gone, or failed the execution it was still running)
+                self._settled()
             return
         self._end()
         if isinstance(error, ServerError):
@@ -126,6 +135,20 @@ class _Execution:
             self.scheduler._on_execution(total)
         for job in self.jobs:
             job.fail(error)
+
+    def linger(self) -> None:
+        """The execution is about to fail while its instance may still run it (and write into its requests' client
+        regions): what its jobs release once no instance can work on them (`Job.on_settled`) waits for the instance's
+        last word on it, its final answer or its end."""
+        late = [settle for job in self.jobs if (settle := job.detach_settled()) is not None]
+        if late:
+            self.late = late
+
+    def _settled(self) -> None:
+        late, self.late = self.late, None
+        for settle in late or ():
+            for cleanup in settle:
+                cleanup()
 
     def _end(self) -> None:
         self.done = True
@@ -334,6 +357,7 @@ class ModelScheduler:
         if execution.control is not None:  # an instance that cannot be killed is at least told to drop the call
             control, execution.control = execution.control, None
             control.cancel()
+        execution.linger()  # its client regions stay held until the instance has answered or is gone
         execution.fail(unavailable(reason))
         try:
             instance.kill(reason)

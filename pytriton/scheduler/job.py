@@ -2,7 +2,9 @@
 
 A job is owned by the scheduler, not by the caller awaiting it: the caller may give up at any moment (a
 deadline, a reset stream, a closed connection), and the job still ends exactly once — when its execution
-completes, or at once if it never started — running its cleanups (region references, in-flight counts) then.
+completes, or at once if it never started — running its cleanups (in-flight counts) then. What an instance may still
+write into (client region references, held output bytes: `on_settled`) goes with the job's end too, unless its execution
+was failed while the instance ran on (an execution timeout): then once that instance has answered or is gone.
 Results that arrive for a caller who left are released on arrival.
 """
 
@@ -55,6 +57,9 @@ class Reentry:
 
 
 QUEUED, RUNNING, DONE = "queued", "running", "done"
+# Submitted, but not handed to the scheduler yet: the core holds it back until output bytes it names are no longer
+# written by a call whose caller left (core/output_holds.py). Withdrawn there, it ends at once, never having run.
+HELD = "held"
 
 
 class _NoResult:
@@ -82,7 +87,7 @@ class Job:
 
     __slots__ = ("payload", "batch_size", "weight", "signature", "stream", "state", "abandoned", "enqueued_ns", "future",
                  "queue", "taken", "execution", "_cleanups", "priority", "timeout_us", "request_id", "gate", "orphaned",
-                 "on_done", "reentry")
+                 "on_done", "reentry", "_settle")
 
     def __init__(self, payload: Any, batch_size: int = 1, signature: Hashable = None, stream: bool = False,
                  request_id: str = "", loop: asyncio.AbstractEventLoop | None = None, wanted: bool = True):
@@ -108,6 +113,7 @@ class Job:
         self.taken = 0  # non-final results of a stream the caller has taken
         self.execution: Any = None
         self._cleanups: list[Callable[[], None]] = []
+        self._settle: list[Callable[[], None]] | None = None  # see `on_settled`
         self.priority = 0  # the request's priority (0: the model's default level); see queue_policy
         self.timeout_us = 0  # the queue timeout the request asked for (0: none)
         self.request_id = request_id  # the client's id of the request, for messages ("": none given)
@@ -142,6 +148,24 @@ class Job:
             cleanup()
         else:
             self._cleanups.append(cleanup)
+
+    def on_settled(self, cleanup: Callable[[], None]) -> None:
+        """Run `cleanup` once the job has ended and no instance can still work on it: at its end, before `on_finish`'s
+        cleanups; but when its execution was given up while its instance ran on (`detach_settled`: an execution timeout),
+        once that instance has answered or is gone. What an instance may still write into (client regions) is released
+        here."""
+        if self.state == DONE:
+            cleanup()
+        elif self._settle is None:
+            self._settle = [cleanup]
+        else:
+            self._settle.append(cleanup)
+
+    def detach_settled(self) -> list[Callable[[], None]] | None:
+        """The `on_settled` cleanups, taken away from the job's end: its execution is failed while its instance may go
+        on with it, and runs them once the instance is over with it."""
+        settle, self._settle = self._settle, None
+        return settle
 
     @property
     def wanted(self) -> bool:
@@ -237,6 +261,11 @@ class Job:
         self.execution = None
         self.on_done = None  # (a job that ends without its future done has nothing to answer)
         self.payload = None  # its tensors may be large: a withdrawn job waiting in the queue must not keep them
+        settle = self._settle
+        if settle is not None:
+            self._settle = None
+            for cleanup in settle:
+                cleanup()
         cleanups, self._cleanups = self._cleanups, []
         for cleanup in cleanups:
             cleanup()

@@ -2,7 +2,9 @@
 own with its own last result), caller cancellations, instance deaths, execution timeouts and, under a queue policy,
 priorities, a full queue and queue timeouts (REJECT or DELAY, on a fake clock): afterwards no instance
 room, result buffer or request resource is lost, and none is freed twice; a stream never runs further ahead of its
-slowest reader than its window, and readers that read always give it credit back."""
+slowest reader than its window, and readers that read always give it credit back. What a job holds while an instance
+may still write for it (`Job.on_settled`: client regions) is released once, and never while its instance still runs it
+(an execution failed by its timeout keeps it until the instance is gone)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,15 @@ from tests.scheduler.fakes import FakeInstance, FakeResult, make_job
 class Caller:
     """What the core does for one request: submit, await, withdraw on cancel, release what it consumed."""
 
-    def __init__(self, scheduler: ModelScheduler, index: int, stream: bool, batch_size: int):
+    def __init__(self, scheduler: ModelScheduler, index: int, stream: bool, batch_size: int,
+                 instances: list[FakeInstance]):
         self.job, self.ended = make_job(index, batch_size, signature=batch_size % 2, stream=stream)
+        # per settling: whether its instance was over with the job then (the execution ended, or the job had its own
+        # last result: a stream answering each request on its own)
+        self.settled: list[bool] = []
+        self.job.on_settled(lambda: self.settled.append(all(
+            e.finished or e.payloads.index(index) in e.closed for i in instances for e in i.executions
+            if index in e.payloads)))
         self.scheduler = scheduler
         self.outcome = "pending"
         self.task = asyncio.ensure_future(self.run())
@@ -95,7 +104,7 @@ async def scenario(seed: int) -> None:
         live = [i for i in instances if not i.dead]
         running = [e for i in live for e in i.running]
         if action < 0.35:
-            callers.append(Caller(scheduler, len(callers), stream, rng.randint(1, 2)))
+            callers.append(Caller(scheduler, len(callers), stream, rng.randint(1, 2), instances))
             if rules is not None:
                 callers[-1].job.priority = prng.choice((0, 1, 2, 3))
                 callers[-1].job.timeout_us = prng.choice((0, 1000, 90_000_000))
@@ -152,6 +161,7 @@ async def scenario(seed: int) -> None:
         assert caller.outcome != "pending", (seed, caller.job.payload, caller.job.state, caller.job.abandoned,
                                              caller.task.done(), caller.task.cancelled(), caller.ended, caller.task.exception())
         assert caller.ended == [1], (seed, caller.job.payload, caller.ended, caller.outcome)
+        assert caller.settled == [True], (seed, caller.settled)
         assert caller.job.state == DONE
     results = [r for i in instances for e in i.executions for r in e.results]
     assert all(r.releases == 1 for r in results), (seed, [r.releases for r in results])

@@ -68,7 +68,8 @@ def test_a_bound_call_past_the_execution_timeout_never_writes_into_a_region_it_n
     """A bound callable (a thread of the user's process) cannot be killed: its timed-out request failed and released
     its regions at once, the client unregistered and reused its output region, and when the call returned the
     worker loop wrote the outputs over the client's memory. The server now sends the call a CANCEL on expiry, and a
-    worker writes nothing into client regions for a call it was told to drop."""
+    worker writes nothing into client regions for a call it was told to drop; and the region stays registered (held)
+    until the stuck call has returned, as a worker past its last look for a CANCEL may still write (issue 40)."""
     with serve("tests.models:slow_pid", "--execution-timeout", "1", *SLOW_PID) as server:
         remote = RemoteTriton(url=f"http://{server.http_url}")
         remote_user.bind(remote, "sleepy")
@@ -82,10 +83,14 @@ def test_a_bound_call_past_the_execution_timeout_never_writes_into_a_region_it_n
                 output.set_shared_memory("out", 16)
                 with pytest.raises(InferenceServerException, match="execution timeout of 1 s"):
                     client.infer("sleepy", [_x(3)], outputs=[output])  # the callable sleeps 3 s
-                client.unregister_system_shared_memory("out")
-                assert client.get_system_shared_memory_status(as_json=True) in ({}, {"regions": []})
+                client.unregister_system_shared_memory("out")  # (succeeds at once, as in Triton)
+                listed = client.get_system_shared_memory_status(as_json=True)
+                assert "out" in listed.get("regions", {}), listed  # held while the stuck call may write
                 shm.set_shared_memory_region(region, [np.full(4, -7, dtype=np.float32)])  # the client reuses it
-                time.sleep(3)  # the stuck call has returned by now
+                deadline = time.monotonic() + 30
+                while client.get_system_shared_memory_status(as_json=True) not in ({}, {"regions": []}):
+                    assert time.monotonic() < deadline, "the region is still held 30 s after the timeout"
+                    time.sleep(0.05)  # (until the stuck call returns: its hold ends and the region goes)
                 assert shm.get_contents_as_numpy(region, np.float32, [4]).tolist() == [-7, -7, -7, -7]
         finally:
             shm.destroy_shared_memory_region(region)
