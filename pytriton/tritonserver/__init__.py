@@ -43,6 +43,9 @@ from pytriton.tritonserver._response import AsyncResponseIterator, InferenceResp
 from pytriton.tritonserver._server import ModelDictionary, Server
 from pytriton.tritonserver._tensor import Tensor
 
+# NVIDIA's module tree (`_api._server`, `_c.triton_bindings`...), over the same objects: imported last.
+from pytriton.tritonserver import _api, _c  # noqa: E402,I001  isort: skip
+
 __all__ = [
     "AlreadyExistsError",
     "AsyncResponseIterator",

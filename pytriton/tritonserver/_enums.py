@@ -95,6 +95,31 @@ class TRITONSERVER_RateLimitMode(_TritonEnum):  # noqa: N801
     EXEC_COUNT = 1
 
 
+class TRITONSERVER_InferenceTraceLevel(_TritonEnum):  # noqa: N801
+    """Trace levels (bindings only: the in-process API takes no trace settings)."""
+
+    DISABLED = 0
+    MIN = 1
+    MAX = 2
+    TIMESTAMPS = 4
+    TENSORS = 8
+
+
+class TRITONSERVER_InferenceTraceActivity(_TritonEnum):  # noqa: N801
+    """Trace activities (bindings only)."""
+
+    REQUEST_START = 0
+    QUEUE_START = 1
+    COMPUTE_START = 2
+    COMPUTE_INPUT_END = 3
+    COMPUTE_OUTPUT_START = 4
+    COMPUTE_END = 5
+    REQUEST_END = 6
+    TENSOR_QUEUE_INPUT = 7
+    TENSOR_BACKEND_INPUT = 8
+    TENSOR_BACKEND_OUTPUT = 9
+
+
 class TRITONSERVER_RequestFlag(_TritonEnum):  # noqa: N801
     """Sequence flags of an inference request; combined with ``|`` into ``InferenceRequest.flags``."""
 
