@@ -43,7 +43,7 @@ class Options:
     server_id: str = "triton"
     model_control_mode: ModelControlMode = ModelControlMode.NONE
     startup_models: list[str] = dataclasses.field(default_factory=list)
-    strict_model_config: bool = True
+    strict_model_config: bool = False  # Triton's in-process default: models' auto_complete_config completes them
     rate_limiter_mode: RateLimitMode = RateLimitMode.OFF
     rate_limiter_resources: list[RateLimiterResource] = dataclasses.field(default_factory=list)
     pinned_memory_pool_size: int = 1 << 28
@@ -113,18 +113,6 @@ def warn_inert(options: Options) -> None:
             _warned.add(name)
         warnings.warn(f"tritonserver.Options.{name} is accepted but has no effect: {reason}", UserWarning,
                       stacklevel=3)
-    if not options.strict_model_config and not _has_config_field("strict_model_config"):
-        with _warned_lock:
-            if "strict_model_config" not in _warned:
-                _warned.add("strict_model_config")
-                warnings.warn("tritonserver.Options.strict_model_config=False has no effect yet: every model needs "
-                              "its config.pbtxt", UserWarning, stacklevel=3)
-
-
-def _has_config_field(name: str) -> bool:
-    from pytriton.server_config import ServerConfig
-
-    return any(f.name == name for f in dataclasses.fields(ServerConfig))
 
 
 def repositories(options: Options) -> list[str]:

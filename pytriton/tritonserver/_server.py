@@ -78,13 +78,14 @@ class Server:
         warn_inert(options)
         folders = repositories(options)
         mode = control_mode(options)
+        auto_complete = not options.strict_model_config  # as `pytriton serve --strict-model-config`
         for folder in folders:
             if not os.path.isdir(folder):
                 raise InvalidArgumentError(f"failed to stat file {folder}")
         models: list[ModelSpec] = []
         if mode == "none":
             try:
-                models = [ModelSpec(m.config, m.target) for m in load_repositories(folders)]
+                models = [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete)]
             except ModelRepositoryError as exc:
                 raise InvalidArgumentError(str(exc)) from None
         caches = cache_config_items(options.cache_config)
@@ -103,10 +104,8 @@ class Server:
             server_id=options.server_id, exit_on_error=options.exit_on_error,
             strict_readiness=options.strict_readiness, allow_cpu_metrics=options.cpu_metrics,
             metrics_interval_ms=float(options.metrics_interval),
-            allow_model_upload=bool(options.allow_model_upload),
+            allow_model_upload=bool(options.allow_model_upload), auto_complete_config=auto_complete,
         )
-        if not options.strict_model_config and "strict_model_config" in ServerConfig.__dataclass_fields__:
-            fields["strict_model_config"] = False
         config = ServerConfig.from_env(**fields)
         logs.install()
         runtime = ServerRuntime(config, on_stopped=logs.remove)
