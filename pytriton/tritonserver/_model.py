@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from pytriton.tritonserver._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from pytriton.tritonserver._errors import InvalidArgumentError, TritonError
+from pytriton.tritonserver._pybind import BINDINGS, check_method
 from pytriton.tritonserver._request import InferenceRequest
 from pytriton.tritonserver._response import AsyncResponseIterator, RequestRun, ResponseIterator
 
@@ -14,6 +15,9 @@ if TYPE_CHECKING:
 
     from pytriton.tritonserver._runtime import ServerRuntime
     from pytriton.tritonserver._server import Server
+
+
+_MESSAGE = f"{BINDINGS}.TRITONSERVER_Message"
 
 
 class Model:
@@ -30,6 +34,12 @@ class Model:
     @property
     def _version(self) -> str:
         return "" if self.version < 0 else str(self.version)
+
+    def _check(self, method: str, returns: str, *extra: tuple[str, Any]) -> None:
+        """Triton's TypeError when the name or version cannot go to `TRITONSERVER_Server.<method>` (pybind11)."""
+        kinds = ["str", "int", *(kind for kind, _ in extra)]
+        check_method("TRITONSERVER_Server", method, kinds, returns, self.name, self.version,
+                     *(value for _, value in extra))
 
     def _core(self, method: str, *args: Any) -> Any:
         runtime = self._runtime
@@ -68,19 +78,23 @@ class Model:
 
     # ---- what the model is -------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
+        self._check("model_metadata", _MESSAGE)
         return self._core("model_metadata", self.name, self._version)
 
     def ready(self) -> bool:
+        self._check("model_is_ready", "bool")
         try:
             return bool(self._core("model_ready", self.name, self._version))
         except TritonError:  # an unknown model or version is not ready
             return False
 
     def batch_properties(self) -> ModelBatchFlag:
+        self._check("model_batch_properties", "tuple[int, int]")
         config = self._config()
         return ModelBatchFlag.FIRST_DIM if config.max_batch_size > 0 else ModelBatchFlag.UNKNOWN
 
     def transaction_properties(self) -> ModelTxnPropertyFlag:
+        self._check("model_transaction_properties", "tuple[int, int]")
         return ModelTxnPropertyFlag.DECOUPLED if self._config().decoupled else ModelTxnPropertyFlag.ONE_TO_ONE
 
     def _config(self) -> Any:
@@ -88,9 +102,11 @@ class Model:
         return runtime.run(lambda: runtime.core.registry.get(self.name, self._version).config)
 
     def statistics(self) -> dict[str, Any]:
+        self._check("model_statistics", _MESSAGE)
         return {"model_stats": self._core("statistics", self.name, self._version)}
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
+        self._check("model_config", _MESSAGE, ("uint", config_version))
         if config_version != 1:
             raise InvalidArgumentError(f"model configuration version {config_version} not supported, supported "
                                        "versions are: 1")

@@ -58,6 +58,7 @@ class Options:
     model_load_thread_count: int = 4
     model_load_retry_count: int = 0
     model_namespacing: bool = False
+    enable_peer_access: bool = True
     log_file: str | None = None
     log_info: bool = False
     log_warn: bool = False
@@ -91,6 +92,7 @@ INERT_FIELDS = {
     "model_load_thread_count": "models load one at a time",
     "model_load_retry_count": "a failed load is not retried",
     "model_namespacing": "model names are global",
+    "enable_peer_access": "pytriton does not set up GPU peer access",
     "backend_directory": "the only backend is Python, built in",
     "repo_agent_directory": "pytriton has no repository agents",
     "model_load_device_limits": "device memory is not limited",
@@ -113,16 +115,6 @@ def warn_inert(options: Options) -> None:
             _warned.add(name)
         warnings.warn(f"tritonserver.Options.{name} is accepted but has no effect: {reason}", UserWarning,
                       stacklevel=3)
-
-
-def repositories(options: Options) -> list[str]:
-    """The model repository paths, absolute; InvalidArgumentError without one."""
-    paths = options.model_repository
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [os.fspath(paths)]
-    if not paths:
-        raise InvalidArgumentError("Model repository must be specified.")
-    return [os.path.abspath(os.fspath(p)) for p in paths]
 
 
 def control_mode(options: Options) -> str:

@@ -58,4 +58,26 @@ def type_name(kind: str | type[enum.Enum]) -> str:
     return f"{BINDINGS}.{kind.__name__}"
 
 
-__all__ = ["accepts", "accepts_enum", "incompatible", "type_name"]
+
+
+class _BoundObject:
+    """Stands for the pybind11 object a method is called on, in the "Invoked with" line."""
+
+    def __init__(self, class_name: str) -> None:
+        self.class_name = class_name
+
+    def __repr__(self) -> str:
+        return f"<{BINDINGS}.{self.class_name} object at 0x{id(self):x}>"
+
+
+def check_method(class_name: str, method: str, kinds: Sequence[str | type[enum.Enum]], returns: str,
+                 *args: Any) -> None:
+    """Raise pybind11's TypeError if `args` do not fit `<class_name>.<method>(kinds...)` of Triton's bindings."""
+    for kind, value in zip(kinds, args):
+        if not (accepts(kind, value) if isinstance(kind, str) else accepts_enum(kind, value)):
+            parameters = [("self", f"{BINDINGS}.{class_name}")]
+            parameters += [(f"arg{i}", type_name(k)) for i, k in enumerate(kinds)]
+            raise incompatible(method, parameters, returns, [_BoundObject(class_name), *args])
+
+
+__all__ = ["accepts", "accepts_enum", "check_method", "incompatible", "type_name"]

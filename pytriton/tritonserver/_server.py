@@ -10,12 +10,14 @@ from pytriton.repository import ModelRepositoryError, load_repositories
 from pytriton.server_config import ModelSpec, ServerConfig
 from pytriton.tritonserver._enums import MetricFormat
 from pytriton.tritonserver._errors import (
+    InternalError,
     InvalidArgumentError,
     UnavailableError,
     UnsupportedError,
 )
 from pytriton._cache_config import cache_config_items, parse_cache_config
 from pytriton.tritonserver._model import Model
+from pytriton.tritonserver._option_checks import check_repositories, check_types
 from pytriton.tritonserver._options import (
     ModelLoadDeviceLimit,
     Options,
@@ -23,9 +25,9 @@ from pytriton.tritonserver._options import (
     ServerLogging,
     control_mode,
     metrics_config,
-    repositories,
     warn_inert,
 )
+from pytriton.tritonserver._pybind import check_method
 from pytriton.tritonserver._runtime import ServerRuntime, stop_at_exit
 
 if TYPE_CHECKING:
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 # In mode POLL the repository is polled when `poll_model_repository()` is called (as Triton's in-process server
 # does: the periodic poll is the tritonserver program's, not the library's), so the background poll never comes.
 _NEVER_S = 365 * 24 * 3600.0
+# Triton's error when a model of the repositories does not load at start (core model_repository_manager.cc)
+FAILED_TO_LOAD_ALL = "failed to load all models"
 
 
 class ModelDictionary(dict):
@@ -75,19 +79,18 @@ class Server:
         if self._runtime is not None:
             raise InvalidArgumentError("Server already started")
         options = self.options
+        check_types(options)  # Triton's TypeError for a field of the wrong type, before anything else
+        folders = check_repositories(options)
         warn_inert(options)
-        folders = repositories(options)
         mode = control_mode(options)
         auto_complete = not options.strict_model_config  # as `pytriton serve --strict-model-config`
-        for folder in folders:
-            if not os.path.isdir(folder):
-                raise InvalidArgumentError(f"failed to stat file {folder}")
         models: list[ModelSpec] = []
         if mode == "none":
             try:
                 models = [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete)]
             except ModelRepositoryError as exc:
-                raise InvalidArgumentError(str(exc)) from None
+                # Triton's words; which model and why are in the cause (Triton logs them)
+                raise InternalError(FAILED_TO_LOAD_ALL) from exc
         caches = cache_config_items(options.cache_config)
         try:
             parse_cache_config(caches)
@@ -113,7 +116,7 @@ class Server:
             runtime.start()
         except ModelRepositoryError as exc:
             runtime.stop()
-            raise InvalidArgumentError(str(exc)) from None
+            raise InternalError(FAILED_TO_LOAD_ALL) from exc
         except BaseException:
             runtime.stop()
             raise
@@ -160,8 +163,7 @@ class Server:
     def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
         """Server and model metrics in Prometheus text format ("" when the `metrics` option is off)."""
         runtime = self._started()
-        if metric_format not in tuple(MetricFormat) or MetricFormat(metric_format) != MetricFormat.PROMETHEUS:
-            raise UnsupportedError(f"metric format {metric_format} is not supported")
+        check_method("TRITONSERVER_Metrics", "formatted", [MetricFormat], "str", metric_format)
         if not self.options.metrics:
             return ""
         from pytriton.tritonserver._metrics import render
@@ -183,6 +185,8 @@ class Server:
     def load(self, model_name: str, parameters: dict[str, str | int | bool | bytes] | None = None) -> Model:
         """Load (or reload) a model of the repositories and wait for it to be ready (mode EXPLICIT)."""
         runtime = self._started()
+        check_method("TRITONSERVER_Server", "load_model" if parameters is None else "load_model_with_parameters",
+                     ["str"], "None", model_name)
         params: dict[str, str | bytes] = {}
         for key, value in (parameters or {}).items():
             params[key] = value if isinstance(value, (str, bytes)) else str(value).lower() if isinstance(
@@ -197,7 +201,9 @@ class Server:
     def unload(self, model: str | Model, unload_dependents: bool = False, wait_until_unloaded: bool = False,
                polling_interval: float = 0.1, timeout: float | None = None) -> None:
         runtime = self._started()
-        name = model.name if isinstance(model, Model) else model
+        name = model if isinstance(model, str) else model.name  # (anything else: AttributeError, as Triton's)
+        check_method("TRITONSERVER_Server", "unload_model_and_dependents" if unload_dependents else "unload_model",
+                     ["str"], "None", name)
 
         async def unload() -> None:
             await runtime.core.repository_control().unload(name, unload_dependents)
@@ -224,6 +230,8 @@ class Server:
     def register_model_repository(self, repository_path: str, name_mapping: dict[str, str] | None = None) -> None:
         """Serve the models of another repository (mode EXPLICIT); `name_mapping` maps a model folder (subdirectory)
         to the name its model is served under (its config.pbtxt's name is replaced by it, as in Triton)."""
+        self._started()
+        check_method("TRITONSERVER_Server", "register_model_repository", ["str"], "None", repository_path)
         control = self._model_control("registration")
         path = os.path.abspath(os.fspath(repository_path))
         if not os.path.isdir(path):
@@ -237,6 +245,8 @@ class Server:
         self._started().run(control.register, path, dict(name_mapping or {}))
 
     def unregister_model_repository(self, repository_path: str) -> None:
+        self._started()
+        check_method("TRITONSERVER_Server", "unregister_model_repository", ["str"], "None", repository_path)
         control = self._model_control("unregistration")
         path = os.path.abspath(os.fspath(repository_path))
         if path not in self._started().run(lambda: list(control.folders)):

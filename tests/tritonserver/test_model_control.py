@@ -146,9 +146,9 @@ def test_poll_mode_loads_what_the_repository_holds_when_polled(tmp_path):
 
 
 def test_options_validated_at_start():
-    with pytest.raises(tritonserver.InvalidArgumentError, match="Model repository must be specified"):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="--model-repository must be specified"):
         tritonserver.Server().start()
-    with pytest.raises(tritonserver.InvalidArgumentError):
+    with pytest.raises(tritonserver.InternalError, match="failed to stat file /nonexistent/models"):
         tritonserver.Server(model_repository="/nonexistent/models").start()
 
 
