@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pytriton.repository import ModelRepositoryError, load_repositories
+from pytriton.supervisor.worker_pool import WorkerStartError
 from pytriton.server_config import ModelSpec, ServerConfig
 from pytriton.tritonserver._enums import MetricFormat
 from pytriton.tritonserver._errors import (
@@ -114,7 +115,7 @@ class Server:
         runtime = ServerRuntime(config, on_stopped=logs.remove)
         try:
             runtime.start()
-        except ModelRepositoryError as exc:
+        except (ModelRepositoryError, WorkerStartError) as exc:  # a model's configuration, or its initialize()
             runtime.stop()
             raise InternalError(FAILED_TO_LOAD_ALL) from exc
         except BaseException:

@@ -125,11 +125,26 @@ def test_repository_errors_at_start(tmp_path):
         tritonserver.Server(model_repository=MODELS, repo_agent_directory="").start()
 
 
-def test_a_model_that_fails_to_load_at_start(tmp_path):
+CONFIG = """backend: "python"
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]
+"""
+RAISING = """class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("boom")
+
+    def execute(self, requests):
+        return []
+"""
+
+
+@pytest.mark.parametrize("broken", ["configuration", "initialize"])
+def test_a_model_that_fails_to_load_at_start(tmp_path, broken):
     model = tmp_path / "broken" / "1"
     model.mkdir(parents=True)
-    (model.parent / "config.pbtxt").write_text('backend: "python"\ninput [ { name: "X" } ]\n')
-    (model / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    bad_config = CONFIG.replace("data_type: TYPE_FP32 ", "", 1)  # an input without its data type
+    (model.parent / "config.pbtxt").write_text(bad_config if broken == "configuration" else CONFIG)
+    (model / "model.py").write_text(RAISING)
     with pytest.raises(tritonserver.InternalError) as caught:
         tritonserver.Server(model_repository=str(tmp_path), exit_timeout=5).start()
     assert str(caught.value) == "failed to load all models"
