@@ -35,6 +35,7 @@ from pytriton.tritonserver._errors import (
     UnknownError,
     UnsupportedError,
 )
+from pytriton.tritonserver._custom_metrics import Metric, MetricFamily
 from pytriton.tritonserver._memory import MemoryAllocator, MemoryBuffer, default_memory_allocators
 from pytriton.tritonserver._model import Model
 from pytriton.tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource
@@ -62,6 +63,8 @@ __all__ = [
     "MemoryAllocator",
     "MemoryBuffer",
     "MemoryType",
+    "Metric",
+    "MetricFamily",
     "MetricFormat",
     "MetricKind",
     "Model",

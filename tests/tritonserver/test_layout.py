@@ -98,8 +98,6 @@ NVIDIA_TREE: dict[str, list[str]] = {
 # NVIDIA's names this package does not have, each with the reason (docs/guide/in-process.md, "Module layout").
 # A name listed here must really be missing: once it is built, it leaves this list.
 NOT_PROVIDED = {
-    "Metric": "custom metrics of the in-process API are not built (pb_utils.MetricFamily in models is)",
-    "MetricFamily": "custom metrics of the in-process API are not built (pb_utils.MetricFamily in models is)",
     "ResponseAllocator": "wraps TRITONSERVER_ResponseAllocator, a C object this server does not have",
     "CustomKeyErrorDict": "an internal helper of NVIDIA's request class",
     "DLPackObject": "an internal helper of NVIDIA's tensor class",
@@ -159,7 +157,8 @@ def test_the_c_enums_are_the_top_level_enums_with_pybinds_exported_values():
     assert triton_bindings.TRITONSERVER_ModelControlMode is tritonserver.ModelControlMode
     for value, enum_name in EXPORTED_VALUES.items():
         assert getattr(triton_bindings, value) is getattr(triton_bindings, enum_name)[value]
-    level, activity = triton_bindings.TRITONSERVER_InferenceTraceLevel, triton_bindings.TRITONSERVER_InferenceTraceActivity
+    level = triton_bindings.TRITONSERVER_InferenceTraceLevel
+    activity = triton_bindings.TRITONSERVER_InferenceTraceActivity
     assert [(m.name, int(m)) for m in level] == [("DISABLED", 0), ("MIN", 1), ("MAX", 2), ("TIMESTAMPS", 4),
                                                  ("TENSORS", 8)]
     assert int(activity.REQUEST_START) == 0 and int(activity.TENSOR_BACKEND_OUTPUT) == 9

@@ -14,8 +14,9 @@ BROKEN = str(Path(__file__).resolve().parent.parent / "repositories" / "broken_i
 
 def test_exit_on_error_by_default():
     server = tritonserver.Server(model_repository=BROKEN, exit_timeout=5)
-    with pytest.raises(Exception, match="weights file missing for init_fails"):
-        server.start()
+    with pytest.raises(tritonserver.InternalError, match="^failed to load all models$") as caught:
+        server.start()  # Triton's error; the model and its reason are in the cause
+    assert "weights file missing for init_fails" in str(caught.value.__cause__)
     server.stop()
 
 

@@ -1,5 +1,6 @@
 """`tritonserver._api._server`."""
 
+from pytriton.tritonserver._custom_metrics import Metric, MetricFamily
 from pytriton.tritonserver._enums import (
     InstanceGroupKind,
     LogFormat,
@@ -14,6 +15,6 @@ from pytriton.tritonserver._model import Model
 from pytriton.tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource
 from pytriton.tritonserver._server import ModelDictionary, Server
 
-__all__ = ["InstanceGroupKind", "InvalidArgumentError", "LogFormat", "LogLevel", "MetricFormat", "MetricKind", "Model",
-           "ModelControlMode", "ModelDictionary", "ModelLoadDeviceLimit", "Options", "RateLimitMode",
-           "RateLimiterResource", "Server", "UnavailableError"]  # fmt: skip
+__all__ = ["InstanceGroupKind", "InvalidArgumentError", "LogFormat", "LogLevel", "Metric", "MetricFamily",
+           "MetricFormat", "MetricKind", "Model", "ModelControlMode", "ModelDictionary", "ModelLoadDeviceLimit",
+           "Options", "RateLimitMode", "RateLimiterResource", "Server", "UnavailableError"]  # fmt: skip
