@@ -8,6 +8,7 @@ in `pb_autocomplete.py`; custom metrics (`MetricFamily`) live in `pb_metrics.py`
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 from collections.abc import Callable
@@ -22,13 +23,41 @@ from pytriton.backends.pb_bytes import (  # noqa: F401 - pb_utils' byte-tensor a
     serialize_byte_tensor,
     triton_to_numpy_type,
 )
-from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_NUMPY
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
-TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2  # (request rescheduling itself is not served yet: set_release_flags says so)
+
+# The numpy type of each configuration datatype, as Triton's module spells the table (TYPE_BOOL is Python's bool;
+# TYPE_BF16 has no numpy type and is not in it).
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {
+    "TYPE_BOOL": bool,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+    "TYPE_STRING": np.object_,
+}
+
+
+class MemoryType(enum.IntEnum):
+    """Where a BLS request would like its outputs (`PreferredMemory`); Triton's PreferredMemory::MemoryType."""
+
+    TRITONSERVER_MEMORY_GPU = 0
+    TRITONSERVER_MEMORY_CPU = 1
+
+
+TRITONSERVER_MEMORY_GPU = MemoryType.TRITONSERVER_MEMORY_GPU
+TRITONSERVER_MEMORY_CPU = MemoryType.TRITONSERVER_MEMORY_CPU
 
 _logger = logging.getLogger("pytriton.backends.model")
 
@@ -69,6 +98,29 @@ class TritonError:
 
     def __repr__(self) -> str:
         return f"TritonError({self._message!r}, code={self._code})"
+
+
+class PreferredMemory:
+    """The memory a BLS request would like its outputs in (`InferenceRequest(preferred_memory=...)`). Taken and kept;
+    a BLS answer comes in host memory here whatever it says."""
+
+    def __init__(self, preferred_memory_type: MemoryType | int, preferred_device_id: int = 0):
+        self.preferred_memory_type = MemoryType(preferred_memory_type)
+        self.preferred_device_id = int(preferred_device_id)
+
+    def __repr__(self) -> str:
+        return f"PreferredMemory({self.preferred_memory_type.name}, {self.preferred_device_id})"
+
+
+class InferenceTrace:
+    """A request's trace (`InferenceRequest.trace()`): `get_context()` is the trace context of a traced request, None
+    when it is not traced (a model's requests carry none here)."""
+
+    def __init__(self, context: str = ""):
+        self._context = context
+
+    def get_context(self) -> str | None:
+        return self._context or None
 
 
 class Tensor:
@@ -112,6 +164,18 @@ class Tensor:
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
+
+    def triton_dtype(self) -> int | None:
+        """The TRITONSERVER_DataType number of the tensor's datatype (FP32: 11, BYTES: 13)."""
+        return numpy_to_triton_type(self._array.dtype)
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        """The DLPack protocol, so that `np.from_dlpack(tensor)` (or torch's, cupy's) takes the tensor itself."""
+        return self._array.__dlpack__() if stream is None else self._array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device_type, device_id = self._array.__dlpack_device__()
+        return int(device_type), int(device_id)
 
     def to_dlpack(self) -> Any:
         """A DLPack capsule of the array (numpy's or cupy's own export: on the device for a GPU tensor)."""
@@ -200,6 +264,9 @@ class InferenceRequest:
         if not isinstance(correlation_id, (int, str)) or isinstance(correlation_id, bool):
             raise TritonModelException("Correlation ID must be integer or string")
         self._timeout_us = int(kwargs.get("timeout", 0))  # BLS: microseconds to wait for the (first) answer; 0: no limit
+        self._preferred_memory: PreferredMemory | None = kwargs.get("preferred_memory")
+        self._trace: InferenceTrace = kwargs.get("trace") or InferenceTrace()
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._sender: InferenceResponseSender | None = None
         self._cancelled: Callable[[], bool] | None = None  # a received request: whether its client left
 
@@ -236,6 +303,22 @@ class InferenceRequest:
 
     def flags(self) -> int:
         return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        """The request's sequence flags (TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END), for a BLS request."""
+        self._flags = int(flags)
+
+    def trace(self) -> InferenceTrace:
+        return self._trace
+
+    def set_release_flags(self, flags: int) -> None:
+        """How the request is released after `execute`: TRITONSERVER_REQUEST_RELEASE_ALL (the default, and the only
+        one served). TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, Triton's request rescheduling, is refused: it is not
+        served yet, and a model counting on it would otherwise lose the request silently."""
+        if int(flags) & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise TritonModelException("request rescheduling (set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)"
+                                       ") is not supported by pytriton yet")
+        self._release_flags = int(flags)
 
     def timeout(self) -> int:
         return self._timeout_us
@@ -274,12 +357,31 @@ def _client() -> Any:
     return _bls_client
 
 
+class _LogLevel(enum.IntEnum):
+    """Triton's log levels for `Logger.log` (pb_utils.Logger.LogLevel, also on Logger itself: Logger.WARNING)."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+_LOGGING_LEVEL = {_LogLevel.INFO: logging.INFO, _LogLevel.WARNING: logging.WARNING, _LogLevel.ERROR: logging.ERROR,
+                  _LogLevel.VERBOSE: logging.DEBUG}
+
+
 class Logger:
-    """Triton's model logger; lines go to the worker's log under `pytriton.backends.model`."""
+    """Triton's model logger; lines go to the worker's log under `pytriton.backends.model` (VERBOSE as DEBUG)."""
+
+    LogLevel = _LogLevel
+    INFO = _LogLevel.INFO
+    WARNING = _LogLevel.WARNING
+    ERROR = _LogLevel.ERROR
+    VERBOSE = _LogLevel.VERBOSE
 
     @staticmethod
-    def log(message: str, level: int = 0) -> None:
-        _logger.info("%s", message)
+    def log(message: str, level: _LogLevel | int = _LogLevel.INFO) -> None:
+        _logger.log(_LOGGING_LEVEL[_LogLevel(level)], "%s", message)
 
     @staticmethod
     def log_info(message: str) -> None:
@@ -328,11 +430,30 @@ def using_decoupled_model_transaction_policy(model_config: dict[str, Any] | str)
 
 
 def triton_string_to_numpy(triton_type_string: str) -> Any:
-    """The numpy type of a configuration datatype ("TYPE_FP32" -> np.float32; "TYPE_STRING" -> np.object_)."""
-    datatype = CONFIG_TO_TRITON.get(triton_type_string)
-    if datatype is None:
-        return None
-    return np.object_ if datatype == "BYTES" else TRITON_TO_NUMPY[datatype].type
+    """The numpy type of a configuration datatype ("TYPE_FP32" -> np.float32; "TYPE_STRING" -> np.object_); a
+    KeyError for a name not in TRITON_STRING_TO_NUMPY, as in Triton."""
+    return TRITON_STRING_TO_NUMPY[triton_type_string]
+
+
+def _model_loading(call: str) -> TritonModelException:
+    return TritonModelException(f"pb_utils.{call}: loading and unloading models from a model (Triton's model loading "
+                                "API) is not supported by pytriton yet; use the repository extension "
+                                "(POST /v2/repository/models/<name>/load) from a client")
+
+
+def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
+    """Triton's model loading API; not served yet (a TritonModelException saying so)."""
+    raise _model_loading(f"load_model('{model_name}')")
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    """Triton's model loading API; not served yet (a TritonModelException saying so)."""
+    raise _model_loading(f"unload_model('{model_name}')")
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    """Triton's model loading API; not served yet (a TritonModelException saying so)."""
+    raise _model_loading(f"is_model_ready('{model_name}')")
 
 
 from pytriton.backends.pb_metrics import Metric, MetricFamily, MetricKind  # noqa: E402,F401  (custom metrics)
