@@ -93,17 +93,13 @@ def _repository_models(folders: tuple[str, ...], auto_complete: bool) -> list[Mo
         raise click.ClickException(str(exc)) from None
 
 
-def _repository_names(folders: tuple[str, ...], load_models: tuple[str, ...]) -> set[str]:
-    """The model names of the --model-repository folders; --load-model names that are none of them stop the start."""
+def _repository_names(folders: tuple[str, ...]) -> set[str]:
+    """The model names of the --model-repository folders. (A --load-model name that is none of them is the server's
+    to refuse, as Triton's: logged, then "failed to load all models" with --exit-on-error.)"""
     try:
-        names = set(scan_repositories(folders))
+        return set(scan_repositories(folders))
     except ModelRepositoryError as exc:
         raise click.ClickException(str(exc)) from None
-    for name in load_models:
-        if name != "*" and name not in names:
-            raise click.BadParameter(f"no model '{name}' in the model repositories ({', '.join(folders)})",
-                                     param_hint="--load-model")
-    return names
 
 
 @click.group()
@@ -415,7 +411,7 @@ def serve(
     _tune_malloc()
     if log_file:
         _log_to(log_file)
-    repository_names = _repository_names(model_repositories, load_models)
+    repository_names = _repository_names(model_repositories)
     auto_complete = not (disable_auto_complete_config or strict_model_config)
     models = _repository_models(model_repositories, auto_complete) if model_control_mode == "none" else []
     if callable_target is not None:

@@ -19,7 +19,7 @@ from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
-from pytriton.model_config.names import model_name_problem
+from pytriton.model_config.names import model_name_problem, shown
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
 from pytriton.repository.locks import NameLocks
 from pytriton.repository.overrides import parse_override
@@ -27,6 +27,9 @@ from pytriton.repository.signatures import folder_signature, model_names, versio
 from pytriton.repository.uploads import prune_uploads, write_upload
 
 logger = logging.getLogger("pytriton.server")
+
+# Triton's refusal of `*` beside other startup models (core's ModelRepositoryManager::Create; --load-model, startup_models)
+WILDCARD_ONLY = "Wildcard model name '*' must be the ONLY startup model if specified at all."
 
 MODES = ("none", "explicit", "poll")
 DEFAULT_POLL_SECS = 15  # Triton's --repository-poll-secs default
@@ -117,17 +120,28 @@ class ModelControl:
     # ---- life cycle ----------------------------------------------------------------------------
     async def start(self, load_models: Sequence[str] = ()) -> None:
         """Load the models named (`*`: all; mode "poll": all); a model that fails is shown UNAVAILABLE with its
-        reason and the server starts anyway, unless `exit_on_error` (then: a ModelRepositoryError, as Triton's
-        "failed to load all models"). An unknown name is a ModelRepositoryError."""
+        reason and the server starts anyway, unless `exit_on_error`. As Triton 2.51 (core's
+        ModelRepositoryManager::Create): `*` with other names is an INVALID_ARG ServerError (WILDCARD_ONLY); a name not
+        in the repositories is logged, and the others are loaded; then, with `exit_on_error`, a name not found or a
+        model that failed is an INTERNAL ServerError "failed to load all models" (the log says which and why)."""
         found = scan_repositories(self.folders, self.mappings)
-        if self.mode == "poll" or "*" in load_models:
+        startup = set(load_models)
+        missing = False
+        if self.mode == "explicit" and "*" in startup and len(startup) > 1:
+            if self.exit_on_error:
+                raise ServerError(Status.INVALID_ARG, WILDCARD_ONLY)
+            logger.error("%s", WILDCARD_ONLY)  # (Triton then loads none of them and serves)
+            names: list[str] = []
+        elif self.mode == "poll" or "*" in startup:
             names = list(found)
         else:
-            names = list(dict.fromkeys(load_models))
-            for name in names:
-                if name not in found:
-                    raise ModelRepositoryError(f"--load-model '{name}': no model '{name}' in the model repositories "
-                                               f"({', '.join(self.folders)})")
+            names = []
+            for name in dict.fromkeys(load_models):
+                if name in found:
+                    names.append(name)
+                else:
+                    missing = True
+                    logger.error("failed to poll model '%s': model not found in any model repository.", shown(name))
         failures: list[str] = []
         for name in names:
             entry = self._entries.get(name)
@@ -139,8 +153,8 @@ class ModelControl:
             except ServerError as exc:
                 logger.error("%s", exc)
                 failures.append(str(exc))
-        if failures and self.exit_on_error:
-            raise ModelRepositoryError("failed to load all models (exit on error): " + " ".join(failures))
+        if (failures or missing) and self.exit_on_error:
+            raise ServerError(Status.INTERNAL, "failed to load all models")
         if self.mode == "poll":
             self._poller = asyncio.ensure_future(self._poll_forever())
 

@@ -229,7 +229,43 @@ def test_load_model_needs_explicit_mode():
     result = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository",
                              str(REPOS / "models"), "--model-control-mode", "explicit", "--load-model", "nope"],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "no model 'nope' in the model repositories" in result.stderr
+    # Triton 2.51: the start fails ("failed to load all models"), the log names the model
+    assert result.returncode == 1 and "failed to load all models" in result.stderr, result.stderr
+    assert "failed to poll model 'nope': model not found in any model repository." in result.stderr
+
+
+def test_the_wildcard_must_be_the_only_load_model():
+    result = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository",
+                             str(REPOS / "models"), "--model-control-mode", "explicit", "--load-model", "*",
+                             "--load-model", "add_sub"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "Wildcard model name '*' must be the ONLY startup model if specified at all." in result.stderr
+
+
+# Triton 2.51 (core r24.10 LoadUnloadModel) for a name not in the repository: INTERNAL; the name checks (core's
+# ValidateModelName, after 2.51): INVALID_ARG. Through both clients, HTTP's code as Triton's HTTP front-end maps them.
+LOAD_ERRORS = [
+    ("nope", {"grpc": "StatusCode.INTERNAL", "http": "500"},
+     "failed to load 'nope', failed to poll from model repository"),
+    ("..", {"grpc": "StatusCode.INVALID_ARGUMENT", "http": "400"},
+     "invalid model name '..', model name must not contain path traversal characters"),
+    ("  ", {"grpc": "StatusCode.INVALID_ARGUMENT", "http": "400"},
+     "Model name cannot be empty. Please enter a valid name to deploy."),
+    ("\n\t", {"grpc": "StatusCode.INVALID_ARGUMENT", "http": "400"},
+     "Model name cannot be empty. Please enter a valid name to deploy."),
+]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_load_errors_have_triton_s_code_and_words(repo, protocol):
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, protocol)
+        for name, code, message in LOAD_ERRORS:
+            with pytest.raises(InferenceServerException) as info:
+                client.load_model(name)
+            assert str(info.value.status()) == code[protocol], (name, info.value)
+            assert info.value.message() == message, name
+        assert client.is_server_live()
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

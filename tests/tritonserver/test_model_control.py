@@ -194,3 +194,48 @@ def test_the_response_cache_of_cache_config():
         server.stop()
     with pytest.raises(tritonserver.InvalidArgumentError, match="unknown cache 'redis'"):
         tritonserver.Server(tritonserver.Options(model_repository=MODELS, cache_config={"redis": {"host": "x"}})).start()
+
+
+# Triton 2.51's model control errors (core r24.10: model_repository_manager.cc `Create` for the startup models and
+# `LoadUnloadModel`; model names as core's ValidateModelName checks them, added after 2.51).
+WILDCARD_ONLY = "Wildcard model name '*' must be the ONLY startup model if specified at all."
+
+
+def explicit(**options) -> tritonserver.Server:
+    return tritonserver.Server(model_repository=MODELS, exit_timeout=5,
+                               model_control_mode=tritonserver.ModelControlMode.EXPLICIT, **options)
+
+
+def test_the_wildcard_must_be_the_only_startup_model():
+    with pytest.raises(tritonserver.InvalidArgumentError) as info:
+        explicit(startup_models=["*", "text_upper"]).start(wait_until_ready=True, timeout=60)
+    assert str(info.value) == WILDCARD_ONLY
+
+
+def test_a_startup_model_not_in_the_repository_fails_the_start_as_in_triton():
+    with pytest.raises(tritonserver.InternalError) as info:
+        explicit(startup_models=["nope", "text_upper"]).start(wait_until_ready=True, timeout=60)
+    assert str(info.value) == "failed to load all models"
+    server = explicit(startup_models=["nope", "text_upper"], exit_on_error=False).start(wait_until_ready=True,
+                                                                                         timeout=60)
+    try:  # (without exit_on_error: the others are loaded, the server runs)
+        assert set(server.models(exclude_not_ready=True)) == {("text_upper", 1)}
+    finally:
+        server.stop()
+
+
+def test_load_errors_have_triton_s_class_and_words():
+    server = explicit().start(wait_until_ready=True, timeout=60)
+    try:
+        with pytest.raises(tritonserver.InternalError) as info:
+            server.load("nope")
+        assert str(info.value) == "failed to load 'nope', failed to poll from model repository"
+        with pytest.raises(tritonserver.InvalidArgumentError) as info:
+            server.load("..")
+        assert str(info.value) == "invalid model name '..', model name must not contain path traversal characters"
+        for blank in ("  ", "\n\t"):
+            with pytest.raises(tritonserver.InvalidArgumentError) as info:
+                server.load(blank)
+            assert str(info.value) == "Model name cannot be empty. Please enter a valid name to deploy."
+    finally:
+        server.stop()
