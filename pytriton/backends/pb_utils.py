@@ -169,9 +169,12 @@ class Tensor:
         """The TRITONSERVER_DataType number of the tensor's datatype (FP32: 11, BYTES: 13)."""
         return numpy_to_triton_type(self._array.dtype)
 
-    def __dlpack__(self, stream: Any = None) -> Any:
-        """The DLPack protocol, so that `np.from_dlpack(tensor)` (or torch's, cupy's) takes the tensor itself."""
-        return self._array.__dlpack__() if stream is None else self._array.__dlpack__(stream=stream)
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        """The DLPack protocol, so that `np.from_dlpack(tensor)` (or torch's, cupy's) takes the tensor itself; the
+        protocol's newer arguments (max_version, ...) go to the array's own export."""
+        if stream is not None:
+            kwargs["stream"] = stream
+        return self._array.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         device_type, device_id = self._array.__dlpack_device__()
