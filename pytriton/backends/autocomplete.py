@@ -26,6 +26,7 @@ def auto_complete(model_file: str, config: dict[str, Any]) -> dict[str, Any] | N
     """The configuration `TritonPythonModel.auto_complete_config` returns for `config`, or None when the model has no
     such method; raises what the model raises, ValueError when it returns something other than a ModelConfig."""
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
+    pb_utils._model_dir = os.path.dirname(os.path.abspath(model_file))  # (pb_utils.get_model_dir)
     name = config.get("name", "")
     module = exec_file_module(model_file, f"_pytriton_autocomplete_{name}")
     model_class = getattr(module, "TritonPythonModel", None)

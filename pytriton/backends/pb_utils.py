@@ -63,6 +63,8 @@ _logger = logging.getLogger("pytriton.backends.model")
 
 # The worker's BLS client (backends/bls.BlsClient), set once the worker serves; None elsewhere.
 _bls_client: Any = None
+# The version folder of the model this process runs or auto-completes (get_model_dir); None elsewhere.
+_model_dir: str | None = None
 
 
 def _not_supported(feature: str) -> NotImplementedError:
@@ -436,6 +438,15 @@ def triton_string_to_numpy(triton_type_string: str) -> Any:
     """The numpy type of a configuration datatype ("TYPE_FP32" -> np.float32; "TYPE_STRING" -> np.object_); a
     KeyError for a name not in TRITON_STRING_TO_NUMPY, as in Triton."""
     return TRITON_STRING_TO_NUMPY[triton_type_string]
+
+
+def get_model_dir() -> str:
+    """The folder of the running model's `model.py` (its version folder), as Triton's stub gives it to
+    `auto_complete_config`, `initialize` and the rest of the model."""
+    if _model_dir is None:
+        raise TritonModelException("get_model_dir() is available only in a repository model that pytriton runs (or "
+                                   "auto-completes)")
+    return _model_dir
 
 
 def _model_loading(call: str) -> TritonModelException:

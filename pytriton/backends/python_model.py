@@ -72,6 +72,7 @@ def reshaped(shape: tuple[int, ...], from_dims: tuple[int, ...], to_dims: tuple[
 def _import_model_file(path: str, model_name: str, version: str) -> Any:
     """Import `model.py` under a name of its own, with its version folder on sys.path (as Triton's stub does)."""
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
+    pb_utils._model_dir = os.path.dirname(os.path.abspath(path))  # (pb_utils.get_model_dir)
     return exec_file_module(path, f"_pytriton_repository_model_{model_name}_{version}")
 
 

@@ -6,8 +6,11 @@ Where the list comes from (Triton 2.51, python_backend branch r24.10):
 - src/pb_stub.cc: the names the stub copies from its C++ module `c_python_backend_utils` into that module at start
   (`py::setattr(python_backend_utils, ...)`: TritonError, TritonModelException, Tensor, InferenceRequest,
   InferenceResponse, Logger, PreferredMemory, TRITONSERVER_MEMORY_GPU/CPU, MetricFamily, load_model, unload_model,
-  is_model_ready), and the methods and enums `PYBIND11_EMBEDDED_MODULE(c_python_backend_utils, ...)` binds on them
+  is_model_ready; and `get_model_dir`, which it defines on the module before auto_complete_config and initialize),
+  and the methods and enums `PYBIND11_EMBEDDED_MODULE(c_python_backend_utils, ...)` binds on them
   (the response sender is reached through `get_response_sender()`, metrics through `MetricFamily.Metric()`).
+Checked against the real tritonserver 2.51 of the nvidia-pytriton 0.7.0 wheel: `dir(pb_utils)` in a model's
+initialize gives exactly these module names, and the enum values below (Tensor.triton_dtype() raises TypeError there).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ STUB_CLASSES = {
     "PreferredMemory": [],
     "MetricFamily": ["Metric"],
 }
-STUB_FUNCTIONS = ["load_model", "unload_model", "is_model_ready"]
+STUB_FUNCTIONS = ["load_model", "unload_model", "is_model_ready", "get_model_dir"]
 STUB_EXCEPTIONS = ["TritonModelException"]
 # enum values: TRITONSERVER_Error_Code (tritonserver.h), PreferredMemory::MemoryType, LogLevel, MetricKind (pb_utils.h)
 ERROR_CODES = {"UNKNOWN": 0, "INTERNAL": 1, "NOT_FOUND": 2, "INVALID_ARG": 3, "UNAVAILABLE": 4, "UNSUPPORTED": 5,
@@ -142,6 +145,12 @@ def test_logger_log_takes_a_level(caplog):
         ("WARNING", "warned"), ("ERROR", "errored"), ("INFO", "plain")]
 
 
+def test_get_model_dir_outside_a_model_says_why(monkeypatch):
+    monkeypatch.setattr(pb_utils, "_model_dir", None)  # (a test that built a model in this process set it)
+    with pytest.raises(pb_utils.TritonModelException, match="get_model_dir"):
+        pb_utils.get_model_dir()
+
+
 def test_model_loading_api_outside_a_server_says_why():
     for call in (lambda: pb_utils.load_model("m"), lambda: pb_utils.unload_model("m"),
                  lambda: pb_utils.is_model_ready("m")):
@@ -150,6 +159,8 @@ def test_model_loading_api_outside_a_server_says_why():
 
 
 AUTO_COMPLETE_MODEL = textwrap.dedent('''
+    import os
+
     import triton_python_backend_utils as pb_utils
 
     class TritonPythonModel:
@@ -157,6 +168,8 @@ AUTO_COMPLETE_MODEL = textwrap.dedent('''
         def auto_complete_config(auto_complete_model_config):
             # as Triton's QA models do: the datatype names from the module's own table
             assert "TYPE_FP32" in pb_utils.TRITON_STRING_TO_NUMPY
+            # Triton's stub: the version folder that holds model.py
+            assert pb_utils.get_model_dir() == os.path.dirname(os.path.abspath(__file__)), pb_utils.get_model_dir()
             for name in sorted(pb_utils.TRITON_STRING_TO_NUMPY):
                 if name == "TYPE_FP32":
                     auto_complete_model_config.add_input({"name": "X", "data_type": name, "dims": [4]})

@@ -87,6 +87,7 @@ def test_initialize_gets_tritons_args_and_finalize_runs_on_close(tmp_path):
         "CPU", "m1_0_0", "0")
     assert (args["model_repository"], args["model_version"], args["model_name"]) == (str(tmp_path / "m1"), "3", "m1")
     assert json.loads(args["model_config"])["name"] == "m1"
+    assert pb_utils.get_model_dir() == str(tmp_path / "m1" / "3")  # Triton's: the folder of model.py
     backend.close()
     backend.close()
     assert module.EVENTS[-1] == ("finalize", None) and len(module.EVENTS) == 2
