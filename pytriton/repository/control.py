@@ -123,10 +123,11 @@ class ModelControl:
         reason and the server starts anyway, unless `exit_on_error`. As Triton 2.51 (core's
         ModelRepositoryManager::Create): `*` with other names is an INVALID_ARG ServerError (WILDCARD_ONLY); a name not
         in the repositories is logged, and the others are loaded; then, with `exit_on_error`, a name not found or a
-        model that failed is an INTERNAL ServerError "failed to load all models" (the log says which and why)."""
+        model that failed is a ModelRepositoryError "failed to load all models: <which and why>" (in-process: Triton's
+        InternalError "failed to load all models", these details as its cause)."""
         found = scan_repositories(self.folders, self.mappings)
         startup = set(load_models)
-        missing = False
+        missing: list[str] = []
         if self.mode == "explicit" and "*" in startup and len(startup) > 1:
             if self.exit_on_error:
                 raise ServerError(Status.INVALID_ARG, WILDCARD_ONLY)
@@ -140,9 +141,9 @@ class ModelControl:
                 if name in found:
                     names.append(name)
                 else:
-                    missing = True
+                    missing.append(name)
                     logger.error("failed to poll model '%s': model not found in any model repository.", shown(name))
-        failures: list[str] = []
+        failures = [f"failed to poll model '{shown(n)}': model not found in any model repository." for n in missing]
         for name in names:
             entry = self._entries.get(name)
             if entry is not None and any(v.state == "READY" for v in entry.versions.values()):  # loaded as a step
@@ -153,8 +154,8 @@ class ModelControl:
             except ServerError as exc:
                 logger.error("%s", exc)
                 failures.append(str(exc))
-        if (failures or missing) and self.exit_on_error:
-            raise ServerError(Status.INTERNAL, "failed to load all models")
+        if failures and self.exit_on_error:  # (in-process: Triton's InternalError, these details as its cause)
+            raise ModelRepositoryError("failed to load all models: " + " ".join(failures))
         if self.mode == "poll":
             self._poller = asyncio.ensure_future(self._poll_forever())
 

@@ -215,7 +215,8 @@ def test_the_wildcard_must_be_the_only_startup_model():
 def test_a_startup_model_not_in_the_repository_fails_the_start_as_in_triton():
     with pytest.raises(tritonserver.InternalError) as info:
         explicit(startup_models=["nope", "text_upper"]).start(wait_until_ready=True, timeout=60)
-    assert str(info.value) == "failed to load all models"
+    assert str(info.value) == "failed to load all models"  # Triton's words; which model and why in the cause
+    assert "failed to poll model 'nope': model not found in any model repository." in str(info.value.__cause__)
     server = explicit(startup_models=["nope", "text_upper"], exit_on_error=False).start(wait_until_ready=True,
                                                                                          timeout=60)
     try:  # (without exit_on_error: the others are loaded, the server runs)
