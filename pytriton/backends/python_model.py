@@ -106,7 +106,7 @@ class PythonModelBackend(CallableBackend):
         gpu = config.gpus[instance // config.instance_count] if config.gpus else None
         self.args = {
             "model_config": json.dumps(config.to_triton_dict()),
-            "model_instance_kind": "GPU" if gpu is not None else "CPU",
+            "model_instance_kind": "MODEL" if config.kind_model else "GPU" if gpu is not None else "CPU",
             "model_instance_name": instance_name(config, instance),
             "model_instance_device_id": str(gpu if gpu is not None else 0),
             "model_repository": model_dir,

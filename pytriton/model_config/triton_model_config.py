@@ -80,6 +80,8 @@ class TritonModelConfig:
     # An ensemble's steps as Triton's JSON shows `ensemble_scheduling` ({"step": [...]}); None for other models.
     ensemble_scheduling: dict[str, Any] | None = None
     sequence_batcher: SequenceBatcher | None = None  # Triton's sequence_batching (a stateful model)
+    # Triton's KIND_MODEL instance group: `instance_count` instances that place themselves on devices (no GPU each).
+    kind_model: bool = False
 
     def __post_init__(self) -> None:
         name = self.model_name
@@ -92,6 +94,9 @@ class TritonModelConfig:
             raise PyTritonModelConfigError(f"model '{self.model_name}': model_version must be >= 0")
         if self.instance_count < 1:
             raise PyTritonModelConfigError(f"model '{self.model_name}': instance count must be >= 1")
+        if self.kind_model and self.gpus:  # (Triton's wording)
+            raise PyTritonModelConfigError(f"instance group {self.model_name}_0 of model {self.model_name} has kind "
+                                           "KIND_MODEL but specifies one or more GPUs")
         for kind, specs in (("input", self.inputs), ("output", self.outputs)):
             names = [s.name for s in specs]
             duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -155,7 +160,9 @@ class TritonModelConfig:
             return entry
 
         devices = self.instance_devices()
-        if self.gpus:
+        if self.kind_model:  # (as Triton 2.51 names and shows it)
+            groups = [{"name": f"{self.model_name}_0", "kind": "KIND_MODEL", "count": len(devices), "gpus": []}]
+        elif self.gpus:
             groups = [
                 {"name": f"{self.model_name}_{gpu}", "kind": "KIND_GPU", "count": self.instance_count, "gpus": [gpu]}
                 for gpu in self.gpus
@@ -225,6 +232,7 @@ class TritonModelConfig:
             "ensemble_scheduling": self.ensemble_scheduling,
             "sequence_batcher": (self.sequence_batcher.to_triton_dict(self.max_batch_size, with_data=True)
                                  if self.sequence_batcher is not None else None),
+            "kind_model": self.kind_model,
         }
 
     @classmethod
@@ -271,6 +279,7 @@ class TritonModelConfig:
             response_cache=bool((data.get("response_cache") or {}).get("enable", False)),
             sequence_batcher=(sequence_batcher_from_triton(data["sequence_batching"]) if "sequence_batching" in data
                               else None),
+            kind_model=bool(groups) and groups[0].get("kind") == "KIND_MODEL",
         )
 
 

@@ -118,11 +118,12 @@ def _labels(config: pb.ModelConfig, model_dir: str, where: _Fields) -> tuple[dic
 
 
 def _instances(config: pb.ModelConfig, where: _Fields,
-               gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int]]:
-    """The instance count (per GPU) and the visible GPU ids of the model's instance group."""
+               gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int], bool]:
+    """The instance count (per GPU), the visible GPU ids of the model's instance group and whether its kind is
+    KIND_MODEL (the model places itself on devices: no GPU of its own, as in Triton)."""
     groups = list(config.instance_group)
     if not groups:
-        return 1, []
+        return 1, [], False
     if len(groups) > 1:
         raise where.error("instance_group", f"{len(groups)} instance groups: only one is supported yet")
     group = groups[0]
@@ -131,9 +132,16 @@ def _instances(config: pb.ModelConfig, where: _Fields,
         raise where.error("instance_group[0].count", f"must be >= 1, got {count}")
     kind = pb.ModelInstanceGroup.Kind.Name(group.kind)
     if kind == "KIND_CPU":
-        return count, []
+        return count, [], False
+    if kind == "KIND_MODEL":
+        if group.gpus:  # (Triton's check and wording; the group's default name is <model>_<index>)
+            raise where.error("instance_group[0].gpus", f"instance group {group.name or where.model + '_0'} of model "
+                                                        f"{where.model} has kind KIND_MODEL but specifies one or more "
+                                                        "GPUs")
+        return count, [], True
     if kind not in ("KIND_GPU", "KIND_AUTO"):
-        raise where.error("instance_group[0].kind", f"{kind} is not supported (KIND_CPU, KIND_GPU or KIND_AUTO)")
+        raise where.error("instance_group[0].kind", f"{kind} is not supported (KIND_CPU, KIND_GPU, KIND_AUTO or "
+                                                    "KIND_MODEL)")
     try:
         selected = select_gpus(where.model, "gpu" if kind == "KIND_GPU" else "auto", list(group.gpus) or None, gpus())
     except GpuSelectionError as exc:
@@ -212,7 +220,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             raise where.error("dynamic_batching", "needs max_batch_size > 0")
         batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
     sequence = _sequence_batcher(config, model_dir, where)
-    count, selected = _instances(config, where, gpus)
+    count, selected, kind_model = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
     policy = version_policy(config)
     try:
@@ -223,7 +231,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             device="gpu" if selected else None, labels=labels, label_filenames=label_files, version_policy=policy,
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
             sequence_batcher=sequence,
-            response_cache=config.response_cache.enable,
+            response_cache=config.response_cache.enable, kind_model=kind_model,
         )
     except PyTritonError as exc:
         raise ModelRepositoryError(f"{path}: {exc}") from None

@@ -189,6 +189,33 @@ def test_kind_gpu_instance_group_is_pinned():
         assert group["kind"] == "KIND_GPU" and group["gpus"] == [1]
 
 
+def test_kind_model_instances_are_not_pinned_and_see_tritons_args():
+    """KIND_MODEL (the model places itself on devices): each of the `count` workers sees every GPU the server sees (no
+    CUDA_VISIBLE_DEVICES of its own) and initialize() gets Triton 2.51's args: kind "MODEL", device id "0"."""
+    env = {**fake_nvml_env(fake_gpus(2)), "CUDA_VISIBLE_DEVICES": "1,0"}
+    with serve("--model-repository", str(REPOS / "kind_model"), env=env) as s:
+        client = grpcclient.InferenceServerClient(s.grpc_url)
+        tensor = grpcclient.InferInput("X", [1], "INT8")
+        tensor.set_data_from_numpy(np.zeros(1, dtype=np.int8))
+        seen = {tuple(client.infer("own_devices", [tensor]).as_numpy("ENV").tolist()) for _ in range(8)}
+        assert seen <= {(b"1,0", b"MODEL", b"own_devices_0_0", b"0"), (b"1,0", b"MODEL", b"own_devices_0_1", b"0")}
+        group = client.get_model_config("own_devices", as_json=True)["config"]["instance_group"]
+        assert [(g["kind"], g["count"], g.get("gpus", [])) for g in group] == [("KIND_MODEL", 2, [])]
+        assert len(s.worker_pids()) == 2
+
+
+def test_kind_model_with_gpus_is_refused_in_tritons_words(tmp_path):
+    model = tmp_path / "m"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (model / "config.pbtxt").write_text(
+        'backend: "python" input [ { name: "X" data_type: TYPE_INT8 dims: [ 1 ] } ] '
+        'output [ { name: "Y" data_type: TYPE_INT8 dims: [ 1 ] } ] instance_group [ { kind: KIND_MODEL gpus: [ 0 ] } ]')
+    result = run_cli(["--model-repository", str(tmp_path)], fake_nvml_env(fake_gpus(1)))
+    assert result.returncode != 0
+    assert "instance group m_0 of model m has kind KIND_MODEL but specifies one or more GPUs" in result.stderr
+
+
 def test_kind_gpu_without_gpus_is_refused():
     result = run_cli(["--model-repository", str(REPOS / "gpu")], fake_nvml_env([]))
     assert result.returncode != 0

@@ -82,8 +82,8 @@ def test_missing_name_takes_the_folder_name(tmp_path):
     ('backend: "python" dynamic_batching { }' + TENSORS, "dynamic_batching", "needs max_batch_size > 0"),
     ('backend: "python" instance_group [ { kind: KIND_CPU }, { kind: KIND_CPU } ]' + TENSORS, "instance_group",
      "2 instance groups: only one is supported yet"),
-    ('backend: "python" instance_group [ { kind: KIND_MODEL } ]' + TENSORS, "instance_group[0].kind",
-     "KIND_MODEL is not supported"),
+    ('backend: "python" instance_group [ { kind: KIND_MODEL gpus: [ 0 ] } ]' + TENSORS, "instance_group[0].gpus",
+     "instance group m_0 of model m has kind KIND_MODEL but specifies one or more GPUs"),  # Triton's wording
     ('backend: "python" sequence_batching { state [ { input_name: "IS" output_name: "OS" data_type: TYPE_INT32 '
      'dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] data_file: "nope" } } ] }' + TENSORS,
      "sequence_batching.state.initial_state.data_file", "failed to read initial state file 'nope'"),
@@ -134,6 +134,15 @@ def test_a_decoupled_model_may_batch_dynamically(tmp_path):
                            'true } dynamic_batching { max_queue_delay_microseconds: 500 }' + TENSORS)
     config = load_model(str(model_dir)).config
     assert config.decoupled and config.batcher is not None and config.batcher.max_queue_delay_microseconds == 500
+
+
+def test_kind_model_instances_get_no_gpu(tmp_path):
+    config = load_model(str(make_model(tmp_path, "m", 'backend: "python" instance_group [ { kind: KIND_MODEL count: 3 '
+                                       '} ]' + TENSORS))).config
+    assert (config.instance_count, config.gpus, config.instance_devices()) == (3, [], [None, None, None])
+    assert config.to_triton_dict()["instance_group"] == [{
+        "name": "m_0", "kind": "KIND_MODEL", "count": 3, "gpus": [], "secondary_devices": [], "profile": [],
+        "passive": False, "host_policy": ""}]  # as Triton 2.51 shows it
 
 
 def test_unsupported_fields_are_listed():
