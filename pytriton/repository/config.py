@@ -146,7 +146,7 @@ def _instances(config: pb.ModelConfig, where: _Fields,
         selected = select_gpus(where.model, "gpu" if kind == "KIND_GPU" else "auto", list(group.gpus) or None, gpus())
     except GpuSelectionError as exc:
         raise where.error("instance_group[0].gpus", str(exc)) from None
-    return count, selected
+    return count, selected, False
 
 
 def version_policy(config: pb.ModelConfig) -> dict[str, Any]:
