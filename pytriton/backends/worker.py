@@ -29,6 +29,7 @@ from pytriton.backends.callable_backend import (
     load_callable,
 )
 from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
+from pytriton.backends.warmup import WarmupError, run_warmup
 from pytriton.backends.sequence_rows import SequenceRows, sequence_rows
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
@@ -120,6 +121,13 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                     endpoint, alive, poll_ms, instance_name(config, spec.instance))
                 endpoint.before_result = pb_metrics.flush
                 backend = PythonModelBackend(str(spec.callable), config, spec.instance)
+                if config.warmup:  # (before the hello: the instance, and so the model, is not ready until it ran)
+                    try:
+                        run_warmup(backend, instance_name(config, spec.instance))
+                    except WarmupError as exc:
+                        logger.error("%s: %s", label, exc)
+                        endpoint.send_fatal(str(exc))
+                        return 3
             else:
                 if infer_func is not None:
                     fn = infer_func

@@ -16,6 +16,7 @@ from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAct
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
 from pytriton.model_config.names import model_name_problem
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
+from pytriton.model_config.warmup import WarmupSample, warmup_from_triton
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +83,7 @@ class TritonModelConfig:
     sequence_batcher: SequenceBatcher | None = None  # Triton's sequence_batching (a stateful model)
     # Triton's KIND_MODEL instance group: `instance_count` instances that place themselves on devices (no GPU each).
     kind_model: bool = False
+    warmup: list[WarmupSample] = dataclasses.field(default_factory=list)  # Triton's model_warmup
 
     def __post_init__(self) -> None:
         name = self.model_name
@@ -195,7 +197,7 @@ class TritonModelConfig:
             "cc_model_filenames": {},
             "metric_tags": {},
             "parameters": {k: {"string_value": v} for k, v in self.backend_parameters.items()},
-            "model_warmup": [],
+            "model_warmup": [sample.to_triton_dict() for sample in self.warmup],
             "model_transaction_policy": {"decoupled": self.decoupled},
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
@@ -233,6 +235,7 @@ class TritonModelConfig:
             "sequence_batcher": (self.sequence_batcher.to_triton_dict(self.max_batch_size, with_data=True)
                                  if self.sequence_batcher is not None else None),
             "kind_model": self.kind_model,
+            "warmup": [sample.to_triton_dict(with_data=True) for sample in self.warmup],
         }
 
     @classmethod
@@ -243,6 +246,7 @@ class TritonModelConfig:
         fields["batcher"] = batcher_from_triton(data["batcher"]) if data.get("batcher") is not None else None
         sequence = data.get("sequence_batcher")
         fields["sequence_batcher"] = sequence_batcher_from_triton(sequence) if sequence is not None else None
+        fields["warmup"] = warmup_from_triton(data.get("warmup") or [])
         return cls(**fields)
 
     @classmethod
@@ -280,6 +284,7 @@ class TritonModelConfig:
             sequence_batcher=(sequence_batcher_from_triton(data["sequence_batching"]) if "sequence_batching" in data
                               else None),
             kind_model=bool(groups) and groups[0].get("kind") == "KIND_MODEL",
+            warmup=warmup_from_triton(data.get("model_warmup") or []),
         )
 
 

@@ -3,6 +3,7 @@ server serves; a field it cannot take is refused with the file and the field nam
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,13 +17,14 @@ from pytriton.model_config.datatypes import CONFIG_TO_TRITON
 from pytriton.model_config.names import shown
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
+from pytriton.model_config.warmup import WarmupInput, WarmupSample
 from pytriton.repository.ensemble_config import check_ensemble, is_ensemble
 from pytriton.repository.files import model_file, outside
 
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("batch_input", "batch_output", "model_warmup", "model_repository_agents")
+UNSUPPORTED_FIELDS = ("batch_input", "batch_output", "model_repository_agents")
 
 
 class ModelRepositoryError(PyTritonError):
@@ -222,6 +224,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     sequence = _sequence_batcher(config, model_dir, where)
     count, selected, kind_model = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
+    warmup = _warmup(config, model_dir, where)
     policy = version_policy(config)
     try:
         return TritonModelConfig(
@@ -231,7 +234,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             device="gpu" if selected else None, labels=labels, label_filenames=label_files, version_policy=policy,
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
             sequence_batcher=sequence,
-            response_cache=config.response_cache.enable, kind_model=kind_model,
+            response_cache=config.response_cache.enable, kind_model=kind_model, warmup=warmup,
         )
     except PyTritonError as exc:
         raise ModelRepositoryError(f"{path}: {exc}") from None
@@ -263,3 +266,51 @@ def _sequence_batcher(config: pb.ModelConfig, model_dir: str, where: _Fields) ->
         raise
     except PyTritonError as exc:
         raise where.error("sequence_batching", str(exc)) from None
+
+
+def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields) -> list[WarmupSample]:
+    """`model_warmup`: its samples, each input's data file read from the model's `warmup` folder (confined to the
+    model's folder, see files.py) and checked against the bytes a request needs, in Triton's words."""
+    samples = []
+    for index, sample in enumerate(config.model_warmup):
+        field = f"model_warmup[{index}]"
+        if sample.batch_size < 1:
+            raise where.error(f"{field}.batch_size", f"warmup sample '{sample.name}' needs batch_size >= 1, got "
+                                                     f"{sample.batch_size}")
+        inputs = []
+        for name, entry in sorted(sample.inputs.items()):
+            at = f"{field}.inputs['{name}']"
+            datatype = CONFIG_TO_TRITON.get(pb.DataType.Name(entry.data_type))
+            if datatype is None:
+                raise where.error(f"{at}.data_type", f"warmup input '{name}' needs a data type (e.g. TYPE_FP32), got "
+                                                     f"{pb.DataType.Name(entry.data_type)}")
+            dims = tuple(int(d) for d in entry.dims)
+            if any(d < 1 for d in dims):
+                raise where.error(f"{at}.dims", f"warmup input '{name}': dimensions must be >= 1, got {list(dims)}")
+            source = entry.WhichOneof("input_data_type")
+            if source is None:
+                raise where.error(at, f"warmup input '{name}' must set zero_data, random_data or input_data_file")
+            warm = WarmupInput(name, datatype, dims, source)
+            if source == "input_data_file":
+                warm = dataclasses.replace(warm, file=entry.input_data_file,
+                                           data=_warmup_file(model_dir, entry.input_data_file, warm, at, where))
+            inputs.append(warm)
+        samples.append(WarmupSample(sample.name, sample.batch_size, sample.count, tuple(inputs)))
+    return samples
+
+
+def _warmup_file(model_dir: str, name: str, warm: WarmupInput, at: str, where: _Fields) -> bytes:
+    path = model_file(model_dir, name, "warmup")
+    if path is None:
+        raise where.error(f"{at}.input_data_file", outside("warmup data", shown(name), where.model))
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as exc:  # (Triton's wording)
+        raise where.error(f"{at}.input_data_file", f"failed to open text file for read {path}: {exc.strerror}"
+                          ) from None
+    if len(data) < warm.byte_size():  # (Triton's check and wording, its missing space included)
+        raise where.error(f"{at}.input_data_file", f"[request id: <id_unknown>] warmup setting expects "
+                                                   f"{warm.byte_size()} bytes, but the data provided from {name}only "
+                                                   f"has {len(data)} bytes")
+    return data
