@@ -109,6 +109,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         return not ((stop is not None and stop.is_set()) or server_gone())
 
     hello = False
+    warmup: list[tuple[int, int]] = []  # the warm-up's executions, for the model's statistics (as Triton counts them)
     backend: CallableBackend | None = None
     what = f"inference callable '{spec.callable}'"
     try:
@@ -123,7 +124,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                 backend = PythonModelBackend(str(spec.callable), config, spec.instance)
                 if config.warmup:  # (before the hello: the instance, and so the model, is not ready until it ran)
                     try:
-                        run_warmup(backend, instance_name(config, spec.instance))
+                        warmup = run_warmup(backend, instance_name(config, spec.instance))
                     except WarmupError as exc:
                         logger.error("%s: %s", label, exc)
                         endpoint.send_fatal(str(exc))
@@ -152,7 +153,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             gc.freeze()  # the callable's module and model are long-lived: keep them out of every collection
         errors = CallableErrorLog(label, logger)
         gate = os.environ.get(OUTPUT_GATE_ENV) or None
-        endpoint.send_hello()
+        endpoint.send_hello(warmup)
         hello = True
         logger.debug("%s ready (pid %d)", label, os.getpid())
         idle_polls = 0

@@ -132,6 +132,7 @@ class ServerCore:
             model.scheduler.fail_all(f"model '{config.model_name}' failed to start")
             raise
         model.loaded = True
+        _count_warmup(model, source)
         self.failed_models.pop(config.model_name, None)  # served now (e.g. a bound model of that name)
         logger.info("model '%s' version %d ready (%d instance(s), max_batch_size %d)", config.model_name,
                     config.model_version, len(source.describe()), config.max_batch_size)
@@ -180,6 +181,7 @@ class ServerCore:
             model.scheduler.fail_all(f"model '{config.model_name}' failed to start")
             raise
         model.loaded = True
+        _count_warmup(model, source)
         self.registry.replace(model)
         logger.info("model '%s' version %d ready in place of version %d", config.model_name, config.model_version,
                     old.version)
@@ -525,3 +527,13 @@ class ServerCore:
 
 
 __all__ = ["ServerCore", "SERVER_NAME", "SERVER_VERSION"]
+
+
+def _count_warmup(model: Model, source: InstanceSource) -> None:
+    """The warm-up executions the model's instances ran before it was ready count in its statistics, as Triton counts
+    them: each request a success (its whole time as compute_infer) and each execution one batch of its requests."""
+    for status in source.describe():
+        for requests, ns in status.warmup:
+            for _ in range(requests):
+                model.stats.record_success(1, ns, 0, 0, ns, 0)
+            model.stats.record_execution(requests, 0, ns, 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import logging
 import os
 import select
@@ -103,8 +104,10 @@ class WorkerEndpoint(BlsEndpoint):
         self.before_result: Callable[[], None] | None = None  # runs first in send_result (custom metrics' updates)
 
     # ---- control -----------------------------------------------------------------------------
-    def send_hello(self) -> None:
-        message = WorkerToServer(kind=WorkerToServer.HELLO, pid=os.getpid(), arena=self.arena.kind)
+    def send_hello(self, warmup: list[tuple[int, int]] | None = None) -> None:
+        """The worker is up; `warmup`: the (request count, duration ns) of each warm-up execution it ran first."""
+        message = WorkerToServer(kind=WorkerToServer.HELLO, pid=os.getpid(), arena=self.arena.kind,
+                                 control=json.dumps({"warmup": warmup}) if warmup else "")
         self._send([message.SerializeToString()])
         self._hello_sent = True
 

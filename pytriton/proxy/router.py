@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import os
 from typing import Any, Callable, Protocol
@@ -57,6 +58,16 @@ class Call(Protocol):
         """The worker went away before the final RESULT."""
 
 
+def warmup_executions(control: str) -> tuple[tuple[int, int], ...]:
+    """The warm-up executions a HELLO reports (JSON in its control field); none when it holds none or is malformed."""
+    if not control:
+        return ()
+    try:
+        return tuple((int(n), int(ns)) for n, ns in json.loads(control).get("warmup") or ())
+    except (ValueError, TypeError, AttributeError):
+        return ()
+
+
 class WorkerLink:
     """The server's view of one worker process: its identity, pid, response segments and pending calls."""
 
@@ -75,6 +86,7 @@ class WorkerLink:
         # takes the instance out of service and drops the link. Without one, the link is dropped at once.
         self.on_fatal: Callable[[str], None] | None = None
         self.bls_slots: set[int] = set()  # request-arena slots of BLS answers the worker has not given back yet
+        self.warmup: tuple[tuple[int, int], ...] = ()  # the warm-up executions its HELLO reported: (requests, ns)
 
     def release(self, keys: list[int], now: bool = False) -> None:
         """Queue response-arena slots for release; they ride on the next request to the worker
@@ -455,6 +467,7 @@ class ProxyRouter:
         elif message.kind == WorkerToServer.HELLO:
             link.pid = message.pid
             link.segments = SegmentMap(self.tag, message.pid, message.arena or "rsp")
+            link.warmup = warmup_executions(message.control)
             if not link.hello.done():
                 link.hello.set_result(message.pid)
         elif message.kind == WorkerToServer.FATAL:

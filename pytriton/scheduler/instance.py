@@ -100,3 +100,4 @@ class InstanceStatus:
     pid: int | None = None  # a worker process of the server's own (its memory counts as the server's)
     gpu: int | None = None  # the visible GPU id it is pinned to (None: a CPU instance)
     gpu_uuid: str = ""  # that GPU's UUID, where known
+    warmup: tuple[tuple[int, int], ...] = ()  # the warm-up executions it ran before it came up: (requests, ns)

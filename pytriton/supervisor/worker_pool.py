@@ -67,7 +67,8 @@ class WorkerInstance:
         up = self.link is not None and not self.link.closed and self.serving is not None
         alive = self.process is not None and self.process.returncode is None
         return InstanceStatus(label, up, self.restarts, self.process.pid if alive and self.process else None,
-                              self.device, self.gpu.uuid if self.gpu else "")
+                              self.device, self.gpu.uuid if self.gpu else "",
+                              self.link.warmup if self.link is not None else ())
 
     @property
     def cuda_visible_devices(self) -> str | None:

@@ -145,9 +145,42 @@ def test_kind_model_instances_get_no_gpu(tmp_path):
         "passive": False, "host_policy": ""}]  # as Triton 2.51 shows it
 
 
+WARMUP = ('backend: "python" max_batch_size: 2' + TENSORS + 'model_warmup [ { name: "w" batch_size: 1 inputs { key: "X" '
+          'value: { data_type: TYPE_FP32 dims: [ 2 ] input_data_file: "FILE" } } } ]')
+
+
+def test_model_warmup_is_served_with_its_file_from_the_warmup_folder(tmp_path):
+    model_dir = make_model(tmp_path, "m", WARMUP.replace("FILE", "x.bin"))
+    (model_dir / "warmup").mkdir()
+    (model_dir / "warmup" / "x.bin").write_bytes(bytes(range(12)))  # (more than the 8 bytes needed: taken, as Triton)
+    config = load_model(str(model_dir)).config
+    [sample] = config.warmup
+    assert (sample.name, sample.batch_size, sample.executions, sample.inputs[0].data) == ("w", 1, 1, bytes(range(12)))
+    assert config.to_triton_dict()["model_warmup"] == [{"name": "w", "batch_size": 1, "count": 0, "inputs": {
+        "X": {"data_type": "TYPE_FP32", "dims": [2], "input_data_file": "x.bin"}}}]
+    assert type(config).from_dict(config.to_dict()).warmup == config.warmup  # (what the worker gets)
+
+
+@pytest.mark.parametrize(("file", "problem"), [
+    ("../../outside.bin", "warmup data file path '../../outside.bin' in model 'm' is outside model directory"),
+    ("/etc/passwd", "warmup data file path '/etc/passwd' in model 'm' is outside model directory"),
+    ("nope.bin", "failed to open text file for read "),  # (Triton's wording)
+    ("short.bin", "[request id: <id_unknown>] warmup setting expects 8 bytes, but the data provided from "
+                  "short.binonly has 4 bytes"),  # (Triton's wording, its missing space too)
+])
+def test_a_warmup_file_must_be_in_the_model_folder_and_long_enough(tmp_path, file, problem):
+    (tmp_path / "outside.bin").write_bytes(bytes(8))
+    model_dir = make_model(tmp_path / "repo", "m", WARMUP.replace("FILE", file))
+    (model_dir / "warmup").mkdir()
+    (model_dir / "warmup" / "short.bin").write_bytes(bytes(4))
+    with pytest.raises(ModelRepositoryError) as info:
+        load_model(str(model_dir))
+    assert "field 'model_warmup[0].inputs['X'].input_data_file' of model 'm': " + problem in str(info.value)
+
+
 def test_unsupported_fields_are_listed():
     assert "batch_input" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
-    assert "sequence_batching" not in UNSUPPORTED_FIELDS
+    assert "sequence_batching" not in UNSUPPORTED_FIELDS and "model_warmup" not in UNSUPPORTED_FIELDS
 
 
 def test_sequence_batching_is_served_as_written(tmp_path):
