@@ -224,7 +224,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     sequence = _sequence_batcher(config, model_dir, where)
     count, selected, kind_model = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
-    warmup = _warmup(config, model_dir, where)
+    warmup = _warmup(config, model_dir, where, inputs)
     policy = version_policy(config)
     try:
         return TritonModelConfig(
@@ -268,9 +268,11 @@ def _sequence_batcher(config: pb.ModelConfig, model_dir: str, where: _Fields) ->
         raise where.error("sequence_batching", str(exc)) from None
 
 
-def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields) -> list[WarmupSample]:
+def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields, specs: list[TensorSpec]) -> list[WarmupSample]:
     """`model_warmup`: its samples, each input's data file read from the model's `warmup` folder (confined to the
-    model's folder, see files.py) and checked against the bytes a request needs, in Triton's words."""
+    model's folder, see files.py) and checked against the bytes a request needs, in Triton's words. A sample must
+    give every required input; one the model does not declare goes to the model as it is (Triton 2.51 does both)."""
+    required = [spec.name for spec in specs if not spec.optional]
     samples = []
     for index, sample in enumerate(config.model_warmup):
         field = f"model_warmup[{index}]"
@@ -295,8 +297,21 @@ def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields) -> list[Warm
                 warm = dataclasses.replace(warm, file=entry.input_data_file,
                                            data=_warmup_file(model_dir, entry.input_data_file, warm, at, where))
             inputs.append(warm)
+        given = [warm.name for warm in inputs]
+        if len(given) < len(required):  # (Triton's check and wording)
+            head = (f"expected {len(specs)} inputs" if len(required) == len(specs)
+                    else f"expected number of inputs between {len(required)} and {len(specs)}")
+            missing = [name for name in required if name not in given]
+            raise where.error(f"{field}.inputs", f"[request id: <id_unknown>] {head} but got {len(given)} inputs for "
+                                                 f"model '{where.model}'. Got input(s) {_quoted(given)}, but missing "
+                                                 f"required input(s) {_quoted(missing)}. Please provide all required "
+                                                 "input(s).")
         samples.append(WarmupSample(sample.name, sample.batch_size, sample.count, tuple(inputs)))
     return samples
+
+
+def _quoted(names: list[str]) -> str:
+    return "[" + ", ".join(f"'{name}'" for name in names) + "]"
 
 
 def _warmup_file(model_dir: str, name: str, warm: WarmupInput, at: str, where: _Fields) -> bytes:

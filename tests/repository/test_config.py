@@ -178,6 +178,16 @@ def test_a_warmup_file_must_be_in_the_model_folder_and_long_enough(tmp_path, fil
     assert "field 'model_warmup[0].inputs['X'].input_data_file' of model 'm': " + problem in str(info.value)
 
 
+def test_a_warmup_sample_without_a_required_input_is_refused_in_tritons_words(tmp_path):
+    config = ('backend: "python" max_batch_size: 2 input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] }, '
+              '{ name: "B" data_type: TYPE_FP32 dims: [ 1 ] } ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ] '
+              'model_warmup [ { name: "w" batch_size: 1 inputs { key: "A" value: { data_type: TYPE_FP32 dims: [ 1 ] '
+              'zero_data: true } } } ]')
+    assert ("field 'model_warmup[0].inputs' of model 'm': [request id: <id_unknown>] expected 2 inputs but got 1 "
+            "inputs for model 'm'. Got input(s) ['A'], but missing required input(s) ['B']. Please provide all "
+            "required input(s).") in refused(tmp_path, config)
+
+
 def test_unsupported_fields_are_listed():
     assert "batch_input" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
     assert "sequence_batching" not in UNSUPPORTED_FIELDS and "model_warmup" not in UNSUPPORTED_FIELDS
