@@ -13,7 +13,7 @@ from typing import Any
 from pytriton.backends import pb_utils
 from pytriton.backends.describe import _die_with_parent
 from pytriton.backends.pb_autocomplete import ModelConfig
-from pytriton.backends.target import exec_file_module, user_traceback
+from pytriton.backends.target import exec_model_module, user_traceback
 
 PB_UTILS_MODULE = "triton_python_backend_utils"
 
@@ -28,7 +28,7 @@ def auto_complete(model_file: str, config: dict[str, Any]) -> dict[str, Any] | N
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
     pb_utils._model_dir = os.path.dirname(os.path.abspath(model_file))  # (pb_utils.get_model_dir)
     name = config.get("name", "")
-    module = exec_file_module(model_file, f"_pytriton_autocomplete_{name}")
+    module = exec_model_module(model_file, f"_pytriton_autocomplete_{name}")
     model_class = getattr(module, "TritonPythonModel", None)
     if model_class is None:
         raise AttributeError(f"'{model_file}' defines no class TritonPythonModel")

@@ -29,7 +29,7 @@ from pytriton.backends.callable_backend import (
     _shape_matches,
     logger,
 )
-from pytriton.backends.target import exec_file_module
+from pytriton.backends.target import exec_model_module
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.types import Request
@@ -70,10 +70,10 @@ def reshaped(shape: tuple[int, ...], from_dims: tuple[int, ...], to_dims: tuple[
 
 
 def _import_model_file(path: str, model_name: str, version: str) -> Any:
-    """Import `model.py` under a name of its own, with its version folder on sys.path (as Triton's stub does)."""
+    """Import `model.py` in a package of its own, as Triton's stub does (see `exec_model_module`)."""
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
     pb_utils._model_dir = os.path.dirname(os.path.abspath(path))  # (pb_utils.get_model_dir)
-    return exec_file_module(path, f"_pytriton_repository_model_{model_name}_{version}")
+    return exec_model_module(path, f"_pytriton_repository_model_{model_name}_{version}")
 
 
 def force_cpu_only_inputs(config: TritonModelConfig) -> bool:

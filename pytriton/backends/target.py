@@ -121,6 +121,25 @@ def exec_file_module(path: str, name: str) -> ModuleType:
     return module
 
 
+def exec_model_module(path: str, package: str) -> ModuleType:
+    """Run a repository model's file `<model>/<version>/model.py` as Triton's Python-backend stub imports it: as the
+    module `<package>.model` of a package whose folder is the version folder (so that `from . import x` finds the
+    `x.py` beside it), with the version folder (first, as for any file) and the model's folder (appended, as the
+    stub does) on sys.path."""
+    directory = os.path.dirname(path)
+    model_dir = os.path.dirname(directory)
+    if model_dir not in sys.path:
+        sys.path.append(model_dir)
+    parent = importlib.machinery.ModuleSpec(package, None, is_package=True)
+    parent.submodule_search_locations = [directory]
+    sys.modules[package] = importlib.util.module_from_spec(parent)
+    try:
+        return exec_file_module(path, f"{package}.{os.path.splitext(os.path.basename(path))[0]}")
+    except BaseException:
+        sys.modules.pop(package, None)
+        raise
+
+
 @dataclasses.dataclass(frozen=True)
 class ResolvedTarget:
     """The object a target names, without instantiating anything: a function (or any callable) in `obj`, or a class

@@ -77,7 +77,7 @@ def request(mode: str = "ok", requested: list[str] | None = None) -> Request:
 
 def test_initialize_gets_tritons_args_and_finalize_runs_on_close(tmp_path):
     backend = backend_for(tmp_path, "m1", MODEL)
-    module = sys.modules["_pytriton_repository_model_m1_3"]
+    module = sys.modules[type(backend.model).__module__]
     assert sys.modules[PB_UTILS_MODULE] is pb_utils
     (event, args), = module.EVENTS
     assert event == "initialize"
@@ -205,7 +205,7 @@ class TritonPythonModel:
 
 def test_decoupled_responses_are_yielded_while_execute_runs_and_the_flagged_last_is_final(tmp_path):
     backend = backend_for(tmp_path, "m5", STREAM_WHILE_EXECUTING, decoupled=True)
-    module = sys.modules["_pytriton_repository_model_m5_3"]
+    module = sys.modules[type(backend.model).__module__]
     requests = [request()]
     stream = backend.iterate(backend(requests))
     first = next(stream)

@@ -234,3 +234,51 @@ def test_repository_model_named_like_the_callable_is_refused():
                       "OUTPUT:fp32:-1", "--model-repository", str(REPOS / "models")])
     assert result.returncode == 2
     assert "model 'add_sub' of tests.models:identity is also in a model repository" in result.stderr
+
+
+SIBLINGS_CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+SIBLINGS_MODEL = """
+import triton_python_backend_utils as pb_utils
+
+import absolute_sibling
+import in_model_folder
+from . import relative_sibling
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        return config
+
+    def execute(self, requests):
+        factor = absolute_sibling.A * relative_sibling.R * in_model_folder.M
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X")
+                                                            .as_numpy() * factor)]) for r in requests]
+"""
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_model_py_imports_its_siblings_as_tritons_stub_lets_it(tmp_path, protocol):
+    """As Triton's stub imports `<version>.model` with the version folder and the model folder on sys.path, a
+    model.py may import modules beside it absolutely or relatively (`from . import x`, Triton's QA model multi_file)
+    and modules in the model's folder; in auto-complete as in the instances."""
+    model = tmp_path / "siblings"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(SIBLINGS_CONFIG)
+    (model / "1" / "model.py").write_text(SIBLINGS_MODEL)
+    (model / "1" / "absolute_sibling.py").write_text("A = 2.0\n")
+    (model / "1" / "relative_sibling.py").write_text("R = 3.0\n")
+    (model / "in_model_folder.py").write_text("M = 5.0\n")
+    with serve("--model-repository", str(tmp_path)) as server:
+        client = client_for(server, protocol)
+        x = np.array([1.0, 2.0], dtype=np.float32)
+        inp = CLIENTS[protocol].InferInput("X", [2], "FP32")
+        inp.set_data_from_numpy(x)
+        result = client.infer("siblings", [inp])
+        np.testing.assert_array_equal(result.as_numpy("Y"), x * 30.0)
