@@ -199,7 +199,8 @@ def test_qa_model_is_served_or_refused_as_triton_does(server, name):
             assert error is None, f"{name}: Triton 2.51 serves it; refused here: {error}"
             assert client.is_model_ready(name)
         else:
-            assert error is not None, f"{name}: Triton 2.51 refuses it ({expected.why or expected.differs}); served here"
+            why = expected.why or expected.differs
+            assert error is not None, f"{name}: Triton 2.51 refuses it ({why}); served here"
             assert expected.words in error, error
     finally:
         if error is None:

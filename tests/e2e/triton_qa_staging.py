@@ -42,7 +42,8 @@ LIFECYCLE = "L0_backend_python/lifecycle/test.sh"
 BATCH8 = (r"(?m)^max_batch_size:.*", "max_batch_size: 8")
 RS = "L0_backend_python/response_sender/test.sh"
 RS_FILES = (("model_common.py", "1/model_common.py"), ("model.py", "1/model.py"), ("config.pbtxt", "config.pbtxt"))
-RS_ASYNC = (("model_common.py", "1/model_common.py"), ("model_async.py", "1/model.py"), ("config.pbtxt", "config.pbtxt"))
+RS_ASYNC = (("model_common.py", "1/model_common.py"), ("model_async.py", "1/model.py"),
+            ("config.pbtxt", "config.pbtxt"))
 DECOUPLED = "model_transaction_policy { decoupled: True }"
 RS_BATCHING = "dynamic_batching { max_queue_delay_microseconds: 500000 }"
 
@@ -139,7 +140,7 @@ STAGED: tuple[Staged, ...] = (
     Staged("wrong_model", "wrong_model", LIFECYCLE, edits=(_renamed("wrong_model"), ("TYPE_FP32", "TYPE_UINT32"))),
     Staged("init_error", "init_error", LIFECYCLE),
     Staged("fini_error", "fini_error", LIFECYCLE),
-    Staged("auto_complete_error", "auto_complete_error", "L0_backend_python/lifecycle/test.sh (--strict-model-config=false)",
+    Staged("auto_complete_error", "auto_complete_error", LIFECYCLE + " (--strict-model-config=false)",
            files=(("model.py", "1/model.py"),)),
     # qa/L0_backend_python/logging, custom_metrics, ensemble
     Staged("identity_fp32_logging", "identity_fp32_logging", "L0_backend_python/logging/test.sh"),
