@@ -12,7 +12,7 @@ import random
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from soak_lib.requests import AIO_KINDS, ORDINARY_KINDS, SYNC_CANCELLING_KINDS, AioSlot, SyncSlot
 from soak_lib.tally import Tally
@@ -66,10 +66,15 @@ class ClientSpec:
     progress_s: float = 5.0
 
 
+class Bounded(Protocol):
+    deadline: float  # time.time() after which no request starts
+    max_requests: int
+
+
 class Budget:
     """Whether a slot may start another request: not stopped, before the deadline, within the count."""
 
-    def __init__(self, spec: ClientSpec, stop: Any) -> None:
+    def __init__(self, spec: Bounded, stop: Any) -> None:
         self._stop, self._deadline, self._max = stop, spec.deadline, spec.max_requests
         self._taken = itertools.count()
 

@@ -47,18 +47,55 @@ class RssReading:
         return self.server_kib + self.workers_kib
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerProcess:
+    """One process of the server's tree: the CLI's (`server`), a front-end process of a group (`frontend`) or a
+    model instance's worker (`worker`, with its model)."""
+
+    pid: int
+    start: int | None  # start time: with the pid, names the process for good
+    role: str
+    model: str = ""
+
+
+def describe(pid: int) -> ServerProcess:
+    """What a process of the server's tree is, from its command line."""
+    argv = procfs.cmdline(pid).split(" ", 4)
+    role, model = "other", ""
+    if len(argv) >= 3 and argv[1:3] == ["-m", "pytriton.backends.worker"]:
+        role = "worker"
+        m = re.search(r'"identity": "([^"#]+)#', procfs.cmdline(pid))
+        model = m.group(1) if m else "?"
+    elif len(argv) >= 3 and argv[1:3] == ["-m", "pytriton.app"]:
+        role = "frontend"
+    elif "pytriton.cli" in argv:
+        role = "server"
+    return ServerProcess(pid, procfs.start_time(pid), role, model)
+
+
+def fd_count(pid: int) -> int | None:
+    """Open file descriptors of a process (None once it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
 class SoakServer:
     """`pytriton serve` on free loopback ports, with its own TMPDIR; stdout goes to `logfile`."""
 
     def __init__(self, python: pathlib.Path, logfile: pathlib.Path, instances: int, dynamic_batching: bool,
-                 exit_timeout_s: float) -> None:
+                 exit_timeout_s: float, model_args: list[str] | None = None) -> None:
+        """model_args: what `pytriton serve` serves, in place of examples.add_sub:double with `instances` and
+        `dynamic_batching` (e.g. --model-repository DIR ...)."""
         self.logfile, self.exit_timeout_s = logfile, exit_timeout_s
         self.tmpdir = pathlib.Path(tempfile.mkdtemp(prefix="soak-server-"))
-        self.cmd = [str(python), "-m", "pytriton.cli", "serve", "examples.add_sub:double",
-                    "--input", "INPUT:fp32:-1", "--output", "OUTPUT:fp32:-1", "--max-batch-size", "64",
-                    "--instances", str(instances), "--exit-timeout", str(exit_timeout_s)]
-        if dynamic_batching:
-            self.cmd.append("--dynamic-batching")
+        if model_args is None:
+            model_args = ["examples.add_sub:double", "--input", "INPUT:fp32:-1", "--output", "OUTPUT:fp32:-1",
+                          "--max-batch-size", "64", "--instances", str(instances)]
+            if dynamic_batching:
+                model_args.append("--dynamic-batching")
+        self.cmd = [str(python), "-m", "pytriton.cli", "serve", *model_args, "--exit-timeout", str(exit_timeout_s)]
         for service in ("grpc", "http", "metrics"):
             self.cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         self.ports: dict[str, int] = {}
@@ -108,6 +145,27 @@ class SoakServer:
         workers = [p for p in pids if p != self.proc.pid]
         return RssReading(t_s=round(t_s, 1), server_kib=procfs.rss_kib(self.proc.pid),
                           workers_kib=sum(procfs.rss_kib(p) for p in workers), workers=len(workers))
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def tree(self) -> list[ServerProcess]:
+        """The server's living processes now (remembered for the leftovers check)."""
+        if self.proc is None:
+            return []
+        pids = procfs.descendants(self.proc.pid)
+        self._seen(pids)
+        return [p for p in map(describe, pids) if p.start is not None]
+
+    def is_alive(self, process: ServerProcess) -> bool:
+        return process.start is not None and procfs.start_time(process.pid) == process.start
+
+    def dead_owner_segments(self) -> list[str]:
+        """/dev/shm segments of the server's processes that are gone (the server must remove them): after a worker
+        was killed, its segments; while the server runs."""
+        dead = {p for p, st in self.pids_seen.items() if st is None or procfs.start_time(p) != st}
+        return server_segments(os.listdir("/dev/shm"), dead)
 
     def _seen(self, pids: list[int]) -> None:
         for pid in pids:

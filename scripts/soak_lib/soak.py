@@ -12,22 +12,22 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import multiprocessing as mp
 import os
 import pathlib
-import queue as queue_mod
 import random
 import signal
 import sys
 import time
-from typing import Any
 
 if __package__ in (None, ""):  # run as a file (scripts/soak): import the packages from scripts/
     _HERE = pathlib.Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != _HERE]
     sys.path.insert(0, str(_HERE.parent))
 
-from soak_lib.clients import ClientSpec, KindMix, run_clients
+from soak_lib import chaos
+from soak_lib.chaos_faults import FAULT_KINDS
+from soak_lib.clients import ClientSpec, KindMix
+from soak_lib.load import Load, drain_pending
 from soak_lib.requests import ALL_KINDS
 from soak_lib.result import SoakResult, SoakSettings, summary, to_json_dict, verdict
 from soak_lib.server import REPO, SoakServer
@@ -44,8 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/soak", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--minutes", type=float, default=10.0,
                    help="load duration in all phases together; a hard stop follows (default 10)")
-    p.add_argument("--concurrency", type=int, default=64, help="requests in flight in all (default 64)")
-    p.add_argument("--processes", type=int, default=4, help="client processes sharing the concurrency (default 4)")
+    p.add_argument("--concurrency", type=int, help="requests in flight in all (default 64; --chaos: 16)")
+    p.add_argument("--processes", type=int, help="client processes sharing the concurrency (default 4; --chaos: 2)")
     p.add_argument("--aio-slots", type=int, default=2,
                    help="of each process's share: concurrent grpc.aio tasks (the rest are threads; default 2)")
     p.add_argument("--cancel-share", type=float, default=0.25,
@@ -73,7 +73,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--python", type=pathlib.Path, default=REPO / ".venv" / "bin" / "python",
                    help="interpreter that runs the server")
     p.add_argument("--seed", type=int, default=0)
+    chaos = p.add_argument_group(
+        "chaos (--chaos)", "value-checked load on a plain model, an ensemble and a BLS model of a repository while "
+        "workers are killed, models loaded again and regions re-registered (docs/soak.md, 'Chaos under load')")
+    chaos.add_argument("--chaos", action="store_true", help="run the chaos soak instead of the soak")
+    chaos.add_argument("--frontend-processes", type=int, default=1,
+                       help="above 1: a second phase (a quarter of the minutes) served by that many front-end "
+                       "processes, one of which is SIGKILLed at two thirds of it (default 1: no such phase)")
+    chaos.add_argument("--execution-timeout", type=float, default=5.0,
+                       help="the server's --execution-timeout, seconds (default 5)")
+    chaos.add_argument("--hang-margin", type=float, default=10.0,
+                       help="every call's client timeout is the execution timeout + this; a call without an answer "
+                       "by then is a hang (default 10 s)")
+    chaos.add_argument("--fault-interval", type=float, default=2.0,
+                       help="mean seconds between two faults (default 2)")
+    chaos.add_argument("--faults", default=",".join(FAULT_KINDS),
+                       help="comma-separated fault kinds (default: all): " + ", ".join(FAULT_KINDS))
+    chaos.add_argument("--fd-growth-limit", type=int, default=32,
+                       help="fail when the server's open fds at the end exceed those at ready by more (default 32)")
     args = p.parse_args(argv)
+    if args.concurrency is None:
+        args.concurrency = 16 if args.chaos else 64
+    if args.processes is None:
+        args.processes = 2 if args.chaos else 4
+    args.faults = [k for k in args.faults.split(",") if k]
+    if not args.faults or set(args.faults) - set(FAULT_KINDS):
+        p.error(f"--faults: known kinds are {', '.join(FAULT_KINDS)}")
+    if args.execution_timeout <= 0 or args.hang_margin <= 0 or args.fault_interval <= 0:
+        p.error("--execution-timeout, --hang-margin and --fault-interval must be positive")
+    if args.frontend_processes < 1:
+        p.error("--frontend-processes must be at least 1")
+    args.client_timeout = args.execution_timeout + args.hang_margin
     if args.concurrency < args.processes or args.processes < 1:
         p.error("--concurrency must be at least --processes (and that at least 1)")
     if not 0 <= args.cancel_share <= 1:
@@ -89,7 +119,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--batching: dynamic, off or both (comma-separated)")
     args.started = dt.datetime.now(dt.timezone.utc)
     if args.out_dir is None:
-        args.out_dir = REPO / ".bench" / "soak" / args.started.strftime("%Y%m%dT%H%M%SZ")
+        args.out_dir = REPO / ".bench" / "soak" / (args.started.strftime("%Y%m%dT%H%M%SZ") + ("-chaos" if args.chaos else ""))
     return args
 
 
@@ -113,70 +143,6 @@ def plan_clients(args: argparse.Namespace, max_requests: int, grpc_url: str, htt
             region_prefix=f"{region_prefix}{i}_", seed=args.seed * 100 + i,
         ))
     return specs
-
-
-class Load:
-    """The client processes, and the latest tally each has reported."""
-
-    def __init__(self, specs: list[ClientSpec]) -> None:
-        ctx = mp.get_context("spawn")
-        self.stop = ctx.Event()
-        self.queue: Any = ctx.Queue()
-        self.procs = [ctx.Process(target=run_clients, args=(s, self.stop, self.queue), daemon=True,
-                                  name=f"soak-client-{s.index}") for s in specs]
-        self.latest: dict[int, Tally] = {}
-        self.finished: set[int] = set()
-
-    def start(self) -> None:
-        for proc in self.procs:
-            proc.start()
-
-    def drain(self, wait_s: float = 0.0) -> None:
-        """Take the reports that arrived (waiting up to wait_s for the first one)."""
-        timeout = max(0.0, wait_s)
-        while True:
-            try:
-                what, index, data = self.queue.get(timeout=timeout) if timeout > 0 else self.queue.get_nowait()
-            except queue_mod.Empty:
-                return
-            timeout = 0.0
-            self.latest[index] = Tally.from_dict(data)
-            if what == "final":
-                self.finished.add(index)
-
-    def tally(self) -> Tally:
-        total = Tally()
-        for t in self.latest.values():
-            total.merge(t)
-        return total
-
-    def all_finished(self) -> bool:
-        return len(self.finished) == len(self.procs)
-
-    def finish(self, grace_s: float) -> list[str]:
-        """Stop the clients and collect their final reports; kill those not done within grace_s. Returns the
-        problems: a client killed, or one that ended without its report."""
-        self.stop.set()
-        deadline = time.monotonic() + grace_s
-        while not self.all_finished() and time.monotonic() < deadline:
-            self.drain(wait_s=0.5)
-            if all(i in self.finished or not p.is_alive() for i, p in enumerate(self.procs)):
-                self.drain(wait_s=1.0)  # what a client sent just before it ended
-                break
-        problems = []
-        for i, proc in enumerate(self.procs):
-            proc.join(max(0.0, deadline - time.monotonic()) + 5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-                problems.append(f"client process {i} did not finish {grace_s:.0f} s after the stop: killed")
-        try:
-            self.drain()
-        except Exception as e:  # noqa: BLE001 (a client killed while writing its report can leave half of it)
-            problems.append(f"client reports unreadable after the kill: {e}")
-        problems += [f"client process {i} ended (exit status {p.exitcode}) without its final report"
-                     for i, p in enumerate(self.procs) if i not in self.finished and p.exitcode != -9]
-        return problems
 
 
 def run_load(args: argparse.Namespace, server: SoakServer, result: SoakResult, region_prefix: str) -> None:
@@ -223,16 +189,6 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: SoakResult, r
         log(f"stopping the clients (in-flight requests have up to {args.request_timeout:g} s)")
         result.client_problems = load.finish(grace_s=args.request_timeout + 30)
         result.kinds = load.tally().to_dict()
-
-
-def drain_pending(server: SoakServer, wait_s: float) -> int | None:
-    """The pending gauge once it is 0, or its value after wait_s."""
-    deadline = time.monotonic() + wait_s
-    pending = server.pending()
-    while pending != 0 and time.monotonic() < deadline:
-        time.sleep(0.5)
-        pending = server.pending()
-    return pending
 
 
 def probe(server: SoakServer, tally: Tally, region_prefix: str, timeout_s: float, rounds: int = 5) -> None:
@@ -315,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     # SIGINT explicitly too: started in the background by a non-interactive shell, it arrives ignored.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    if args.chaos:
+        return chaos.main(args)
     results: list[SoakResult] = []
     try:
         for batching in args.batching:
