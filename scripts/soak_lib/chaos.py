@@ -85,12 +85,14 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: ChaosResult, 
     s = result.settings
     t0 = time.monotonic()
     deadline_wall = time.time() + s.minutes * 60
+    group = s.phase == "group"
     frontend_gone = mp.get_context("spawn").Event()
-    specs = plan_clients(args, server, deadline_wall, s.max_requests, region_prefix, frontend_gone)
+    # (group: the phase ends with the group's exit after the kill; the clients' own deadline is only a bound)
+    specs = plan_clients(args, server, deadline_wall + (60 if group else 0), s.max_requests, region_prefix,
+                         frontend_gone)
     plan = FaultPlan(kinds=s.fault_kinds, interval_s=s.fault_interval_s, timeout_s=s.client_timeout_s,
                      exec_timeout_s=s.execution_timeout_s, hold_dir=hold_dir,
-                     regions=[n for spec in specs for n in spec.region_names()],
-                     frontend_kill_at=t0 + s.minutes * 60 * 2 / 3 if s.phase == "group" else None)
+                     regions=[n for spec in specs for n in spec.region_names()])
     injector = FaultInjector(server, plan, seed=args.seed, before_frontend_kill=frontend_gone.set)
     faults_end = t0 + max(s.minutes * 60 - max(3.0, s.minutes * 60 * 0.05), s.minutes * 60 * 0.5)
     load = Load(specs, target=run_chaos_clients)
@@ -101,12 +103,15 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: ChaosResult, 
     try:
         while len(load.latest) < len(specs) and time.monotonic() - t0 < 120 and not load.all_finished():
             load.drain(wait_s=0.5)  # the faults begin once every client process has reported
+        if group:  # at two thirds of the phase, and once the clients run
+            plan.frontend_kill_at = max(t0 + s.minutes * 60 * 2 / 3, time.monotonic() + 1.0)
         injector.start()
-        while time.time() < deadline_wall and not load.all_finished():
+        while not load.all_finished() and (time.time() < deadline_wall or (
+                group and injector.is_alive() and time.time() < deadline_wall + 30)):
             next_sample = time.monotonic() + args.sample_every
             while time.monotonic() < next_sample and not load.all_finished() and not injector.frontend_killed.is_set():
                 load.drain(wait_s=min(0.2, next_sample - time.monotonic()))
-                if time.monotonic() >= faults_end:
+                if time.monotonic() >= faults_end and not group:  # (group: the injector ends with its kill)
                     injector.stop()
             if injector.frontend_killed.is_set():
                 _await_group_exit(server, injector, result, t0)

@@ -106,8 +106,25 @@ class FaultInjector(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
 
+    def inject(self, kind: str) -> None:
+        """One fault of this kind now (counted in self.log)."""
+        try:
+            getattr(self, "_" + kind.replace("-", "_"))()
+        except Exception as e:  # noqa: BLE001 (a fault that broke is reported, the others go on)
+            self.log.problem(kind, f"the fault itself failed: {type(e).__name__}: {e}")
+
+    @property
+    def _grpc(self) -> grpcclient.InferenceServerClient:
+        if self._client is None:
+            self._client = grpcclient.InferenceServerClient(self.server.grpc_url, channel_args=GRPC_CHANNEL_ARGS)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
     def run(self) -> None:
-        self._client = grpcclient.InferenceServerClient(self.server.grpc_url, channel_args=GRPC_CHANNEL_ARGS)
         cycle: collections.deque[str] = collections.deque()
         kill_at = self.plan.frontend_kill_at
         try:
@@ -122,13 +139,9 @@ class FaultInjector(threading.Thread):
                     return  # the group stops: nothing left to inject into
                 if not cycle:
                     cycle.extend(self.rng.sample(self.plan.kinds, len(self.plan.kinds)))
-                kind = cycle.popleft()
-                try:
-                    getattr(self, "_" + kind.replace("-", "_"))()
-                except Exception as e:  # noqa: BLE001 (a fault that broke is reported, the others go on)
-                    self.log.problem(kind, f"the fault itself failed: {type(e).__name__}: {e}")
+                self.inject(cycle.popleft())
         finally:
-            self._client.close()
+            self.close()
 
     # ------------------------------------------------------------------------------------------ helpers ---
     def _workers(self, model: str | None = None) -> list[ServerProcess]:
@@ -145,11 +158,10 @@ class FaultInjector(threading.Thread):
         return True
 
     def _call(self, model: str, x: np.ndarray, parameters: dict[str, Any]) -> np.ndarray:
-        assert self._client is not None
         in_name, out_name = TENSORS[model]
         inp = grpcclient.InferInput(in_name, list(x.shape), "FP32")
         inp.set_data_from_numpy(x)
-        result = self._client.infer(model, [inp], parameters=parameters, client_timeout=self.plan.timeout_s)
+        result = self._grpc.infer(model, [inp], parameters=parameters, client_timeout=self.plan.timeout_s)
         return result.as_numpy(out_name)
 
     # ------------------------------------------------------------------------------------------- faults ---
@@ -237,26 +249,24 @@ class FaultInjector(threading.Thread):
             self.log.count(kind, f"{outcome_prefix}: {label}")
 
     def _reload(self) -> None:
-        assert self._client is not None
         model = self.rng.choice(RELOADABLE)
         t0 = time.monotonic()
         try:
-            self._client.load_model(model, client_timeout=max(60.0, self.plan.timeout_s))
+            self._grpc.load_model(model, client_timeout=max(60.0, self.plan.timeout_s))
         except InferenceServerException as e:
             self.log.problem("reload", f"loading '{model}' again failed after {time.monotonic() - t0:.1f} s: {e}")
             return
         self.log.count("reload", f"reloaded {model}")
 
     def _reregister(self) -> None:
-        assert self._client is not None
         name = self.rng.choice(self.plan.regions)
         try:
-            self._client.unregister_system_shared_memory(name, client_timeout=self.plan.timeout_s)
+            self._grpc.unregister_system_shared_memory(name, client_timeout=self.plan.timeout_s)
         except InferenceServerException as e:
             self.log.count("reregister", f"skipped: unregister refused ({e.message()[:80]})")
             return
         try:
-            self._client.register_system_shared_memory(name, "/" + name, REGION_BYTES,
+            self._grpc.register_system_shared_memory(name, "/" + name, REGION_BYTES,
                                                        client_timeout=self.plan.timeout_s)
         except InferenceServerException as e:
             self.log.problem("reregister", f"region '{name}' unregistered but not registered again: {e}")
