@@ -295,9 +295,8 @@ def run_phase(args: argparse.Namespace, phase: str, minutes: float, max_requests
 
 def main(args: argparse.Namespace) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    phases = [("explicit", args.minutes)]
-    if args.frontend_processes > 1:
-        phases = [("explicit", args.minutes * 3 / 4), ("group", args.minutes / 4)]
+    share = {"explicit": 3 / 4, "group": 1 / 4} if len(args.chaos_phases) == 2 else {args.chaos_phases[0]: 1.0}
+    phases = [(phase, args.minutes * share[phase]) for phase in args.chaos_phases]
     results: list[ChaosResult] = []
     try:
         for phase, minutes in phases:

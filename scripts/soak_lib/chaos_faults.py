@@ -265,13 +265,24 @@ class FaultInjector(threading.Thread):
         except InferenceServerException as e:
             self.log.count("reregister", f"skipped: unregister refused ({e.message()[:80]})")
             return
-        try:
-            self._grpc.register_system_shared_memory(name, "/" + name, REGION_BYTES,
-                                                       client_timeout=self.plan.timeout_s)
-        except InferenceServerException as e:
-            self.log.problem("reregister", f"region '{name}' unregistered but not registered again: {e}")
-            return
-        self.log.count("reregister", "re-registered a client's region")
+        # A region that requests in flight use is only marked by the unregistration and keeps its name until the last
+        # of them ends (as in Triton): the registration is refused (ALREADY_EXISTS) until then, and tried again.
+        deadline = time.monotonic() + self.plan.timeout_s
+        refused = 0
+        while True:
+            try:
+                self._grpc.register_system_shared_memory(name, "/" + name, REGION_BYTES,
+                                                           client_timeout=self.plan.timeout_s)
+                break
+            except InferenceServerException as e:
+                if "ALREADY_EXISTS" not in str(e.status()) or time.monotonic() >= deadline:
+                    self.log.problem("reregister", f"region '{name}' unregistered but not registered again "
+                                                   f"({refused} refusals in {self.plan.timeout_s:g} s): {e}")
+                    return
+                refused += 1
+                time.sleep(0.005)
+        self.log.count("reregister", "re-registered a client's region" + (
+            " once the calls using it had ended" if refused else " at once"))
 
     def _kill_frontend(self) -> None:
         frontends = [p for p in self.server.tree() if p.role == "frontend"]

@@ -80,6 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     chaos.add_argument("--frontend-processes", type=int, default=1,
                        help="above 1: a second phase (a quarter of the minutes) served by that many front-end "
                        "processes, one of which is SIGKILLed at two thirds of it (default 1: no such phase)")
+    chaos.add_argument("--chaos-phases", default=None,
+                       help="the phases to run, comma-separated: explicit and/or group (default: explicit, and group "
+                       "too with --frontend-processes above 1); with both, group gets a quarter of the minutes")
     chaos.add_argument("--execution-timeout", type=float, default=5.0,
                        help="the server's --execution-timeout, seconds (default 5)")
     chaos.add_argument("--hang-margin", type=float, default=10.0,
@@ -103,6 +106,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--execution-timeout, --hang-margin and --fault-interval must be positive")
     if args.frontend_processes < 1:
         p.error("--frontend-processes must be at least 1")
+    if args.chaos_phases is None:
+        args.chaos_phases = ["explicit"] + (["group"] if args.frontend_processes > 1 else [])
+    else:
+        args.chaos_phases = [k for k in args.chaos_phases.split(",") if k]
+        if not args.chaos_phases or set(args.chaos_phases) - {"explicit", "group"}:
+            p.error("--chaos-phases: explicit, group or both (comma-separated)")
+        if "group" in args.chaos_phases and args.frontend_processes < 2:
+            p.error("--chaos-phases group needs --frontend-processes 2 or more")
     args.client_timeout = args.execution_timeout + args.hang_margin
     if args.concurrency < args.processes or args.processes < 1:
         p.error("--concurrency must be at least --processes (and that at least 1)")
