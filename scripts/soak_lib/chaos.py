@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from typing import Any
 
 import tritonclient.grpc as grpcclient
@@ -139,6 +140,9 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: ChaosResult, 
                 break
     except KeyboardInterrupt:
         result.stopped_early = "interrupted"
+    except Exception as e:  # noqa: BLE001 (a defect of the soak itself: reported, the server still stopped)
+        result.stopped_early = f"the soak itself failed: {type(e).__name__}: {e}"
+        log(traceback.format_exc())
     finally:
         injector.stop()
         injector.join(s.client_timeout_s + 15)
@@ -230,6 +234,38 @@ def client_leftovers(region_prefix: str) -> list[str]:
     return found
 
 
+def _started(server: SoakServer, result: ChaosResult) -> bool:
+    try:
+        server.start(timeout_s=180)
+        return True
+    except RuntimeError as e:  # it did not start (and was stopped)
+        result.stopped_early = str(e).splitlines()[0]
+        log(str(e))
+        return False
+
+
+def _serve_and_check(args: argparse.Namespace, server: SoakServer, result: ChaosResult, region_prefix: str,
+                     hold_dir: pathlib.Path) -> None:
+    """The load with its faults, then (one server) the checks that need the server still running."""
+    result.rss_ready = server.rss(0.0)
+    result.fds_ready = fd_count(server.pid) if server.pid else None
+    run_load(args, server, result, region_prefix, hold_dir)
+    if result.settings.phase == "group" or result.stopped_early == "interrupted":
+        return
+    log("after the load: drain, workers, probes, registrations, mappings, fds")
+    result.pending_end = drain_pending(server, wait_s=15)
+    result.workers_expected = dict(sorted(INSTANCES.items()))
+    result.workers_end = wait_workers(server, result.workers_expected, wait_s=30)
+    tally = result.tally
+    probe(server, tally, region_prefix, timeout_s=result.settings.client_timeout_s)
+    result.kinds = tally.to_dict()
+    result.registrations_left = registrations(server, result.settings.client_timeout_s)
+    result.mapped_regions_left = mapped_client_regions(server, region_prefix)
+    result.dead_owner_segments = sorted(set(result.dead_owner_segments) | set(server.dead_owner_segments()))
+    result.fds_end = fd_count(server.pid) if server.pid else None
+    result.rss_end = server.rss(result.load_s)
+
+
 def run_phase(args: argparse.Namespace, phase: str, minutes: float, max_requests: int) -> ChaosResult:
     group = phase == "group"
     kinds = [k for k in args.faults if not (group and k == "reload")]
@@ -254,26 +290,8 @@ def run_phase(args: argparse.Namespace, phase: str, minutes: float, max_requests
     server = SoakServer(args.python, logfile, 0, False, exit_timeout_s=EXIT_TIMEOUT_S, model_args=model_args)
     log(f"phase {phase}: starting the server (log {logfile})")
     try:
-        server.start(timeout_s=180)
-        result.rss_ready = server.rss(0.0)
-        result.fds_ready = fd_count(server.pid) if server.pid else None
-        run_load(args, server, result, region_prefix, hold_dir)
-        if not group and result.stopped_early != "interrupted":
-            log("after the load: drain, workers, probes, registrations, mappings, fds")
-            result.pending_end = drain_pending(server, wait_s=15)
-            result.workers_expected = dict(sorted(INSTANCES.items()))
-            result.workers_end = wait_workers(server, result.workers_expected, wait_s=30)
-            tally = result.tally
-            probe(server, tally, region_prefix, timeout_s=settings.client_timeout_s)
-            result.kinds = tally.to_dict()
-            result.registrations_left = registrations(server, settings.client_timeout_s)
-            result.mapped_regions_left = mapped_client_regions(server, region_prefix)
-            result.dead_owner_segments = sorted(set(result.dead_owner_segments) | set(server.dead_owner_segments()))
-            result.fds_end = fd_count(server.pid) if server.pid else None
-            result.rss_end = server.rss(result.load_s)
-    except RuntimeError as e:  # the server did not start
-        result.stopped_early = str(e).splitlines()[0]
-        log(str(e))
+        if _started(server, result):
+            _serve_and_check(args, server, result, region_prefix, hold_dir)
     finally:
         log("stopping the server")
         exit_status, stop_s = server.stop()

@@ -274,10 +274,10 @@ class ChaosSlot:
                 if error is not None:
                     raise error
                 request_id = result.get_response().id
-                x = sent.pop(request_id, None)
-                if x is None:
+                if request_id not in sent:
                     raise WrongResult(f"wrong result ({kind}): an answer for request id {request_id!r}, not sent "
                                       "or answered twice")
+                x = sent.pop(request_id)
                 check(kind, model, x, result.as_numpy(TENSORS[model][1]))
         finally:
             self.grpc.stop_stream(cancel_requests=True)

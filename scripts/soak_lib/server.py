@@ -100,6 +100,7 @@ class SoakServer:
             self.cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
         self.ports: dict[str, int] = {}
         self.pids_seen: dict[int, int | None] = {}  # pid -> start time: names one process for good
+        self._pids_lock = threading.Lock()  # (the chaos soak's fault thread reads the tree too)
         self.proc: subprocess.Popen[str] | None = None
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
@@ -164,15 +165,21 @@ class SoakServer:
     def dead_owner_segments(self) -> list[str]:
         """/dev/shm segments of the server's processes that are gone (the server must remove them): after a worker
         was killed, its segments; while the server runs."""
-        dead = {p for p, st in self.pids_seen.items() if st is None or procfs.start_time(p) != st}
+        dead = {p for p, st in self._pids() if st is None or procfs.start_time(p) != st}
         return server_segments(os.listdir("/dev/shm"), dead)
 
     def _seen(self, pids: list[int]) -> None:
-        for pid in pids:
-            self.pids_seen.setdefault(pid, procfs.start_time(pid))
+        started = {pid: procfs.start_time(pid) for pid in pids}
+        with self._pids_lock:
+            for pid, st in started.items():
+                self.pids_seen.setdefault(pid, st)
+
+    def _pids(self) -> list[tuple[int, int | None]]:
+        with self._pids_lock:
+            return list(self.pids_seen.items())
 
     def _alive(self) -> list[int]:
-        return sorted(p for p, st in self.pids_seen.items() if st is not None and procfs.start_time(p) == st)
+        return sorted(p for p, st in self._pids() if st is not None and procfs.start_time(p) == st)
 
     def pending(self) -> int | None:
         """nv_inference_pending_request_count now (None: no answer from the metrics port)."""
@@ -215,7 +222,7 @@ class SoakServer:
                 os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
-        for entry in server_segments(os.listdir("/dev/shm"), set(self.pids_seen)):
+        for entry in server_segments(os.listdir("/dev/shm"), {p for p, _ in self._pids()}):
             found.append(f"/dev/shm/{entry}")
             try:
                 os.unlink(f"/dev/shm/{entry}")
