@@ -119,6 +119,7 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: ChaosResult, 
                 break
             now = time.monotonic()
             reading = server.rss(now - t0)
+            result.client_threads_max = max(result.client_threads_max, max(map(_threads, load.procs), default=0))
             dead = set(server.dead_owner_segments())  # (a segment seen at two samples in a row was not removed)
             result.dead_owner_segments = sorted(set(result.dead_owner_segments) | (dead & dead_before))
             dead_before = dead
@@ -132,7 +133,8 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: ChaosResult, 
             ok, cancelled, errors = load.tally().totals()
             log(f"  {now - t0:5.0f} s: ok {ok}, deadline {cancelled}, errors {errors}; faults "
                 f"{injector.log.injected()}; pending {pending}; RSS {reading.server_kib / 1024:.0f} + "
-                f"{reading.workers_kib / 1024:.0f} MiB ({reading.workers} workers)")
+                f"{reading.workers_kib / 1024:.0f} MiB ({reading.workers} workers); client threads "
+                f"{result.client_threads_max}")
             if ok > last_ok:
                 last_ok, last_progress = ok, now
             elif args.stop_on_wedge and now - last_progress > args.stop_on_wedge:
@@ -153,6 +155,14 @@ def run_load(args: argparse.Namespace, server: SoakServer, result: ChaosResult, 
         result.client_problems += load.finish(grace_s=s.client_timeout_s + 30)
         result.kinds = load.tally().to_dict()
         result.faults = injector.log.to_dict()
+
+
+def _threads(proc: Any) -> int:
+    """Threads of a client process now (0 once it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{proc.pid}/task"))
+    except (OSError, TypeError):
+        return 0
 
 
 def _await_group_exit(server: SoakServer, injector: FaultInjector, result: ChaosResult, t0: float) -> None:

@@ -10,6 +10,9 @@ from soak_lib.server import RssReading
 from soak_lib.tally import Tally
 
 AFTER_FRONTEND_KILL = "[after the front-end kill] "  # what a client puts before an error it met after the kill
+# A client process runs a thread per slot and a few of its own, and gRPC's and gevent's: past this it leaks.
+CLIENT_THREADS_BASE = 64
+CLIENT_THREADS_PER_SLOT = 4
 
 
 @dataclasses.dataclass
@@ -51,6 +54,7 @@ class ChaosResult:
     mapped_regions_left: list[str] = dataclasses.field(default_factory=list)  # client files still mapped by the server
     dead_owner_segments: list[str] = dataclasses.field(default_factory=list)  # of killed processes, while serving
     frontend_kill: dict[str, Any] = dataclasses.field(default_factory=dict)  # group: which, when, the group's end
+    client_threads_max: int = 0  # the most threads a client process had (the soak's own leak check)
     client_problems: list[str] = dataclasses.field(default_factory=list)
     client_leftovers: list[str] = dataclasses.field(default_factory=list)
     hold_leftovers: list[str] = dataclasses.field(default_factory=list)
@@ -137,6 +141,10 @@ def verdict(result: ChaosResult) -> list[str]:
     if result.stopped_early:
         failures.append(f"load stopped early: {result.stopped_early}")
     failures += result.client_problems
+    threads_limit = CLIENT_THREADS_BASE + (s.concurrency // max(1, s.processes) + 1) * CLIENT_THREADS_PER_SLOT
+    if result.client_threads_max > threads_limit:
+        failures.append(f"a client process of the soak had {result.client_threads_max} threads (limit {threads_limit}):"
+                        " the soak's own clients leak threads")
     group = s.phase == "group"
     if not group:
         if result.pending_end != 0:
@@ -227,6 +235,7 @@ def summary(result: ChaosResult) -> str:
                  f"left by the server; hold files left: {result.hold_leftovers or 'none'}")
     if result.client_leftovers:
         lines.append(f"  client shared-memory files left (removed by the soak): {len(result.client_leftovers)}")
+    lines.append(f"  the soak's own client processes: at most {result.client_threads_max} threads")
     lines += ["", *_memory_lines(result)]
     stop_what = "from the front-end kill to the group's exit" if s.phase == "group" else "after SIGINT"
     lines.append(f"server stop: exit status {result.server_exit}, {result.server_stop_s:.1f} s {stop_what}")

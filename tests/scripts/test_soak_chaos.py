@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as shm
 from soak_lib import soak
+from soak_lib.chaos import wait_workers
 from soak_lib.chaos_faults import FAULT_KINDS, FaultInjector, FaultPlan
 from soak_lib.chaos_outcomes import HANG, UNEXPLAINED, WRONG, explain
 from soak_lib.chaos_repo import EXPECTED, INSTANCES, write_repository
@@ -131,6 +133,7 @@ def test_one_wrong_answer_hang_or_unexplained_error_fails_the_run(kind, message,
     ({"server_exit": -9}, "server exit status -9"),
     ({"log_tracebacks": 1}, "1 traceback(s) in the server log"),
     ({"client_problems": ["client process 1 did not finish 45 s after the stop: killed"]}, "client process 1"),
+    ({"client_threads_max": 30349}, "a client process of the soak had 30349 threads"),
 ])
 def test_every_leak_and_fault_problem_fails_the_run(change, named):
     failures = verdict(healthy(**change))
@@ -228,6 +231,18 @@ def test_a_write_into_the_output_region_after_its_answer_was_read_is_a_wrong_ans
     assert [o.kind for o in slot.send_checked("http-bls-shm")] == ["http-bls-shm"]  # the region holds its answer
 
 
+def test_streams_leave_no_thread_behind(slot):
+    """A stream is ended at once (pending requests cancelled), and gRPC's thread that reads its requests ends too
+    (tritonclient alone leaves one behind per cancelled stream)."""
+    before = threading.active_count()
+    for _ in range(30):
+        assert [o.result for o in slot.send_checked("stream-double")] == ["ok"]
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # (the threads end as their streams close: waited for, bounded)
+    assert threading.active_count() <= before + 2, threading.enumerate()
+
+
 def test_an_error_after_the_client_timeout_is_a_hang(slot):
     slot.timeout_s = 0.05
 
@@ -250,6 +265,9 @@ def test_held_requests_fail_with_the_error_of_the_fault_that_hit_them(chaos_serv
     injector = FaultInjector(server, plan, seed=3)
     try:
         for kind in FAULT_KINDS:
+            # (each fault on a server whose killed workers are back: a request could otherwise reach a worker that
+            # was killed an instant before, and fail before its hold began)
+            assert wait_workers(server, INSTANCES, wait_s=30) == INSTANCES
             injector.inject(kind)
     finally:
         injector.close()
