@@ -4,6 +4,7 @@ server serves; a field it cannot take is refused with the file and the field nam
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,14 +35,22 @@ class ModelRepositoryError(PyTritonError):
 def read_model_config(path: str) -> pb.ModelConfig:
     """Parse `path` (protobuf text format) into a `ModelConfig`; ModelRepositoryError naming the file otherwise."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as exc:
         raise ModelRepositoryError(f"{path}: cannot read the model configuration: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelRepositoryError(f"{path}: invalid model configuration: {_not_utf8(exc)}") from None
     try:
         return text_format.Parse(text, pb.ModelConfig())
     except text_format.ParseError as exc:
         raise ModelRepositoryError(f"{path}: invalid model configuration: {exc}") from None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text ({exc.reason} 0x{exc.object[exc.start]:02x} at byte {exc.start})"
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
@@ -110,11 +119,15 @@ def _labels(config: pb.ModelConfig, model_dir: str, where: _Fields) -> tuple[dic
             raise where.error(f"output[{index}].label_filename", outside(
                 "label", shown(entry.label_filename), where.model, f" for output '{entry.name}'"))
         try:
-            with open(path, encoding="utf-8") as f:
-                labels[entry.name] = [line.rstrip("\r\n") for line in f]
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8")
         except OSError as exc:
             raise where.error(f"output[{index}].label_filename",
                               f"cannot read label file '{path}': {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise where.error(f"output[{index}].label_filename",
+                              f"label file '{path}' is {_not_utf8(exc)}") from None
+        labels[entry.name] = [line.rstrip("\r\n") for line in io.StringIO(text, newline=None)]
         files[entry.name] = entry.label_filename
     return labels, files
 

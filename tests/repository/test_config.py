@@ -228,6 +228,30 @@ def test_a_syntax_error_names_the_file_and_position(tmp_path):
     assert message.startswith(f"{tmp_path / 'm' / 'config.pbtxt'}: invalid model configuration: 2:")
 
 
+def test_a_config_that_is_not_utf8_is_refused_with_the_file(tmp_path):
+    """Found by fuzzing (tests/fuzz, harness model_config): a byte that is not UTF-8 escaped as UnicodeDecodeError,
+    which named no file and, at start-up, stopped the server with a traceback."""
+    model_dir = make_model(tmp_path, "m", None)
+    (model_dir / "config.pbtxt").write_bytes(b'backend: "python"\nparameters { key: "k" value { string_value: "\x95" } }')
+    with pytest.raises(ModelRepositoryError) as info:
+        load_model(str(model_dir))
+    assert str(info.value) == (f"{model_dir / 'config.pbtxt'}: invalid model configuration: not UTF-8 text "
+                               "(invalid start byte 0x95 at byte 63)")
+    with pytest.raises(ModelRepositoryError, match="not UTF-8 text"):
+        load_repositories([str(tmp_path)])
+
+
+def test_a_label_file_that_is_not_utf8_is_refused_with_the_field(tmp_path):
+    """The same for a label file (read as UTF-8 text like config.pbtxt)."""
+    model_dir = make_model(tmp_path, "m", 'backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ] '
+                           'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] label_filename: "l.txt" } ]')
+    (model_dir / "l.txt").write_bytes(b"cat\n\xff\n")
+    with pytest.raises(ModelRepositoryError) as info:
+        load_model(str(model_dir))
+    assert str(info.value) == (f"{model_dir / 'config.pbtxt'}: field 'output[0].label_filename' of model 'm': label "
+                               f"file '{model_dir / 'l.txt'}' is not UTF-8 text (invalid start byte 0xff at byte 4)")
+
+
 def test_preferred_batch_size_above_max_is_refused_with_the_file(tmp_path):
     message = refused(tmp_path, 'backend: "python" max_batch_size: 2 dynamic_batching { preferred_batch_size: [ 4 ] }'
                       + TENSORS)
