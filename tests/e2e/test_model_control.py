@@ -10,13 +10,16 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import REPO, serve
@@ -311,6 +314,38 @@ def test_uploaded_files_under_a_model_name_that_is_a_path_are_refused(repo, tmp_
             assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
             assert "pytriton-model-" not in info.value.message()  # (no server path in the answer)
         assert client.is_server_live()
+
+
+def test_load_parameters_of_the_wrong_kind_are_refused(repo):
+    """Found by fuzzing (tests/fuzz, harness repository): a `file:` value over HTTP with a character that is not ASCII
+    (base64 refuses it with ValueError, not the binascii.Error caught) and, over gRPC, a `config` that is not a
+    string_param or a file that is not a bytes_param (an int has no decode/encode) failed with an internal error;
+    they are refused as Triton refuses them, INVALID_ARGUMENT, and the server goes on."""
+    config = json.dumps({"backend": "python", "max_batch_size": 0})
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        body = json.dumps({"parameters": {"config": config, "file:1/model.py": "cGFzcw\u00e9="}}).encode()
+        request = urllib.request.Request(f"http://{server.http_url}/v2/repository/models/up/load", data=body,
+                                         method="POST")
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=10)
+        assert info.value.code == 400
+        assert json.loads(info.value.read()) == {
+            "error": "parameter 'file:1/model.py': the file's content must be base64"}
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel := grpc.insecure_channel(server.grpc_url))
+        for parameters, message in (
+            ({"config": service_pb2.ModelRepositoryParameter(int64_param=1)},
+             "Config parameter 'config' must have string type for its value"),
+            ({"config": service_pb2.ModelRepositoryParameter(bool_param=True)},
+             "Config parameter 'config' must have string type for its value"),
+            ({"config": service_pb2.ModelRepositoryParameter(string_param=config),
+              "file:1/model.py": service_pb2.ModelRepositoryParameter(int64_param=3)},
+             "File parameter 'file:1/model.py' must have bytes type for its value"),
+        ):
+            with pytest.raises(grpc.RpcError) as error:
+                stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="up", parameters=parameters))
+            assert (error.value.code(), error.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)
+        channel.close()
+        assert client_for(server, "http").is_server_live()
 
 
 SLOW_INIT_MODEL = """

@@ -460,12 +460,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         if request.repository_name:
             raise unsupported("'repository_name' specification is not supported")
         control = self.core.repository_control()
-        parameters: dict[str, str | bytes] = {}
-        for key, value in request.parameters.items():
-            choice = value.WhichOneof("parameter_choice")
-            if choice is not None:
-                parameters[key] = getattr(value, choice)
-        await control.load(request.model_name, parameters)
+        await control.load(request.model_name, _load_parameters(request.parameters))
         return pb.RepositoryModelLoadResponse()
 
     @_grpc_handler("model-repository")
@@ -478,6 +473,22 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         dependents = request.parameters.get("unload_dependents")
         await control.unload(request.model_name, bool(dependents is not None and dependents.bool_param))
         return pb.RepositoryModelUnloadResponse()
+
+
+def _load_parameters(parameters: Any) -> dict[str, str | bytes]:
+    """A load request's parameters as the controller takes them: `config` a string_param and `file:` parameters
+    bytes_params, else INVALID_ARG in Triton's words; parameters of other names are passed on as they come."""
+    values: dict[str, Any] = {}
+    for key, value in parameters.items():
+        choice = value.WhichOneof("parameter_choice")
+        if choice is None:
+            continue
+        if key == "config" and choice != "string_param":
+            raise invalid_arg("Config parameter 'config' must have string type for its value")
+        if key.startswith("file:") and choice != "bytes_param":
+            raise invalid_arg(f"File parameter '{key}' must have bytes type for its value")
+        values[key] = getattr(value, choice)
+    return values
 
 
 def _string_metadata(context: CallContext) -> dict[str, str]:

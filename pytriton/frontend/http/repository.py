@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 from typing import Any
 
 from pytriton.exceptions import invalid_arg
@@ -21,7 +20,7 @@ def load_parameters(body: Any) -> dict[str, str | bytes]:
         if key.startswith("file:"):
             try:
                 values[key] = base64.b64decode(value, validate=True)
-            except binascii.Error:
+            except ValueError:  # binascii.Error, or a character that is not ASCII
                 raise invalid_arg(f"parameter '{key}': the file's content must be base64") from None
         else:
             values[key] = value
