@@ -71,7 +71,8 @@ def shm_path(key: str) -> str:
 
 def check_key(name: str, key: str) -> None:
     stripped = key.lstrip("/")
-    if not stripped or "/" in stripped or stripped in (".", ".."):
+    # (a NUL would end the name for shm_open: the key would name another object than it says)
+    if not stripped or "/" in stripped or stripped in (".", "..") or "\0" in stripped:
         raise invalid_arg(f"cannot register shared memory region '{name}' - invalid shm key '{key}'")
     for prefix in RESERVED_PREFIXES:
         if stripped.startswith(prefix):

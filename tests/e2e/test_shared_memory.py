@@ -150,6 +150,20 @@ def test_registration_errors(identity_server, regions, protocol):
     client.unregister_system_shared_memory()
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_key_with_a_nul_character_is_refused(identity_server, regions, protocol):
+    """Found by fuzzing (tests/fuzz, harness shm_register): os.open refused the key with ValueError ("embedded null
+    byte"), which no one caught (HTTP 500, gRPC UNKNOWN); a C server would open the key cut at the NUL."""
+    mod, client = client_for(identity_server, protocol)
+    key, _ = regions.create("nul", 4096)
+    err = error_of(lambda: client.register_system_shared_memory("r", key + "\0tail", 16))
+    assert err.status() == ("StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400")
+    assert err.message() == f"cannot register shared memory region 'r' - invalid shm key '{key}\0tail'"
+    assert status_names(client, protocol) == []
+    client.register_system_shared_memory("r", key, 16)  # the server goes on
+    client.unregister_system_shared_memory()
+
+
 def infer_in_shm(mod, client, in_region, in_size, in_offset, out_region, out_size, out_offset, model="identity"):
     tensor = mod.InferInput("IN_X", [in_size // 4], "FP32")
     tensor.set_shared_memory(in_region, in_size, offset=in_offset)
