@@ -5,6 +5,7 @@ fields; request header blocks are decoded with the `hpack` package under a heade
 
 from __future__ import annotations
 
+import re
 import struct
 
 import grpc
@@ -35,6 +36,9 @@ MAX_GRPC_MESSAGE_TEXT = 8 * 1024  # longer grpc-message values are cut (clients 
 FRAME = struct.Struct(">HBBBL")  # 24-bit length as 16 + 8 bits, type, flags, stream id
 _U32 = struct.Struct(">L")
 _TWO_U32 = struct.Struct(">LL")
+# Some of the hpack package's messages quote the block as a memoryview's repr, an address in our heap: left out of
+# what the client is told.
+_MEMORY_REPR = re.compile(r":? (?:from )?<memory at 0x[0-9a-fA-F]+>")
 
 
 class H2ConnectionError(Exception):
@@ -158,7 +162,7 @@ class HeaderBlockDecoder:
         except hpack.OversizedHeaderListError:
             raise H2ConnectionError(ENHANCE_YOUR_CALM, f"header list larger than {self._hard_limit} bytes") from None
         except hpack.HPACKError as exc:
-            raise H2ConnectionError(COMPRESSION_ERROR, f"bad header block: {exc}") from None
+            raise H2ConnectionError(COMPRESSION_ERROR, f"bad header block: {_MEMORY_REPR.sub('', str(exc))}") from None
         size = 32 * len(headers)
         for name, value in headers:
             size += len(name) + len(value)

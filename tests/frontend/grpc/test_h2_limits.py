@@ -24,6 +24,7 @@ from pytriton.frontend.grpc.h2 import READ_BUFFER, H2Limits
 from tests.conftest import serve, tensor_args
 from tests.frontend.grpc.inproc import InProcessServer
 from tests.frontend.grpc.raw_h2 import (
+    COMPRESSION_ERROR,
     CONTINUATION,
     DATA,
     END_HEADERS,
@@ -110,6 +111,22 @@ def test_header_list_limit_on_every_hpack_path():
             raw.headers(1, block)
             item = raw.expect_connection_error(ENHANCE_YOUR_CALM)
             assert b"header list larger than 32768" in item.payload
+
+
+@pytest.mark.parametrize("block, reason", [
+    (b"\xff" * 12, "bad header block: Variable integer representation is too long"),
+    (b"\xff\xff", "bad header block: Unable to decode HPACK integer representation"),
+    (b"\xbe", "bad header block: Invalid table index 62"),
+])
+def test_a_header_block_hpack_cannot_decode_gets_goaway_saying_why(block, reason):
+    """Found by fuzzing (tests/fuzz, harness h2): the GOAWAY's debug data quoted the hpack package's message, which
+    shows the block as a memoryview's repr: `<memory at 0x7f...>`, an address of the server's heap, different each
+    time. It says what is wrong, and nothing of the server's memory."""
+    with InProcessServer() as server, RawH2(server.port) as raw:
+        raw.handshake()
+        raw.headers(1, block)
+        item = raw.expect_connection_error(COMPRESSION_ERROR)
+        assert item.payload[8:].decode() == reason
 
 
 @pytest.mark.parametrize("pieces", [1, 40])
