@@ -252,6 +252,15 @@ def test_a_label_file_that_is_not_utf8_is_refused_with_the_field(tmp_path):
                                f"file '{model_dir / 'l.txt'}' is not UTF-8 text (invalid start byte 0xff at byte 4)")
 
 
+def test_a_label_file_name_with_a_nul_is_refused_with_the_field(tmp_path):
+    """Found by fuzzing (tests/fuzz, harness model_config): open() refused the name with ValueError, which escaped
+    (fixed meanwhile on main by `repository.files.model_file`, which takes no name with a NUL)."""
+    message = refused(tmp_path, 'backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ] output [ '
+                                '{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] label_filename: "l\\000.txt" } ]')
+    assert message == (f"{tmp_path / 'm' / 'config.pbtxt'}: field 'output[0].label_filename' of model 'm': label file "
+                       "path 'l\\x00.txt' for output 'Y' in model 'm' is outside model directory")
+
+
 def test_preferred_batch_size_above_max_is_refused_with_the_file(tmp_path):
     message = refused(tmp_path, 'backend: "python" max_batch_size: 2 dynamic_batching { preferred_batch_size: [ 4 ] }'
                       + TENSORS)
