@@ -4,7 +4,7 @@ transport (`frontend/grpc/h2.GrpcConnection`, HPACK by the `hpack` package under
 The transport's own errors are frames: RST_STREAM or GOAWAY with an RFC 9113 code, or a call ended with a gRPC
 status. A finding is an exception out of `buffer_updated`, an error the connection logs (it answers those with
 GOAWAY INTERNAL_ERROR), a frame with INTERNAL_ERROR, or output that is not frames. Each input is read twice, as one
-read and in reads of 3 bytes, and the server must write the same frames both times. The event loop's clock stands
+read and in pieces of 1 to 256 bytes (`harness.read_sizes`), and the server must write the same frames both times. The event loop's clock stands
 still (rate budgets and the ping policy see no time pass, timers do not fire), so a run is the same every time. The
 limits are small, so that inputs reach them.
 """
@@ -12,18 +12,18 @@ limits are small, so that inputs reach them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 from pytriton.frontend.grpc import h2
-from tests.fuzz.harness import Finding, Harness
+from tests.fuzz.harness import Finding, Harness, read_sizes
 from tests.frontend.http1._fake import FakeTransport
 
 SERVICE = b"/inference.GRPCInferenceService/"
 LIMITS = h2.H2Limits(max_concurrent_streams=8, max_header_list_size=4096, max_message_bytes=64 << 10,
                      max_decompressed_bytes=256 << 10, initial_window_size=65535, max_frame_size=16384,
                      max_pending_control_frames=64)
-STEP = 3
 INTERNAL_ERROR = 2
 GOAWAY, RST_STREAM = 7, 3
 
@@ -76,13 +76,18 @@ def frames(written: bytes) -> list[tuple[int, int, int, bytes]]:
     return out
 
 
-async def _settle(connection: h2.GrpcConnection) -> None:
-    for _ in range(50):
+async def _settle() -> None:
+    """Until the calls' tasks are done, and the callbacks they scheduled have run (the writes gathered in a turn)."""
+    current = asyncio.current_task()
+    for _ in range(100):
         await asyncio.sleep(0)
-    del connection
+        if all(task is current for task in asyncio.all_tasks()):
+            break
+    for _ in range(2):
+        await asyncio.sleep(0)
 
 
-async def session(data: bytes, step: int) -> list[tuple[int, int, int, bytes]]:
+async def session(data: bytes, steps: Iterator[int]) -> list[tuple[int, int, int, bytes]]:
     connection = h2.GrpcConnection(METHODS, None, LIMITS)
     transport = _Transport()
     connection.connection_made(transport)  # type: ignore[arg-type]
@@ -90,16 +95,16 @@ async def session(data: bytes, step: int) -> list[tuple[int, int, int, bytes]]:
     try:
         while pos < len(data) and not transport.is_closing():
             view = connection.get_buffer(-1)
-            n = min(len(view), len(data) - pos, step)
+            n = min(len(view), len(data) - pos, next(steps))
             view[:n] = data[pos : pos + n]
             connection.buffer_updated(n)
             del view
             pos += n
-        await _settle(connection)
+        await _settle()
     finally:
         transport.closed = True
         connection.connection_lost(None)
-        await _settle(connection)
+        await _settle()
     return frames(bytes(transport.written))
 
 
@@ -115,14 +120,14 @@ class H2Harness(Harness):
         self.loop.close()
 
     def one_input(self, data: bytes) -> None:
-        whole = self.loop.run_until_complete(session(data, len(data) or 1))
+        whole = self.loop.run_until_complete(session(data, itertools.repeat(len(data) or 1)))
         for ftype, _, stream, payload in whole:
             code = payload[4:8] if ftype == GOAWAY else payload[:4] if ftype == RST_STREAM else None
             if code is not None and int.from_bytes(code, "big") == INTERNAL_ERROR:
                 raise Finding("INTERNAL_ERROR", f"{'GOAWAY' if ftype == GOAWAY else 'RST_STREAM'} on stream {stream}: "
                                                 f"{payload[8:].decode('utf-8', 'replace')}")
-        cut = self.loop.run_until_complete(session(data, STEP))
+        cut = self.loop.run_until_complete(session(data, read_sizes(data)))
         if whole != cut:
             first = next(i for i, (a, b) in enumerate(zip(whole + [None], cut + [None])) if a != b)  # type: ignore
             raise Finding("frames depend on how the reads fall",
-                          f"frame {first}: one read {whole[first:first + 3]!r}\nreads of {STEP}: {cut[first:first + 3]!r}")
+                          f"frame {first}: one read {whole[first:first + 3]!r}\nin pieces: {cut[first:first + 3]!r}")

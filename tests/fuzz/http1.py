@@ -2,8 +2,8 @@
 our limits), driven by a fake transport as asyncio drives a buffered protocol (see tests/frontend/http1/_fake.py).
 
 The connection's own error is an answer: 400, 413 or 431 (then it closes), never an exception out of
-`buffer_updated` and never a logged error. Each input is read twice, once as one read and once in reads of 3 bytes
-(a CRLF CRLF cut anywhere), and both must give the handler the same requests and the client the same answers: how
+`buffer_updated` and never a logged error. Each input is read twice, once as one read and once in pieces of 1 to
+256 bytes (`harness.read_sizes`: a CRLF CRLF cut anywhere), and both must give the handler the same requests and the client the same answers: how
 the reads fall must not change what a request is. The limits are small, so that inputs reach them; memory must grow
 with the bytes sent, not with the sizes a head declares.
 """
@@ -11,18 +11,18 @@ with the bytes sent, not with the sizes a head declares.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import itertools
+from typing import Any, Iterator
 
 from pytriton.frontend.http1 import HttpLimits, HttpRequest, HttpResponse
 from pytriton.frontend.http1.connection import HttpConnection
 from pytriton.frontend.http1.reader import SharedReadBuffer
-from tests.fuzz.harness import Finding, Harness
+from tests.fuzz.harness import Finding, Harness, read_sizes
 from tests.frontend.http1._fake import FakeTransport
 
 LIMITS = HttpLimits(max_input_bytes=1 << 20, max_header_bytes=2048, max_header_count=16, max_pipelined=4,
                     max_buffered_bytes=256 << 10)
 REFUSALS = {400, 413, 431}
-STEP = 3
 
 
 def answers(written: bytes) -> list[tuple[int, bytes]]:
@@ -63,7 +63,7 @@ async def _settle(connection: HttpConnection) -> None:
             return
 
 
-async def session(data: bytes, step: int, read_buffer: SharedReadBuffer) -> tuple[list[Any], list[Any], int]:
+async def session(data: bytes, steps: Iterator[int], read_buffer: SharedReadBuffer) -> tuple[list[Any], list[Any], int]:
     """What the handler saw, what the client got, and how many bytes the connection took."""
     seen: list[Any] = []
     problems: list[str] = []
@@ -89,7 +89,7 @@ async def session(data: bytes, step: int, read_buffer: SharedReadBuffer) -> tupl
                     break  # (refused: the connection reads no more)
                 continue
             view = connection.get_buffer(-1)
-            n = min(len(view), len(data) - pos, step)
+            n = min(len(view), len(data) - pos, next(steps))
             view[:n] = data[pos : pos + n]
             connection.buffer_updated(n)
             del view
@@ -117,14 +117,14 @@ class Http1Harness(Harness):
         self.loop.close()
 
     def one_input(self, data: bytes) -> None:
-        whole = self.loop.run_until_complete(session(data, len(data) or 1, self.read_buffer))
-        cut = self.loop.run_until_complete(session(data, STEP, self.read_buffer))
+        whole = self.loop.run_until_complete(session(data, itertools.repeat(len(data) or 1), self.read_buffer))
+        cut = self.loop.run_until_complete(session(data, read_sizes(data), self.read_buffer))
         for status, body in whole[1]:
             if status != 200 and status not in REFUSALS:
                 raise Finding(f"answer {status}", body.decode("utf-8", "replace"))
         if whole[0] != cut[0]:
             raise Finding("requests depend on how the reads fall",
-                          f"one read: {whole[0]!r}\nreads of {STEP} bytes: {cut[0]!r}")
+                          f"one read: {whole[0]!r}\nin pieces: {cut[0]!r}")
         if [s for s, _ in whole[1]] != [s for s, _ in cut[1]]:
             raise Finding("answers depend on how the reads fall",
-                          f"one read: {whole[1]!r}\nreads of {STEP} bytes: {cut[1]!r}")
+                          f"one read: {whole[1]!r}\nin pieces: {cut[1]!r}")
