@@ -26,8 +26,8 @@ from pytriton.model_config.triton_model_config import DynamicBatcher, TensorSpec
 from tests.fuzz.harness import Finding, Harness
 
 MODELS = {
-    "m": TritonModelConfig("m", inputs=[TensorSpec("INPUT", "FP32", (-1,))], outputs=[TensorSpec("OUTPUT", "FP32", (-1,))],
-                           max_batch_size=8, batcher=DynamicBatcher()),
+    "m": TritonModelConfig("m", inputs=[TensorSpec("INPUT", "FP32", (-1,))],
+                           outputs=[TensorSpec("OUTPUT", "FP32", (-1,))], max_batch_size=8, batcher=DynamicBatcher()),
     "s": TritonModelConfig("s", inputs=[TensorSpec("TEXT", "BYTES", (1,)), TensorSpec("N", "INT32", (2,), True)],
                            outputs=[TensorSpec("OUT", "BYTES", (1,))]),
 }

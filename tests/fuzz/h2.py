@@ -1,12 +1,12 @@
-"""HTTP/2 frames and HPACK header blocks: the bytes a gRPC client sends on one connection, read by the gRPC
-transport (`frontend/grpc/h2.GrpcConnection`, HPACK by the `hpack` package under our limits) through a fake transport.
+"""HTTP/2 frames and HPACK header blocks: the bytes a gRPC client sends on one connection, read by the gRPC transport
+(`frontend/grpc/h2.GrpcConnection`, HPACK by the `hpack` package under our limits) through a fake transport.
 
-The transport's own errors are frames: RST_STREAM or GOAWAY with an RFC 9113 code, or a call ended with a gRPC
-status. A finding is an exception out of `buffer_updated`, an error the connection logs (it answers those with
-GOAWAY INTERNAL_ERROR), a frame with INTERNAL_ERROR, or output that is not frames. Each input is read twice, as one
-read and in pieces of 1 to 256 bytes (`harness.read_sizes`), and the server must write the same frames both times. The event loop's clock stands
-still (rate budgets and the ping policy see no time pass, timers do not fire), so a run is the same every time. The
-limits are small, so that inputs reach them.
+The transport's own errors are frames: RST_STREAM or GOAWAY with an RFC 9113 code, or a call ended with a gRPC status. A
+finding is an exception out of `buffer_updated`, an error the connection logs (it answers those with GOAWAY
+INTERNAL_ERROR), a frame with INTERNAL_ERROR, or output that is not frames. Each input is read twice, as one read and in
+pieces of 1 to 256 bytes (`harness.read_sizes`), and the server must write the same frames both times. The event loop's
+clock stands still (rate budgets and the ping policy see no time pass, timers do not fire), so a run is the same every
+time. The limits are small, so that inputs reach them.
 """
 
 from __future__ import annotations

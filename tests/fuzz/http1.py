@@ -1,11 +1,11 @@
-"""HTTP/1.1 heads and bodies: the bytes a client sends on one connection, read by `HttpConnection` (httptools under
-our limits), driven by a fake transport as asyncio drives a buffered protocol (see tests/frontend/http1/_fake.py).
+"""HTTP/1.1 heads and bodies: the bytes a client sends on one connection, read by `HttpConnection` (httptools under our
+limits), driven by a fake transport as asyncio drives a buffered protocol (see tests/frontend/http1/_fake.py).
 
-The connection's own error is an answer: 400, 413 or 431 (then it closes), never an exception out of
-`buffer_updated` and never a logged error. Each input is read twice, once as one read and once in pieces of 1 to
-256 bytes (`harness.read_sizes`: a CRLF CRLF cut anywhere), and both must give the handler the same requests and the client the same answers: how
-the reads fall must not change what a request is. The limits are small, so that inputs reach them; memory must grow
-with the bytes sent, not with the sizes a head declares.
+The connection's own error is an answer: 400, 413 or 431 (then it closes), never an exception out of `buffer_updated`
+and never a logged error. Each input is read twice, once as one read and once in pieces of 1 to 256 bytes
+(`harness.read_sizes`: a CRLF CRLF cut anywhere), and both must give the handler the same requests and the client the
+same answers: how the reads fall must not change what a request is. The limits are small, so that inputs reach them;
+memory must grow with the bytes sent, not with the sizes a head declares.
 """
 
 from __future__ import annotations

@@ -126,7 +126,8 @@ class HttpInferHarness(Harness):
         await self.core.start()
         self.models = []
         for config in MODELS:
-            model = Model(config=config, scheduler=EchoScheduler(config), source=None, loaded=True)  # type: ignore[arg-type]
+            scheduler: Any = EchoScheduler(config)
+            model = Model(config=config, scheduler=scheduler, source=None, loaded=True)  # type: ignore[arg-type]
             self.core.registry.add(model)
             self.models.append(model)
         self.app = HttpApp(self.core, LogSettings(), TraceSettings(), max_input_bytes=MAX_INPUT_BYTES)

@@ -221,7 +221,8 @@ def http_requests(requests: list[tuple[str, str, list[tuple[str, str]], bytes]])
         else:
             continue
         counts[harness] = counts.get(harness, 0) + 1
-        kept = [(n, v) for n, v in headers if n.lower() not in ("host", "user-agent", "accept-encoding", "connection", "content-length")]
+        dropped = ("host", "user-agent", "accept-encoding", "connection", "content-length")
+        kept = [(n, v) for n, v in headers if n.lower() not in dropped]
         write(harness, f"tritonclient-{counts[harness]}", as_request(method, url, kept, body))
 
 

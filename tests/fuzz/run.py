@@ -135,7 +135,8 @@ def run_harness(name: str, out: Path, seconds: int | None, runs: int | None, see
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/fuzz", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("harnesses", nargs="*", metavar="harness", help=f"any of {', '.join(h for h in HARNESSES if not h.startswith('_'))} (default all)")
+    public = [h for h in HARNESSES if not h.startswith("_")]
+    parser.add_argument("harnesses", nargs="*", metavar="harness", help=f"any of {', '.join(public)} (default all)")
     parser.add_argument("--seconds", type=int, help="fuzz each harness this long (default 60, unless --runs)")
     parser.add_argument("--runs", type=int, help="fuzz each harness this many inputs (seeds included)")
     parser.add_argument("--seed", type=int, default=1, help="libFuzzer's random seed (default 1)")
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"[fuzz] output: {out}", flush=True)
     results = []
-    for name in args.harnesses or [h for h in HARNESSES if not h.startswith("_")]:
+    for name in args.harnesses or public:
         result = run_harness(name, out, seconds, args.runs, args.seed)
         results.append(result)
         print(f"[fuzz] {name}: {result.get('executions', '?')} executions "

@@ -1,14 +1,14 @@
 """Shared-memory registration requests, system and CUDA: HTTP JSON bodies through `HttpApp` and gRPC messages through
-`InferenceServicer`, both on a real `ServerCore` (with a GPU said to be present, so that CUDA registrations are read
-to the end; nothing opens their handles here).
+`InferenceServicer`, both on a real `ServerCore` (with a GPU said to be present, so that CUDA registrations are read to
+the end; nothing opens their handles here).
 
-An input is either an HTTP request in the form `http_infer` reads ("METHOD URL", header lines, an empty line, the
-body), or "GRPC <method>", a line feed, then the request message's bytes. The literal `client_region` in an input
-names a shared-memory object this process creates (4 KiB, its own name per process, as long as the literal so that
-the length fields of a message stay right), so that registrations can succeed. The route's own errors: over HTTP an answer with Triton's status and a JSON error (500 only for Triton's
-"Unable to open shared memory region"); over gRPC protobuf's DecodeError (the transport answers "Exception
-deserializing request!") or the call ended with a status (INTERNAL only for that same message). After each input
-every region is unregistered, and no file descriptor may be left open.
+An input is either an HTTP request in the form `http_infer` reads ("METHOD URL", header lines, an empty line, the body),
+or "GRPC <method>", a line feed, then the request message's bytes. The literal `client_region` in an input names a
+shared-memory object this process creates (4 KiB, its own name per process, as long as the literal so that the length
+fields of a message stay right), so that registrations can succeed. The route's own errors: over HTTP an answer with
+Triton's status and a JSON error (500 only for Triton's "Unable to open shared memory region"); over gRPC protobuf's
+DecodeError (the transport answers "Exception deserializing request!") or the call ended with a status (INTERNAL only
+for that same message). After each input every region is unregistered, and no file descriptor may be left open.
 """
 
 from __future__ import annotations
