@@ -232,7 +232,8 @@ def test_a_config_that_is_not_utf8_is_refused_with_the_file(tmp_path):
     """Found by fuzzing (tests/fuzz, harness model_config): a byte that is not UTF-8 escaped as UnicodeDecodeError,
     which named no file and, at start-up, stopped the server with a traceback."""
     model_dir = make_model(tmp_path, "m", None)
-    (model_dir / "config.pbtxt").write_bytes(b'backend: "python"\nparameters { key: "k" value { string_value: "\x95" } }')
+    (model_dir / "config.pbtxt").write_bytes(b'backend: "python"\n'
+                                             b'parameters { key: "k" value { string_value: "\x95" } }')
     with pytest.raises(ModelRepositoryError) as info:
         load_model(str(model_dir))
     assert str(info.value) == (f"{model_dir / 'config.pbtxt'}: invalid model configuration: not UTF-8 text "
