@@ -1,8 +1,8 @@
 """The repository extension's requests: load (with a `config` override and `file:` uploads), unload and index, as
 HTTP JSON bodies through `HttpApp` and gRPC messages through `InferenceServicer`, on a real `ServerCore` with the real
-model controller (mode "explicit", auto-complete off) over a repository of one model, `m`.
+model controller (mode "explicit", auto-complete off, uploads allowed) over a repository of one model, `m`.
 
-The override is parsed (protobuf's JSON format), uploads are written, and the configuration is read all the way to
+The override is parsed (`repository.overrides.parse_override`: protobuf's JSON format under the size and depth limits), uploads are written, and the configuration is read all the way to
 the served configuration (`repository.load_versions`); only the start of the model's instances is left out (the
 controller's host refuses it, so a load that gets that far fails with that refusal). An input is either an HTTP
 request as `http_infer` reads it or "GRPC <method>", a line feed and the message. The route's own errors: over HTTP
@@ -58,10 +58,8 @@ class RepositoryHarness(Harness):
     def setup(self) -> None:
         self.root = tempfile.mkdtemp(prefix="fuzz-repository-")
         self.folder = os.path.join(self.root, "models")
-        # uploads go to a folder of this harness (`write_upload` makes its folders with tempfile.mkdtemp)
-        self.uploads = os.path.join(self.root, "uploads")
+        self.uploads = os.path.join(self.root, "uploads")  # (where the controller writes uploads)
         os.mkdir(self.uploads)
-        self.tempdir, tempfile.tempdir = tempfile.tempdir, self.uploads
         os.makedirs(os.path.join(self.folder, "m", "1"))
         with open(os.path.join(self.folder, "m", "config.pbtxt"), "wb") as f:
             f.write(CONFIG)
@@ -78,7 +76,6 @@ class RepositoryHarness(Harness):
 
     def close(self) -> None:
         self.loop.close()
-        tempfile.tempdir = self.tempdir
         shutil.rmtree(self.root, ignore_errors=True)
 
     async def _http(self, data: bytes) -> None:
@@ -111,7 +108,8 @@ class RepositoryHarness(Harness):
                 raise Finding("call ended UNKNOWN", exc.details) from None
 
     async def _one(self, data: bytes) -> None:
-        control = ModelControl(self.core, NoWorkers(), [self.folder], "explicit", auto_complete=False)
+        control = ModelControl(self.core, NoWorkers(), [self.folder], "explicit", auto_complete=False,
+                               allow_uploads=True, upload_parent=self.uploads)
         self.core.repository = control
         try:
             if data.startswith(b"GRPC "):
