@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Dict, Optional
+from typing import Any, Dict, Optional, TypeVar
+
+from pytriton.exceptions import PyTritonModelConfigError
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class DeviceKind(enum.Enum):
@@ -20,6 +24,16 @@ class TimeoutAction(enum.Enum):
 
     REJECT = "REJECT"
     DELAY = "DELAY"
+
+
+def enum_member(kind: type[_E], value: Any, what: str) -> _E:
+    """`kind(value)`, or PyTritonModelConfigError naming `what` and the values it may take (a configuration read from
+    Triton's JSON form may hold an enum number protobuf has no name for)."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(member.value) for member in kind)
+        raise PyTritonModelConfigError(f"{what} {value} is not one of {allowed}") from None
 
 
 @dataclasses.dataclass

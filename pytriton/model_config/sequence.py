@@ -13,6 +13,7 @@ import enum
 from typing import Any
 
 from pytriton.exceptions import PyTritonModelConfigError
+from pytriton.model_config.common import enum_member
 
 DEFAULT_SEQUENCE_IDLE_US = 1_000_000  # Triton's default max_sequence_idle_microseconds
 
@@ -244,7 +245,7 @@ def sequence_batcher_from_triton(data: dict[str, Any], read_file: Any = None) ->
     controls = []
     for entry in data.get("control_input", []):
         for control in entry.get("control", []):
-            kind = ControlKind(control.get("kind", "CONTROL_SEQUENCE_START"))
+            kind = enum_member(ControlKind, control.get("kind", "CONTROL_SEQUENCE_START"), "control kind")
             if kind is ControlKind.CORRID:
                 dtype = str(control.get("data_type", "TYPE_UINT64")).replace("TYPE_", "")
                 controls.append(SequenceControl(kind, entry.get("name", ""), "BYTES" if dtype == "STRING" else dtype))

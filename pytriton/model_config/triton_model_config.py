@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from pytriton.exceptions import PyTritonModelConfigError
-from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction
+from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction, enum_member
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
 from pytriton.model_config.names import model_name_problem
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
@@ -290,7 +290,7 @@ class TritonModelConfig:
 
 def _queue_policy(data: dict[str, Any]) -> QueuePolicy:
     return QueuePolicy(
-        timeout_action=TimeoutAction(data.get("timeout_action", "REJECT")),
+        timeout_action=enum_member(TimeoutAction, data.get("timeout_action", "REJECT"), "timeout_action"),
         default_timeout_microseconds=int(data.get("default_timeout_microseconds", 0)),
         allow_timeout_override=bool(data.get("allow_timeout_override", False)),
         max_queue_size=int(data.get("max_queue_size", 0)),

@@ -45,12 +45,17 @@ def read_model_config(path: str) -> pb.ModelConfig:
         raise ModelRepositoryError(f"{path}: invalid model configuration: {_not_utf8(exc)}") from None
     try:
         return text_format.Parse(text, pb.ModelConfig())
-    except text_format.ParseError as exc:
+    except (text_format.ParseError, ValueError) as exc:  # (ValueError: e.g. an enum number past 32 bits)
         raise ModelRepositoryError(f"{path}: invalid model configuration: {exc}") from None
 
 
 def _not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text ({exc.reason} 0x{exc.object[exc.start]:02x} at byte {exc.start})"
+
+
+def _enum_name(enum: Any, number: int) -> str:
+    """The name of an enum value; proto3 keeps a number it has no name for, shown as the number."""
+    return enum.Name(number) if number in enum.values() else str(number)
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
@@ -87,10 +92,10 @@ def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSp
         field = f"{kind}[{index}]"
         if not entry.name:
             raise where.error(f"{field}.name", "a tensor needs a name")
-        datatype = CONFIG_TO_TRITON.get(pb.DataType.Name(entry.data_type))
+        datatype = CONFIG_TO_TRITON.get(_enum_name(pb.DataType, entry.data_type))
         if datatype is None:
             raise where.error(f"{field}.data_type", f"tensor '{entry.name}' needs a data type (e.g. TYPE_FP32), got "
-                                                    f"{pb.DataType.Name(entry.data_type)}")
+                                                    f"{_enum_name(pb.DataType, entry.data_type)}")
         dims = list(entry.dims)
         if any(d == 0 or d < -1 for d in dims):
             raise where.error(f"{field}.dims", f"tensor '{entry.name}': dimensions must be >= 1 or -1 (variable), "
@@ -145,7 +150,7 @@ def _instances(config: pb.ModelConfig, where: _Fields,
     count = group.count or 1  # Triton's default
     if count < 1:
         raise where.error("instance_group[0].count", f"must be >= 1, got {count}")
-    kind = pb.ModelInstanceGroup.Kind.Name(group.kind)
+    kind = _enum_name(pb.ModelInstanceGroup.Kind, group.kind)
     if kind == "KIND_CPU":
         return count, [], False
     if kind == "KIND_MODEL":
@@ -233,7 +238,10 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     if config.HasField("dynamic_batching"):
         if config.max_batch_size == 0:
             raise where.error("dynamic_batching", "needs max_batch_size > 0")
-        batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
+        try:
+            batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
+        except PyTritonError as exc:
+            raise where.error("dynamic_batching", str(exc)) from None
     sequence = _sequence_batcher(config, model_dir, where)
     count, selected, kind_model = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
@@ -295,10 +303,10 @@ def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields, specs: list[
         inputs = []
         for name, entry in sorted(sample.inputs.items()):
             at = f"{field}.inputs['{name}']"
-            datatype = CONFIG_TO_TRITON.get(pb.DataType.Name(entry.data_type))
+            datatype = CONFIG_TO_TRITON.get(_enum_name(pb.DataType, entry.data_type))
             if datatype is None:
                 raise where.error(f"{at}.data_type", f"warmup input '{name}' needs a data type (e.g. TYPE_FP32), got "
-                                                     f"{pb.DataType.Name(entry.data_type)}")
+                                                     f"{_enum_name(pb.DataType, entry.data_type)}")
             dims = tuple(int(d) for d in entry.dims)
             if any(d < 1 for d in dims):
                 raise where.error(f"{at}.dims", f"warmup input '{name}': dimensions must be >= 1, got {list(dims)}")

@@ -242,6 +242,40 @@ def test_a_config_that_is_not_utf8_is_refused_with_the_file(tmp_path):
         load_repositories([str(tmp_path)])
 
 
+def test_an_enum_number_out_of_range_is_refused_with_the_file(tmp_path):
+    """Found by fuzzing (tests/fuzz, harness model_config): protobuf's text format raises ValueError, not ParseError,
+    for an enum number past 32 bits, and it escaped."""
+    message = refused(tmp_path, 'backend: "python" input [ { name: "X" data_type: 2222222222 dims: [ 1 ] } ]')
+    assert message == (f"{tmp_path / 'm' / 'config.pbtxt'}: invalid model configuration: Value out of range: "
+                       "2222222222")
+
+
+@pytest.mark.parametrize("field, config, problem", [
+    ("input[0].data_type", 'input [ { name: "X" data_type: 32 dims: [ 1 ] } ]',
+     "tensor 'X' needs a data type (e.g. TYPE_FP32), got 32"),
+    ("output[0].data_type", 'input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ] '
+                            'output [ { name: "Y" data_type: -3 dims: [ 1 ] } ]',
+     "tensor 'Y' needs a data type (e.g. TYPE_FP32), got -3"),
+    ("instance_group[0].kind", TENSORS + "instance_group [ { kind: 99 } ]",
+     "99 is not supported (KIND_CPU, KIND_GPU, KIND_AUTO or KIND_MODEL)"),
+    ("dynamic_batching", "max_batch_size: 4" + TENSORS + "dynamic_batching { default_queue_policy { timeout_action: 7 } }",
+     "timeout_action 7 is not one of REJECT, DELAY"),
+    ("dynamic_batching", "max_batch_size: 4" + TENSORS + "dynamic_batching { priority_levels: 2 "
+                         "priority_queue_policy { key: 1 value { timeout_action: 9 } } }",
+     "timeout_action 9 is not one of REJECT, DELAY"),
+    ("sequence_batching", "max_batch_size: 4" + TENSORS + 'sequence_batching { control_input [ { name: "S" '
+                          "control [ { kind: 9 int32_false_true: [ 0, 1 ] } ] } ] }",
+     "control kind 9 is not one of CONTROL_SEQUENCE_START, CONTROL_SEQUENCE_END, CONTROL_SEQUENCE_READY, "
+     "CONTROL_SEQUENCE_CORRID"),
+])
+def test_an_enum_number_without_a_name_is_refused_with_the_field(tmp_path, field, config, problem):
+    """Found by fuzzing (tests/fuzz, harness model_config; the batchers' cases by trying the same input on the other
+    enums): proto3 enums keep numbers they have no name for, and `Enum.Name` or the batchers' readers raised ValueError
+    for them, which escaped."""
+    message = refused(tmp_path, 'backend: "python" ' + config)
+    assert message == f"{tmp_path / 'm' / 'config.pbtxt'}: field '{field}' of model 'm': {problem}"
+
+
 def test_a_label_file_that_is_not_utf8_is_refused_with_the_field(tmp_path):
     """The same for a label file (read as UTF-8 text like config.pbtxt)."""
     model_dir = make_model(tmp_path, "m", 'backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ] '
