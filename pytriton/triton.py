@@ -1,6 +1,6 @@
 """The PyTriton user API: `Triton`, `RemoteTriton`, `TritonConfig` and the security configuration.
 
-`Triton` starts a pytriton server process (`python -m pytriton.app`) that dies with this process. A model
+`Triton` starts a pytriton server process (`python -m pytriton.server`) that dies with this process. A model
 bound with a Python callable is hosted by this process, one thread per callable (a list of callables is
 that many instances); the threads speak the same worker protocol as spawned workers, so tensors reach the
 callable through shared memory without copies. A model bound with an import path (`"module:fn"`) gets
@@ -21,10 +21,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytriton._bound_model import BoundModel as _BoundModel
-from pytriton._env import MALLOC_TUNABLES  # noqa: F401 - importable from here as before
-from pytriton._server_process import START_TIMEOUT_S, ServerProcess
-from pytriton._triton_config import (  # noqa: F401 - the names this module had before its parts moved out
+from pytriton.config.env import MALLOC_TUNABLES  # noqa: F401 - importable from here as before
+from pytriton.config.server import READY_PREFIX  # noqa: F401 - importable from here as before
+from pytriton.config.triton_config import (  # noqa: F401 - the names this module had before its parts moved out
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
     DEFAULT_METRICS_PORT,
@@ -54,7 +53,8 @@ from pytriton.proxy.control import (
     ServerInfo,
     UnloadRequest,
 )
-from pytriton.server_config import READY_PREFIX  # noqa: F401 - importable from here as before
+from pytriton.server.bound_model import BoundModel as _BoundModel
+from pytriton.server.launcher import START_TIMEOUT_S, ServerLauncher
 from pytriton.supervisor.run_dir import RunDirectory
 
 logger = logging.getLogger("pytriton.triton")
@@ -229,7 +229,7 @@ class Triton(_TritonBase):
         self._config = config if config is not None else TritonConfig.from_env()
         self._policy = triton_lifecycle_policy or DefaultTritonLifecyclePolicy
         self._security = security_config if security_config is not None else TritonSecurityConfig()
-        self._process: ServerProcess | None = None
+        self._process: ServerLauncher | None = None
         self._run_dir: RunDirectory | None = None  # the workspace, when we made it
 
     def get_access_token(self) -> str | None:
@@ -242,7 +242,7 @@ class Triton(_TritonBase):
             self._workspace = pathlib.Path(self._run_dir.path)
         self._workspace.mkdir(parents=True, exist_ok=True)
         log_file = pathlib.Path(self._config.log_file) if self._config.log_file else None
-        self._process = ServerProcess(server_config(self._config, self._security), self._workspace, log_file)
+        self._process = ServerLauncher(server_config(self._config, self._security), self._workspace, log_file)
         info = self._process.wait_ready()
         self._info = dict(info)
         self._connect_control(info["address"])

@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_lib import procfs  # noqa: E402
+
 from tests.conftest import serve, tensor_args  # noqa: E402
 
 

@@ -40,10 +40,9 @@ if __package__ in (None, ""):  # run as a file: import the packages from scripts
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
-from tritonclient.utils import InferenceServerException
-
 from soak_lib.requests import GRPC_CHANNEL_ARGS
 from soak_lib.server import SoakServer
+from tritonclient.utils import InferenceServerException
 
 MODEL = "double"
 ORDINARY_TIMEOUT_S = 30.0

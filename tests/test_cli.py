@@ -7,8 +7,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
 
-from pytriton._cli_model import parse_tensor
-from pytriton.cli import main
+from pytriton.cli.model import parse_tensor
+from pytriton.cli.serve import main
 from tests.conftest import serve
 
 

@@ -9,7 +9,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from click.testing import CliRunner
 
-from pytriton.cli import main
+from pytriton.cli.serve import main
 from tests.conftest import REPO, serve
 from tests.test_cli import LOCAL_PORTS
 

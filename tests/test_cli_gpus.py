@@ -8,8 +8,8 @@ import json
 import click
 import pytest
 
-from pytriton._cli_model import resolve_gpus
-from pytriton.core import gpus
+from pytriton.cli.model import resolve_gpus
+from pytriton.config import gpus
 from tests._fake_nvml import fake_gpus, install_fake_pynvml
 
 

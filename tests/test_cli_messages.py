@@ -8,7 +8,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
 
-from pytriton.cli import main
+from pytriton.cli.serve import main
 from pytriton.exceptions import PyTritonModelConfigError, PyTritonValidationError
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor, triton_model
 from tests.conftest import serve
@@ -59,7 +59,7 @@ def test_a_declared_preferred_batch_size_over_max_batch_size_is_refused():
 
 
 def test_a_bound_preferred_batch_size_over_max_batch_size_is_refused():
-    from pytriton._bound_model import BoundModel
+    from pytriton.server.bound_model import BoundModel
 
     with pytest.raises(PyTritonModelConfigError, match="dynamic batching preferred size must be <= max batch size "
                                                        "for bound"):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from pytriton.control_service import ControlService
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.control import LoadRequest, ModelReadyRequest, UnloadRequest
+from pytriton.server.control_service import ControlService
 
 CONFIG = TritonModelConfig(model_name="m", inputs=[TensorSpec("IN", "FP32", (-1,))],
                            outputs=[TensorSpec("OUT", "FP32", (-1,))])

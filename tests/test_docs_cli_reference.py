@@ -8,7 +8,7 @@ import re
 
 import click
 
-from pytriton.cli import serve
+from pytriton.cli.serve import serve
 from tests.conftest import REPO
 
 PAGE = REPO / "docs" / "guide" / "cli.md"
@@ -69,9 +69,9 @@ def test_on_off_options_show_their_default_state():
 
 
 def test_every_server_environment_variable_has_a_row():
-    """The variables that set server settings (pytriton/_env.py) are on the page too, with their defaults."""
-    from pytriton import _env
-    from pytriton.server_config import ServerConfig
+    """The variables that set server settings (pytriton/config/env.py) are on the page too, with their defaults."""
+    from pytriton.config import env as _env
+    from pytriton.config.server import ServerConfig
 
     defaults = {field.name: field.default for field in dataclasses.fields(ServerConfig)}
 

@@ -1,12 +1,12 @@
-"""Environment variables are read in one place (pytriton/_env.py) when a server configuration is built."""
+"""Environment variables are read in one place (pytriton/config/env.py) when a server configuration is built."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytriton import _env
+from pytriton.config import env as _env
+from pytriton.config.server import ModelSpec, ServerConfig
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
-from pytriton.server_config import ModelSpec, ServerConfig
 
 
 def test_each_server_variable_sets_its_field():

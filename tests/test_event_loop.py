@@ -1,4 +1,4 @@
-"""The server process's event loop (pytriton.app.run_loop, PYTRITON_EVENT_LOOP): uvloop's where it is installed and
+"""The server process's event loop (pytriton.server.process.run_loop, PYTRITON_EVENT_LOOP): uvloop's where it is installed and
 no port serves TLS, asyncio's own when asked or when a port serves TLS; an impossible choice fails before starting."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from pytriton import app
-from pytriton.frontend.tls import TlsSettings
-from pytriton.server_config import ServerConfig
+from pytriton.config.server import ServerConfig
+from pytriton.config.tls import TlsSettings
+from pytriton.server import process
 
 uvloop = pytest.importorskip("uvloop")
 TLS = TlsSettings("server.pem", "server.key")
@@ -23,7 +23,7 @@ def _loop_kind(config: ServerConfig) -> str:
     async def main() -> None:
         seen.append("uvloop" if isinstance(asyncio.get_running_loop(), uvloop.Loop) else "asyncio")
 
-    app.run_loop(config, main())
+    process.run_loop(config, main())
     return seen[0]
 
 
@@ -48,7 +48,7 @@ def test_uvloop_asked_for_a_tls_port_fails_before_starting():
         started.append(True)
 
     with pytest.raises(RuntimeError, match="PYTRITON_EVENT_LOOP=uvloop cannot serve a TLS port"):
-        app.run_loop(ServerConfig(models=[], http_tls=TLS, event_loop="uvloop"), main())
+        process.run_loop(ServerConfig(models=[], http_tls=TLS, event_loop="uvloop"), main())
     assert not started
 
 

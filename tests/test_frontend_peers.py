@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pytriton._frontend_peers import FrontendPeers, merge_metrics
 from pytriton.exceptions import ServerError, Status
+from pytriton.server.peers import FrontendPeers, merge_metrics
 
 ZERO = """# HELP nv_inference_count Number of inferences
 # TYPE nv_inference_count counter
@@ -192,7 +192,7 @@ def test_a_registration_process_0_did_not_run_in_time_is_undone_after_it():
 def test_process_0_runs_orders_one_at_a_time_in_arrival_order(monkeypatch):
     """The second order is applied nowhere until the first has been applied everywhere."""
     events: list[str] = []
-    monkeypatch.setattr("pytriton._frontend_peers.apply_shm",
+    monkeypatch.setattr("pytriton.server.peers.apply_shm",
                         lambda core, action, kind, name, args: events.append(f"apply {action} {name}"))
 
     class Process0(FrontendPeers):
@@ -213,7 +213,7 @@ def test_process_0_runs_orders_one_at_a_time_in_arrival_order(monkeypatch):
 
 def test_process_0_undoes_a_registration_another_process_refused(monkeypatch):
     events: list[str] = []
-    monkeypatch.setattr("pytriton._frontend_peers.apply_shm",
+    monkeypatch.setattr("pytriton.server.peers.apply_shm",
                         lambda core, action, kind, name, args: events.append(f"{action} {name}"))
 
     class Process0(FrontendPeers):

@@ -1,5 +1,5 @@
 """A signal that reaches the server process after it stopped (a second Ctrl-C, a supervisor's SIGINT while the loop
-closes) leaves the clean stop clean: with `ignore_late_signals` (as the CLI and `python -m pytriton.app` run it)
+closes) leaves the clean stop clean: with `ignore_late_signals` (as the CLI and `python -m pytriton.server` run it)
 SIGINT and SIGTERM do nothing once `serve_until_signal` returns; a process started afterwards still hears them."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from tests.conftest import REPO
 
 SCRIPT = """
 import asyncio, os, signal
-from pytriton.app import run_loop, serve_until_signal
-from pytriton.server_config import ServerConfig
+from pytriton.server.process import run_loop, serve_until_signal
+from pytriton.config.server import ServerConfig
 
 def ready(server):
     os.kill(os.getpid(), signal.SIGINT)  # the first signal: a graceful stop

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytriton._cli_platforms import platform_fields
-from pytriton._platforms import check_port_collision, parse_safe_port_range, sagemaker_settings, vertex_ai_routes
-from pytriton._triton_config import TritonSecurityConfig, server_config
+from pytriton.cli.platform_options import platform_fields
+from pytriton.config.platforms import check_port_collision, parse_safe_port_range, sagemaker_settings, vertex_ai_routes
+from pytriton.config.triton_config import TritonSecurityConfig, server_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.triton import TritonConfig
 

@@ -7,8 +7,11 @@ NVIDIA's submodules (`tritonserver._api._server`, `tritonserver._c.triton_bindin
 import sys as _sys
 
 from pytriton.tritonserver import *  # noqa: F403
-from pytriton.tritonserver import __all__  # noqa: F401
-from pytriton.tritonserver import _api, _c
+from pytriton.tritonserver import (
+    __all__,  # noqa: F401
+    _api,
+    _c,
+)
 
 _ALIASED = "pytriton.tritonserver."
 for _name, _module in list(_sys.modules.items()):

@@ -13,6 +13,7 @@ from typing import Any
 from pytriton.backends.target import CallableTarget, resolve, user_traceback
 from pytriton.model_config.declaration import declaration_of
 
+
 def describe(text: str) -> dict[str, Any]:
     """The target's declaration (None if it has none) and kind ("function", "class" or "method"); a class is not
     instantiated. Raises what importing or finding the target raises."""

@@ -29,10 +29,10 @@ from pytriton.backends.callable_backend import (
     load_callable,
 )
 from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
-from pytriton.backends.warmup import WarmupError, run_warmup
 from pytriton.backends.sequence_rows import SequenceRows, sequence_rows
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import user_traceback
+from pytriton.backends.warmup import WarmupError, run_warmup
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive
 from pytriton.proxy.endpoint import WorkerEndpoint

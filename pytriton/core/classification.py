@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from pytriton.core.types import InferRequest, Tensor
 from pytriton.exceptions import invalid_arg
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
-from pytriton.core.types import InferRequest, Tensor
 
 if TYPE_CHECKING:
     from pytriton.model_config.triton_model_config import TritonModelConfig

@@ -13,7 +13,7 @@ import math
 import time
 from typing import Callable
 
-from pytriton._metrics_config import MetricsSettings
+from pytriton.config.metrics import MetricsSettings
 
 MAX_AGE_S = 60.0  # observations older than this no longer count (prometheus-cpp's default for summaries)
 AGE_BUCKETS = 5  # ... dropped a fifth of the window at a time

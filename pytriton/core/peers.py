@@ -5,8 +5,8 @@ before the answer goes out, since the client's next request may reach another on
 
 from __future__ import annotations
 
-import copy
 import base64
+import copy
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytriton.core.shm_registry import CudaShmRegion, SystemShmRegion

@@ -13,7 +13,6 @@ from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import ModelScheduler
 from pytriton.scheduler.instance import InstanceSource, InstanceStatus
 
-
 _serials = itertools.count(1)
 
 

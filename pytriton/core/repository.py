@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pytriton._repository_limits import RepositoryLimits
+from pytriton.config.repository_limits import RepositoryLimits
 from pytriton.exceptions import ServerError, Status
 
 # Triton's answer to a load or unload when the model control mode is not "explicit".

@@ -13,7 +13,9 @@ import logging
 import time
 from typing import Any, AsyncGenerator, Callable, Coroutine
 
+from pytriton.config.env import DEFAULT_PIPELINE_DEPTH
 from pytriton.core.call_chain import reentry
+from pytriton.core.calls import UnaryCall, delivery_error, stream_responses, withdrawn
 from pytriton.core.classification import classify_outputs
 from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
@@ -27,7 +29,6 @@ from pytriton.core.registry import Model, ModelRegistry
 from pytriton.core.repository import RepositoryControl, no_explicit_control, request_bytes
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
-from pytriton.core.calls import UnaryCall, delivery_error, stream_responses, withdrawn
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import (
     INFER_RESPONSE_COMPLETE,
@@ -40,7 +41,7 @@ from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest,
 from pytriton.core.validation import validate_layout, validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.scheduler.dispatcher import DEFAULT_PIPELINE_DEPTH, BatchPolicy
+from pytriton.scheduler.dispatcher import BatchPolicy
 from pytriton.scheduler.instance import InstanceSource
 from pytriton.scheduler.job import HELD, QUEUED, Delivery, ExecutionStats, Job
 from pytriton.scheduler.queue_policy import queue_rules, request_queueing

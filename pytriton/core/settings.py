@@ -6,7 +6,7 @@ import copy
 import logging
 from typing import Any, Callable
 
-from pytriton._trace_config import TRACE_LEVELS
+from pytriton.config.trace import TRACE_LEVELS, TraceConfig
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 
 LOG_FORMATS = {
@@ -98,8 +98,19 @@ class TraceSettings:
             "trace_mode": "triton",
         }
         self.model_values: dict[str, dict[str, Any]] = {}
+
         self.listeners: list[Callable[[], None]] = []  # called after every change (the tracer's `active` flag)
         self.locked: str | None = None  # why updates are refused (one of several front-end processes)
+
+    @classmethod
+    def from_config(cls, config: TraceConfig) -> TraceSettings:
+        """The run-time settings (the trace extension's view) that `--trace-config` entries start a server with."""
+        settings = cls(config.file)
+        settings.global_values.update({
+            "trace_level": list(config.level), "trace_rate": str(config.rate), "trace_count": str(config.count),
+            "log_frequency": str(config.log_frequency), "trace_mode": config.mode,
+        })
+        return settings
 
     def get(self, model: str | None = None) -> dict[str, Any]:
         values = copy.deepcopy(self.global_values)

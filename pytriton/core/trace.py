@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Callable, Protocol
 
-from pytriton._trace_config import TraceConfig, model_trace_settings, parse_trace_config
+from pytriton.config.trace import TraceConfig, model_trace_settings, parse_trace_config
 from pytriton.core.settings import TraceSettings
 
 logger = logging.getLogger("pytriton.core")

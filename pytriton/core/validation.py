@@ -9,10 +9,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from pytriton.core.types import InferRequest
 from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from pytriton.core.types import InferRequest
 
 INT64_MAX = (1 << 63) - 1
 _LEN = struct.Struct("<I")

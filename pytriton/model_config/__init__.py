@@ -4,7 +4,13 @@ description."""
 from pytriton.model_config.common import DeviceKind, DynamicBatcher, QueuePolicy, TimeoutAction
 from pytriton.model_config.declaration import ModelDeclaration, declaration_of, triton_model
 from pytriton.model_config.model_config import ModelConfig
-from pytriton.model_config.sequence import ControlKind, SequenceBatcher, SequenceControl, SequenceState, SequenceStrategy
+from pytriton.model_config.sequence import (
+    ControlKind,
+    SequenceBatcher,
+    SequenceControl,
+    SequenceState,
+    SequenceStrategy,
+)
 from pytriton.model_config.tensor import Tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 

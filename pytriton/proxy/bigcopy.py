@@ -6,7 +6,7 @@ the system-shm rows that copy is half of what the instance does per request. num
 copy is split into contiguous chunks that the calling thread and the endpoint's pool threads take in turn
 ("Output copies by several threads (issue 21)" in docs/profile.md). Below `DEFAULT_THRESHOLD` one thread is as fast.
 
-PYTRITON_OUTPUT_COPY_THREADS (pytriton/_env.py's WORKER_VARIABLES document it and check it when a server starts; this
+PYTRITON_OUTPUT_COPY_THREADS (pytriton/config/env.py's WORKER_VARIABLES document it and check it when a server starts; this
 layer cannot import that module) sets the number of threads that copy one output, the caller included: default
 min(4, CPUs this process may run on); 1 turns it off.
 """

@@ -23,9 +23,18 @@ from typing import Any
 import numpy as np
 import zmq
 
-from pytriton.model_config.datatypes import CODE_TO_NUMPY, TRITON_TO_CODE
-from pytriton.model_config.datatypes import deserialize_bytes_tensor, serialize_bytes_tensor
+from pytriton.config.env import DEFAULT_INLINE_MAX
+from pytriton.model_config.datatypes import (
+    CODE_TO_NUMPY,
+    TRITON_TO_CODE,
+    deserialize_bytes_tensor,
+    serialize_bytes_tensor,
+)
+from pytriton.proxy._bls_endpoint import BlsEndpoint
+from pytriton.proxy._zmq import readable, recv_frames, send_frames
 from pytriton.proxy.arena import SharedMemoryFullError, ShmArena, is_dedicated, slot_key
+from pytriton.proxy.bigcopy import OutputCopier
+from pytriton.proxy.credit import StreamCredit
 from pytriton.proxy.inputs import InputSegments
 from pytriton.proxy.messages import (
     FLAG_NOT_READY,
@@ -36,12 +45,7 @@ from pytriton.proxy.messages import (
     params_from_proto,
     params_to_proto,
 )
-from pytriton.proxy._bls_endpoint import BlsEndpoint
-from pytriton.proxy.bigcopy import OutputCopier
-from pytriton.proxy._zmq import readable, recv_frames, send_frames
-from pytriton.proxy.credit import StreamCredit
 from pytriton.proxy.regions import ClientRegions, OutputRegionError, RegionError, too_small, write_cuda_region
-from pytriton.proxy.router import DEFAULT_INLINE_MAX
 from pytriton.proxy.types import Request
 
 logger = logging.getLogger("pytriton.proxy")

@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 
 import zmq
 
+from pytriton.config.env import DEFAULT_INLINE_MAX
 from pytriton.model_config.datatypes import TRITON_TO_CODE
 from pytriton.proxy._zmq import NOBLOCK, readable, recv_frames, send_frames
 from pytriton.proxy.arena import ArenaExhaustedError, SegmentMap, SharedMemoryFullError, ShmArena, slot_key
@@ -36,7 +37,6 @@ from pytriton.proxy.messages import (
 
 logger = logging.getLogger("pytriton.proxy")
 
-DEFAULT_INLINE_MAX = 64 * 1024
 FREE_FLUSH_THRESHOLD = 256
 DRAIN_BATCH = 256
 # An INFER message's inputs of at most this many bytes share one frame (at 8-byte aligned offsets): a batch of

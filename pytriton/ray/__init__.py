@@ -15,8 +15,14 @@ Importing `pytriton.ray` imports Ray (`pip install pytriton[ray]`); importing `p
 from __future__ import annotations
 
 from pytriton.ray import _protos  # noqa: F401 - Triton's gRPC messages picklable by name (the proxy imports us)
-from pytriton.ray._app import GRPC_SERVICER_FUNCTION, add_servicer_to_server, from_callable, from_repository, \
-    grpc_options, triton_app
+from pytriton.ray._app import (
+    GRPC_SERVICER_FUNCTION,
+    add_servicer_to_server,
+    from_callable,
+    from_repository,
+    grpc_options,
+    triton_app,
+)
 from pytriton.ray._host import CallableModel
 from pytriton.ray._serve import ReplicaUnavailable, TritonIngress, TritonReplica
 

@@ -12,16 +12,13 @@ from collections.abc import Mapping, Sequence
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.backends.python_model import python_model_target
+from pytriton.config.gpus import visible_gpus
 from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import ensemble_steps
-from pytriton.core.gpus import visible_gpus
 from pytriton.model_config.names import shown
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.repository.autocomplete import auto_complete as complete_config
 from pytriton.repository.autocomplete import prefill
-from pytriton.repository.ensemble_config import is_ensemble
-from pytriton.repository.files import model_file, outside
-from pytriton.repository.folders import model_folders
 from pytriton.repository.config import (
     CONFIG_FILE,
     DEFAULT_MODEL_FILENAME,
@@ -30,6 +27,9 @@ from pytriton.repository.config import (
     to_model_config,
     version_policy,
 )
+from pytriton.repository.ensemble_config import is_ensemble
+from pytriton.repository.files import model_file, outside
+from pytriton.repository.folders import model_folders
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pytriton.backends.child import reap
 from pytriton.model_config.proto_json import int64_as_numbers
 from pytriton.repository.config import DEFAULT_MODEL_FILENAME, ModelRepositoryError
 
+
 def config_json(config: pb.ModelConfig) -> dict[str, Any]:
     """Triton's JSON form of a model configuration as a Python-backend model sees it: every plain field present
     (defaults too), enums by name, integers as numbers."""

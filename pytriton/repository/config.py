@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from pytriton.core.gpus import GpuDevice, GpuSelectionError, select_gpus
+from pytriton.config.gpus import GpuDevice, GpuSelectionError, select_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON
 from pytriton.model_config.names import shown

@@ -14,7 +14,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as pb
 
-from pytriton._repository_limits import RepositoryLimits
+from pytriton.config.repository_limits import RepositoryLimits
 from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import Ensemble, ensemble_steps
 from pytriton.core.server_core import ServerCore

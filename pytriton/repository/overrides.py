@@ -10,7 +10,7 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-from pytriton._repository_limits import RepositoryLimits
+from pytriton.config.repository_limits import RepositoryLimits
 from pytriton.exceptions import ServerError, invalid_arg
 
 

@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 
-from pytriton._repository_limits import MAX_PATH_BYTES, MAX_PATH_DEPTH, RepositoryLimits
+from pytriton.config.repository_limits import MAX_PATH_BYTES, MAX_PATH_DEPTH, RepositoryLimits
 from pytriton.exceptions import invalid_arg
 from pytriton.model_config.names import shown
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
+from pytriton.config.env import DEFAULT_PIPELINE_DEPTH
 from pytriton.exceptions import ServerError, unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
 from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, Reentry, _release
@@ -31,8 +32,6 @@ from pytriton.scheduler.ordering import OrderGate
 from pytriton.scheduler.queue_policy import PolicyQueue, QueueRules, compacted
 
 logger = logging.getLogger("pytriton.scheduler")
-
-DEFAULT_PIPELINE_DEPTH = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -604,4 +603,4 @@ class ModelScheduler:
         self._queued_weight = 0
 
 
-__all__ = ["BatchPolicy", "ModelScheduler", "DEFAULT_PIPELINE_DEPTH", "DONE"]
+__all__ = ["BatchPolicy", "ModelScheduler", "DONE"]

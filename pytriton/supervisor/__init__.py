@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytriton._lazy import lazy_names
+from pytriton.utils.lazy import lazy_names
 
 if TYPE_CHECKING:
     from pytriton.supervisor.worker_pool import WorkerPool, WorkerStartError

@@ -15,9 +15,9 @@ import signal
 import sys
 from collections.abc import Callable
 
-from pytriton._env import MALLOC_TUNABLES
 from pytriton.backends.spec import WorkerSpec
-from pytriton.core.gpus import GpuDevice, visible_gpus
+from pytriton.config.env import MALLOC_TUNABLES
+from pytriton.config.gpus import GpuDevice, visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink

@@ -12,12 +12,12 @@ import dataclasses
 import typing
 from typing import Any, ClassVar
 
-from pytriton.app import Server as ServerProcess
-from pytriton.frontend.tls import TlsError
+from pytriton.config.tls import TlsError
+from pytriton.server.composition import Server as ComposedServer
 from pytriton.tritonfrontend._options import Rule, check, warn_inert
-from pytriton.tritonserver._errors import AlreadyExistsError, InvalidArgumentError, UnavailableError
+from pytriton.tritonserver import AlreadyExistsError, InvalidArgumentError, UnavailableError
 from pytriton.tritonserver._runtime import ServerRuntime
-from pytriton.tritonserver._server import Server
+from pytriton.tritonserver import Server
 
 
 class Frontend:
@@ -116,7 +116,7 @@ class Frontend:
         self.stop()
 
     # ---- the protocol's part -----------------------------------------------------------------------
-    def _make(self, process: ServerProcess, options: Any) -> Any:
+    def _make(self, process: ComposedServer, options: Any) -> Any:
         raise NotImplementedError
 
     async def _started(self, service: Any) -> None:

@@ -8,15 +8,15 @@ import dataclasses
 import enum
 from typing import Any, Union
 
-from pytriton.app import Server as ServerProcess
+from pytriton.config.h2 import keepalive_fields
+from pytriton.config.tls import TlsSettings
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
-from pytriton.frontend.grpc._h2_limits import keepalive_fields
 from pytriton.frontend.grpc.server import GrpcFrontend
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
+from pytriton.server.composition import Server as ComposedServer
 from pytriton.tritonfrontend._frontend import Frontend, Rule, check, text
-from pytriton.frontend.tls import TlsSettings
-from pytriton.tritonserver._errors import InvalidArgumentError, UnsupportedError
+from pytriton.tritonserver import InvalidArgumentError, UnsupportedError
 
 _EVENT_LOOP = "requests are served by the server's event loop, not a thread pool"
 
@@ -43,7 +43,7 @@ class KServeHttp(Frontend):
     _protocol = "HTTP"
     _inert = {"thread_count": _EVENT_LOOP}
 
-    def _make(self, process: ServerProcess, options: Any) -> HttpListener:
+    def _make(self, process: ComposedServer, options: Any) -> HttpListener:
         config = process.config
         assert process.host is not None
         app = HttpApp(
@@ -140,7 +140,7 @@ class KServeGrpc(Frontend):
                                    "Grpc_compression_level.NONE, LOW, MED, HIGH (0-3)")
         _tls_of(options)
 
-    def _make(self, process: ServerProcess, options: Any) -> GrpcFrontend:
+    def _make(self, process: ComposedServer, options: Any) -> GrpcFrontend:
         config = process.config
         limits = dataclasses.replace(
             config.grpc_limits, infer_response_compression=_LEVEL_NAMES[options.infer_compression_level],

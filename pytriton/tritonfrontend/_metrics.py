@@ -11,7 +11,7 @@ from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.tritonfrontend._frontend import Frontend, Rule, check
 
 if typing.TYPE_CHECKING:
-    from pytriton.app import Server as ServerProcess
+    from pytriton.server.composition import Server as ComposedServer
 
 _RULES = {"address": Rule(str), "port": Rule(int, ge=0, le=65535), "thread_count": Rule(int, gt=0)}
 
@@ -31,7 +31,7 @@ class Metrics(Frontend):
     _protocol = "HTTP"  # Triton's metrics server is its HTTP server's kind
     _inert = {"thread_count": "requests are served by the server's event loop, not a thread pool"}
 
-    def _make(self, process: ServerProcess, options: Any) -> HttpListener:
+    def _make(self, process: ComposedServer, options: Any) -> HttpListener:
         limits = dataclasses.replace(process.config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
         options_ = self._server.options  # type: ignore[attr-defined]
         app = MetricsApp(process.core, gpu_metrics=options_.gpu_metrics,  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ background thread); `Model.infer` / `async_infer` send requests straight to a mo
 docs/guide/in-process.md.
 """
 
+from pytriton.tritonserver._custom_metrics import Metric, MetricFamily
 from pytriton.tritonserver._enums import (
     DataType,
     DLDeviceType,
@@ -35,7 +36,6 @@ from pytriton.tritonserver._errors import (
     UnknownError,
     UnsupportedError,
 )
-from pytriton.tritonserver._custom_metrics import Metric, MetricFamily
 from pytriton.tritonserver._memory import MemoryAllocator, MemoryBuffer, default_memory_allocators
 from pytriton.tritonserver._model import Model
 from pytriton.tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource

@@ -15,10 +15,10 @@ import threading
 import weakref
 from typing import Any, Awaitable, Callable, TypeVar
 
-from pytriton.app import STOP_OVERRUN_S
-from pytriton.app import Server as ServerProcess
+from pytriton.config.server import ServerConfig
 from pytriton.exceptions import ServerError
-from pytriton.server_config import ServerConfig
+from pytriton.server.composition import STOP_OVERRUN_S
+from pytriton.server.composition import Server as ComposedServer
 from pytriton.tritonserver._errors import TritonError, UnavailableError, from_server_error
 
 logger = logging.getLogger("pytriton.tritonserver")
@@ -38,7 +38,7 @@ class ServerRuntime:
 
     def __init__(self, config: ServerConfig, on_stopped: Callable[[], None] | None = None):
         self.config = config
-        self.process = ServerProcess(config)
+        self.process = ComposedServer(config)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="tritonserver-loop", daemon=True)
         self._on_stopped = on_stopped

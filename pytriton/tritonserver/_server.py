@@ -6,9 +6,10 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from pytriton.config.cache import cache_config_items, parse_cache_config
+from pytriton.config.server import ModelSpec, ServerConfig
 from pytriton.repository import ModelRepositoryError, load_repositories
 from pytriton.supervisor.worker_pool import WorkerStartError
-from pytriton.server_config import ModelSpec, ServerConfig
 from pytriton.tritonserver._enums import MetricFormat
 from pytriton.tritonserver._errors import (
     InternalError,
@@ -16,7 +17,6 @@ from pytriton.tritonserver._errors import (
     UnavailableError,
     UnsupportedError,
 )
-from pytriton._cache_config import cache_config_items, parse_cache_config
 from pytriton.tritonserver._model import Model
 from pytriton.tritonserver._option_checks import check_repositories, check_types
 from pytriton.tritonserver._options import (

@@ -64,7 +64,7 @@ def _threads(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
 
 def _role(pid: int) -> str:
     line = procfs.cmdline(pid)
-    for marker, role in (("serve_double.py", "user process"), ("pytriton.app", "server"), ("pytriton.cli", "server"),
+    for marker, role in (("serve_double.py", "user process"), ("-m pytriton.server ", "server"), ("pytriton.cli", "server"),
                          ("pytriton.backends.worker", "worker")):
         if marker in line:
             return role

@@ -40,12 +40,12 @@ def main() -> None:
 
 async def _run(args: argparse.Namespace) -> None:
     import hpack
-    import pytriton
     from tritonclient.grpc import service_pb2 as pb
 
-    from pytriton.frontend.grpc import h2
+    import pytriton
     from pytriton.frontend.grpc.server import HealthService, h2_methods
     from pytriton.frontend.grpc.servicer import InferenceServicer
+    from pytriton.frontend.h2 import connection as h2
 
     print(f"pytriton from {pytriton.__file__}")
     core = await stub_core()

@@ -110,6 +110,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     import numpy
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
+
     import tritonfrontend
     import tritonserver
 

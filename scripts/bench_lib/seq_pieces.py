@@ -29,7 +29,7 @@ from pytriton.backends.callable_backend import CallableBackend  # noqa: E402
 from pytriton.backends.sequence_rows import SequenceRows  # noqa: E402
 from pytriton.core.sequence_controls import SequenceControls  # noqa: E402
 from pytriton.core.types import ExecutionOutput, ExecutionRequest, Tensor  # noqa: E402
-from pytriton.frontend.grpc import _wire  # noqa: E402
+from pytriton.frontend.grpc import wire as _wire  # noqa: E402
 from pytriton.frontend.grpc._convert import to_infer_request  # noqa: E402
 from pytriton.model_config.sequence import ControlKind, SequenceBatcher, SequenceControl  # noqa: E402
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig  # noqa: E402

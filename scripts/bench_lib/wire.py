@@ -201,7 +201,7 @@ class WireBench:
                 return False
             time.sleep(0.1)
         pids = server.refresh_tree()
-        frontends = len([p for p in pids if "pytriton.app" in procfs.cmdline(p)]) if processes > 1 else 1
+        frontends = len([p for p in pids if "-m pytriton.server " in procfs.cmdline(p)]) if processes > 1 else 1
         log(f"{tag}: {frontends} front-end process(es) in a tree of {len(pids)} processes")
         if frontends != processes:
             self.problems.append(f"{tag}: {frontends} front-end processes in the server's process tree, expected "

@@ -27,8 +27,8 @@ import traceback
 from typing import Any
 
 import tritonclient.grpc as grpcclient
-
 from bench_lib import procfs
+
 from soak_lib.chaos_clients import ChaosClientSpec, run_chaos_clients
 from soak_lib.chaos_faults import FAULT_KINDS, FaultInjector, FaultPlan
 from soak_lib.chaos_repo import INSTANCES, write_repository

@@ -66,7 +66,7 @@ def describe(pid: int) -> ServerProcess:
         role = "worker"
         m = re.search(r'"identity": "([^"#]+)#', procfs.cmdline(pid))
         model = m.group(1) if m else "?"
-    elif len(argv) >= 3 and argv[1:3] == ["-m", "pytriton.app"]:
+    elif len(argv) >= 3 and argv[1:3] == ["-m", "pytriton.server"]:
         role = "frontend"
     elif "pytriton.cli" in argv:
         role = "server"

@@ -38,7 +38,7 @@ def fake_nvml_env(devices: list[dict] | None, cuda_visible_devices: str | None =
 def install_fake_pynvml(monkeypatch) -> types.ModuleType:
     """In this process: `import pynvml` gives a fresh fake, and GPU discovery is looked up afresh (undone with
     `monkeypatch`, the caller clears `physical_gpus` again after the test)."""
-    from pytriton.core import gpus
+    from pytriton.config import gpus
 
     spec = importlib.util.spec_from_file_location("pynvml", FAKE_NVML_DIR / "pynvml.py")
     assert spec is not None and spec.loader is not None

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pytriton.core import gpus
-from pytriton.core.gpus import GpuDevice, GpuSelectionError, apply_cuda_visible_devices, select_gpus
+from pytriton.config import gpus
+from pytriton.config.gpus import GpuDevice, GpuSelectionError, apply_cuda_visible_devices, select_gpus
 from tests._fake_nvml import fake_gpus, install_fake_pynvml
 
 A = GpuDevice(0, "GPU-aaaa1111-0000", "A", "0000:01:00.0")

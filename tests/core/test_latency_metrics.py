@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from pytriton._metrics_config import DEFAULT_QUANTILES, MetricsSettings
+from pytriton.config.metrics import DEFAULT_QUANTILES, MetricsSettings
 from pytriton.core.latency_metrics import (
     FIRST_RESPONSE_BUCKETS_MS,
     RELATIVE_ERROR,
@@ -97,9 +97,9 @@ def test_parse_metrics_config_errors_name_the_setting(item, message):
 
 def test_triton_config_metrics_config_reaches_the_server_config():
     """`TritonConfig(metrics_config=[...])` (PyTriton's field) is checked at once and handed to the server process."""
-    from pytriton._triton_config import TritonConfig, TritonSecurityConfig, server_config
+    from pytriton.config.server import ServerConfig
+    from pytriton.config.triton_config import TritonConfig, TritonSecurityConfig, server_config
     from pytriton.exceptions import PyTritonValidationError
-    from pytriton.server_config import ServerConfig
 
     config = server_config(TritonConfig(metrics_config=["summary_latencies=true"]), TritonSecurityConfig())
     assert ServerConfig.from_json(config.to_json()).metrics_config == ["summary_latencies=true"]

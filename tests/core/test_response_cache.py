@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytriton._cache_config import cache_config_items, parse_cache_config
+from pytriton.config.cache import cache_config_items, parse_cache_config
 from pytriton.core.response_cache import CachedResponse, ResponseCache, request_key
 from pytriton.core.types import ExecutionRequest, InferRequest, RequestedOutput, Tensor
 

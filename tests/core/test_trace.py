@@ -30,13 +30,13 @@ def test_parse_triton_syntax():
                                  "triton,log-frequency=50"])
     assert (config.file, config.level, config.rate, config.count, config.log_frequency, config.mode) == (
         "/tmp/t.json", ["TIMESTAMPS"], 1, 100, 50, "triton")
-    settings = config.settings().get()
+    settings = TraceSettings.from_config(config).get()
     assert settings == {"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": "100", "log_frequency": "50",
                         "trace_file": "/tmp/t.json", "trace_mode": "triton"}
 
 
 def test_parse_defaults_aliases_and_opentelemetry():
-    assert parse_trace_config([]).settings().get()["trace_level"] == ["OFF"]
+    assert TraceSettings.from_config(parse_trace_config([])).get()["trace_level"] == ["OFF"]
     assert parse_trace_config(["log_frequency=5", "file=/x"]).log_frequency == 5  # given without the mode prefix
     assert parse_trace_config(["level=TIMESTAMPS", "level=TENSORS"]).level == ["TIMESTAMPS", "TENSORS"]
     assert parse_trace_config(["level=OFF", "level=TIMESTAMPS"]).level == ["TIMESTAMPS"]
@@ -92,7 +92,7 @@ def test_model_trace_settings():
 
 
 def test_tracer_is_inactive_without_a_sink_or_with_level_off():
-    settings = parse_trace_config(["level=TIMESTAMPS"]).settings()
+    settings = TraceSettings.from_config(parse_trace_config(["level=TIMESTAMPS"]))
     assert not Tracer(settings).active  # nowhere to write
     off = Tracer(TraceSettings(), ListSink())
     assert not off.active
@@ -104,7 +104,7 @@ def test_tracer_is_inactive_without_a_sink_or_with_level_off():
 
 def test_rate_and_count_global_and_per_model():
     sink = ListSink()
-    tracer = Tracer(parse_trace_config(["level=TIMESTAMPS", "rate=3", "count=4"]).settings(), sink)
+    tracer = Tracer(TraceSettings.from_config(parse_trace_config(["level=TIMESTAMPS", "rate=3", "count=4"])), sink)
     picked = [tracer.start("a") is not None for _ in range(9)]
     assert picked == [False, False, True] * 3
     assert tracer.settings.get()["trace_count"] == "1"
@@ -118,7 +118,7 @@ def test_rate_and_count_global_and_per_model():
 
 
 def test_propagated_context_is_traced_whatever_the_rate_when_asked():
-    tracer = Tracer(parse_trace_config(["level=TIMESTAMPS", "rate=0"]).settings(), ListSink(),
+    tracer = Tracer(TraceSettings.from_config(parse_trace_config(["level=TIMESTAMPS", "rate=0"])), ListSink(),
                     always_trace_propagated=True)
     assert tracer.start("m") is None
     trace = tracer.start("m", traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")

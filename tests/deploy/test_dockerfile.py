@@ -130,7 +130,7 @@ def test_healthcheck_bad_setting_is_one_line(variable, value, message):
 
 def test_healthcheck_defaults_to_the_servers_http_port(monkeypatch):
     """Without PYTRITON_HEALTHCHECK_PORT it asks port 8000 (`pytriton serve`'s default --http-port, as Triton's)."""
-    from pytriton.cli import serve
+    from pytriton.cli.serve import serve
 
     (option,) = [p for p in serve.params if p.name == "http_port"]
     asked = []

@@ -21,8 +21,18 @@ from pytriton.core.received import RECEIVE_MIN
 from tests.conftest import serve, tensor_args
 from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments, _wait
 from tests.frontend.grpc.raw_h2 import (
-    CANCEL, DATA, END_STREAM, HEADERS, RST_STREAM, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, ping,
-    rst_stream, window_update,
+    CANCEL,
+    DATA,
+    END_STREAM,
+    HEADERS,
+    RST_STREAM,
+    S_INITIAL_WINDOW_SIZE,
+    S_MAX_FRAME_SIZE,
+    RawH2,
+    grpc_message,
+    ping,
+    rst_stream,
+    window_update,
 )
 
 MIB = 1 << 20

@@ -22,7 +22,13 @@ from tritonclient.utils import InferenceServerException
 
 from tests.conftest import serve, tensor_args
 from tests.frontend.grpc.raw_h2 import (
-    CANCEL, S_INITIAL_WINDOW_SIZE, S_MAX_FRAME_SIZE, RawH2, grpc_message, rst_stream, window_update,
+    CANCEL,
+    S_INITIAL_WINDOW_SIZE,
+    S_MAX_FRAME_SIZE,
+    RawH2,
+    grpc_message,
+    rst_stream,
+    window_update,
 )
 
 MIB = 1 << 20

@@ -22,7 +22,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from pytriton.app import gpu_available
+from pytriton.config.gpus import gpu_available
 from tests.conftest import serve, shm_segments_of, tensor_args
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytriton.app import gpu_available
+from pytriton.config.gpus import gpu_available
 from tests.conftest import REPO, _started_pids
 
 EXAMPLES = REPO / "examples"

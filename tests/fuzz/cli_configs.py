@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 
-from pytriton._cache_config import parse_cache_config
-from pytriton._metrics_config import MetricsSettings
-from pytriton._trace_config import TRACE_LEVELS, model_trace_settings, parse_trace_config
+from pytriton.config.cache import parse_cache_config
+from pytriton.config.metrics import MetricsSettings
+from pytriton.config.trace import TRACE_LEVELS, model_trace_settings, parse_trace_config
+from pytriton.core.settings import TraceSettings
 from tests.fuzz.harness import Finding, Harness
 
 
@@ -42,7 +43,7 @@ class TraceConfigHarness(Harness):
                 raise Finding("trace number out of range", repr(config))
             if config.mode not in ("triton", "opentelemetry"):
                 raise Finding("trace mode out of its set", config.mode)
-            config.settings()
+            TraceSettings.from_config(config)
         try:  # the same entries given to one model (`bind(trace_config=...)`)
             model_trace_settings(entries)
         except ValueError as exc:

@@ -20,7 +20,7 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.types import InferRequest
 from pytriton.core.validation import validate_layout, validate_request
 from pytriton.exceptions import ServerError, Status
-from pytriton.frontend.grpc import _wire
+from pytriton.frontend.grpc import wire as _wire
 from pytriton.frontend.grpc._convert import to_infer_request
 from pytriton.model_config.triton_model_config import DynamicBatcher, TensorSpec, TritonModelConfig
 from tests.fuzz.harness import Finding, Harness

@@ -16,9 +16,9 @@ import itertools
 import struct
 from typing import Any, AsyncIterator, Iterator
 
-from pytriton.frontend.grpc import h2
-from tests.fuzz.harness import Finding, Harness, read_sizes
+from pytriton.frontend.h2 import connection as h2
 from tests.frontend.http1._fake import FakeTransport
+from tests.fuzz.harness import Finding, Harness, read_sizes
 
 SERVICE = b"/inference.GRPCInferenceService/"
 LIMITS = h2.H2Limits(max_concurrent_streams=8, max_header_list_size=4096, max_message_bytes=64 << 10,

@@ -26,8 +26,8 @@ import logging
 import os
 import re
 import time
-import tracemalloc
 import traceback
+import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator

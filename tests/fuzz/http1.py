@@ -17,8 +17,8 @@ from typing import Any, Iterator
 from pytriton.frontend.http1 import HttpLimits, HttpRequest, HttpResponse
 from pytriton.frontend.http1.connection import HttpConnection
 from pytriton.frontend.http1.reader import SharedReadBuffer
-from tests.fuzz.harness import Finding, Harness, read_sizes
 from tests.frontend.http1._fake import FakeTransport
+from tests.fuzz.harness import Finding, Harness, read_sizes
 
 LIMITS = HttpLimits(max_input_bytes=1 << 20, max_header_bytes=2048, max_header_count=16, max_pipelined=4,
                     max_buffered_bytes=256 << 10)

@@ -258,8 +258,8 @@ def _h2_wire(calls: Callable[[Any], None]) -> bytes:
     """What tritonclient.grpc sends on its one connection while `calls(client)` runs, to our HTTP/2 transport."""
     import tritonclient.grpc as grpcclient  # noqa: PLC0415
 
+    from pytriton.frontend.h2 import connection as h2  # noqa: PLC0415
     from tests.fuzz.h2 import METHODS  # noqa: PLC0415
-    from pytriton.frontend.grpc import h2  # noqa: PLC0415
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)

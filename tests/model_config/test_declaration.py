@@ -8,9 +8,9 @@ import click
 import numpy as np
 import pytest
 
-from pytriton._cli_model import ModelFlags, TargetDescription, build_model_config
 from pytriton.backends.target import CallableTarget
-from pytriton.core import gpus
+from pytriton.cli.model import ModelFlags, TargetDescription, build_model_config
+from pytriton.config import gpus
 from pytriton.decorators import batch
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import (

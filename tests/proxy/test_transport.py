@@ -13,11 +13,10 @@ import pytest
 
 from pytriton.backends import worker
 from pytriton.backends.spec import WorkerSpec
-from pytriton.model_config.datatypes import deserialize_bytes_tensor, serialize_bytes_tensor
+from pytriton.model_config.datatypes import TRITON_TO_CODE, deserialize_bytes_tensor, serialize_bytes_tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.arena import our_segments
 from pytriton.proxy.messages import RequestData, TensorData
-from pytriton.model_config.datatypes import TRITON_TO_CODE
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, response_slots
 
 CONFIG = TritonModelConfig(

@@ -54,8 +54,9 @@ def test_decorated_callable_travels_by_name():
 
 
 def test_triton_messages_picklable_by_module_name():
-    import pytriton.ray  # noqa: F401 - registers the alias
     from tritonclient.grpc import service_pb2
+
+    import pytriton.ray  # noqa: F401 - registers the alias
 
     assert sys.modules["grpc_service_pb2"] is service_pb2
     request = service_pb2.ModelInferRequest(model_name="add", id="7")

@@ -26,7 +26,7 @@ def control(folders: list[Path], mode: str = "explicit") -> ModelControl:
 
 
 def test_index_lists_models_never_loaded_by_name_only(tmp_path):
-    shutil.copytree(MODELS / "add_sub", tmp_path / "add_sub")
+    shutil.copytree(MODELS / "add_sub", tmp_path / "add_sub", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / ".hidden").mkdir()
     assert control([tmp_path]).index(ready_only=False) == [{"name": "add_sub"}]
     assert control([tmp_path]).index(ready_only=True) == []
@@ -41,7 +41,7 @@ def test_index_shows_a_model_in_two_repositories_unavailable(tmp_path):
 
 
 def test_folder_signature_changes_with_a_file_and_a_version(tmp_path):
-    shutil.copytree(MODELS / "add_sub", tmp_path / "add_sub")
+    shutil.copytree(MODELS / "add_sub", tmp_path / "add_sub", ignore=shutil.ignore_patterns("__pycache__"))
     model = tmp_path / "add_sub"
     before = folder_signature(str(model))
     (model / "1" / "__pycache__").mkdir()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytriton._repository_limits import RepositoryLimits
+from pytriton.config.repository_limits import RepositoryLimits
 from pytriton.exceptions import ServerError, Status
 from pytriton.repository.overrides import parse_override
 

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from pytriton._repository_limits import RepositoryLimits
+from pytriton.config.repository_limits import RepositoryLimits
 from pytriton.exceptions import ServerError, Status
 from pytriton.repository.uploads import write_upload
 

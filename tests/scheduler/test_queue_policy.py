@@ -315,7 +315,7 @@ def test_triton_refuses_these_settings_and_so_do_we(tmp_path, extra, level, mess
 
 
 def test_cli_flags_set_the_default_policy_over_a_declared_batcher():
-    from pytriton._cli_queue import apply_queue_flags, queue_flags_given
+    from pytriton.cli.queue_options import apply_queue_flags, queue_flags_given
 
     declared = DynamicBatcher(max_queue_delay_microseconds=5, priority_queue_policy={1: QueuePolicy(max_queue_size=1)},
                               default_queue_policy=QueuePolicy(default_timeout_microseconds=9))

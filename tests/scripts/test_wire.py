@@ -359,7 +359,7 @@ def test_connfe_waits_for_the_group_and_checks_its_tree(tmp_path, monkeypatch):
     server = wire.Server(ServerSpec("repo", pathlib.Path("py"), {}), "dynamic", ["double_small"],
                          tmp_path / "server.log", tmp_path)
     try:
-        cmdlines = {10: "py -m pytriton.cli serve", 11: "py -m pytriton.app {}", 12: "py -m pytriton.app {}",
+        cmdlines = {10: "py -m pytriton.cli serve", 11: "py -m pytriton.server {}", 12: "py -m pytriton.server {}",
                     13: "py worker", 14: "py worker"}
         monkeypatch.setattr(server, "refresh_tree", lambda: list(cmdlines))
         monkeypatch.setattr(wire.procfs, "cmdline", lambda pid: cmdlines[pid])

@@ -11,7 +11,8 @@ import ssl
 
 import pytest
 
-from pytriton.frontend.tls import HandshakeLog, TlsAcceptor, TlsSettings, _Pending, server_context
+from pytriton.config.tls import TlsSettings
+from pytriton.frontend.tls import HandshakeLog, TlsAcceptor, _Pending, server_context
 from tests.tls.certs import Certs, make_certs
 
 

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
+from pytriton.config.tls import TlsError, TlsSettings
+from pytriton.config.triton_config import server_config
 from pytriton.exceptions import PyTritonValidationError
-from pytriton.frontend.tls import HandshakeLog, TlsError, TlsSettings, server_context
-from pytriton.triton import TritonConfig
-from pytriton._triton_config import server_config
-from pytriton.triton import TritonSecurityConfig
+from pytriton.frontend.tls import HandshakeLog, server_context
+from pytriton.triton import TritonConfig, TritonSecurityConfig
 from tests.conftest import REPO
 from tests.tls.certs import Certs, make_certs
 

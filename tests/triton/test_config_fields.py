@@ -15,8 +15,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from pytriton import _triton_config
-from pytriton._triton_config_fields import FIELDS, IGNORED, reference_table
+from pytriton.config import triton_config as _triton_config
+from pytriton.config.triton_config_fields import FIELDS, IGNORED, reference_table
 from pytriton.exceptions import PyTritonRuntimeError, PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig, server_config
@@ -32,7 +32,7 @@ FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.
 def test_every_field_is_in_the_table_and_the_page_shows_the_table():
     assert list(FIELDS) == [f.name for f in dataclasses.fields(TritonConfig)]  # a new field needs its row
     text = PAGE.read_text()
-    assert reference_table() in text, "docs/guide/triton-config.md: paste `python -m pytriton._triton_config_fields`"
+    assert reference_table() in text, "docs/guide/triton-config.md: paste `python -m pytriton.config.triton_config_fields`"
     assert "guide/triton-config.md" in (REPO / "mkdocs.yml").read_text()
 
 

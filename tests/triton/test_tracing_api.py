@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from pytriton._trace_config import parse_trace_config
+from pytriton.config.trace import parse_trace_config
+from pytriton.core.settings import TraceSettings
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
@@ -62,6 +63,6 @@ def test_bad_trace_config_raises_naming_the_setting():
 def test_trace_config_from_the_environment(monkeypatch):
     monkeypatch.setenv("PYTRITON_TRITON_CONFIG_TRACE_CONFIG", "triton,file=/t.json,level=TIMESTAMPS,rate=1")
     config = TritonConfig.from_env()
-    assert parse_trace_config(config.trace_config).settings().get() == {
+    assert TraceSettings.from_config(parse_trace_config(config.trace_config)).get() == {
         "trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": "-1", "log_frequency": "0",
         "trace_file": "/t.json", "trace_mode": "triton"}

@@ -33,7 +33,7 @@ def test_the_lazy_packages_still_give_their_names():
 
     assert {GrpcFrontend.__module__, H2Limits.__module__, HttpLimits.__module__, HttpListener.__module__,
             error_response.__module__, WorkerPool.__module__, WorkerStartError.__module__} == {
-        "pytriton.frontend.grpc.server", "pytriton.frontend.grpc._h2_limits", "pytriton.frontend.http1.limits",
+        "pytriton.frontend.grpc.server", "pytriton.config.h2", "pytriton.config.http1",
         "pytriton.frontend.http1.listener", "pytriton.frontend.http1.messages", "pytriton.supervisor.worker_pool"}
 
 

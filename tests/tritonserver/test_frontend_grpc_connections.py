@@ -14,10 +14,10 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
 import pytriton.tritonserver as tritonserver
-from pytriton._triton_config import TritonConfig, TritonSecurityConfig, server_config
+from pytriton.config.h2 import H2Limits
+from pytriton.config.server import ServerConfig
+from pytriton.config.triton_config import TritonConfig, TritonSecurityConfig, server_config
 from pytriton.exceptions import PyTritonValidationError
-from pytriton.frontend.grpc._h2_limits import H2Limits
-from pytriton.server_config import ServerConfig
 from pytriton.tritonfrontend import KServeGrpc
 from tests.frontend.grpc.raw_h2 import ACK, ENHANCE_YOUR_CALM, GOAWAY, PING, RawH2, grpc_message, ping
 from tests.tritonserver.test_frontend import LOCAL, MODELS

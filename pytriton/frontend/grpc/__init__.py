@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytriton._lazy import lazy_names
+from pytriton.utils.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from pytriton.frontend.grpc._h2_limits import H2Limits
+    from pytriton.config.h2 import H2Limits
     from pytriton.frontend.grpc.server import GrpcFrontend
 
-_WHERE = {"GrpcFrontend": "pytriton.frontend.grpc.server", "H2Limits": "pytriton.frontend.grpc._h2_limits"}
+_WHERE = {"GrpcFrontend": "pytriton.frontend.grpc.server", "H2Limits": "pytriton.config.h2"}
 
 __getattr__ = lazy_names(__name__, _WHERE)
 

@@ -11,14 +11,14 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.types import InferRequest, InferResponse, RegionRef, RequestedOutput, Tensor
 from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.grpc._wire import (
+from pytriton.frontend.grpc.wire import (
     TEMPLATE_HEAD_MAX,
     TEMPLATES,
     TEMPLATES_MAX,
     RequestTemplate,
     encode_varint,
 )
-from pytriton.frontend.grpc._wire_response import InferResponseWire
+from pytriton.frontend.grpc.wire_response import InferResponseWire
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {

@@ -14,17 +14,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2
 
+from pytriton.config.h2 import H2Limits
+from pytriton.config.tls import TlsSettings
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import Tracer
 from pytriton.frontend._listen import listen
 from pytriton.frontend.access import AccessPolicy
-from pytriton.frontend.grpc import h2
-from pytriton.frontend.grpc._h2_limits import H2Limits
-from pytriton.frontend.grpc._wire import parse_infer_request
-from pytriton.frontend.grpc._wire_response import infer_response_chunks, on_sent_of, stream_response_chunks, wire_bytes
+from pytriton.frontend.grpc.wire import parse_infer_request
+from pytriton.frontend.grpc.wire_response import infer_response_chunks, on_sent_of, stream_response_chunks, wire_bytes
 from pytriton.frontend.grpc.servicer import InferenceServicer
-from pytriton.frontend.tls import TlsAcceptor, TlsSettings, read_pem, server_context
+from pytriton.frontend.h2 import connection as h2
+from pytriton.frontend.tls import TlsAcceptor, read_pem, server_context
 
 logger = logging.getLogger("pytriton.frontend")
 

@@ -28,13 +28,18 @@ from pytriton.core.types import InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
-from pytriton.frontend.http.repository import load_parameters, unload_dependents
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
-from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP  # noqa: F401 (re-exported: sagemaker, vertex)
-from pytriton.frontend.http.infer_begin import InferAnswer, begin_infer, error_answer, infer_headers
+from pytriton.frontend.http.infer_begin import (
+    STATUS_TO_HTTP,  # noqa: F401 (re-exported: sagemaker, vertex)
+    InferAnswer,
+    begin_infer,
+    error_answer,
+    infer_headers,
+)
 from pytriton.frontend.http.infer_begin import accepted_encoding as _accepted_encoding
 from pytriton.frontend.http.infer_begin import header_length as _header_length
 from pytriton.frontend.http.infer_cache import HeaderCache
+from pytriton.frontend.http.repository import load_parameters, unload_dependents
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytriton._lazy import lazy_names
+from pytriton.utils.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from pytriton.frontend.http1.limits import HttpLimits
+    from pytriton.config.http1 import HttpLimits
     from pytriton.frontend.http1.listener import HttpListener
     from pytriton.frontend.http1.messages import Handler, HttpRequest, HttpResponse, error_response
 
 _WHERE = {
-    "HttpLimits": "pytriton.frontend.http1.limits",
+    "HttpLimits": "pytriton.config.http1",
     "HttpListener": "pytriton.frontend.http1.listener",
     "Handler": "pytriton.frontend.http1.messages",
     "HttpRequest": "pytriton.frontend.http1.messages",

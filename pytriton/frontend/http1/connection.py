@@ -22,9 +22,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from pytriton.config.http1 import HttpLimits
 from pytriton.frontend._socket_write import DirectWriteTransport
 from pytriton.frontend.http1.budget import BufferBudget
-from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import (
     Begin,
     Handler,

@@ -7,13 +7,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pytriton.config.http1 import HttpLimits
+from pytriton.config.tls import TlsSettings
 from pytriton.frontend._listen import listen
 from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.connection import HttpConnection
-from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import Begin, Handler
 from pytriton.frontend.http1.reader import SharedReadBuffer
-from pytriton.frontend.tls import TlsAcceptor, TlsSettings, server_context
+from pytriton.frontend.tls import TlsAcceptor, server_context
 
 if TYPE_CHECKING:
     from pytriton.core.received import ReceivedBuffers

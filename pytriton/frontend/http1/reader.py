@@ -21,9 +21,9 @@ from typing import Any
 
 import httptools
 
+from pytriton.config.http1 import HttpLimits
 from pytriton.frontend.http1.body import BodyReceiver
 from pytriton.frontend.http1.budget import TIGHT_READ, BufferBudget
-from pytriton.frontend.http1.limits import HttpLimits
 from pytriton.frontend.http1.messages import HttpRequest, HttpResponse
 
 READ_BUFFER = 64 * 1024

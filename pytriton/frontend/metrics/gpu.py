@@ -12,7 +12,7 @@ from typing import Any
 
 from prometheus_client import Metric
 
-from pytriton.core.gpus import visible_gpus
+from pytriton.config.gpus import visible_gpus
 
 logger = logging.getLogger("pytriton.frontend")
 

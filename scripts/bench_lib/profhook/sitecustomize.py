@@ -7,7 +7,6 @@ if os.environ.get("PROFHOOK_DIR"):
     import cProfile
     import signal
     import sys
-
     import time
 
     # PROFHOOK_CLOCK=thread: the calling thread's CPU time (time spent preempted or blocked in a system call that

@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Callable
 
 import grpc
 
-from pytriton.frontend.grpc import h2
+from pytriton.frontend.h2 import connection as h2
 
 PATTERN = 0x5A  # the bytes of a reply; a released reply's buffer is overwritten, as a reused worker segment would be
 

@@ -9,7 +9,7 @@ import zlib
 import grpc
 import pytest
 
-from pytriton.frontend.grpc._h2_message import DECOMPRESS_CHUNK, RpcAbort, decompress
+from pytriton.frontend.h2.message import DECOMPRESS_CHUNK, RpcAbort, decompress
 
 
 @pytest.mark.parametrize("size", [0, 1, DECOMPRESS_CHUNK - 1, DECOMPRESS_CHUNK, 3 * DECOMPRESS_CHUNK + 7])

@@ -1,4 +1,4 @@
-"""The gRPC front-end's own HTTP/2 transport (pytriton/frontend/grpc/h2.py), end to end (moved from tests/e2e).
+"""The gRPC front-end's own HTTP/2 transport (pytriton/frontend/h2/connection.py), end to end (moved from tests/e2e).
 
 Through the real clients (tritonclient.grpc, .aio, grpc_health) for what users do, and through raw HTTP/2
 frames for what those clients never send but another client may (padding, CONTINUATION, split prefixes,
@@ -380,7 +380,7 @@ def test_unknown_grpc_server_choice_is_refused():
 
 def test_status_chosen_with_set_code():
     """grpc's generated base methods (and some servicers) end a call with set_code/set_details, not abort."""
-    from pytriton.frontend.grpc import h2
+    from pytriton.frontend.h2 import connection as h2
 
     async def chooses(request, context):
         context.set_code(grpc.StatusCode.NOT_FOUND)
@@ -431,7 +431,7 @@ def test_status_chosen_with_set_code():
 def test_request_scanner_hands_odd_requests_to_protobuf():
     """The zero-copy request scanner gives way to protobuf's parser for what it does not read itself, keeping
     every tensor."""
-    from pytriton.frontend.grpc._wire import parse_infer_request
+    from pytriton.frontend.grpc.wire import parse_infer_request
 
     many = pb.ModelInferRequest(model_name="m", id="many")
     for i in range(10_000):  # more top-level fields than the scanner walks in Python

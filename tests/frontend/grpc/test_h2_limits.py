@@ -19,8 +19,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from pytriton.frontend.grpc._h2_call import GROW_MIN
-from pytriton.frontend.grpc.h2 import READ_BUFFER, H2Limits
+from pytriton.frontend.h2.call import GROW_MIN
+from pytriton.frontend.h2.connection import READ_BUFFER, H2Limits
 from tests.conftest import serve, tensor_args
 from tests.frontend.grpc.inproc import InProcessServer
 from tests.frontend.grpc.raw_h2 import (

@@ -12,8 +12,8 @@ from typing import Any
 import hpack
 import pytest
 
-from pytriton.frontend.grpc import h2
-from pytriton.frontend.grpc._h2_method import Method
+from pytriton.frontend.h2 import connection as h2
+from pytriton.frontend.h2.method import Method
 
 
 class _Transport(asyncio.Transport):

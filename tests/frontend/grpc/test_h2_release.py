@@ -15,7 +15,12 @@ import grpc
 import numpy as np
 import pytest
 
-from pytriton.frontend.grpc._wire_response import InferResponseWire, StreamResponseWire, infer_response_chunks, wire_bytes
+from pytriton.frontend.grpc.wire_response import (
+    InferResponseWire,
+    StreamResponseWire,
+    infer_response_chunks,
+    wire_bytes,
+)
 from tests.frontend.grpc.inproc import PATTERN, InProcessServer
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,

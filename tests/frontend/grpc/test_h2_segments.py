@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pytriton.core.received import RECEIVE_MIN, ReceivedBuffers
 from pytriton.core.shm_registry import SharedMemoryRegistry
-from pytriton.frontend.grpc._h2_segments import ConnectionSegments
+from pytriton.frontend.h2.segments import ConnectionSegments
 from tests.core.test_received import FakeSource
 
 SIZE = RECEIVE_MIN

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import types
 
-from pytriton.frontend.grpc._h2_call import SPARE_MAX, SPARES, GrpcCalls
-from pytriton.frontend.grpc._h2_stream import OPEN, Stream
+from pytriton.frontend.h2.call import SPARE_MAX, SPARES, GrpcCalls
+from pytriton.frontend.h2.stream import OPEN, Stream
 
 SIZE = 1 << 20
 

@@ -6,15 +6,15 @@ import itertools
 
 import pytest
 
-from pytriton.frontend.grpc._h2_frames import (
+from pytriton.config.h2 import H2Limits, PingPolicy, RateBudget
+from pytriton.frontend.h2.frames import (
     INTERNAL_ERROR,
     PROTOCOL_ERROR,
     STREAM_CLOSED,
     H2ConnectionError,
     H2StreamError,
 )
-from pytriton.frontend.grpc._h2_limits import H2Limits, PingPolicy, RateBudget
-from pytriton.frontend.grpc._h2_stream import (
+from pytriton.frontend.h2.stream import (
     CLOSED,
     CLOSED_RESET_BY_PEER,
     CLOSED_RESET_BY_US,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pytriton.frontend.grpc._h2_limits import H2Limits, PingPolicy, keepalive_fields
+from pytriton.config.h2 import H2Limits, PingPolicy, keepalive_fields
 from tests.frontend.grpc.inproc import InProcessServer
 from tests.frontend.grpc.raw_h2 import (
     ACK,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from pytriton.exceptions import ServerError
-from pytriton.frontend.grpc import _wire
+from pytriton.frontend.grpc import wire as _wire
 from pytriton.frontend.grpc._convert import to_infer_request
-from pytriton.frontend.grpc._wire import parse_infer_request
+from pytriton.frontend.grpc.wire import parse_infer_request
 
 pb = pytest.importorskip("tritonclient.grpc").service_pb2
 

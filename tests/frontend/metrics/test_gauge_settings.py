@@ -8,7 +8,7 @@ import json
 import pytest
 from prometheus_client import Metric
 
-from pytriton.core import gpus
+from pytriton.config import gpus
 from pytriton.core.server_core import ServerCore
 from pytriton.frontend.metrics.collector import render_metrics
 from pytriton.frontend.metrics.host import Throttled

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytriton.core import gpus
+from pytriton.config import gpus
 from pytriton.core.server_core import ServerCore
 from pytriton.frontend.metrics.collector import render_metrics
 from pytriton.frontend.metrics.gpu import GpuMetricsSource
@@ -68,8 +68,8 @@ def test_allow_gpu_metrics(fake_nvml, monkeypatch, allowed):
 def test_triton_config_allow_gpu_metrics_reaches_the_server(caplog, given, expected):
     """`TritonConfig(allow_gpu_metrics=...)` (PyTriton's field) is honoured, not logged as ignored, and survives the
     JSON hand-over to the server process."""
-    from pytriton._triton_config import TritonConfig, TritonSecurityConfig, server_config
-    from pytriton.server_config import ServerConfig
+    from pytriton.config.server import ServerConfig
+    from pytriton.config.triton_config import TritonConfig, TritonSecurityConfig, server_config
 
     with caplog.at_level("INFO"):
         config = server_config(TritonConfig(allow_gpu_metrics=given), TritonSecurityConfig())

@@ -1,0 +1,1 @@
+"""Small helpers of pytriton's own packages (not an API)."""
