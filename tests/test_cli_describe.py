@@ -11,8 +11,8 @@ import time
 
 from click.testing import CliRunner
 
-from pytriton.cli.serve import main
 from pytriton.cli import model as _cli_model
+from pytriton.cli.serve import main
 from tests.conftest import REPO, _pid_alive, _started_pids
 from tests.test_cli import LOCAL_PORTS
 

@@ -21,7 +21,7 @@ from pytriton.config.cache import parse_cache_config
 from pytriton.config.metrics import MetricsSettings
 from pytriton.config.platforms import vertex_ai_mode
 from pytriton.config.repository_limits import RepositoryLimits
-from pytriton.config.server import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID
+from pytriton.config.server import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID, ModelSpec, ServerConfig
 from pytriton.config.tls import TlsSettings
 from pytriton.config.trace import parse_trace_config
 from pytriton.exceptions import PyTritonError
@@ -32,7 +32,6 @@ from pytriton.frontend.http1 import HttpLimits
 from pytriton.repository import ModelRepositoryError, load_repositories, scan_repositories
 from pytriton.repository.control import DEFAULT_POLL_SECS, MODES
 from pytriton.server.frontend_group import refusal, run_group
-from pytriton.config.server import ModelSpec, ServerConfig
 from pytriton.server.process import run
 
 logger = logging.getLogger("pytriton.cli")

@@ -23,18 +23,16 @@ import grpc
 import numpy
 
 from pytriton.frontend.access import AccessPolicy
-from pytriton.frontend.grpc.wire import _STREAM_RESPONSE_TAG as STREAM_RESPONSE_TAG
-from pytriton.frontend.grpc.wire import encode_varint, parse_infer_request
-from pytriton.frontend.grpc.wire_response import InferResponseWire, StreamResponseWire
 from pytriton.frontend.grpc.servicer import InferenceServicer
+from pytriton.frontend.grpc.wire import _STREAM_RESPONSE_TAG as STREAM_RESPONSE_TAG
+from pytriton.frontend.grpc.wire import InferResponseWire, StreamResponseWire, encode_varint, parse_infer_request
 from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpRequest, error_response
 from pytriton.model_config.model_config import ModelConfig
 from pytriton.model_config.tensor import Tensor as TensorSpec
 from pytriton.ray._protos import service_pb2 as pb
 from pytriton.server.bound_model import BoundModel
-from pytriton.tritonserver import DataType, Server, Tensor
-from pytriton.tritonserver import UnavailableError
+from pytriton.tritonserver import DataType, Server, Tensor, UnavailableError
 
 logger = logging.getLogger("pytriton.ray")
 

@@ -15,9 +15,8 @@ from typing import Any, ClassVar
 from pytriton.config.tls import TlsError
 from pytriton.server.composition import Server as ComposedServer
 from pytriton.tritonfrontend._options import Rule, check, warn_inert
-from pytriton.tritonserver import AlreadyExistsError, InvalidArgumentError, UnavailableError
+from pytriton.tritonserver import AlreadyExistsError, InvalidArgumentError, Server, UnavailableError
 from pytriton.tritonserver._runtime import ServerRuntime
-from pytriton.tritonserver import Server
 
 
 class Frontend:

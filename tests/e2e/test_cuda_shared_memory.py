@@ -8,9 +8,9 @@ import importlib.util
 import numpy as np
 import pytest
 
+from pytriton.config.gpus import gpu_available
 from pytriton.core.shm_registry import CudaShmRegion, SharedMemoryRegistry, decode_cuda_handle
 from pytriton.exceptions import ServerError
-from pytriton.config.gpus import gpu_available
 from tests.conftest import serve, tensor_args
 
 HAS_GPU = importlib.util.find_spec("cupy") is not None and gpu_available()

@@ -15,10 +15,10 @@ from pytriton.frontend.grpc.wire import (
     TEMPLATE_HEAD_MAX,
     TEMPLATES,
     TEMPLATES_MAX,
+    InferResponseWire,
     RequestTemplate,
     encode_varint,
 )
-from pytriton.frontend.grpc.wire_response import InferResponseWire
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
 STATUS_TO_GRPC = {

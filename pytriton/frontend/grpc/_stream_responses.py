@@ -11,8 +11,7 @@ from tritonclient.grpc import service_pb2 as pb
 from pytriton.core.registry import Model
 from pytriton.core.types import InferResponse
 from pytriton.frontend.grpc._convert import to_infer_response
-from pytriton.frontend.grpc.wire import InferRequestView
-from pytriton.frontend.grpc.wire_response import StreamResponseWire, release_unsent
+from pytriton.frontend.grpc.wire import InferRequestView, StreamResponseWire, release_unsent
 
 StreamItem: TypeAlias = "StreamResponseWire | pb.ModelStreamInferResponse"  # what ModelStreamInfer yields
 

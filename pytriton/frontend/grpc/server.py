@@ -21,9 +21,14 @@ from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.trace import Tracer
 from pytriton.frontend._listen import listen
 from pytriton.frontend.access import AccessPolicy
-from pytriton.frontend.grpc.wire import parse_infer_request
-from pytriton.frontend.grpc.wire_response import infer_response_chunks, on_sent_of, stream_response_chunks, wire_bytes
 from pytriton.frontend.grpc.servicer import InferenceServicer
+from pytriton.frontend.grpc.wire import (
+    infer_response_chunks,
+    on_sent_of,
+    parse_infer_request,
+    stream_response_chunks,
+    wire_bytes,
+)
 from pytriton.frontend.h2 import connection as h2
 from pytriton.frontend.tls import TlsAcceptor, read_pem, server_context
 

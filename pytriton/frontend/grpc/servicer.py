@@ -30,8 +30,7 @@ from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
 from pytriton.frontend.grpc._stream_responses import StreamItem, StreamResponses, stream_message
 from pytriton.frontend.grpc._trace import start_trace
-from pytriton.frontend.grpc.wire import InferRequestView
-from pytriton.frontend.grpc.wire_response import InferResponseWire, StreamResponseWire
+from pytriton.frontend.grpc.wire import InferRequestView, InferResponseWire, StreamResponseWire
 from pytriton.frontend.h2.message import RpcAbort
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto

@@ -15,7 +15,7 @@ import grpc
 import numpy as np
 import pytest
 
-from pytriton.frontend.grpc.wire_response import (
+from pytriton.frontend.grpc.wire import (
     InferResponseWire,
     StreamResponseWire,
     infer_response_chunks,

@@ -8,7 +8,7 @@ import pytest
 from pytriton.core.types import InferResponse, Tensor
 from pytriton.frontend.grpc import _convert
 from pytriton.frontend.grpc._convert import to_infer_response
-from pytriton.frontend.grpc.wire_response import infer_response_chunks
+from pytriton.frontend.grpc.wire import infer_response_chunks
 
 pb = pytest.importorskip("tritonclient.grpc").service_pb2
 
