@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytriton.proxy._generated.worker_pb2 import (  # noqa: F401  (re-exported)
-    MetricOp,
-    Param,
-    RequestItem,
-    ResponseItem,
-    ServerToWorker,
-    TensorRef,
-    WorkerToServer,
+from pytriton.proxy._generated.worker_pb2 import (  # re-exported: the typed messages
+    MetricOp as MetricOp,
+    Param as Param,
+    RequestItem as RequestItem,
+    ResponseItem as ResponseItem,
+    ServerToWorker as ServerToWorker,
+    TensorRef as TensorRef,
+    WorkerToServer as WorkerToServer,
 )
 
 ParamValue = "bool | int | float | str"

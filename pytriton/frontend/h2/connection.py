@@ -32,7 +32,7 @@ import grpc
 
 from pytriton.config.h2 import H2Limits, PingPolicy, RateBudget
 from pytriton.frontend._socket_write import DirectWriteTransport
-from pytriton.frontend.h2.call import GrpcCalls, RpcAbort
+from pytriton.frontend.h2.call import GrpcCalls
 from pytriton.frontend.h2.frames import (
     ACK,
     CONTINUATION,
@@ -70,6 +70,7 @@ from pytriton.frontend.h2.frames import (
 )
 from pytriton.frontend.h2.head import CallHead, parse_request
 from pytriton.frontend.h2.keepalive import Keepalive
+from pytriton.frontend.h2.message import RpcAbort
 from pytriton.frontend.h2.method import Context, Method
 from pytriton.frontend.h2.read import CLOSING, READ_BUFFER, READY, FrameReader
 from pytriton.frontend.h2.send import Outbox

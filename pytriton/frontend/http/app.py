@@ -30,7 +30,6 @@ from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http.infer_begin import (
-    STATUS_TO_HTTP,  # noqa: F401 (re-exported: sagemaker, vertex)
     InferAnswer,
     begin_infer,
     error_answer,

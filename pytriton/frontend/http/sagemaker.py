@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pytriton.config.platforms import sagemaker_settings
 from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.http.app import STATUS_TO_HTTP, HttpApp
+from pytriton.frontend.http.app import HttpApp
+from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP
 from pytriton.frontend.http.platform_infer import SAGEMAKER_BINARY_MIME, platform_infer
 from pytriton.frontend.http.sagemaker_mme import MultiModel
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response

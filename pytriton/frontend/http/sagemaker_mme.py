@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import orjson
 
 from pytriton.exceptions import ServerError, Status, invalid_arg
-from pytriton.frontend.http.app import STATUS_TO_HTTP, HttpApp, json_response
+from pytriton.frontend.http.app import HttpApp, json_response
+from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP
 from pytriton.frontend.http.platform_infer import SAGEMAKER_BINARY_MIME, platform_infer
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 

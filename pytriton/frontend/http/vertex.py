@@ -9,7 +9,8 @@ import re
 
 from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.http.app import STATUS_TO_HTTP, Handler, HttpApp
+from pytriton.frontend.http.app import Handler, HttpApp
+from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP
 from pytriton.frontend.http.platform_infer import VERTEX_AI_BINARY_MIME, platform_infer
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 
