@@ -78,7 +78,7 @@ class _TritonBase:
     def bind(
         self,
         model_name: str,
-        infer_func: Callable | Sequence[Callable] | str,
+        infer_func: Callable[..., Any] | Sequence[Callable[..., Any]] | str,
         inputs: Sequence[Tensor],
         outputs: Sequence[Tensor],
         model_version: int = 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 
-def reap(process: subprocess.Popen) -> None:
+def reap(process: subprocess.Popen[bytes]) -> None:
     """Make sure `process` has ended: a child still running (its parent was interrupted while waiting) is terminated,
     then killed if it does not exit within 5 s, and waited for."""
     if process.poll() is not None:

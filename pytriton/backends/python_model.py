@@ -117,7 +117,7 @@ class PythonModelBackend(CallableBackend):
         self.cancel_probe: Callable[[int], bool] | None = None
         self._datatype_warned: set[str] = set()
         self._execute_thread: concurrent.futures.ThreadPoolExecutor | None = None  # decoupled models' execute()
-        self._executed: concurrent.futures.Future | None = None
+        self._executed: concurrent.futures.Future[Any] | None = None
         if hasattr(self.model, "initialize"):
             self.model.initialize(self.args)
         super().__init__(self._run, config)
@@ -213,7 +213,7 @@ class PythonModelBackend(CallableBackend):
             if filled:
                 yield step
 
-    def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue) -> None:
+    def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue[Any]) -> None:
         """(Execute thread) run `execute`; an item of index -1 follows what it sent: its error (then re-raised by
         the stream from the future), or None once it returned."""
         try:

@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import sys
+from typing import Any
 
 import click
 
@@ -295,7 +296,7 @@ def serve(
     dynamic_batching: bool | None,
     max_queue_delay_us: int | None,
     preferred_batch_size: tuple[int, ...],
-    queue_policy: dict,
+    queue_policy: dict[str, Any],
     sequence_batching: str | None,
     sequence_controls: tuple[str, ...],
     sequence_states: tuple[str, ...],
@@ -345,7 +346,7 @@ def serve(
     trace_config: tuple[str, ...],
     log_file: str | None,
     log_level: str,
-    platforms: dict,
+    platforms: dict[str, Any],
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
     protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
@@ -484,7 +485,7 @@ def serve(
 
 
 
-def _platform_mode(platforms: dict) -> bool:
+def _platform_mode(platforms: dict[str, Any]) -> bool:
     """AIP_MODE=PREDICTION (Triton then turns HTTP and gRPC off unless they are allowed explicitly)."""
     return vertex_ai_mode(os.environ)
 

@@ -7,6 +7,7 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ _LOGGER = logging.getLogger("pytriton.client")
 class _StreamResponses:
     """Iterator over the responses of one streamed request of a `DecoupledModelClient`."""
 
-    def __init__(self, owner: DecoupledModelClient, responses: queue.Queue, call: InferCall, timeout_s: float):
+    def __init__(self, owner: DecoupledModelClient, responses: queue.Queue[Any], call: InferCall, timeout_s: float):
         self._owner = owner
         self._responses = responses
         self._call = call
@@ -64,7 +65,7 @@ class _StreamResponses:
             self.close()
 
 
-def _stream_error(responses: queue.Queue) -> Exception | None:
+def _stream_error(responses: queue.Queue[Any]) -> Exception | None:
     """The error a stream ended with before its request could be sent (e.g. the server refused the stream at once:
     tritonclient then only says the stream is "no longer in valid state"; the reason went to the callback)."""
     while not responses.empty():
@@ -106,7 +107,7 @@ class DecoupledModelClient(ModelClient):
             if self._stream_active:
                 raise PyTritonClientInferenceServerError("Inference is already in progress")
             self._stream_active = True
-        responses: queue.Queue = queue.Queue()
+        responses: queue.Queue[Any] = queue.Queue()
         try:
             self._infer_client.start_stream(
                 callback=lambda result, error: responses.put((result, error)),

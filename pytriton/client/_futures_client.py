@@ -65,8 +65,8 @@ class FuturesModelClient:
         self._init_timeout_s = _DEFAULT_FUTURES_INIT_TIMEOUT_S if init_timeout_s is None else init_timeout_s
         self._inference_timeout_s = inference_timeout_s
         self._access_token = access_token
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queue_size or 0)
-        self._threads: list = []
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue_size or 0)
+        self._threads: list[Any] = []
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
         self._model_config: TritonModelConfig | None = None
@@ -103,30 +103,30 @@ class FuturesModelClient:
                 if future.set_running_or_notify_cancel():
                     future.set_exception(PyTritonClientClosedError("FuturesModelClient is closed"))
 
-    def wait_for_model(self, timeout_s: float) -> Future:
+    def wait_for_model(self, timeout_s: float) -> Future[Any]:
         """A Future that resolves to None once the server and model are ready (or fails after `timeout_s`)."""
         return self._execute(_WAIT_FOR_MODEL, timeout_s)
 
-    def model_config(self) -> Future:
+    def model_config(self) -> Future[Any]:
         """A Future of the model's `TritonModelConfig`."""
         return self._execute(_MODEL_CONFIG, None)
 
     def infer_sample(
         self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
-    ) -> Future:
+    ) -> Future[Any]:
         """A Future of `ModelClient.infer_sample(...)`'s result."""
         return self._execute(_INFER_SAMPLE, (inputs, parameters, headers, named_inputs))
 
     def infer_batch(
         self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
-    ) -> Future:
+    ) -> Future[Any]:
         """A Future of `ModelClient.infer_batch(...)`'s result."""
         return self._execute(_INFER_BATCH, (inputs, parameters, headers, named_inputs))
 
-    def _execute(self, name: str, request: Any) -> Future:
+    def _execute(self, name: str, request: Any) -> Future[Any]:
         if self._closed:
             raise PyTritonClientClosedError("FuturesModelClient is already closed")
-        future: Future = Future()
+        future: Future[Any] = Future()
         item = (future, name, request)
         if self._non_blocking:
             try:

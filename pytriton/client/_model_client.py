@@ -129,7 +129,7 @@ class ModelClient(BaseModelClient):
         self._check_open()
         wait_for_server_ready(self._general_client, timeout_s=timeout_s, headers=self._auth_headers)
 
-    def load_model(self, config: str | None = None, files: dict | None = None) -> None:
+    def load_model(self, config: str | None = None, files: dict[str, Any] | None = None) -> None:
         """Ask the server to load the model (needs model-repository access, often an access token)."""
         self._check_open()
         headers = self._request_builder.headers(None)

@@ -117,19 +117,19 @@ def _index_call(client: Any, headers: Headers, timeout_s: float | None) -> Serve
     )
 
 
-def _parse_repository_index(client: Any, index: Any) -> list:
+def _parse_repository_index(client: Any, index: Any) -> list[Any]:
     if is_grpc(client):
         return list((index or {}).get("models", []))
     return list(index or [])
 
 
-def _index_entry_matches(entry: dict, model_name: str, model_version: str | int | None) -> bool:
+def _index_entry_matches(entry: dict[str, Any], model_name: str, model_version: str | int | None) -> bool:
     if entry.get("name") != model_name:
         return False
     return model_version in (None, "") or str(entry.get("version", "")) == str(model_version)
 
 
-def _state_from_index(entries: list, model_name: str, model_version: str | int | None) -> ModelState:
+def _state_from_index(entries: list[Any], model_name: str, model_version: str | int | None) -> ModelState:
     wanted = [e for e in entries if _index_entry_matches(e, model_name, model_version)]
     states = {e.get("state") or "UNAVAILABLE" for e in wanted}
     for state in (ModelState.READY, ModelState.LOADING, ModelState.UNLOADING):
@@ -145,7 +145,7 @@ def http_refusal_steps(client: Any, request_uri: str, headers: Headers) -> Steps
 
         status_attribute = "status_code"
     elif isinstance(client, tritonclient.http.aio.InferenceServerClient):
-        from tritonclient.http.aio import _get_error  # type: ignore[no-redef]
+        from tritonclient.http.aio import _get_error
 
         status_attribute = "status"
     else:

@@ -63,14 +63,14 @@ def as_array(name: str, data: Any) -> np.ndarray:
     return array
 
 
-def _add_batch_axis(model_config: TritonModelConfig, inputs: tuple | dict) -> tuple | dict:
+def _add_batch_axis(model_config: TritonModelConfig, inputs: tuple[Any, ...] | dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
     if isinstance(inputs, dict):
         return {name: as_array(name, data)[np.newaxis, ...] for name, data in inputs.items()}
     names = [spec.name for spec in model_config.inputs] + [f"#{i}" for i in range(len(inputs))]
     return tuple(as_array(names[i], data)[np.newaxis, ...] for i, data in enumerate(inputs))
 
 
-def _named_inputs(model_config: TritonModelConfig, inputs: tuple | dict) -> dict[str, Any]:
+def _named_inputs(model_config: TritonModelConfig, inputs: tuple[Any, ...] | dict[str, Any]) -> dict[str, Any]:
     if isinstance(inputs, dict):
         return inputs
     specs = model_config.inputs
@@ -89,14 +89,14 @@ class InferCall(NamedTuple):
     batch axis was added here and comes off the outputs again.
     """
 
-    inputs: tuple | dict
+    inputs: tuple[Any, ...] | dict[str, Any]
     parameters: ParamsOrHeaders = None
     headers: ParamsOrHeaders = None
     unbatch: bool = False
 
     @classmethod
     def from_arguments(
-        cls, inputs: tuple, named_inputs: dict, parameters: ParamsOrHeaders, headers: ParamsOrHeaders
+        cls, inputs: tuple[Any, ...], named_inputs: dict[str, Any], parameters: ParamsOrHeaders, headers: ParamsOrHeaders
     ) -> InferCall:
         """Check the arguments of a call: inputs either positional or named, and valid parameters and headers.
 
@@ -160,7 +160,7 @@ class RequestBuilder:
             merged[key] = str(value)
         return merged or None
 
-    def infer_inputs(self, model_config: TritonModelConfig, inputs: tuple | dict) -> list:
+    def infer_inputs(self, model_config: TritonModelConfig, inputs: tuple[Any, ...] | dict[str, Any]) -> list[Any]:
         """The tritonclient `InferInput`s of `inputs` (positional ones named after the model's inputs)."""
         infer_inputs = []
         for name, data in _named_inputs(model_config, inputs).items():

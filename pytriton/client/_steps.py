@@ -24,7 +24,7 @@ class ServerCall:
     """Call `method(*args, **kwargs)` of a tritonclient client; `timeout_s` bounds an awaited call."""
 
     method: Callable[..., Any]
-    args: tuple = ()
+    args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     timeout_s: float | None = None
 

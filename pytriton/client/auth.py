@@ -9,6 +9,7 @@ it was configured with).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pytriton.client.exceptions import PyTritonClientValueError
 
@@ -17,7 +18,7 @@ GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 GRPC_ACCESS_TOKEN_HEADER = GRPC_HEADER_PREFIX + ACCESS_TOKEN_HEADER
 
 
-def create_auth_headers(access_token: str | None, protocol: str = "http") -> dict:
+def create_auth_headers(access_token: str | None, protocol: str = "http") -> dict[str, Any]:
     """The headers that carry `access_token` over `protocol` ("http" or "grpc"); {} without a token."""
     scheme = (protocol or "").lower()
     scheme = scheme.removesuffix("://")
@@ -32,7 +33,7 @@ def create_auth_headers(access_token: str | None, protocol: str = "http") -> dic
     return {ACCESS_TOKEN_HEADER: access_token}
 
 
-def extract_access_token_from_headers(headers: Mapping | None) -> str | None:
+def extract_access_token_from_headers(headers: Mapping[str, Any] | None) -> str | None:
     """The access token carried by `headers` (HTTP or gRPC form, any letter case), or None."""
     if not headers:
         return None

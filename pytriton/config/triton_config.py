@@ -181,7 +181,7 @@ class TritonConfig:
         return cls.from_dict(_env.triton_config_settings())
 
 
-def _cast(field: dataclasses.Field, value: Any) -> Any:
+def _cast(field: dataclasses.Field[Any], value: Any) -> Any:
     if value is None:
         return None
     text = str(field.type).lower()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytriton.core.call_chain import through_ensemble
 from pytriton.core.ensemble import Ensemble, EnsembleStep
@@ -105,7 +105,7 @@ class EnsembleRun:
         return await self.core.infer_with_stats(request, internal=True)
 
     async def run(self) -> InferResponse:
-        tasks: dict[asyncio.Task, EnsembleStep] = {}
+        tasks: dict[asyncio.Task[Any], EnsembleStep] = {}
         released = False
 
         def start(steps: list[EnsembleStep]) -> None:
@@ -147,7 +147,7 @@ class EnsembleRun:
             if not released:
                 await self._abandon(tasks)
 
-    async def _abandon(self, tasks: dict[asyncio.Task, EnsembleStep]) -> None:
+    async def _abandon(self, tasks: dict[asyncio.Task[Any], EnsembleStep]) -> None:
         """The request ended early: withdraw the steps still running, release every response held."""
         for task in tasks:
             task.cancel()

@@ -17,7 +17,7 @@ import itertools
 import logging
 import os
 import stat
-from typing import Callable
+from typing import Any, Callable
 
 from pytriton.exceptions import ServerError, Status, invalid_arg, not_found
 
@@ -41,7 +41,7 @@ class SystemShmRegion:
     # A server-owned region (`SharedMemoryRegistry.own_system`): called once when it goes (its segment is freed)
     on_gone: Callable[[], None] | None = None
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"name": self.name, "key": self.key, "offset": self.offset, "byte_size": self.byte_size}
 
 
@@ -55,9 +55,9 @@ class CudaShmRegion:
     in_use: int = 0
     removing: bool = False
     # An in-process request's own region (`SharedMemoryRegistry.own_cuda`): what keeps the exported memory alive
-    keep: list | None = None
+    keep: list[Any] | None = None
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"name": self.name, "device_id": self.device_id, "byte_size": self.byte_size}
 
 
@@ -193,7 +193,7 @@ class SharedMemoryRegistry:
             self._remove(region)
 
     # ---- status ------------------------------------------------------------------------------
-    def system_status(self, name: str = "") -> list[dict]:
+    def system_status(self, name: str = "") -> list[dict[str, Any]]:
         """Registered system regions (those awaiting removal too, as Triton lists them)."""
         if name:
             region = self._regions.get(name)
@@ -204,7 +204,7 @@ class SharedMemoryRegistry:
             return [region.status()]
         return [r.status() for r in self._regions.values() if isinstance(r, SystemShmRegion)]
 
-    def cuda_status(self, name: str = "") -> list[dict]:
+    def cuda_status(self, name: str = "") -> list[dict[str, Any]]:
         if name:
             region = self._regions.get(name)
             if region is None:

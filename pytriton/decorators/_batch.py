@@ -50,7 +50,7 @@ def _pads_batch(wrapped) -> bool:
 
 
 def convert_output(
-    outputs: dict | list | tuple, wrapped=None, instance=None, model_config: TritonModelConfig | None = None
+    outputs: dict[str, Any] | list[Any] | tuple[Any, ...], wrapped=None, instance=None, model_config: TritonModelConfig | None = None
 ):
     """Converts output from tuple ot list to dictionary.
 

@@ -48,24 +48,24 @@ class ModelConfigDict(MutableMapping):
     def __init__(self) -> None:
         """Create ModelConfigDict object."""
         self._data: dict[Any, TritonModelConfig] = {}
-        self._callables: dict[Any, Callable] = {}
+        self._callables: dict[Any, Callable[..., Any]] = {}
 
     @staticmethod
-    def _get_model_config_key(infer_callable: Callable) -> Any:
+    def _get_model_config_key(infer_callable: Callable[..., Any]) -> Any:
         """Prepares TritonModelConfig dictionary key for function/callable."""
         return callable_key(infer_callable)
 
-    def __getitem__(self, infer_callable: Callable) -> TritonModelConfig:
+    def __getitem__(self, infer_callable: Callable[..., Any]) -> TritonModelConfig:
         """Get model config for inference callable."""
         return self._data[self._get_model_config_key(infer_callable)]
 
-    def __setitem__(self, infer_callable: Callable, item: TritonModelConfig):
+    def __setitem__(self, infer_callable: Callable[..., Any], item: TritonModelConfig):
         """Set model config for inference callable."""
         key = self._get_model_config_key(infer_callable)
         self._callables.setdefault(key, infer_callable)
         self._data[key] = item
 
-    def __delitem__(self, infer_callable: Callable):
+    def __delitem__(self, infer_callable: Callable[..., Any]):
         """Delete model config for inference callable."""
         key = self._get_model_config_key(infer_callable)
         del self._data[key]

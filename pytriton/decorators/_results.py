@@ -47,7 +47,7 @@ async def _map_awaitable(awaitable, fn):
     return fn(result)
 
 
-def drive(steps: typing.Generator):
+def drive(steps: typing.Generator[Any, Any, Any]):
     """Run ``steps``, a generator yielding raw results of calls to a wrapped callable and receiving their values.
 
     Runs synchronously while the results are plain values; as soon as one is awaitable, the rest runs in a
@@ -62,7 +62,7 @@ def drive(steps: typing.Generator):
     return _drive_async(steps, value)
 
 
-async def _drive_async(steps: typing.Generator, awaitable):
+async def _drive_async(steps: typing.Generator[Any, Any, Any], awaitable):
     value = await awaitable
     while True:
         try:

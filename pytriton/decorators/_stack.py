@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 
 
 class _WrappedWithWrapper(NamedTuple):
-    wrapped: Callable | None
-    wrapper: Callable | None
+    wrapped: Callable[..., Any] | None
+    wrapper: Callable[..., Any] | None
 
 
 def wrapt_stack(wrapped) -> list[_WrappedWithWrapper]:

@@ -18,7 +18,7 @@ RESERVED_HEADER_KEYS = frozenset(
 )
 
 
-def compile_forward_pattern(pattern: str) -> re.Pattern:
+def compile_forward_pattern(pattern: str) -> re.Pattern[str]:
     """Triton prefixes the pattern with RE2's `(?i)`; a pattern starting with `(?-i)` turns that off again
     (Python's `re` only takes that as flags, so it is translated). Raises re.error for a bad pattern."""
     if pattern.startswith("(?-i)"):
@@ -26,7 +26,7 @@ def compile_forward_pattern(pattern: str) -> re.Pattern:
     return re.compile(pattern, re.IGNORECASE)
 
 
-def forward_headers(pattern: re.Pattern, headers: Iterable[tuple[str, Any]], parameters: dict[str, Any]) -> None:
+def forward_headers(pattern: re.Pattern[str], headers: Iterable[tuple[str, Any]], parameters: dict[str, Any]) -> None:
     """Copy matching (string-valued) headers into `parameters`, or refuse a reserved name."""
     for key, value in headers:
         if not isinstance(value, str) or not pattern.search(key):

@@ -122,7 +122,7 @@ class TlsAcceptor:
         self.handshake_timeout_s = handshake_timeout_s
         self.port = port  # in the log line, e.g. "gRPC port 8001"
         self.log = log or HandshakeLog()
-        self.pending: set[asyncio.Task] = set()
+        self.pending: set[asyncio.Task[Any]] = set()
 
     def wrap(self, factory: Callable[[], asyncio.BaseProtocol]) -> Callable[[], asyncio.BaseProtocol]:
         """A protocol factory for the listening socket: each connection's handshake, then `factory()`'s protocol."""

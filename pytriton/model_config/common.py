@@ -45,7 +45,7 @@ class QueuePolicy:
     allow_timeout_override: bool = False
     max_queue_size: int = 0
 
-    def to_triton_dict(self) -> dict:
+    def to_triton_dict(self) -> dict[str, Any]:
         return {
             "timeout_action": self.timeout_action.value,
             "default_timeout_microseconds": self.default_timeout_microseconds,
@@ -59,15 +59,15 @@ class DynamicBatcher:
     """Dynamic batcher configuration (Triton's ModelDynamicBatching)."""
 
     max_queue_delay_microseconds: int = 0
-    preferred_batch_size: Optional[list] = None
+    preferred_batch_size: Optional[list[Any]] = None
     preserve_ordering: bool = False
     priority_levels: int = 0
     default_priority_level: int = 0
     default_queue_policy: Optional[QueuePolicy] = None
     priority_queue_policy: Optional[Dict[int, QueuePolicy]] = None
 
-    def to_triton_dict(self) -> dict:
-        out: dict = {
+    def to_triton_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "preferred_batch_size": list(self.preferred_batch_size or []),
             "max_queue_delay_microseconds": self.max_queue_delay_microseconds,
             "preserve_ordering": self.preserve_ordering,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Type, Union
+from typing import Any, Optional, Type, Union
 
 import numpy as np
 
@@ -12,7 +12,7 @@ import numpy as np
 class Tensor:
     """A model input or output: shape without the batch dimension (-1 = variable), numpy dtype, name."""
 
-    shape: tuple
+    shape: tuple[Any, ...]
     dtype: Union[np.dtype, Type[np.dtype], Type[object]]
     name: Optional[str] = None
     optional: Optional[bool] = False

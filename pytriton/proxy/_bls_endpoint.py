@@ -29,11 +29,11 @@ class BlsEndpoint:
     """Mixed into `WorkerEndpoint`, whose lock, socket and arenas it uses."""
 
     _lock: threading.RLock
-    _socket: zmq.Socket
+    _socket: zmq.Socket[bytes]
     _fd: int
     arena: ShmArena
     request_segments: SegmentMap
-    _bls_ids: itertools.count
+    _bls_ids: itertools.count[int]
     _bls_replies: dict[int, collections.deque[tuple[Any, list[zmq.Frame]]]]
 
     def _send(self, frames: list[Any]) -> None:

@@ -25,14 +25,14 @@ _recv = _BackendSocket.recv
 _get = _BackendSocket.get
 
 
-def send_frames(socket: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None:
+def send_frames(socket: zmq.Socket[bytes], frames: Sequence[Any], flags: int = 0) -> None:
     """Send `frames` as one multipart message (without copying frames over the socket's copy threshold)."""
     last = len(frames) - 1
     for index, frame in enumerate(frames):
         _send(socket, frame, flags | SNDMORE if index < last else flags, False)
 
 
-def recv_frames(socket: zmq.Socket, flags: int = 0) -> list[zmq.Frame]:
+def recv_frames(socket: zmq.Socket[bytes], flags: int = 0) -> list[zmq.Frame]:
     """Receive one multipart message as Frames (zmq.Again with NOBLOCK when none waits)."""
     frame = _recv(socket, flags, False)
     frames = [frame]
@@ -42,7 +42,7 @@ def recv_frames(socket: zmq.Socket, flags: int = 0) -> list[zmq.Frame]:
     return frames
 
 
-def readable(socket: zmq.Socket) -> bool:
+def readable(socket: zmq.Socket[bytes]) -> bool:
     """Whether a message waits (ZMQ_EVENTS; like `poll(0, POLLIN)`, it also takes the socket's pending commands)."""
     events: Any = _get(socket, _EVENTS)
     return bool(events & _POLLIN)

@@ -74,7 +74,7 @@ class WorkerEndpoint(BlsEndpoint):
         tag: str,
         server_pid: int,
         inline_max: int = DEFAULT_INLINE_MAX,
-        context: zmq.Context | None = None,
+        context: zmq.Context[zmq.Socket[bytes]] | None = None,
         arena_kind: str = "rsp",
     ):
         self.inline_max = inline_max

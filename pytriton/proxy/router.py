@@ -15,7 +15,7 @@ import itertools
 import json
 import logging
 import os
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, cast
 
 import zmq
 
@@ -108,7 +108,7 @@ class ProxyRouter:
         self.inline_max = inline_max
         self.loop = asyncio.get_running_loop()
         self.arena = ShmArena(tag, "req")
-        self._ctx: zmq.Context = zmq.Context.instance()
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._socket = self._ctx.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SNDHWM, 0)
@@ -116,7 +116,7 @@ class ProxyRouter:
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self._socket.bind(address)
-        self._fd = self._socket.getsockopt(zmq.FD)
+        self._fd = cast(int, self._socket.getsockopt(zmq.FD))
         self.loop.add_reader(self._fd, self._drain, True)  # (the descriptor mostly signals a message: see _drain)
         self._links: dict[bytes, WorkerLink] = {}
         self._ids = itertools.count(1)

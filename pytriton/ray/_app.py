@@ -74,7 +74,7 @@ def from_repository(model_repository: str, **options: Any) -> Application:
 
 def from_callable(
     model_name: str,
-    infer_func: Callable | Sequence[Callable] | str,
+    infer_func: Callable[..., Any] | Sequence[Callable[..., Any]] | str,
     inputs: Sequence[Tensor],
     outputs: Sequence[Tensor],
     model_version: int = 1,

@@ -106,7 +106,7 @@ class _Aborted(Exception):
 class CallableModel:
     """A PyTriton callable with the arguments of `Triton.bind` (picklable: the replica binds it)."""
 
-    def __init__(self, model_name: str, infer_func: Callable | Sequence[Callable] | str, inputs: Sequence[TensorSpec],
+    def __init__(self, model_name: str, infer_func: Callable[..., Any] | Sequence[Callable[..., Any]] | str, inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec], model_version: int = 1, config: ModelConfig | None = None,
                  strict: bool = False):
         self.model_name = model_name
@@ -137,7 +137,7 @@ class CallableModel:
                           self.config, self.strict)
 
 
-def _by_name(func: Callable) -> Any:
+def _by_name(func: Callable[..., Any]) -> Any:
     """A module-level function as its import name (decorated callables, wrapt proxies, cannot be pickled), anything
     else as itself (Ray's cloudpickle sends closures by value)."""
     module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", None)

@@ -68,7 +68,7 @@ class MetricsExport:
             gauge = self._gauges.get(key)
             if gauge is None:
                 gauge = self._gauges[key] = metrics.Gauge(
-                    f"pytriton_{name}", description=f"pytriton server metric {name}", tag_keys=key[1])  # type: ignore[arg-type]
+                    f"pytriton_{name}", description=f"pytriton server metric {name}", tag_keys=key[1])
             gauge.set(value, tags=tags)
             count += 1
         return count

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -49,7 +50,7 @@ def _versions(model_dir: str) -> list[int]:
     return sorted(found)
 
 
-def select_versions(policy: dict, available: list[int], path: str, model: str) -> list[int]:
+def select_versions(policy: dict[str, Any], available: list[int], path: str, model: str) -> list[int]:
     """The versions a version policy serves, of those present."""
     if "all" in policy:
         return available

@@ -26,7 +26,7 @@ def config_json(config: pb.ModelConfig) -> dict[str, Any]:
         data = json_format.MessageToDict(config, preserving_proto_field_name=True,
                                          always_print_fields_with_no_presence=True)
     except TypeError:  # protobuf < 5.26
-        data = json_format.MessageToDict(config, preserving_proto_field_name=True,  # type: ignore[call-arg]
+        data = json_format.MessageToDict(config, preserving_proto_field_name=True,
                                          including_default_value_fields=True)
     return int64_as_numbers(data, pb.ModelConfig.DESCRIPTOR)
 

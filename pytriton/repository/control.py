@@ -54,7 +54,7 @@ class _Version:
 
     state: str = ""
     reason: str = ""
-    signature: tuple | None = None  # the files this version was last loaded from (poll mode reloads it on a change)
+    signature: tuple[Any, ...] | None = None  # the files this version was last loaded from (poll mode reloads it on a change)
 
 
 @dataclasses.dataclass
@@ -62,7 +62,7 @@ class _Entry:
     """One model of the repositories once a load of it was tried: its versions, as the index lists them."""
 
     versions: dict[int, _Version] = dataclasses.field(default_factory=dict)
-    signature: tuple | None = None  # the model folder's files when it was last (re)loaded (poll mode)
+    signature: tuple[Any, ...] | None = None  # the model folder's files when it was last (re)loaded (poll mode)
     explicit: bool = True  # loaded by name (False: only as a step of an ensemble that was loaded)
     # poll mode: a load whose instances failed to start is tried again at `retry_at` (the controller's clock) although
     # its files did not change; `failures` in a row so far (0: none to try again)
@@ -109,11 +109,11 @@ class ModelControl:
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()  # (poll mode's rounds; close waits for it)
         self._names = NameLocks()  # a load or unload holds its model's lock: other models' go on meanwhile
-        self._poller: asyncio.Task | None = None
+        self._poller: asyncio.Task[Any] | None = None
         self._upload_dirs: list[str] = []
         self._uploads_loading: set[str] = set()  # the folders of loads waiting for their turn or under way
         self._closed = False
-        self._starting: dict[asyncio.Future, Any] = {}  # a load's replace_model tasks and their sources
+        self._starting: dict[asyncio.Future[Any], Any] = {}  # a load's replace_model tasks and their sources
         self._start_cancelled = False
         self._clock: Callable[[], float] = time.monotonic  # (poll mode's retries)
 

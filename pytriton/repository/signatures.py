@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from pytriton.repository.folders import model_folders
 
 
-def version_signature(folder: tuple, version: int) -> tuple:
+def version_signature(folder: tuple[Any, ...], version: int) -> tuple[Any, ...]:
     """The part of a `folder_signature` one version depends on: the model's own files (config.pbtxt, labels, ...)
     and its version folder, not the other version folders."""
     prefix = f"{version}{os.sep}"
     return tuple(f for f in folder if f[0].startswith(prefix) or not f[0].split(os.sep)[0].isdigit())
 
 
-def folder_signature(model_dir: str) -> tuple:
+def folder_signature(model_dir: str) -> tuple[Any, ...]:
     """The files of a model folder with their sizes and modification times: it changes when a file does."""
     files = []
     for root, dirs, names in os.walk(model_dir):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pytriton.backends.spec import WorkerSpec
 from pytriton.backends.target import CallableTarget
@@ -26,7 +27,7 @@ class BoundModel:
     def __init__(
         self,
         model_name: str,
-        infer_func: Callable | Sequence[Callable] | str,
+        infer_func: Callable[..., Any] | Sequence[Callable[..., Any]] | str,
         inputs: Sequence[Tensor],
         outputs: Sequence[Tensor],
         model_version: int,
@@ -42,7 +43,7 @@ class BoundModel:
                 self.target: str | None = str(CallableTarget.parse(infer_func).absolute())
             except ValueError as exc:
                 raise PyTritonValidationError(f"infer_func: {exc}") from None
-            self.functions: list[Callable] = []
+            self.functions: list[Callable[..., Any]] = []
             instance_count = 1
         else:
             self.target = None

@@ -43,7 +43,7 @@ class ControlService:
         self.trace_settings = trace_settings
         self.host = host
         self.router = host.router
-        self._tasks: set[asyncio.Future] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         self.router.on_control = self._on_control
 
     def info(self) -> ServerInfo:

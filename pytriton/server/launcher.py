@@ -39,7 +39,7 @@ class ServerLauncher:
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *path])  # the user's modules, for "module:fn" models
         stderr = open(log_file, "ab") if log_file else None  # noqa: SIM115 - the server process owns it
         try:
-            self._process: subprocess.Popen | None = subprocess.Popen(
+            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [sys.executable, "-m", "pytriton.server", config.to_json()],
                 stdout=subprocess.PIPE,
                 stderr=stderr,

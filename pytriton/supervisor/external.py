@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import pid_alive, unlink_segments
@@ -32,7 +33,7 @@ class ExternalInstances(InstanceRoster):
         super().__init__(router, config)
         self.generation = generation
         self.ready_timeout_s = ready_timeout_s
-        self._watcher: asyncio.Task | None = None
+        self._watcher: asyncio.Task[Any] | None = None
         self._stuck: set[int] = set()  # indexes of instances withheld after an execution timeout
         self._waiting = {instance.index for instance in self.instances}  # not yet connected
 

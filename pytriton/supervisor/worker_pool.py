@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from pytriton.backends.spec import WorkerSpec
 from pytriton.config.env import MALLOC_TUNABLES
@@ -61,7 +62,7 @@ class WorkerInstance:
         self.process: asyncio.subprocess.Process | None = None
         self.link: WorkerLink | None = None
         self.serving: LinkedInstance | None = None  # what the scheduler dispatches to while the worker is up
-        self.watcher: asyncio.Task | None = None
+        self.watcher: asyncio.Task[Any] | None = None
 
     def status(self, label: str) -> InstanceStatus:
         up = self.link is not None and not self.link.closed and self.serving is not None
@@ -248,7 +249,7 @@ class WorkerPool(InstanceRoster):
             await process.wait()
 
     async def _watch(
-        self, instance: WorkerInstance, link: WorkerLink, process: asyncio.subprocess.Process, exited: asyncio.Future
+        self, instance: WorkerInstance, link: WorkerLink, process: asyncio.subprocess.Process, exited: asyncio.Future[Any]
     ) -> None:
         """Wait for the worker to exit; if it was not asked to, fail its requests and start a new one."""
         await exited

@@ -41,7 +41,7 @@ class InferenceRequest:
     parameters: dict[str, Union[str, int, bool]] = dataclasses.field(default_factory=dict)
     output_memory_type: Optional[Any] = None
     output_memory_allocator: Optional[MemoryAllocator] = None
-    response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
+    response_queue: Optional[Union[queue.SimpleQueue[Any], asyncio.Queue[Any]]] = None
 
     def _to_core(self, device_config: Callable[[], Any] | None = None) -> CoreRequest:
         """The core's request, the tensors whose memory it views (kept alive until the request ends), its GPU

@@ -100,7 +100,7 @@ class RequestRun:
         self.model = model
         self.request = request
         self.deliver = deliver
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[Any] | None = None
         self._begun = False
         self._cancelled = False
         self._placed: dict[str, Any] = {}  # output name -> the allocator's GPU buffer the worker writes it into
@@ -223,7 +223,7 @@ class ResponseIterator:
         self._model = model
         self._request = request
         self._raise_on_error = raise_on_error
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._user_queue = request.response_queue
         self._complete = False
         self._run: RequestRun | None = None
@@ -261,7 +261,7 @@ class AsyncResponseIterator:
         self._request = request
         self._raise_on_error = raise_on_error
         self._loop = loop if loop is not None else asyncio.get_running_loop()
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._user_queue = request.response_queue
         self._complete = False
         self._run: RequestRun | None = None

@@ -138,7 +138,7 @@ async def _cancel_tasks() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def stop_at_exit(owner: object, runtime: ServerRuntime) -> weakref.finalize:
+def stop_at_exit(owner: object, runtime: ServerRuntime) -> weakref.finalize[..., object]:
     """Stop `runtime` when `owner` is garbage collected or at interpreter exit, whichever comes first."""
     return weakref.finalize(owner, runtime.stop)
 

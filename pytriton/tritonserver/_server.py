@@ -41,7 +41,7 @@ _NEVER_S = 365 * 24 * 3600.0
 FAILED_TO_LOAD_ALL = "failed to load all models"
 
 
-class ModelDictionary(dict):
+class ModelDictionary(dict[tuple[str, int], Model]):
     """`models()`: Model objects keyed by (name, version); a bare name gives that model's latest version."""
 
     def __init__(self, server: Server, models: list[Model]) -> None:
@@ -70,7 +70,7 @@ class Server:
     def __init__(self, options: Options | None = None, **kwargs: Any) -> None:
         self.options: Options = options if options is not None else Options(**kwargs)
         self._runtime: ServerRuntime | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., object] | None = None
 
     # ---- life cycle ------------------------------------------------------------------------------
     def start(self, wait_until_ready: bool = False, polling_interval: float = 0.1, timeout: float | None = None

@@ -136,7 +136,7 @@ class HealthService:
 
     def __init__(self) -> None:
         self._status: dict[str, int] = {}
-        self._watchers: set[asyncio.Queue] = set()
+        self._watchers: set[asyncio.Queue[Any]] = set()
 
     async def set(self, service: str, status: int) -> None:  # async, as grpc_health's servicer
         self._status[service] = status
@@ -150,7 +150,7 @@ class HealthService:
         return health_pb2.HealthCheckResponse(status=status)
 
     async def Watch(self, request: Any, context: h2.Context) -> AsyncIterator[Any]:
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         self._watchers.add(queue)
         try:
             last = None

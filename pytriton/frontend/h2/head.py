@@ -17,7 +17,7 @@ class CallHead:
 
     __slots__ = ("path", "metadata", "timeout", "encoding", "content_length", "accept_gzip")
 
-    def __init__(self, path: bytes, metadata: tuple, timeout: bytes | None, encoding: str | None,
+    def __init__(self, path: bytes, metadata: tuple[Any, ...], timeout: bytes | None, encoding: str | None,
                  content_length: int | None, accept_gzip: bool = False):  # fmt: skip
         self.accept_gzip = accept_gzip  # grpc-accept-encoding lists gzip
         self.path = path

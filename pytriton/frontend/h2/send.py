@@ -295,7 +295,7 @@ class Outbox:
         stream.pending_size = 0
         stream.pending_messages = 0
         if released:
-            self.release(released)  # type: ignore[arg-type]
+            self.release(released)
 
     def _write(self, out: list[Any], sent: list[OnSent]) -> None:
         """Write frames and buffers in order, then release `sent` (see `release`)."""

@@ -214,7 +214,7 @@ class Stream:
         self.compressed = False
         self.messages: list[Any] = []  # complete messages of a unary call
         # complete messages of a client-streaming call with their sizes on the wire (None ends it)
-        self.queue: asyncio.Queue | None = None
+        self.queue: asyncio.Queue[Any] | None = None
         self.recv_window = recv_window  # what the client may still send on this stream
         self.recv_unacked = 0  # received and not yet returned to the client (WINDOW_UPDATE)
         self.held = 0  # of those, the bytes of complete messages its handler has not taken yet (not to be returned)
@@ -226,7 +226,7 @@ class Stream:
         self.pending_size = 0
         self.pending_messages = 0
         self.trailers: bytes | None = None  # the call's end, queued or sent (the call is over once set)
-        self.drained: asyncio.Future | None = None  # a streaming handler waiting for its backlog to drain
+        self.drained: asyncio.Future[Any] | None = None  # a streaming handler waiting for its backlog to drain
         self.gzip_level: int | None = None  # responses are gzip-compressed at this zlib level (grpc-encoding: gzip)
         self.gzip: tuple[list[Any], Callable[[], None] | None] | None = None  # a response waiting for compression
 

@@ -39,7 +39,7 @@ def _shape(value: Any, name: str) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _params(obj: dict, where: str) -> dict[str, Any]:
+def _params(obj: dict[str, Any], where: str) -> dict[str, Any]:
     params = obj.get("parameters", {})
     if params is None:
         return {}
@@ -174,7 +174,7 @@ def raw_input_of(config: Any, body_size: int) -> tuple[str, str, tuple[int, ...]
 
 
 def parse_infer_request(
-    model_name: str, version: str, body: bytes, header_length: int | None, raw_input: tuple[str, str, tuple] | None
+    model_name: str, version: str, body: bytes, header_length: int | None, raw_input: tuple[str, str, tuple[Any, ...]] | None
 ) -> tuple[InferRequest, bool]:
     """Decode an HTTP infer body; return the request and whether outputs default to binary.
 

@@ -63,7 +63,7 @@ class HeaderCache:
         return len(self._entries)
 
     def parse(self, model_name: str, version: str, body: Any, header_length: int | None,
-              raw_input: tuple[str, str, tuple] | None) -> tuple[InferRequest, bool]:  # fmt: skip
+              raw_input: tuple[str, str, tuple[Any, ...]] | None) -> tuple[InferRequest, bool]:  # fmt: skip
         """As `parse_infer_request`: the request (with a `layout` when its header is kept) and whether outputs default
         to binary."""
         size = len(body)

@@ -175,7 +175,7 @@ class HttpConnection(RequestReader):
         self._idle_since = 0.0
         self._holding = False  # the transport holds unsent data (between pause_writing and resume_writing)
         self._after_drain: list[Callable[[], None]] = []  # on_sent of answers whose buffers the transport holds
-        self._drained: asyncio.Future | None = None  # set when the transport has sent everything
+        self._drained: asyncio.Future[Any] | None = None  # set when the transport has sent everything
 
     # ---- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

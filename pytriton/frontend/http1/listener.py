@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytriton.config.http1 import HttpLimits
 from pytriton.config.tls import TlsSettings
@@ -54,7 +54,7 @@ class HttpListener:
         self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
         self.port: int | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._ticker: asyncio.Task | None = None
+        self._ticker: asyncio.Task[Any] | None = None
         self._connections: set[HttpConnection] = set()
         self._read_buffer = SharedReadBuffer()
         self.budget = BufferBudget(self.limits.max_buffered_bytes, name)  # request bodies in memory, all connections

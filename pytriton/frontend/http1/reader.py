@@ -103,7 +103,7 @@ class RequestReader(BodyReceiver):
     )  # thousands of idle connections: no per-instance dict
     transport: asyncio.Transport | None
     queue: list[Any]
-    task: asyncio.Task | None
+    task: asyncio.Task[Any] | None
     peer: str | None
 
     def __init__(
