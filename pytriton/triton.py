@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytriton.config.env import MALLOC_TUNABLES  # noqa: F401 - importable from here as before
 from pytriton.config.server import READY_PREFIX  # noqa: F401 - importable from here as before
@@ -56,6 +56,9 @@ from pytriton.proxy.control import (
 from pytriton.server.bound_model import BoundModel as _BoundModel
 from pytriton.server.launcher import START_TIMEOUT_S, ServerLauncher
 from pytriton.supervisor.run_dir import RunDirectory
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 logger = logging.getLogger("pytriton.triton")
 
@@ -169,7 +172,7 @@ class _TritonBase:
             self._control = None
 
     # ---- context manager ---------------------------------------------------------------------
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self.connect()
         return self
 
@@ -318,7 +321,7 @@ class RemoteTriton(_TritonBase):
         while True:
             try:
                 with urllib.request.urlopen(request, timeout=5) as response:
-                    return json.loads(response.read())
+                    return cast(dict[str, Any], json.loads(response.read()))
             except urllib.error.HTTPError as exc:
                 body = exc.read().decode("utf-8", "replace")
                 hint = ""

@@ -11,7 +11,7 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class InferenceCallableError(Exception):
 def load_callable(target: str, device: str = "cpu") -> Callable[..., Any]:
     """Import `module:attr` or `path/to/file.py:attr` (attr may be dotted); a class (`module:Model`, or
     `module:Model.infer` for a method) is instantiated, with `device` if its __init__ takes a `device` parameter."""
-    return resolve(CallableTarget.parse(target)).instantiate(device)
+    return cast(Callable[..., Any], resolve(CallableTarget.parse(target)).instantiate(device))
 
 
 def _cast_output(array: Any, wanted: str, datatype: str) -> tuple[Any, str]:

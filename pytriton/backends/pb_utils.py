@@ -12,7 +12,7 @@ import enum
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -151,7 +151,7 @@ class Tensor:
     def as_numpy(self) -> np.ndarray:
         if not self.is_cpu():
             raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
-        return self._array
+        return cast(np.ndarray, self._array)
 
     def _value(self) -> Any:
         """The array itself, in host or device memory."""
@@ -159,7 +159,7 @@ class Tensor:
 
     def _host(self) -> np.ndarray:
         """The array in host memory (a device array is copied)."""
-        return self._array if self.is_cpu() else __import__("cupy").asnumpy(self._array)
+        return cast(np.ndarray, self._array if self.is_cpu() else __import__("cupy").asnumpy(self._array))
 
     def is_cpu(self) -> bool:
         return isinstance(self._array, np.ndarray)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytriton.client._readiness import DEFAULT_NETWORK_TIMEOUT_S, fetch_model_config_steps, model_ready_steps
 from pytriton.client._request_builder import RequestBuilder
@@ -13,6 +13,9 @@ from pytriton.client.auth import create_auth_headers, extract_access_token_from_
 from pytriton.client.exceptions import PyTritonClientValueError
 from pytriton.client.utils import TritonUrl
 from pytriton.model_config.triton_model_config import TritonModelConfig
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 DEFAULT_INFERENCE_TIMEOUT_S = 60.0
 _DEFAULT_INIT_TIMEOUT_S = 300.0
@@ -79,7 +82,7 @@ class BaseModelClient:
         self._connect()
 
     @classmethod
-    def from_existing_client(cls, existing_client: BaseModelClient):
+    def from_existing_client(cls, existing_client: BaseModelClient) -> Self:
         """A new client of this class for the same server, model, timeouts and access token.
 
         The model configuration the existing client already has is reused (no readiness wait).

@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 import time
 from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def run_blocking(steps: Steps[T]) -> T:
             else:
                 step = steps.send(value)
     except StopIteration as stop:
-        return stop.value
+        return cast(T, stop.value)
 
 
 async def run_asyncio(steps: Steps[T]) -> T:
@@ -76,4 +76,4 @@ async def run_asyncio(steps: Steps[T]) -> T:
             else:
                 step = steps.send(value)
     except StopIteration as stop:
-        return stop.value
+        return cast(T, stop.value)

@@ -9,7 +9,7 @@ it was configured with).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pytriton.client.exceptions import PyTritonClientValueError
 
@@ -39,5 +39,5 @@ def extract_access_token_from_headers(headers: Mapping[str, Any] | None) -> str 
         return None
     for key, value in headers.items():
         if isinstance(key, str) and key.lower() in (ACCESS_TOKEN_HEADER, GRPC_ACCESS_TOKEN_HEADER):
-            return value
+            return cast(str | None, value)
     return None

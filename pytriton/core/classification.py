@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 MAX_ELEMENTS = 1_000_000
 
 
-def _format(value) -> str:
+def _format(value: Any) -> str:
     if isinstance(value, (float, np.floating)):
         return f"{float(value):f}"  # std::to_string prints floats with 6 decimals
     return str(int(value))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+from collections.abc import Iterable
 from typing import Any, Iterator
 
 from pytriton.core.statistics import ModelStatistics
 from pytriton.exceptions import invalid_arg, not_found
-from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.scheduler.dispatcher import ModelScheduler
 from pytriton.scheduler.instance import InstanceSource, InstanceStatus
 
@@ -154,7 +155,7 @@ class ModelRegistry:
         config = model.config
         lead = [-1] if config.max_batch_size > 0 else []
 
-        def tensors(specs):
+        def tensors(specs: Iterable[TensorSpec]) -> list[dict[str, Any]]:
             return [{"name": s.name, "datatype": s.datatype, "shape": lead + list(s.shape)} for s in specs]
 
         served = [model]

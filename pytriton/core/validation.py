@@ -7,6 +7,7 @@ Runs in the server before anything reaches a worker. Messages follow Triton core
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 from pytriton.core.types import InferRequest
@@ -24,11 +25,11 @@ BATCH_NOTE = (
 )
 
 
-def dims_str(dims) -> str:
+def dims_str(dims: Iterable[int]) -> str:
     return "[" + ",".join(str(d) for d in dims) + "]"
 
 
-def _names(names) -> str:
+def _names(names: Iterable[str]) -> str:
     return "[" + ",".join(f"'{n}'" for n in names) + "]"
 
 
@@ -189,7 +190,7 @@ def validate_layout(config: TritonModelConfig, request: InferRequest, layouts: d
     return batch_size, signature
 
 
-def _check_bytes(request: InferRequest, model: str, name: str, data, expected: int) -> None:
+def _check_bytes(request: InferRequest, model: str, name: str, data: Any, expected: int) -> None:
     view = memoryview(data).cast("B")
     size = len(view)
     pos = 0

@@ -12,7 +12,7 @@ class _WrappedWithWrapper(NamedTuple):
     wrapper: Callable[..., Any] | None
 
 
-def wrapt_stack(wrapped) -> list[_WrappedWithWrapper]:
+def wrapt_stack(wrapped: Any) -> list[_WrappedWithWrapper]:
     """Returns stack of wrapped functions with wrappers applied to inference callable."""
     stack = []
     infer_callable = wrapped
@@ -24,7 +24,7 @@ def wrapt_stack(wrapped) -> list[_WrappedWithWrapper]:
     return stack
 
 
-def has_wrapper_below(wrapped, decorator) -> bool:
+def has_wrapper_below(wrapped: Any, decorator: Any) -> bool:
     """Whether ``decorator`` (a wrapt decorator of this package) was applied anywhere in ``wrapped``'s stack."""
     targets = (decorator, getattr(decorator, "__wrapped__", None))
     return any(

@@ -21,7 +21,7 @@ def model_config_proto(config: TritonModelConfig) -> Any:
 
 def model_config_json(config: TritonModelConfig) -> dict[str, Any]:
     proto = model_config_proto(config)
-    data = json_format.MessageToDict(
+    data: dict[str, Any] = json_format.MessageToDict(
         proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     return int64_as_numbers(data, model_config_pb2.ModelConfig.DESCRIPTOR)

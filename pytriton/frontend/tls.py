@@ -15,7 +15,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pytriton.config.tls import TlsError, TlsSettings
 
@@ -255,7 +255,7 @@ def unsent_bytes(transport: Any) -> int:
     raw = getattr(transport, RAW_TRANSPORT, None)
     if raw is None:  # a wrapper (the direct-write transport) around the TLS transport
         raw = getattr(getattr(transport, "transport", None), RAW_TRANSPORT, None)
-    return transport.get_write_buffer_size() + (raw.get_write_buffer_size() if raw is not None else 0)
+    return cast(int, transport.get_write_buffer_size() + (raw.get_write_buffer_size() if raw is not None else 0))
 
 
 def _deliver(protocol: Any, data: bytes) -> None:

@@ -4,7 +4,7 @@ given (auto-complete)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -16,8 +16,10 @@ _INT64 = {
     FieldDescriptor.TYPE_SFIXED64,
 }
 
+_T = TypeVar("_T")
 
-def int64_as_numbers(value: Any, descriptor: Any) -> Any:
+
+def int64_as_numbers(value: _T, descriptor: Any) -> _T:
     """`value` (protobuf's JSON form of a message of type `descriptor`), its 64-bit integers made numbers in place."""
     if not isinstance(value, dict):
         return value

@@ -6,7 +6,7 @@ zeros (`zero_data`), random bytes (`random_data`) or the bytes of a file of the 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -41,8 +41,8 @@ class WarmupInput:
         if self.source == "random_data":
             if self.datatype == "BOOL":
                 return rng.integers(0, 2, size=shape).astype(np.bool_)
-            return np.frombuffer(rng.bytes(count * dtype.itemsize), dtype).reshape(shape).copy()
-        return np.frombuffer(self.data, dtype, count).reshape(shape).copy()
+            return cast(np.ndarray, np.frombuffer(rng.bytes(count * dtype.itemsize), dtype).reshape(shape).copy())
+        return cast(np.ndarray, np.frombuffer(self.data, dtype, count).reshape(shape).copy())
 
     def byte_size(self) -> int:
         """The bytes one request's tensor needs (Triton's check of a data file; BYTES: none)."""

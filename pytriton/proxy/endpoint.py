@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zmq
@@ -60,7 +60,7 @@ def _to_host(array: Any) -> np.ndarray:
     if isinstance(array, np.ndarray):
         return array
     if hasattr(array, "__cuda_array_interface__"):
-        return __import__("cupy").asnumpy(array)
+        return cast(np.ndarray, __import__("cupy").asnumpy(array))
     return np.asarray(array)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, ItemsView, Iterator, KeysView, List, Optional, Union, ValuesView
 
 import numpy as np
 
@@ -52,13 +52,13 @@ class Request:
     def __contains__(self, name: object) -> bool:
         return name in self.data
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
         return self.data.keys()
 
-    def values(self):
+    def values(self) -> ValuesView[np.ndarray]:
         return self.data.values()
 
-    def items(self):
+    def items(self) -> ItemsView[str, np.ndarray]:
         return self.data.items()
 
     def get(self, name: str, default: Any = None) -> Any:

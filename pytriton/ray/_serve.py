@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import orjson
@@ -244,7 +244,7 @@ class TritonIngress:
     async def infer(self, inputs: dict[str, Any], model_name: str | None = None, model_version: int = -1,
                     parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         """Numpy inputs in, numpy outputs out (no HTTP): `handle.infer.remote({"x": array})`."""
-        return await self._forward("infer", inputs, model_name, model_version, parameters)
+        return cast(dict[str, Any], await self._forward("infer", inputs, model_name, model_version, parameters))
 
 
 for _name in (*GRPC_UNARY_METHODS, *GRPC_LOCAL_METHODS):

@@ -22,6 +22,7 @@ from pytriton.repository.config import DEFAULT_MODEL_FILENAME, ModelRepositoryEr
 def config_json(config: pb.ModelConfig) -> dict[str, Any]:
     """Triton's JSON form of a model configuration as a Python-backend model sees it: every plain field present
     (defaults too), enums by name, integers as numbers."""
+    data: dict[str, Any]
     try:
         data = json_format.MessageToDict(config, preserving_proto_field_name=True,
                                          always_print_fields_with_no_presence=True)

@@ -7,7 +7,7 @@ import dataclasses
 import io
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
@@ -59,7 +59,7 @@ def _enum_name(enum: Any, number: int) -> str:
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return cast(dict[str, Any], json_format.MessageToDict(message, preserving_proto_field_name=True))
 
 
 class _Fields:

@@ -10,7 +10,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from tritonclient.grpc import model_config_pb2 as pb
 
@@ -45,7 +45,7 @@ RETRY_MAX_S = 300.0  # poll mode: the longest a load whose instances failed to s
 def retry_delay(poll_secs: float, failures: int) -> float:
     """Poll mode: how long after its `failures`-th failed start a load is tried again without an edit of its files:
     the next poll, then twice as long after each failure, at most RETRY_MAX_S (or one poll, if polls are rarer)."""
-    return min(max(poll_secs, RETRY_MAX_S), poll_secs * 2 ** min(failures - 1, 32))
+    return min(max(poll_secs, RETRY_MAX_S), poll_secs * cast(float, 2 ** min(failures - 1, 32)))
 
 
 @dataclasses.dataclass

@@ -24,7 +24,7 @@ ErrorFactory = Callable[[str, str], Exception]
 
 
 def is_ensemble(config: pb.ModelConfig) -> bool:
-    return config.platform == ENSEMBLE_PLATFORM or config.backend == ENSEMBLE_PLATFORM
+    return bool(config.platform == ENSEMBLE_PLATFORM or config.backend == ENSEMBLE_PLATFORM)
 
 
 def check_ensemble(config: pb.ModelConfig, name: str, inputs: list[TensorSpec], outputs: list[TensorSpec],

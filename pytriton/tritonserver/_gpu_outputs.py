@@ -42,7 +42,7 @@ def fixed_size(spec: Any, batch: int | None) -> int | None:
     """The bytes of output `spec` before the model runs: fixed dims (and the batch size, for a batching model)
     and a fixed-size datatype; None otherwise."""
     item = ITEM_SIZE.get(spec.datatype)
-    dims = tuple(spec.shape)
+    dims: tuple[int, ...] = tuple(spec.shape)
     if item is None or any(d < 0 for d in dims):
         return None
     return math.prod(dims) * item * (batch if batch is not None else 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from pytriton.tritonserver._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from pytriton.tritonserver._errors import InvalidArgumentError, TritonError
@@ -79,7 +79,7 @@ class Model:
     # ---- what the model is -------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
         self._check("model_metadata", _MESSAGE)
-        return self._core("model_metadata", self.name, self._version)
+        return cast(dict[str, Any], self._core("model_metadata", self.name, self._version))
 
     def ready(self) -> bool:
         self._check("model_is_ready", "bool")
@@ -110,7 +110,7 @@ class Model:
         if config_version != 1:
             raise InvalidArgumentError(f"model configuration version {config_version} not supported, supported "
                                        "versions are: 1")
-        return self._core("model_config", self.name, self._version)
+        return cast(dict[str, Any], self._core("model_config", self.name, self._version))
 
     def __repr__(self) -> str:
         return str(self)

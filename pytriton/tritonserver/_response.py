@@ -223,7 +223,7 @@ class ResponseIterator:
         self._model = model
         self._request = request
         self._raise_on_error = raise_on_error
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[InferenceResponse] = queue.SimpleQueue()
         self._user_queue = request.response_queue
         self._complete = False
         self._run: RequestRun | None = None
@@ -261,7 +261,7 @@ class AsyncResponseIterator:
         self._request = request
         self._raise_on_error = raise_on_error
         self._loop = loop if loop is not None else asyncio.get_running_loop()
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._queue: asyncio.Queue[InferenceResponse] = asyncio.Queue()
         self._user_queue = request.response_queue
         self._complete = False
         self._run: RequestRun | None = None

@@ -157,7 +157,7 @@ class Server:
 
     def metadata(self) -> dict[str, Any]:
         runtime = self._started()
-        metadata = runtime.run(lambda: runtime.core.server_metadata())
+        metadata: dict[str, Any] = runtime.run(lambda: runtime.core.server_metadata())
         metadata["name"] = self.options.server_id
         return metadata
 

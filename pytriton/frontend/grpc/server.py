@@ -221,6 +221,7 @@ class GrpcFrontend:
         server.add_generic_rpc_handlers((_service_handler(self.servicer),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         target = f"{self.address}:{self.requested_port}"
+        port: int
         try:
             if self.tls is not None:
                 cert, key, root = read_pem(self.tls)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterator
+from typing import Any, Iterator, cast
 
 from prometheus_client import CollectorRegistry, Metric
 
@@ -40,12 +40,12 @@ _CACHE_COUNTERS = (
 )
 
 
-def _stat(stats, key: str) -> int:
+def _stat(stats: Any, key: str) -> int:
     if "." in key:
         name, field = key.split(".")
         count, ns = stats.durations[name]
-        return count if field == "count" else ns
-    return getattr(stats, key)
+        return cast(int, count if field == "count" else ns)
+    return cast(int, getattr(stats, key))
 
 
 class TritonMetricsCollector:
