@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import tritonclient.grpc.aio
@@ -29,6 +29,9 @@ from pytriton.client.asyncio_utils import asyncio_wait_for_model_ready, asyncio_
 from pytriton.client.asyncio_utils import create_client_from_url as _asyncio_create_client_from_url
 from pytriton.client.exceptions import PyTritonClientClosedError, PyTritonClientError
 from pytriton.model_config.triton_model_config import TritonModelConfig
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _LOGGER = logging.getLogger("pytriton.client")
 
@@ -52,9 +55,9 @@ class AsyncioModelClient(BaseModelClient):
 
     def get_lib(self) -> ModuleType:
         """The tritonclient module used for this client's scheme."""
-        return {"grpc": tritonclient.grpc.aio, "http": tritonclient.http.aio}[self._scheme]
+        return cast(ModuleType, {"grpc": tritonclient.grpc.aio, "http": tritonclient.http.aio}[self._scheme])
 
-    def create_client_from_url(self, url: str, network_timeout_s: float | None = None):
+    def create_client_from_url(self, url: str, network_timeout_s: float | None = None) -> Any:
         """An asyncio tritonclient for `url` (call it with the event loop running)."""
         return _asyncio_create_client_from_url(url, network_timeout_s=network_timeout_s)
 
@@ -67,7 +70,7 @@ class AsyncioModelClient(BaseModelClient):
             self._infer_client = self.create_client_from_url(self._url, network_timeout_s=self._inference_timeout_s)
         return self._general_client, self._infer_client
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         try:
             if not self._lazy_init:
                 await self._ensure_ready(self._init_timeout_s)
@@ -76,7 +79,7 @@ class AsyncioModelClient(BaseModelClient):
             await self.close()
             raise
 
-    async def __aexit__(self, *_):
+    async def __aexit__(self, *_: object) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -116,12 +119,12 @@ class AsyncioModelClient(BaseModelClient):
         return self._model_config
 
     @property
-    def model_config(self):
+    def model_config(self) -> Awaitable[TritonModelConfig]:
         """Awaitable: the model's configuration (`await client.model_config`)."""
         return self._get_model_config()
 
     @property
-    def is_batching_supported(self):
+    def is_batching_supported(self) -> Awaitable[bool]:
         """Awaitable: whether the model batches (`await client.is_batching_supported`)."""
 
         async def _batching() -> bool:
@@ -130,7 +133,7 @@ class AsyncioModelClient(BaseModelClient):
         return _batching()
 
     async def infer_sample(
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> dict[str, np.ndarray]:
         """Infer one sample (batch axis added and removed for batching models)."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
@@ -138,7 +141,7 @@ class AsyncioModelClient(BaseModelClient):
         return call.outputs(await self._infer(call))
 
     async def infer_batch(
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> dict[str, np.ndarray]:
         """Infer a batch; raises PyTritonClientModelDoesntSupportBatchingError for max_batch_size 0."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
@@ -168,7 +171,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
     _grpc_only = "AsyncioDecoupledModelClient"
 
     async def infer_sample(  # type: ignore[override]
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> AsyncIterator[dict[str, np.ndarray]]:
         """Stream one sample: yields each response (batch axis removed for batching models)."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
@@ -177,7 +180,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
             yield call.outputs(result)
 
     async def infer_batch(  # type: ignore[override]
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> AsyncIterator[dict[str, np.ndarray]]:
         """Stream one batch: yields each response."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
@@ -189,7 +192,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         _, infer_client = self._clients()
         request = self._request_builder.stream_request(model_config, call)
 
-        async def _requests():
+        async def _requests() -> AsyncIterator[Any]:
             yield request
 
         try:

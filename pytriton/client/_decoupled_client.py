@@ -22,14 +22,14 @@ _LOGGER = logging.getLogger("pytriton.client")
 class _StreamResponses:
     """Iterator over the responses of one streamed request of a `DecoupledModelClient`."""
 
-    def __init__(self, owner: DecoupledModelClient, responses: queue.Queue[Any], call: InferCall, timeout_s: float):
+    def __init__(self, owner: DecoupledModelClient, responses: queue.Queue[tuple[Any, Exception | None]], call: InferCall, timeout_s: float):
         self._owner = owner
         self._responses = responses
         self._call = call
         self._timeout_s = timeout_s
         self._done = False
 
-    def __iter__(self):
+    def __iter__(self) -> _StreamResponses:
         return self
 
     def __next__(self) -> Outputs:
@@ -60,12 +60,12 @@ class _StreamResponses:
             self._done = True
             self._owner._finish_stream()
 
-    def __del__(self):
+    def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
 
 
-def _stream_error(responses: queue.Queue[Any]) -> Exception | None:
+def _stream_error(responses: queue.Queue[tuple[Any, Exception | None]]) -> Exception | None:
     """The error a stream ended with before its request could be sent (e.g. the server refused the stream at once:
     tritonclient then only says the stream is "no longer in valid state"; the reason went to the callback)."""
     while not responses.empty():
@@ -87,14 +87,14 @@ class DecoupledModelClient(ModelClient):
         super()._connect()
 
     def infer_sample(  # type: ignore[override]
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> Iterator[dict[str, np.ndarray]]:
         """Stream one sample; an iterator over the responses (batch axis removed for batching models)."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
         return self._stream(call.for_sample(self.model_config))
 
     def infer_batch(  # type: ignore[override]
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> Iterator[dict[str, np.ndarray]]:
         """Stream one batch; an iterator over the responses."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
@@ -107,7 +107,7 @@ class DecoupledModelClient(ModelClient):
             if self._stream_active:
                 raise PyTritonClientInferenceServerError("Inference is already in progress")
             self._stream_active = True
-        responses: queue.Queue[Any] = queue.Queue()
+        responses: queue.Queue[tuple[Any, Exception | None]] = queue.Queue()
         try:
             self._infer_client.start_stream(
                 callback=lambda result, error: responses.put((result, error)),

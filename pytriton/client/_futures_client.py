@@ -5,13 +5,16 @@ from __future__ import annotations
 import queue
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytriton.client._model_client import ModelClient
 from pytriton.client._request_builder import ParamsOrHeaders
 from pytriton.client.exceptions import PyTritonClientClosedError, PyTritonClientQueueFullError
 from pytriton.client.utils import TritonUrl
 from pytriton.model_config.triton_model_config import TritonModelConfig
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _DEFAULT_FUTURES_INIT_TIMEOUT_S = 300.0
 _DEFAULT_FUTURES_MAX_WORKERS = 128
@@ -72,10 +75,10 @@ class FuturesModelClient:
         self._model_config: TritonModelConfig | None = None
         self._closed = False
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type, exc_value, traceback):
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
         self.close()
 
     def close(self, wait: bool = True) -> None:
@@ -112,13 +115,13 @@ class FuturesModelClient:
         return self._execute(_MODEL_CONFIG, None)
 
     def infer_sample(
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> Future[Any]:
         """A Future of `ModelClient.infer_sample(...)`'s result."""
         return self._execute(_INFER_SAMPLE, (inputs, parameters, headers, named_inputs))
 
     def infer_batch(
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> Future[Any]:
         """A Future of `ModelClient.infer_batch(...)`'s result."""
         return self._execute(_INFER_BATCH, (inputs, parameters, headers, named_inputs))

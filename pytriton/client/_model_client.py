@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import tritonclient.grpc
@@ -19,6 +19,9 @@ from pytriton.client.exceptions import PyTritonClientClosedError
 from pytriton.client.utils import create_client_from_url as _create_client_from_url
 from pytriton.client.utils import wait_for_model_ready, wait_for_server_ready
 from pytriton.model_config.triton_model_config import TritonModelConfig
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _LOGGER = logging.getLogger("pytriton.client")
 
@@ -46,7 +49,7 @@ def _patch_http_client_del() -> None:
     _http_del_patched = True
     original_del = tritonclient.http.InferenceServerClient.__del__
 
-    def _quiet_del(self):
+    def _quiet_del(self: Any) -> None:
         with contextlib.suppress(Exception):
             original_del(self)
 
@@ -75,16 +78,16 @@ class ModelClient(BaseModelClient):
 
     def get_lib(self) -> ModuleType:
         """The tritonclient module used for this client's scheme."""
-        return {"grpc": tritonclient.grpc, "http": tritonclient.http}[self._scheme]
+        return cast(ModuleType, {"grpc": tritonclient.grpc, "http": tritonclient.http}[self._scheme])
 
-    def create_client_from_url(self, url: str, network_timeout_s: float | None = None):
+    def create_client_from_url(self, url: str, network_timeout_s: float | None = None) -> Any:
         """A tritonclient InferenceServerClient for `url` (HTTP: every request bounded by `network_timeout_s`)."""
         return _create_client_from_url(url, network_timeout_s=network_timeout_s)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *_):
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -163,7 +166,7 @@ class ModelClient(BaseModelClient):
         return self.model_config.max_batch_size > 0
 
     def infer_sample(
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> dict[str, np.ndarray]:
         """Infer one sample: for a batching model the batch axis is added to inputs and removed from outputs.
 
@@ -177,7 +180,7 @@ class ModelClient(BaseModelClient):
         return call.outputs(self._infer(call))
 
     def infer_batch(
-        self, *inputs, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs
+        self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> dict[str, np.ndarray]:
         """Infer a batch (the first axis of every input is the batch axis).
 

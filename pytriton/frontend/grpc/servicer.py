@@ -116,8 +116,7 @@ def _uses_shm(request: InferRequest) -> bool:
     return bool(request.outputs) and any("shared_memory_region" in o.parameters for o in request.outputs)
 
 
-# type: ignore below: tritonclient ships no stubs, so the generated servicer base class is Any
-class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]  # no stubs: base is Any
     """Implements the Triton gRPC service methods this server supports; the rest answer UNIMPLEMENTED."""
 
     def __init__(
