@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,11 +34,11 @@ def _batch_size(row: Any) -> int:
         return 0
     first = next(iter(row.values()))
     if type(first) is np.ndarray and first.ndim:
-        return first.shape[0]
+        return int(first.shape[0])
     return get_inference_request_batch_size(row)
 
 
-def _pads_batch(wrapped) -> bool:
+def _pads_batch(wrapped: Any) -> bool:
     """`has_wrapper_below(wrapped, pad_batch)`, remembered per callable (a wrapt stack does not change)."""
     key = getattr(wrapped, "__func__", wrapped)  # a bound method is a new object on every access
     entry = _PADS_BATCH.get(id(key))
@@ -50,8 +50,11 @@ def _pads_batch(wrapped) -> bool:
 
 
 def convert_output(
-    outputs: dict[str, Any] | list[Any] | tuple[Any, ...], wrapped=None, instance=None, model_config: TritonModelConfig | None = None
-):
+    outputs: dict[str, Any] | list[Any] | tuple[Any, ...],
+    wrapped: Any = None,
+    instance: Any = None,
+    model_config: TritonModelConfig | None = None,
+) -> dict[str, Any]:
     """Converts output from tuple ot list to dictionary.
 
     It is utility function useful for mapping output list into dictionary of outputs.
@@ -72,7 +75,7 @@ def convert_output(
 
 
 @wrapt.decorator
-def sample(wrapped, instance, args, kwargs):
+def sample(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Decorator is used for non-batched inputs to convert from one element list of requests to request kwargs.
 
     Decorator takes first request and convert it into named inputs.
@@ -86,7 +89,7 @@ def sample(wrapped, instance, args, kwargs):
 
 
 @wrapt.decorator
-def batch(wrapped, instance, args, kwargs):
+def batch(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Decorator for converting list of request dicts to dict of input batches.
 
     Converts list of request dicts to dict of input batches.
@@ -137,7 +140,7 @@ def batch(wrapped, instance, args, kwargs):
     new_kwargs.update(inputs)
     outputs = wrapped(*args[1:], **new_kwargs)
 
-    def _split_result(_result):
+    def _split_result(_result: Any) -> list[dict[str, Any]]:
         _outputs = convert_output(_result, wrapped, instance)
         for output_name, output_tensor in _outputs.items():
             if not isinstance(output_tensor, np.ndarray):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, cast
 
 import wrapt
 
@@ -37,7 +37,7 @@ def split_context_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return inputs, others
 
 
-class ModelConfigDict(MutableMapping):
+class ModelConfigDict(MutableMapping[Callable[..., Any], TritonModelConfig]):
     """Dictionary for storing model configs for inference callable.
 
     Keys are inference callables; a callable and any ``wrapt`` wrapper of it map to the same entry, as do the
@@ -59,23 +59,23 @@ class ModelConfigDict(MutableMapping):
         """Get model config for inference callable."""
         return self._data[self._get_model_config_key(infer_callable)]
 
-    def __setitem__(self, infer_callable: Callable[..., Any], item: TritonModelConfig):
+    def __setitem__(self, infer_callable: Callable[..., Any], item: TritonModelConfig) -> None:
         """Set model config for inference callable."""
         key = self._get_model_config_key(infer_callable)
         self._callables.setdefault(key, infer_callable)
         self._data[key] = item
 
-    def __delitem__(self, infer_callable: Callable[..., Any]):
+    def __delitem__(self, infer_callable: Callable[..., Any]) -> None:
         """Delete model config for inference callable."""
         key = self._get_model_config_key(infer_callable)
         del self._data[key]
         del self._callables[key]
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Get number of inference callable keys."""
         return len(self._data)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Callable[..., Any]]:
         """Iterate over inference callable keys."""
         return iter(list(self._callables.values()))
 
@@ -91,7 +91,7 @@ class TritonContext:
     model_configs: ModelConfigDict = dataclasses.field(default_factory=ModelConfigDict)
 
 
-def get_triton_context(wrapped, instance) -> TritonContext:
+def get_triton_context(wrapped: Any, instance: Any) -> TritonContext:
     """Retrieves triton context from callable.
 
     It is used in @triton_context to get triton context registered by triton binding in inference callable.
@@ -102,11 +102,11 @@ def get_triton_context(wrapped, instance) -> TritonContext:
             continue
         context = getattr(caller, "__triton_context__", None)
         if context is not None:
-            return context
+            return cast(TritonContext, context)
     raise PyTritonValidationError("Wrapped function or object must bound with triton to get  __triton_context__")
 
 
-def get_model_config(wrapped, instance) -> TritonModelConfig:
+def get_model_config(wrapped: Any, instance: Any) -> TritonModelConfig:
     """Retrieves instance of TritonModelConfig from callable.
 
     It is internally used in convert_output function to get output list from model.
@@ -124,7 +124,7 @@ def get_model_config(wrapped, instance) -> TritonModelConfig:
 
 
 @wrapt.decorator
-def triton_context(wrapped, instance, args, kwargs):
+def triton_context(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Adds triton context.
 
     It gives you additional argument passed to the function in **kwargs called 'triton_context'.

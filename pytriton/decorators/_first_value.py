@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import wrapt
 
@@ -23,7 +26,7 @@ def _all_values_equal(values: np.ndarray) -> bool:
         return all(np.array_equal(value, values[0]) for value in values[1:])
 
 
-def first_value(*keys: str, squeeze_single_values=True, strict: bool = True):
+def first_value(*keys: str, squeeze_single_values: bool = True, strict: bool = True) -> Any:
     """This decorator overwrites selected inputs with first element of the given input.
 
     It can be used in two ways:
@@ -70,12 +73,12 @@ def first_value(*keys: str, squeeze_single_values=True, strict: bool = True):
         )
 
     @wrapt.decorator
-    def wrapper(wrapped, instance, args, kwargs):
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         model_config = get_model_config(wrapped, instance)
         if not model_config.batching:
             raise PyTritonRuntimeError("The @first_value decorator can only be used with models that support batching.")
 
-        def _replace_inputs_with_first_value(_request):
+        def _replace_inputs_with_first_value(_request: dict[str, Any]) -> dict[str, Any]:
             for input_name in keys:
                 if input_name not in _request:
                     continue

@@ -7,6 +7,7 @@ import itertools
 import operator
 import struct
 import typing
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from pytriton.exceptions import PyTritonValidationError
 
 
 @wrapt.decorator
-def group_by_keys(wrapped, instance, args, kwargs):
+def group_by_keys(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Group by keys.
 
     Decorator prepares groups of requests with the same set of keys and calls wrapped function
@@ -38,14 +39,14 @@ def group_by_keys(wrapped, instance, args, kwargs):
     """
     requests, *other_args = args
 
-    def _steps():
+    def _steps() -> Generator[Any, Any, Any]:
         idx_inputs = [(idx, tuple(sorted(request.keys())), request) for idx, request in enumerate(requests)]
         idx_inputs.sort(key=operator.itemgetter(1))
-        groups = []
+        groups: list[tuple[tuple[int, ...], tuple[Any, ...]]] = []
         for _, group in itertools.groupby(idx_inputs, key=operator.itemgetter(1)):
             indices, _keys, group_requests = zip(*group)
             groups.append((indices, group_requests))
-        idx_groups_res = []
+        idx_groups_res: list[tuple[int, Any]] = []
         for indices, group_requests in groups:
             result = yield wrapped(list(group_requests), *other_args, **kwargs)
             if is_generator(result):
@@ -99,7 +100,7 @@ def _merged_dtype(dtypes: list[np.dtype]) -> np.dtype:
     return first
 
 
-def group_by_values(*keys, pad_fn: typing.Callable[[InferenceRequests], InferenceRequests] | None = None):
+def group_by_values(*keys: str, pad_fn: typing.Callable[[InferenceRequests], InferenceRequests] | None = None) -> Any:
     """Decorator for grouping requests by values of selected keys.
 
     This function splits a batch into multiple sub-batches based on the specified keys values and
@@ -139,7 +140,7 @@ def group_by_values(*keys, pad_fn: typing.Callable[[InferenceRequests], Inferenc
         The decorator function.
     """
 
-    def _group_request(_request: InferenceRequest, _batch_size: int):
+    def _group_request(_request: InferenceRequest, _batch_size: int) -> Iterator[tuple[list[int], InferenceRequest]]:
         present_keys = [key for key in keys if key in _request]
         idx_inputs = [
             (sample_idx, tuple(_value_to_key(_request[key][sample_idx]) for key in present_keys))
@@ -152,7 +153,7 @@ def group_by_values(*keys, pad_fn: typing.Callable[[InferenceRequests], Inferenc
             yield samples_idxes, grouped_request
 
     @wrapt.decorator
-    def _wrapper(wrapped, instance, args, kwargs):
+    def _wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if has_wrapper_below(wrapped, batch):
             raise PyTritonRuntimeError("The @group_by_values decorator must be used after the @batch decorator.")
 
@@ -164,9 +165,9 @@ def group_by_values(*keys, pad_fn: typing.Callable[[InferenceRequests], Inferenc
             )
         batch_size = get_inference_request_batch_size(request)
 
-        def _steps():
+        def _steps() -> Generator[Any, Any, Any]:
             groups = list(_group_request(request, batch_size))
-            sample_indices_with_interim_result = []
+            sample_indices_with_interim_result: list[tuple[list[int], dict[str, Any]]] = []
             for sample_indices, grouped_sub_request in groups:
                 interim_result = yield wrapped(*args, **grouped_sub_request, **other_kwargs)
                 if is_generator(interim_result):
@@ -179,7 +180,7 @@ def group_by_values(*keys, pad_fn: typing.Callable[[InferenceRequests], Inferenc
 
         return drive(_steps())
 
-    def _merge(sample_indices_with_interim_result, batch_size: int) -> InferenceResult:
+    def _merge(sample_indices_with_interim_result: Sequence[tuple[Any, Any]], batch_size: int) -> InferenceResult:
         if not sample_indices_with_interim_result:
             return {}
         if pad_fn is not None:

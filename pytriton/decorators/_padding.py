@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import collections
 from bisect import bisect_left
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import wrapt
@@ -22,7 +23,7 @@ def _as_array_or_none(value: Any) -> np.ndarray | None:
 class ConstantPadder:
     """Padder that pads the given batches with a constant value."""
 
-    def __init__(self, pad_value=0):
+    def __init__(self, pad_value: Any = 0) -> None:
         """Initialize the padder.
 
         Args:
@@ -139,10 +140,10 @@ def _dtype_matches(have: np.dtype, expected: Any) -> bool:
     expected_dtype = np.dtype(expected)
     if expected_dtype.kind in "SO" or expected is bytes or expected is np.bytes_ or expected is object:
         return have.kind in "SO"  # BYTES: bytes arrays of any width, or object arrays
-    return have == expected_dtype
+    return bool(have == expected_dtype)
 
 
-def fill_optionals(**defaults):
+def fill_optionals(**defaults: np.ndarray) -> Any:
     """This decorator ensures that any missing inputs in requests are filled with default values specified by the user.
 
     Default values should be NumPy arrays without batch axis.
@@ -174,7 +175,7 @@ def fill_optionals(**defaults):
     """
 
     @wrapt.decorator
-    def _wrapper(wrapped, instance, args, kwargs):
+    def _wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         model_config = get_model_config(wrapped, instance)
         _verify_defaults(defaults, model_config)
 
@@ -189,7 +190,7 @@ def fill_optionals(**defaults):
                     continue
                 if model_supports_batching:
                     # repeat once on each axis of the default, batch_size times on the new batch axis
-                    default_value = np.tile(default_value, (batch_size,) + (1,) * default_value.ndim)
+                    default_value = np.tile(default_value, (cast(int, batch_size),) + (1,) * default_value.ndim)
                 request[default_key] = default_value
         return wrapped(*args, **kwargs)
 
@@ -197,7 +198,7 @@ def fill_optionals(**defaults):
 
 
 @wrapt.decorator
-def pad_batch(wrapped, instance, args, kwargs):
+def pad_batch(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Add padding to the inputs batches.
 
     Decorator appends last rows to the inputs multiple times to get desired batch size (preferred batch size or

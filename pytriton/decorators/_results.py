@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from typing import Any
 
 from pytriton.decorators._requests import PyTritonRuntimeError
@@ -24,7 +24,7 @@ def map_result(result: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(result)
 
 
-def _map_generator(gen, fn):
+def _map_generator(gen: Generator[Any, Any, Any], fn: Callable[[Any], Any]) -> Generator[Any, None, None]:
     try:
         for item in gen:
             yield fn(item)
@@ -32,7 +32,7 @@ def _map_generator(gen, fn):
         gen.close()
 
 
-async def _map_async_generator(agen, fn):
+async def _map_async_generator(agen: AsyncGenerator[Any, Any], fn: Callable[[Any], Any]) -> AsyncGenerator[Any, None]:
     try:
         async for item in agen:
             yield fn(item)
@@ -40,14 +40,14 @@ async def _map_async_generator(agen, fn):
         await agen.aclose()
 
 
-async def _map_awaitable(awaitable, fn):
+async def _map_awaitable(awaitable: Awaitable[Any], fn: Callable[[Any], Any]) -> Any:
     result = await awaitable
     if inspect.isasyncgen(result) or inspect.isgenerator(result):  # pragma: no cover - unusual callables
         raise PyTritonRuntimeError("An awaitable inference callable must not resolve to a generator")
     return fn(result)
 
 
-def drive(steps: typing.Generator[Any, Any, Any]):
+def drive(steps: typing.Generator[Any, Any, Any]) -> Any:
     """Run ``steps``, a generator yielding raw results of calls to a wrapped callable and receiving their values.
 
     Runs synchronously while the results are plain values; as soon as one is awaitable, the rest runs in a
@@ -62,7 +62,7 @@ def drive(steps: typing.Generator[Any, Any, Any]):
     return _drive_async(steps, value)
 
 
-async def _drive_async(steps: typing.Generator[Any, Any, Any], awaitable):
+async def _drive_async(steps: typing.Generator[Any, Any, Any], awaitable: Awaitable[Any]) -> Any:
     value = await awaitable
     while True:
         try:
