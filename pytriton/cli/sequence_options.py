@@ -41,7 +41,7 @@ def parse_sequence_control(text: str) -> SequenceControl:
         datatype = BOOLEAN_CONTROL_TYPES.get(dtype_text.lower() or "int32", "")
         pair = tuple(_value(datatype, v) for v in values.split(",")) if values else (_value(datatype, "0"),
                                                                                       _value(datatype, "1"))
-        return SequenceControl(kind, name, datatype, pair)  # type: ignore[arg-type]
+        return SequenceControl(kind, name, datatype, pair)  # type: ignore[arg-type]  # a (false, true) pair
     except (ValueError, PyTritonError) as exc:
         raise click.UsageError(f"--sequence-control {text!r}: {exc}") from None
 

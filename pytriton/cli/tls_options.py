@@ -12,16 +12,16 @@ import click
 
 from pytriton.config.tls import TlsSettings
 
-_BOOLEAN = {"type": click.BOOL, "is_flag": False, "flag_value": True, "default": False, "metavar": "[BOOLEAN]"}
+_BOOLEAN: dict[str, Any] = {"type": click.BOOL, "is_flag": False, "flag_value": True, "default": False, "metavar": "[BOOLEAN]"}
 
 
 def _options_of(service: str, remark: str) -> list[Callable[[Any], Any]]:
     label = service.upper() if service == "http" else "gRPC"
     return [
-        click.option(f"--{service}-use-ssl", **_BOOLEAN,  # type: ignore[arg-type]
+        click.option(f"--{service}-use-ssl", **_BOOLEAN,
                      help=f"Serve {label} over TLS with --{service}-server-cert and --{service}-server-key "
                           f"({remark}; given alone it means true)."),
-        click.option(f"--{service}-use-ssl-mutual", **_BOOLEAN,  # type: ignore[arg-type]
+        click.option(f"--{service}-use-ssl-mutual", **_BOOLEAN,
                      help=f"Mutual TLS on the {label} port: clients must present a certificate signed by "
                           f"--{service}-root-cert (implies --{service}-use-ssl)."),
         click.option(f"--{service}-server-cert", metavar="FILE",

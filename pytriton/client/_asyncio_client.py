@@ -170,7 +170,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
 
     _grpc_only = "AsyncioDecoupledModelClient"
 
-    async def infer_sample(  # type: ignore[override]
+    async def infer_sample(  # type: ignore[override]  # streams: async iterator
         self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> AsyncIterator[dict[str, np.ndarray]]:
         """Stream one sample: yields each response (batch axis removed for batching models)."""
@@ -179,7 +179,7 @@ class AsyncioDecoupledModelClient(AsyncioModelClient):
         async for result in self._stream(call):
             yield call.outputs(result)
 
-    async def infer_batch(  # type: ignore[override]
+    async def infer_batch(  # type: ignore[override]  # streams: async iterator
         self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> AsyncIterator[dict[str, np.ndarray]]:
         """Stream one batch: yields each response."""

@@ -86,14 +86,14 @@ class DecoupledModelClient(ModelClient):
         self._stream_active = False
         super()._connect()
 
-    def infer_sample(  # type: ignore[override]
+    def infer_sample(  # type: ignore[override]  # streams: an iterator
         self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> Iterator[dict[str, np.ndarray]]:
         """Stream one sample; an iterator over the responses (batch axis removed for batching models)."""
         call = InferCall.from_arguments(inputs, named_inputs, parameters, headers)
         return self._stream(call.for_sample(self.model_config))
 
-    def infer_batch(  # type: ignore[override]
+    def infer_batch(  # type: ignore[override]  # streams: an iterator
         self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
     ) -> Iterator[dict[str, np.ndarray]]:
         """Stream one batch; an iterator over the responses."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 # Triton's default `summary_quantiles` (quantile: allowed rank error).
 DEFAULT_QUANTILES: tuple[tuple[float, float], ...] = (
@@ -24,7 +25,7 @@ class MetricsSettings:
     @classmethod
     def parse(cls, items: list[str] | tuple[str, ...]) -> MetricsSettings:
         """Settings from Triton's `KEY=VALUE` items; a ValueError names the item that is wrong."""
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}
         for item in items:
             key, sep, value = item.partition("=")
             key, value = key.strip(), value.strip().strip('"')
@@ -37,7 +38,7 @@ class MetricsSettings:
                 values[key] = _parse_quantiles(value)
             else:
                 values[key] = _parse_bool(key, value)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
 
 def _parse_bool(key: str, value: str) -> bool:

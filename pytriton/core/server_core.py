@@ -315,7 +315,7 @@ class ServerCore:
         if request.parameters:
             job.priority, job.timeout_us = request_queueing(request.parameters)  # (what a queue policy goes by)
         self._in_flight += 1  # (`request_began`)
-        self._drained.clear()  # type: ignore[union-attr]
+        self._drained.clear()  # type: ignore[union-attr]  # made in start()
         job.on_finish(self._request_ended)
         try:
             if regions:
@@ -369,13 +369,13 @@ class ServerCore:
     def request_began(self) -> Callable[[], None]:
         """Count a request in flight (drain waits for it); the function returned ends it."""
         self._in_flight += 1
-        self._drained.clear()  # type: ignore[union-attr]
+        self._drained.clear()  # type: ignore[union-attr]  # made in start()
         return self._request_ended
 
     def _request_ended(self) -> None:
         self._in_flight -= 1
         if self._in_flight == 0:
-            self._drained.set()  # type: ignore[union-attr]
+            self._drained.set()  # type: ignore[union-attr]  # made in start()
 
     def _execution_request(self, request: InferRequest) -> tuple[ExecutionRequest, list[Region]]:
         """The request as an instance executes it: region references checked and resolved."""

@@ -242,7 +242,7 @@ class _Pending(asyncio.Protocol):
         for data in self.data:
             _deliver(protocol, data)
         self.data.clear()
-        if self.eof and not protocol.eof_received():  # type: ignore[attr-defined]
+        if self.eof and not protocol.eof_received():  # type: ignore[attr-defined]  # a Protocol
             transport.close()
 
 

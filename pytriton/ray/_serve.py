@@ -248,6 +248,6 @@ class TritonIngress:
 
 
 for _name in (*GRPC_UNARY_METHODS, *GRPC_LOCAL_METHODS):
-    setattr(TritonIngress.func_or_class, _name, _grpc_method(_name))  # type: ignore[attr-defined]
+    setattr(TritonIngress.func_or_class, _name, _grpc_method(_name))  # type: ignore[attr-defined]  # a Deployment
 
 __all__ = ["ReplicaUnavailable", "TritonIngress", "TritonReplica"]

@@ -138,7 +138,7 @@ class Job:
     def _answered(self, callback: Callable[[asyncio.Future[Delivery]], None]) -> None:
         """The job has ended with its future done: `watch`'s callback, now."""
         try:
-            callback(self.future)  # type: ignore[arg-type]
+            callback(self.future)  # type: ignore[arg-type]  # watch() asserted it
         except Exception:  # noqa: BLE001 - as asyncio logs a done callback's error: the other jobs still get theirs
             logger.exception("a job's done callback failed")
 

@@ -47,7 +47,7 @@ class KServeHttp(Frontend):
         config = process.config
         assert process.host is not None
         app = HttpApp(
-            process.core, process.log_settings, process.trace_settings,  # type: ignore[arg-type]
+            process.core, process.log_settings, process.trace_settings,  # type: ignore[arg-type]  # core: started
             header_forward_pattern=text(options.header_forward_pattern),
             max_input_bytes=config.http_limits.max_input_bytes,
             access=AccessPolicy.from_specs(config.http_restricted_api, config.shm_local_only),
@@ -148,7 +148,7 @@ class KServeGrpc(Frontend):
                                options.keepalive_permit_without_calls, options.http2_max_pings_without_data,
                                options.http2_min_recv_ping_interval_without_data_ms, options.http2_max_ping_strikes))
         return GrpcFrontend(
-            process.core,  # type: ignore[arg-type]
+            process.core,  # type: ignore[arg-type]  # core is set once started
             options.address, options.port, process.log_settings, process.trace_settings,
             header_forward_pattern=text(options.forward_header_pattern),
             access=AccessPolicy.from_specs(config.grpc_restricted_protocol, config.shm_local_only,

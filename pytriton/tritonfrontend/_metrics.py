@@ -34,7 +34,7 @@ class Metrics(Frontend):
     def _make(self, process: ComposedServer, options: Any) -> HttpListener:
         limits = dataclasses.replace(process.config.http_limits, max_input_bytes=MetricsApp.max_input_bytes)
         options_ = self._server.options
-        app = MetricsApp(process.core, gpu_metrics=options_.gpu_metrics,  # type: ignore[arg-type]
+        app = MetricsApp(process.core, gpu_metrics=options_.gpu_metrics,  # type: ignore[arg-type]  # core: started
                          cpu_metrics=options_.cpu_metrics,
                          interval_s=options_.metrics_interval / 1000.0)
         return HttpListener(app.handle, options.address, options.port, "Metrics Service", limits, protocol="metrics")

@@ -143,7 +143,7 @@ class RequestRun:
             self.task = asyncio.ensure_future(self._run(core, core_request, model.config.decoupled))
             await asyncio.sleep(0)  # the task's first step (the core's validation and submission) runs now
             if self.task.done() and not self.task.cancelled() and self.task.exception() is not None:
-                raise self.task.exception()  # type: ignore[misc]
+                raise self.task.exception()  # type: ignore[misc]  # checked not None above
             self._begun = True
 
         self.runtime.call(begin())

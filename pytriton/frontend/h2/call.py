@@ -68,7 +68,7 @@ class _Answering:
         pending, self._pending = self._pending, None
         if pending is None:
             return False
-        self._calls = self._stream = None  # type: ignore[assignment]
+        self._calls = self._stream = None  # type: ignore[assignment]  # let go (see the class doc)
         pending.cancel()
         return True
 
@@ -76,6 +76,7 @@ class _Answering:
         pending, self._pending = self._pending, None
         if pending is None:
             return  # cancelled
+        # (type: ignore below: _stream is typed Stream, None once the call lets go of it)
         calls, stream, self._calls, self._stream = self._calls, self._stream, None, None  # type: ignore[assignment]
         assert calls is not None
         try:
@@ -329,7 +330,7 @@ class GrpcCalls:
                request: Any) -> None:  # fmt: skip
         """A unary call answered from a callback when its future is done: no task, no coroutine per request."""
         try:
-            pending = begin(request, stream.context)  # type: ignore[arg-type]
+            pending = begin(request, stream.context)  # type: ignore[arg-type]  # set on an open stream
         except RpcAbort as exc:
             drop_frames(exc)
             self._outbox.finish(stream, exc.code, exc.details)
@@ -348,7 +349,7 @@ class GrpcCalls:
         queue, method = stream.queue, stream.method
         connection = self._connection
         while True:
-            item = await queue.get()  # type: ignore[union-attr]
+            item = await queue.get()  # type: ignore[union-attr]  # a streaming call's queue
             if item is None:
                 return
             message, size = item
@@ -356,7 +357,7 @@ class GrpcCalls:
             if stream.state == OPEN or stream.state == OPEN_REPLYING:  # the client may still send
                 connection.return_window(stream)
             try:
-                request = method.deserialize(message)  # type: ignore[union-attr]
+                request = method.deserialize(message)  # type: ignore[union-attr]  # set on an open stream
             except Exception:  # noqa: BLE001
                 raise RpcAbort(grpc.StatusCode.INTERNAL, "Exception deserializing request!") from None
             yield request
@@ -385,7 +386,7 @@ class GrpcCalls:
         """Send a handler's response; whatever happens, its buffers are given back exactly once."""
         on_sent = method.on_sent(response) if method.on_sent is not None and response is not None else None
         try:
-            chosen = stream.context.status() if last else None  # type: ignore[union-attr]
+            chosen = stream.context.status() if last else None  # type: ignore[union-attr]  # set on an open stream
             if chosen is not None:
                 raise RpcAbort(*chosen)
             if response is None:
@@ -460,12 +461,12 @@ class GrpcCalls:
             return
         finally:
             await responses.aclose()
-        chosen = stream.context.status()  # type: ignore[union-attr]
+        chosen = stream.context.status()  # type: ignore[union-attr]  # set on an open stream
         self._outbox.finish(stream, *(chosen or (grpc.StatusCode.OK, "")))
 
     def _handler_failed(self, stream: Stream, exc: Exception) -> None:
         """A handler raised: the status it chose with set_code, else UNKNOWN as grpc answers (and a log entry)."""
-        chosen = stream.context.status()  # type: ignore[union-attr]
+        chosen = stream.context.status()  # type: ignore[union-attr]  # set on an open stream
         if chosen is None:
             logger.exception("gRPC method failed")
         self._outbox.finish(stream, *(chosen or (grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")))

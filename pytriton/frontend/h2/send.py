@@ -197,7 +197,7 @@ class Outbox:
         stream.trailers = TRAILERS_OK
         stream.state = CLOSED
         sid = stream.id.to_bytes(4, "big")
-        self.transport.write(b"".join([  # type: ignore[union-attr]
+        self.transport.write(b"".join([  # type: ignore[union-attr]  # connected while streams send
             _HEADERS_FRAME, sid, RESPONSE_HEADERS,
             (size + 5).to_bytes(3, "big"), _DATA_NO_FLAGS, sid, b"\x00", size.to_bytes(4, "big"), *parts,
             _TRAILERS_OK_FRAME, sid, TRAILERS_OK,
@@ -223,7 +223,7 @@ class Outbox:
         pending = stream.pending
         while pending:
             if callable(pending[0]):  # a message's last byte is in `out`
-                sent.append(pending.popleft())  # type: ignore[arg-type]
+                sent.append(pending.popleft())  # type: ignore[arg-type]  # callable(pending[0]) held
                 stream.pending_messages -= 1
                 continue
             room = min(self.window, stream.send_window, self.max_frame)
@@ -234,7 +234,7 @@ class Outbox:
             while pending and size < room:
                 chunk = pending[0]
                 if callable(chunk):
-                    sent.append(pending.popleft())  # type: ignore[arg-type]
+                    sent.append(pending.popleft())  # type: ignore[arg-type]  # callable(chunk) held
                     stream.pending_messages -= 1
                     continue
                 take = min(len(chunk), room - size)

@@ -179,13 +179,13 @@ class HttpConnection(RequestReader):
 
     # ---- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = self._writer = DirectWriteTransport(transport)  # type: ignore[arg-type]
+        self.transport = self._writer = DirectWriteTransport(transport)  # type: ignore[arg-type]  # a server Transport
         peername = transport.get_extra_info("peername")
         self.peer = peername[0] if isinstance(peername, tuple) else ("" if peername is not None else None)
         if self.connections is not None:
             self.connections.add(self)
         # pause_writing/resume_writing then tell when the transport holds data and when it has sent it all.
-        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]
+        transport.set_write_buffer_limits(high=0)  # type: ignore[attr-defined]  # a server's has it
         self._go_idle()
 
     def buffer_updated(self, nbytes: int) -> None:
