@@ -51,7 +51,8 @@ class ModelFlags:
     dynamic_batching: bool | None = None
     max_queue_delay_us: int | None = None
     preferred_batch_size: tuple[int, ...] = ()
-    queue_policy: dict[str, Any] = dataclasses.field(default_factory=dict)  # the queue-policy flags given (see _cli_queue)
+    # the queue-policy flags given (see _cli_queue)
+    queue_policy: dict[str, Any] = dataclasses.field(default_factory=dict)
     instances: int | None = None
     gpus: str | None = None  # --gpus as given: ids, "all", or None
     device: str | None = None  # --device: "cpu" or "gpu"

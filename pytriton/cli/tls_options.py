@@ -12,7 +12,9 @@ import click
 
 from pytriton.config.tls import TlsSettings
 
-_BOOLEAN: dict[str, Any] = {"type": click.BOOL, "is_flag": False, "flag_value": True, "default": False, "metavar": "[BOOLEAN]"}
+_BOOLEAN: dict[str, Any] = {
+    "type": click.BOOL, "is_flag": False, "flag_value": True, "default": False, "metavar": "[BOOLEAN]"
+}
 
 
 def _options_of(service: str, remark: str) -> list[Callable[[Any], Any]]:

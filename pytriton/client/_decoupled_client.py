@@ -22,7 +22,13 @@ _LOGGER = logging.getLogger("pytriton.client")
 class _StreamResponses:
     """Iterator over the responses of one streamed request of a `DecoupledModelClient`."""
 
-    def __init__(self, owner: DecoupledModelClient, responses: queue.Queue[tuple[Any, Exception | None]], call: InferCall, timeout_s: float):
+    def __init__(
+        self,
+        owner: DecoupledModelClient,
+        responses: queue.Queue[tuple[Any, Exception | None]],
+        call: InferCall,
+        timeout_s: float,
+    ):
         self._owner = owner
         self._responses = responses
         self._call = call

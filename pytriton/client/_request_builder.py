@@ -63,7 +63,9 @@ def as_array(name: str, data: Any) -> np.ndarray:
     return array
 
 
-def _add_batch_axis(model_config: TritonModelConfig, inputs: tuple[Any, ...] | dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
+def _add_batch_axis(
+    model_config: TritonModelConfig, inputs: tuple[Any, ...] | dict[str, Any]
+) -> tuple[Any, ...] | dict[str, Any]:
     if isinstance(inputs, dict):
         return {name: as_array(name, data)[np.newaxis, ...] for name, data in inputs.items()}
     names = [spec.name for spec in model_config.inputs] + [f"#{i}" for i in range(len(inputs))]
@@ -96,7 +98,11 @@ class InferCall(NamedTuple):
 
     @classmethod
     def from_arguments(
-        cls, inputs: tuple[Any, ...], named_inputs: dict[str, Any], parameters: ParamsOrHeaders, headers: ParamsOrHeaders
+        cls,
+        inputs: tuple[Any, ...],
+        named_inputs: dict[str, Any],
+        parameters: ParamsOrHeaders,
+        headers: ParamsOrHeaders,
     ) -> InferCall:
         """Check the arguments of a call: inputs either positional or named, and valid parameters and headers.
 

@@ -233,7 +233,8 @@ def parse_request(text: str) -> ControlRequest[Any]:
 class ControlClient:
     """A DEALER on the server's ROUTER that sends typed requests and waits for their replies (thread-safe)."""
 
-    def __init__(self, address: str, context: zmq.Context[zmq.Socket[bytes]] | None = None, alive: Callable[[], bool] | None = None):
+    def __init__(self, address: str, context: zmq.Context[zmq.Socket[bytes]] | None = None,
+                 alive: Callable[[], bool] | None = None):
         """`alive` tells whether the server still runs; a call stops waiting as soon as it says no."""
         self.address = address
         self._alive = alive

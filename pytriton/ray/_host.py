@@ -106,7 +106,8 @@ class _Aborted(Exception):
 class CallableModel:
     """A PyTriton callable with the arguments of `Triton.bind` (picklable: the replica binds it)."""
 
-    def __init__(self, model_name: str, infer_func: Callable[..., Any] | Sequence[Callable[..., Any]] | str, inputs: Sequence[TensorSpec],
+    def __init__(self, model_name: str, infer_func: Callable[..., Any] | Sequence[Callable[..., Any]] | str,
+                 inputs: Sequence[TensorSpec],
                  outputs: Sequence[TensorSpec], model_version: int = 1, config: ModelConfig | None = None,
                  strict: bool = False):
         self.model_name = model_name

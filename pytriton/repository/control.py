@@ -54,7 +54,8 @@ class _Version:
 
     state: str = ""
     reason: str = ""
-    signature: tuple[Any, ...] | None = None  # the files this version was last loaded from (poll mode reloads it on a change)
+    # the files this version was last loaded from (poll mode reloads it on a change)
+    signature: tuple[Any, ...] | None = None
 
 
 @dataclasses.dataclass

@@ -249,7 +249,11 @@ class WorkerPool(InstanceRoster):
             await process.wait()
 
     async def _watch(
-        self, instance: WorkerInstance, link: WorkerLink, process: asyncio.subprocess.Process, exited: asyncio.Future[Any]
+        self,
+        instance: WorkerInstance,
+        link: WorkerLink,
+        process: asyncio.subprocess.Process,
+        exited: asyncio.Future[Any],
     ) -> None:
         """Wait for the worker to exit; if it was not asked to, fail its requests and start a new one."""
         await exited

@@ -174,7 +174,11 @@ def raw_input_of(config: Any, body_size: int) -> tuple[str, str, tuple[int, ...]
 
 
 def parse_infer_request(
-    model_name: str, version: str, body: bytes, header_length: int | None, raw_input: tuple[str, str, tuple[Any, ...]] | None
+    model_name: str,
+    version: str,
+    body: bytes,
+    header_length: int | None,
+    raw_input: tuple[str, str, tuple[Any, ...]] | None,
 ) -> tuple[InferRequest, bool]:
     """Decode an HTTP infer body; return the request and whether outputs default to binary.
 
