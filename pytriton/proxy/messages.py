@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytriton.proxy._generated.worker_pb2 import (  # re-exported: the typed messages
-    MetricOp as MetricOp,
-    Param as Param,
-    RequestItem as RequestItem,
-    ResponseItem as ResponseItem,
-    ServerToWorker as ServerToWorker,
-    TensorRef as TensorRef,
-    WorkerToServer as WorkerToServer,
+from pytriton.proxy._generated.worker_pb2 import (  # re-exported (see __all__): the typed messages
+    MetricOp,
+    Param,
+    RequestItem,
+    ResponseItem,
+    ServerToWorker,
+    TensorRef,
+    WorkerToServer,
 )
 
 ParamValue = "bool | int | float | str"
@@ -186,3 +186,11 @@ def decode_request_fields(item: Any, parameters: dict[str, Any] | None = None) -
     if flags & PARAM_FLAGS and parameters is not None:
         flags = restore_sequence_parameters(parameters, correlation_id, flags)
     return item.request_id, correlation_id, flags
+
+
+__all__ = ["CLIENT_FLAGS", "FLAG_END_PARAM", "FLAG_NOT_READY", "FLAG_SEQUENCE_CONTROLS", "FLAG_SEQUENCE_ID_PARAM",
+           "FLAG_START_PARAM", "PARAM_FLAGS", "ArenaSlot", "MetricOp", "Param", "ParamValue", "RequestData",
+           "RequestItem", "ResponseItem", "ServerToWorker", "TensorData", "TensorRef", "WorkerToServer",
+           "carry_sequence_parameters", "decode_chain", "decode_request_fields", "encode_chain",
+           "encode_request_fields", "params_from_proto", "params_to_proto", "restore_sequence_parameters",
+           "sequence_fields"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, ItemsView, Iterator, KeysView, List, Optional, Union, ValuesView
+from collections.abc import ItemsView, KeysView, ValuesView
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
