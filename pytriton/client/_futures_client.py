@@ -7,6 +7,8 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from pytriton.client._model_client import ModelClient
 from pytriton.client._request_builder import ParamsOrHeaders
 from pytriton.client.exceptions import PyTritonClientClosedError, PyTritonClientQueueFullError
@@ -106,23 +108,23 @@ class FuturesModelClient:
                 if future.set_running_or_notify_cancel():
                     future.set_exception(PyTritonClientClosedError("FuturesModelClient is closed"))
 
-    def wait_for_model(self, timeout_s: float) -> Future[Any]:
+    def wait_for_model(self, timeout_s: float) -> Future[None]:
         """A Future that resolves to None once the server and model are ready (or fails after `timeout_s`)."""
         return self._execute(_WAIT_FOR_MODEL, timeout_s)
 
-    def model_config(self) -> Future[Any]:
+    def model_config(self) -> Future[TritonModelConfig]:
         """A Future of the model's `TritonModelConfig`."""
         return self._execute(_MODEL_CONFIG, None)
 
     def infer_sample(
         self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
-    ) -> Future[Any]:
+    ) -> Future[dict[str, np.ndarray]]:
         """A Future of `ModelClient.infer_sample(...)`'s result."""
         return self._execute(_INFER_SAMPLE, (inputs, parameters, headers, named_inputs))
 
     def infer_batch(
         self, *inputs: Any, parameters: ParamsOrHeaders = None, headers: ParamsOrHeaders = None, **named_inputs: Any
-    ) -> Future[Any]:
+    ) -> Future[dict[str, np.ndarray]]:
         """A Future of `ModelClient.infer_batch(...)`'s result."""
         return self._execute(_INFER_BATCH, (inputs, parameters, headers, named_inputs))
 
