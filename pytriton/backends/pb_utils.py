@@ -28,7 +28,7 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
-TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2  # (request rescheduling itself is not served yet: set_release_flags says so)
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
 # The numpy type of each configuration datatype, as Triton's module spells the table (TYPE_BOOL is Python's bool;
 # TYPE_BF16 has no numpy type and is not in it).
@@ -317,13 +317,15 @@ class InferenceRequest:
         return self._trace
 
     def set_release_flags(self, flags: int) -> None:
-        """How the request is released after `execute`: TRITONSERVER_REQUEST_RELEASE_ALL (the default, and the only
-        one served). TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, Triton's request rescheduling, is refused: it is not
-        served yet, and a model counting on it would otherwise lose the request silently."""
-        if int(flags) & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonModelException("request rescheduling (set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)"
-                                       ") is not supported by pytriton yet")
+        """How the request is released after `execute`: TRITONSERVER_REQUEST_RELEASE_ALL (the default), or
+        TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, Triton's request rescheduling: the request runs again (a model with
+        `sequence_batching { iterative_sequence: true }`; in any other the request fails with Triton's words). A
+        rescheduled request's entry in a non-decoupled model's returned list must be None."""
         self._release_flags = int(flags)
+
+    def _rescheduled(self) -> bool:
+        """Whether the model asked to run this request again (Triton compares the flags with RESCHEDULE exactly)."""
+        return self._release_flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 
     def timeout(self) -> int:
         return self._timeout_us

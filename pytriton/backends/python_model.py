@@ -32,6 +32,7 @@ from pytriton.backends.callable_backend import (
 from pytriton.backends.target import exec_model_module
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.proxy.endpoint import RESCHEDULED_RESPONSE
 from pytriton.proxy.types import Request
 
 PYTHON_MODEL_PREFIX = "python-backend:"
@@ -67,6 +68,14 @@ def reshaped(shape: tuple[int, ...], from_dims: tuple[int, ...], to_dims: tuple[
     body = shape[1:] if batched else shape
     variable = iter([got for want, got in zip(from_dims, body) if want == -1])
     return tuple(shape[:1] if batched else ()) + tuple(next(variable) if d == -1 else d for d in to_dims)
+
+
+def _type_shown(value: Any) -> str:
+    """A value's type as Triton's stub names it in an error (`pb_utils` types are those of its C++ module)."""
+    kind = type(value)
+    if kind.__module__ == pb_utils.__name__:
+        return f"<class 'c_python_backend_utils.{kind.__name__}'>"
+    return str(kind)
 
 
 def _import_model_file(path: str, model_name: str, version: str) -> Any:
@@ -155,7 +164,8 @@ class PythonModelBackend(CallableBackend):
     def _run(self, requests: list[Request]) -> Any:
         if self.config.decoupled:
             return self._stream(requests)
-        responses = self.model.execute(self._requests(requests, [None] * len(requests)))
+        pb_requests = self._requests(requests, [None] * len(requests))
+        responses = self.model.execute(pb_requests)
         if inspect.isawaitable(responses):  # `async def execute` (its BLS calls may use async_exec)
             responses = self._loop_for().run_until_complete(responses)
         name = self.config.model_name
@@ -165,7 +175,15 @@ class PythonModelBackend(CallableBackend):
         if len(responses) != len(requests):
             raise InferenceCallableError(f"execute() of model '{name}' returned {len(responses)} responses for "
                                          f"{len(requests)} requests")
-        return list(responses)
+        responses = list(responses)
+        for index, request in enumerate(pb_requests):
+            if request._rescheduled():  # (it runs again: its entry must be None, as on Triton, whose words these are)
+                if responses[index] is not None:
+                    raise InferenceCallableError(
+                        "Expected a None object in the execute function return list for reschduled request, found "
+                        f"type '{_type_shown(responses[index])}'.")
+                responses[index] = RESCHEDULED_RESPONSE
+        return responses
 
     def _stream(self, requests: list[Request]) -> Generator[StreamStep, None, None]:
         """A decoupled model: what the senders send (during `execute` or later, from any thread) is yielded as it
@@ -175,7 +193,8 @@ class PythonModelBackend(CallableBackend):
         `execute` runs on the backend's execute thread (one for the life of the instance, so that thread-local state
         carries over between calls, as on Triton's stub) while the worker sends what it yields: responses go out as
         they are sent, and the model may see `is_cancelled()` between two sends. The next execution waits until this
-        `execute` has returned."""
+        `execute` has returned. A request the model released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, without
+        having sent the final flag, ends this execution once `execute` returned: it runs again."""
         count = len(requests)
         sent: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()  # (index, response, flags); -1: execute
         senders: list[pb_utils.InferenceResponseSender | None] = [
@@ -186,6 +205,7 @@ class PythonModelBackend(CallableBackend):
         executed = self._executed = self._executor().submit(self._execute_decoupled, pb_requests, sent)
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         unfinished = count
+        done = [False] * count
         carried: tuple[int, Any, int] | None = None  # (the next step's first)
         while unfinished:
             item = carried if carried is not None else sent.get()
@@ -197,6 +217,15 @@ class PythonModelBackend(CallableBackend):
                 if index < 0:  # execute() raised (its error ends the call) or returned (nothing to send)
                     if response is not None:
                         raise executed.exception() or InferenceCallableError("execute() failed")
+                    again = [i for i, request in enumerate(pb_requests) if not done[i] and request._rescheduled()]
+                    if any(i in filled for i in again):  # (in the next step, after what they sent)
+                        carried = item
+                        break
+                    for i in again:
+                        filled.add(i)
+                        step.responses[i] = RESCHEDULED_RESPONSE
+                        step.finals[i] = done[i] = True
+                        unfinished -= 1
                 elif response is not None or flags & final:
                     if index in filled:  # a request's second send of the moment: in the next step
                         carried = item
@@ -204,7 +233,7 @@ class PythonModelBackend(CallableBackend):
                     filled.add(index)
                     step.responses[index] = response
                     if flags & final:
-                        step.finals[index] = True
+                        step.finals[index] = done[index] = True
                         unfinished -= 1
                 try:
                     item = sent.get_nowait()
@@ -250,6 +279,8 @@ class PythonModelBackend(CallableBackend):
         return [self._check(request, response) for request, response in zip(requests, responses)]
 
     def _check(self, request: Request, response: Any) -> CheckedResponse:
+        if response is RESCHEDULED_RESPONSE:
+            return response  # type: ignore[no-any-return]
         name = self.config.model_name
         if not isinstance(response, pb_utils.InferenceResponse):
             raise InferenceCallableError(f"model '{name}' must answer with pb_utils.InferenceResponse, got "

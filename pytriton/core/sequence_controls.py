@@ -104,6 +104,8 @@ class SequenceControls:
         return tensors
 
     def prepare(self, payload: ExecutionRequest, correlation_id: int | str, start: bool, end: bool) -> ExecutionRequest:
+        if self.policy.iterative:  # (the model sees the sequence's id, and no flag once its request was rescheduled)
+            payload.iteration = (correlation_id, (1 if start else 0) | (2 if end else 0))
         if self.compact:
             names = self.names
             for tensor in payload.inputs:

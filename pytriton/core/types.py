@@ -129,6 +129,9 @@ class ExecutionRequest:
     # sequence_controls)
     sequence: int = 0
     chain: tuple[Caller, ...] = ()  # the request's call chain (InferRequest.chain), passed on to the instance
+    # A request of an iterative sequence: (correlation id, START/END flags) as the model sees them in this execution
+    # (the sequence batcher sets them: an id of its own for a request that had none, no flags once rescheduled)
+    iteration: tuple[int | str, int] | None = None
 
 
 @dataclasses.dataclass(slots=True)

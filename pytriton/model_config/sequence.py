@@ -140,6 +140,9 @@ class SequenceBatcher:
             minimum_slot_utilization, how long a batch may wait for more slots to have a request.
         minimum_slot_utilization: DIRECT: the fraction of slots with a request that starts a batch at once.
         states: implicit state the server keeps for each sequence (`SequenceState`).
+        iterative: Triton's `iterative_sequence`: a request without a correlation id starts a sequence of its own
+            (the server numbers it); a request the model releases with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE runs
+            again in its sequence's slot, and the sequence ends when its request is released for good.
     """
 
     strategy: SequenceStrategy = SequenceStrategy.DIRECT
@@ -150,6 +153,7 @@ class SequenceBatcher:
     max_queue_delay_microseconds: int = 0
     minimum_slot_utilization: float = 0.0
     states: tuple[SequenceState, ...] = ()
+    iterative: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", SequenceStrategy(self.strategy))
@@ -196,7 +200,7 @@ class SequenceBatcher:
             "max_sequence_idle_microseconds": self.max_sequence_idle_microseconds,
             "control_input": [c.to_triton_dict() for c in self.controls],
             "state": [state.to_triton_dict(with_data) for state in self.states],
-            "iterative_sequence": False,
+            "iterative_sequence": self.iterative,
         }
         if self.strategy is SequenceStrategy.OLDEST:
             preferred = list(self.preferred_batch_size) or ([max_batch_size] if max_batch_size > 0 else [])
@@ -265,8 +269,10 @@ def sequence_batcher_from_triton(data: dict[str, Any], read_file: Any = None) ->
             SequenceStrategy.OLDEST, int(data.get("max_sequence_idle_microseconds", 0)), tuple(controls),
             max_candidate_sequences=int(oldest.get("max_candidate_sequences", 0)),
             preferred_batch_size=tuple(int(s) for s in oldest.get("preferred_batch_size", [])),
-            max_queue_delay_microseconds=int(oldest.get("max_queue_delay_microseconds", 0)), states=states)
+            max_queue_delay_microseconds=int(oldest.get("max_queue_delay_microseconds", 0)), states=states,
+            iterative=bool(data.get("iterative_sequence", False)))
     return SequenceBatcher(
         SequenceStrategy.DIRECT, int(data.get("max_sequence_idle_microseconds", 0)), tuple(controls),
         max_queue_delay_microseconds=int(direct.get("max_queue_delay_microseconds", 0)),
-        minimum_slot_utilization=float(direct.get("minimum_slot_utilization", 0.0)), states=states)
+        minimum_slot_utilization=float(direct.get("minimum_slot_utilization", 0.0)), states=states,
+        iterative=bool(data.get("iterative_sequence", False)))

@@ -52,6 +52,9 @@ logger = logging.getLogger("pytriton.proxy")
 
 
 _BYTES_CODE = TRITON_TO_CODE["BYTES"]
+# In the responses `send_result` sends: the model gave this request back to run again (a Python-backend model's
+# TRITONSERVER_REQUEST_RELEASE_RESCHEDULE), sent as an item flagged `rescheduled` and `final`
+RESCHEDULED_RESPONSE: Any = ([], "rescheduled", {})
 MAX_WAIT_S = 0.25  # the longest the watching thread sleeps without looking at the socket (an edge may be missed)
 
 
@@ -431,6 +434,9 @@ class WorkerEndpoint(BlsEndpoint):
                     item.final = True
                 if response is None:
                     item.absent = True
+                    continue
+                if response is RESCHEDULED_RESPONSE:
+                    item.rescheduled = item.final = True
                     continue
                 outputs, item_error, parameters = response
                 if item_error:

@@ -274,13 +274,11 @@ def _initial_state(model_dir: str, name: str, where: _Fields) -> bytes:
 
 
 def _sequence_batcher(config: pb.ModelConfig, model_dir: str, where: _Fields) -> SequenceBatcher | None:
-    """`sequence_batching`, without iterative sequences (refused: not served yet); an initial state's `data_file`
-    is read from the model's `initial_state` folder, as Triton reads it."""
+    """`sequence_batching` (with `iterative_sequence`: see SequenceBatcher.iterative); an initial state's
+    `data_file` is read from the model's `initial_state` folder, as Triton reads it."""
     if not config.HasField("sequence_batching"):
         return None
     sequence = config.sequence_batching  # (one of scheduling_choice: never beside dynamic_batching)
-    if sequence.iterative_sequence:
-        raise where.error("sequence_batching.iterative_sequence", "is not supported yet")
     try:
         return sequence_batcher_from_triton(_as_dict(sequence), lambda name: _initial_state(model_dir, name, where))
     except ModelRepositoryError:  # (already naming its field)

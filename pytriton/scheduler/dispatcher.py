@@ -25,9 +25,20 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from pytriton.config.env import DEFAULT_PIPELINE_DEPTH
-from pytriton.exceptions import ServerError, unavailable
+from pytriton.exceptions import ServerError, invalid_arg, unavailable
 from pytriton.scheduler.instance import ExecutionControl, Instance, InstanceGoneError
-from pytriton.scheduler.job import DONE, NO_RESULT, QUEUED, RUNNING, Delivery, ExecutionStats, Job, Reentry, _release
+from pytriton.scheduler.job import (
+    DONE,
+    NO_RESULT,
+    QUEUED,
+    RESCHEDULED,
+    RUNNING,
+    Delivery,
+    ExecutionStats,
+    Job,
+    Reentry,
+    _release,
+)
 from pytriton.scheduler.ordering import OrderGate
 from pytriton.scheduler.queue_policy import PolicyQueue, QueueRules, compacted
 
@@ -43,18 +54,25 @@ class BatchPolicy:
     preferred_batch_sizes: tuple[int, ...] = ()
 
 
-def _any_no_result(results: list[Any]) -> bool:
+def _any_marker(results: list[Any]) -> bool:
+    """Whether a result is NO_RESULT or RESCHEDULED (the results are then delivered one by one)."""
     for result in results:
-        if result is NO_RESULT:
+        if result is NO_RESULT or result is RESCHEDULED:
             return True
     return False
+
+
+# Triton's words (its core's InferenceRequest) for a request released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE by a
+# model without iterative sequences
+RESCHEDULE_REFUSED = ("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not "
+                      "configured to handle such a flag.")
 
 
 class _Execution:
     """One batch of jobs on one instance; the `ExecutionSink` the instance reports to."""
 
     __slots__ = ("scheduler", "instance", "jobs", "started_ns", "done", "timer", "control", "delivered", "total",
-                 "progress_ns", "late")
+                 "progress_ns", "late", "rescheduled")
 
     def __init__(self, scheduler: ModelScheduler, instance: Instance, jobs: list[Job]):
         self.scheduler = scheduler
@@ -69,6 +87,9 @@ class _Execution:
         # Failed while its instance may go on with it (`linger`): its jobs' `on_settled` cleanups, run once the instance
         # is over with it (its final answer, or it is gone)
         self.late: list[list[Callable[[], None]]] | None = None
+        # Jobs the instance gave back to run again (RESCHEDULED): handed to the scheduler when the execution ends
+        # (`ModelScheduler._take_back`); from then on this execution delivers them nothing
+        self.rescheduled: list[Job] | None = None
 
     def deliver(self, results: list[Any], stats: ExecutionStats, final: bool = True,
                 finals: Sequence[bool] | None = None) -> None:
@@ -87,6 +108,14 @@ class _Execution:
                                   f"{len(self.jobs)} requests"))
             return
         self.scheduler._delivering(self, results)  # (before the execution ends and the instance takes more)
+        plain = finals is None and self.rescheduled is None and not _any_marker(results)
+        if not plain:
+            for job, result in zip(self.jobs, results):
+                if result is RESCHEDULED and job.execution is self:
+                    if self.rescheduled is None:
+                        self.rescheduled = []
+                    if job not in self.rescheduled:
+                        self.rescheduled.append(job)
         total = self.total
         stats.batch_size = total.batch_size
         total.compute_input_ns += stats.compute_input_ns
@@ -102,12 +131,19 @@ class _Execution:
                 if self.timer is not None:
                     self.timer.cancel()
                 self.timer = self.scheduler._arm_timeout(self)
-        if finals is None and not _any_no_result(results):  # (all answered in step)
+        if plain:  # (all answered in step)
             for job, result in zip(self.jobs, results):
                 job.deliver(Delivery(result, stats, self.started_ns - job.enqueued_ns, final))
             return
+        rescheduled = self.rescheduled or ()
         for index, (job, result) in enumerate(zip(self.jobs, results)):
             last = final or (finals is not None and finals[index])
+            if job in rescheduled:  # (given back to the scheduler, or to be when this execution ends)
+                if result is not RESCHEDULED:
+                    _release(result)
+                if job.execution is self and not final:
+                    job.taken += 1  # (it reads nothing more of this execution)
+                continue
             if result is NO_RESULT:
                 if last:
                     job.deliver(Delivery(None, stats, self.started_ns - job.enqueued_ns, True))
@@ -123,6 +159,7 @@ class _Execution:
             if self.late is not None:  # (the instance is gone, or failed the execution it was still running)
                 self._settled()
             return
+        self.rescheduled = None  # (a request given back before the execution failed hears its error too)
         self._end()
         if isinstance(error, ServerError):
             error.failure_reason = "BACKEND"  # (Triton's reason for a request whose execution failed)
@@ -158,6 +195,8 @@ class _Execution:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        if self.rescheduled:
+            self.scheduler._take_back(self)
         self.scheduler._execution_ended(self)
 
     def _slowest(self) -> int:
@@ -588,6 +627,14 @@ class ModelScheduler:
 
     def _delivering(self, execution: _Execution, results: list[Any]) -> None:
         """Results of `execution` about to be delivered (a hook: the sequence batcher keeps implicit state)."""
+
+    def _take_back(self, execution: _Execution) -> None:
+        """`execution` ends, and its instance gave back `execution.rescheduled` to run again. Only a scheduler of
+        iterative sequences runs them again; here each fails with Triton's error (Triton logs it and releases the
+        request without an answer, so that its client waits forever)."""
+        for job in execution.rescheduled or ():
+            logger.error("model '%s': %s", self.model_name, RESCHEDULE_REFUSED)
+            job.fail(invalid_arg(RESCHEDULE_REFUSED))
 
     def _on_execution(self, stats: ExecutionStats) -> None:
         if self.on_execution is not None:

@@ -76,6 +76,21 @@ class _NoResult:
 NO_RESULT: Any = _NoResult()
 
 
+class _Rescheduled:
+    """The type of RESCHEDULED."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "RESCHEDULED"
+
+
+# In a result list: the model gave this request back to run again (Triton's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE);
+# this execution is done with it and brings it nothing. A scheduler of iterative sequences queues it again in its
+# sequence's slot; any other fails it (see ModelScheduler._rescheduled).
+RESCHEDULED: Any = _Rescheduled()
+
+
 class Job:
     """One request handed to a model's scheduler.
 

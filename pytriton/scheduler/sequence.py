@@ -15,6 +15,11 @@ Control tensors are set by the `SequenceRequests` the core hands in; the schedul
 implicit state (`stateful` requests), the scheduler keeps each sequence's state between its requests: what
 `keep_state` takes from a result is handed to `prepare` with the sequence's next request (None on START: the initial
 state); it is dropped when the sequence ends (END dispatched, idle release, its instance gone).
+
+Iterative sequences (`iterative_sequence`, as Triton's IterativeSequencer): a request without a correlation id gets
+one of the scheduler's own (counting from 1) and starts a sequence; a request the instance gives back (RESCHEDULED)
+queues again in its sequence's slot, flagged neither START nor END; a request that ends without being given back
+ends its sequence (its slot goes back once the requests queued before that end have run).
 """
 
 from __future__ import annotations
@@ -141,6 +146,9 @@ class SequenceScheduler(ModelScheduler):
         self._stateful = bool(getattr(requests, "stateful", False))
         self._states: dict[int | str, Any] = {}  # implicit state of the sequences (after their last result)
         self._job_view: dict[Job, tuple[int | str, bool, Any]] = {}  # jobs in flight -> (sequence, END, client view)
+        self._iterative = policy.iterative
+        self._next_id = itertools.count(1)  # the correlation ids of iterative sequences started without one
+        self._iterating: dict[Job, int | str] = {}  # jobs in flight of iterative sequences (not END) -> the sequence
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -209,6 +217,8 @@ class SequenceScheduler(ModelScheduler):
             raise invalid_arg(f"inference request to model '{self.model_name}' must specify batch-size 1 due to "
                               "requirements of sequence batcher")
         correlation_id, start, end = self.requests.fields(job.payload)
+        if self._iterative and (correlation_id == 0 or correlation_id == ""):  # a sequence of its own
+            correlation_id, start, end = next(self._next_id), True, False
         if correlation_id == 0 or correlation_id == "":
             raise invalid_arg(f"inference request to model '{self.model_name}' must specify a non-zero or non-empty "
                               "correlation ID")
@@ -437,6 +447,8 @@ class SequenceScheduler(ModelScheduler):
                     job.payload = self.requests.prepare(job.payload, entry.correlation_id, entry.start, entry.end)
             slot.in_flight = True
             job_slot[job] = slot
+            if self._iterative and entry is not None and not entry.end:
+                self._iterating[job] = entry.correlation_id
             jobs.append(job)
         for slot, entry in batch:
             if entry is not None and entry.end and not slot.queue:  # the sequence ended: its slot goes back
@@ -459,12 +471,59 @@ class SequenceScheduler(ModelScheduler):
 
     def _end_execution(self, execution: _Execution) -> None:
         job_slot = self._job_slot
+        rescheduled = execution.rescheduled or ()
         for job in execution.jobs:
             if self._stateful:
                 self._job_view.pop(job, None)
             slot = job_slot.pop(job, None)
             if slot is not None:
                 slot.in_flight = False
+            if self._iterating:
+                correlation_id = self._iterating.pop(job, None)
+                if correlation_id is not None and slot is not None and job not in rescheduled:
+                    self._end_sequence(correlation_id, slot)
+
+    def _take_back(self, execution: _Execution) -> None:
+        """Requests the instance gave back: in an iterative sequence each queues again in its slot (one whose caller
+        left ends instead, and with it its sequence); elsewhere they fail as in any model."""
+        if not self._iterative:
+            super()._take_back(execution)
+            return
+        rescheduled = execution.rescheduled or []
+        for job in list(rescheduled):
+            slot = self._job_slot.get(job)
+            correlation_id = self._iterating.get(job)
+            if slot is None or correlation_id is None or not job.wanted:
+                rescheduled.remove(job)  # (it ends: `_end_execution` ends its sequence)
+                job.finish()
+                continue
+            job.state = QUEUED
+            job.execution = None
+            job.taken = -job.queue.qsize() if job.queue is not None else 0  # (what it has not read yet is not new)
+            job.enqueued_ns = time.perf_counter_ns()
+            if slot.gone:
+                job.fail(unavailable(f"sequence {correlation_id} of model '{self.model_name}' ended: its model "
+                                     f"instance '{getattr(slot.instance, 'label', slot.instance)}' went away"))
+                continue
+            self._last_ns[correlation_id] = self._clock()
+            slot.queue.append(_Entry(job, correlation_id, False, False))
+
+    def _end_sequence(self, correlation_id: int | str, slot: _Slot) -> None:
+        """An iterative sequence's request ended without being given back: the sequence ends, as Triton ends it with
+        a cancelled END request queued behind what its slot holds."""
+        if self._sequences.get(correlation_id) is not slot:
+            return  # (ended already: an END request, idle release, a new START)
+        del self._sequences[correlation_id]
+        self._last_ns.pop(correlation_id, None)
+        self._states.pop(correlation_id, None)
+        if slot.gone:
+            return
+        if slot.queue:
+            end = Job(None, 1, None, wanted=False)
+            end.finish()
+            slot.queue.append(_Entry(end, correlation_id, False, True))  # (`_head` gives the slot back when reached)
+        else:
+            self._give_back(slot)
 
     def _execution_ended(self, execution: _Execution) -> None:
         self._end_execution(execution)

@@ -38,7 +38,7 @@ from pytriton.proxy.messages import (
 )
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
 from pytriton.scheduler.instance import ExecutionControl, ExecutionSink, InstanceGoneError
-from pytriton.scheduler.job import NO_RESULT, ExecutionStats
+from pytriton.scheduler.job import NO_RESULT, RESCHEDULED, ExecutionStats
 
 logger = logging.getLogger("pytriton.supervisor")
 
@@ -74,7 +74,9 @@ def to_request_data(request: ExecutionRequest) -> RequestData:
     ]
     outputs = [_region_tensor(name, "", (), where) for name, where in request.output_regions.items()
                ] if request.output_regions else []  # fmt: skip
-    if request.parameters:
+    if request.iteration is not None:  # (the parameters go as the client sent them; the fields say what the model sees)
+        parameters, (correlation_id, flags) = request.parameters, request.iteration
+    elif request.parameters:
         parameters, correlation_id, flags = carry_sequence_parameters(request.parameters)
     else:
         parameters, correlation_id, flags = request.parameters, 0, 0
@@ -105,6 +107,9 @@ def _outputs(link: WorkerLink, message: Any, frames: list[zmq.Frame]) -> tuple[l
         any_final = any_final or final
         if item.absent:
             results.append(NO_RESULT)
+            continue
+        if item.rescheduled:
+            results.append(RESCHEDULED)
             continue
         if item.error:
             code = item.error_code if item.HasField("error_code") else None

@@ -132,8 +132,9 @@ def test_inference_request_flags_trace_preferred_memory_and_release_flags():
     assert request.flags() == pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
     assert request.trace().get_context() is None  # Triton: None when the request is not traced
     request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
-    with pytest.raises(pb_utils.TritonModelException, match="RESCHEDULE.*not supported"):
-        request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+    assert not request._rescheduled()
+    request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)  # (the request runs again: e2e tests)
+    assert request._rescheduled()
 
 
 def test_logger_log_takes_a_level(caplog):

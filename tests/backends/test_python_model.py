@@ -276,3 +276,63 @@ def test_a_bls_request_carries_the_call_chain_of_the_execution_that_makes_it():
     encode_chain((("a", 1, "a_0_0"), ("c", 1, "")), message.requests.add())
     client.serving = message
     assert client.chain() == (("a", 1, "a_0_0"), ("b", 2, "b_0_0"), ("c", 1, ""), ("me", 3, "me_0_1"))
+
+
+RESCHEDULING = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        answers = []
+        for request in requests:
+            mode = request.parameters()
+            if "again" in mode:
+                request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+            y = pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([1.0], dtype=np.float32))])
+            answers.append(None if "again" in mode and "answered" not in mode else y)
+        return answers
+'''
+
+
+def test_a_rescheduled_request_is_sent_back_to_run_again_and_its_entry_must_be_none(tmp_path):
+    from pytriton.proxy.endpoint import RESCHEDULED_RESPONSE  # noqa: PLC0415
+
+    backend = backend_for(tmp_path, "m_again", RESCHEDULING)
+    requests = [request("again"), request()]
+    checked = backend.check_outputs(requests, backend(requests))
+    assert checked[0] is RESCHEDULED_RESPONSE
+    assert [a.tolist() for _, _, a in checked[1][0]] == [[1.0]]
+    with pytest.raises(InferenceCallableError) as caught:  # (the whole execution fails, as on Triton)
+        backend([request("again answered")])
+    assert str(caught.value) == (
+        "Expected a None object in the execute function return list for reschduled request, found type "
+        "'<class 'c_python_backend_utils.InferenceResponse'>'.")
+
+
+RESCHEDULING_STREAM = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            y = pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([1.0], dtype=np.float32))])
+            if "again" in request.parameters():
+                request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+                request.get_response_sender().send(y)
+            else:
+                request.get_response_sender().send(y, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+
+
+def test_a_decoupled_request_given_back_ends_its_execution_once_execute_returned(tmp_path):
+    from pytriton.proxy.endpoint import RESCHEDULED_RESPONSE  # noqa: PLC0415
+
+    backend = backend_for(tmp_path, "m_again_stream", RESCHEDULING_STREAM, decoupled=True)
+    requests = [request("again"), request()]
+    steps = [(backend.check_outputs(requests, raw), raw.finals) for raw in backend.iterate(backend(requests))]
+    # both responses at once, then (what it sent came first) the rescheduled request's end of this execution
+    assert [([None if c is None else "again" if c is RESCHEDULED_RESPONSE else c[0][0][2].tolist() for c in checked],
+             finals) for checked, finals in steps] == [
+        ([[1.0], [1.0]], [False, True]), (["again", None], [True, False])]

@@ -207,6 +207,16 @@ def test_sequence_batching_is_served_as_written(tmp_path):
     assert type(config).from_dict(config.to_dict()).to_triton_dict()["sequence_batching"] == shown
 
 
+def test_an_iterative_sequence_is_served_and_shown_as_written(tmp_path):
+    config = load_model(str(make_model(tmp_path, "m", (
+        'backend: "python" model_transaction_policy { decoupled: true } sequence_batching { iterative_sequence: true '
+        '}' + TENSORS)))).config
+    assert config.sequence_batcher is not None and config.sequence_batcher.iterative
+    shown = config.to_triton_dict()["sequence_batching"]
+    assert shown["iterative_sequence"] is True
+    assert type(config).from_dict(config.to_dict()).to_triton_dict()["sequence_batching"] == shown
+
+
 @pytest.mark.parametrize(("policy", "served"), [
     ("all { }", [1, 2, 3]),
     ("latest { num_versions: 2 }", [2, 3]),

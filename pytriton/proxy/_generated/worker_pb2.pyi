@@ -145,7 +145,7 @@ class ServerToWorker(_message.Message):
     def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ..., cancel_items: _Optional[_Iterable[int]] = ..., metric_value: _Optional[float] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
-    __slots__ = ("outputs", "error", "parameters", "absent", "final", "error_code")
+    __slots__ = ("outputs", "error", "parameters", "absent", "final", "error_code", "rescheduled")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -159,13 +159,15 @@ class ResponseItem(_message.Message):
     ABSENT_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    RESCHEDULED_FIELD_NUMBER: _ClassVar[int]
     outputs: _containers.RepeatedCompositeFieldContainer[TensorRef]
     error: str
     parameters: _containers.MessageMap[str, Param]
     absent: bool
     final: bool
     error_code: int
-    def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., absent: _Optional[bool] = ..., final: _Optional[bool] = ..., error_code: _Optional[int] = ...) -> None: ...
+    rescheduled: bool
+    def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., absent: _Optional[bool] = ..., final: _Optional[bool] = ..., error_code: _Optional[int] = ..., rescheduled: _Optional[bool] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
     __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us", "metric_ops")

@@ -1,0 +1,214 @@
+"""Request rescheduling and iterative sequences (`sequence_batching { iterative_sequence: true }`), as Triton 2.51
+serves them, through tritonclient's gRPC stream against `pytriton serve --model-repository`.
+
+The model (tests/repositories/rescheduling/iterative_countdown) counts each request down one step per execution and
+asks for the request again (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) until it reaches 0; each response says which
+execution it came from, the correlation id and flags the model saw and the execution's batch size. TRITON_2_51 below is
+what the real tritonserver 2.51 (the one nvidia-pytriton 0.7.0 bundles) answered to the same calls (`calls`); run
+`test_the_same_calls_answer_as_on_the_real_tritonserver` with it installed (REAL_TRITONSERVER_ENV) to see it again.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import REPO, serve
+
+MODELS = REPO / "tests" / "repositories" / "rescheduling"
+# The site-packages folder holding nvidia-pytriton 0.7.0's `pytriton/tritonserver` (tritonserver 2.51) and its
+# `nvidia_pytriton.libs`; the test that compares with it is skipped without it
+REAL_TRITONSERVER_ENV = "PYTRITON_REAL_TRITONSERVER_SITE"
+REAL_SITE = Path(os.environ.get(REAL_TRITONSERVER_ENV, "/tmp/nvpt/lib/python3.11/site-packages"))
+REFUSED = ("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to "
+           "handle such a flag.")
+
+# The batched variant waits for its slots to fill (or 0.3 s) before a batch starts: the first batch holds the three
+# requests of one burst on both servers, whatever the timing.
+BATCHED = """
+max_batch_size: 4
+sequence_batching {
+  iterative_sequence: true
+  direct { max_queue_delay_microseconds: 300000 minimum_slot_utilization: 1.0 }
+}
+"""
+
+
+def stage(root: Path) -> Path:
+    """The repository: the countdown (decoupled, unbatched), its batched and non-decoupled variants, and the model
+    that reschedules without an iterative sequence."""
+    shutil.copytree(MODELS / "iterative_countdown", root / "countdown")
+    shutil.copytree(MODELS / "reschedule_refused", root / "reschedule_refused")
+    config = (MODELS / "iterative_countdown" / "config.pbtxt").read_text().replace("iterative_countdown", "countdown")
+    for name, text in (
+        ("countdown_batched", config.replace("max_batch_size: 0", "").replace(
+            "sequence_batching { iterative_sequence: true }", BATCHED)),
+        ("countdown_unary", config.replace("model_transaction_policy { decoupled: true }", "")),
+    ):
+        shutil.copytree(MODELS / "iterative_countdown", root / name)
+        (root / name / "config.pbtxt").write_text(text.replace('name: "countdown"', f'name: "{name}"'))
+    (root / "countdown" / "config.pbtxt").write_text(config)
+    return root
+
+
+def _row(result: Any) -> list[Any]:
+    response = result.get_response()
+    final = response.parameters["triton_final_response"].bool_param
+    if result.as_numpy("OUT") is None:
+        return [response.id, "empty", final]
+    return [response.id] + [int(result.as_numpy(name).reshape(-1)[0])
+                            for name in ("OUT", "EXEC", "CORRID", "FLAGS", "BATCH")] + [final]
+
+
+def stream(url: str, model: str, values: list[int], ids: list[int] | None = None) -> list[Any]:
+    """Send one request per value on one gRPC stream (request ids r0, r1, ...; with `ids`, each its own sequence
+    flagged START); the rows of every response until each request's final one, in the order they came."""
+    got: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: got.put(error if error else result))
+    try:
+        for index, value in enumerate(values):
+            tensor = grpcclient.InferInput("IN", [1, 1] if model.endswith("batched") else [1], "INT32")
+            tensor.set_data_from_numpy(np.array([value], np.int32).reshape(tensor.shape()))
+            sequence = {"sequence_id": ids[index], "sequence_start": True} if ids else {}
+            client.async_stream_infer(model, [tensor], request_id=f"r{index}", enable_empty_final_response=True,
+                                      **sequence)
+        rows: list[Any] = []
+        finals = 0
+        while finals < len(values):
+            item = got.get(timeout=30)
+            if isinstance(item, InferenceServerException):
+                rows.append(f"{item.status()} {item.message()}")
+                finals += 1
+                continue
+            rows.append(_row(item))
+            finals += rows[-1][-1]
+        return rows
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+def calls(url: str) -> dict[str, Any]:
+    """The calls both servers answer, in this order (the execution numbers and correlation ids run on across them)."""
+    out: dict[str, Any] = {
+        "one request": stream(url, "countdown", [3]),
+        # (one instance, one slot: each sequence holds it until its request ends; the next ones wait)
+        "three requests": stream(url, "countdown", [2, 3, 1]),
+        "given ids": stream(url, "countdown", [2, 2], ids=[7, 9]),
+        "batched": stream(url, "countdown_batched", [2, 3, 1]),
+    }
+    with grpcclient.InferenceServerClient(url) as client:
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([3], np.int32))
+        result = client.infer("countdown_unary", [tensor], request_id="u")
+        out["unary"] = [int(result.as_numpy(name)[0]) for name in ("OUT", "EXEC", "CORRID", "FLAGS", "BATCH")]
+    return out
+
+
+# What tritonserver 2.51 answered to `calls` (rows: request id, OUT, EXEC, CORRID, FLAGS, BATCH, final)
+TRITON_2_51 = {
+    "one request": [["r0", 2, 1, 1, 1, 1, False], ["r0", 1, 2, 1, 0, 1, False], ["r0", 0, 3, 1, 0, 1, True]],
+    "three requests": [["r0", 1, 4, 2, 1, 1, False], ["r0", 0, 5, 2, 0, 1, True],
+                       ["r1", 2, 6, 3, 1, 1, False], ["r1", 1, 7, 3, 0, 1, False], ["r1", 0, 8, 3, 0, 1, True],
+                       ["r2", 0, 9, 4, 1, 1, True]],
+    "given ids": [["r0", 1, 10, 7, 1, 1, False], ["r0", 0, 11, 7, 0, 1, True],
+                  ["r1", 1, 12, 9, 1, 1, False], ["r1", 0, 13, 9, 0, 1, True]],
+    # (its third execution: r1 in slot 1 and a not-ready request in the empty slot 0, as the Direct batcher fills)
+    "batched": [["r0", 1, 1, 1, 1, 3, False], ["r1", 2, 1, 2, 1, 3, False], ["r2", 0, 1, 3, 1, 3, True],
+                ["r0", 0, 2, 1, 0, 2, True], ["r1", 1, 2, 2, 0, 2, False], ["r1", 0, 3, 2, 0, 2, True]],
+    "unary": [0, 3, 1, 0, 1],
+}
+
+
+def test_iterative_sequences_run_each_rescheduled_request_again_as_triton_does(tmp_path):
+    with serve("--model-repository", str(stage(tmp_path / "repo"))) as server:
+        assert calls(server.grpc_url) == TRITON_2_51
+
+
+def test_rescheduling_without_an_iterative_sequence_fails_the_request_in_tritons_words(tmp_path):
+    """Triton logs these words and releases the request unanswered (its client waits until its own deadline); here
+    the client gets them, INVALID_ARGUMENT, and the model serves on."""
+    with serve("--model-repository", str(stage(tmp_path / "repo"))) as server:
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            tensor = grpcclient.InferInput("IN", [1], "INT32")
+            tensor.set_data_from_numpy(np.array([1], np.int32))
+            for _ in range(2):
+                with pytest.raises(InferenceServerException) as caught:
+                    client.infer("reschedule_refused", [tensor], client_timeout=30)
+                assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+                assert caught.value.message() == REFUSED
+            assert stream(server.grpc_url, "countdown", [2])[-1] == ["r0", 0, 2, 1, 0, 1, True]
+        assert REFUSED in server.log
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _real_tritonserver(repository: Path, backends: Path) -> tuple[subprocess.Popen[str], str]:
+    package = REAL_SITE / "pytriton" / "tritonserver"
+    shutil.copytree(package / "backends" / "python", backends / "python")
+    shutil.copy(package / "python_backend_stubs" / "3.11" / "triton_python_backend_stub", backends / "python")
+    ports = [str(_free_port()) for _ in range(3)]
+    # (the Python stub's numpy must be that of the venv nvidia-pytriton is installed in: with another one, the
+    # tensors a model sends arrive empty)
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{REAL_SITE / 'nvidia_pytriton.libs'}:/root/.pyenv/versions/3.11.7/lib",
+               PATH=f"{REAL_SITE.parents[2] / 'bin'}:{os.environ.get('PATH', '')}")
+    process = subprocess.Popen(
+        [str(package / "bin" / "tritonserver"), "--backend-directory", str(backends), "--model-repository",
+         str(repository), "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address",
+         "127.0.0.1", "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2]],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert process.stdout is not None
+    started = threading.Event()
+
+    def read() -> None:  # (its log, read to the end: a full pipe would stop it)
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "Started GRPCInferenceService" in line:
+                started.set()
+        started.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    started.wait(120)
+    if process.poll() is not None:
+        raise RuntimeError("tritonserver did not start")
+    return process, f"127.0.0.1:{ports[1]}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REAL_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver").exists(),
+                    reason=f"the real tritonserver 2.51 is not installed (set {REAL_TRITONSERVER_ENV})")
+def test_the_same_calls_answer_as_on_the_real_tritonserver(tmp_path):
+    repository = stage(tmp_path / "repo")
+    (tmp_path / "backends").mkdir()
+    process, url = _real_tritonserver(repository, tmp_path / "backends")
+    try:
+        theirs = calls(url)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    with serve("--model-repository", str(repository)) as server:
+        ours = calls(server.grpc_url)
+    print("tritonserver 2.51:", theirs)
+    assert theirs == TRITON_2_51
+    assert ours == theirs
