@@ -362,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     if os.getppid() != spec.server_pid:
         return 0
+    if argv is None and is_python_model_target(spec.callable):
+        sys.argv = [""]  # what a model sees on Triton's stub (e.g. unittest.main() parses it)
     return serve(spec)
 
 

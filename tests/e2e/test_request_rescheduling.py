@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -212,3 +213,65 @@ def test_the_same_calls_answer_as_on_the_real_tritonserver(tmp_path):
     print("tritonserver 2.51:", theirs)
     assert theirs == TRITON_2_51
     assert ours == theirs
+
+
+# Triton's own rescheduling tests (qa/L0_backend_python/request_rescheduling): their models, staged as its test.sh
+# stages them, from a checkout of Triton's server repository (never copied here)
+QA_CHECKOUT = os.environ.get("PYTRITON_TRITON_SERVER_SRC", "")
+QA_MODELS = ("bls_request_rescheduling", "request_rescheduling_addsub", "iterative_sequence", "wrong_return_type")
+
+
+def stage_qa(checkout: Path, dest: Path) -> Path:
+    for name in QA_MODELS:
+        source = checkout / "qa" / "python_models" / name
+        (dest / name / "1").mkdir(parents=True)
+        shutil.copyfile(source / "model.py", dest / name / "1" / "model.py")
+        shutil.copyfile(source / "config.pbtxt", dest / name / "config.pbtxt")
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not QA_CHECKOUT, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server repository")
+def test_tritons_own_rescheduling_tests_pass(tmp_path):
+    """grpc_endpoint_test.py's two tests, then test_infer_shm_leak.py's call of `bls_request_rescheduling`, whose
+    model runs Triton's unittest through BLS (wrong return type, non-decoupled and decoupled rescheduling, each model
+    reloaded first) and reports it."""
+    repository = stage_qa(Path(QA_CHECKOUT), tmp_path / "models")
+    with serve("--model-repository", str(repository), "--model-control-mode", "explicit",
+               "--load-model", "*") as server, grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.unload_model("iterative_sequence")
+        client.load_model("iterative_sequence")
+        got: queue.Queue[Any] = queue.Queue()
+        client.start_stream(callback=lambda result, error: got.put(error if error else result))
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([3], dtype=np.int32))
+        client.async_stream_infer(model_name="iterative_sequence", inputs=[tensor], sequence_id=0,
+                                  sequence_start=False)
+        outs = []
+        for _ in range(3):
+            item = got.get(timeout=30)
+            assert not isinstance(item, InferenceServerException), item
+            outs.append(int(item.as_numpy("OUT")[0]))
+        client.stop_stream()
+        assert outs == [2, 1, 0]
+
+        client.unload_model("request_rescheduling_addsub")
+        client.load_model("request_rescheduling_addsub")
+        values = [np.random.randn(16).astype(np.float32) for _ in range(2)]
+        inputs = [grpcclient.InferInput(f"INPUT{i}", [16], "FP32") for i in range(2)]
+        for tensor, value in zip(inputs, values):
+            tensor.set_data_from_numpy(value)
+        result = client.infer("request_rescheduling_addsub", inputs)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values[0] + values[1])
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), values[0] - values[1])
+
+        # Its answer, FP16 [1] where its config.pbtxt says FP32 [16], is refused here (pytriton checks an output's
+        # shape; Triton's Python backend sends it as it is): what it ran is read in its unittest's report instead.
+        # test_wrong_return_type passes; the two others stop at their first step, pb_utils.unload_model (models
+        # loading models is not built yet), and their rescheduling is what grpc_endpoint_test's calls above check.
+        with pytest.raises(InferenceServerException, match=r"has shape \[1\], but its config.pbtxt declares \[16\]"):
+            client.infer("bls_request_rescheduling", [], client_timeout=240)
+        log = server.log
+        assert "Ran 3 tests" in log and "FAILED (errors=2)" in log and "FAIL:" not in log, log[-6000:]
+        assert re.findall(r"ERROR: (test_\w+)", log) == ["test_decoupled_e2e", "test_non_decoupled_e2e"]
+        assert log.count("TritonModelException: pb_utils.unload_model(") == 2

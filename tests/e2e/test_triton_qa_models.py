@@ -60,9 +60,6 @@ TORCH = "No module named 'torch'"
 CUPY = "No module named 'cupy'"
 NO_GPU = "but no GPUs are available"
 NAME = "the model name must match its directory"
-ITERATIVE = ("Triton serves it; here 'sequence_batching.iterative_sequence' is not supported yet (Triton's iterative "
-             "sequences and request rescheduling are not built)")
-
 EXPECTED: dict[str, Expected] = {
     "identity_fp32": served(),
     "identity_bf16": served(TORCH),
@@ -100,10 +97,9 @@ EXPECTED: dict[str, Expected] = {
     "execute_cancel": served(),
     "dlpack_add_sub": served(TORCH),
     "bls_request_rescheduling": served(),  # (it asks for rescheduling in execute(), not when loaded)
-    "request_rescheduling_addsub": Expected(False, "", "field 'sequence_batching.iterative_sequence'", "",
-                                            differs=ITERATIVE),
-    "iterative_sequence": Expected(False, "", "field 'sequence_batching.iterative_sequence'", "", differs=ITERATIVE),
-    "wrong_return_type": Expected(False, "", "field 'sequence_batching.iterative_sequence'", "", differs=ITERATIVE),
+    "request_rescheduling_addsub": served(),
+    "iterative_sequence": served(),
+    "wrong_return_type": served(),
     "dlpack_io_identity_1": served(TORCH),
     "dlpack_io_identity_2": served(TORCH),
     "dlpack_io_identity_3": served(TORCH),
