@@ -275,3 +275,18 @@ def test_tritons_own_rescheduling_tests_pass(tmp_path):
         assert "Ran 3 tests" in log and "FAILED (errors=2)" in log and "FAIL:" not in log, log[-6000:]
         assert re.findall(r"ERROR: (test_\w+)", log) == ["test_decoupled_e2e", "test_non_decoupled_e2e"]
         assert log.count("TritonModelException: pb_utils.unload_model(") == 2
+
+
+def test_the_in_process_api_streams_each_execution_of_a_request_given_back(tmp_path):
+    import pytriton.tritonserver as tritonserver  # noqa: PLC0415 - (its own test: nothing else here needs it)
+
+    server = tritonserver.Server(model_repository=str(stage(tmp_path / "repo")), exit_timeout=5).start(
+        wait_until_ready=True)
+    try:
+        rows = [[int(np.from_dlpack(r.outputs[name]).reshape(-1)[0]) for name in ("OUT", "EXEC", "CORRID", "FLAGS")]
+                + [r.final] for r in server.model("countdown").infer(inputs={"IN": np.array([3], np.int32)})]
+        assert rows == [[2, 1, 1, 1, False], [1, 2, 1, 0, False], [0, 3, 1, 0, True]]
+        (response,) = server.model("countdown_unary").infer(inputs={"IN": np.array([2], np.int32)})
+        assert int(np.from_dlpack(response.outputs["OUT"])[0]) == 0 and response.final
+    finally:
+        server.stop()
