@@ -84,6 +84,9 @@ class TritonModelConfig:
     # Triton's KIND_MODEL instance group: `instance_count` instances that place themselves on devices (no GPU each).
     kind_model: bool = False
     warmup: list[WarmupSample] = dataclasses.field(default_factory=list)  # Triton's model_warmup
+    # Triton's batch_input / batch_output entries, as its JSON shows them (a Python model only sees them in its config)
+    batch_inputs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    batch_outputs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         name = self.model_name
@@ -183,8 +186,8 @@ class TritonModelConfig:
             "max_batch_size": self.max_batch_size,
             "input": [tensor(s, True) for s in self.inputs],
             "output": [tensor(s, False) for s in self.outputs],
-            "batch_input": [],
-            "batch_output": [],
+            "batch_input": [dict(entry) for entry in self.batch_inputs],
+            "batch_output": [dict(entry) for entry in self.batch_outputs],
             "optimization": {
                 "priority": "PRIORITY_DEFAULT",
                 "input_pinned_memory": {"enable": True},
@@ -236,6 +239,8 @@ class TritonModelConfig:
                                  if self.sequence_batcher is not None else None),
             "kind_model": self.kind_model,
             "warmup": [sample.to_triton_dict(with_data=True) for sample in self.warmup],
+            "batch_inputs": [dict(entry) for entry in self.batch_inputs],
+            "batch_outputs": [dict(entry) for entry in self.batch_outputs],
         }
 
     @classmethod
@@ -285,6 +290,8 @@ class TritonModelConfig:
                               else None),
             kind_model=bool(groups) and groups[0].get("kind") == "KIND_MODEL",
             warmup=warmup_from_triton(data.get("model_warmup") or []),
+            batch_inputs=[dict(entry) for entry in data.get("batch_input") or []],
+            batch_outputs=[dict(entry) for entry in data.get("batch_output") or []],
         )
 
 

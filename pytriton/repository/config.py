@@ -25,7 +25,9 @@ from pytriton.repository.files import model_file, outside
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("batch_input", "batch_output", "model_repository_agents")
+UNSUPPORTED_FIELDS = ("model_repository_agents",)
+# An ensemble takes none of these either (Triton runs batch inputs and outputs in a backend, not in an ensemble)
+ENSEMBLE_UNSUPPORTED_FIELDS = ("batch_input", "batch_output", *UNSUPPORTED_FIELDS)
 
 
 class ModelRepositoryError(PyTritonError):
@@ -191,7 +193,7 @@ def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fi
         raise where.error("output", "the model declares no output (at least one is required)")
     scheduling = check_ensemble(config, where.model, inputs, outputs, where.error)
     present = {f.name for f, _ in config.ListFields()}
-    for field in UNSUPPORTED_FIELDS:
+    for field in ENSEMBLE_UNSUPPORTED_FIELDS:
         if field in present:
             raise where.error(field, "is not supported yet")
     try:
@@ -243,6 +245,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
         except PyTritonError as exc:
             raise where.error("dynamic_batching", str(exc)) from None
     sequence = _sequence_batcher(config, model_dir, where)
+    batch_inputs, batch_outputs = _batch_io(config, where)
     count, selected, kind_model = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
     warmup = _warmup(config, model_dir, where, inputs)
@@ -256,6 +259,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
             sequence_batcher=sequence,
             response_cache=config.response_cache.enable, kind_model=kind_model, warmup=warmup,
+            batch_inputs=batch_inputs, batch_outputs=batch_outputs,
         )
     except PyTritonError as exc:
         raise ModelRepositoryError(f"{path}: {exc}") from None
@@ -285,6 +289,47 @@ def _sequence_batcher(config: pb.ModelConfig, model_dir: str, where: _Fields) ->
         raise
     except PyTritonError as exc:
         raise where.error("sequence_batching", str(exc)) from None
+
+
+def _batch_io(config: pb.ModelConfig, where: _Fields) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`batch_input` and `batch_output` as Triton's JSON shows them, checked as Triton checks them (its words). Triton's
+    Python backend computes no batch input and scatters no batch output: a Python model sees them only in its
+    config, and the same goes here."""
+    inputs = {spec.name for spec in config.input}
+    outputs = {spec.name for spec in config.output}
+    batch_inputs = []
+    for entry in config.batch_input:
+        kind = pb.BatchInput.Kind.Name(entry.kind)
+        if len(entry.source_input) != 1:
+            raise where.error("batch_input", f"batch input kind '{kind}' expects 1 source input, got "
+                                             f"{len(entry.source_input)} for {where.model}")
+        if entry.data_type not in (pb.TYPE_INT32, pb.TYPE_FP32):
+            raise where.error("batch_input", f"batch input data type must be TYPE_INT32 or TYPE_FP32 for {where.model}")
+        for source in entry.source_input:
+            if source not in inputs:
+                raise where.error("batch_input", f"unknown source input name '{source}' for {where.model}")
+        batch_inputs.append({"kind": kind, "target_name": list(entry.target_name),
+                             "data_type": pb.DataType.Name(entry.data_type), "source_input": list(entry.source_input)})
+    batch_outputs = []
+    for entry in config.batch_output:
+        kind = pb.BatchOutput.Kind.Name(entry.kind)
+        if len(entry.source_input) != 1:
+            raise where.error("batch_output", f"batch output kind '{kind}' expects 1 source input, got "
+                                              f"{len(entry.source_input)} for {where.model}")
+        for source in entry.source_input:
+            if source not in inputs:
+                raise where.error("batch_output", f"unknown source input name '{source}' for {where.model}")
+        targets: set[str] = set()
+        for target in entry.target_name:
+            if target not in outputs:
+                raise where.error("batch_output", f"unknown target output name '{target}' for {where.model}")
+            if target in targets:
+                raise where.error("batch_output", f"target output name '{target}' can only be specified once for "
+                                                  f"{where.model}")
+            targets.add(target)
+        batch_outputs.append({"target_name": list(entry.target_name), "kind": kind,
+                              "source_input": list(entry.source_input)})
+    return batch_inputs, batch_outputs
 
 
 def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields, specs: list[TensorSpec]) -> list[WarmupSample]:

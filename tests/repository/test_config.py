@@ -189,8 +189,42 @@ def test_a_warmup_sample_without_a_required_input_is_refused_in_tritons_words(tm
 
 
 def test_unsupported_fields_are_listed():
-    assert "batch_input" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
+    assert "model_repository_agents" in UNSUPPORTED_FIELDS and "ensemble_scheduling" not in UNSUPPORTED_FIELDS
     assert "sequence_batching" not in UNSUPPORTED_FIELDS and "model_warmup" not in UNSUPPORTED_FIELDS
+    assert "batch_input" not in UNSUPPORTED_FIELDS and "batch_output" not in UNSUPPORTED_FIELDS
+
+
+BATCH_IO = ('backend: "python" max_batch_size: 4' + TENSORS + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: '
+            '"BEC" data_type: TYPE_INT32 source_input: "X" } ] batch_output [ { target_name: "Y" kind: '
+            'BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X" } ]')
+
+
+def test_batch_input_and_output_are_taken_and_shown_as_triton_takes_them(tmp_path):
+    """Triton 2.51 checks them and loads the model; its Python backend gives the model nothing more (no batch input
+    tensor in a request: tests/e2e/test_batch_io.py), and the model's args show them."""
+    config = load_model(str(make_model(tmp_path, "m", BATCH_IO))).config
+    shown = config.to_triton_dict()
+    assert shown["batch_input"] == [
+        {"kind": "BATCH_ELEMENT_COUNT", "target_name": ["BEC"], "data_type": "TYPE_INT32", "source_input": ["X"]}]
+    assert shown["batch_output"] == [
+        {"target_name": ["Y"], "kind": "BATCH_SCATTER_WITH_INPUT_SHAPE", "source_input": ["X"]}]
+    assert type(config).from_dict(config.to_dict()).to_triton_dict() == shown
+
+
+@pytest.mark.parametrize(("edit", "field", "problem"), [  # Triton's words (ValidateBatchIO)
+    (('source_input: "X" } ] batch_output', 'source_input: "NOPE" } ] batch_output'), "batch_input",
+     "unknown source input name 'NOPE' for m"),
+    (("TYPE_INT32 source_input", "TYPE_INT64 source_input"), "batch_input",
+     "batch input data type must be TYPE_INT32 or TYPE_FP32 for m"),
+    (('data_type: TYPE_INT32 source_input: "X"', 'data_type: TYPE_INT32 source_input: [ "X", "X" ]'), "batch_input",
+     "batch input kind 'BATCH_ELEMENT_COUNT' expects 1 source input, got 2 for m"),
+    (('kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X"', 'source_input: "NOPE"'), "batch_output",
+     "unknown source input name 'NOPE' for m"),
+    (('target_name: "Y"', 'target_name: "Z"'), "batch_output", "unknown target output name 'Z' for m"),
+])
+def test_batch_input_and_output_are_checked_in_tritons_words(tmp_path, edit, field, problem):
+    message = refused(tmp_path, BATCH_IO.replace(*edit))
+    assert f"field '{field}'" in message and problem in message, message
 
 
 def test_sequence_batching_is_served_as_written(tmp_path):
