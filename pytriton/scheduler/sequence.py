@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from pytriton.exceptions import invalid_arg, unavailable
 from pytriton.model_config.sequence import SequenceBatcher, SequenceStrategy
-from pytriton.scheduler.dispatcher import BatchPolicy, ModelScheduler, _Execution
+from pytriton.scheduler.dispatcher import RESCHEDULE_REFUSED, BatchPolicy, ModelScheduler, _Execution
 from pytriton.scheduler.job import QUEUED, ExecutionStats, Job
 
 logger = logging.getLogger("pytriton.scheduler")
@@ -495,7 +495,11 @@ class SequenceScheduler(ModelScheduler):
             correlation_id = self._iterating.get(job)
             if slot is None or correlation_id is None or not job.wanted:
                 rescheduled.remove(job)  # (it ends: `_end_execution` ends its sequence)
-                job.finish()
+                if correlation_id is None and job.wanted:  # (flagged END: Triton has nothing to queue it again in)
+                    logger.error("model '%s': %s", self.model_name, RESCHEDULE_REFUSED)
+                    job.fail(invalid_arg(RESCHEDULE_REFUSED))
+                else:
+                    job.finish()
                 continue
             job.state = QUEUED
             job.execution = None

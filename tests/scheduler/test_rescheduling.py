@@ -129,3 +129,19 @@ def test_without_iterative_sequences_a_request_given_back_fails_in_tritons_words
         assert ended == [1] and len(a.executions) == 1
 
     asyncio.run(main())
+
+
+def test_a_request_flagged_end_that_is_given_back_fails_in_tritons_words_and_ends_its_sequence():
+    async def main():
+        scheduler = iterative()
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        job, ended = make_job((5, "SE", 1))
+        scheduler.submit(job)
+        given_back(a.executions[0])
+        with pytest.raises(ServerError) as caught:
+            await job.future
+        assert caught.value.status == Status.INVALID_ARG and str(caught.value) == RESCHEDULE_REFUSED
+        assert ended == [1] and scheduler.active_sequences == 0 and len(a.executions) == 1
+
+    asyncio.run(main())
