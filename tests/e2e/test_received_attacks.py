@@ -178,7 +178,10 @@ def test_gzip_compressed_large_messages(server):
 
 @pytest.fixture(scope="module")
 def digest_server():
-    with serve("tests.models:gated_digest", *IDENTITY, "--instances", "2") as process:
+    # (one execution per instance: a call sent while both are held waits in the server's queue, not in a worker's
+    # socket, where withdrawing it would race the CANCEL message to the worker)
+    with serve("tests.models:gated_digest", *IDENTITY, "--instances", "2", env={"PYTRITON_PIPELINE_DEPTH": "1"}) \
+            as process:
         yield process
 
 
@@ -252,6 +255,11 @@ def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_serv
         if queued:
             _send(h2, 9, _gated_message(xs[4], tmp_path / "m4"))  # waits for an instance
         h2.send(rst_stream(9 if queued else 5, CANCEL))
+        # The server acts on frames in their order, a reset at once: once it acknowledges a PING sent after the reset,
+        # the call is withdrawn. Only then are the held calls released (before, an instance set free before the server
+        # had read the reset could take the call and run it: it was no longer waiting when it was reset).
+        h2.send(ping(b"resetted"))
+        h2.expect_ping_ack(b"resetted")
         _send(h2, 11, _gated_message(xs[5], tmp_path / "m5", release=not queued))  # the same size
         if not queued:
             check((11, xs[5]))
