@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pytest
 
@@ -20,20 +20,74 @@ REPO = Path(__file__).resolve().parent.parent
 PORT_RE = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service) at [^:]+:(\d+)")
 PID_RE = re.compile(r"started \(pid (\d+)\)")
 
-_started_pids: set[int] = set()
+
+def _process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot), None when there is no such process: gone, a zombie (gone
+    for our purposes), or `pid` the id of a thread (/proc shows threads too, and kill() on a thread's id signals its
+    whole process). A pid and its start time name one process: a pid is reused, not within the same tick."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # (from the 3rd field on: the name may hold anything)
+        with open(f"/proc/{pid}/status") as f:
+            tgid = next(int(line.split()[1]) for line in f if line.startswith("Tgid:"))
+    except (FileNotFoundError, ProcessLookupError, StopIteration):  # (gone between the looks: ESRCH)
+        return None
+    if fields[0] == "Z" or tgid != pid:
+        return None
+    return int(fields[19])  # the 22nd field: starttime
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):  # (reaped between the two looks: the read fails with ESRCH)
-        return False
-    return True
+    return _process_start(pid) is not None
+
+
+class StartedProcesses:
+    """The processes the tests started (servers, their workers, user programs): by pid (their shared-memory segments
+    are named after it) and by pid and start time, what the session's end waits for and kills — once a process is
+    gone its pid goes to the next process or thread anyone starts, which is not ours to wait for or kill."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] = set()
+        self._known: set[tuple[int, int]] = set()
+
+    def add(self, pid: int) -> None:
+        self._pids.add(pid)
+        start = _process_start(pid)
+        if start is not None:  # (gone already, or not a process: nothing to wait for)
+            self._known.add((pid, start))
+
+    def update(self, pids: Iterable[int]) -> None:
+        for pid in pids:
+            self.add(pid)
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._pids
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(set(self._pids))
+
+    def alive(self) -> list[int]:
+        """Those still running (as the same processes)."""
+        return sorted(pid for pid, start in self._known if _process_start(pid) == start)
+
+    def kill_alive(self) -> None:
+        """SIGKILL those still running: through a pidfd, which names the process it was opened for whatever happens
+        to its pid after, once it is checked to be the same process."""
+        for pid, start in list(self._known):
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:  # gone
+                continue
+            try:
+                if _process_start(pid) == start:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            finally:
+                os.close(pidfd)
+
+
+_started_pids = StartedProcesses()
 
 
 def shm_segments_of(pids: set[int]) -> list[str]:
@@ -164,16 +218,13 @@ def nothing_left_behind() -> Iterator[None]:
     """After the session: no process we started is alive and /dev/shm has no segment they owned."""
     yield
     deadline = time.monotonic() + 10
-    alive = [p for p in _started_pids if _pid_alive(p)]
+    alive = _started_pids.alive()
     while alive and time.monotonic() < deadline:
         time.sleep(0.1)
-        alive = [p for p in _started_pids if _pid_alive(p)]
-    leftovers = shm_segments_of(_started_pids)
-    for pid in alive:  # report, but do not leave them running
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        alive = _started_pids.alive()
+    leftovers = shm_segments_of(set(_started_pids))
+    if alive:  # report, but do not leave them running
+        _started_pids.kill_alive()
     assert not alive, f"processes still alive after the tests: {alive}"
     assert not leftovers, f"shared-memory segments left in /dev/shm: {leftovers}"
 
