@@ -21,6 +21,7 @@ from pytriton.backends import pb_utils
 from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.endpoint import WorkerEndpoint
+from pytriton.proxy.messages import ModelLoading, WorkerToServer
 
 ASYNC_WAIT_S = 0.02  # the longest an awaiting async_exec sleeps without looking at the socket (ZMQ signals edges)
 
@@ -144,6 +145,24 @@ class BlsClient:
                 self.endpoint.bls_abandon(call_id, tell=True)
         return iter(responses)
 
+
+    # ---- the model loading API ------------------------------------------------------------------
+    def model_loading(self, op: int, model_name: str, model_version: str = "", config: str = "",
+                      files: dict[str, bytes] | None = None, unload_dependents: bool = False) -> bool:
+        """One call of Triton's model loading API (`ModelLoading.READY`, `LOAD` or `UNLOAD`), answered by the server;
+        its readiness for READY. A refusal is a `pb_utils.TritonModelException` with the server's words."""
+        message = WorkerToServer(kind=WorkerToServer.MODEL_LOADING, model_name=model_name, model_version=model_version)
+        loading = message.loading
+        loading.op = op  # type: ignore[assignment]
+        loading.config = config
+        loading.files.update(files or {})
+        loading.unload_dependents = unload_dependents
+        loading.caller = self.caller[0]
+        self.endpoint.send_upstream(message, reply=True)
+        answer, _ = self._wait(message.id)
+        if answer.error:
+            raise pb_utils.TritonModelException(answer.error)
+        return bool(answer.model_ready) if op == ModelLoading.READY else False
 
     async def _readable(self) -> None:
         """Wait until the socket may have something for us (or ASYNC_WAIT_S at most); one reader for all waiters."""

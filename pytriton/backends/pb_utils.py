@@ -451,25 +451,65 @@ def get_model_dir() -> str:
     return _model_dir
 
 
-def _model_loading(call: str) -> TritonModelException:
-    return TritonModelException(f"pb_utils.{call}: loading and unloading models from a model (Triton's model loading "
-                                "API) is not supported by pytriton yet; use the repository extension "
-                                "(POST /v2/repository/models/<name>/load) from a client")
+# The ops of the model loading API (the worker protocol's ModelLoading.Op).
+_READY, _LOAD, _UNLOAD = 0, 1, 2
+
+
+def _loading_client(what: str) -> Any:
+    if _bls_client is None:
+        raise TritonModelException(f"Failed to {what}: the model loading API can be used only by a model that a "
+                                   "pytriton server runs, in initialize() and execute()")
+    return _bls_client
+
+
+def _loading_call(what: str, op: int, model_name: str, **fields: Any) -> bool:
+    client = _loading_client(what)
+    try:
+        return bool(client.model_loading(op, model_name, **fields))
+    except TritonModelException as exc:
+        raise TritonModelException(f"Failed to {what}: {exc}") from None
 
 
 def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
-    """Triton's model loading API; not served yet (a TritonModelException saying so)."""
-    raise _model_loading(f"load_model('{model_name}')")
+    """Triton's model loading API: load (or reload) `model_name` from the model repository, or with `config` (the
+    model configuration in JSON) and `files` ("file:<path in the model folder>" -> content, only with `config`) as
+    the repository extension's load takes them. Needs a server in model control mode explicit (and, for `files`,
+    --allow-model-upload); returns once the model is loaded; a refusal raises TritonModelException."""
+    if files is not None:
+        if not isinstance(files, dict):
+            raise TritonModelException(f"failed to load model '{model_name}', files should be a dictionary of file "
+                                       "paths and file contents")
+        for key, value in files.items():
+            if not isinstance(key, str) or not isinstance(value, bytes):
+                raise TritonModelException(f"failed to load model '{model_name}', files should be a dictionary of "
+                                           "file paths (str) and file contents (bytes)")
+    _loading_call("load model", _LOAD, str(model_name), config=str(config), files=files)
 
 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
-    """Triton's model loading API; not served yet (a TritonModelException saying so)."""
-    raise _model_loading(f"unload_model('{model_name}')")
+    """Triton's model loading API: stop serving `model_name` (`unload_dependents`: also the models an ensemble loaded
+    for it). Returns once it is unloaded; a model unloading itself (or a model that waits for its caller) gets the
+    answer once the unload has begun, since the unload waits for the caller's execution to end."""
+    _loading_call("unload model", _UNLOAD, str(model_name), unload_dependents=bool(unload_dependents))
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
-    """Triton's model loading API; not served yet (a TritonModelException saying so)."""
-    raise _model_loading(f"is_model_ready('{model_name}')")
+    """Triton's model loading API: whether `model_name` (version `model_version`, "" for the policy's choice) is
+    ready; a model not served is not."""
+    version = str(model_version)
+    if version:
+        try:
+            number = int(version)
+        except ValueError:
+            raise TritonModelException(
+                "Failed to check model readiness: failed to get model version from specified version string "
+                f"'{version}' (details: stol), version should be an integral value > 0") from None
+        if number < 0:
+            raise TritonModelException(
+                "Failed to check model readiness: failed to get model version from specified version string "
+                f"'{version}', version should be an integral value > 0")
+        version = str(number)
+    return _loading_call("check model readiness", _READY, str(model_name), model_version=version)
 
 
 from pytriton.backends.pb_metrics import Metric, MetricFamily, MetricKind  # noqa: E402,F401  (custom metrics)

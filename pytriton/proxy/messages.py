@@ -7,6 +7,7 @@ from typing import Any
 
 from pytriton.proxy._generated.worker_pb2 import (  # re-exported (see __all__): the typed messages
     MetricOp,
+    ModelLoading,
     Param,
     RequestItem,
     ResponseItem,
@@ -189,7 +190,7 @@ def decode_request_fields(item: Any, parameters: dict[str, Any] | None = None) -
 
 
 __all__ = ["CLIENT_FLAGS", "FLAG_END_PARAM", "FLAG_NOT_READY", "FLAG_SEQUENCE_CONTROLS", "FLAG_SEQUENCE_ID_PARAM",
-           "FLAG_START_PARAM", "PARAM_FLAGS", "ArenaSlot", "MetricOp", "Param", "ParamValue", "RequestData",
+           "FLAG_START_PARAM", "PARAM_FLAGS", "ArenaSlot", "MetricOp", "ModelLoading", "Param", "ParamValue", "RequestData",
            "RequestItem", "ResponseItem", "ServerToWorker", "TensorData", "TensorRef", "WorkerToServer",
            "carry_sequence_parameters", "decode_chain", "decode_request_fields", "encode_chain",
            "encode_request_fields", "params_from_proto", "params_to_proto", "restore_sequence_parameters",

@@ -130,6 +130,8 @@ class ProxyRouter:
         self.on_bls_cancel: Callable[[WorkerLink, int], None] | None = None  # the worker gave up a BLS request
         # Called with (link, message) for a worker's custom-metrics operations (METRICS); unset: they are dropped.
         self.on_metrics: Callable[[WorkerLink, Any], None] | None = None
+        # Called with (link, message) for a model's call of the model loading API (MODEL_LOADING); unset: refused.
+        self.on_model_loading: Callable[[WorkerLink, Any], None] | None = None
 
     # ---- links -------------------------------------------------------------------------------
     def add_link(self, identity: bytes, label: str) -> WorkerLink:
@@ -392,6 +394,18 @@ class ProxyRouter:
         except WorkerGoneError:
             pass
 
+    def send_model_loading_answer(self, link: WorkerLink, call_id: int, ready: bool = False, error: str = "",
+                                  error_code: int = 0) -> None:
+        """Answer a worker's MODEL_LOADING message `call_id` (as a final BLS_RESULT): readiness, or an error."""
+        if link.closed:
+            return
+        message = ServerToWorker(kind=ServerToWorker.BLS_RESULT, id=call_id, final=True, error=error,
+                                 error_code=error_code, model_ready=ready)
+        try:
+            self._send(link, [message.SerializeToString()])
+        except WorkerGoneError:
+            pass
+
     # ---- receiving ---------------------------------------------------------------------------
     def _drain(self, waiting: bool = False) -> None:
         """Handle what the workers sent, at most DRAIN_BATCH messages per turn of the loop: a worker that sends as
@@ -464,6 +478,12 @@ class ProxyRouter:
                 self.on_metrics(link, message)
             elif message.id:
                 self.send_metrics_answer(link, message.id, error="custom metrics are not served here")
+        elif message.kind == WorkerToServer.MODEL_LOADING:
+            if self.on_model_loading is not None:
+                self.on_model_loading(link, message)
+            else:
+                self.send_model_loading_answer(link, message.id, error="the model loading API is not served here",
+                                               error_code=5)
         elif message.kind == WorkerToServer.HELLO:
             link.pid = message.pid
             link.segments = SegmentMap(self.tag, message.pid, message.arena or "rsp")

@@ -44,6 +44,7 @@ from pytriton.server.control_service import ControlService
 from pytriton.server.peers import LOCKED, FrontendPeers
 from pytriton.server.platform_listeners import check_ports, start_platform_listeners
 from pytriton.supervisor.host import WorkerHost
+from pytriton.supervisor.model_loading import ModelLoadingBridge
 from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
 
 logger = logging.getLogger("pytriton.server")
@@ -82,6 +83,7 @@ class Server:
         self.host: WorkerHost | None = None
         self.control: ControlService | None = None
         self.model_control: ModelControl | None = None
+        self.model_loading: ModelLoadingBridge | None = None  # models' pb_utils.load_model & co, once started
         self.grpc: GrpcFrontend | None = None
         self.http: HttpListener | None = None
         self.metrics: HttpListener | None = None
@@ -128,6 +130,7 @@ class Server:
             core.received.attach(host.received)  # large messages are received into shared memory
             host.serve_bls(core.infer, core.infer_stream)  # models' own requests (pb_utils BLS)
             host.serve_custom_metrics(core.custom_metrics)  # models' pb_utils.MetricFamily
+            self.model_loading = host.serve_model_loading(core.repository_control, core.model_ready)
             self.tracer.attach(_trace_sink(self.trace_config, self.trace_settings),
                                always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()
@@ -205,6 +208,8 @@ class Server:
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise
+        if self.model_loading is not None:
+            self.model_loading.started = True  # (before, Triton's "Server not ready")
         if self.config.frontend_peer_ports:
             logger.info("front-end process %d is ready", self.config.frontend_index)
         else:
@@ -279,6 +284,9 @@ class Server:
                     logger.error("stopping a front-end: %s", failure, exc_info=failure)
 
     async def _stop_core(self, deadline: float) -> None:
+        model_loading, self.model_loading = self.model_loading, None
+        if model_loading is not None:
+            model_loading.close()
         control, self.control = self.control, None
         if control is not None:
             await control.close()

@@ -15,6 +15,7 @@ from pytriton.proxy.router import ProxyRouter
 from pytriton.supervisor.bls import BlsBridge
 from pytriton.supervisor.custom_metrics import CustomMetricsBridge
 from pytriton.supervisor.external import ExternalInstances
+from pytriton.supervisor.model_loading import ModelLoadingBridge
 from pytriton.supervisor.worker_pool import WorkerPool
 
 
@@ -71,6 +72,12 @@ class WorkerHost:
         """Keep the custom metrics (pb_utils.MetricFamily) of every worker in the core's `store`."""
         assert self.router is not None, "start() first"
         return CustomMetricsBridge(self.router, store)
+
+    def serve_model_loading(self, control: Any, ready: Any) -> ModelLoadingBridge:
+        """Serve the model loading API of every worker (pb_utils.load_model, ...) with the core's repository `control`
+        and model `ready`; refused ("Server not ready") until the bridge is told the server has started."""
+        assert self.router is not None, "start() first"
+        return ModelLoadingBridge(self.router, control, ready)
 
     def worker_pool(self, config: TritonModelConfig, callable_target: str) -> WorkerPool:
         """Worker processes of our own that import and run `callable_target`."""

@@ -93,7 +93,7 @@ class Caller(_message.Message):
     def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., instance: _Optional[str] = ...) -> None: ...
 
 class ServerToWorker(_message.Message):
-    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final", "cancel_items", "metric_value")
+    __slots__ = ("kind", "id", "requests", "freed", "unmap_regions", "control", "window", "window_bytes", "consumed", "responses", "error", "error_code", "final", "cancel_items", "metric_value", "model_ready")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         INFER: _ClassVar[ServerToWorker.Kind]
@@ -127,6 +127,7 @@ class ServerToWorker(_message.Message):
     FINAL_FIELD_NUMBER: _ClassVar[int]
     CANCEL_ITEMS_FIELD_NUMBER: _ClassVar[int]
     METRIC_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_READY_FIELD_NUMBER: _ClassVar[int]
     kind: ServerToWorker.Kind
     id: int
     requests: _containers.RepeatedCompositeFieldContainer[RequestItem]
@@ -142,7 +143,8 @@ class ServerToWorker(_message.Message):
     final: bool
     cancel_items: _containers.RepeatedScalarFieldContainer[int]
     metric_value: float
-    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ..., cancel_items: _Optional[_Iterable[int]] = ..., metric_value: _Optional[float] = ...) -> None: ...
+    model_ready: bool
+    def __init__(self, kind: _Optional[_Union[ServerToWorker.Kind, str]] = ..., id: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[RequestItem, _Mapping]]] = ..., freed: _Optional[_Iterable[int]] = ..., unmap_regions: _Optional[_Iterable[int]] = ..., control: _Optional[str] = ..., window: _Optional[int] = ..., window_bytes: _Optional[int] = ..., consumed: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., error_code: _Optional[int] = ..., final: _Optional[bool] = ..., cancel_items: _Optional[_Iterable[int]] = ..., metric_value: _Optional[float] = ..., model_ready: _Optional[bool] = ...) -> None: ...
 
 class ResponseItem(_message.Message):
     __slots__ = ("outputs", "error", "parameters", "absent", "final", "error_code", "rescheduled")
@@ -170,7 +172,7 @@ class ResponseItem(_message.Message):
     def __init__(self, outputs: _Optional[_Iterable[_Union[TensorRef, _Mapping]]] = ..., error: _Optional[str] = ..., parameters: _Optional[_Mapping[str, Param]] = ..., absent: _Optional[bool] = ..., final: _Optional[bool] = ..., error_code: _Optional[int] = ..., rescheduled: _Optional[bool] = ...) -> None: ...
 
 class WorkerToServer(_message.Message):
-    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us", "metric_ops")
+    __slots__ = ("kind", "id", "responses", "error", "final", "pid", "compute_input_ns", "compute_infer_ns", "compute_output_ns", "arena", "control", "compute_start_ns", "model_name", "model_version", "request", "decoupled", "freed", "timeout_us", "metric_ops", "loading")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         RESULT: _ClassVar[WorkerToServer.Kind]
@@ -181,6 +183,7 @@ class WorkerToServer(_message.Message):
         FREE: _ClassVar[WorkerToServer.Kind]
         BLS_CANCEL: _ClassVar[WorkerToServer.Kind]
         METRICS: _ClassVar[WorkerToServer.Kind]
+        MODEL_LOADING: _ClassVar[WorkerToServer.Kind]
     RESULT: WorkerToServer.Kind
     HELLO: WorkerToServer.Kind
     FATAL: WorkerToServer.Kind
@@ -189,6 +192,7 @@ class WorkerToServer(_message.Message):
     FREE: WorkerToServer.Kind
     BLS_CANCEL: WorkerToServer.Kind
     METRICS: WorkerToServer.Kind
+    MODEL_LOADING: WorkerToServer.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +212,7 @@ class WorkerToServer(_message.Message):
     FREED_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_US_FIELD_NUMBER: _ClassVar[int]
     METRIC_OPS_FIELD_NUMBER: _ClassVar[int]
+    LOADING_FIELD_NUMBER: _ClassVar[int]
     kind: WorkerToServer.Kind
     id: int
     responses: _containers.RepeatedCompositeFieldContainer[ResponseItem]
@@ -227,7 +232,37 @@ class WorkerToServer(_message.Message):
     freed: _containers.RepeatedScalarFieldContainer[int]
     timeout_us: int
     metric_ops: _containers.RepeatedCompositeFieldContainer[MetricOp]
-    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: _Optional[bool] = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ..., metric_ops: _Optional[_Iterable[_Union[MetricOp, _Mapping]]] = ...) -> None: ...
+    loading: ModelLoading
+    def __init__(self, kind: _Optional[_Union[WorkerToServer.Kind, str]] = ..., id: _Optional[int] = ..., responses: _Optional[_Iterable[_Union[ResponseItem, _Mapping]]] = ..., error: _Optional[str] = ..., final: _Optional[bool] = ..., pid: _Optional[int] = ..., compute_input_ns: _Optional[int] = ..., compute_infer_ns: _Optional[int] = ..., compute_output_ns: _Optional[int] = ..., arena: _Optional[str] = ..., control: _Optional[str] = ..., compute_start_ns: _Optional[int] = ..., model_name: _Optional[str] = ..., model_version: _Optional[str] = ..., request: _Optional[_Union[RequestItem, _Mapping]] = ..., decoupled: _Optional[bool] = ..., freed: _Optional[_Iterable[int]] = ..., timeout_us: _Optional[int] = ..., metric_ops: _Optional[_Iterable[_Union[MetricOp, _Mapping]]] = ..., loading: _Optional[_Union[ModelLoading, _Mapping]] = ...) -> None: ...
+
+class ModelLoading(_message.Message):
+    __slots__ = ("op", "config", "files", "unload_dependents", "caller")
+    class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        READY: _ClassVar[ModelLoading.Op]
+        LOAD: _ClassVar[ModelLoading.Op]
+        UNLOAD: _ClassVar[ModelLoading.Op]
+    READY: ModelLoading.Op
+    LOAD: ModelLoading.Op
+    UNLOAD: ModelLoading.Op
+    class FilesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    OP_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    UNLOAD_DEPENDENTS_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    op: ModelLoading.Op
+    config: str
+    files: _containers.ScalarMap[str, bytes]
+    unload_dependents: bool
+    caller: str
+    def __init__(self, op: _Optional[_Union[ModelLoading.Op, str]] = ..., config: _Optional[str] = ..., files: _Optional[_Mapping[str, bytes]] = ..., unload_dependents: _Optional[bool] = ..., caller: _Optional[str] = ...) -> None: ...
 
 class MetricOp(_message.Message):
     __slots__ = ("kind", "handle", "family", "name", "description", "metric_kind", "labels", "buckets", "value", "bucket_counts", "count")
