@@ -153,9 +153,11 @@ def test_get_model_dir_outside_a_model_says_why(monkeypatch):
 
 
 def test_model_loading_api_outside_a_server_says_why():
-    for call in (lambda: pb_utils.load_model("m"), lambda: pb_utils.unload_model("m"),
-                 lambda: pb_utils.is_model_ready("m")):
-        with pytest.raises(pb_utils.TritonModelException, match="not supported by pytriton yet"):
+    for what, call in (("load model", lambda: pb_utils.load_model("m")),
+                       ("unload model", lambda: pb_utils.unload_model("m")),
+                       ("check model readiness", lambda: pb_utils.is_model_ready("m"))):
+        with pytest.raises(pb_utils.TritonModelException, match=f"Failed to {what}: the model loading API can be "
+                                                                "used only by a model that a pytriton server runs"):
             call()
 
 
