@@ -462,12 +462,19 @@ def _loading_client(what: str) -> Any:
     return _bls_client
 
 
+def _loading_call_error(what: str, message: str) -> TritonModelException:
+    """A refusal in Triton's words, naming the calling instance."""
+    client = _loading_client(what)
+    return TritonModelException(f"Failed to {what}: Failed to process the request for model '{client.caller[2]}', "
+                                f"message: {message}")
+
+
 def _loading_call(what: str, op: int, model_name: str, **fields: Any) -> bool:
     client = _loading_client(what)
     try:
         return bool(client.model_loading(op, model_name, **fields))
     except TritonModelException as exc:
-        raise TritonModelException(f"Failed to {what}: {exc}") from None
+        raise _loading_call_error(what, str(exc)) from None
 
 
 def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
@@ -498,16 +505,16 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
     ready; a model not served is not."""
     version = str(model_version)
     if version:
+        number: int | None
         try:
             number = int(version)
         except ValueError:
-            raise TritonModelException(
-                "Failed to check model readiness: failed to get model version from specified version string "
-                f"'{version}' (details: stol), version should be an integral value > 0") from None
-        if number < 0:
-            raise TritonModelException(
-                "Failed to check model readiness: failed to get model version from specified version string "
-                f"'{version}', version should be an integral value > 0")
+            number = None
+        if number is None or number < 0:
+            details = " (details: stol)" if number is None else ""
+            raise _loading_call_error(
+                "check model readiness", f"failed to get model version from specified version string '{version}'"
+                f"{details}, version should be an integral value > 0")
         version = str(number)
     return _loading_call("check model readiness", _READY, str(model_name), model_version=version)
 

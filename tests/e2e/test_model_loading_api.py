@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +21,8 @@ from tests.conftest import REPO, serve
 
 REPOSITORY = REPO / "tests" / "repositories" / "model_loading"
 TARGET_MODEL = (REPOSITORY / "target" / "2" / "model.py").read_bytes()
+# How Triton words a refusal the server sends (naming the calling instance), after "Failed to <call>: ".
+REFUSAL = "Failed to process the request for model 'loader_0_0', message: "
 IO = {"input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],  # target's, for a config override
       "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
 
@@ -70,7 +74,7 @@ def test_load_with_a_config_override(client):
     assert call(client, call="load", model="target") == "ok"
     wrong = '"parameters": {"config": {{"backend":"python"}}}'  # (Triton's QA test sends this malformed one)
     answer = call(client, call="load", model="target", config=wrong)
-    assert answer.startswith("TritonModelException: Failed to load model: "), answer
+    assert answer.startswith("TritonModelException: Failed to load model: " + REFUSAL), answer
     assert call(client, call="ready", model="target", version="2") == "True"  # unchanged by the failed load
     config = json.dumps({"backend": "python", "version_policy": {"specific": {"versions": [2]}}, **IO})
     assert call(client, call="load", model="target", config=config) == "ok"
@@ -81,8 +85,8 @@ def test_load_with_a_config_override(client):
 def test_load_with_files(client):
     files = {"file:1/model.py": base64.b64encode(TARGET_MODEL).decode()}
     answer = call(client, call="load", model="uploaded", files=files)
-    assert answer == ("TritonModelException: Failed to load model: failed to load 'uploaded': a model given as files "
-                      "('file:' parameters) needs its configuration in the 'config' parameter"), answer
+    assert answer == ("TritonModelException: Failed to load model: " + REFUSAL + "failed to load 'uploaded': a model "
+                      "given as files ('file:' parameters) needs its configuration in the 'config' parameter"), answer
     config = json.dumps({"backend": "python", **IO})
     assert call(client, call="load", model="uploaded", config=config, files=files) == "ok"
     assert call(client, call="ready", model="uploaded", version="1") == "True"
@@ -91,15 +95,19 @@ def test_load_with_files(client):
 
 def test_bad_arguments_are_refused_in_tritons_words(client):
     assert call(client, call="ready", model="target", version="x") == (
-        "TritonModelException: Failed to check model readiness: failed to get model version from specified version "
-        "string 'x' (details: stol), version should be an integral value > 0")
+        "TritonModelException: Failed to check model readiness: " + REFUSAL + "failed to get model version from "
+        "specified version string 'x' (details: stol), version should be an integral value > 0")
+    assert call(client, call="ready", model="target", version="-1") == (
+        "TritonModelException: Failed to check model readiness: " + REFUSAL + "failed to get model version from "
+        "specified version string '-1', version should be an integral value > 0")
     assert call(client, call="load", model="target", files=["not", "a", "dict"]) == (
         "TritonModelException: failed to load model 'target', files should be a dictionary of file paths and file "
         "contents")
     answer = call(client, call="load", model="../escape")
-    assert answer.startswith("TritonModelException: Failed to load model: "), answer
+    assert answer.startswith("TritonModelException: Failed to load model: " + REFUSAL), answer
     assert call(client, call="load", model="absent") == (
-        "TritonModelException: Failed to load model: failed to load 'absent', failed to poll from model repository")
+        "TritonModelException: Failed to load model: " + REFUSAL + "failed to load 'absent', failed to poll from "
+        "model repository")
 
 
 def test_a_model_loading_from_initialize_while_the_server_loads_it(client):
@@ -117,8 +125,8 @@ def test_models_loading_each_other_from_initialize_are_refused_not_hung(client):
 
 def test_a_model_unloading_or_loading_itself(client):
     answer = call(client, call="load", model="loader")
-    assert answer == ("TritonModelException: Failed to load model: failed to load 'loader': a model cannot load "
-                      "itself (it would wait for itself)"), answer
+    assert answer == ("TritonModelException: Failed to load model: " + REFUSAL + "failed to load 'loader': a model "
+                      "cannot load itself (it would wait for itself)"), answer
     assert call(client, call="unload", model="loader") == "ok"  # answered once begun: it waits for this execution
     client.load_model("loader")  # (the next tests need it back; the unload above finished first)
     assert client.is_model_ready("loader")
@@ -133,8 +141,8 @@ def test_refused_outside_mode_explicit(tmp_path):
             for what in ({"call": "load", "model": "target"}, {"call": "unload", "model": "target"}):
                 verb = what["call"]
                 assert call(client, **what) == (
-                    f"TritonModelException: Failed to {verb} model: explicit model load / unload is not allowed if "
-                    "polling is enabled")
+                    f"TritonModelException: Failed to {verb} model: {REFUSAL}explicit model load / unload is not "
+                    "allowed if polling is enabled")
             assert call(client, call="ready", model="target") == "True"
         finally:
             client.close()
@@ -147,7 +155,19 @@ def test_uploads_refused_without_allow_model_upload():
         try:
             files = {"file:1/model.py": base64.b64encode(TARGET_MODEL).decode()}
             answer = call(client, call="load", model="uploaded", config='{"backend":"python"}', files=files)
-            assert answer.startswith("TritonModelException: Failed to load model: failed to load 'uploaded': loading "
-                                     "a model from files ('file:' parameters) is not allowed"), answer
+            assert answer.startswith("TritonModelException: Failed to load model: " + REFUSAL + "failed to load "
+                                     "'uploaded': loading a model from files ('file:' parameters) is not allowed"), answer
         finally:
             client.close()
+
+
+def test_refused_while_the_server_starts():
+    """As Triton: the API is for a running server; a model that calls it from initialize() at start fails to load."""
+    ports = [arg for service in ("http", "grpc", "metrics")
+             for arg in (f"--{service}-port", "0", f"--{service}-address", "127.0.0.1")]
+    done = subprocess.run([sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", str(REPOSITORY),
+                           "--model-control-mode", "explicit", "--load-model", "init_loader", *ports],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0
+    assert ("TritonModelException: Failed to check model readiness: Failed to process the request for model "
+            "'init_loader_0_0', message: Server not ready") in done.stderr + done.stdout
