@@ -267,14 +267,13 @@ def test_tritons_own_rescheduling_tests_pass(tmp_path):
 
         # Its answer, FP16 [1] where its config.pbtxt says FP32 [16], is refused here (pytriton checks an output's
         # shape; Triton's Python backend sends it as it is): what it ran is read in its unittest's report instead.
-        # test_wrong_return_type passes; the two others stop at their first step, pb_utils.unload_model (models
-        # loading models is not built yet), and their rescheduling is what grpc_endpoint_test's calls above check.
+        # All three pass: the two e2e cases reload their callee first with pb_utils.unload_model / load_model (the
+        # model loading API) and then run its rescheduling through BLS.
         with pytest.raises(InferenceServerException, match=r"has shape \[1\], but its config.pbtxt declares \[16\]"):
             client.infer("bls_request_rescheduling", [], client_timeout=240)
         log = server.log
-        assert "Ran 3 tests" in log and "FAILED (errors=2)" in log and "FAIL:" not in log, log[-6000:]
-        assert re.findall(r"ERROR: (test_\w+)", log) == ["test_decoupled_e2e", "test_non_decoupled_e2e"]
-        assert log.count("TritonModelException: pb_utils.unload_model(") == 2
+        assert "Ran 3 tests" in log and "\nOK\n" in log, log[-6000:]
+        assert not re.findall(r"(?:ERROR|FAIL): (test_\w+)", log)
 
 
 def test_the_in_process_api_streams_each_execution_of_a_request_given_back(tmp_path):
