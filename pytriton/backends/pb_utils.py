@@ -2,7 +2,8 @@
 responses, errors and helpers such a `model.py` uses, as Triton's python_backend defines them.
 
 Registered under that module name in a worker that runs a repository model (`python_model.py`). BLS requests
-(`InferenceRequest.exec`) go through the worker's `BlsClient` (`bls.py`); `ModelConfig`, the auto-complete helper, is
+(`InferenceRequest.exec`) and the model loading API (`load_model`, `unload_model`, `is_model_ready`) go through the
+worker's `BlsClient` (`bls.py`); `ModelConfig`, the auto-complete helper, is
 in `pb_autocomplete.py`; custom metrics (`MetricFamily`) live in `pb_metrics.py`.
 """
 
