@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from pytriton.cli.model import parse_tensor
 from pytriton.cli.serve import main
-from tests.conftest import serve
+from tests._support.serving import serve
 
 
 @pytest.mark.parametrize(

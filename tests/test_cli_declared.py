@@ -10,7 +10,8 @@ import tritonclient.http as httpclient
 from click.testing import CliRunner
 
 from pytriton.cli.serve import main
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 from tests.test_cli import LOCAL_PORTS
 
 DECLARED = "tests.cli_targets.declared"

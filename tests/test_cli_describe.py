@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from pytriton.cli import model as _cli_model
 from pytriton.cli.serve import main
-from tests.conftest import REPO, _pid_alive, _started_pids
+from tests._support.paths import REPO
+from tests._support.processes import pid_alive, started_pids
 from tests.test_cli import LOCAL_PORTS
 
 
@@ -58,19 +59,19 @@ def test_the_describe_process_dies_with_pytriton_serve(tmp_path):
     env = dict(os.environ, PYTRITON_TEST_IMPORT_SECONDS="60", PYTRITON_TEST_PID_FILE=str(pid_file))
     serve = subprocess.Popen([sys.executable, "-m", "pytriton.cli", "serve", "tests.cli_targets.slow_import:infer_fn",
                               *LOCAL_PORTS], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _started_pids.add(serve.pid)
+    started_pids.add(serve.pid)
     try:
         deadline = time.monotonic() + 30
         while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
         child = int(pid_file.read_text())
-        _started_pids.add(child)
+        started_pids.add(child)
         serve.send_signal(signal.SIGTERM)
         serve.wait(10)
         deadline = time.monotonic() + 10
-        while _pid_alive(child) and time.monotonic() < deadline:
+        while pid_alive(child) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _pid_alive(child), "the process that imports the target outlived pytriton serve"
+        assert not pid_alive(child), "the process that imports the target outlived pytriton serve"
     finally:
         if serve.poll() is None:
             serve.kill()
@@ -84,7 +85,7 @@ def test_a_module_that_forks_at_import_does_not_hold_the_start(tmp_path):
         serve = subprocess.Popen([sys.executable, "-m", "pytriton.cli", "serve", "tests.cli_targets.forks:infer_fn",
                                   *LOCAL_PORTS], cwd=REPO, env=dict(os.environ, PYTRITON_TEST_PID_FILE=str(pid_file)),
                                  stdout=subprocess.DEVNULL, stderr=stderr)
-        _started_pids.add(serve.pid)
+        started_pids.add(serve.pid)
         code = serve.wait(60)
     elapsed = time.monotonic() - started
     forked = int(pid_file.read_text())
@@ -92,5 +93,5 @@ def test_a_module_that_forks_at_import_does_not_hold_the_start(tmp_path):
         assert code == 2 and "declares no outputs" in log.read_text()  # it answered
         assert elapsed < 30  # not the 60 s the forked process lives
     finally:
-        if _pid_alive(forked):
+        if pid_alive(forked):
             os.kill(forked, signal.SIGKILL)

@@ -9,7 +9,7 @@ import re
 import click
 
 from pytriton.cli.serve import serve
-from tests.conftest import REPO
+from tests._support.paths import REPO
 
 PAGE = REPO / "docs" / "guide" / "cli.md"
 

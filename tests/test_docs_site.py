@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests._support.paths import REPO
 
 pytest.importorskip("material", reason="needs mkdocs-material (the `docs` or `test` extra)")
 

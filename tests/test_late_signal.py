@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests._support.paths import REPO
 
 SCRIPT = """
 import asyncio, os, signal

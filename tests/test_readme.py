@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, _started_pids
+from tests._support.paths import REPO
+from tests._support.processes import started_pids
 
 
 def code_block(marker: str) -> str:
@@ -43,7 +44,7 @@ def test_quick_start_as_written(tmp_path):
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     server = subprocess.Popen([sys.executable, "server.py"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    _started_pids.add(server.pid)
+    started_pids.add(server.pid)
     try:
         deadline = time.monotonic() + 60
         output = ""

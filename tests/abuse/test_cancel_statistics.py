@@ -17,7 +17,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 
 from tests.abuse.test_session_fastpaths_calls import ARGS, Gates, _metric, _wait_until
-from tests.conftest import serve
+from tests._support.serving import serve
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,10 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, wait_for
-from tests.conftest import REPO, ServerProcess, _pid_alive, shm_segments_of, tensor_args
+from tests._support.paths import REPO
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess, tensor_args
+from tests._support.shm import shm_segments_of
 
 ARGS = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
         *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "10"]
@@ -122,13 +125,13 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
         assert _answered_by(results, ours) and "answered without PID" not in results, results  # process 0 drained
         assert f"front-end process 1 (pid {frontends[1]}) exited with code -9" in server.log
         assert registration, "the registration never ended"
-        gone = wait_for(lambda: not any(_pid_alive(pid) for pid in ours), 30)
-        assert gone, [pid for pid in ours if _pid_alive(pid)]  # the dead process's worker too
+        gone = wait_for(lambda: not any(pid_alive(pid) for pid in ours), 30)
+        assert gone, [pid for pid in ours if pid_alive(pid)]  # the dead process's worker too
         assert not shm_segments_of(ours)
         assert all(_bindable(port) for port in ports), [p for p in ports if not _bindable(p)]
     finally:
         for pid in {int(p) for _, p in FRONTEND_RE.findall(server.log)}:
-            if _pid_alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGCONT)
         server.stop()
         shm.destroy_shared_memory_region(region)
@@ -157,7 +160,7 @@ def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tm
             results = [call.result(timeout=60) for call in calls]
         assert code == 0, server.log
         assert not _answered_by(results, ours), results
-        assert wait_for(lambda: not any(_pid_alive(pid) for pid in ours), 30), [p for p in ours if _pid_alive(p)]
+        assert wait_for(lambda: not any(pid_alive(pid) for pid in ours), 30), [p for p in ours if pid_alive(p)]
         assert not shm_segments_of(ours)
         assert all(_bindable(port) for port in ports)
     finally:
@@ -178,7 +181,7 @@ def test_a_killed_group_parent_frees_every_port_and_leaves_nothing(tmp_path):
             assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             server.process.kill()
             server.process.wait(10)
-            assert wait_for(lambda: not any(_pid_alive(pid) for pid in ours), 40), [p for p in ours if _pid_alive(p)]
+            assert wait_for(lambda: not any(pid_alive(pid) for pid in ours), 40), [p for p in ours if pid_alive(p)]
             results = [call.result(timeout=60) for call in calls]
         assert not _answered_by(results, ours), results
         assert not shm_segments_of(ours)
@@ -233,7 +236,7 @@ def test_a_signal_while_models_load_stops_the_group_at_once(tmp_path, processes)
             pass
         assert process.returncode is not None and time.monotonic() - started < 15, "still starting after SIGINT"
         workers = {int(f.name.split(".")[-1]) for f in tmp_path.glob("init_started.*")}
-        assert wait_for(lambda: not any(_pid_alive(pid) for pid in workers), 20)
+        assert wait_for(lambda: not any(pid_alive(pid) for pid in workers), 20)
     finally:
         if process.poll() is None:
             process.kill()

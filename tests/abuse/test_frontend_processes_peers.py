@@ -19,7 +19,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, listed_regions
-from tests.conftest import ServerProcess, serve, tensor_args
+from tests._support.serving import ServerProcess, serve, tensor_args
 
 MODEL = "server_pid"
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
         *tensor_args("output", [("OUT", "fp32", "-1"), ("SERVER", "int64", "1")]), "--frontend-processes", "2"]

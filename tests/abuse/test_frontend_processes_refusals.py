@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import tensor_args
 
 REPOS = REPO / "tests" / "repositories"
 CALLABLE = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),

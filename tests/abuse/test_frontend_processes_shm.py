@@ -16,7 +16,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, listed_regions, wait_for
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 GATED = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
          *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2"]

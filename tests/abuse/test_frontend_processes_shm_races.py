@@ -20,7 +20,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, wait_for
-from tests.conftest import ServerProcess, serve, tensor_args
+from tests._support.serving import ServerProcess, serve, tensor_args
 
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
         *tensor_args("output", [("OUT", "fp32", "-1"), ("SERVER", "int64", "1")]), "--frontend-processes", "2"]

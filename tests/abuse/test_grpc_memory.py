@@ -25,7 +25,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2 as pb
 
 from tests.abuse._rss import rss_bytes
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.frontend.grpc.raw_h2 import (
     CONTINUATION,
     DATA,

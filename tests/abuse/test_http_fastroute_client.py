@@ -9,7 +9,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ARGS = tensor_args("input", [("IN_X", "fp32", "-1"), ("IN_T", "bytes", "-1")]) + tensor_args(
     "output", [("OUT_X", "fp32", "-1"), ("OUT_T", "bytes", "-1")]

@@ -19,7 +19,7 @@ import pytest
 
 from tests.abuse._fastroute import Answer, header, raw_request
 from tests.abuse._http import connect, read_response
-from tests.conftest import ServerProcess, lazy_servers, serve, tensor_args
+from tests._support.serving import ServerProcess, lazy_servers, serve, tensor_args
 from tests.tls.certs import make_certs
 
 TIMEOUT_S = 30

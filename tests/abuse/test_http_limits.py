@@ -25,7 +25,7 @@ from tests.abuse._http import (
     error_message,
     read_response,
 )
-from tests.conftest import serve
+from tests._support.serving import serve
 
 MAX_HEAD = 4096
 MAX_FIELDS = 20

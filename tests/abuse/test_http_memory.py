@@ -28,7 +28,7 @@ from tests.abuse._http import (
     read_response,
 )
 from tests.abuse._rss import rss_bytes
-from tests.conftest import serve
+from tests._support.serving import serve
 from tests.http_raw import TIMEOUT_S
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.tls.certs import make_certs
 
 IDENTITY = tensor_args("input", [("IN_X", "uint8", "-1")]) + tensor_args("output", [("OUT_X", "uint8", "-1")])

@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 IDENTITY = tensor_args("input", [("IN_X", "int32", "1")]) + tensor_args("output", [("OUT_X", "int32", "1")])
 

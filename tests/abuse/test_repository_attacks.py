@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import serve
+from tests._support.serving import serve
 
 ECHO_MODEL = """
 import json

@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests.abuse._rss import rss_bytes
-from tests.conftest import serve
+from tests._support.serving import serve
 
 pytestmark = pytest.mark.slow
 

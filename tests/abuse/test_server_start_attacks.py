@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 
 def test_a_long_temporary_directory_path_does_not_stop_the_server(tmp_path: Path):

@@ -17,7 +17,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ARGS = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])
 
@@ -184,7 +184,7 @@ def _ready(client) -> bool:
 
 def test_a_stop_drains_calls_running_and_queued(tmp_path):
     """SIGINT while one call runs and two wait: the server stops taking calls, answers the three, exits 0."""
-    from tests.conftest import ServerProcess
+    from tests._support.serving import ServerProcess
 
     server = ServerProcess(["tests.models:gated_pid", *ARGS], env={"PYTRITON_PIPELINE_DEPTH": "1"})
     try:

@@ -12,7 +12,8 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from pytriton.proxy.bigcopy import OutputCopier
-from tests.conftest import serve, shm_segments_of, tensor_args
+from tests._support.serving import serve, tensor_args
+from tests._support.shm import shm_segments_of
 
 N = 3 << 20  # float32 elements: 12 MiB, over the 8 MiB threshold
 

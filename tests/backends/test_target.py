@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pytriton.backends.target import CallableTarget, find_module, import_target_module, resolve
-from tests.conftest import REPO
+from tests._support.paths import REPO
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,8 @@ from pytriton.client.utils import (
 )
 from pytriton.client.warnings import NotSupportedTimeoutWarning, PyTritonWarning
 from pytriton.model_config.triton_model_config import TritonModelConfig
-from tests.conftest import REPO, lazy_servers, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import lazy_servers, tensor_args
 
 TOKEN = "s3cr3t-token"
 FORWARD = ["--http-header-forward-pattern", "x-.*", "--grpc-header-forward-pattern", "x-.*"]

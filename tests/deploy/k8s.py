@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests._support.paths import REPO
 
 K8S = REPO / "deploy" / "k8s"
 # What `kubectl kustomize` renders; every one is checked.

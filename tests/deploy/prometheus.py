@@ -21,7 +21,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from tests.conftest import REPO, _started_pids
+from tests._support.paths import REPO
+from tests._support.processes import started_pids
 
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 CONFIG = PROMETHEUS_DIR / "prometheus.yml"
@@ -145,7 +146,7 @@ def prometheus(tmp_path: Path, addresses: list[str], rules: Path = RULES) -> Ite
             process = subprocess.Popen(
                 [binary, f"--config.file={config_path}", f"--storage.tsdb.path={tmp_path / 'data'}",
                  f"--web.listen-address={address}"], stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
-        _started_pids.add(process.pid)
+        started_pids.add(process.pid)
         server = PrometheusServer(process, f"http://{address}", log)
         try:
             server.wait_until("prometheus ready", lambda: _ready(server) or process.poll() is not None)

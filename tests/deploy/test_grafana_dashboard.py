@@ -11,7 +11,8 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 from tests.e2e.test_metrics import scrape
 from tests.e2e.test_metrics_latency import stream_delayed_countdown
 

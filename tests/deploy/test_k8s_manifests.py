@@ -15,7 +15,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.conftest import REPO
+from tests._support.paths import REPO
 from tests.deploy.crd_schema import load_schemas, unknown_fields
 from tests.deploy.dockerfile import exec_form, instructions, last
 from tests.deploy.k8s import (

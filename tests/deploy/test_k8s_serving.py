@@ -22,7 +22,7 @@ import tritonclient.http as httpclient
 import yaml
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
-from tests.conftest import ServerProcess
+from tests._support.serving import ServerProcess
 from tests.deploy.k8s import (
     K8S,
     adapter_rules,

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.deploy.prometheus import JOB, PrometheusServer, alert_rules, prometheus, without_thresholds
 from tests.deploy.test_grafana_dashboard import DASHBOARD, DECOUPLED_ARGS
 from tests.e2e.test_metrics_latency import stream_delayed_countdown

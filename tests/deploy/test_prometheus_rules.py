@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import REPO
+from tests._support.paths import REPO
 from tests.deploy.prometheus import (
     CONFIG,
     JOB,

@@ -7,7 +7,7 @@ import json
 import re
 import struct
 
-from tests.conftest import ServerProcess
+from tests._support.serving import ServerProcess
 
 SAGEMAKER_MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
 VERTEX_MIME = "application/vnd.vertex-ai-triton.binary+json;json-header-size="

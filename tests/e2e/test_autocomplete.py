@@ -17,20 +17,17 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 @pytest.fixture(scope="module")
 def server():
     with serve("--model-repository", str(REPOS / "autocomplete")) as s:
         yield s
-
-
-def client_for(server, protocol: str):
-    return CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
 
 
 def config_of(client, protocol: str, model: str) -> dict:

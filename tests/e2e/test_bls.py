@@ -13,13 +13,13 @@ import time
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 CALLABLE_ARGS = ["--model-name", "add_sub_callable", "--max-batch-size", "8",
@@ -44,7 +44,7 @@ def wait_for_file(path, timeout_s: float = 20.0) -> None:
 
 
 def infer(server, protocol: str, model: str, a: np.ndarray, b: np.ndarray, **parameters):
-    client = CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+    client = client_for(server, protocol)
     inputs = []
     for name, array in (("INPUT0", a), ("INPUT1", b)):
         tensor = CLIENTS[protocol].InferInput(name, list(array.shape), "FP32")
@@ -85,7 +85,7 @@ def test_async_exec_from_async_execute(server, protocol):
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_exec_decoupled_iterates_over_the_stream(server, protocol):
-    client = CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+    client = client_for(server, protocol)
     values = np.array([4, 5, 6], dtype=np.int32)
     tensor = CLIENTS[protocol].InferInput("IN", [3], "INT32")
     tensor.set_data_from_numpy(values)

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 X = np.array([1.0, 2.0], dtype=np.float32)
 # Before call chains a cycle hung for good; a client deadline keeps such a failure from hanging the test run.
 DEADLINE_S = 20
@@ -32,18 +32,13 @@ def server():
         yield running
 
 
-def client_for(server, protocol: str):
-    if protocol == "grpc":
-        return grpcclient.InferenceServerClient(server.grpc_url)
-    return httpclient.InferenceServerClient(server.http_url, network_timeout=DEADLINE_S)
-
-
 def relay(server, protocol: str, model: str, route: str, **parameters: str) -> np.ndarray:
     module = CLIENTS[protocol]
     x = module.InferInput("X", [2], "FP32")
     x.set_data_from_numpy(X)
     extra = {"client_timeout": DEADLINE_S} if protocol == "grpc" else {}
-    result = client_for(server, protocol).infer(model, [x], parameters={"route": route, **parameters}, **extra)
+    client = client_for(server, protocol, **({} if protocol == "grpc" else {"network_timeout": DEADLINE_S}))
+    result = client.infer(model, [x], parameters={"route": route, **parameters}, **extra)
     return result.as_numpy("Y")
 
 

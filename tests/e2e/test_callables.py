@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from pytriton.backends._error_log import FULL_FAILURES
-from tests.conftest import lazy_servers, serve, tensor_args
+from tests._support.clients import CLIENTS, PROTOCOLS, client_for
+from tests._support.serving import lazy_servers, serve, tensor_args
 
 FP32_4 = tensor_args("input", [("INPUT", "fp32", "4")])
 SERVERS = {
@@ -20,7 +20,6 @@ SERVERS = {
                           FP32_4 + tensor_args("output", [("OUTPUT0", "fp32", "4"), ("OUTPUT1", "fp32", "4")])),
     "raises": ("tests.models:raises", FP32_4 + tensor_args("output", [("OUTPUT", "fp32", "4")])),
 }
-PROTOCOLS = ["grpc", "http"]
 PREFIX = (re.escape("Failed to process the request(s) for model instance '") + r"[^']*"
           + re.escape("', message: "))
 
@@ -28,12 +27,6 @@ PREFIX = (re.escape("Failed to process the request(s) for model instance '") + r
 @pytest.fixture(scope="module")
 def servers():
     yield from lazy_servers(SERVERS)
-
-
-def client_for(server, protocol: str):
-    if protocol == "grpc":
-        return grpcclient, grpcclient.InferenceServerClient(server.grpc_url)
-    return httpclient, httpclient.InferenceServerClient(server.http_url)
 
 
 def fp32_input(mod):
@@ -54,7 +47,7 @@ def error_of(call) -> InferenceServerException:
 def test_declared_output_missing_when_none_listed(servers, protocol):
     """A request that lists no outputs asks for all the model declares: one left out is an error (it was success
     with the output absent: HTTP `"outputs": []`-like answers, None from the gRPC client's as_numpy)."""
-    mod, client = client_for(servers["first_output_only"], protocol)
+    mod, client = CLIENTS[protocol], client_for(servers["first_output_only"], protocol)
     err = error_of(lambda: client.infer("first_output_only", fp32_input(mod)))
     assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
     assert re.fullmatch(
@@ -66,7 +59,7 @@ def test_declared_output_missing_when_none_listed(servers, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_requested_output_missing(servers, protocol):
-    mod, client = client_for(servers["first_output_only"], protocol)
+    mod, client = CLIENTS[protocol], client_for(servers["first_output_only"], protocol)
     for wanted in (["OUTPUT1"], ["OUTPUT0", "OUTPUT1"]):
         outputs = [mod.InferRequestedOutput(name) for name in wanted]
         err = error_of(lambda outputs=outputs: client.infer("first_output_only", fp32_input(mod), outputs=outputs))
@@ -85,7 +78,7 @@ def test_requested_output_missing(servers, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_exception_reaches_the_client(servers, protocol):
-    mod, client = client_for(servers["raises"], protocol)
+    mod, client = CLIENTS[protocol], client_for(servers["raises"], protocol)
     err = error_of(lambda: client.infer("raises", fp32_input(mod)))
     assert err.status() == ("StatusCode.INTERNAL" if protocol == "grpc" else "500")
     assert re.fullmatch(PREFIX + "ValueError: the callable failed on purpose", err.message()), err.message()

@@ -11,7 +11,8 @@ import pytest
 from pytriton.config.gpus import gpu_available
 from pytriton.core.shm_registry import CudaShmRegion, SharedMemoryRegistry, decode_cuda_handle
 from pytriton.exceptions import ServerError
-from tests.conftest import serve, tensor_args
+from tests._support.clients import client_for
+from tests._support.serving import serve, tensor_args
 
 HAS_GPU = importlib.util.find_spec("cupy") is not None and gpu_available()
 
@@ -92,7 +93,7 @@ def test_tritonclient_cuda_shared_memory_utils_both_ways(protocol):
     client_module = grpcclient if protocol == "grpc" else httpclient
     args = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
     with serve("tests.models:identity", *args) as server:
-        client = client_module.InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+        client = client_for(server, protocol)
         data = np.linspace(-1, 1, 4096, dtype=np.float32)
         handles = {}
         try:

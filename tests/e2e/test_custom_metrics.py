@@ -15,14 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 def scrape(server) -> str:
@@ -38,11 +37,6 @@ def infer(client, protocol: str, x: list[float], parameters: dict | None = None)
     tensor = CLIENTS[protocol].InferInput("X", [len(x)], "FP32")
     tensor.set_data_from_numpy(np.array(x, np.float32))
     return client.infer("metered", [tensor], parameters=parameters)
-
-
-def client_for(server, protocol: str):
-    url = server.grpc_url if protocol == "grpc" else server.http_url
-    return CLIENTS[protocol].InferenceServerClient(url)
 
 
 @pytest.fixture(scope="module")

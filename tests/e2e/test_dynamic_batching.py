@@ -7,7 +7,7 @@ import queue
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ARGS = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("SEEN", "int32", "2")])
 

@@ -20,21 +20,17 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 @pytest.fixture(scope="module")
 def server():
     with serve("--model-repository", str(REPOS / "ensembles")) as s:
         yield s
-
-
-def client_for(server, protocol: str):
-    url = server.grpc_url if protocol == "grpc" else server.http_url
-    return CLIENTS[protocol].InferenceServerClient(url)
 
 
 def tensor(protocol: str, name: str, array: np.ndarray, datatype: str = "FP32"):

@@ -21,7 +21,10 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, ServerProcess, _pid_alive, serve, serve_on_a_taken_port, shm_segments_of, tensor_args
+from tests._support.paths import REPO
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess, serve, serve_on_a_taken_port, tensor_args
+from tests._support.shm import shm_segments_of
 
 MODEL = "server_pid"
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
@@ -163,10 +166,10 @@ def test_settings_that_each_process_holds_cannot_be_changed():
 
 def _all_gone(pids: set[int], timeout_s: float = 20.0) -> list[int]:
     deadline = time.monotonic() + timeout_s
-    alive = [p for p in pids if _pid_alive(p)]
+    alive = [p for p in pids if pid_alive(p)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)
-        alive = [p for p in pids if _pid_alive(p)]
+        alive = [p for p in pids if pid_alive(p)]
     return alive
 
 

@@ -7,7 +7,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ADD_SUB = ["--max-batch-size", "8"] + tensor_args(
     "input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]

@@ -19,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.models import ALL_DATATYPES
 
 MODEL = "identity"

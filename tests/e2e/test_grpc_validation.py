@@ -16,7 +16,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import lazy_servers, tensor_args
+from tests._support.serving import lazy_servers, tensor_args
 
 P = "[request id: <id_unknown>] "
 NOTE = (

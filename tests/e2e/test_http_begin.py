@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.conftest import lazy_servers, serve, tensor_args
+from tests._support.serving import lazy_servers, serve, tensor_args
 from tests.http_raw import read_response
 
 TIMEOUT_S = 30

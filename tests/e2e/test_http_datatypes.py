@@ -19,7 +19,7 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import lazy_servers, tensor_args
+from tests._support.serving import lazy_servers, tensor_args
 from tests.models import ALL_DATATYPES
 
 MODEL = "identity"

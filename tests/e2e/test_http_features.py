@@ -15,7 +15,8 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import lazy_servers, tensor_args
+from tests._support.clients import url_for
+from tests._support.serving import lazy_servers, tensor_args
 
 TIMEOUT_S = 30
 IDENTITY_TYPES = [("FP32", np.float32), ("INT32", np.int32), ("FP64", np.float64), ("UINT8", np.uint8)]
@@ -126,7 +127,7 @@ def output_meta(protocol: str, result, name: str) -> tuple[str, list[int]]:
 @pytest.mark.parametrize("batch", [1, 3])
 def test_classification_batching(servers, protocol, batch):
     server = servers["batching"]
-    url = server.http_url if protocol == "http" else server.grpc_url
+    url = url_for(server, protocol)
     arrays = identity_arrays((batch, 6), seed=batch)
     counts = {"FP32": 3, "INT32": 1, "FP64": 6, "UINT8": 10}  # 10 > 6 elements: all of them
     result = classify(protocol, url, arrays, counts)
@@ -142,7 +143,7 @@ def test_classification_batching(servers, protocol, batch):
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_classification_plain(servers, protocol):
     server = servers["plain"]
-    url = server.http_url if protocol == "http" else server.grpc_url
+    url = url_for(server, protocol)
     arrays = identity_arrays((9,), seed=5)
     counts = {"FP32": 2, "INT32": 4, "FP64": 1, "UINT8": 9}
     result = classify(protocol, url, arrays, counts)

@@ -9,11 +9,11 @@ import time
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,7 @@ def server():
 
 
 def client_of(server, protocol):
-    module = httpclient if protocol == "http" else grpcclient
-    return module, module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    return CLIENTS[protocol], client_for(server, protocol)
 
 
 def send(module, client, model, value, sequence_id, shape=(1, 1), outputs=None, **flags):

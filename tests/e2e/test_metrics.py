@@ -16,7 +16,8 @@ import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve, serve_on_a_taken_port, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import serve, serve_on_a_taken_port, tensor_args
 
 REPOS = REPO / "tests" / "repositories"
 

@@ -9,7 +9,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.e2e.test_metrics import scrape
 
 SLOW_ARGS = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])

@@ -17,15 +17,14 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
 
 SCALE_CONFIG = """
@@ -70,11 +69,6 @@ def repo(tmp_path: Path) -> Path:
     shutil.copytree(REPOS / "broken_init" / "init_fails", tmp_path / "init_fails")
     write_scale(tmp_path, 1, 2.0)
     return tmp_path
-
-
-def client_for(server, protocol: str):
-    url = server.grpc_url if protocol == "grpc" else server.http_url
-    return CLIENTS[protocol].InferenceServerClient(url)
 
 
 def scale(client, protocol: str, x: np.ndarray) -> np.ndarray:

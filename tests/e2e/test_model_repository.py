@@ -17,10 +17,11 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,6 @@ def server():
                      *tensor_args("output", [("OUTPUT0", "fp32", "-1"), ("OUTPUT1", "fp32", "-1")])]
     with serve("tests.models:add_sub", *callable_args, "--model-repository", str(REPOS / "models")) as s:
         yield s
-
-
-def client_for(server, protocol: str):
-    url = server.grpc_url if protocol == "grpc" else server.http_url
-    return CLIENTS[protocol].InferenceServerClient(url)
 
 
 def fp32_input(protocol: str, name: str, array: np.ndarray):

@@ -14,25 +14,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 MULTI = REPO / "tests" / "repositories" / "versions" / "multi"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 @pytest.fixture(scope="module")
 def server():
     with serve("--model-repository", str(MULTI.parent)) as s:
         yield s
-
-
-def client_for(server, protocol: str):
-    url = server.grpc_url if protocol == "grpc" else server.http_url
-    return CLIENTS[protocol].InferenceServerClient(url)
 
 
 def ask(client, protocol: str, version: str = "", x: int = 1, **kwargs):

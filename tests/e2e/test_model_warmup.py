@@ -20,7 +20,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 RECORDER = REPO / "tests" / "repositories" / "warmup_record" / "model.py"
 TENSORS = """

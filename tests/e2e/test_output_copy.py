@@ -13,7 +13,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ROWS = 2049  # IN_X holds ROWS * 1024 floats (8 MiB): OUT_T 8 MiB, OUT_B 2 MiB, OUT_H 4 MiB, OUT_L 16 MiB
 N = ROWS * 1024

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, ServerProcess
+from tests._support.paths import REPO
+from tests._support.serving import ServerProcess
 from tests.e2e.platform_http import add_sub_json, platform_port, request
 
 MODELS = REPO / "tests" / "repositories" / "models"

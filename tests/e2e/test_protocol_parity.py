@@ -11,7 +11,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from google.protobuf import json_format
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 MODEL = "identity"
 TIMEOUT_S = 30

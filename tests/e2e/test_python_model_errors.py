@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 # pb_utils.TritonError code -> (gRPC status, HTTP status code), as Triton maps TRITONSERVER_Error_Code
 EXPECTED = {
     -1: ("StatusCode.INTERNAL", "500"),  # TritonError(message): INTERNAL
@@ -36,7 +35,7 @@ def server():
 @pytest.mark.parametrize("code", sorted(EXPECTED))
 def test_error_response_keeps_its_code(server, protocol, code):
     module = CLIENTS[protocol]
-    client = module.InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+    client = client_for(server, protocol)
     tensor = module.InferInput("CODE", [1], "INT32")
     tensor.set_data_from_numpy(np.array([code], dtype=np.int32))
     with pytest.raises(InferenceServerException) as caught:

@@ -21,7 +21,7 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
 from pytriton.triton import Triton, TritonConfig
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.models import gated_order
 
 FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",

@@ -18,7 +18,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from pytriton.core.received import RECEIVE_MIN
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments, _wait
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,

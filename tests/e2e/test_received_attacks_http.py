@@ -13,7 +13,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve
+from tests._support.serving import serve
 from tests.e2e.test_received_attacks import IDENTITY, _digest
 from tests.e2e.test_received_segments import MODEL, _data, _receive_segments, _wait
 

@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     S_INITIAL_WINDOW_SIZE,
@@ -314,7 +314,7 @@ def test_grpc_stream_reset_mid_message(server):
 
 
 def test_response_cache_hits_and_a_python_model_on_received_segments():
-    from tests.conftest import REPO
+    from tests._support.paths import REPO
 
     repository = REPO / "tests" / "repositories" / "cache"
     with serve("--model-repository", str(repository), "--cache-config", "local,size=33554432") as cached:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
-from tests.conftest import serve
+from tests._support.serving import serve
 
 CONFIG = """
 name: "held"

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 
-from tests.conftest import REPO, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +22,7 @@ def server():
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_an_output_goes_out_with_the_datatype_the_model_made(server, protocol):
     lib = CLIENTS[protocol]
-    client = lib.InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+    client = client_for(server, protocol)
     tensor = lib.InferInput("N", [1], "INT32")
     tensor.set_data_from_numpy(np.array([4], dtype=np.int32))
     result = client.infer("count_up", [tensor])

@@ -21,12 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, ServerProcess, _pid_alive, serve
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess, serve
 
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 INVALID = {"grpc": "StatusCode.INVALID_ARGUMENT", "http": "400"}
 UNSUPPORTED = {"grpc": "StatusCode.UNIMPLEMENTED", "http": "501"}
 
@@ -66,10 +67,6 @@ def layout(tmp_path: Path) -> tuple[Path, Path]:
     (outside / "secret.txt").write_text("root:x:0:0:root:/root:/bin/bash\nsecond line\n")
     (outside / "evil.py").write_text(MARKER_MODEL.format(marker=str(outside / "imported")))
     return repo, outside
-
-
-def client_for(server, protocol: str):
-    return CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
 
 
 def status(info: pytest.ExceptionInfo) -> str:
@@ -208,7 +205,7 @@ def test_a_killed_servers_upload_folder_is_swept_by_the_next_start(layout):
             server.stop(signal.SIGKILL)
         assert len(_uploads(tmp)) == 1  # a SIGKILLed server cannot clean up ...
         deadline = time.monotonic() + 10  # (its workers see it gone and exit)
-        while any(_pid_alive(p) for p in workers) and time.monotonic() < deadline:
+        while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
         with serve("--model-repository", str(repo), env={"TMPDIR": str(tmp)}):
             assert _uploads(tmp) == []  # ... the next one sweeps it

@@ -10,14 +10,13 @@ import time
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.clients import CLIENTS, client_for
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 
 REPOS = REPO / "tests" / "repositories"
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
 SERVE_ARGS = ("tests.models:add_sub", "--model-name", "add_sub_callable",
               *tensor_args("input", [("INPUT0", "fp32", "-1"), ("INPUT1", "fp32", "-1")]),
               *tensor_args("output", [("OUTPUT0", "fp32", "-1"), ("OUTPUT1", "fp32", "-1")]),
@@ -29,10 +28,6 @@ X = np.array([1, 2, 3], dtype=np.float32)
 def server():
     with serve(*SERVE_ARGS) as s:
         yield s
-
-
-def client_for(server, protocol: str):
-    return CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
 
 
 def x_input(protocol: str, x: np.ndarray = X):

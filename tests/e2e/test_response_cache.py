@@ -17,7 +17,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 
 REPOS = REPO / "tests" / "repositories"
 CALLABLE_ARGS = tensor_args("input", [("IN", "fp32", "-1")]) + tensor_args("output", [("OUT", "fp32", "-1"),

@@ -12,7 +12,7 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 TOKEN = "s3cret-token"
 ARGS = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")]) + [

@@ -15,7 +15,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 OUTPUTS = ("SUM", "OUT_START", "OUT_END", "OUT_READY", "OUT_CORRID", "BATCH_READY", "PID")
 

@@ -8,7 +8,7 @@ import tritonclient.http as httpclient
 
 from pytriton.model_config import ModelConfig, SequenceBatcher, SequenceControl, SequenceStrategy, Tensor
 from pytriton.model_config.sequence import ControlKind
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ARGS = [
     *tensor_args("input", [("INPUT", "int32", "1")]),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 
 ECHO = tensor_args("input", [("INPUT", "fp32", "4"), ("TEXT", "bytes", "2")]) \
     + tensor_args("output", [("PARAMS", "bytes", "1")])

@@ -17,19 +17,19 @@ import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from pytriton.config.gpus import gpu_available
-from tests.conftest import serve, shm_segments_of, tensor_args
+from tests._support.clients import CLIENTS, PROTOCOLS, client_for
+from tests._support.serving import serve, tensor_args
+from tests._support.shm import shm_segments_of
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
 WHERE = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
     "output", [("OUT_X", "fp32", "-1"), ("WHERE", "bytes", "1"), ("WRITABLE", "bool", "1")]
 )
-PROTOCOLS = ["grpc", "http"]
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +42,6 @@ def identity_server():
 def where_server():
     with serve("tests.models:where_is", *WHERE) as server:
         yield server
-
-
-def client_for(server, protocol: str):
-    if protocol == "grpc":
-        return grpcclient, grpcclient.InferenceServerClient(server.grpc_url)
-    return httpclient, httpclient.InferenceServerClient(server.http_url)
 
 
 class Regions:
@@ -96,7 +90,7 @@ def status_names(client, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_register_status_unregister(identity_server, regions, protocol):
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     key_a, _ = regions.create("a", 4096)
     key_b, _ = regions.create("b", 8192)
@@ -121,7 +115,7 @@ def test_register_status_unregister(identity_server, regions, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_registration_errors(identity_server, regions, protocol):
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     key, _ = regions.create("r", 4096)
     invalid = "StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400"
@@ -154,7 +148,7 @@ def test_registration_errors(identity_server, regions, protocol):
 def test_a_key_with_a_nul_character_is_refused(identity_server, regions, protocol):
     """Found by fuzzing (tests/fuzz, harness shm_register): os.open refused the key with ValueError ("embedded null
     byte"), which no one caught (HTTP 500, gRPC UNKNOWN); a C server would open the key cut at the NUL."""
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     key, _ = regions.create("nul", 4096)
     err = error_of(lambda: client.register_system_shared_memory("r", key + "\0tail", 16))
     assert err.status() == ("StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400")
@@ -174,7 +168,7 @@ def infer_in_shm(mod, client, in_region, in_size, in_offset, out_region, out_siz
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_inference_with_offsets_and_region_reuse(identity_server, regions, protocol):
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     in_key, in_handle = regions.create("in", 3 * 4096)
     out_key, out_handle = regions.create("out", 3 * 4096)
@@ -198,7 +192,7 @@ def test_inference_with_offsets_and_region_reuse(identity_server, regions, proto
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_mixed_inline_and_shm(identity_server, regions, protocol):
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     out_key, out_handle = regions.create("out", 4096)
     client.register_system_shared_memory("out", out_key, 4096)
@@ -222,7 +216,7 @@ def test_mixed_inline_and_shm(identity_server, regions, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_per_request_errors(identity_server, regions, protocol):
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     key, _ = regions.create("r", 4096)
     client.register_system_shared_memory("r", key, 1024)
@@ -289,7 +283,7 @@ def test_grpc_shm_parameter_type_errors(identity_server):
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_zero_copy_input_and_output(where_server, regions, protocol):
     """The callable's input array lies in the client's own shm object; its output lands in the client's region."""
-    mod, client = client_for(where_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(where_server, protocol)
     client.unregister_system_shared_memory()
     in_key, in_handle = regions.create("in", 1 << 20)
     out_key, out_handle = regions.create("out", 1 << 20)
@@ -364,7 +358,7 @@ def _start(server, protocol: str, gate: Gate) -> queue.Queue:
     done: queue.Queue = queue.Queue()
 
     def run():
-        mod, client = client_for(server, protocol)
+        mod, client = CLIENTS[protocol], client_for(server, protocol)
         inputs, outputs, parameters = _gated_request(mod, gate.parameters())
         try:
             done.put((client.infer("gated_pid", inputs, outputs=outputs, parameters=parameters), None))
@@ -399,7 +393,7 @@ def _wait_until(predicate, timeout_s: float = 20.0) -> bool:
 def test_unregister_during_in_flight_request(gated_server, regions, gates, protocol):
     """As Triton's TestSharedMemoryUnregister: unregistering regions in use succeeds, they stay listed (and usable)
     until the last request using them ends, then they are gone without another unregister."""
-    mod, observer = client_for(gated_server, protocol)
+    mod, observer = CLIENTS[protocol], client_for(gated_server, protocol)
     observer.unregister_system_shared_memory()
     key, _ = regions.create_registered(observer, "in", 4096)
     _, out_handle = regions.create_registered(observer, "out", 4096)
@@ -436,7 +430,7 @@ def test_unregister_during_in_flight_request(gated_server, regions, gates, proto
 def test_client_leaves_during_unregister(gated_server, regions, gates, protocol):
     """A client that goes away while its request holds a region being unregistered: each arena slot and region
     reference is released once (no 'free of unknown slot'), the region goes when the execution ends."""
-    _, observer = client_for(gated_server, protocol)
+    observer = client_for(gated_server, protocol)
     observer.unregister_system_shared_memory()
     regions.create_registered(observer, "out", 4096)
     gate = gates("leaving")
@@ -490,7 +484,7 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
 def test_truncated_region_is_an_error_not_a_crash(identity_server, regions, protocol, which):
     """A client that shrinks its registered object gets an error naming it for each request that uses it; the
     worker (which would die of SIGBUS touching the lost pages) lives, and serves the region again once restored."""
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     in_key, in_handle = regions.create_registered(client, "in", 8192)
     out_key, out_handle = regions.create_registered(client, "out", 8192)
@@ -580,7 +574,7 @@ def test_killed_worker_holding_mappings_leaves_nothing(regions):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_cuda_without_gpu(identity_server, protocol):
-    mod, client = client_for(identity_server, protocol)
+    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
     if not gpu_available():  # with a GPU, registration works (tests/e2e/test_cuda_shared_memory.py)
         handle = base64.b64encode(b"\x01" * 64)
         err = error_of(lambda: client.register_cuda_shared_memory("c", handle, 0, 1024))

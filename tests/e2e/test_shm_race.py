@@ -18,7 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 
 from pytriton.backends.worker import OUTPUT_GATE_ENV
-from tests.conftest import ServerProcess, serve, tensor_args
+from tests._support.serving import ServerProcess, serve, tensor_args
 
 DOUBLE = ["--instances", "2", "--max-batch-size", "64", "--log-level", "debug",
           *tensor_args("input", [("INPUT", "fp32", "-1")]), *tensor_args("output", [("OUTPUT", "fp32", "-1")])]

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import ServerProcess
+from tests._support.serving import ServerProcess
 
 MIB = 1024 * 1024
 SMALL_SHM = [

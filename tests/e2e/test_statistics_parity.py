@@ -12,7 +12,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
 

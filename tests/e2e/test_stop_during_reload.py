@@ -15,7 +15,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.conftest import ServerProcess, _pid_alive, shm_segments_of
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess
+from tests._support.shm import shm_segments_of
 
 EXIT_TIMEOUT_S = 4.0
 
@@ -120,8 +122,8 @@ def test_stop_while_a_reload_is_in_initialize(tmp_path, sig, protocol):
     assert "failed to load 'gate': the server is stopping" in str(error), repr(error)
     assert "did not stop within the exit timeout" not in server.log, server.log
 
-    assert wait_for(lambda: not any(_pid_alive(p) for p in pids), 10), \
-        f"processes left: {[p for p in pids if _pid_alive(p)]}"
+    assert wait_for(lambda: not any(pid_alive(p) for p in pids), 10), \
+        f"processes left: {[p for p in pids if pid_alive(p)]}"
     assert shm_segments_of(pids) == []
     seen = events(model_dir)
     assert ("finalize", first) in seen, seen  # the serving instance was finalized

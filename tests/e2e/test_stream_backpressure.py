@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.e2e.test_decoupled import ARGS
 
 GATED = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])

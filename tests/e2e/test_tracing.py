@@ -18,7 +18,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 
 MODEL = "batch_size_seen"
 ARGS = [*tensor_args("input", [("INPUT", "fp32", "4")]), *tensor_args("output", [("SEEN", "int32", "2")]),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests._support.paths import REPO
 
 CHECKOUT = os.environ.get("PYTRITON_PYTHON_BACKEND_EXAMPLES")
 

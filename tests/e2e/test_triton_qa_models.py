@@ -24,7 +24,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve
+from tests._support.serving import serve
 from tests.e2e.triton_qa_staging import STAGED, stage, unstaged_folders
 
 CHECKOUT = os.environ.get("PYTRITON_TRITON_SERVER_SRC")

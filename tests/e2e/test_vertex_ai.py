@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, ServerProcess
+from tests._support.paths import REPO
+from tests._support.serving import ServerProcess
 from tests.e2e.platform_http import VERTEX_MIME, add_sub_binary, add_sub_json, platform_port, request, split_binary
 
 MODELS = REPO / "tests" / "repositories" / "models"

@@ -12,7 +12,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import ServerProcess, _pid_alive, serve, shm_segments_of, tensor_args
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess, serve, tensor_args
+from tests._support.shm import shm_segments_of
 
 SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
 
@@ -119,7 +121,7 @@ def test_graceful_stop_finishes_in_flight_requests_and_cleans_up():
     assert error is None, error
     assert int(result.as_numpy("PID")[0]) == workers[0]
     pids = {server.process.pid, *workers}
-    assert not any(_pid_alive(p) for p in pids)
+    assert not any(pid_alive(p) for p in pids)
     assert shm_segments_of(pids) == []
     assert "pytriton server stopped" in server.log
 
@@ -138,9 +140,9 @@ def test_killed_server_takes_workers_down_and_next_server_sweeps_its_segments():
     finally:
         server.stop(signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while any(_pid_alive(p) for p in workers) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_pid_alive(p) for p in workers), "workers must exit when their server dies"
+    assert not any(pid_alive(p) for p in workers), "workers must exit when their server dies"
     assert shm_segments_of(set(workers)) == []
     assert shm_segments_of({server_pid})  # a SIGKILLed server cannot clean up ...
     with serve("tests.models:slow_pid", *SLOW_PID):

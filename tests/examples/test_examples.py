@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from pytriton.config.gpus import gpu_available
-from tests.conftest import REPO, _started_pids
+from tests._support.paths import REPO
+from tests._support.processes import started_pids
 
 EXAMPLES = REPO / "examples"
 SERVING_RE = re.compile(r"serving (\w+): http=(\S+) grpc=(\S+) metrics=(\S+)")
@@ -55,7 +56,7 @@ class ExampleServer:
         env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
-        _started_pids.add(self.process.pid)
+        started_pids.add(self.process.pid)
         self.lines: list[str] = []
         self.urls: dict[str, str] = {}
         self._ready = threading.Event()
@@ -64,7 +65,7 @@ class ExampleServer:
         if not self._ready.wait(timeout_s) or not self.urls:
             self.stop()
             raise RuntimeError(f"{script} did not print its 'serving' line; output:\n{self.output}")
-        _started_pids.update(_descendants(self.process.pid))
+        started_pids.update(_descendants(self.process.pid))
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -82,7 +83,7 @@ class ExampleServer:
         return "".join(self.lines)
 
     def stop(self) -> int:
-        _started_pids.update(_descendants(self.process.pid))
+        started_pids.update(_descendants(self.process.pid))
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)  # what Ctrl-C does
             try:

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from tests.ray.conftest import WAIT_S, running_replicas, serve, wait_for
+from tests._support.ray_cluster import WAIT_S, running_replicas, serve, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore::ResourceWarning"), pytest.mark.filterwarnings("ignore::UserWarning")]

@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("ray")
 
-from tests.ray.conftest import ROOT, WAIT_S, running_replicas, serve, wait_for
+from tests._support.paths import REPO
+from tests._support.ray_cluster import WAIT_S, running_replicas, serve, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore::ResourceWarning"), pytest.mark.filterwarnings("ignore::UserWarning")]
@@ -57,7 +58,7 @@ def test_repository_on_two_replicas(ray_cluster, tmp_path):
     import pytriton.ray
 
     repository = tmp_path / "models"
-    shutil.copytree(ROOT / "tests" / "repositories" / "models" / "add_sub", repository / "add_sub")
+    shutil.copytree(REPO / "tests" / "repositories" / "models" / "add_sub", repository / "add_sub")
     application = pytriton.ray.from_repository(
         str(repository), num_replicas=2, ray_actor_options={"num_cpus": 0.1, "resources": {"triton": 1}})
     serve.run(application, name=APP, route_prefix="/", blocking=False)

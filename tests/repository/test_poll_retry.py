@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from pytriton.core.registry import Model, ModelRegistry
 from pytriton.repository import control as repository_control
 from pytriton.repository.control import ModelControl
-from tests.conftest import serve
+from tests._support.serving import serve
 
 CONFIG = """
 name: "flaky"

@@ -14,7 +14,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
 from tests.abuse._rss import rss_bytes
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.scheduler.test_cancellation_e2e import _frame, _pending
 
 ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(

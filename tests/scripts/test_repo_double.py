@@ -7,7 +7,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from bench_lib.repo_double import write_repository
 
-from tests.conftest import serve
+from tests._support.serving import serve
 
 
 def test_the_written_repository_serves_y_equals_2x(tmp_path):

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tests.scripts.conftest import SCRIPTS
+from tests._support.paths import SCRIPTS
 
 CALLS = 400
 

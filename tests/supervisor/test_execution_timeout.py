@@ -12,7 +12,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import _pid_alive, serve
+from tests._support.processes import pid_alive
+from tests._support.serving import serve
 from tests.e2e.test_workers import SLOW_PID, pid_request
 
 
@@ -56,6 +57,6 @@ def test_a_hung_execution_fails_and_its_worker_is_restarted():
         assert took < 30
         assert seen_not_ready.is_set()  # while the only instance restarted, the model said so
         new_pid = server.worker_pids()[-1]
-        assert new_pid != old_pid and not _pid_alive(old_pid)
+        assert new_pid != old_pid and not pid_alive(old_pid)
         assert int(pid_request(client).as_numpy("PID")[0]) == new_pid
         assert "did not finish an execution within the execution timeout" in server.log

@@ -21,7 +21,9 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import RemoteTriton
-from tests.conftest import REPO, _started_pids, serve
+from tests._support.paths import REPO
+from tests._support.processes import started_pids
+from tests._support.serving import serve
 from tests.e2e.test_workers import SLOW_PID
 from tests.supervisor import remote_user
 
@@ -45,7 +47,7 @@ def test_requests_to_a_model_whose_hosting_process_died_fail_at_once():
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         user = subprocess.Popen([sys.executable, "-m", "tests.supervisor.remote_user", f"http://{server.http_url}"],
                                 cwd=REPO, stdout=subprocess.PIPE, text=True)
-        _started_pids.add(user.pid)
+        started_pids.add(user.pid)
         try:
             assert user.stdout is not None and user.stdout.readline().strip() == "READY"
             client = grpcclient.InferenceServerClient(server.grpc_url)

@@ -10,7 +10,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from pytriton.proxy.arena import DEDICATED_BASE
-from tests.conftest import serve, shm_segments_of, tensor_args
+from tests._support.serving import serve, tensor_args
+from tests._support.shm import shm_segments_of
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
 

@@ -18,7 +18,8 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests.abuse._rss import children
-from tests.conftest import _started_pids, serve
+from tests._support.processes import started_pids
+from tests._support.serving import serve
 from tests.scheduler.test_cancellation_e2e import ADD_SUB, _inputs, _pending
 
 
@@ -53,7 +54,7 @@ def test_workers_killed_under_load_fail_only_their_own_calls():
             workers = children(server.process.pid)
             if workers:
                 victim = rng.choice(workers)
-                _started_pids.add(victim)
+                started_pids.add(victim)
                 os.kill(victim, signal.SIGKILL)
                 kills += 1
         for thread in threads:

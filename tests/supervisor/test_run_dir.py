@@ -13,7 +13,9 @@ import time
 import pytest
 
 from pytriton.supervisor.run_dir import LOCK_NAME, RunDirectory, sweep_stale_run_dirs
-from tests.conftest import REPO, ServerProcess, _pid_alive, serve, tensor_args
+from tests._support.paths import REPO
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess, serve, tensor_args
 
 HOLDER = """
 import sys, time
@@ -116,7 +118,7 @@ def test_a_server_killed_with_sigkill_has_its_run_dir_swept_by_the_next_server()
     finally:
         server.stop(signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while any(_pid_alive(p) for p in workers) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert os.path.isdir(run_dir)  # a SIGKILLed server cannot clean up ...
     with serve("tests.models:slow_pid", *args) as second:

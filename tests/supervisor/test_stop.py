@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import ServerProcess, _pid_alive, shm_segments_of, tensor_args
+from tests._support.processes import pid_alive
+from tests._support.serving import ServerProcess, tensor_args
+from tests._support.shm import shm_segments_of
 
 SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
 # What a stop may take beyond the exit timeout: the interpreter's own exit after the server has stopped.
@@ -30,9 +32,9 @@ def _stop_timed(server: ServerProcess, exit_timeout_s: float) -> float:
 
 def _assert_all_gone(server: ServerProcess, pids: set[int]) -> None:
     deadline = time.monotonic() + 10
-    while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_pid_alive(p) for p in pids), server.log
+    assert not any(pid_alive(p) for p in pids), server.log
     assert shm_segments_of(pids) == []
 
 

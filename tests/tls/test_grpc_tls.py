@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.tls.certs import Certs, make_certs
 from tests.tls.logs import assert_logged_at_most_once_a_minute
 

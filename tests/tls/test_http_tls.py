@@ -17,7 +17,8 @@ import pytest
 import tritonclient.http as httpclient
 from geventhttpclient.response import HTTPConnectionClosed
 
-from tests.conftest import REPO, serve, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import serve, tensor_args
 from tests.tls.certs import Certs, make_certs
 from tests.tls.logs import assert_logged_at_most_once_a_minute
 

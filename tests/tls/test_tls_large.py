@@ -13,7 +13,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.tls.certs import Certs, make_certs
 from tests.tls.test_http_tls import _context_factory
 

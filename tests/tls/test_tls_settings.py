@@ -17,7 +17,7 @@ from pytriton.config.triton_config import server_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.frontend.tls import HandshakeLog, server_context
 from pytriton.triton import TritonConfig, TritonSecurityConfig
-from tests.conftest import REPO
+from tests._support.paths import REPO
 from tests.tls.certs import Certs, make_certs
 
 GRPC = ("--grpc-use-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-root-cert")

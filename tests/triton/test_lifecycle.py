@@ -21,7 +21,8 @@ import tritonclient.http as httpclient
 from pytriton.exceptions import PyTritonRuntimeError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import RemoteTriton, Triton, TritonConfig
-from tests.conftest import REPO, _pid_alive, _started_pids
+from tests._support.paths import REPO
+from tests._support.processes import pid_alive, started_pids
 from tests.triton import models
 
 PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
@@ -60,10 +61,10 @@ def test_run_stop_and_a_second_server_in_the_same_process():
         assert second.stop()
     assert infer_times(first.ports["grpc"], "times2", 5) == 10  # the first one is unaffected
     info = dict(first._info)
-    _started_pids.add(info["pid"])
+    started_pids.add(info["pid"])
     assert first.stop()
     assert not first.stop()  # second stop is a no-op
-    assert not _pid_alive(info["pid"])
+    assert not pid_alive(info["pid"])
     assert segments_with_tag(info["tag"]) == []
     assert not os.path.exists(info["address"][len("ipc://"):])
 
@@ -78,7 +79,7 @@ def test_bind_with_import_path_gets_worker_processes():
         tensor.set_data_from_numpy(np.ones(1, dtype=F32))
         pid = int(client.infer("pids", [tensor]).as_numpy("pid")[0])
         assert pid not in (os.getpid(), triton._info["pid"])  # a worker process of the server
-        _started_pids.add(pid)
+        started_pids.add(pid)
 
 
 def test_remote_triton_binds_into_a_running_server():
@@ -102,11 +103,11 @@ def start_user_program(mode: str, new_session: bool = False, env: dict[str, str]
     process = subprocess.Popen([sys.executable, "-m", "tests.triton.serve_script", mode], cwd=REPO,
                                stdout=subprocess.PIPE, text=True, start_new_session=new_session,
                                env=None if env is None else {**os.environ, **env})
-    _started_pids.add(process.pid)
+    started_pids.add(process.pid)
     line = process.stdout.readline()
     assert line.startswith("INFO "), line
     info = json.loads(line[5:])
-    _started_pids.add(info["pid"])
+    started_pids.add(info["pid"])
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{info['grpc_port']}")
     tensor = grpcclient.InferInput("x", [1, 3], "FP32")
     tensor.set_data_from_numpy(np.ones((1, 3), dtype=F32))
@@ -120,9 +121,9 @@ def start_user_program(mode: str, new_session: bool = False, env: dict[str, str]
 
 def assert_nothing_left(process, info, timeout_s=20.0):
     deadline = time.monotonic() + timeout_s
-    while (_pid_alive(info["pid"]) or segments_with_tag(info["tag"])) and time.monotonic() < deadline:
+    while (pid_alive(info["pid"]) or segments_with_tag(info["tag"])) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _pid_alive(info["pid"]), "the server process outlived its user"
+    assert not pid_alive(info["pid"]), "the server process outlived its user"
     assert segments_with_tag(info["tag"]) == []
     assert not os.path.exists(info["address"][len("ipc://"):])
 

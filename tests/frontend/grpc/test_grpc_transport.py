@@ -26,7 +26,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, lazy_servers, serve, serve_on_a_taken_port, tensor_args
+from tests._support.paths import REPO
+from tests._support.serving import lazy_servers, serve, serve_on_a_taken_port, tensor_args
 
 TIMEOUT_S = 60
 IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_FP32", "fp32", "-1")]) + tensor_args(

@@ -21,7 +21,7 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.frontend.h2.call import GROW_MIN
 from pytriton.frontend.h2.connection import READ_BUFFER, H2Limits
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.frontend.grpc.inproc import InProcessServer
 from tests.frontend.grpc.raw_h2 import (
     COMPRESSION_ERROR,

@@ -29,7 +29,7 @@ import os
 import pytest
 
 from pytriton.frontend.h2.connection import H2Limits
-from tests.conftest import serve, tensor_args
+from tests._support.serving import serve, tensor_args
 from tests.frontend.grpc.inproc import InProcessServer
 from tests.frontend.grpc.raw_h2 import (
     ACK,

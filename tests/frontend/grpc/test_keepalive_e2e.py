@@ -17,7 +17,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
-from tests.conftest import ServerProcess, serve, tensor_args
+from tests._support.serving import ServerProcess, serve, tensor_args
 from tests.frontend.grpc.raw_h2 import RawH2, grpc_message
 
 IDENTITY = ["--max-batch-size", "0", *tensor_args("input", [("IN_FP32", "fp32", "-1")]),
