@@ -5,23 +5,12 @@ connections the kernel holds for a port."""
 from __future__ import annotations
 
 import re
-import time
 
 import tritonclient.grpc as grpcclient
 
 FRONTEND_RE = re.compile(r"front-end process (\d+) started \(pid (\d+)\)")
 PEER_RE = re.compile(r"Started front-end peer service (\d+) at 127\.0\.0\.1:(\d+)")
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]  # (grpc shares one connection among a process's channels)
-
-
-def wait_for(condition, timeout_s: float = 30.0) -> bool:
-    """Poll `condition` until it holds (True) or `timeout_s` passes (False)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def connections_to(port: int) -> int:

@@ -16,8 +16,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 
-from tests.abuse.test_session_fastpaths_calls import ARGS, Gates, _metric, _wait_until
 from tests._support.serving import serve
+from tests._support.waits import wait_until
+from tests.frontend.grpc.test_call_withdrawal import ARGS, Gates, _metric
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +55,12 @@ def _leave_grpc(server, parameters, started, how):
     if how == "deadline":
         client.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
                            parameters=parameters, client_timeout=0.5)
-        _wait_until(started.exists, "the request starting")
+        wait_until(started.exists, "the request starting")
         assert "Deadline" in str(errors.get(timeout=20))
     else:
         call = client.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
                                   parameters=parameters)
-        _wait_until(started.exists, "the request starting")
+        wait_until(started.exists, "the request starting")
         call.cancel()
         assert "CANCELLED" in str(errors.get(timeout=20))
     client.close()
@@ -89,7 +90,7 @@ def _leave_http(server, parameters, started, how):
     with socket.create_connection((host, int(port)), timeout=20) as sock:
         sock.sendall((f"POST /v2/models/gated_pid/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
-        _wait_until(started.exists, "the request starting")
+        wait_until(started.exists, "the request starting")
 
 
 @pytest.mark.parametrize(("leave", "how"), [(_leave_grpc, "deadline"), (_leave_grpc, "reset"), (_leave_aio, "cancel"),
@@ -100,11 +101,11 @@ def test_a_request_left_while_running_counts_as_triton_counts_it(server, gates, 
     parameters, started, release = gates.parameters()
     leave(server, parameters, started, how)
     release.touch()
-    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     # the execution's end is counted when its (unwanted) answer arrives: poll for it with a deadline
     expected = {"success": before["success"] + 1, "fail": before["fail"],
                 "inference_count": before["inference_count"] + 1, "execution_count": before["execution_count"] + 1}
-    _wait_until(lambda: _counts(client) == expected, f"the statistics {expected} (last: {_counts(client)})")
+    wait_until(lambda: _counts(client) == expected, f"the statistics {expected} (last: {_counts(client)})")
     client.infer("gated_pid", _inputs())  # the server answers on
     assert _counts(client)["success"] == expected["success"] + 1
     client.close()
@@ -171,7 +172,7 @@ def test_a_stream_cancelled_while_its_model_runs_counts_once_it_ends(tmp_path):
             streaming.stop_stream(cancel_requests=True)
             release.touch()
             expected = {"success": 1, "fail": 0, "inference_count": 1, "execution_count": 1}
-            _wait_until(lambda: counts() == expected, f"the statistics {expected} (last: {counts()})")
+            wait_until(lambda: counts() == expected, f"the statistics {expected} (last: {counts()})")
             streaming.close()
             client.close()
     finally:

@@ -21,11 +21,12 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, wait_for
 from tests._support.paths import REPO
 from tests._support.processes import pid_alive
 from tests._support.serving import ServerProcess, tensor_args
 from tests._support.shm import shm_segments_of
+from tests._support.waits import holds_within
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to
 
 ARGS = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
         *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "10"]
@@ -91,7 +92,7 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
             # both workers (one per process) are inside a request; more wait in the queues
             calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), release, ("grpc", "http")[i % 2])
                      for i in range(12)]
-            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            assert holds_within(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             # a registration through process 0 waiting for process 1's answer: process 1 is stopped first
             os.kill(frontends[1], signal.SIGSTOP)
             registration: list[str] = []
@@ -115,7 +116,8 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
             registering = threading.Thread(target=register)
             registering.start()
             peer1 = int(dict(PEER_RE.findall(server.log))["1"])
-            assert wait_for(lambda: connections_to(peer1) > 0), server.log  # process 0's order waits in process 1's queue
+            # process 0's order waits in process 1's queue
+            assert holds_within(lambda: connections_to(peer1) > 0), server.log
             os.kill(frontends[1], signal.SIGKILL)
             with open(release, "w"):
                 pass
@@ -125,7 +127,7 @@ def test_a_front_end_process_killed_mid_traffic_and_mid_registration_stops_the_g
         assert _answered_by(results, ours) and "answered without PID" not in results, results  # process 0 drained
         assert f"front-end process 1 (pid {frontends[1]}) exited with code -9" in server.log
         assert registration, "the registration never ended"
-        gone = wait_for(lambda: not any(pid_alive(pid) for pid in ours), 30)
+        gone = holds_within(lambda: not any(pid_alive(pid) for pid in ours), 30)
         assert gone, [pid for pid in ours if pid_alive(pid)]  # the dead process's worker too
         assert not shm_segments_of(ours)
         assert all(_bindable(port) for port in ports), [p for p in ports if not _bindable(p)]
@@ -151,7 +153,7 @@ def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tm
         with ThreadPoolExecutor(8) as pool:
             calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), never, ("grpc", "http")[i % 2])
                      for i in range(8)]
-            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            assert holds_within(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             started = time.monotonic()
             server.process.send_signal(first)
             server.process.send_signal(second)
@@ -160,7 +162,7 @@ def test_two_signals_at_once_stop_the_group_without_waiting_and_leave_nothing(tm
             results = [call.result(timeout=60) for call in calls]
         assert code == 0, server.log
         assert not _answered_by(results, ours), results
-        assert wait_for(lambda: not any(pid_alive(pid) for pid in ours), 30), [p for p in ours if pid_alive(p)]
+        assert holds_within(lambda: not any(pid_alive(pid) for pid in ours), 30), [p for p in ours if pid_alive(p)]
         assert not shm_segments_of(ours)
         assert all(_bindable(port) for port in ports)
     finally:
@@ -178,10 +180,10 @@ def test_a_killed_group_parent_frees_every_port_and_leaves_nothing(tmp_path):
         with ThreadPoolExecutor(8) as pool:
             calls = [pool.submit(_gated, server, str(tmp_path / f"started{i}"), str(tmp_path / "never"),
                                  ("grpc", "http")[i % 2]) for i in range(8)]
-            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
+            assert holds_within(lambda: len(list(tmp_path.glob("started*"))) >= 2), server.log
             server.process.kill()
             server.process.wait(10)
-            assert wait_for(lambda: not any(pid_alive(pid) for pid in ours), 40), [p for p in ours if pid_alive(p)]
+            assert holds_within(lambda: not any(pid_alive(pid) for pid in ours), 40), [p for p in ours if pid_alive(p)]
             results = [call.result(timeout=60) for call in calls]
         assert not _answered_by(results, ours), results
         assert not shm_segments_of(ours)
@@ -227,7 +229,7 @@ def test_a_signal_while_models_load_stops_the_group_at_once(tmp_path, processes)
                *(a for service in ("grpc", "http", "metrics") for a in (f"--{service}-port", "0"))]
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert wait_for(lambda: len(list(tmp_path.glob("init_started.*"))) == int(processes), 60)
+        assert holds_within(lambda: len(list(tmp_path.glob("init_started.*"))) == int(processes), 60)
         started = time.monotonic()
         process.send_signal(signal.SIGINT)
         try:
@@ -236,7 +238,7 @@ def test_a_signal_while_models_load_stops_the_group_at_once(tmp_path, processes)
             pass
         assert process.returncode is not None and time.monotonic() - started < 15, "still starting after SIGINT"
         workers = {int(f.name.split(".")[-1]) for f in tmp_path.glob("init_started.*")}
-        assert wait_for(lambda: not any(pid_alive(pid) for pid in workers), 20)
+        assert holds_within(lambda: not any(pid_alive(pid) for pid in workers), 20)
     finally:
         if process.poll() is None:
             process.kill()

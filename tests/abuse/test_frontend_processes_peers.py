@@ -18,8 +18,8 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, listed_regions
 from tests._support.serving import ServerProcess, serve, tensor_args
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, listed_regions
 
 MODEL = "server_pid"
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),

@@ -15,8 +15,9 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, listed_regions, wait_for
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import holds_within
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, PEER_RE, connections_to, listed_regions
 
 GATED = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
          *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2"]
@@ -61,7 +62,7 @@ def test_unregister_all_while_both_processes_use_the_region(tmp_path):
             threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
             for thread in threads:
                 thread.start()
-            assert wait_for(lambda: len(list(tmp_path.glob("started*"))) >= 2)  # both workers inside a request
+            assert holds_within(lambda: len(list(tmp_path.glob("started*"))) >= 2)  # both workers inside a request
             http = httpclient.InferenceServerClient(server.http_url)
             http.unregister_system_shared_memory()
             http.close()
@@ -71,8 +72,8 @@ def test_unregister_all_while_both_processes_use_the_region(tmp_path):
             for thread in threads:
                 thread.join(60)
             assert results == ["answered"] * 8, results  # the requests that held the region completed
-            assert wait_for(lambda: listed_regions(server) == {()})
-            assert wait_for(lambda: not _mapping(pids, name)), _mapping(pids, name)  # no process maps it any more
+            assert holds_within(lambda: listed_regions(server) == {()})
+            assert holds_within(lambda: not _mapping(pids, name)), _mapping(pids, name)  # no process maps it any more
     finally:
         shm.destroy_shared_memory_region(region)
 
@@ -113,14 +114,14 @@ def test_a_region_removed_while_its_registration_travels_is_refused_everywhere()
                 thread = threading.Thread(target=register)
                 thread.start()
                 # the order waits in process 1's queue (after up to 20 connections of 2 s each: until one reached 0)
-                assert wait_for(lambda: connections_to(peer1) > 0, 45)
+                assert holds_within(lambda: connections_to(peer1) > 0, 45)
                 shm.destroy_shared_memory_region(region)  # (unlinks the object)
                 region = None
             finally:
                 os.kill(pids[1], signal.SIGCONT)
             thread.join(30)
             assert len(answer) == 1 and f"Unable to open shared memory region: '/{name}'" in answer[0], answer
-            assert wait_for(lambda: listed_regions(server) == {()}), listed_regions(server)
+            assert holds_within(lambda: listed_regions(server) == {()}), listed_regions(server)
     finally:
         if region is not None:
             shm.destroy_shared_memory_region(region)

@@ -19,8 +19,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION, wait_for
 from tests._support.serving import ServerProcess, serve, tensor_args
+from tests._support.waits import holds_within
+from tests.abuse._frontend_group import FRONTEND_RE, OWN_CONNECTION
 
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
         *tensor_args("output", [("OUT", "fp32", "-1"), ("SERVER", "int64", "1")]), "--frontend-processes", "2"]
@@ -66,7 +67,7 @@ def race(gate: Path, calls: dict[int, object]) -> dict[int, str]:
     for thread in threads:
         thread.start()
     try:
-        assert wait_for(lambda: len(list(gate.glob("held-*"))) >= 2, 20), list(gate.iterdir())
+        assert holds_within(lambda: len(list(gate.glob("held-*"))) >= 2, 20), list(gate.iterdir())
     finally:
         (gate / "release").touch()
         for thread in threads:
@@ -164,7 +165,7 @@ def test_a_registration_process_0_does_not_run_in_time_is_refused_and_undone_aft
                         f"'{name}'; the registration was undone")
             assert len(answer) == 1 and expected in answer[0], answer
             assert "UNAVAILABLE" in answer[0], answer
-            assert wait_for(lambda: regions_by_process(server, pids) == {0: set(), 1: set()}, 20)
+            assert holds_within(lambda: regions_by_process(server, pids) == {0: set(), 1: set()}, 20)
             client = client_on(server, pids[1])
             try:
                 client.register_system_shared_memory(name, f"/{name}", 64)

@@ -15,9 +15,9 @@ import pytest
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
+from tests._support.serving import serve, tensor_args
 from tests.abuse._fastroute import ask, both_routes, header
 from tests.abuse._http import connect
-from tests._support.serving import serve, tensor_args
 
 ARGS = tensor_args("input", [("IN_X", "fp32", "-1"), ("IN_T", "bytes", "-1")]) + tensor_args(
     "output", [("OUT_X", "fp32", "-1"), ("OUT_T", "bytes", "-1")]

@@ -17,9 +17,10 @@ import urllib.request
 import numpy as np
 import pytest
 
+from tests._support.serving import ServerProcess, lazy_servers, serve, tensor_args
+from tests._support.waits import wait_until
 from tests.abuse._fastroute import Answer, header, raw_request
 from tests.abuse._http import connect, read_response
-from tests._support.serving import ServerProcess, lazy_servers, serve, tensor_args
 from tests.tls.certs import make_certs
 
 TIMEOUT_S = 30
@@ -203,13 +204,13 @@ def test_a_client_leaving_mid_pipeline_withdraws_once(tmp_path):
         first.sendall(raw_request("/v2/models/gated_pid/infer", *gated_body({"started": str(started),
                                                                               "release": str(release)})))
         try:
-            _wait_until(started.exists)
+            wait_until(started.exists)
             queued = [tmp_path / f"queued{i}" for i in range(3)]
             with connect(server.http_url) as sock:
                 sock.sendall(b"".join(raw_request("/v2/models/gated_pid/infer", *gated_body({"started": str(q)}))
                                       for q in queued))
-                _wait_until(lambda: _pending(server) == 1)
-            _wait_until(lambda: _stats(server, "gated_pid")[1] == fail_before + 1)
+                wait_until(lambda: _pending(server) == 1)
+            wait_until(lambda: _stats(server, "gated_pid")[1] == fail_before + 1)
         finally:
             release.touch()
         answer = Answer(*read_response(first, bytearray()))
@@ -228,13 +229,6 @@ def _pending(server) -> float:
             if line.startswith("nv_inference_pending_request_count{"):
                 return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-def _wait_until(predicate, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_expect_continue_and_chunked_bodies_on_the_callback_route(servers):
@@ -293,14 +287,14 @@ def test_clients_leaving_give_back_their_memory(tmp_path):
             first.sendall(raw_request("/v2/models/gated_pid/infer",
                                       *gated_body({"started": str(started), "release": str(release)})))
             try:
-                _wait_until(started.exists)
+                wait_until(started.exists)
                 with connect(server.http_url) as sock:
                     sock.sendall(raw_request("/v2/models/gated_pid/infer", *big) * 3)
-                    _wait_until(lambda: _pending(server) == 1)
+                    wait_until(lambda: _pending(server) == 1)
                 with connect(server.http_url) as sock:
                     wire = raw_request("/v2/models/gated_pid/infer", *big)
                     sock.sendall(wire[: len(wire) // 2])
-                _wait_until(lambda: _stats(server, "gated_pid")[1] == fail_before + round_ + 1)
+                wait_until(lambda: _stats(server, "gated_pid")[1] == fail_before + round_ + 1)
             finally:
                 release.touch()
             assert read_response(first, bytearray())[0] == 200
@@ -347,7 +341,7 @@ def test_a_graceful_stop_answers_the_callback_request_in_flight(tmp_path):
         body = head + np.zeros(4, dtype=np.float32).tobytes()
         sock = connect(server.http_url)
         sock.sendall(raw_request("/v2/models/gated_pid/infer", body, len(head)) * 2)
-        _wait_until(started.exists)
+        wait_until(started.exists)
         os.kill(server.process.pid, signal.SIGTERM)
 
         def stopping() -> bool:  # (the server says it is not ready once it drains)
@@ -355,7 +349,7 @@ def test_a_graceful_stop_answers_the_callback_request_in_flight(tmp_path):
                 probe.sendall(_get("/v2/health/ready"))
                 return read_response(probe, bytearray())[0] != 200
 
-        _wait_until(stopping)
+        wait_until(stopping)
         release.touch()
         buffer = bytearray()
         status, _, _ = read_response(sock, buffer)
@@ -383,7 +377,7 @@ def test_a_request_running_past_the_idle_timeout_is_answered(tmp_path):
             with connect(server.http_url) as sock:
                 sock.sendall(raw_request("/v2/models/gated_pid/infer", body, len(head), gzip_answer))
                 try:
-                    _wait_until(started.exists)
+                    wait_until(started.exists)
                     with connect(server.http_url) as idle:
                         assert idle.recv(1) == b""  # closed as idle (after 1 s; the socket's timeout is 30 s)
                 finally:
@@ -407,10 +401,10 @@ def test_a_client_leaving_a_running_request_counts_as_triton_on_both_routes(tmp_
             try:
                 with connect(server.http_url) as sock:
                     sock.sendall(raw_request("/v2/models/gated_pid/infer", head + bytes(16), len(head), gzip_answer))
-                    _wait_until(started.exists)
+                    wait_until(started.exists)
             finally:
                 release.touch()
-            _wait_until(lambda: _stats(server, "gated_pid") != (success_before, fail_before))
+            wait_until(lambda: _stats(server, "gated_pid") != (success_before, fail_before))
             assert _stats(server, "gated_pid") == (success_before + 1, fail_before), index
 
 

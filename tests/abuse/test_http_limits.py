@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests._support.serving import serve
 from tests.abuse._http import (
     ADD_SUB,
     INFER_PATH,
@@ -25,7 +26,6 @@ from tests.abuse._http import (
     error_message,
     read_response,
 )
-from tests._support.serving import serve
 
 MAX_HEAD = 4096
 MAX_FIELDS = 20

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests._support.serving import serve
 from tests.abuse._http import (
     ADD_SUB,
     INFER_PATH,
@@ -28,7 +29,6 @@ from tests.abuse._http import (
     read_response,
 )
 from tests.abuse._rss import rss_bytes
-from tests._support.serving import serve
 from tests.http_raw import TIMEOUT_S
 
 pytestmark = pytest.mark.slow

@@ -18,6 +18,7 @@ from tritonclient.utils import InferenceServerException
 from tests._support.clients import CLIENTS, client_for
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import wait_for_file
 
 REPOS = REPO / "tests" / "repositories"
 
@@ -34,13 +35,6 @@ def server():
     """The `models` and `bls` repositories beside a callable (tests.models:add_sub, as add_sub_callable)."""
     with serve(*SERVE_ARGS) as s:
         yield s
-
-
-def wait_for_file(path, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(path):
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
 
 
 def infer(server, protocol: str, model: str, a: np.ndarray, b: np.ndarray, **parameters):

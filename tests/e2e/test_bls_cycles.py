@@ -7,7 +7,6 @@ in readiness. Checked with tritonclient over gRPC and HTTP."""
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from tritonclient.utils import InferenceServerException
 from tests._support.clients import CLIENTS, client_for
 from tests._support.paths import REPO
 from tests._support.serving import serve
+from tests._support.waits import wait_until
 
 REPOS = REPO / "tests" / "repositories"
 X = np.array([1.0, 2.0], dtype=np.float32)
@@ -103,13 +103,6 @@ def _gauge(text: str, name: str, model: str) -> float:
     return float(values[0])
 
 
-def _wait_for(predicate, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.05)
-
-
 def test_a_wedge_shows_in_the_gauges_and_in_readiness(tmp_path: Path):
     """ping (running a request for client 1) calls pong while pong (running one for client 2) calls ping: neither
     chain holds the other model, so both calls wait — each behind the execution that waits for the other. The calls
@@ -124,17 +117,18 @@ def test_a_wedge_shows_in_the_gauges_and_in_readiness(tmp_path: Path):
         for model, other in (("ping", "pong"), ("pong", "ping")):
             client.async_infer(model, [x], callback=lambda result, error: answers.append(error),
                                parameters={"route": other, "started": str(tmp_path / model), "gate": str(gate)})
-        _wait_for(lambda: (tmp_path / "ping").exists() and (tmp_path / "pong").exists(), "both executions started")
+        wait_until(lambda: (tmp_path / "ping").exists() and (tmp_path / "pong").exists(), "both executions started")
         assert client.is_model_ready("ping") and client.is_server_ready()  # nobody waits yet
         gate.touch()
 
         def scrape() -> str:
             return urllib.request.urlopen(running.metrics_url, timeout=10).read().decode()
 
-        _wait_for(lambda: all(_gauge(scrape(), "nv_inference_pending_request_count", m) == 1 for m in ("ping", "pong")),
-                  "each model's pending gauge counting the BLS call waiting for it")
-        _wait_for(lambda: not client.is_model_ready("ping") and not client.is_model_ready("pong"),
-                  "both models reporting not ready")
+        wait_until(lambda: all(_gauge(scrape(), "nv_inference_pending_request_count", m) == 1
+                               for m in ("ping", "pong")),
+                   "each model's pending gauge counting the BLS call waiting for it")
+        wait_until(lambda: not client.is_model_ready("ping") and not client.is_model_ready("pong"),
+                   "both models reporting not ready")
         assert not client.is_server_ready()
         metrics = scrape()
         for model in ("ping", "pong"):

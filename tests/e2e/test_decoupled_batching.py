@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import queue
 import re
-import time
 import urllib.request
 
 import numpy as np
@@ -16,6 +15,7 @@ import tritonclient.grpc as grpcclient
 
 from tests._support.paths import REPO
 from tests._support.serving import serve
+from tests._support.waits import wait_until
 
 MODEL = "batched_stream"
 FINAL = "final"
@@ -78,13 +78,6 @@ def model_stats(server) -> dict[str, int]:
             "inference_count": int(stats.get("inference_count", 0)), "batches_of_4": batches.get(4, 0)}
 
 
-def await_condition(condition, what: str, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def check_own(stream: Stream, responses: list[dict], count: int, batch: int) -> int:
     """The stream got exactly its own COUNT responses in order, all from one execution of `batch` requests; returns
     its index in that batch."""
@@ -123,7 +116,7 @@ def test_a_failing_and_a_cancelled_request_leave_the_rest_of_the_batch_alone(ser
         first = cancelled.next()
         assert isinstance(first, dict) and first["BATCH"] == 4 and first["TAG"] == 3
         cancelled.close(cancel=True)  # its client leaves: only its request is cancelled
-        await_condition(marker.exists, "the model to see its request cancelled")
+        wait_until(marker.exists, "the model to see its request cancelled")
         assert failing.next()["VALUE"] == 0
         assert "request 2 failed" in failing.next()
         check_own(ok_a, ok_a.until_final(), 30, 4)
@@ -145,7 +138,7 @@ def test_the_instance_stays_busy_until_every_request_of_its_batch_has_sent_its_f
     try:
         check_own(quick, quick.until_final(), 3, 2)  # (the queue delay merged the two)
         waiting = Stream(server, 2, 3)
-        await_condition(lambda: pending(server) == 1, "the third request to wait")
+        wait_until(lambda: pending(server) == 1, "the third request to wait")
         assert held.arrived.empty() and waiting.arrived.empty()
         release.touch()  # the held request answers and sends its final flag: the instance takes the next batch
         check_own(held, held.until_final(), 2, 2)

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -22,9 +21,10 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from tests._support.paths import REPO
-from tests._support.processes import pid_alive
+from tests._support.processes import alive_after
 from tests._support.serving import ServerProcess, serve, serve_on_a_taken_port, tensor_args
 from tests._support.shm import shm_segments_of
+from tests._support.waits import holds_within, wait_for_file
 
 MODEL = "server_pid"
 ARGS = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "fp32", "-1")]),
@@ -164,15 +164,6 @@ def test_settings_that_each_process_holds_cannot_be_changed():
         assert refused.value.code == 501 and "--frontend-processes" in refused.value.read().decode()
 
 
-def _all_gone(pids: set[int], timeout_s: float = 20.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    alive = [p for p in pids if pid_alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in pids if pid_alive(p)]
-    return alive
-
-
 def test_stop_ends_every_process_and_leaves_no_shared_memory():
     server = ServerProcess(ARGS)
     try:
@@ -185,7 +176,7 @@ def test_stop_ends_every_process_and_leaves_no_shared_memory():
     finally:
         code = server.stop()
     assert code == 0, server.log
-    assert not _all_gone(ours)
+    assert not alive_after(ours, 20.0)
     assert not shm_segments_of(ours)
     assert server.log.count("pytriton server stopped") == 3  # each process, then the group
 
@@ -201,7 +192,7 @@ def test_a_front_end_process_that_dies_stops_the_group_cleanly():
         code = server.stop()
     assert code != 0
     assert f"front-end process 1 (pid {victim}) exited with code -9" in server.log
-    assert not _all_gone(ours)  # the other process and both workers (the dead one's workers see their server go)
+    assert not alive_after(ours, 20.0)  # the other process and both workers (the dead one's workers see their server go)
     assert not shm_segments_of(ours)  # the dead process's segments swept by the group
 
 
@@ -298,7 +289,7 @@ def test_a_killed_group_leaves_nothing_behind():
         assert len(ours) == 4, server.log
         server.process.kill()
         server.process.wait(10)
-        assert not _all_gone(ours, timeout_s=40.0)
+        assert not alive_after(ours, 40.0)
         assert not shm_segments_of(ours)
     finally:
         server.stop()
@@ -326,10 +317,7 @@ def test_a_second_signal_stops_without_waiting_for_requests_in_flight(tmp_path):
     with ThreadPoolExecutor(1) as pool:
         try:
             call = pool.submit(gated)
-            deadline = time.monotonic() + 30
-            while not started.exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert started.exists()
+            wait_for_file(started)
             server.process.send_signal(signal.SIGINT)
             assert server.wait_for_log("signal received; stopping 2 front-end processes")
             server.process.send_signal(signal.SIGINT)
@@ -354,9 +342,7 @@ def test_a_worker_that_dies_is_restarted_by_its_own_process_and_the_group_serves
         victim = next(pid for pid in server.worker_pids() if _parent_of(pid) == frontends[1])
         os.kill(victim, signal.SIGKILL)
         assert server.wait_for_log(f"(pid {victim})")
-        deadline = time.monotonic() + 30
-        while server.log.count("model instance 'server_pid_0_0' started") < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert holds_within(lambda: server.log.count("model instance 'server_pid_0_0' started") >= 3), server.log
         assert server.log.count("model instance 'server_pid_0_0' started") == 3, server.log
         with ThreadPoolExecutor(4) as pool:
             runs = [pool.submit(_http_connection, server.http_url, i) for i in range(CONNECTIONS)]

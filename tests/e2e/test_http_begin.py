@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from tests._support.serving import lazy_servers, serve, tensor_args
+from tests._support.waits import holds_within
 from tests.http_raw import read_response
 
 TIMEOUT_S = 30
@@ -176,15 +177,6 @@ def _pending(server) -> float:
     return 0.0
 
 
-def _wait_until(predicate, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
 def test_client_leaving_a_queued_callback_request_withdraws_it(gated_server, tmp_path):
     """The one instance runs a gated request; a second waits in the queue; its client closes the connection: the
     request is withdrawn (never runs; counted as a failure, as Triton counts a cancelled request) and the server
@@ -203,7 +195,7 @@ def test_client_leaving_a_queued_callback_request_withdraws_it(gated_server, tmp
     first.request("POST", "/v2/models/gated_pid/infer", body=body,
                   headers={"Inference-Header-Content-Length": str(length)})
     try:
-        assert _wait_until(started.exists)
+        assert holds_within(started.exists)
         queued_started = tmp_path / "queued.started"
         host, port = server.http_url.split(":")
         body, length = gated_body({"started": str(queued_started)})
@@ -211,8 +203,8 @@ def test_client_leaving_a_queued_callback_request_withdraws_it(gated_server, tmp
             sock.sendall(b"POST /v2/models/gated_pid/infer HTTP/1.1\r\nHost: x\r\n"
                          b"Inference-Header-Content-Length: %d\r\nContent-Length: %d\r\n\r\n" % (length, len(body))
                          + body)
-            assert _wait_until(lambda: _pending(server) == 1)  # it waits for the (only) instance
-        assert _wait_until(lambda: success_count(server, "gated_pid")[1] == fails_before + 1)
+            assert holds_within(lambda: _pending(server) == 1)  # it waits for the (only) instance
+        assert holds_within(lambda: success_count(server, "gated_pid")[1] == fails_before + 1)
     finally:
         release.touch()
     response = first.getresponse()

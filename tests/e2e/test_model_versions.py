@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from tritonclient.utils import InferenceServerException
 from tests._support.clients import CLIENTS, client_for
 from tests._support.paths import REPO
 from tests._support.serving import serve
+from tests._support.waits import holds_within
 
 MULTI = REPO / "tests" / "repositories" / "versions" / "multi"
 
@@ -71,15 +71,6 @@ def copy_multi(root: Path, policy: str, versions: tuple[int, ...] = (1, 2, 3)) -
     for version in versions:
         shutil.copytree(MULTI / str(version), model / str(version), ignore=shutil.ignore_patterns("__pycache__"))
     return model
-
-
-def wait_until(condition, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -174,13 +165,13 @@ def test_poll_starts_a_new_version_and_stops_a_removed_one(tmp_path):
         client = client_for(s, "grpc")
         assert answer(client, "grpc", "1") == 101
         shutil.copytree(MULTI / "3", model / "3", ignore=shutil.ignore_patterns("__pycache__"))
-        assert wait_until(lambda: entries(client, "grpc").get("3") == ("READY", ""))
+        assert holds_within(lambda: entries(client, "grpc").get("3") == ("READY", ""))
         assert answer(client, "grpc") == 301 and metadata(client, "grpc")["versions"] == ["1", "2", "3"]
         # versions 1 and 2 served on without a reload: their statistics were kept
         assert int(statistics(client, "grpc", version="1")[0].get("inference_count", 0)) == 1
 
         shutil.rmtree(model / "1")
-        assert wait_until(lambda: entries(client, "grpc").get("1") == ("UNAVAILABLE", "unloaded"))
+        assert holds_within(lambda: entries(client, "grpc").get("1") == ("UNAVAILABLE", "unloaded"))
         with pytest.raises(InferenceServerException, match="'multi' version 1 is not found"):
             ask(client, "grpc", "1")
         assert answer(client, "grpc", "2") == 201
@@ -207,13 +198,13 @@ def test_poll_under_latest_one_retires_the_old_version_after_its_request(tmp_pat
         try:
             assert s.wait_for_log("multi version 1 holds a request")
             shutil.copytree(MULTI / "2", model / "2", ignore=shutil.ignore_patterns("__pycache__"))
-            assert wait_until(lambda: entries(client, "http").get("2") == ("READY", ""))
+            assert holds_within(lambda: entries(client, "http").get("2") == ("READY", ""))
             assert answer(client, "http") == 201  # new requests go to version 2 ...
             assert entries(client, "http")["1"] == ("UNLOADING", "")  # ... while version 1 finishes its request
         finally:
             release.touch()
             thread.join(30)
         assert held["answer"] == 101  # answered by version 1, not dropped
-        assert wait_until(lambda: entries(client, "http").get("1") == ("UNAVAILABLE", "unloaded"))
+        assert holds_within(lambda: entries(client, "http").get("1") == ("UNAVAILABLE", "unloaded"))
         with pytest.raises(InferenceServerException, match="'multi' version 1 is not found"):
             ask(client, "http", "1")

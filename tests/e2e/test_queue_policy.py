@@ -22,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
 from pytriton.triton import Triton, TritonConfig
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import wait_until
 from tests.models import gated_order
 
 FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
@@ -86,13 +87,6 @@ def _failures(metrics_url: str, model: str) -> dict[str, float]:
     return {reason: float(value) for reason, value in re.findall(pattern, text, re.M)}
 
 
-def _wait_until(predicate, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.01)
-
-
 class Client:
     """gRPC and HTTP clients of one model, and a queue of the answers to what was sent asynchronously."""
 
@@ -113,11 +107,11 @@ class Client:
         """Send a request that runs until the returned file exists."""
         started, release = self.tmp_path / "started", self.tmp_path / "release"
         self.send("busy", parameters={"started": str(started), "release": str(release)})
-        _wait_until(started.exists, "the first request starting")
+        wait_until(started.exists, "the first request starting")
         return release
 
     def wait_pending(self, count: int) -> None:
-        _wait_until(lambda: _pending(self.metrics_url) == count, f"{count} requests waiting")
+        wait_until(lambda: _pending(self.metrics_url) == count, f"{count} requests waiting")
 
     def refused(self, protocol: str, **kwargs) -> InferenceServerException:
         with pytest.raises(InferenceServerException) as info:
@@ -182,7 +176,7 @@ def test_a_request_cancelled_while_queued_counts_as_a_canceled_failure(tmp_path)
         release = client.hold()
         with pytest.raises(InferenceServerException, match="Deadline Exceeded"):
             client.grpc.infer("gated", _inputs(), client_timeout=0.5)  # the server sees the call cancelled
-        _wait_until(lambda: _failures(server.metrics_url, "gated").get("CANCELED") == 1, "a CANCELED failure")
+        wait_until(lambda: _failures(server.metrics_url, "gated").get("CANCELED") == 1, "a CANCELED failure")
         release.touch()
         client.orders(1)
         stats = _stats(client)
@@ -202,7 +196,7 @@ def test_a_request_the_client_cancels_while_queued_counts_as_a_canceled_failure(
         client.wait_pending(1)
         call.cancel()
         assert "CANCELLED" in str(cancelled.get(timeout=30))
-        _wait_until(lambda: _failures(server.metrics_url, "gated").get("CANCELED") == 1, "a CANCELED failure")
+        wait_until(lambda: _failures(server.metrics_url, "gated").get("CANCELED") == 1, "a CANCELED failure")
         client.wait_pending(0)
         release.touch()
         assert client.orders(1) == {"busy": 1}  # the held request; the cancelled one never ran

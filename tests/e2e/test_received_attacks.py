@@ -19,7 +19,8 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.core.received import RECEIVE_MIN
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments, _wait
+from tests._support.waits import wait_until
+from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     DATA,
@@ -85,7 +86,7 @@ def test_fp32_tensors_received_into_a_segment_reach_the_model_aligned(probe, pro
         assert _receive_segments(probe)  # (the messages did go into segments)
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(probe), "the connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(probe), "the connection's segments to be unlinked")
 
 
 def _message(x: np.ndarray, y: np.ndarray) -> bytes:
@@ -146,7 +147,7 @@ def test_messages_at_the_receive_threshold(server, delta: int):
             _infer(h2, 2 * i + 1, message, x)
         # a message under the threshold never goes into a segment; one at it or above does (from the second on)
         assert len(_receive_segments(server)) == (0 if delta < 0 else 1)
-    _wait(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
 
 
 def test_data_frames_that_end_inside_a_tensor(server):
@@ -157,7 +158,7 @@ def test_data_frames_that_end_inside_a_tensor(server):
             x, message = _sized(3 * MIB, 40 + i)
             _infer(h2, 2 * i + 1, message, x, chunks=[3, 17, 29, 1, 7777, 65536 + 13, 300_001])
         assert len(_receive_segments(server)) == 1
-    _wait(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
 
 
 def test_gzip_compressed_large_messages(server):
@@ -173,7 +174,7 @@ def test_gzip_compressed_large_messages(server):
         assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +206,7 @@ def _gated_message(x: np.ndarray, base: Path, release: bool = False) -> bytes:
 
 def _digest(base: Path) -> str:
     path = Path(f"{base}.digest")
-    _wait(path.exists, f"the model to read {base.name}'s input")
+    wait_until(path.exists, f"the model to read {base.name}'s input")
     return path.read_text()
 
 
@@ -249,7 +250,7 @@ def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_serv
         held = []
         for stream_id, i in ((5, 2), (7, 3)) if queued else ((5, 2),):  # (queued: both instances held first)
             _send(h2, stream_id, _gated_message(xs[i], tmp_path / f"m{i}"))
-            _wait(Path(f"{tmp_path / f'm{i}'}.started").exists, "the worker to hold the request")
+            wait_until(Path(f"{tmp_path / f'm{i}'}.started").exists, "the worker to hold the request")
             held.append((stream_id, i))
         victim = 4 if queued else 2
         if queued:
@@ -274,7 +275,7 @@ def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_serv
             assert _digest(tmp_path / f"m{victim}") == hashlib.sha256(xs[victim].tobytes()).hexdigest(), \
                 "the model of the reset call read bytes a later message overwrote"
             assert _digest(tmp_path / "m5") == hashlib.sha256(xs[5].tobytes()).hexdigest()
-    _wait(lambda: not _receive_segments(digest_server), "the connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(digest_server), "the connection's segments to be unlinked")
 
 
 def _unknown_model_message(nbytes: int) -> bytes:
@@ -317,7 +318,7 @@ def test_many_connections_stalled_inside_a_repeated_size_stay_within_the_server_
     finally:
         for h2 in connections:
             h2.close()
-    _wait(lambda: not _receive_segments(server), "the stalled connections' segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the stalled connections' segments to be unlinked")
 
 
 def _grpc_round_trip(server) -> None:
@@ -363,7 +364,7 @@ def test_requests_refused_before_any_worker_give_their_segment_back(server, mist
             assert len(_receive_segments(server)) == 1
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
 
 
 @pytest.mark.parametrize("outcome", ["raise", "wrong output"])
@@ -398,7 +399,7 @@ def test_requests_that_fail_in_the_model_give_their_segment_back(digest_server, 
         assert len(_receive_segments(digest_server)) == 1
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(digest_server), "the connection's segment to be unlinked")
+    wait_until(lambda: not _receive_segments(digest_server), "the connection's segment to be unlinked")
 
 
 def _worker_receive_mappings(server) -> list[str]:
@@ -426,8 +427,8 @@ def test_workers_let_go_of_the_segments_of_closed_connections(server):
             assert _worker_receive_mappings(server)  # (the worker read the tensor from the segment)
         finally:
             client.close()
-    _wait(lambda: not _receive_segments(server), "the connections' segments to be unlinked")
-    _wait(lambda: not _worker_receive_mappings(server), "the workers to unmap the segments")
+    wait_until(lambda: not _receive_segments(server), "the connections' segments to be unlinked")
+    wait_until(lambda: not _worker_receive_mappings(server), "the workers to unmap the segments")
 
 
 def test_a_deadline_while_queued_gives_the_segment_back_and_the_call_never_runs(server, tmp_path: Path):
@@ -455,7 +456,7 @@ def test_a_deadline_while_queued_gives_the_segment_back_and_the_call_never_runs(
         assert len(_receive_segments(server)) == held  # all of them idle again: reused
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
 
 
 def test_declared_huge_messages_that_stall_get_no_segment(server):
@@ -484,4 +485,4 @@ def test_declared_huge_messages_that_stall_get_no_segment(server):
     finally:
         for h2 in connections:
             h2.close()
-    _wait(lambda: not _receive_segments(server), "the segments of the round trip to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the segments of the round trip to be unlinked")

@@ -14,8 +14,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests._support.serving import serve
+from tests._support.waits import wait_until
 from tests.e2e.test_received_attacks import IDENTITY, _digest
-from tests.e2e.test_received_segments import MODEL, _data, _receive_segments, _wait
+from tests.e2e.test_received_segments import MODEL, _data, _receive_segments
 
 MIB = 1 << 20
 
@@ -47,7 +48,7 @@ def test_http_keep_alive_large_small_large(server):
         assert len(_receive_segments(server)) == 1
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
 @pytest.mark.parametrize("mistake", ["unknown model", "wrong datatype", "bad header"])
@@ -79,7 +80,7 @@ def test_http_requests_refused_before_any_worker_give_their_segment_back(server,
         assert len(_receive_segments(server)) == 1
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
 def _http_body(x: np.ndarray, base: Path) -> bytes:
@@ -111,7 +112,7 @@ def test_http_pipelined_large_requests_never_overwrite_one_the_worker_holds(dige
             assert answers.next().endswith(xs[i].tobytes())
         assert len(_receive_segments(digest_server)) == 1
         sock.sendall(_http_body(xs[2], tmp_path / "p2"))
-        _wait(Path(f"{tmp_path / 'p2'}.started").exists, "the worker to hold the request")
+        wait_until(Path(f"{tmp_path / 'p2'}.started").exists, "the worker to hold the request")
         for i in (3, 4):  # pipelined behind it, released at once
             Path(f"{tmp_path / f'p{i}'}.release").touch()
             sock.sendall(_http_body(xs[i], tmp_path / f"p{i}"))
@@ -120,7 +121,7 @@ def test_http_pipelined_large_requests_never_overwrite_one_the_worker_holds(dige
             assert _digest(tmp_path / f"p{i}") == hashlib.sha256(xs[i].tobytes()).hexdigest(), \
                 f"request {i}'s model read bytes another message overwrote"
             assert answers.next().endswith(xs[i].tobytes()), f"request {i}: OUT_X differs"
-    _wait(lambda: not _receive_segments(digest_server), "the HTTP connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(digest_server), "the HTTP connection's segments to be unlinked")
 
 
 class _Answers:

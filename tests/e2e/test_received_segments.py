@@ -11,7 +11,6 @@ import os
 import queue
 import signal
 import socket
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import wait_until
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     S_INITIAL_WINDOW_SIZE,
@@ -50,13 +50,6 @@ def _receive_segments(server) -> list[str]:
     return [name for name in os.listdir("/dev/shm") if name.startswith("pytriton_") and marker in name]
 
 
-def _wait(condition, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def _data(seed: int, nbytes: int = SIZE) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return rng.integers(0, 256, nbytes, dtype=np.uint8), rng.random(1000, dtype=np.float32)
@@ -81,7 +74,7 @@ def grpc(server):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     yield client
     client.close()
-    _wait(lambda: not _receive_segments(server), "the closed connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the closed connection's segments to be unlinked")
 
 
 def test_grpc_unary_round_trips_in_a_segment_that_goes_with_the_connection(server, grpc):
@@ -107,7 +100,7 @@ def test_grpc_stream_round_trips(server):
     finally:
         client.stop_stream()
         client.close()
-    _wait(lambda: not _receive_segments(server), "the stream's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the stream's segments to be unlinked")
 
 
 def test_http_binary_round_trips(server):
@@ -125,7 +118,7 @@ def test_http_binary_round_trips(server):
         assert len(_receive_segments(server)) == 1
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +145,7 @@ def test_a_second_request_does_not_overwrite_a_segment_the_worker_still_reads(tw
         second.check()
     finally:
         client.close()
-    _wait(lambda: not _receive_segments(two_instances), "the closed connection's segments to be unlinked")
+    wait_until(lambda: not _receive_segments(two_instances), "the closed connection's segments to be unlinked")
 
 
 class _gated_infer:
@@ -169,7 +162,7 @@ class _gated_infer:
                            client_timeout=timeout)
 
     def started(self) -> None:
-        _wait(self._started.exists, "the worker to hold the request")
+        wait_until(self._started.exists, "the worker to hold the request")
 
     def release(self) -> None:
         self._release.touch()
@@ -226,7 +219,7 @@ def test_worker_killed_while_holding_a_segment(server, grpc, tmp_path: Path):
     os.kill(pids[-1], signal.SIGKILL)
     result, error = request._answers.get(timeout=60)
     assert result is None and error is not None
-    _wait(lambda: len(server.worker_pids()) > len(pids) and grpc.is_model_ready(MODEL), "a new worker", 60)
+    wait_until(lambda: len(server.worker_pids()) > len(pids) and grpc.is_model_ready(MODEL), "a new worker", 60)
     request.release()
     _warm(grpc, tmp_path, ("w2", "w3"))
     assert len(_receive_segments(server)) == 1  # the killed request's segment was given back and reused
@@ -247,7 +240,7 @@ def test_http_client_that_leaves_mid_body(server):
             _read_answer(sock)
         assert len(_receive_segments(server)) == 1
         sock.sendall(head + body[: len(body) // 2])  # then half of one, and away
-    _wait(lambda: not _receive_segments(server), "the segment of a client that left mid-body to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the segment of a client that left mid-body to be unlinked")
     client = httpclient.InferenceServerClient(server.http_url)
     try:
         assert client.is_model_ready(MODEL)
@@ -310,7 +303,7 @@ def test_grpc_stream_reset_mid_message(server):
         send(h2, 7, _infer_message(x, y))
         check(h2, 7, x)
         assert len(_receive_segments(server)) == 1  # the reset stream's segment was free again, and reused
-    _wait(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
+    wait_until(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
 
 
 def test_response_cache_hits_and_a_python_model_on_received_segments():
@@ -336,4 +329,4 @@ def test_response_cache_hits_and_a_python_model_on_received_segments():
             assert len(_receive_segments(cached)) == 1
         finally:
             client.close()
-        _wait(lambda: not _receive_segments(cached), "the connection's segment to be unlinked")
+        wait_until(lambda: not _receive_segments(cached), "the connection's segment to be unlinked")

@@ -12,6 +12,7 @@ import numpy as np
 import tritonclient.http as httpclient
 
 from tests._support.serving import serve
+from tests._support.waits import wait_for_file
 
 CONFIG = """
 name: "held"
@@ -43,13 +44,6 @@ class TritonPythonModel:
 """
 
 
-def _wait_for(path: Path, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear"
-        time.sleep(0.02)
-
-
 def test_server_stays_ready_while_a_served_model_reloads(tmp_path: Path) -> None:
     model = tmp_path / "held"
     (model / "1").mkdir(parents=True)
@@ -65,7 +59,7 @@ def test_server_stays_ready_while_a_served_model_reloads(tmp_path: Path) -> None
             httpclient.InferenceServerClient(server.http_url, network_timeout=120).load_model("held")))
         loader.start()
         try:
-            _wait_for(model / "reloading")
+            wait_for_file(model / "reloading", 60.0)
             assert client.is_server_ready()
             assert client.is_model_ready("held")
             assert [(e["name"], e["state"]) for e in client.get_model_repository_index()] == [("held", "READY")]

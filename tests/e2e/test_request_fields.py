@@ -5,7 +5,6 @@ initialize(), in chains, and bounded by the request's timeout. Checked with the 
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import numpy as np
@@ -15,6 +14,7 @@ from tritonclient.utils import InferenceServerException
 from tests._support.clients import CLIENTS, client_for
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import wait_for_file
 
 REPOS = REPO / "tests" / "repositories"
 SERVE_ARGS = ("tests.models:add_sub", "--model-name", "add_sub_callable",
@@ -34,13 +34,6 @@ def x_input(protocol: str, x: np.ndarray = X):
     tensor = CLIENTS[protocol].InferInput("X", list(x.shape), "FP32")
     tensor.set_data_from_numpy(x)
     return tensor
-
-
-def wait_for_file(path, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(path):
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

@@ -25,6 +25,7 @@ from pytriton.config.gpus import gpu_available
 from tests._support.clients import CLIENTS, PROTOCOLS, client_for
 from tests._support.serving import serve, tensor_args
 from tests._support.shm import shm_segments_of
+from tests._support.waits import holds_within
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
 WHERE = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
@@ -338,7 +339,7 @@ class Gate:
         return {"started": str(self.started), "release": str(self.release_file)}
 
     def wait_started(self) -> None:
-        assert _wait_until(self.started.exists), f"{self.started} never appeared"
+        assert holds_within(self.started.exists), f"{self.started} never appeared"
 
     def release(self) -> None:
         self.release_file.touch()
@@ -380,15 +381,6 @@ def _pending(server) -> float:
     return 0.0
 
 
-def _wait_until(predicate, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
-
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_unregister_during_in_flight_request(gated_server, regions, gates, protocol):
     """As Triton's TestSharedMemoryUnregister: unregistering regions in use succeeds, they stay listed (and usable)
@@ -407,7 +399,7 @@ def test_unregister_during_in_flight_request(gated_server, regions, gates, proto
     err = error_of(lambda: observer.register_system_shared_memory("in", key, 4096))
     assert err.message() == "shared memory region 'in' already in manager"
     second = _start(gated_server, protocol, second_gate)  # a new request may still use them
-    assert _wait_until(lambda: _pending(gated_server) == 1)  # it waits for the (only) instance
+    assert holds_within(lambda: _pending(gated_server) == 1)  # it waits for the (only) instance
     first_gate.release()
     _, error = first.get(timeout=30)
     assert error is None, error
@@ -418,7 +410,7 @@ def test_unregister_during_in_flight_request(gated_server, regions, gates, proto
     assert error is None, error
     (pid,) = gated_server.worker_pids()
     assert shm.get_contents_as_numpy(out_handle, np.int64, [1])[0] == pid
-    assert _wait_until(lambda: status_names(observer, protocol) == [])
+    assert holds_within(lambda: status_names(observer, protocol) == [])
     err = error_of(lambda: observer.get_system_shared_memory_status("in"))
     assert err.message() == "Unable to find system shared memory region: 'in'"
     inputs, outputs, parameters = _gated_request(mod, {})
@@ -469,7 +461,7 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
         connection.close()
     time.sleep(0.3)  # the server hears of it before the execution ends
     gate.release()
-    assert _wait_until(lambda: status_names(observer, protocol) == [])
+    assert holds_within(lambda: status_names(observer, protocol) == [])
     tensor = grpcclient.InferInput("INPUT", [4], "FP32")
     tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
     (pid,) = gated_server.worker_pids()

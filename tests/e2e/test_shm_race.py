@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import queue
-import time
 import uuid
 from pathlib import Path
 
@@ -19,19 +18,12 @@ import tritonclient.utils.shared_memory as shm
 
 from pytriton.backends.worker import OUTPUT_GATE_ENV
 from tests._support.serving import ServerProcess, serve, tensor_args
+from tests._support.waits import wait_until
 
 DOUBLE = ["--instances", "2", "--max-batch-size", "64", "--log-level", "debug",
           *tensor_args("input", [("INPUT", "fp32", "-1")]), *tensor_args("output", [("OUTPUT", "fp32", "-1")])]
 WAITS = "waits: bytes it reads or writes in a client region may still be written by 1 withdrawn request"
 SIZE = 16
-
-
-def _wait_for(what: str, ready, timeout_s: float = 30.0) -> None:
-    """Until `ready()` (an event the server or the worker makes happen; the bound only ends a broken run)."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        assert time.monotonic() < deadline, f"no {what} within {timeout_s:.0f} s"
-        time.sleep(0.01)
 
 
 def _executions(client: grpcclient.InferenceServerClient) -> int:
@@ -72,17 +64,17 @@ def _race(server: ServerProcess, gate: Path) -> tuple[np.ndarray, np.ndarray, np
         x_b = np.arange(SIZE, dtype=np.float32).reshape(1, SIZE) + 5000
         (gate / "hold").touch()
         call_a = _infer(client, names, handles, x_a, answers, "a")
-        _wait_for("call held at the gate", lambda: any(p.name.startswith("held-") for p in gate.iterdir()))
+        wait_until(lambda: any(p.name.startswith("held-") for p in gate.iterdir()), "call held at the gate")
         call_a.cancel()  # (RST_STREAM: the server withdraws A before it reads B, sent after it on this channel)
         tag, _, error = answers.get(timeout=30)
         assert tag == "a" and error is not None and "cancel" in str(error).lower(), error
         _infer(client, names, handles, x_b, answers, "b")
         # B either runs at once on the other instance (and answers while A is held), or waits for A's hold
-        _wait_for("answer or held-back call", lambda: not answers.empty() or WAITS in server.log)
+        wait_until(lambda: not answers.empty() or WAITS in server.log, "answer or held-back call")
         (gate / "release").touch()
         tag, _, error = answers.get(timeout=30)
         assert tag == "b" and error is None, error
-        _wait_for("end of both executions", lambda: _executions(client) >= 2)  # (A's late write has landed, if any)
+        wait_until(lambda: _executions(client) >= 2, "end of both executions")  # (A's late write has landed, if any)
         region = np.array(shm.get_contents_as_numpy(handles["out"], np.float32, [1, SIZE]))
         for name in names.values():
             client.unregister_system_shared_memory(name)

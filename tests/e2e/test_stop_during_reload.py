@@ -18,6 +18,7 @@ import tritonclient.http as httpclient
 from tests._support.processes import pid_alive
 from tests._support.serving import ServerProcess
 from tests._support.shm import shm_segments_of
+from tests._support.waits import holds_within
 
 EXIT_TIMEOUT_S = 4.0
 
@@ -66,15 +67,6 @@ def events(model_dir: Path) -> list[tuple[str, int]]:
     return [(e, int(p)) for e, p in (line.split() for line in log.read_text().splitlines())]
 
 
-def wait_for(condition, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 @pytest.mark.parametrize("sig,protocol", [(signal.SIGINT, "http"), (signal.SIGTERM, "grpc")])
 def test_stop_while_a_reload_is_in_initialize(tmp_path, sig, protocol):
     model_dir = tmp_path / "gate"
@@ -99,7 +91,7 @@ def test_stop_while_a_reload_is_in_initialize(tmp_path, sig, protocol):
 
         loader = threading.Thread(target=load, daemon=True)
         loader.start()
-        assert wait_for(lambda: len([e for e in events(model_dir) if e[0] == "initialize-start"]) == 2), \
+        assert holds_within(lambda: len([e for e in events(model_dir) if e[0] == "initialize-start"]) == 2), \
             f"the reload did not start; log:\n{server.log}"
         second = [p for e, p in events(model_dir) if e == "initialize-start"][1]
         pids = {server.process.pid, *server.worker_pids(), second}  # (its "started" line comes after initialize)
@@ -122,7 +114,7 @@ def test_stop_while_a_reload_is_in_initialize(tmp_path, sig, protocol):
     assert "failed to load 'gate': the server is stopping" in str(error), repr(error)
     assert "did not stop within the exit timeout" not in server.log, server.log
 
-    assert wait_for(lambda: not any(pid_alive(p) for p in pids), 10), \
+    assert holds_within(lambda: not any(pid_alive(p) for p in pids), 10), \
         f"processes left: {[p for p in pids if pid_alive(p)]}"
     assert shm_segments_of(pids) == []
     seen = events(model_dir)

@@ -194,7 +194,7 @@ def test_torch_cuda_shm_client(protocol):
 # ---- every example is covered ------------------------------------------------------------------------------------
 
 COVERED = {
-    "add_sub.py",  # scripts/demo's model; served by tests/test_cli.py, tests/e2e and scripts/soak
+    "add_sub.py",  # scripts/demo's model; served by tests/cli/test_cli.py, tests/e2e and scripts/soak
     "linear/server.py", "linear/client_model_client.py", "linear/client_tritonclient_grpc.py",
     "linear/client_tritonclient_http.py", "linear/client_asyncio.py",
     "streaming/server.py", "streaming/client_decoupled.py", "streaming/client_grpc_stream.py",

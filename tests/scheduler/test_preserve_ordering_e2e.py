@@ -16,6 +16,8 @@ from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
+from tests._support.waits import wait_for_file
+
 FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
                   metrics_address="127.0.0.1")
 WAIT_S = 30
@@ -32,13 +34,6 @@ def _gated(folder: Path):
         return {"y": x}
 
     return infer
-
-
-def _wait_for(path: Path) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("preserve", [True, False])
@@ -62,7 +57,7 @@ def test_a_later_response_waits_for_an_earlier_one(tmp_path: Path, preserve: boo
 
         try:
             send(0)
-            _wait_for(tmp_path / "started")  # the first runs (and is held) on one instance
+            wait_for_file(tmp_path / "started", WAIT_S)  # the first runs (and is held) on one instance
             send(1)  # ... the second runs on the other at once
             if preserve:
                 with pytest.raises(queue.Empty):

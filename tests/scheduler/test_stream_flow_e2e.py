@@ -13,8 +13,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
-from tests.abuse._rss import rss_bytes
 from tests._support.serving import serve, tensor_args
+from tests.abuse._rss import rss_bytes
 from tests.scheduler.test_cancellation_e2e import _frame, _pending
 
 ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(

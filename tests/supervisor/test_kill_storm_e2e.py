@@ -17,9 +17,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.abuse._rss import children
 from tests._support.processes import started_pids
 from tests._support.serving import serve
+from tests.abuse._rss import children
 from tests.scheduler.test_cancellation_e2e import ADD_SUB, _inputs, _pending
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from pytriton.supervisor.run_dir import LOCK_NAME, RunDirectory, sweep_stale_run_dirs
 from tests._support.paths import REPO
-from tests._support.processes import pid_alive
+from tests._support.processes import alive_after
 from tests._support.serving import ServerProcess, serve, tensor_args
 
 HOLDER = """
@@ -117,9 +117,7 @@ def test_a_server_killed_with_sigkill_has_its_run_dir_swept_by_the_next_server()
         workers = server.worker_pids()
     finally:
         server.stop(signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    alive_after(workers, 10.0)
     assert os.path.isdir(run_dir)  # a SIGKILLed server cannot clean up ...
     with serve("tests.models:slow_pid", *args) as second:
         assert not os.path.exists(run_dir)  # ... the next one sweeps it

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests._support.processes import pid_alive
+from tests._support.processes import alive_after
 from tests._support.serving import ServerProcess, tensor_args
 from tests._support.shm import shm_segments_of
 
@@ -31,10 +31,7 @@ def _stop_timed(server: ServerProcess, exit_timeout_s: float) -> float:
 
 
 def _assert_all_gone(server: ServerProcess, pids: set[int]) -> None:
-    deadline = time.monotonic() + 10
-    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(pid_alive(p) for p in pids), server.log
+    assert not alive_after(pids, 10.0), server.log
     assert shm_segments_of(pids) == []
 
 

@@ -12,7 +12,7 @@ from pytriton.cli.serve import main
 from pytriton.exceptions import PyTritonModelConfigError, PyTritonValidationError
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor, triton_model
 from tests._support.serving import serve
-from tests.test_cli import LOCAL_PORTS
+from tests.cli.test_cli import LOCAL_PORTS
 
 IDENTITY = ["tests.models:identity", "--input", "IN:int32:-1", "--output", "OUT:int32:-1"]
 

@@ -18,6 +18,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import wait_until
 
 ARGS = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])
 
@@ -32,13 +33,6 @@ def _inputs():
     x = grpcclient.InferInput("X", [1], "INT32")
     x.set_data_from_numpy(np.array([1], dtype=np.int32))
     return [x]
-
-
-def _wait_until(predicate, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} never happened"
-        time.sleep(0.01)
 
 
 def _metric(server, name: str, label: str = "") -> float:
@@ -87,7 +81,7 @@ def _hold(client, gates: Gates):
     answers: queue.Queue = queue.Queue()
     client.async_infer("gated_pid", _inputs(), callback=lambda result, error: answers.put((result, error)),
                        parameters=parameters)
-    _wait_until(started.exists, "the held request starting")
+    wait_until(started.exists, "the held request starting")
     return release, answers
 
 
@@ -109,7 +103,7 @@ def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, 
         else:
             left_call = other.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
                                           parameters=parameters)
-    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 5, "5 requests queued")
+    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 5, "5 requests queued")
     if how == "reset":
         left_call.cancel()  # (one of them)
     elif how == "connection":
@@ -118,12 +112,12 @@ def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, 
     if how != "connection":
         for _ in range(expected):
             assert errors.get(timeout=20) is not None
-    _wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + expected,
-                f"{expected} CANCELED failures")
+    wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + expected,
+               f"{expected} CANCELED failures")
     release.touch()
     result, error = held.get(timeout=20)
     assert error is None
-    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     client.infer("gated_pid", _inputs())
     ran = sum(s.exists() for s in left)
     assert ran == 5 - expected  # the withdrawn ones never ran
@@ -140,11 +134,11 @@ def test_a_running_call_the_client_resets_leaves_the_server_answering(server, ga
     errors: queue.Queue = queue.Queue()
     call = client.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
                               parameters=parameters)
-    _wait_until(started.exists, "the request starting")
+    wait_until(started.exists, "the request starting")
     call.cancel()
     assert "CANCELLED" in str(errors.get(timeout=20))
     release.touch()
-    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     for _ in range(3):
         client.infer("gated_pid", _inputs())
     after = _stats(client)
@@ -166,11 +160,11 @@ def test_raw_stub_deadlines_shorter_than_the_queue(server, gates):
         futures = [stub.ModelInfer.future(request, timeout=0.05) for _ in range(20)]
         codes = [f.exception().code() for f in futures]
     assert set(codes) == {grpc.StatusCode.DEADLINE_EXCEEDED}
-    _wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 20,
-                "20 CANCELED failures")
+    wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 20,
+               "20 CANCELED failures")
     release.touch()
     assert held.get(timeout=20)[1] is None
-    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     assert _stats(client) == (success + 1, fail + 20)
     client.close()
 
@@ -197,9 +191,9 @@ def test_a_stop_drains_calls_running_and_queued(tmp_path):
             parameters["release"] = str(release)
             client.async_infer("gated_pid", _inputs(), callback=lambda result, error: answers.put(error),
                                parameters=parameters)
-        _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 2, "2 requests queued")
+        wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 2, "2 requests queued")
         server.process.send_signal(signal.SIGINT)
-        _wait_until(lambda: not _ready(client), "the drain beginning")
+        wait_until(lambda: not _ready(client), "the drain beginning")
         release.touch()
         assert held.get(timeout=20)[1] is None
         assert [answers.get(timeout=20) for _ in range(2)] == [None, None]
@@ -238,10 +232,10 @@ def test_grpc_aio_calls_cancelled_while_queued(server, gates):
         await aio.close()
 
     asyncio.run(main())
-    _wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 3,
-                "3 CANCELED failures")
+    wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 3,
+               "3 CANCELED failures")
     release.touch()
     assert held.get(timeout=20)[1] is None
-    _wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     assert _stats(client) == (success + 1, fail + 3)
     client.close()

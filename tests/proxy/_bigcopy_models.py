@@ -1,4 +1,4 @@
-"""Callables for tests/abuse/test_session_fastpaths_copy.py (served by the worker, which imports this module)."""
+"""Callables for tests/proxy/test_bigcopy_overlap.py (served by the worker, which imports this module)."""
 
 from __future__ import annotations
 

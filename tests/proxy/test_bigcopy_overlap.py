@@ -97,7 +97,7 @@ def test_an_output_region_that_shrinks_leaves_the_server_serving(when):
         "output", [("OUT_X", "fp32", "-1")])
     size = 64 << 20
     key = f"/attack3_shrink_{os.getpid()}"
-    with serve("tests.abuse._fastpath_models:shrinking", *args, env={"PYTRITON_OUTPUT_COPY_THREADS": "4"}) as server:
+    with serve("tests.proxy._bigcopy_models:shrinking", *args, env={"PYTRITON_OUTPUT_COPY_THREADS": "4"}) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         (old_pid,) = server.worker_pids()
         handle = shm.create_shared_memory_region("shrink", key, size)
@@ -171,7 +171,7 @@ def test_a_decoupled_model_raising_after_large_responses(tmp_path):
 
     args = ["--decoupled", "--model-name", "big"] + tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
         "output", [("BIG", "fp32", "-1")])
-    with serve("tests.abuse._fastpath_models:big_then_raise", *args,
+    with serve("tests.proxy._bigcopy_models:big_then_raise", *args,
                env={"PYTRITON_OUTPUT_COPY_THREADS": "4"}) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         answers: queue.Queue = queue.Queue()
