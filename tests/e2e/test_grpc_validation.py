@@ -1,7 +1,8 @@
-"""Request validation over gRPC: Triton's status codes and exact messages, and the server keeps serving.
+"""Request validation over gRPC only: Triton's status codes and exact messages, and the server keeps serving.
 
-Requests come from the real tritonclient where it can build them, and as hand-built `ModelInferRequest`s
-(sent with the generated stub) where tritonclient would refuse or compute sizes itself.
+Requests come as hand-built `ModelInferRequest`s (sent with the generated stub) where tritonclient would refuse or
+compute sizes itself, and from tritonclient for what only gRPC has (typed contents, shared-memory parameters, the
+stream). The refusals tritonclient can ask for over both protocols: tests/e2e/test_validation.py.
 """
 
 from __future__ import annotations
@@ -19,15 +20,8 @@ from tritonclient.utils import InferenceServerException
 from tests._support.serving import lazy_servers, tensor_args
 
 P = "[request id: <id_unknown>] "
-NOTE = (
-    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended "
-    "to each input shape. If you want to specify the full shape including the batch dim in your input dims "
-    "config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
-)
 TIMEOUT_S = 30
 
-BAD_CALLABLES = ["raises", "wrong_dtype", "wrong_shape", "unknown_output", "not_a_list"]
-FP32_4 = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("OUTPUT", "fp32", "4")])
 SERVERS: dict[str, tuple[str, list[str]]] = {
     # batching model with two inputs: INPUT0/INPUT1 INT32 [-1,16]
     "add_sub": (
@@ -42,7 +36,6 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
         tensor_args("input", [("INPUT", "fp32", "4"), ("TEXT", "bytes", "2")])
         + tensor_args("output", [("PARAMS", "bytes", "1")]),
     ),
-    **{name: (f"tests.models:{name}", FP32_4) for name in BAD_CALLABLES},
 }
 
 
@@ -156,32 +149,9 @@ def raw_infer(target: Target, request: Any) -> Any:
 
 # ---- model lookup ---------------------------------------------------------------------------------------------
 
-def test_unknown_model(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("foo", good_inputs()), "NOT_FOUND", "Request for unknown model: 'foo' is not found"
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_unknown_version(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", good_inputs(), model_version="2"),
-        "NOT_FOUND",
-        "Request for unknown model: 'add_sub' version 2 is not found",
-    )
-    assert add_sub.client.infer("add_sub", good_inputs(), model_version="1").get_response().model_version == "1"
-
-
-def test_unknown_model_metadata_calls(add_sub):
-    message = "Request for unknown model: 'foo' is not found"
-    expect_error(lambda: add_sub.client.get_model_metadata("foo"), "NOT_FOUND", message)
-    expect_error(lambda: add_sub.client.get_model_config("foo"), "NOT_FOUND", message)
-
-
-def test_unknown_model_is_not_ready(add_sub):
-    """ModelReady answers `ready: false` for an unknown model or version, as Triton 2.51 does (not NOT_FOUND)."""
-    assert add_sub.client.is_model_ready("foo") is False
-    assert add_sub.client.is_model_ready("add_sub", "3") is False
+def test_unknown_model_is_not_ready_on_the_stub(add_sub):
+    """ModelReady answers `ready: false` for an unknown model, as Triton 2.51 does (not NOT_FOUND); through
+    tritonclient, for both protocols: tests/e2e/test_validation.py."""
     assert add_sub.stub.ModelReady(service_pb2.ModelReadyRequest(name="foo"), timeout=TIMEOUT_S).ready is False
     assert add_sub.client.is_model_ready("add_sub")
 
@@ -211,68 +181,13 @@ def test_unknown_model_is_checked_before_the_data(add_sub):
 
 # ---- inputs ---------------------------------------------------------------------------------------------------
 
-def test_missing_input(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [1, 16])]),
-        "INVALID_ARGUMENT",
-        P + "expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required "
-        "input(s) ['INPUT1']. Please provide all required input(s).",
-    )
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [], request_id="my-id"),
-        "INVALID_ARGUMENT",
-        "[request id: my-id] expected 2 inputs but got 0 inputs for model 'add_sub'. Got input(s) [], but missing "
-        "required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).",
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_too_many_inputs(add_sub):
-    inputs = good_inputs() + [int_input("EXTRA", [1, 16])]
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", inputs),
-        "INVALID_ARGUMENT",
-        re.compile(
-            re.escape(P + "expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) [")
-            + r"('(INPUT0|INPUT1|EXTRA)',?){3}"
-            + re.escape("], but missing required input(s) ]. Please provide all required input(s).")
-        ),
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_unexpected_input(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [1, 16]), int_input("INPUTX", [1, 16])]),
-        "INVALID_ARGUMENT",
-        "unexpected inference input 'INPUTX' for model 'add_sub'",
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_wrong_datatype(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [1, 16], "FP32"), int_input("INPUT1", [1, 16])]),
-        "INVALID_ARGUMENT",
-        P + "inference input 'INPUT0' data-type is 'FP32', but model 'add_sub' expects 'INT32'",
-    )
+def test_unknown_datatype(add_sub):
     request = add_sub_request()
     request.inputs[1].datatype = "NOPE"
     expect_error(
         lambda: raw_infer(add_sub, request),
         "INVALID_ARGUMENT",
         P + "inference input 'INPUT1' data-type is '<invalid>', but model 'add_sub' expects 'INT32'",
-    )
-    check_add_sub_serves(add_sub)
-
-
-@pytest.mark.parametrize("shape", [[1, 15], [4], [2, 16, 1]])
-def test_wrong_shape_batching(add_sub, shape):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", shape), int_input("INPUT1", [shape[0], 16])]),
-        "INVALID_ARGUMENT",
-        P + f"unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], "
-        f"got [{','.join(map(str, shape))}]. " + NOTE,
     )
     check_add_sub_serves(add_sub)
 
@@ -284,46 +199,6 @@ def test_no_shape_for_batching_model(add_sub):
         lambda: raw_infer(add_sub, request),
         "INVALID_ARGUMENT",
         P + "input 'INPUT0' has no shape but model requires batch dimension for 'add_sub'",
-    )
-    check_add_sub_serves(add_sub)
-
-
-@pytest.mark.parametrize("shape", [[5], [1, 4], []])
-def test_wrong_shape_non_batching(echo, shape):
-    expect_error(
-        lambda: echo.client.infer("echo_parameters", echo_inputs(shape)),
-        "INVALID_ARGUMENT",
-        P + "unexpected shape for input 'INPUT' for model 'echo_parameters'. Expected [4], "
-        f"got [{','.join(map(str, shape))}]. ",
-    )
-    check_echo_serves(echo)
-
-
-@pytest.mark.parametrize("batch", [9, 100])
-def test_batch_size_too_large(add_sub, batch):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", good_inputs(batch)),
-        "INVALID_ARGUMENT",
-        P + "inference request batch-size must be <= 8 for 'add_sub'",
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_batch_size_mismatch(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [int_input("INPUT0", [2, 16]), int_input("INPUT1", [3, 16])]),
-        "INVALID_ARGUMENT",
-        re.compile(re.escape(P) + r"input 'INPUT[01]' batch size does not match other inputs for 'add_sub'"),
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_duplicate_input(add_sub):
-    inputs = [int_input("INPUT0", [1, 16]), int_input("INPUT0", [1, 16]), int_input("INPUT1", [1, 16])]
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", inputs),
-        "INVALID_ARGUMENT",
-        P + "input 'INPUT0' already exists in request",
     )
     check_add_sub_serves(add_sub)
 
@@ -475,36 +350,6 @@ def test_bytes_element_longer_than_the_buffer_is_refused(echo):
                  "incomplete string data for inference input 'TEXT', expecting string of length 100 "
                  "but only 3 bytes available")
     check_echo_serves(echo)
-
-
-# ---- requested outputs ----------------------------------------------------------------------------------------
-
-def test_duplicate_requested_output(add_sub):
-    outputs = [grpcclient.InferRequestedOutput("OUTPUT0"), grpcclient.InferRequestedOutput("OUTPUT0")]
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", good_inputs(), outputs=outputs),
-        "INVALID_ARGUMENT",
-        P + "output 'OUTPUT0' already exists in request",
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_unknown_requested_output(add_sub):
-    outputs = [grpcclient.InferRequestedOutput("OUTPUT0"), grpcclient.InferRequestedOutput("OUTPUTX")]
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", good_inputs(), outputs=outputs),
-        "INVALID_ARGUMENT",
-        "unexpected inference output 'OUTPUTX' for model 'add_sub'",
-    )
-    check_add_sub_serves(add_sub)
-
-
-def test_unknown_requested_output_is_checked_before_inputs(add_sub):
-    expect_error(
-        lambda: add_sub.client.infer("add_sub", [], outputs=[grpcclient.InferRequestedOutput("OUTPUTX")]),
-        "INVALID_ARGUMENT",
-        "unexpected inference output 'OUTPUTX' for model 'add_sub'",
-    )
 
 
 # ---- request parameters ---------------------------------------------------------------------------------------
@@ -678,64 +523,7 @@ def test_errors_on_the_stream_reach_the_tritonclient_callback(add_sub):
         client.close()
 
 
-# ---- callables that fail --------------------------------------------------------------------------------------
-
-def fp32_input() -> list[grpcclient.InferInput]:
-    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
-    tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
-    return [tensor]
-
-
-FAILURE_PATTERNS = {
-    "raises": r"ValueError: the callable failed on purpose.*",
-    "wrong_dtype": r".*'OUTPUT'.*(FP64|float64).*",
-    "wrong_shape": r".*'OUTPUT'.*shape.*",
-    "unknown_output": r".*'NOPE'.*",
-    "not_a_list": r".*list.*",
-}
-
-
-@pytest.mark.parametrize("name", BAD_CALLABLES)
-def test_failing_callable(servers, name):
-    url = servers[name].grpc_url
-    pattern = re.compile(
-        re.escape("Failed to process the request(s) for model instance '") + r"[^']*" + re.escape("', message: ")
-        + FAILURE_PATTERNS[name],
-        re.DOTALL,
-    )
-    with grpcclient.InferenceServerClient(url) as client:
-        for _ in range(2):  # the worker survives and fails the same way again
-            message = expect_error(lambda: client.infer(name, fp32_input()), "INTERNAL", pattern)
-            assert name in message
-        if name == "raises":
-            assert "the callable failed on purpose" in message
-        assert client.is_server_live()
-        assert client.is_model_ready(name)
-        stats = client.get_inference_statistics(name, as_json=True)["model_stats"][0]
-        assert int(stats["inference_stats"]["fail"]["count"]) >= 2
-        assert int(stats["inference_stats"].get("success", {}).get("count", 0)) == 0
-
-
 # ---- parameters reach the callable ----------------------------------------------------------------------------
-
-def test_parameters_reach_the_callable(echo):
-    result = echo.client.infer(
-        "echo_parameters",
-        echo_inputs(),
-        parameters={"s": "text", "i": -7, "big": 2**62, "b": True, "f": False, "d": 2.5, "empty": ""},
-    )
-    [text] = result.as_numpy("PARAMS").tolist()
-    assert text.decode() == "b=True;big=4611686018427387904;d=2.5;empty='';f=False;i=-7;s='text'"
-    result = echo.client.infer("echo_parameters", echo_inputs())
-    assert result.as_numpy("PARAMS").tolist() == [b""]
-
-
-def test_parameters_reach_the_callable_with_requested_outputs(echo):
-    """A requested output's own parameters (binary_data, classification, shm) are not the request's."""
-    output = grpcclient.InferRequestedOutput("PARAMS")
-    result = echo.client.infer("echo_parameters", echo_inputs(), outputs=[output], parameters={"s": "text"})
-    assert result.as_numpy("PARAMS").tolist() == [b"s='text'"]
-
 
 def test_parameters_reach_the_callable_over_the_stream(echo):
     request = bytes_request([b"a", b"b"])

@@ -1,118 +1,39 @@
-"""Every Triton datatype round-trips bit-exactly through `tests.models:identity` over HTTP.
-
-Binary tensor data both ways with `tritonclient.http` and `tritonclient.http.aio`; JSON both ways for every
-datatype JSON can carry (FP16/BF16 give Triton's errors); mixed per-output encodings; batching and
-non-batching models, zero-size and large tensors; raw binary requests (`Inference-Header-Content-Length: 0`).
+"""Over HTTP only: JSON both ways for every datatype JSON can carry (FP16/BF16 give Triton's errors), mixed
+per-output encodings, the request-level binary default, and raw binary requests (`Inference-Header-Content-Length:
+0`). The binary round trips both protocols share: tests/e2e/test_datatypes.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
-import struct
 
-import ml_dtypes
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException
 
-from tests._support.serving import lazy_servers, tensor_args
+from tests._support.datatypes import (
+    MODEL, NUMPY, TIMEOUT_S, all_arrays, assert_same, check_http_result, http_infer, http_inputs, http_outputs,
+    make_array, serialized_bytes, server_args,
+)
+from tests._support.datatypes import HTTP_PATHS as PATHS
+from tests._support.serving import lazy_servers
 from tests.models import ALL_DATATYPES
 
-MODEL = "identity"
-TIMEOUT_S = 30
 JSON_DATATYPES = [dt for dt in ALL_DATATYPES if dt not in ("FP16", "BF16")]
 # `binary_data` per datatype for "JSON wherever Triton allows it": FP16/BF16 have no JSON form and stay binary.
 JSON_FLAGS = {dt: dt not in JSON_DATATYPES for dt in ALL_DATATYPES}
 P = "[request id: <id_unknown>] "
 
-NUMPY = {
-    "BOOL": np.dtype(np.bool_), "INT8": np.dtype(np.int8), "INT16": np.dtype(np.int16),
-    "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64), "UINT8": np.dtype(np.uint8),
-    "UINT16": np.dtype(np.uint16), "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64),
-    "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
-    "BF16": np.dtype(ml_dtypes.bfloat16), "BYTES": np.dtype(np.object_),
-}
-BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-# NaN payloads, signalling NaNs, infinities, signed zeros, subnormals, extremes.
-FLOAT_SPECIAL_BITS = {
-    "FP16": [0x7E00, 0xFE00, 0x7C01, 0x7D55, 0x7C00, 0xFC00, 0x0000, 0x8000, 0x0001, 0x8001, 0x7BFF, 0xFBFF],
-    "BF16": [0x7FC0, 0xFFC0, 0x7F81, 0x7FAB, 0x7F80, 0xFF80, 0x0000, 0x8000, 0x0001, 0x8001, 0x7F7F, 0xFF7F],
-    "FP32": [0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FA5A5A5, 0x7F800000, 0xFF800000, 0x00000000, 0x80000000,
-             0x00000001, 0x80000001, 0x7F7FFFFF, 0xFF7FFFFF],
-    "FP64": [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0x7FF5A5A5A5A5A5A5, 0x7FF0000000000000,
-             0xFFF0000000000000, 0x0, 0x8000000000000000, 0x1, 0x8000000000000001, 0x7FEFFFFFFFFFFFFF,
-             0xFFEFFFFFFFFFFFFF],
-}
-BYTES_SPECIAL = [b"", b"\xff\xfe\x00\x80", b"hello", b"\x00", b"\x00\x00trailing\x00\x00", "é€😀".encode(),
-                 bytes(range(256)), b"x" * 1000]
-# Strings that JSON can carry (the client sends them as UTF-8 text).
-TEXT_SPECIAL = [b"", b"hello", "é€😀".encode(), b"tab\tnewline\n\"quote\"\\", b"x" * 300, b"\x01 control"]
-
-
-def make_array(datatype: str, shape: tuple[int, ...], seed: int = 0, json_safe: bool = False) -> np.ndarray:
-    """Extremes and special values first, then random values. `json_safe`: finite floats, UTF-8 strings."""
-    n = int(np.prod(shape))
-    rng = np.random.default_rng(seed + ALL_DATATYPES.index(datatype))
-    dtype = NUMPY[datatype]
-    if datatype == "BYTES":
-        pool = TEXT_SPECIAL if json_safe else BYTES_SPECIAL
-        array = np.empty(n, dtype=np.object_)
-        array[:] = [pool[i % len(pool)] for i in range(n)]
-    elif datatype == "BOOL":
-        array = rng.integers(0, 2, n).astype(np.bool_)
-        array[: min(n, 2)] = [True, False][: min(n, 2)]
-    elif datatype in FLOAT_SPECIAL_BITS:
-        if json_safe:
-            info = ml_dtypes.finfo(dtype)
-            special = np.array([0.0, -0.0, info.max, info.min, info.tiny, info.smallest_subnormal, 1.0, -1.5,
-                                1 / 3], dtype=dtype)
-            scale = 1e6 if dtype.itemsize >= 4 else 1.0
-            array = (rng.standard_normal(n) * scale).astype(dtype)
-        else:
-            bits = BITS[dtype.itemsize]
-            special = np.array(FLOAT_SPECIAL_BITS[datatype], dtype=bits).view(dtype)
-            array = rng.integers(0, np.iinfo(bits).max, n, dtype=bits, endpoint=True).view(dtype)
-        array[: min(n, len(special))] = special[: min(n, len(special))]
-    else:
-        info = np.iinfo(dtype)
-        special = np.array([info.min, info.max, 0, 1, info.min + 1, info.max - 1], dtype=dtype)
-        array = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
-        array[: min(n, len(special))] = special[: min(n, len(special))]
-    return array.reshape(shape)
-
-
-def assert_same(actual: np.ndarray | None, expected: np.ndarray, datatype: str) -> None:
-    assert actual is not None, f"no output for {datatype}"
-    assert actual.shape == expected.shape, datatype
-    if datatype == "BYTES":
-        # JSON outputs come back as str, binary ones as bytes.
-        got = [x.encode() if isinstance(x, str) else x for x in actual.reshape(-1).tolist()]
-        assert got == expected.reshape(-1).tolist(), datatype
-    else:
-        assert actual.dtype == expected.dtype, datatype
-        assert actual.tobytes() == expected.tobytes(), datatype
-
-
-def server_args(max_batch_size: int, datatypes=ALL_DATATYPES, dims: str = "-1") -> list[str]:
-    return (
-        ["--max-batch-size", str(max_batch_size)]
-        + tensor_args("input", [(f"IN_{dt}", dt, dims) for dt in datatypes])
-        + tensor_args("output", [(f"OUT_{dt}", dt, dims) for dt in datatypes])
-    )
-
-
 SERVERS = {
     "batching": server_args(8),
     "plain": server_args(0),
-    "raw_fp32": server_args(0, ["FP32"]),  # one input IN_FP32 [-1]
-    "raw_batching": server_args(4, ["INT16"], "3,-1"),  # one input IN_INT16 [-1,3,-1]
-    "raw_bytes": server_args(2, ["BYTES"], "1"),  # one input IN_BYTES [-1,1]
-    "raw_two_variable": server_args(0, ["UINT8"], "-1,-1"),
-    "raw_bytes_variable": server_args(0, ["BYTES"], "-1"),
+    "raw_fp32": server_args(0, datatypes=["FP32"]),  # one input IN_FP32 [-1]
+    "raw_batching": server_args(4, "3,-1", ["INT16"]),  # one input IN_INT16 [-1,3,-1]
+    "raw_bytes": server_args(2, "1", ["BYTES"]),  # one input IN_BYTES [-1,1]
+    "raw_two_variable": server_args(0, "-1,-1", ["UINT8"]),
+    "raw_bytes_variable": server_args(0, "-1", ["BYTES"]),
 }
 
 
@@ -130,73 +51,6 @@ def plain(servers):
 @pytest.fixture(scope="module")
 def batching(servers):
     return servers["batching"]
-
-
-def make_inputs(arrays: dict[str, np.ndarray], binary: bool | dict[str, bool] = True) -> list[httpclient.InferInput]:
-    inputs = []
-    for datatype, array in arrays.items():
-        tensor = httpclient.InferInput(f"IN_{datatype}", list(array.shape), datatype)
-        tensor.set_data_from_numpy(array, binary_data=binary if isinstance(binary, bool) else binary[datatype])
-        inputs.append(tensor)
-    return inputs
-
-
-def make_outputs(datatypes, binary: bool | dict[str, bool] = True) -> list[httpclient.InferRequestedOutput]:
-    return [
-        httpclient.InferRequestedOutput(f"OUT_{dt}", binary_data=binary if isinstance(binary, bool) else binary[dt])
-        for dt in datatypes
-    ]
-
-
-def all_arrays(shape_of, seed: int = 0, datatypes=ALL_DATATYPES, json_safe: bool = False) -> dict[str, np.ndarray]:
-    return {dt: make_array(dt, shape_of(dt), seed, json_safe) for dt in datatypes}
-
-
-def check_result(result, arrays: dict[str, np.ndarray], binary: bool | dict[str, bool] | None = True) -> None:
-    response = result.get_response()
-    assert response["model_name"] == MODEL
-    assert response["model_version"] == "1"
-    assert "id" not in response  # Triton omits an empty id
-    assert sorted(o["name"] for o in response["outputs"]) == sorted(f"OUT_{dt}" for dt in arrays)
-    for datatype, array in arrays.items():
-        output = result.get_output(f"OUT_{datatype}")
-        assert output["datatype"] == datatype
-        assert output["shape"] == list(array.shape)
-        if binary is not None:
-            is_binary = binary if isinstance(binary, bool) else binary[datatype]
-            if is_binary:
-                assert "data" not in output
-                assert output["parameters"]["binary_data_size"] == len(
-                    array.tobytes() if datatype != "BYTES" else b"".join(
-                        struct.pack("<I", len(b)) + b for b in array.reshape(-1).tolist())
-                )
-            else:
-                assert "parameters" not in output and "data" in output
-        assert_same(result.as_numpy(f"OUT_{datatype}"), array, datatype)
-
-
-def infer_sync(url: str, arrays, binary_in=True, binary_out=True, **kwargs):
-    with httpclient.InferenceServerClient(url, network_timeout=TIMEOUT_S) as c:
-        return c.infer(MODEL, make_inputs(arrays, binary_in), outputs=make_outputs(arrays, binary_out), **kwargs)
-
-
-def infer_async_infer(url: str, arrays, binary_in=True, binary_out=True, **kwargs):
-    with httpclient.InferenceServerClient(url, network_timeout=TIMEOUT_S, concurrency=2) as c:
-        handle = c.async_infer(MODEL, make_inputs(arrays, binary_in), outputs=make_outputs(arrays, binary_out),
-                               **kwargs)
-        return handle.get_result(timeout=TIMEOUT_S)
-
-
-def infer_aio(url: str, arrays, binary_in=True, binary_out=True, **kwargs):
-    async def run():
-        async with httpaio.InferenceServerClient(url, conn_timeout=TIMEOUT_S) as c:
-            return await c.infer(MODEL, make_inputs(arrays, binary_in), outputs=make_outputs(arrays, binary_out),
-                                 **kwargs)
-
-    return asyncio.run(run())
-
-
-PATHS = {"infer": infer_sync, "async_infer": infer_async_infer, "aio": infer_aio}
 
 
 def post(url: str, path: str, body: bytes, headers: dict[str, str] | None = None):
@@ -228,62 +82,14 @@ def post_infer(url: str, request: dict, binary: bytes | None = None, model: str 
     return status, httpclient.InferResult.from_response_body(body, header_length=None if length is None else int(length))
 
 
-# ---- binary both ways ------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("batch", [1, 3])
-def test_batching_model_binary(batching, path, batch):
-    arrays = all_arrays(lambda dt: (batch, 5 + ALL_DATATYPES.index(dt)), seed=batch)
-    check_result(PATHS[path](batching.http_url, arrays), arrays)
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_plain_model_binary(plain, path):
-    arrays = all_arrays(lambda dt: (20 + ALL_DATATYPES.index(dt),), seed=7)
-    check_result(PATHS[path](plain.http_url, arrays), arrays)
-
+# ---- binary ------------------------------------------------------------------------------------------------------
 
 def test_default_outputs_are_binary(plain):
     """Without requested outputs tritonclient asks for `binary_data_output`; every output comes back."""
     arrays = all_arrays(lambda dt: (4,), seed=8)
     with httpclient.InferenceServerClient(plain.http_url) as c:
-        result = c.infer(MODEL, make_inputs(arrays))
-    check_result(result, arrays, binary=True)
-
-
-@pytest.mark.parametrize("path", ["infer", "aio"])
-def test_zero_size_plain(plain, path):
-    arrays = all_arrays(lambda dt: (0,))
-    check_result(PATHS[path](plain.http_url, arrays), arrays)
-
-
-@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
-def test_zero_size_batching(batching, shape):
-    arrays = all_arrays(lambda dt: shape)
-    check_result(infer_sync(batching.http_url, arrays), arrays)
-
-
-def test_zero_size_next_to_data(plain):
-    arrays = all_arrays(lambda dt: (0,) if ALL_DATATYPES.index(dt) % 2 else (5,), seed=11)
-    check_result(infer_sync(plain.http_url, arrays), arrays)
-
-
-@pytest.mark.filterwarnings("ignore:Sending a large body directly:ResourceWarning")
-@pytest.mark.parametrize("path", ["infer", "aio"])
-def test_large_tensor(plain, path):
-    """8 MiB of FP32 and 1 MiB of BYTES next to small tensors."""
-    big = {"FP32": (2 << 20,), "BYTES": (1 << 10,), "UINT8": (1 << 20,)}
-    arrays = all_arrays(lambda dt: big.get(dt, (2,)), seed=5)
-    arrays["BYTES"] = np.array([bytes([i % 256]) * 1024 for i in range(1024)], dtype=np.object_)
-    check_result(PATHS[path](plain.http_url, arrays), arrays)
-
-
-def test_sequential_requests_do_not_mix(plain):
-    with httpclient.InferenceServerClient(plain.http_url) as c:
-        for i in range(6):
-            size = (1 << 16) if i % 2 else 3
-            arrays = all_arrays(lambda dt, size=size, i=i: (size if dt != "BYTES" else 3 + i,), seed=100 + i)
-            check_result(c.infer(MODEL, make_inputs(arrays), outputs=make_outputs(arrays)), arrays)
+        result = c.infer(MODEL, http_inputs(arrays))
+    check_http_result(result, arrays, binary=True)
 
 
 # ---- JSON ------------------------------------------------------------------------------------------------------
@@ -291,26 +97,26 @@ def test_sequential_requests_do_not_mix(plain):
 @pytest.mark.parametrize("path", PATHS)
 def test_json_both_ways_plain(plain, path):
     arrays = all_arrays(lambda dt: (11,), seed=3, json_safe=True)
-    check_result(PATHS[path](plain.http_url, arrays, JSON_FLAGS, JSON_FLAGS), arrays, binary=JSON_FLAGS)
+    check_http_result(PATHS[path](plain.http_url, arrays, JSON_FLAGS, JSON_FLAGS), arrays, binary=JSON_FLAGS)
 
 
 @pytest.mark.parametrize("batch", [1, 2])
 def test_json_both_ways_batching(batching, batch):
     arrays = all_arrays(lambda dt: (batch, 3), seed=4, json_safe=True)
-    result = infer_sync(batching.http_url, arrays, JSON_FLAGS, JSON_FLAGS)
-    check_result(result, arrays, binary=JSON_FLAGS)
+    result = http_infer(batching.http_url, arrays, JSON_FLAGS, JSON_FLAGS)
+    check_http_result(result, arrays, binary=JSON_FLAGS)
     assert result.get_output("OUT_INT32")["data"] == arrays["INT32"].reshape(-1).tolist()  # flat row-major list
 
 
 def test_json_zero_size(plain):
     arrays = all_arrays(lambda dt: (0,), json_safe=True)
-    check_result(infer_sync(plain.http_url, arrays, JSON_FLAGS, JSON_FLAGS), arrays, binary=JSON_FLAGS)
+    check_http_result(http_infer(plain.http_url, arrays, JSON_FLAGS, JSON_FLAGS), arrays, binary=JSON_FLAGS)
 
 
 def test_json_in_binary_out_and_back(plain):
     arrays = all_arrays(lambda dt: (6,), seed=9, json_safe=True)
-    check_result(infer_sync(plain.http_url, arrays, JSON_FLAGS, True), arrays, binary=True)
-    check_result(infer_sync(plain.http_url, arrays, True, JSON_FLAGS), arrays, binary=JSON_FLAGS)
+    check_http_result(http_infer(plain.http_url, arrays, JSON_FLAGS, True), arrays, binary=True)
+    check_http_result(http_infer(plain.http_url, arrays, True, JSON_FLAGS), arrays, binary=JSON_FLAGS)
 
 
 def test_json_nested_data_and_values(plain):
@@ -354,7 +160,7 @@ def test_json_half_input_refused(plain, datatype):
 def test_json_fp16_input_refused_through_client(plain):
     arrays = all_arrays(lambda dt: (2,), datatypes=["FP16"], json_safe=True)
     with httpclient.InferenceServerClient(plain.http_url) as c, pytest.raises(InferenceServerException) as info:
-        c.infer(MODEL, make_inputs(arrays, binary=False), outputs=make_outputs(arrays))
+        c.infer(MODEL, http_inputs(arrays, binary=False), outputs=http_outputs(arrays))
     assert info.value.status() == "400"
     assert info.value.message() == (
         "receiving FP16 data via JSON is not supported. Please use the binary data format for input IN_FP16"
@@ -365,13 +171,13 @@ def test_json_fp16_input_refused_through_client(plain):
 def test_json_half_output_refused(plain, datatype):
     arrays = all_arrays(lambda dt: (3,))
     with httpclient.InferenceServerClient(plain.http_url) as c, pytest.raises(InferenceServerException) as info:
-        c.infer(MODEL, make_inputs(arrays), outputs=make_outputs([datatype], binary=False))
+        c.infer(MODEL, http_inputs(arrays), outputs=http_outputs([datatype], binary=False))
     assert info.value.status() == "400"
     assert info.value.message() == (
         f"sending {datatype} data via JSON is not supported. Please use the binary data format for output"
     )
     # The same request with a binary output works.
-    check_result(infer_sync(plain.http_url, arrays), arrays)
+    check_http_result(http_infer(plain.http_url, arrays), arrays)
 
 
 def test_json_bytes_output_not_utf8_refused(plain):
@@ -379,13 +185,13 @@ def test_json_bytes_output_not_utf8_refused(plain):
     arrays = all_arrays(lambda dt: (3,))
     arrays["BYTES"] = np.array([b"ok", b"\xff\xfe", b""], dtype=np.object_)
     with httpclient.InferenceServerClient(plain.http_url) as c, pytest.raises(InferenceServerException) as info:
-        c.infer(MODEL, make_inputs(arrays), outputs=make_outputs(["BYTES"], binary=False))
+        c.infer(MODEL, http_inputs(arrays), outputs=http_outputs(["BYTES"], binary=False))
     assert info.value.status() == "400"
     assert info.value.message() == (
         "output 'OUT_BYTES' holds BYTES elements that are not valid UTF-8 and can not be sent via JSON. "
         "Please use the binary data format for output"
     )
-    check_result(infer_sync(plain.http_url, arrays), arrays)
+    check_http_result(http_infer(plain.http_url, arrays), arrays)
 
 
 # ---- mixed encodings -------------------------------------------------------------------------------------------
@@ -395,7 +201,7 @@ def test_mixed_per_output_encodings(plain):
     binary_out = {dt: (i % 2 == 0 or dt in ("FP16", "BF16")) for i, dt in enumerate(ALL_DATATYPES)}
     binary_in = {dt: (i % 3 == 0 or dt in ("FP16", "BF16")) for i, dt in enumerate(ALL_DATATYPES)}
     for path in PATHS.values():
-        check_result(path(plain.http_url, arrays, binary_in, binary_out), arrays, binary=binary_out)
+        check_http_result(path(plain.http_url, arrays, binary_in, binary_out), arrays, binary=binary_out)
 
 
 def _binary_request(arrays: dict[str, np.ndarray], outputs: list[dict], parameters: dict | None = None):
@@ -403,8 +209,7 @@ def _binary_request(arrays: dict[str, np.ndarray], outputs: list[dict], paramete
     inputs, chunks = [], []
     empty = {dt: np.empty(0, dtype=NUMPY[dt]) for dt in ALL_DATATYPES if dt not in arrays}
     for datatype, array in {**arrays, **empty}.items():
-        data = array.tobytes() if datatype != "BYTES" else b"".join(
-            struct.pack("<I", len(b)) + b for b in array.reshape(-1).tolist())
+        data = array.tobytes() if datatype != "BYTES" else serialized_bytes(array)
         inputs.append({"name": f"IN_{datatype}", "datatype": datatype, "shape": list(array.shape),
                        "parameters": {"binary_data_size": len(data)}})
         chunks.append(data)
@@ -428,7 +233,7 @@ def test_request_level_binary_default_and_overrides(plain, default):
     status, result = post_infer(plain.http_url, request, binary)
     assert status == 200, result
     expected = {"INT32": bool(default), "FP64": True, "BYTES": False, "UINT8": bool(default)}
-    check_result(result, arrays, binary=expected)
+    check_http_result(result, arrays, binary=expected)
 
 
 def test_no_requested_outputs_follow_request_default(plain):
@@ -438,7 +243,7 @@ def test_no_requested_outputs_follow_request_default(plain):
     del request["outputs"]
     status, result = post_infer(plain.http_url, request, binary)
     assert status == 200, result
-    check_result(result, arrays, binary=True)
+    check_http_result(result, arrays, binary=True)
     # JSON by default: the FP16 output has no JSON form.
     for parameters in ({"binary_data_output": False}, None):
         request, binary = _binary_request(arrays, [], parameters)
@@ -519,6 +324,6 @@ def test_raw_binary_bytes_variable_shape_refused(servers):
 
 def test_servers_still_serve(plain, batching):
     arrays = all_arrays(lambda dt: (2,), seed=99)
-    check_result(infer_sync(plain.http_url, arrays), arrays)
+    check_http_result(http_infer(plain.http_url, arrays), arrays)
     arrays = all_arrays(lambda dt: (1, 2), seed=98)
-    check_result(infer_sync(batching.http_url, arrays), arrays)
+    check_http_result(http_infer(batching.http_url, arrays), arrays)

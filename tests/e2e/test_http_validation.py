@@ -1,8 +1,9 @@
-"""Request validation and malformed requests over HTTP: Triton's status codes and messages, `{"error": msg}`
+"""Request validation and malformed requests over HTTP only: Triton's status codes and messages, `{"error": msg}`
 bodies, and the server keeps serving.
 
-Requests come from the real tritonclient.http where it can build them, and raw (http.client or a socket)
-where tritonclient would refuse or compute sizes itself.
+Requests come raw (http.client or a socket) where tritonclient would refuse or compute sizes itself, and from
+tritonclient.http for what only HTTP has. The refusals tritonclient can ask for over both protocols:
+tests/e2e/test_validation.py.
 """
 
 from __future__ import annotations
@@ -26,11 +27,6 @@ from tests.http_raw import check_add_sub_serves
 from tests.http_raw import read_response as _read_response
 
 P = "[request id: <id_unknown>] "
-NOTE = (
-    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended "
-    "to each input shape. If you want to specify the full shape including the batch dim in your input dims "
-    "config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size."
-)
 TIMEOUT_S = 30
 MAX_INPUT = 100_000
 
@@ -47,10 +43,6 @@ SERVERS: dict[str, tuple[str, list[str]]] = {
         "tests.models:echo_parameters",
         tensor_args("input", [("INPUT", "fp32", "4"), ("TEXT", "bytes", "2")])
         + tensor_args("output", [("PARAMS", "bytes", "1")]),
-    ),
-    "raises": (
-        "tests.models:raises",
-        tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("OUTPUT", "fp32", "4")]),
     ),
 }
 
@@ -73,13 +65,6 @@ def echo(servers):
 @pytest.fixture(scope="module")
 def client(add_sub):
     c = httpclient.InferenceServerClient(add_sub.http_url, network_timeout=TIMEOUT_S)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def echo_client(echo):
-    c = httpclient.InferenceServerClient(echo.http_url, network_timeout=TIMEOUT_S)
     yield c
     c.close()
 
@@ -163,21 +148,6 @@ ONES = np.ones(16, dtype=np.int32).tobytes()
 
 # ---- model and version lookup --------------------------------------------------------------------------------------
 
-def test_unknown_model(client):
-    expect_error(lambda: client.infer("nope", good_inputs()), 404, "Request for unknown model: 'nope' is not found")
-    expect_error(lambda: client.get_model_metadata("nope"), 404, "Request for unknown model: 'nope' is not found")
-    expect_error(lambda: client.get_model_config("nope"), 404, "Request for unknown model: 'nope' is not found")
-    assert client.is_model_ready("nope") is False
-
-
-def test_unknown_version(client):
-    message = "Request for unknown model: 'add_sub' version 99 is not found"
-    expect_error(lambda: client.infer("add_sub", good_inputs(), model_version="99"), 404, message)
-    expect_error(lambda: client.get_model_metadata("add_sub", model_version="99"), 404, message)
-    assert client.is_model_ready("add_sub", model_version="99") is False
-    assert client.infer("add_sub", good_inputs(), model_version="1").as_numpy("OUTPUT0").shape == (1, 16)
-
-
 @pytest.mark.parametrize("path", ["/v2/models/nope/ready", "/v2/models/add_sub/versions/99/ready"])
 def test_unknown_model_is_not_ready(add_sub, path):
     """Triton 2.51 answers an unknown model's (or version's) readiness as not ready, not as unknown (404)."""
@@ -192,43 +162,10 @@ def test_non_numeric_version_is_not_a_route(add_sub):
 
 # ---- core validation ------------------------------------------------------------------------------------------------
 
-def test_wrong_datatype(client):
-    inputs = [int_input("INPUT0", [1, 16], "FP32"), int_input("INPUT1", [1, 16])]
-    expect_error(lambda: client.infer("add_sub", inputs), 400,
-                 f"{P}inference input 'INPUT0' data-type is 'FP32', but model 'add_sub' expects 'INT32'")
-
-
 def test_unknown_datatype(add_sub):
     header = {"inputs": [add_sub_input(datatype="INT33"), add_sub_input("INPUT1")]}
     assert infer_raw(add_sub.http_url, "add_sub", header, ONES * 2) == (
         400, f"{P}inference input 'INPUT0' data-type is '<invalid>', but model 'add_sub' expects 'INT32'")
-
-
-@pytest.mark.parametrize("shape", [[1, 15], [16], [1, 16, 1]])
-def test_wrong_shape(client, shape):
-    inputs = [int_input("INPUT0", shape), int_input("INPUT1", [1, 16])]
-    got = "[" + ",".join(map(str, shape)) + "]"
-    expected = f"{P}unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], got {got}. {NOTE}"
-    if shape == [16]:  # the first dim is taken as the batch size, which then differs from INPUT1's
-        expected = f"{P}input 'INPUT1' batch size does not match other inputs for 'add_sub'"
-    expect_error(lambda: client.infer("add_sub", inputs), 400, expected)
-
-
-def test_wrong_shape_plain_model(echo_client):
-    expect_error(lambda: echo_client.infer("echo_parameters", echo_inputs([5])), 400,
-                 f"{P}unexpected shape for input 'INPUT' for model 'echo_parameters'. Expected [4], got [5]. ")
-
-
-def test_batch_size_too_large(client):
-    expect_error(lambda: client.infer("add_sub", good_inputs(9)), 400,
-                 f"{P}inference request batch-size must be <= 8 for 'add_sub'")
-    assert client.infer("add_sub", good_inputs(8)).as_numpy("OUTPUT0").shape == (8, 16)
-
-
-def test_batch_size_mismatch(client):
-    inputs = [int_input("INPUT0", [2, 16]), int_input("INPUT1", [3, 16])]
-    expect_error(lambda: client.infer("add_sub", inputs), 400,
-                 f"{P}input 'INPUT1' batch size does not match other inputs for 'add_sub'")
 
 
 def test_byte_size_mismatch(add_sub):
@@ -244,35 +181,6 @@ def test_byte_size_mismatch_with_request_id(client):
     expect_error(lambda: client.infer("add_sub", inputs, request_id="my-id"), 400,
                  "[request id: my-id] input byte size mismatch for input 'INPUT0' for model 'add_sub'. "
                  "Expected 64, got 68")
-
-
-def test_missing_input(client):
-    expect_error(lambda: client.infer("add_sub", good_inputs()[:1]), 400,
-                 f"{P}expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing "
-                 "required input(s) ['INPUT1']. Please provide all required input(s).")
-    expect_error(lambda: client.infer("add_sub", []), 400,
-                 f"{P}expected 2 inputs but got 0 inputs for model 'add_sub'. Got input(s) [], but missing "
-                 "required input(s) ['INPUT0','INPUT1']. Please provide all required input(s).")
-
-
-def test_unexpected_input(client):
-    inputs = [int_input("INPUT0", [1, 16]), int_input("INPUTX", [1, 16])]
-    expect_error(lambda: client.infer("add_sub", inputs), 400, "unexpected inference input 'INPUTX' for model 'add_sub'")
-    too_many = good_inputs() + [int_input("INPUTX", [1, 16])]
-    expect_error(lambda: client.infer("add_sub", too_many), 400, re.compile(
-        re.escape(f"{P}expected 2 inputs but got 3 inputs for model 'add_sub'. Got input(s) [") + ".*"
-        + re.escape("], but missing required input(s) ]. Please provide all required input(s).")))
-
-
-def test_unknown_output(client):
-    outputs = [httpclient.InferRequestedOutput("OUTPUT0"), httpclient.InferRequestedOutput("NOPE")]
-    expect_error(lambda: client.infer("add_sub", good_inputs(), outputs=outputs), 400,
-                 "unexpected inference output 'NOPE' for model 'add_sub'")
-
-
-def test_duplicate_input(client):
-    inputs = good_inputs() + [int_input("INPUT0", [1, 16])]
-    expect_error(lambda: client.infer("add_sub", inputs), 400, f"{P}input 'INPUT0' already exists in request")
 
 
 def _bytes_body(items: list[bytes]) -> bytes:
@@ -344,28 +252,7 @@ def test_json_element_count(echo, data, message):
     assert infer_raw(echo.http_url, "echo_parameters", header) == (500, message)
 
 
-def test_callable_error_is_500(servers):
-    url = servers["raises"].http_url
-    x = httpclient.InferInput("INPUT", [4], "FP32")
-    x.set_data_from_numpy(np.zeros(4, dtype=np.float32))
-    with httpclient.InferenceServerClient(url) as c:
-        pattern = re.compile(r"Failed to process the request\(s\) for model instance '.*', message: .*", re.DOTALL)
-        message = expect_error(lambda: c.infer("raises", [x]), 500, pattern)
-    assert "the callable failed on purpose" in message
-
-
 # ---- parameters ---------------------------------------------------------------------------------------------------
-
-def test_parameters_reach_the_callable(echo_client):
-    result = echo_client.infer("echo_parameters", echo_inputs(), parameters={"a": 1, "b": True, "c": "x", "d": 0.5})
-    assert result.as_numpy("PARAMS").tolist() == [b"a=1;b=True;c='x';d=0.5"]
-
-
-def test_parameters_reach_the_callable_with_requested_outputs(echo_client):
-    output = httpclient.InferRequestedOutput("PARAMS")
-    result = echo_client.infer("echo_parameters", echo_inputs(), outputs=[output], parameters={"s": "text"})
-    assert result.as_numpy("PARAMS").tolist() == [b"s='text'"]
-
 
 @pytest.mark.parametrize("key", ["triton_foo", "triton_enable_empty_final_response"])
 def test_reserved_triton_parameter(echo, key):
