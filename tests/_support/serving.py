@@ -15,6 +15,7 @@ from typing import Iterator
 
 from tests._support.logs import PID_RE, PORT_RE, READY_LINE
 from tests._support.paths import REPO
+from tests._support.ports import LOCAL_PORTS
 from tests._support.processes import started_pids
 
 
@@ -24,9 +25,7 @@ class ServerProcess:
     def __init__(self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 60.0,
                  cwd: Path | None = None, program: list[str] | None = None):
         """`program` (default `python -m pytriton.cli serve`) runs with `args`, then ports 0 on 127.0.0.1."""
-        cmd = [*(program or [sys.executable, "-m", "pytriton.cli", "serve"]), *args]
-        for service in ("grpc", "http", "metrics"):
-            cmd += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
+        cmd = [*(program or [sys.executable, "-m", "pytriton.cli", "serve"]), *args, *LOCAL_PORTS]
         full_env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1")  # no server outlives a crashed test run
         full_env.update(env or {})
         self.process = subprocess.Popen(

@@ -10,7 +10,7 @@ import socket
 
 import orjson
 
-from tests.http_raw import read_response
+from tests._support.http_raw import read_response
 
 __all__ = ["Answer", "ask", "both_routes", "header", "raw_request"]
 

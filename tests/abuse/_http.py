@@ -10,8 +10,8 @@ import time
 import pytest
 import tritonclient.http as httpclient
 
+from tests._support.http_raw import TIMEOUT_S, check_add_sub_serves, read_response
 from tests._support.serving import tensor_args
-from tests.http_raw import TIMEOUT_S, check_add_sub_serves, read_response
 
 __all__ = ["ADD_SUB", "INFER_PATH", "check_serves", "closed_by_server", "connect", "error_message", "peak_rss_while",
            "raise_fd_limit", "read_response"]

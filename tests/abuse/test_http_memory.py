@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests._support.http_raw import TIMEOUT_S
 from tests._support.serving import serve
 from tests.abuse._http import (
     ADD_SUB,
@@ -29,7 +30,6 @@ from tests.abuse._http import (
     read_response,
 )
 from tests.abuse._rss import rss_bytes
-from tests.http_raw import TIMEOUT_S
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from pytriton.cli.model import parse_tensor
 from pytriton.cli.serve import main
+from tests._support.ports import LOCAL_PORTS
 from tests._support.serving import serve
 
 
@@ -42,10 +43,6 @@ def test_bad_arguments_are_usage_errors(args, message):
     result = CliRunner().invoke(main, ["serve", "tests.models:identity", *args])
     assert result.exit_code == 2
     assert message in result.output
-
-
-LOCAL_PORTS = [arg for service in ("grpc", "http", "metrics")
-               for arg in (f"--{service}-port", "0", f"--{service}-address", "127.0.0.1")]
 
 
 def test_unknown_callable_is_reported():

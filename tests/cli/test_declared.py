@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from pytriton.cli.serve import main
 from tests._support.paths import REPO
+from tests._support.ports import LOCAL_PORTS
 from tests._support.serving import serve
-from tests.cli.test_cli import LOCAL_PORTS
 
 DECLARED = "tests.cli_targets.declared"
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from pytriton.cli import model as _cli_model
 from pytriton.cli.serve import main
 from tests._support.paths import REPO
+from tests._support.ports import LOCAL_PORTS
 from tests._support.processes import pid_alive, started_pids
-from tests.cli.test_cli import LOCAL_PORTS
 
 
 def _serve_to_the_end(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from pytriton.cli.serve import main
 from pytriton.exceptions import PyTritonModelConfigError, PyTritonValidationError
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor, triton_model
+from tests._support.ports import LOCAL_PORTS
 from tests._support.serving import serve
-from tests.cli.test_cli import LOCAL_PORTS
 
 IDENTITY = ["tests.models:identity", "--input", "IN:int32:-1", "--output", "OUT:int32:-1"]
 

@@ -16,9 +16,9 @@ import numpy as np
 import orjson
 import pytest
 
+from tests._support.http_raw import read_response
 from tests._support.serving import lazy_servers, serve, tensor_args
 from tests._support.waits import holds_within
-from tests.http_raw import read_response
 
 TIMEOUT_S = 30
 SERVERS = {

@@ -22,9 +22,9 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.http_raw import check_add_sub_serves
+from tests._support.http_raw import read_response as _read_response
 from tests._support.serving import lazy_servers, serve, tensor_args
-from tests.http_raw import check_add_sub_serves
-from tests.http_raw import read_response as _read_response
 
 P = "[request id: <id_unknown>] "
 TIMEOUT_S = 30

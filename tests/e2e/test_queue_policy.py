@@ -21,12 +21,11 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor, TimeoutAction
 from pytriton.triton import Triton, TritonConfig
+from tests._support.ports import FREE_PORTS
 from tests._support.serving import serve, tensor_args
 from tests._support.waits import wait_until
 from tests.models import gated_order
 
-FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
-                  metrics_address="127.0.0.1")
 LONG_US = 60_000_000
 QUEUE_FULL = "[request id: %s] Exceeds maximum queue size"  # tritonserver 2.51's words
 # Two levels (2 the default); each holds 2 waiting requests; a request may ask for a timeout shorter than a minute.

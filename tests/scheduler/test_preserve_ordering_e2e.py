@@ -16,10 +16,9 @@ from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
+from tests._support.ports import FREE_PORTS
 from tests._support.waits import wait_for_file
 
-FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
-                  metrics_address="127.0.0.1")
 WAIT_S = 30
 
 

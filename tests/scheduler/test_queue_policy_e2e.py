@@ -13,8 +13,7 @@ from pytriton.decorators import batch
 from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor
 from pytriton.triton import Triton, TritonConfig
 
-FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
-                  metrics_address="127.0.0.1")
+from tests._support.ports import FREE_PORTS
 
 
 @batch

@@ -12,9 +12,9 @@ import tritonclient.http as httpclient
 from pytriton.exceptions import PyTritonRuntimeError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
+from tests._support.ports import FREE_PORTS
 from tests.tls.certs import make_certs
 from tests.tls.test_http_tls import _context_factory
-from tests.triton.test_triton import FREE_PORTS
 
 
 def double(requests):

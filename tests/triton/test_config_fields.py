@@ -20,13 +20,12 @@ from pytriton.config.triton_config_fields import FIELDS, IGNORED, reference_tabl
 from pytriton.exceptions import PyTritonRuntimeError, PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig, server_config
+from tests._support.ports import FREE_PORTS
 from tests.triton import models
 
 REPO = Path(__file__).resolve().parents[2]
 REPOSITORIES = REPO / "tests" / "repositories"
 PAGE = REPO / "docs" / "guide" / "triton-config.md"
-FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
-                  metrics_address="127.0.0.1")
 
 
 def test_every_field_is_in_the_table_and_the_page_shows_the_table():

@@ -13,7 +13,7 @@ from tritonclient.utils import InferenceServerException
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
-from tests.triton.test_triton import FREE_PORTS
+from tests._support.ports import FREE_PORTS
 
 RELEASE = threading.Event()
 

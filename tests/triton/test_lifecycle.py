@@ -22,11 +22,10 @@ from pytriton.exceptions import PyTritonRuntimeError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import RemoteTriton, Triton, TritonConfig
 from tests._support.paths import REPO
+from tests._support.ports import FREE_PORTS
 from tests._support.processes import pid_alive, started_pids
 from tests.triton import models
 
-PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
-             metrics_address="127.0.0.1")
 F32 = np.float32
 
 
@@ -42,14 +41,14 @@ def infer_times(port: int, model: str, value: float) -> float:
 
 
 def test_run_stop_and_a_second_server_in_the_same_process():
-    first = Triton(config=TritonConfig(**PORTS))
+    first = Triton(config=TritonConfig(**FREE_PORTS))
     first.bind("times2", models.times(2), inputs=[Tensor(name="values", shape=(1,), dtype=F32)],
                outputs=[Tensor(name="result", shape=(1,), dtype=F32)])
     started = time.monotonic()
     first.run()
     assert time.monotonic() - started < 10
     assert first.is_alive()
-    second = Triton(config=TritonConfig(**PORTS))
+    second = Triton(config=TritonConfig(**FREE_PORTS))
     second.bind("times4", models.times(4), inputs=[Tensor(name="values", shape=(1,), dtype=F32)],
                 outputs=[Tensor(name="result", shape=(1,), dtype=F32)])
     second.run()
@@ -70,7 +69,7 @@ def test_run_stop_and_a_second_server_in_the_same_process():
 
 
 def test_bind_with_import_path_gets_worker_processes():
-    with Triton(config=TritonConfig(**PORTS)) as triton:
+    with Triton(config=TritonConfig(**FREE_PORTS)) as triton:
         triton.bind("pids", "tests.triton.models:pid_of_server_worker", inputs=[Tensor(name="x", shape=(1,),
                                                                                       dtype=F32)],
                     outputs=[Tensor(name="pid", shape=(1,), dtype=np.int64)], config=ModelConfig(batching=False))
@@ -83,7 +82,7 @@ def test_bind_with_import_path_gets_worker_processes():
 
 
 def test_remote_triton_binds_into_a_running_server():
-    with Triton(config=TritonConfig(**PORTS)) as server:
+    with Triton(config=TritonConfig(**FREE_PORTS)) as server:
         token = server.get_access_token()
         url = f"http://127.0.0.1:{server.ports['http']}"
         remote = RemoteTriton(url=url, access_token=token)
@@ -171,13 +170,13 @@ def _killed_user_process_scenario(tmp_path: str, monkeypatch) -> None:
     assert os.path.isdir(workspace)  # the killed process could not remove it ...
     monkeypatch.setenv("TMPDIR", tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", tmp_path)
-    with Triton(config=TritonConfig(**PORTS)):
+    with Triton(config=TritonConfig(**FREE_PORTS)):
         assert not os.path.exists(workspace)  # ... the next server's start-up sweep did
 
 
 def test_environment_settings_reach_the_server(monkeypatch):
     monkeypatch.setenv("PYTRITON_INLINE_MAX_BYTES", "1234")
-    with Triton(config=TritonConfig(**PORTS)) as triton:
+    with Triton(config=TritonConfig(**FREE_PORTS)) as triton:
         assert triton._info["inline_max"] == 1234
         triton.bind("times2", models.times(2), inputs=[Tensor(name="values", shape=(1,), dtype=F32)],
                     outputs=[Tensor(name="result", shape=(1,), dtype=F32)])

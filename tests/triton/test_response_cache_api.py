@@ -9,7 +9,7 @@ import tritonclient.grpc as grpcclient
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
-from tests.triton.test_triton import FREE_PORTS
+from tests._support.ports import FREE_PORTS
 
 EXECUTIONS: list[int] = []
 

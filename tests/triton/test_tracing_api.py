@@ -14,8 +14,8 @@ from pytriton.core.settings import TraceSettings
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
+from tests._support.ports import FREE_PORTS
 from tests.triton import models
-from tests.triton.test_triton import FREE_PORTS
 
 F32 = np.float32
 

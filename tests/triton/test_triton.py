@@ -15,10 +15,8 @@ from tritonclient.utils import InferenceServerException
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
+from tests._support.ports import FREE_PORTS
 from tests.triton import models
-
-FREE_PORTS = dict(http_port=0, grpc_port=0, metrics_port=0, http_address="127.0.0.1", grpc_address="127.0.0.1",
-                  metrics_address="127.0.0.1")
 
 
 @pytest.fixture(scope="module")
