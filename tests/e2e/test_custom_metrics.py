@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -18,15 +17,11 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from tests._support.clients import CLIENTS, client_for
+from tests._support.metrics import scrape
 from tests._support.paths import REPO
 from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
-
-
-def scrape(server) -> str:
-    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
-        return response.read().decode()
 
 
 def custom_lines(text: str) -> list[str]:

@@ -20,6 +20,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
+from tests._support.metrics import scrape
 from tests._support.paths import REPO
 from tests._support.processes import alive_after
 from tests._support.serving import ServerProcess, serve, serve_on_a_taken_port, tensor_args
@@ -38,11 +39,6 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]  # (grpc shares one con
 
 def frontend_pids(server: ServerProcess) -> set[int]:
     return {int(pid) for _, pid in FRONTEND_RE.findall(server.log)}
-
-
-def scrape(server: ServerProcess) -> str:
-    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
-        return response.read().decode()
 
 
 def metric(text: str, name: str) -> float:

@@ -7,7 +7,6 @@ import http.client
 import re
 import time
 import urllib.parse
-import urllib.request
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
+from tests._support.metrics import scrape
 from tests._support.paths import REPO
 from tests._support.serving import serve, serve_on_a_taken_port, tensor_args
 
@@ -85,13 +85,6 @@ def traffic(identity_server, raises_server):
     return identity_server, raises_server
 
 
-def scrape(server) -> str:
-    with urllib.request.urlopen(server.metrics_url, timeout=TIMEOUT_S) as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain")
-        return response.read().decode()
-
-
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """{(name, sorted labels): value} of every sample line."""
     out = {}
@@ -131,8 +124,8 @@ def stats_of(server, model: str) -> dict:
 
 def test_success_and_failure_counts(traffic):
     identity_server, raises_server = traffic
-    ok = samples(scrape(identity_server))
-    bad = samples(scrape(raises_server))
+    ok = samples(scrape(identity_server, TIMEOUT_S))
+    bad = samples(scrape(raises_server, TIMEOUT_S))
     assert model_value(ok, "nv_inference_request_success", "identity") == len(SUCCESS_BATCHES)
     assert model_value(ok, "nv_inference_request_failure", "identity") == 0
     assert model_value(ok, "nv_inference_count", "identity") == sum(SUCCESS_BATCHES)
@@ -147,7 +140,7 @@ def test_success_and_failure_counts(traffic):
 def test_exact_lines(traffic):
     """The lines as Triton prints them (integers without a fractional part, labels model then version)."""
     identity_server, raises_server = traffic
-    text = scrape(identity_server)
+    text = scrape(identity_server, TIMEOUT_S)
     assert f'nv_inference_request_success{{model="identity",version="1"}} {len(SUCCESS_BATCHES)}\n' in text
     for reason in ("BACKEND", "CANCELED", "OTHER", "REJECTED"):  # Triton's failure reasons, each with its sample
         assert f'nv_inference_request_failure{{model="identity",reason="{reason}",version="1"}} 0\n' in text
@@ -155,13 +148,13 @@ def test_exact_lines(traffic):
     assert "# TYPE nv_inference_request_success counter\n" in text
     assert "# TYPE nv_inference_pending_request_count gauge\n" in text
     assert f'nv_inference_request_failure{{model="raises",reason="BACKEND",version="1"}} {FAILURES}\n' in \
-        scrape(raises_server)
+        scrape(raises_server, TIMEOUT_S)
 
 
 def test_format_parses_as_prometheus_text(traffic):
     """Every sample belongs to a family whose TYPE line names it (counters carry no `_total` in HELP/TYPE)."""
     identity_server, _ = traffic
-    text = scrape(identity_server)
+    text = scrape(identity_server, TIMEOUT_S)
     declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -176,7 +169,7 @@ def test_format_parses_as_prometheus_text(traffic):
 
 def test_durations_present_and_positive(traffic):
     identity_server, _ = traffic
-    ok = samples(scrape(identity_server))
+    ok = samples(scrape(identity_server, TIMEOUT_S))
     for name in COUNTERS:
         if name.endswith("_duration_us"):
             assert model_value(ok, name, "identity") >= 0, name
@@ -190,7 +183,7 @@ def test_durations_present_and_positive(traffic):
 
 def test_counters_equal_statistics(traffic):
     for server, model in zip(traffic, ("identity", "raises")):
-        values = samples(scrape(server))
+        values = samples(scrape(server, TIMEOUT_S))
         stats = stats_of(server, model)
         for name, (key, divisor) in COUNTERS.items():
             assert model_value(values, name, model) == statistic(stats, key) // divisor, name
@@ -198,7 +191,7 @@ def test_counters_equal_statistics(traffic):
 
 def test_instance_and_cpu_gauges(traffic):
     identity_server, _ = traffic
-    values = samples(scrape(identity_server))
+    values = samples(scrape(identity_server, TIMEOUT_S))
     up = {labels: v for (name, labels), v in values.items() if name == "pytriton_model_instance_up"}
     assert up == {(("gpu", ""), ("gpu_uuid", ""), ("instance", "identity_0_0"), ("kind", "KIND_CPU"),
                    ("model", "identity"), ("version", "1")): 1}
@@ -222,13 +215,13 @@ def test_pending_request_count(slow_server):
         highest = 0
         deadline = time.monotonic() + 10
         while not all(f.done() for f in futures) and time.monotonic() < deadline:
-            values = samples(scrape(slow_server))
+            values = samples(scrape(slow_server, TIMEOUT_S))
             highest = max(highest, model_value(values, "nv_inference_pending_request_count", "slow_pid"))
             time.sleep(0.05)
         for f in futures:
             f.result(timeout=TIMEOUT_S)
     assert highest >= 1
-    values = samples(scrape(slow_server))
+    values = samples(scrape(slow_server, TIMEOUT_S))
     assert model_value(values, "nv_inference_pending_request_count", "slow_pid") == 0
     assert model_value(values, "nv_inference_request_success", "slow_pid") == 6
     assert values[("nv_inference_queue_duration_us", (("model", "slow_pid"), ("version", "1")))] > 0
@@ -264,7 +257,7 @@ def test_a_taken_metrics_port_is_reported_as_the_metrics_port():
 
 def readiness(server) -> dict[str, float]:
     """pytriton_model_ready by model (version 1 each)."""
-    return {dict(labels)["model"]: value for (name, labels), value in samples(scrape(server)).items()
+    return {dict(labels)["model"]: value for (name, labels), value in samples(scrape(server, TIMEOUT_S)).items()
             if name == "pytriton_model_ready" and dict(labels)["version"] == "1"}
 
 
@@ -277,7 +270,7 @@ def test_model_ready_gauge_of_a_model_that_failed_to_load_at_start(tmp_path):
         with httpclient.InferenceServerClient(server.http_url) as client:
             assert client.is_model_ready("add_sub") and not client.is_model_ready("init_fails")
         assert readiness(server) == {"add_sub": 1, "init_fails": 0}
-        assert "# TYPE pytriton_model_ready gauge\n" in scrape(server)
+        assert "# TYPE pytriton_model_ready gauge\n" in scrape(server, TIMEOUT_S)
 
 
 def test_model_ready_gauge_follows_loads_and_unloads(tmp_path):

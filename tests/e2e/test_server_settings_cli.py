@@ -9,23 +9,18 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.metrics import scrape
 from tests._support.paths import REPO
 from tests._support.serving import serve
 
 REPOS = REPO / "tests" / "repositories"
 BROKEN = str(REPOS / "broken_init")
-
-
-def scrape(server) -> str:
-    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
-        return response.read().decode()
 
 
 def test_lenient_start_not_strict_id_and_no_cpu_metrics():

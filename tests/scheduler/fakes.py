@@ -127,3 +127,40 @@ def make_job(payload: Any, batch_size: int = 1, signature: Any = None, stream: b
 async def turns(n: int = 3) -> None:
     for _ in range(n):
         await asyncio.sleep(0)
+
+
+# ---- the sequence batcher's requests -------------------------------------------------------------------------
+
+class FakeRequests:
+    """Payloads are (correlation id, flags, value); a prepared one is ('req', id, start, end, value)."""
+
+    def fields(self, payload):
+        correlation_id, flags, _ = payload
+        return correlation_id, "S" in flags, "E" in flags
+
+    def prepare(self, payload, correlation_id, start, end):
+        return ("req", correlation_id, start, end, payload[2])
+
+    def null(self, payload):
+        return ("null",)
+
+
+class Clock:
+    """A clock the test moves by hand (`ns`)."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self):
+        return self.ns
+
+
+def submit(scheduler, correlation_id, flags="", value=0):
+    """A job of the sequence `correlation_id` (FakeRequests payload), submitted."""
+    job, _ = make_job((correlation_id, flags, value))
+    scheduler.submit(job)
+    return job
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)

@@ -9,43 +9,11 @@ import pytest
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.sequence import SequenceBatcher, SequenceStrategy
 from pytriton.scheduler.sequence import SequenceScheduler
-from tests.scheduler.fakes import FakeInstance, make_job, turns
-
-
-class FakeRequests:
-    """Payloads are (correlation id, flags, value); a prepared one is ('req', id, start, end, value)."""
-
-    def fields(self, payload):
-        correlation_id, flags, _ = payload
-        return correlation_id, "S" in flags, "E" in flags
-
-    def prepare(self, payload, correlation_id, start, end):
-        return ("req", correlation_id, start, end, payload[2])
-
-    def null(self, payload):
-        return ("null",)
-
-
-class Clock:
-    def __init__(self):
-        self.ns = 0
-
-    def __call__(self):
-        return self.ns
+from tests.scheduler.fakes import Clock, FakeInstance, FakeRequests, make_job, run, submit, turns
 
 
 def scheduler_of(policy: SequenceBatcher, max_batch_size: int = 0, clock=None) -> SequenceScheduler:
     return SequenceScheduler("m", policy, max_batch_size, FakeRequests(), clock=clock or Clock())
-
-
-def submit(scheduler, correlation_id, flags="", value=0):
-    job, _ = make_job((correlation_id, flags, value))
-    scheduler.submit(job)
-    return job
-
-
-def run(coroutine):
-    return asyncio.run(coroutine)
 
 
 def test_refusals_use_tritons_words():

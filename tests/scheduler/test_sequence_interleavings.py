@@ -13,8 +13,7 @@ import pytest
 from pytriton.exceptions import ServerError
 from pytriton.model_config.sequence import SequenceBatcher, SequenceStrategy
 from pytriton.scheduler.job import DONE
-from tests.scheduler.fakes import FakeInstance, make_job
-from tests.scheduler.test_sequence import Clock, FakeRequests
+from tests.scheduler.fakes import Clock, FakeInstance, FakeRequests, make_job
 
 
 async def scenario(seed: int) -> None:

@@ -9,8 +9,7 @@ import pytest
 from pytriton.exceptions import ServerError
 from pytriton.model_config.sequence import SequenceBatcher
 from pytriton.scheduler.sequence import SequenceScheduler
-from tests.scheduler.fakes import FakeInstance, FakeResult, turns
-from tests.scheduler.test_sequence import Clock, FakeRequests, run, submit
+from tests.scheduler.fakes import Clock, FakeInstance, FakeRequests, FakeResult, run, submit, turns
 
 
 class StateRequests(FakeRequests):

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Sequence
 from typing import Any, AsyncIterator, Callable
 
 import grpc
 
 from pytriton.frontend.h2 import connection as h2
+from tests.frontend.grpc.raw_h2 import RawH2, grpc_message
 
 PATTERN = 0x5A  # the bytes of a reply; a released reply's buffer is overwritten, as a reused worker segment would be
 
@@ -177,3 +180,35 @@ class InProcessServer:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
             self.loop.close()
+
+
+# ---- for tests with raw frames (tests/frontend/grpc/raw_h2.py) ---------------------------------------------------
+
+GRPC_HEADERS = [("content-type", "application/grpc"), ("te", "trailers")]
+
+
+def request(raw: RawH2, path: str, extra: Sequence[tuple[str, str]] = ()) -> bytes:
+    """A gRPC call's HEADERS block for `path`."""
+    return raw.request(path, "POST", [*GRPC_HEADERS, *extra])
+
+
+def echo_works(raw: RawH2, stream_id: int) -> None:
+    """The connection still serves calls."""
+    raw.headers(stream_id, request(raw, "/t.S/Echo"), end_stream=False)
+    raw.data(stream_id, grpc_message(b"still here"))
+    _, data, trailers = raw.answer(stream_id)
+    assert trailers["grpc-status"] == "0" and data[5:] == b"still here"
+
+
+def wait_until(server: InProcessServer, test, what: str, timeout_s: float = 20.0) -> None:  # noqa: ANN001
+    """Until `test()`, run in the server's loop, holds."""
+    deadline = time.monotonic() + timeout_s
+    while not server.run(test):
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.02)
+
+
+def connection(server: InProcessServer):  # noqa: ANN201
+    """The server's one connection."""
+    (conn,) = server.connections
+    return conn

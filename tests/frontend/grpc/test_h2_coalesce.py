@@ -7,7 +7,7 @@ import time
 
 import hpack
 
-from tests.frontend.grpc.inproc import InProcessServer
+from tests.frontend.grpc.inproc import InProcessServer, connection, echo_works, request, wait_until
 from tests.frontend.grpc.raw_h2 import (
     DATA,
     END_HEADERS,
@@ -20,7 +20,6 @@ from tests.frontend.grpc.raw_h2 import (
     ping,
     window_update,
 )
-from tests.frontend.grpc.test_h2_limits import connection, echo_works, request, wait_until
 
 MAX_WINDOW = 2**31 - 1
 

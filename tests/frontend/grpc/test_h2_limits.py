@@ -10,7 +10,6 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Sequence
 
 import grpc
 import hpack
@@ -22,7 +21,7 @@ from tritonclient.utils import InferenceServerException
 from pytriton.frontend.h2.call import GROW_MIN
 from pytriton.frontend.h2.connection import READ_BUFFER, H2Limits
 from tests._support.serving import serve, tensor_args
-from tests.frontend.grpc.inproc import InProcessServer
+from tests.frontend.grpc.inproc import InProcessServer, connection, echo_works, request, wait_until
 from tests.frontend.grpc.raw_h2 import (
     COMPRESSION_ERROR,
     CONTINUATION,
@@ -51,35 +50,8 @@ from tests.frontend.grpc.raw_h2 import (
     window_update,
 )
 
-GRPC_HEADERS = [("content-type", "application/grpc"), ("te", "trailers")]
-
-
-def request(raw: RawH2, path: str, extra: Sequence[tuple[str, str]] = ()) -> bytes:
-    return raw.request(path, "POST", [*GRPC_HEADERS, *extra])
-
-
 def status(trailers: dict[str, str]) -> grpc.StatusCode:
     return next(code for code in grpc.StatusCode if str(code.value[0]) == trailers["grpc-status"])
-
-
-def echo_works(raw: RawH2, stream_id: int) -> None:
-    """The connection still serves calls."""
-    raw.headers(stream_id, request(raw, "/t.S/Echo"), end_stream=False)
-    raw.data(stream_id, grpc_message(b"still here"))
-    _, data, trailers = raw.answer(stream_id)
-    assert trailers["grpc-status"] == "0" and data[5:] == b"still here"
-
-
-def wait_until(server: InProcessServer, test, what: str, timeout_s: float = 20.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while not server.run(test):
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.02)
-
-
-def connection(server: InProcessServer):  # noqa: ANN201
-    (conn,) = server.connections
-    return conn
 
 
 # ---- header lists ---------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pytriton.frontend.grpc.wire import (
     infer_response_chunks,
     wire_bytes,
 )
-from tests.frontend.grpc.inproc import PATTERN, InProcessServer
+from tests.frontend.grpc.inproc import PATTERN, InProcessServer, wait_until
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     DATA,
@@ -41,13 +41,6 @@ def call(raw: RawH2, stream_id: int, path: str, body: bytes, extra: Sequence[tup
     headers = [("content-type", "application/grpc"), ("te", "trailers"), *extra]
     raw.headers(stream_id, raw.request(path, "POST", headers), end_stream=False)
     raw.data(stream_id, grpc_message(body))
-
-
-def wait_until(server: InProcessServer, test, what: str, timeout_s: float = 20.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while not server.run(test):
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.02)
 
 
 def released_once(server: InProcessServer, count: int) -> None:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pytriton.config.h2 import H2Limits, PingPolicy, keepalive_fields
-from tests.frontend.grpc.inproc import InProcessServer
+from tests.frontend.grpc.inproc import InProcessServer, echo_works, request, wait_until
 from tests.frontend.grpc.raw_h2 import (
     ACK,
     ENHANCE_YOUR_CALM,
@@ -22,7 +22,6 @@ from tests.frontend.grpc.raw_h2 import (
     grpc_message,
     ping,
 )
-from tests.frontend.grpc.test_h2_limits import echo_works, request, wait_until
 
 
 def fast(**fields: object) -> H2Limits:
