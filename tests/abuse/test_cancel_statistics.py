@@ -16,14 +16,15 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 
+from tests._support.gates import GATED_PID_ARGS, Gates
+from tests._support.metrics import metric_sum
 from tests._support.serving import serve
 from tests._support.waits import wait_until
-from tests.frontend.grpc.test_call_withdrawal import ARGS, Gates, _metric
 
 
 @pytest.fixture(scope="module")
 def server():
-    with serve("tests.models:gated_pid", *ARGS, env={"PYTRITON_PIPELINE_DEPTH": "1"}) as running:
+    with serve("tests.models:gated_pid", *GATED_PID_ARGS, env={"PYTRITON_PIPELINE_DEPTH": "1"}) as running:
         yield running
 
 
@@ -101,7 +102,7 @@ def test_a_request_left_while_running_counts_as_triton_counts_it(server, gates, 
     parameters, started, release = gates.parameters()
     leave(server, parameters, started, how)
     release.touch()
-    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     # the execution's end is counted when its (unwanted) answer arrives: poll for it with a deadline
     expected = {"success": before["success"] + 1, "fail": before["fail"],
                 "inference_count": before["inference_count"] + 1, "execution_count": before["execution_count"] + 1}

@@ -24,8 +24,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2 as pb
 
+from tests._support.rss import rss_bytes
 from tests._support.serving import serve, tensor_args
-from tests.abuse._rss import rss_bytes
 from tests.frontend.grpc.raw_h2 import (
     CONTINUATION,
     DATA,

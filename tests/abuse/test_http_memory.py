@@ -18,6 +18,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._support.http_raw import TIMEOUT_S
+from tests._support.rss import rss_bytes
 from tests._support.serving import serve
 from tests.abuse._http import (
     ADD_SUB,
@@ -29,7 +30,6 @@ from tests.abuse._http import (
     raise_fd_limit,
     read_response,
 )
-from tests.abuse._rss import rss_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.rss import rss_bytes
 from tests._support.serving import serve
-from tests.abuse._rss import rss_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests._support.metrics import scrape
 from tests._support.paths import REPO
 from tests._support.serving import ServerProcess
 from tests.deploy.dockerfile import copies, exec_form, healthcheck_command, ignored, instructions, last
-from tests.e2e.test_metrics import scrape
 
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"

@@ -11,9 +11,9 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
+from tests._support.metrics import scrape
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_metrics import scrape
 from tests.e2e.test_metrics_latency import stream_delayed_countdown
 
 DASHBOARD = REPO / "deploy" / "grafana" / "pytriton.json"

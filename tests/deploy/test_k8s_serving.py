@@ -22,6 +22,7 @@ import tritonclient.http as httpclient
 import yaml
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
+from tests._support.metrics import samples, scrape
 from tests._support.serving import ServerProcess
 from tests.deploy.k8s import (
     K8S,
@@ -33,7 +34,6 @@ from tests.deploy.k8s import (
     render,
     series_names,
 )
-from tests.e2e.test_metrics import samples, scrape
 
 BIN = Path(sys.executable).parent
 

@@ -19,9 +19,9 @@ import tritonclient.http as httpclient
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
+from tests._support.metrics import samples, scrape
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_metrics import samples, scrape
 
 TENSORS = tensor_args("input", [("IN_X", "int8", "1")]) + tensor_args("output", [("DEVICES", "bytes", "1")])
 # The mission's command as typed: the module declares its tensors, batching and device (no tensor flags).

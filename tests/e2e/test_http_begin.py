@@ -9,7 +9,6 @@ import gzip
 import http.client
 import json
 import socket
-import time
 import urllib.request
 
 import numpy as np

@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
-from tests._support.metrics import scrape
+from tests._support.metrics import SAMPLE_RE, samples, scrape
 from tests._support.paths import REPO
 from tests._support.serving import serve, serve_on_a_taken_port, tensor_args
 
@@ -35,7 +35,6 @@ COUNTERS = {  # metric -> (statistic, divisor)
     "nv_inference_compute_infer_duration_us": ("compute_infer.ns", 1000),
     "nv_inference_compute_output_duration_us": ("compute_output.ns", 1000),
 }
-SAMPLE_RE = re.compile(r'^([a-z_]+)(?:\{([^}]*)\})? (\S+)$')
 
 
 @pytest.fixture(scope="module")
@@ -83,20 +82,6 @@ def traffic(identity_server, raises_server):
             with pytest.raises(InferenceServerException):
                 h.infer("raises", [x])
     return identity_server, raises_server
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """{(name, sorted labels): value} of every sample line."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = SAMPLE_RE.match(line)
-        assert match, f"not a sample line: {line!r}"
-        name, labels, value = match.groups()
-        pairs = tuple(sorted(tuple(p.split("=", 1)) for p in labels.split(","))) if labels else ()
-        out[(name, tuple((k, v.strip('"')) for k, v in pairs))] = float(value)
-    return out
 
 
 def model_value(values: dict, name: str, model: str, version: str = "1", **labels: str) -> float:

@@ -9,8 +9,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests._support.metrics import scrape
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_metrics import scrape
 
 SLOW_ARGS = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])
 FAST_S, SLOW_S = 0.05, 0.25  # 8 requests take FAST_S, 2 take SLOW_S: p50 is a fast one, p90 and above slow ones

@@ -463,7 +463,7 @@ def test_declared_huge_messages_that_stall_get_no_segment(server):
     """200 connections each declare a message of 2 GiB - 1 (the largest allowed), send 300 KiB of it and stall: no
     segment is made for a size that never arrived in full, the server's memory grows with the bytes received only,
     and it still answers; the connections' buffers go with them."""
-    from tests.abuse._rss import rss_bytes
+    from tests._support.rss import rss_bytes
 
     before = rss_bytes(server.process.pid)
     declared = b"\x00" + (2**31 - 1).to_bytes(4, "big")

@@ -5,7 +5,6 @@ shows it READY (a load balancer polling /v2/health/ready must not drop the serve
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import numpy as np

@@ -91,7 +91,7 @@ def status_names(client, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_register_status_unregister(identity_server, regions, protocol):
-    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
+    client = client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     key_a, _ = regions.create("a", 4096)
     key_b, _ = regions.create("b", 8192)
@@ -116,7 +116,7 @@ def test_register_status_unregister(identity_server, regions, protocol):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_registration_errors(identity_server, regions, protocol):
-    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
+    client = client_for(identity_server, protocol)
     client.unregister_system_shared_memory()
     key, _ = regions.create("r", 4096)
     invalid = "StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400"
@@ -149,7 +149,7 @@ def test_registration_errors(identity_server, regions, protocol):
 def test_a_key_with_a_nul_character_is_refused(identity_server, regions, protocol):
     """Found by fuzzing (tests/fuzz, harness shm_register): os.open refused the key with ValueError ("embedded null
     byte"), which no one caught (HTTP 500, gRPC UNKNOWN); a C server would open the key cut at the NUL."""
-    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
+    client = client_for(identity_server, protocol)
     key, _ = regions.create("nul", 4096)
     err = error_of(lambda: client.register_system_shared_memory("r", key + "\0tail", 16))
     assert err.status() == ("StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400")
@@ -566,7 +566,7 @@ def test_killed_worker_holding_mappings_leaves_nothing(regions):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_cuda_without_gpu(identity_server, protocol):
-    mod, client = CLIENTS[protocol], client_for(identity_server, protocol)
+    client = client_for(identity_server, protocol)
     if not gpu_available():  # with a GPU, registration works (tests/e2e/test_cuda_shared_memory.py)
         handle = base64.b64encode(b"\x01" * 64)
         err = error_of(lambda: client.register_cuda_shared_memory("c", handle, 0, 1024))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import time
 
@@ -12,29 +11,10 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.model_calls import SLOW_PID, async_pid_request, pid_request
 from tests._support.processes import pid_alive
 from tests._support.serving import ServerProcess, serve, tensor_args
 from tests._support.shm import shm_segments_of
-
-SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
-
-
-def pid_request(client, sleep=0.0, **kwargs):
-    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
-    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
-    return client.infer("slow_pid", [tensor], parameters={"sleep": str(sleep)}, **kwargs)
-
-
-def async_pid_request(client, sleep):
-    results: queue.Queue = queue.Queue()
-    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
-    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
-    client.async_infer(
-        "slow_pid", [tensor], callback=lambda result, error: results.put((result, error)),
-        parameters={"sleep": str(sleep)},
-    )
-    return results
-
 
 def test_instances_run_in_parallel_processes():
     with serve("tests.models:slow_pid", "--instances", "3", *SLOW_PID) as server:

@@ -2,49 +2,24 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-import urllib.request
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests._support.serving import serve, tensor_args
+from tests._support.metrics import pending_requests
+from tests._support.model_calls import ADD_SUB, add_sub_inputs
+from tests._support.serving import serve
+from tests._support.waits import wait_until
+from tests.frontend.grpc.raw_h2 import frame
 
 # The example declares max_batch_size 8; these tests send unbatched tensors, so the flag turns batching off.
-ADD_SUB = ["--max-batch-size", "0"] + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]) \
-    + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")])
-
-
-def _inputs() -> list:
-    tensors = []
-    for name in ("INPUT0", "INPUT1"):
-        tensor = grpcclient.InferInput(name, [16], "INT32")
-        tensor.set_data_from_numpy(np.arange(16, dtype=np.int32))
-        tensors.append(tensor)
-    return tensors
-
-
-def _pending(metrics_url: str) -> float:
-    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
-    values = re.findall(r"^nv_inference_pending_request_count\{[^}]*\} (\S+)$", text, re.M)
-    return sum(float(v) for v in values)
-
-
-def _assert_nothing_pending(metrics_url: str) -> None:
-    """The pending-request gauge is back at 0 (within 10 s)."""
-    deadline = time.monotonic() + 10
-    while _pending(metrics_url) != 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _pending(metrics_url) == 0
-
-
 def _assert_ordinary_calls_succeed(grpc_url: str) -> None:
     client = grpcclient.InferenceServerClient(grpc_url)
     for _ in range(50):
-        result = client.infer("add_sub", _inputs(), client_timeout=10)
+        result = client.infer("add_sub", add_sub_inputs(), client_timeout=10)
         assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
 
 
@@ -57,7 +32,7 @@ def deadline_storm(url: str, model: str, seconds: float, threads: int = 16) -> d
 
     def run(index: int) -> None:
         client = grpcclient.InferenceServerClient(url)
-        inputs = _inputs()
+        inputs = add_sub_inputs()
         timeouts = (0.0005, 0.001, 0.0015, 0.002)
         n = 0
         while time.monotonic() < stop:
@@ -87,11 +62,7 @@ def test_deadline_storm_leaves_the_model_working():
         counts = deadline_storm(server.grpc_url, "add_sub", seconds=6)
         assert counts["deadline"] > 0, counts
         _assert_ordinary_calls_succeed(server.grpc_url)
-        _assert_nothing_pending(server.metrics_url)
-
-
-def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream_id.to_bytes(4, "big") + payload
+        wait_until(lambda: pending_requests(server) == 0, "no request pending", 10)
 
 
 def rapid_reset(port: int, model: str, streams: int, batch: int = 100, delay: float = 0.0) -> int:
@@ -127,15 +98,15 @@ def rapid_reset(port: int, model: str, streams: int, batch: int = 100, delay: fl
         reader.start()
         encoder = hpack.Encoder()
         try:
-            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b""))
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""))
             stream_id = 1
             while opened < streams and stream_id < 2**31 - 1:
                 ids = range(stream_id, stream_id + 2 * batch, 2)
-                sock.sendall(b"".join(_frame(1, 0x4, sid, encoder.encode(headers)) + _frame(0, 0x1, sid, message)
+                sock.sendall(b"".join(frame(1, 0x4, sid, encoder.encode(headers)) + frame(0, 0x1, sid, message)
                                       for sid in ids))
                 if delay:  # resets that land while the calls are queued, running, or being answered
                     time.sleep(delay * (opened // batch % 4) / 3)
-                sock.sendall(b"".join(_frame(3, 0, sid, (8).to_bytes(4, "big")) for sid in ids))
+                sock.sendall(b"".join(frame(3, 0, sid, (8).to_bytes(4, "big")) for sid in ids))
                 opened += batch
                 stream_id += 2 * batch
         except OSError:
@@ -152,7 +123,7 @@ def test_rapid_reset_leaves_the_model_working():
         rapid_reset(server.port, "add_sub", streams=10_000)  # HEADERS, DATA, RST_STREAM back to back
         rapid_reset(server.port, "add_sub", streams=10_000, batch=20, delay=0.003)  # resets racing the answers
         _assert_ordinary_calls_succeed(server.grpc_url)
-        _assert_nothing_pending(server.metrics_url)
+        wait_until(lambda: pending_requests(server) == 0, "no request pending", 10)
 
 
 def http_hangups(port: int, model: str, seconds: float, threads: int = 8) -> int:
@@ -201,4 +172,4 @@ def test_http_clients_that_hang_up_leave_the_model_working():
                 inputs.append(tensor)
             assert (client.infer("add_sub", inputs).as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
         client.close()
-        _assert_nothing_pending(server.metrics_url)
+        wait_until(lambda: pending_requests(server) == 0, "no request pending", 10)

@@ -11,8 +11,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.model_calls import SLOW_PID, async_pid_request, pid_request
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_workers import SLOW_PID, async_pid_request, pid_request
 
 ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
     "output", [("VALUE", "int32", "1")])

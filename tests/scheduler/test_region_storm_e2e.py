@@ -15,8 +15,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
+from tests._support.metrics import pending_requests
 from tests._support.serving import serve, tensor_args
-from tests.scheduler.test_cancellation_e2e import _pending
+from tests._support.waits import wait_until
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
 COUNT = 1 << 18  # 1 MiB of FP32
@@ -65,10 +66,7 @@ def test_a_cancel_storm_on_shared_memory_leaves_no_region_behind():
             for thread in threads:
                 thread.join()
             assert not unexpected, unexpected[:5]
-            deadline = time.monotonic() + 10
-            while _pending(server.metrics_url) != 0 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert _pending(server.metrics_url) == 0
+            wait_until(lambda: pending_requests(server) == 0, "no request pending", 10)
             for region_out in (False, True):
                 inputs, outputs = _request(region_out)
                 result = client.infer("identity", inputs, outputs=outputs, client_timeout=20)

@@ -13,9 +13,10 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
+from tests._support.metrics import pending_requests
+from tests._support.rss import rss_bytes
 from tests._support.serving import serve, tensor_args
-from tests.abuse._rss import rss_bytes
-from tests.scheduler.test_cancellation_e2e import _frame, _pending
+from tests.frontend.grpc.raw_h2 import frame
 
 ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
     "output", [("VALUE", "int32", "1")])
@@ -71,9 +72,9 @@ def test_a_stream_whose_client_does_not_read_holds_bounded_server_memory():
                    ("content-type", "application/grpc"), ("te", "trailers")]
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"") +
-                         _frame(1, 0x4, 1, hpack.Encoder().encode(headers)) +
-                         _frame(0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body))
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") +
+                         frame(1, 0x4, 1, hpack.Encoder().encode(headers)) +
+                         frame(0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body))
             growth = 0
             for _ in range(5):  # never read: only the windows of HTTP/2 and TCP should limit what is buffered
                 time.sleep(1)
@@ -93,14 +94,14 @@ def _flood(port: int, requests: int, then: Callable[[], None], sleep_s: str = "0
     request.raw_input_contents.append(np.zeros(4, dtype=np.float32).tobytes())
     request.parameters["sleep"].string_param = sleep_s
     body = request.SerializeToString()
-    message = _frame(0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body)
+    message = frame(0, 0, 1, b"\x00" + len(body).to_bytes(4, "big") + body)
     headers = [(":method", "POST"), (":scheme", "http"),
                (":path", "/inference.GRPCInferenceService/ModelStreamInfer"), (":authority", "x"),
                ("content-type", "application/grpc"), ("te", "trailers")]
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.settimeout(stall_s)
-        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0, b"") +
-                     _frame(1, 0x4, 1, hpack.Encoder().encode(headers)))
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b"") +
+                     frame(1, 0x4, 1, hpack.Encoder().encode(headers)))
         sent = 0
         try:
             for _ in range(requests // 1000):  # as fast as the server takes them
@@ -118,14 +119,14 @@ def test_requests_flooding_one_stream_hold_bounded_server_memory():
     """One stream carried any number of requests, each one a task and a queued job at once: 100k requests of 75
     bytes gave +480 MiB and 74k requests pending, whatever the concurrent-stream limit. At most
     `max_stream_requests_in_flight` (128) run now; the others wait unread, in the stream's flow-control window."""
-    from tests.e2e.test_workers import SLOW_PID
+    from tests._support.model_calls import SLOW_PID
 
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         pid = server.process.pid
         before = rss_bytes(pid)
         seen: dict[str, float] = {}
         sent = _flood(server.port, 100_000, lambda: seen.update(growth=rss_bytes(pid) - before,
-                                                                pending=_pending(server.metrics_url)))
+                                                                pending=pending_requests(server)))
         _wait_until_answering(server.http_url)
         assert seen["pending"] <= 128, seen
         assert seen["growth"] < 64 << 20, f"server RSS grew by {seen['growth'] / 2**20:.0f} MiB for {sent} requests"
@@ -137,7 +138,7 @@ def test_requests_waiting_unread_hold_the_streams_flow_control_window():
     by flow control: one that ignores it and sends 20 MiB of requests (the window is 16 MiB) has its stream reset
     with FLOW_CONTROL_ERROR, having been given nothing back (it used to get its window back as its bytes arrived,
     and send on). The server's memory stays bounded, and it serves others meanwhile."""
-    from tests.e2e.test_workers import SLOW_PID
+    from tests._support.model_calls import SLOW_PID
     from tests.frontend.grpc import raw_h2
 
     with serve("tests.models:slow_pid", *SLOW_PID) as server:

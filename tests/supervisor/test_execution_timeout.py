@@ -12,9 +12,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.model_calls import SLOW_PID, pid_request
 from tests._support.processes import pid_alive
 from tests._support.serving import serve
-from tests.e2e.test_workers import SLOW_PID, pid_request
 
 
 def _ready(http_url: str) -> bool:

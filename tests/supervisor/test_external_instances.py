@@ -21,10 +21,10 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import RemoteTriton
+from tests._support.model_calls import SLOW_PID
 from tests._support.paths import REPO
 from tests._support.processes import started_pids
 from tests._support.serving import serve
-from tests.e2e.test_workers import SLOW_PID
 from tests.supervisor import remote_user
 
 

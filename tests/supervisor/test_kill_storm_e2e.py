@@ -17,10 +17,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.metrics import pending_requests
+from tests._support.model_calls import ADD_SUB, add_sub_inputs
 from tests._support.processes import started_pids
+from tests._support.rss import children
 from tests._support.serving import serve
-from tests.abuse._rss import children
-from tests.scheduler.test_cancellation_e2e import ADD_SUB, _inputs, _pending
+from tests._support.waits import wait_until
 
 
 @pytest.mark.slow
@@ -35,7 +37,7 @@ def test_workers_killed_under_load_fail_only_their_own_calls():
             client = grpcclient.InferenceServerClient(server.grpc_url)
             while time.monotonic() < stop:
                 try:
-                    client.infer("add_sub", _inputs(), client_timeout=30)
+                    client.infer("add_sub", add_sub_inputs(), client_timeout=30)
                     kind = "ok"
                 except InferenceServerException as exc:
                     kind = "failed"
@@ -62,13 +64,10 @@ def test_workers_killed_under_load_fail_only_their_own_calls():
         assert kills >= 4 and outcomes["ok"] > 0
         assert outcomes["failed"] <= 2 * kills, (kills, outcomes, failures[:5])  # pipeline depth 2 per instance
         assert all(f.startswith("StatusCode.UNAVAILABLE") and "add_sub_0_" in f for f in failures), failures[:5]
-        deadline = time.monotonic() + 10
-        while _pending(server.metrics_url) != 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _pending(server.metrics_url) == 0
+        wait_until(lambda: pending_requests(server) == 0, "no request pending", 10)
         client = grpcclient.InferenceServerClient(server.grpc_url)
         for _ in range(20):
-            result = client.infer("add_sub", _inputs(), client_timeout=30)
+            result = client.infer("add_sub", add_sub_inputs(), client_timeout=30)
             assert (result.as_numpy("OUTPUT0") == 2 * np.arange(16)).all()
         client.close()
         url = f"http://{server.http_url}/v2/models/add_sub/stats"

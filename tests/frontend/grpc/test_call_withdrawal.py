@@ -5,11 +5,8 @@ never runs and counts as one CANCELED failure; the server answers on."""
 from __future__ import annotations
 
 import queue
-import re
 import signal
 import time
-import urllib.request
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -17,15 +14,14 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests._support.serving import serve, tensor_args
+from tests._support.gates import GATED_PID_ARGS, Gates
+from tests._support.metrics import metric_sum
+from tests._support.serving import serve
 from tests._support.waits import wait_until
-
-ARGS = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])
-
 
 @pytest.fixture(scope="module")
 def server():
-    with serve("tests.models:gated_pid", *ARGS, env={"PYTRITON_PIPELINE_DEPTH": "1"}) as running:
+    with serve("tests.models:gated_pid", *GATED_PID_ARGS, env={"PYTRITON_PIPELINE_DEPTH": "1"}) as running:
         yield running
 
 
@@ -35,32 +31,9 @@ def _inputs():
     return [x]
 
 
-def _metric(server, name: str, label: str = "") -> float:
-    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
-    pattern = rf"^{name}\{{[^}}]*{label}[^}}]*\}} (\S+)$"
-    return sum(float(v) for v in re.findall(pattern, text, re.M))
-
-
 def _stats(client) -> tuple[int, int]:
     stats = client.get_inference_statistics("gated_pid", as_json=True)["model_stats"][0]["inference_stats"]
     return int(stats.get("success", {}).get("count", 0)), int(stats.get("fail", {}).get("count", 0))
-
-
-class Gates:
-    def __init__(self, tmp_path: Path):
-        self.tmp_path = tmp_path
-        self.count = 0
-        self.releases: list[Path] = []
-
-    def release_all(self) -> None:
-        for release in self.releases:
-            release.touch()
-
-    def parameters(self) -> tuple[dict[str, str], Path, Path]:
-        self.count += 1
-        started, release = self.tmp_path / f"started{self.count}", self.tmp_path / f"release{self.count}"
-        self.releases.append(release)
-        return {"started": str(started), "release": str(release)}, started, release
 
 
 @pytest.fixture
@@ -73,7 +46,7 @@ def gates(tmp_path):
 
 def _baseline(server):
     client = grpcclient.InferenceServerClient(server.grpc_url)
-    return client, _stats(client), _metric(server, "nv_inference_request_failure", 'reason="CANCELED"')
+    return client, _stats(client), metric_sum(server, "nv_inference_request_failure", 'reason="CANCELED"')
 
 
 def _hold(client, gates: Gates):
@@ -103,7 +76,7 @@ def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, 
         else:
             left_call = other.async_infer("gated_pid", _inputs(), callback=lambda result, error: errors.put(error),
                                           parameters=parameters)
-    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 5, "5 requests queued")
+    wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 5, "5 requests queued")
     if how == "reset":
         left_call.cancel()  # (one of them)
     elif how == "connection":
@@ -112,17 +85,17 @@ def test_queued_calls_the_client_leaves_never_run_and_count_once(server, gates, 
     if how != "connection":
         for _ in range(expected):
             assert errors.get(timeout=20) is not None
-    wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + expected,
+    wait_until(lambda: metric_sum(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + expected,
                f"{expected} CANCELED failures")
     release.touch()
     result, error = held.get(timeout=20)
     assert error is None
-    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     client.infer("gated_pid", _inputs())
     ran = sum(s.exists() for s in left)
     assert ran == 5 - expected  # the withdrawn ones never ran
     assert _stats(client) == (success + 2 + ran, fail + expected)
-    assert _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + expected
+    assert metric_sum(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + expected
     if how != "connection":
         other.close()
     client.close()
@@ -138,7 +111,7 @@ def test_a_running_call_the_client_resets_leaves_the_server_answering(server, ga
     call.cancel()
     assert "CANCELLED" in str(errors.get(timeout=20))
     release.touch()
-    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     for _ in range(3):
         client.infer("gated_pid", _inputs())
     after = _stats(client)
@@ -160,11 +133,11 @@ def test_raw_stub_deadlines_shorter_than_the_queue(server, gates):
         futures = [stub.ModelInfer.future(request, timeout=0.05) for _ in range(20)]
         codes = [f.exception().code() for f in futures]
     assert set(codes) == {grpc.StatusCode.DEADLINE_EXCEEDED}
-    wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 20,
+    wait_until(lambda: metric_sum(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 20,
                "20 CANCELED failures")
     release.touch()
     assert held.get(timeout=20)[1] is None
-    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     assert _stats(client) == (success + 1, fail + 20)
     client.close()
 
@@ -180,7 +153,7 @@ def test_a_stop_drains_calls_running_and_queued(tmp_path):
     """SIGINT while one call runs and two wait: the server stops taking calls, answers the three, exits 0."""
     from tests._support.serving import ServerProcess
 
-    server = ServerProcess(["tests.models:gated_pid", *ARGS], env={"PYTRITON_PIPELINE_DEPTH": "1"})
+    server = ServerProcess(["tests.models:gated_pid", *GATED_PID_ARGS], env={"PYTRITON_PIPELINE_DEPTH": "1"})
     try:
         gates = Gates(tmp_path)
         client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -191,7 +164,7 @@ def test_a_stop_drains_calls_running_and_queued(tmp_path):
             parameters["release"] = str(release)
             client.async_infer("gated_pid", _inputs(), callback=lambda result, error: answers.put(error),
                                parameters=parameters)
-        wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 2, "2 requests queued")
+        wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 2, "2 requests queued")
         server.process.send_signal(signal.SIGINT)
         wait_until(lambda: not _ready(client), "the drain beginning")
         release.touch()
@@ -223,7 +196,7 @@ def test_grpc_aio_calls_cancelled_while_queued(server, gates):
             parameters["release"] = str(release)
             tasks.append(asyncio.ensure_future(aio.infer("gated_pid", [x], parameters=parameters)))
         deadline = time.monotonic() + 20
-        while _metric(server, "nv_inference_pending_request_count") != 3:
+        while metric_sum(server, "nv_inference_pending_request_count") != 3:
             assert time.monotonic() < deadline, "3 requests queued never happened"
             await asyncio.sleep(0.01)
         for task in tasks:
@@ -232,10 +205,10 @@ def test_grpc_aio_calls_cancelled_while_queued(server, gates):
         await aio.close()
 
     asyncio.run(main())
-    wait_until(lambda: _metric(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 3,
+    wait_until(lambda: metric_sum(server, "nv_inference_request_failure", 'reason="CANCELED"') == canceled + 3,
                "3 CANCELED failures")
     release.touch()
     assert held.get(timeout=20)[1] is None
-    wait_until(lambda: _metric(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
+    wait_until(lambda: metric_sum(server, "nv_inference_pending_request_count") == 0, "nothing in flight")
     assert _stats(client) == (success + 1, fail + 3)
     client.close()

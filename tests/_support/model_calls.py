@@ -1,0 +1,47 @@
+"""How to serve and call some models of tests/models.py: their `pytriton serve` options and a request to each."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from tests._support.serving import tensor_args
+
+SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
+"""`tests.models:slow_pid`: sleeps its `sleep` request parameter, answers its worker's PID."""
+
+ADD_SUB = ["--max-batch-size", "0"] + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]) \
+    + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")])
+"""`tests.models:add_sub` without batching: INPUT0, INPUT1 INT32 [16]."""
+
+
+def pid_request(client: Any, sleep: float = 0.0, **kwargs: Any) -> Any:
+    """One slow_pid call over gRPC that sleeps `sleep` seconds in the worker."""
+    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    return client.infer("slow_pid", [tensor], parameters={"sleep": str(sleep)}, **kwargs)
+
+
+def async_pid_request(client: Any, sleep: float) -> queue.Queue:
+    """The same with `async_infer`: the queue gets (result, error)."""
+    results: queue.Queue = queue.Queue()
+    tensor = grpcclient.InferInput("INPUT", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    client.async_infer(
+        "slow_pid", [tensor], callback=lambda result, error: results.put((result, error)),
+        parameters={"sleep": str(sleep)},
+    )
+    return results
+
+
+def add_sub_inputs() -> list[grpcclient.InferInput]:
+    """ADD_SUB's inputs over gRPC: 0..15 each."""
+    tensors = []
+    for name in ("INPUT0", "INPUT1"):
+        tensor = grpcclient.InferInput(name, [16], "INT32")
+        tensor.set_data_from_numpy(np.arange(16, dtype=np.int32))
+        tensors.append(tensor)
+    return tensors
