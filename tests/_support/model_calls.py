@@ -45,3 +45,22 @@ def add_sub_inputs() -> list[grpcclient.InferInput]:
         tensor.set_data_from_numpy(np.arange(16, dtype=np.int32))
         tensors.append(tensor)
     return tensors
+
+
+def stream_delayed_countdown(url: str, delays_and_counts: list[tuple[float, int]]) -> None:
+    """`tests.models:delayed_countdown` (decoupled): one request after the other on a gRPC stream, each answered in
+    full before the next is sent."""
+    results: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(url) as client:
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
+        for delay, count in delays_and_counts:
+            x = grpcclient.InferInput("COUNT", [1], "INT32")
+            x.set_data_from_numpy(np.array([count], dtype=np.int32))
+            client.async_stream_infer("delayed_countdown", [x], parameters={"first_delay": delay},
+                                      enable_empty_final_response=True)
+            while True:
+                result, error = results.get(timeout=30)
+                assert error is None, error
+                if result.get_response().parameters["triton_final_response"].bool_param:
+                    break
+        client.stop_stream()

@@ -5,22 +5,7 @@ from __future__ import annotations
 
 from pytriton.core.received import ALIGN, RECEIVE_MIN, TENSOR_MIN, ReceivedBuffers, drop_frames
 from pytriton.core.shm_registry import SharedMemoryRegistry
-
-
-class FakeSource:
-    """Segments in ordinary memory; records what was freed."""
-
-    def __init__(self) -> None:
-        self.made: dict[int, bytearray] = {}
-        self.freed: list[int] = []
-
-    def allocate(self, nbytes: int) -> tuple[str, int, memoryview]:
-        handle = len(self.made) + 1
-        self.made[handle] = bytearray(nbytes)
-        return f"/pytriton_test_{handle}", handle, memoryview(self.made[handle])
-
-    def free(self, handle: int) -> None:
-        self.freed.append(handle)
+from tests.core.fakes import FakeSource
 
 
 def _buffers(limit: int = 4 * RECEIVE_MIN) -> tuple[ReceivedBuffers, FakeSource, SharedMemoryRegistry]:

@@ -12,9 +12,9 @@ import tritonclient.http as httpclient
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
 from tests._support.metrics import scrape
+from tests._support.model_calls import stream_delayed_countdown
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_metrics_latency import stream_delayed_countdown
 
 DASHBOARD = REPO / "deploy" / "grafana" / "pytriton.json"
 METRICS_REFERENCE = REPO / "docs" / "guide" / "metrics.md"  # its "Reference" table

@@ -3,13 +3,12 @@ decoupled models and counter_latencies=false."""
 
 from __future__ import annotations
 
-import queue
-
 import numpy as np
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests._support.metrics import scrape
+from tests._support.model_calls import stream_delayed_countdown
 from tests._support.serving import serve, tensor_args
 
 SLOW_ARGS = tensor_args("input", [("X", "int32", "1")]) + tensor_args("output", [("PID", "int64", "1")])
@@ -88,24 +87,6 @@ def test_summaries_are_off_by_default():
         families = _families(server)
         assert "nv_inference_request_duration_us" in families
         assert not [name for name in families if name.endswith("_summary_us")]
-
-
-def stream_delayed_countdown(url: str, delays_and_counts: list[tuple[float, int]]) -> None:
-    """One request after the other on a stream, each answered in full before the next is sent."""
-    results: queue.Queue = queue.Queue()
-    with grpcclient.InferenceServerClient(url) as client:
-        client.start_stream(callback=lambda result, error: results.put((result, error)))
-        for delay, count in delays_and_counts:
-            x = grpcclient.InferInput("COUNT", [1], "INT32")
-            x.set_data_from_numpy(np.array([count], dtype=np.int32))
-            client.async_stream_infer("delayed_countdown", [x], parameters={"first_delay": delay},
-                                      enable_empty_final_response=True)
-            while True:
-                result, error = results.get(timeout=30)
-                assert error is None, error
-                if result.get_response().parameters["triton_final_response"].bool_param:
-                    break
-        client.stop_stream()
 
 
 def test_first_response_histogram_of_a_decoupled_model():

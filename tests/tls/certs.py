@@ -7,6 +7,8 @@ import dataclasses
 import subprocess
 from pathlib import Path
 
+import gevent.ssl
+
 
 def _run(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
@@ -47,3 +49,13 @@ def make_certs(folder: Path) -> Certs:
     _signed("client", "ca", "extendedKeyUsage=clientAuth", folder)
     _signed("other_client", "other_ca", "extendedKeyUsage=clientAuth", folder)
     return Certs(folder)
+
+
+def http_context_factory(certs: Certs, client: str | None = None):  # noqa: ANN201
+    """For tritonclient.http's `ssl_context_factory`: trust `certs`' CA; present the `client` certificate if named."""
+    def factory(cafile=None):  # geventhttpclient passes its own cafile (None here)
+        context = gevent.ssl.create_default_context(cafile=certs.ca_pem)
+        if client is not None:
+            context.load_cert_chain(getattr(certs, f"{client}_pem"), getattr(certs, f"{client}_key"))
+        return context
+    return factory

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 
-import gevent.ssl
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -19,7 +18,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
-from tests.tls.certs import Certs, make_certs
+from tests.tls.certs import Certs, http_context_factory, make_certs
 from tests.tls.logs import assert_logged_at_most_once_a_minute
 
 ADD_SUB = ["--max-batch-size", "8"] + tensor_args(
@@ -48,18 +47,9 @@ def mtls_server(certs):
         yield server
 
 
-def _context_factory(certs: Certs, client: str | None = None):
-    def factory(cafile=None):  # geventhttpclient passes its own cafile (None here)
-        context = gevent.ssl.create_default_context(cafile=certs.ca_pem)
-        if client is not None:
-            context.load_cert_chain(getattr(certs, f"{client}_pem"), getattr(certs, f"{client}_key"))
-        return context
-    return factory
-
-
 def _client(server, certs: Certs, client: str | None = None) -> httpclient.InferenceServerClient:
     return httpclient.InferenceServerClient(server.http_url, ssl=True,
-                                            ssl_context_factory=_context_factory(certs, client))
+                                            ssl_context_factory=http_context_factory(certs, client))
 
 
 def _check_infer(client: httpclient.InferenceServerClient) -> None:

@@ -14,8 +14,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests._support.serving import serve, tensor_args
-from tests.tls.certs import Certs, make_certs
-from tests.tls.test_http_tls import _context_factory
+from tests.tls.certs import Certs, http_context_factory, make_certs
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
 ELEMENTS = 2 * 1024 * 1024  # 8 MiB of float32
@@ -49,8 +48,8 @@ def test_large_tensors_over_grpc_tls(server, certs):
 
 
 def test_large_tensors_over_https(server, certs):
-    client = httpclient.InferenceServerClient(server.http_url, ssl=True, ssl_context_factory=_context_factory(certs),
-                                              network_timeout=60)
+    client = httpclient.InferenceServerClient(server.http_url, ssl=True,
+                                              ssl_context_factory=http_context_factory(certs), network_timeout=60)
     try:
         for seed in range(2):
             data = np.random.default_rng(seed).random(ELEMENTS, dtype=np.float32)

@@ -13,8 +13,7 @@ from pytriton.exceptions import PyTritonRuntimeError
 from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 from tests._support.ports import FREE_PORTS
-from tests.tls.certs import make_certs
-from tests.tls.test_http_tls import _context_factory
+from tests.tls.certs import http_context_factory, make_certs
 
 
 def double(requests):
@@ -45,7 +44,7 @@ def test_triton_config_tls(tmp_path):
             with pytest.raises(grpcclient.InferenceServerException, match="UNAVAILABLE"):
                 client.is_server_live()  # mutual: no client certificate, no answer
         client = httpclient.InferenceServerClient(f"127.0.0.1:{triton.ports['http']}", ssl=True,
-                                                  ssl_context_factory=_context_factory(certs))
+                                                  ssl_context_factory=http_context_factory(certs))
         try:
             tensor = httpclient.InferInput("x", [1], "FP32")
             tensor.set_data_from_numpy(np.array([2.0], dtype=np.float32))

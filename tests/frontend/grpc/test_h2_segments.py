@@ -7,7 +7,7 @@ from __future__ import annotations
 from pytriton.core.received import RECEIVE_MIN, ReceivedBuffers
 from pytriton.core.shm_registry import SharedMemoryRegistry
 from pytriton.frontend.h2.segments import ConnectionSegments
-from tests.core.test_received import FakeSource
+from tests.core.fakes import FakeSource
 
 SIZE = RECEIVE_MIN
 
