@@ -1,5 +1,5 @@
-"""What the session's `nothing_left_behind` check takes for a process the tests started (tests/conftest.py): a pid is
-given to the next process or thread once its process is gone, and on Linux kill() on a thread's id signals the
+"""What the session's `nothing_left_behind` check takes for a process the tests started (tests/_support/processes.py): a
+pid is given to the next process or thread once its process is gone, and on Linux kill() on a thread's id signals the
 thread's whole process. Taken for ours, such a pid made the check wait 10 s and then SIGKILL its holder: another
 program on the machine, or the test run itself (a pytest-xdist worker "crashed while running" its last test)."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from tests.conftest import StartedProcesses, _pid_alive, _process_start
+from tests._support.processes import StartedProcesses, pid_alive, process_start
 
 
 def _a_live_thread() -> tuple[int, threading.Event]:
@@ -30,7 +30,7 @@ def _a_live_thread() -> tuple[int, threading.Event]:
 def test_the_id_of_a_live_thread_is_not_a_live_process():
     tid, stop = _a_live_thread()
     try:
-        assert not _pid_alive(tid)  # (kill(tid, 0) succeeds, and /proc/<tid>/stat is there)
+        assert not pid_alive(tid)  # (kill(tid, 0) succeeds, and /proc/<tid>/stat is there)
         started = StartedProcesses()
         started.add(tid)  # as if a server's pid had been given to this thread
         assert started.alive() == []
@@ -46,11 +46,11 @@ def test_a_process_is_known_by_its_pid_and_its_start_time():
         assert started.alive() == [process.pid] and process.pid in started and list(started) == [process.pid]
         # the same pid, recorded for a process that started at another time: the one there now is not ours
         reused = StartedProcesses()
-        reused._known.add((process.pid, _process_start(process.pid) - 1))
+        reused._known.add((process.pid, process_start(process.pid) - 1))
         assert reused.alive() == []
     finally:
         process.communicate(b"")
-    assert started.alive() == [] and not _pid_alive(process.pid)
+    assert started.alive() == [] and not pid_alive(process.pid)
     assert process.pid in started  # (still named: the /dev/shm check looks for segments it left)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 EXPECTED = ('X|[[{"kind": "BATCH_ELEMENT_COUNT", "target_name": ["BEC"], "data_type": "TYPE_INT32", "source_input": '
             '["X"]}], [{"target_name": ["Y"], "kind": "BATCH_SCATTER_WITH_INPUT_SHAPE", "source_input": ["X"]}]]')

@@ -17,7 +17,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 REPOSITORY = REPO / "tests" / "repositories" / "model_loading"
 TARGET_MODEL = (REPOSITORY / "target" / "2" / "model.py").read_bytes()

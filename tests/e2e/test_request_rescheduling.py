@@ -26,7 +26,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import REPO, serve
+from tests._support.paths import REPO
+from tests._support.serving import serve
 
 MODELS = REPO / "tests" / "repositories" / "rescheduling"
 # The site-packages folder holding nvidia-pytriton 0.7.0's `pytriton/tritonserver` (tritonserver 2.51) and its
