@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests._flake_report import report
+from tests._support.flake_report import report
 
 REPO = Path(__file__).resolve().parents[2]
 
