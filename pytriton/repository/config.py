@@ -25,13 +25,27 @@ from pytriton.repository.files import model_file, outside
 CONFIG_FILE = "config.pbtxt"
 DEFAULT_MODEL_FILENAME = "model.py"
 # Fields of model_config.proto this server cannot honour yet: a config that sets one is refused, never half-served.
-UNSUPPORTED_FIELDS = ("model_repository_agents",)
+UNSUPPORTED_FIELDS: tuple[str, ...] = ()
 # An ensemble takes none of these either (Triton runs batch inputs and outputs in a backend, not in an ensemble)
 ENSEMBLE_UNSUPPORTED_FIELDS = ("batch_input", "batch_output", *UNSUPPORTED_FIELDS)
 
 
 class ModelRepositoryError(PyTritonError):
     """A model repository (or one model's config.pbtxt) that cannot be served."""
+
+
+class PollFailure(ModelRepositoryError):
+    """A model folder Triton fails to poll (its model is not found in the repository): one that names a repository
+    agent, as no agent library is installed here."""
+
+
+def _check_repository_agents(config: pb.ModelConfig, where: _Fields) -> None:
+    """Triton runs a model's repository agents (shared libraries, `libtritonrepoagent_<name>.so`) when it polls the
+    model folder; this server has none, so a config naming one fails as in a Triton build without that library."""
+    for index, agent in enumerate(config.model_repository_agents.agents):
+        raise PollFailure(where.error(f"model_repository_agents.agents[{index}].name", (
+            f"unable to find 'libtritonrepoagent_{agent.name}.so' for repo agent '{agent.name}' (repository agents "
+            "are not supported)")).message)
 
 
 def read_model_config(path: str) -> pb.ModelConfig:
@@ -192,6 +206,7 @@ def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fi
     if not outputs:
         raise where.error("output", "the model declares no output (at least one is required)")
     scheduling = check_ensemble(config, where.model, inputs, outputs, where.error)
+    _check_repository_agents(config, where)
     present = {f.name for f, _ in config.ListFields()}
     for field in ENSEMBLE_UNSUPPORTED_FIELDS:
         if field in present:
@@ -229,6 +244,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
     for field in UNSUPPORTED_FIELDS:
         if field in {f.name for f, _ in config.ListFields()}:
             raise where.error(field, "is not supported yet")
+    _check_repository_agents(config, where)
     if config.max_batch_size < 0:
         raise where.error("max_batch_size", f"must be >= 0, got {config.max_batch_size}")
     inputs = _tensors(config, "input", where)

@@ -21,6 +21,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.model_config.names import model_name_problem, shown
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
+from pytriton.repository.config import PollFailure
 from pytriton.repository.locks import NameLocks
 from pytriton.repository.overrides import parse_override
 from pytriton.repository.signatures import folder_signature, model_names, version_signature
@@ -370,6 +371,12 @@ class ModelControl:
             if scheduling is not None:
                 steps = [s.model_name for s in ensemble_steps(scheduling)]
                 await self._load_steps(name, steps, (loading or set()) | {name})
+        except PollFailure as exc:  # (as Triton: the folder's model is not found; the log says why)
+            logger.error("Poll failed for model directory '%s': %s", name, exc)
+            if not self._serving(name, before):
+                entry.versions = {number: _Version("UNAVAILABLE", str(exc)) for number in (before or [1])}
+            raise ServerError(Status.INTERNAL, f"failed to load '{name}', failed to poll from model repository"
+                              ) from None
         except Exception as exc:  # noqa: BLE001 - a config or folder that cannot be served: the index shows why
             reason = str(exc)
             if not self._serving(name, before):

@@ -388,3 +388,27 @@ def test_load_and_unload_stay_behind_the_model_repository_restriction(repo):
         assert http.is_model_ready("scale")
         grpc_client.unload_model("scale", headers={"triton-grpc-protocol-triton-access-token": token})
         assert not http.is_model_ready("scale")
+
+
+# Triton 2.51 with a repository agent its build does not ship (none: the wheel has no repoagents folder): the model
+# folder fails its poll, logged as "Poll failed for model directory 'agents': unable to find
+# 'libtritonrepoagent_checksum.so' for repo agent 'checksum', searched: /opt/tritonserver/repoagents", and a load
+# answers INTERNAL (HTTP 500) "failed to load 'agents', failed to poll from model repository".
+AGENTS_CONFIG = SCALE_CONFIG.replace('"scale"', '"agents"') + 'model_repository_agents { agents [ { name: "checksum" } ] }\n'
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_repository_agent_fails_the_poll_as_in_triton(repo, protocol):
+    (repo / "agents" / "1").mkdir(parents=True)
+    (repo / "agents" / "config.pbtxt").write_text(AGENTS_CONFIG)
+    (repo / "agents" / "1" / "model.py").write_text(SCALE_MODEL.format(factor=1.0))
+    with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
+        client = client_for(server, protocol)
+        with pytest.raises(InferenceServerException) as info:
+            client.load_model("agents")
+        assert str(info.value.status()) == {"grpc": "StatusCode.INTERNAL", "http": "500"}[protocol]
+        assert info.value.message() == "failed to load 'agents', failed to poll from model repository"
+        client.load_model("scale")
+        assert client.is_model_ready("scale") and not client.is_model_ready("agents")
+    assert ("unable to find 'libtritonrepoagent_checksum.so' for repo agent 'checksum' (repository agents are not "
+            "supported)") in server.log
