@@ -93,9 +93,7 @@ def force_cpu_only_inputs(config: TritonModelConfig) -> bool:
 
 def instance_name(config: TritonModelConfig, instance: int) -> str:
     """Triton's name of a model instance (`args["model_instance_name"]`, and in the wording of some errors)."""
-    gpu = config.gpus[instance // config.instance_count] if config.gpus else None
-    return (f"{config.model_name}_{gpu}_{instance % config.instance_count}" if gpu is not None
-            else f"{config.model_name}_0_{instance}")
+    return config.instance_places()[instance].name
 
 
 class PythonModelBackend(CallableBackend):
@@ -112,12 +110,12 @@ class PythonModelBackend(CallableBackend):
         if model_class is None:
             raise AttributeError(f"'{path}' defines no class TritonPythonModel")
         self.model = model_class()
-        gpu = config.gpus[instance // config.instance_count] if config.gpus else None
+        place = config.instance_places()[instance]
         self.args = {
             "model_config": json.dumps(config.to_triton_dict()),
-            "model_instance_kind": "MODEL" if config.kind_model else "GPU" if gpu is not None else "CPU",
-            "model_instance_name": instance_name(config, instance),
-            "model_instance_device_id": str(gpu if gpu is not None else 0),
+            "model_instance_kind": place.kind,
+            "model_instance_name": place.name,
+            "model_instance_device_id": place.device_id,
             "model_repository": model_dir,
             "model_version": version,
             "model_name": config.model_name,

@@ -68,10 +68,10 @@ def _terminate(signum: int, frame: Any) -> None:
     raise _Terminated(128 + signum)
 
 
-def instance_device(config: TritonModelConfig) -> str:
+def instance_device(config: TritonModelConfig, instance: int = 0) -> str:
     """The device a class target's __init__ gets: a GPU instance sees only its own GPU (the supervisor sets
     CUDA_VISIBLE_DEVICES to it), so it is always local device 0."""
-    return "cuda:0" if config.gpus else "cpu"
+    return "cuda:0" if config.instance_places()[instance].device is not None else "cpu"
 
 
 def _format_error(exc: BaseException) -> str:
@@ -133,7 +133,7 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
                 if infer_func is not None:
                     fn = infer_func
                 elif spec.callable is not None:
-                    fn = load_callable(spec.callable, device=instance_device(config))
+                    fn = load_callable(spec.callable, device=instance_device(config, spec.instance))
                 else:
                     raise ValueError("the worker spec names no inference callable")
                 inject_triton_context(fn, config)

@@ -14,6 +14,7 @@ import numpy as np
 from pytriton.exceptions import PyTritonModelConfigError
 from pytriton.model_config.common import DynamicBatcher, QueuePolicy, TimeoutAction, enum_member
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON, TRITON_TO_CONFIG, TRITON_TO_NUMPY, numpy_to_triton
+from pytriton.model_config.instance_groups import InstanceGroup, InstancePlace, group_problem, places
 from pytriton.model_config.names import model_name_problem
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 from pytriton.model_config.warmup import WarmupSample, warmup_from_triton
@@ -87,6 +88,9 @@ class TritonModelConfig:
     # Triton's batch_input / batch_output entries, as its JSON shows them (a Python model only sees them in its config)
     batch_inputs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     batch_outputs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Several instance groups (a repository's config.pbtxt), normalised as Triton does; empty: the one group that
+    # `instance_count`, `gpus` and `kind_model` describe.
+    instance_groups: list[InstanceGroup] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         name = self.model_name
@@ -102,6 +106,10 @@ class TritonModelConfig:
         if self.kind_model and self.gpus:  # (Triton's wording)
             raise PyTritonModelConfigError(f"instance group {self.model_name}_0 of model {self.model_name} has kind "
                                            "KIND_MODEL but specifies one or more GPUs")
+        for group in self.instance_groups:
+            problem = group_problem(self.model_name, group)
+            if problem is not None:
+                raise PyTritonModelConfigError(problem)
         for kind, specs in (("input", self.inputs), ("output", self.outputs)):
             names = [s.name for s in specs]
             duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -140,11 +148,20 @@ class TritonModelConfig:
     def batching(self) -> bool:
         return self.max_batch_size > 0
 
-    def instance_devices(self) -> list[int | None]:
-        """The device of each instance: `instance_count` per listed GPU, or CPU instances (None)."""
+    def instance_places(self) -> list[InstancePlace]:
+        """Each instance's name, kind and GPU: those of every instance group, or of the one group (`instance_count`
+        per listed GPU, named <model>_<gpu>_<c>, or CPU / KIND_MODEL instances named <model>_0_<c>)."""
+        if self.instance_groups:
+            return places(self.instance_groups)
         if not self.gpus:
-            return [None] * self.instance_count
-        return [gpu for gpu in self.gpus for _ in range(self.instance_count)]
+            kind = "MODEL" if self.kind_model else "CPU"
+            return [InstancePlace(f"{self.model_name}_0_{c}", kind) for c in range(self.instance_count)]
+        return [InstancePlace(f"{self.model_name}_{gpu}_{c}", "GPU", gpu)
+                for gpu in self.gpus for c in range(self.instance_count)]
+
+    def instance_devices(self) -> list[int | None]:
+        """The GPU of each instance (None: not pinned to one)."""
+        return [place.device for place in self.instance_places()]
 
     def to_triton_dict(self) -> dict[str, Any]:
         """Triton's JSON model configuration (model_config.proto field names, int64 as numbers)."""
@@ -165,7 +182,9 @@ class TritonModelConfig:
             return entry
 
         devices = self.instance_devices()
-        if self.kind_model:  # (as Triton 2.51 names and shows it)
+        if self.instance_groups:
+            groups = [group.to_triton_dict() for group in self.instance_groups]
+        elif self.kind_model:  # (as Triton 2.51 names and shows it)
             groups = [{"name": f"{self.model_name}_0", "kind": "KIND_MODEL", "count": len(devices), "gpus": []}]
         elif self.gpus:
             groups = [
@@ -241,6 +260,7 @@ class TritonModelConfig:
             "warmup": [sample.to_triton_dict(with_data=True) for sample in self.warmup],
             "batch_inputs": [dict(entry) for entry in self.batch_inputs],
             "batch_outputs": [dict(entry) for entry in self.batch_outputs],
+            "instance_groups": [group.to_triton_dict() for group in self.instance_groups],
         }
 
     @classmethod
@@ -252,6 +272,7 @@ class TritonModelConfig:
         sequence = data.get("sequence_batcher")
         fields["sequence_batcher"] = sequence_batcher_from_triton(sequence) if sequence is not None else None
         fields["warmup"] = warmup_from_triton(data.get("warmup") or [])
+        fields["instance_groups"] = [InstanceGroup.from_triton_dict(g) for g in data.get("instance_groups") or []]
         return cls(**fields)
 
     @classmethod
@@ -292,6 +313,7 @@ class TritonModelConfig:
             warmup=warmup_from_triton(data.get("model_warmup") or []),
             batch_inputs=[dict(entry) for entry in data.get("batch_input") or []],
             batch_outputs=[dict(entry) for entry in data.get("batch_output") or []],
+            instance_groups=[InstanceGroup.from_triton_dict(g) for g in groups] if len(groups) > 1 else [],
         )
 
 

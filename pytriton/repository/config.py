@@ -15,6 +15,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from pytriton.config.gpus import GpuDevice, GpuSelectionError, select_gpus
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON
+from pytriton.model_config.instance_groups import InstanceGroup
 from pytriton.model_config.names import shown
 from pytriton.model_config.sequence import SequenceBatcher, sequence_batcher_from_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig, batcher_from_triton
@@ -153,36 +154,44 @@ def _labels(config: pb.ModelConfig, model_dir: str, where: _Fields) -> tuple[dic
     return labels, files
 
 
-def _instances(config: pb.ModelConfig, where: _Fields,
-               gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int], bool]:
-    """The instance count (per GPU), the visible GPU ids of the model's instance group and whether its kind is
-    KIND_MODEL (the model places itself on devices: no GPU of its own, as in Triton)."""
-    groups = list(config.instance_group)
-    if not groups:
-        return 1, [], False
-    if len(groups) > 1:
-        raise where.error("instance_group", f"{len(groups)} instance groups: only one is supported yet")
-    group = groups[0]
+def _group(group: pb.ModelInstanceGroup, index: int, where: _Fields,
+           gpus: Callable[[], Sequence[GpuDevice]]) -> InstanceGroup:
+    """Instance group `index` normalised as Triton does: its default name <model>_<index> and count 1, KIND_AUTO
+    resolved (GPU when GPUs are visible), a KIND_GPU group without ids on every visible GPU."""
+    field = f"instance_group[{index}]"
+    name = group.name or f"{where.model}_{index}"
     count = group.count or 1  # Triton's default
     if count < 1:
-        raise where.error("instance_group[0].count", f"must be >= 1, got {count}")
+        raise where.error(f"{field}.count", f"must be >= 1, got {count}")
     kind = _enum_name(pb.ModelInstanceGroup.Kind, group.kind)
     if kind == "KIND_CPU":
-        return count, [], False
+        return InstanceGroup(name, kind, count)
     if kind == "KIND_MODEL":
-        if group.gpus:  # (Triton's check and wording; the group's default name is <model>_<index>)
-            raise where.error("instance_group[0].gpus", f"instance group {group.name or where.model + '_0'} of model "
-                                                        f"{where.model} has kind KIND_MODEL but specifies one or more "
-                                                        "GPUs")
-        return count, [], True
+        if group.gpus:  # (Triton's check and wording)
+            raise where.error(f"{field}.gpus", f"instance group {name} of model {where.model} has kind KIND_MODEL but "
+                                               "specifies one or more GPUs")
+        return InstanceGroup(name, kind, count)
     if kind not in ("KIND_GPU", "KIND_AUTO"):
-        raise where.error("instance_group[0].kind", f"{kind} is not supported (KIND_CPU, KIND_GPU, KIND_AUTO or "
-                                                    "KIND_MODEL)")
+        raise where.error(f"{field}.kind", f"{kind} is not supported (KIND_CPU, KIND_GPU, KIND_AUTO or KIND_MODEL)")
     try:
         selected = select_gpus(where.model, "gpu" if kind == "KIND_GPU" else "auto", list(group.gpus) or None, gpus())
     except GpuSelectionError as exc:
-        raise where.error("instance_group[0].gpus", str(exc)) from None
-    return count, selected, False
+        raise where.error(f"{field}.gpus", str(exc)) from None
+    return InstanceGroup(name, "KIND_GPU" if selected else "KIND_CPU", count, tuple(selected))
+
+
+def _instances(config: pb.ModelConfig, where: _Fields,
+               gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int], bool, list[InstanceGroup]]:
+    """The instance count (per GPU), the visible GPU ids of the model's one instance group and whether its kind is
+    KIND_MODEL (the model places itself on devices: no GPU of its own, as in Triton); for several groups, those
+    groups instead (normalised as Triton does)."""
+    groups = [_group(group, index, where, gpus) for index, group in enumerate(config.instance_group)]
+    if len(groups) > 1:
+        return 1, [], False, groups
+    if not groups:
+        return 1, [], False, []
+    group = groups[0]
+    return group.count, list(group.gpus), group.kind == "KIND_MODEL", []
 
 
 def version_policy(config: pb.ModelConfig) -> dict[str, Any]:
@@ -262,7 +271,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             raise where.error("dynamic_batching", str(exc)) from None
     sequence = _sequence_batcher(config, model_dir, where)
     batch_inputs, batch_outputs = _batch_io(config, where)
-    count, selected, kind_model = _instances(config, where, gpus)
+    count, selected, kind_model, groups = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
     warmup = _warmup(config, model_dir, where, inputs)
     policy = version_policy(config)
@@ -271,10 +280,12 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             model_name=name, inputs=inputs, outputs=outputs, model_version=version,
             max_batch_size=config.max_batch_size, instance_count=count, gpus=selected, decoupled=decoupled,
             backend_parameters={k: v.string_value for k, v in config.parameters.items()}, batcher=batcher,
-            device="gpu" if selected else None, labels=labels, label_filenames=label_files, version_policy=policy,
+            device="gpu" if selected or any(g.gpus for g in groups) else None, labels=labels,
+            label_filenames=label_files, version_policy=policy,
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
             sequence_batcher=sequence,
             response_cache=config.response_cache.enable, kind_model=kind_model, warmup=warmup,
+            instance_groups=groups,
             batch_inputs=batch_inputs, batch_outputs=batch_outputs,
         )
     except PyTritonError as exc:

@@ -102,11 +102,8 @@ class InstanceRoster:
         return [instance.status(self._label(instance)) for instance in self.instances]
 
     def _label(self, instance: WorkerInstance) -> str:
-        """Triton's instance name: <instance group>_<index in the group>; a GPU's group is <model>_<gpu id>, as the
-        model configuration names it, the CPU instances' <model>_0."""
-        if instance.device is None:
-            return f"{self.config.model_name}_0_{instance.index}"
-        return f"{self.config.model_name}_{instance.device}_{instance.index % self.config.instance_count}"
+        """Triton's instance name: <instance group>_<index in the group> (`TritonModelConfig.instance_places`)."""
+        return self.config.instance_places()[instance.index].name
 
     def _serve(self, instance: WorkerInstance, link: WorkerLink, kill: Callable[[str], None]) -> None:
         """The instance is up: the scheduler may dispatch to it; `kill` is what to do if it gets stuck. A worker

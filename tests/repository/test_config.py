@@ -80,8 +80,10 @@ def test_missing_name_takes_the_folder_name(tmp_path):
     ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]', "output",
      "declares no output"),
     ('backend: "python" dynamic_batching { }' + TENSORS, "dynamic_batching", "needs max_batch_size > 0"),
-    ('backend: "python" instance_group [ { kind: KIND_CPU }, { kind: KIND_CPU } ]' + TENSORS, "instance_group",
-     "2 instance groups: only one is supported yet"),
+    ('backend: "python" instance_group [ { kind: KIND_CPU }, { kind: KIND_MODEL gpus: [ 0 ] } ]' + TENSORS,
+     "instance_group[1].gpus", "instance group m_1 of model m has kind KIND_MODEL but specifies one or more GPUs"),
+    ('backend: "python" instance_group [ { kind: KIND_CPU }, { count: -2 } ]' + TENSORS, "instance_group[1].count",
+     "must be >= 1, got -2"),
     ('backend: "python" model_repository_agents { agents [ { name: "checksum" } ] }' + TENSORS,
      "model_repository_agents.agents[0].name", "unable to find 'libtritonrepoagent_checksum.so' for repo agent "
      "'checksum' (repository agents are not supported)"),  # Triton's wording, where the library is missing
