@@ -5,6 +5,8 @@ model configuration shows every group as Triton normalises it; checked with trit
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ import tritonclient.http as httpclient
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
 from tests.conftest import serve
+from tests.e2e.test_request_rescheduling import REAL_SITE, REAL_TRITONSERVER_ENV, _real_tritonserver
 
 CLIENTS = {"grpc": grpcclient, "http": httpclient}
 
@@ -114,3 +117,26 @@ def test_a_gpu_group_beside_a_cpu_group_pins_each_gpu_instance(tmp_path):
         assert {(s[2], s[3]) for s in seen(tmp_path) if s[1] == "GPU"} == {("1", gpus[1]["uuid"]),
                                                                           ("0", gpus[0]["uuid"])}
         assert names_answered(server, "grpc", 4) <= {"groups_0_0", "cpu_0", "cpu_1"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REAL_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver").exists(),
+                    reason=f"the real tritonserver 2.51 is not installed (set {REAL_TRITONSERVER_ENV})")
+def test_the_real_tritonserver_shows_the_same_cpu_groups(tmp_path, monkeypatch):
+    """The facts above, seen again on the real tritonserver 2.51 with the same repository."""
+    repo = repository(tmp_path, CPU_GROUPS)
+    (tmp_path / "backends").mkdir()
+    monkeypatch.setenv("SEEN_DIR", str(tmp_path / "seen"))
+    process, url = _real_tritonserver(repo, tmp_path / "backends")
+    try:
+        groups = grpcclient.InferenceServerClient(url).get_model_config("groups", as_json=True)["config"][
+            "instance_group"]
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert [(g["name"], g["kind"], int(g["count"]), g.get("gpus", [])) for g in groups] == TRITON_2_51_CPU_GROUPS
+    assert {s[:3] for s in seen(tmp_path)} == TRITON_2_51_CPU_INSTANCES
