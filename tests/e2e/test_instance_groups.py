@@ -5,20 +5,16 @@ model configuration shows every group as Triton normalises it; checked with trit
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 
 from tests._fake_nvml import fake_gpus, fake_nvml_env
-from tests.conftest import serve
-from tests.e2e.test_request_rescheduling import REAL_SITE, REAL_TRITONSERVER_ENV, _real_tritonserver
-
-CLIENTS = {"grpc": grpcclient, "http": httpclient}
+from tests._support.clients import CLIENTS, client_for
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.serving import serve
 
 # Each instance writes what it was given to <SEEN_DIR>/<pid>.json when it starts, and answers its instance name.
 MODEL = """
@@ -71,7 +67,7 @@ def seen(root: Path) -> set[tuple[str, str, str, str]]:
 
 
 def names_answered(server, protocol: str, count: int) -> set[str]:
-    client = CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+    client = client_for(server, protocol)
     tensor = CLIENTS[protocol].InferInput("X", [1], "INT8")
     tensor.set_data_from_numpy(np.zeros(1, dtype=np.int8))
     return {client.infer("groups", [tensor]).as_numpy("NAME")[0].decode() for _ in range(count)}
@@ -82,7 +78,7 @@ def test_cpu_groups_each_start_their_instances_with_tritons_names(tmp_path, prot
     repo = repository(tmp_path, CPU_GROUPS)
     env = {"SEEN_DIR": str(tmp_path / "seen"), "CUDA_VISIBLE_DEVICES": ""}
     with serve("--model-repository", str(repo), env=env) as server:
-        client = CLIENTS[protocol].InferenceServerClient(server.grpc_url if protocol == "grpc" else server.http_url)
+        client = client_for(server, protocol)
         config = client.get_model_config("groups", as_json=True)["config"] if protocol == "grpc" else \
             client.get_model_config("groups")
         groups = config["instance_group"]
@@ -120,23 +116,12 @@ def test_a_gpu_group_beside_a_cpu_group_pins_each_gpu_instance(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (REAL_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver").exists(),
-                    reason=f"the real tritonserver 2.51 is not installed (set {REAL_TRITONSERVER_ENV})")
-def test_the_real_tritonserver_shows_the_same_cpu_groups(tmp_path, monkeypatch):
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
+def test_the_real_tritonserver_shows_the_same_cpu_groups(tmp_path):
     """The facts above, seen again on the real tritonserver 2.51 with the same repository."""
     repo = repository(tmp_path, CPU_GROUPS)
-    (tmp_path / "backends").mkdir()
-    monkeypatch.setenv("SEEN_DIR", str(tmp_path / "seen"))
-    process, url = _real_tritonserver(repo, tmp_path / "backends")
-    try:
+    with real_tritonserver(repo, tmp_path, env={"SEEN_DIR": str(tmp_path / "seen")}) as url:
         groups = grpcclient.InferenceServerClient(url).get_model_config("groups", as_json=True)["config"][
             "instance_group"]
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
     assert [(g["name"], g["kind"], int(g["count"]), g.get("gpus", [])) for g in groups] == TRITON_2_51_CPU_GROUPS
     assert {s[:3] for s in seen(tmp_path)} == TRITON_2_51_CPU_INSTANCES
