@@ -3,9 +3,11 @@
 - The socket reads into a buffer that all connections of a listener share (a read is parsed before the next one
   starts), so an idle connection holds no read buffer. A large Content-Length body is read by the socket straight
   into its own buffer (`DirectBody`, one copy on the way in), which grows with the bytes that arrive.
-- The parser is handed bytes up to the end of a head at most, so a head is measured exactly and refused (431)
-  before the parser gathers more than `max_header_bytes` (after a chunked body in the same read, as
-  `_parse_chunked` says). Header fields are counted (431), and repeated names are joined once, when the head is
+- The parser is never handed a byte past the end of the message it reads: a head or a chunked body up to the next
+  place it can end (`HEAD_END`), a Content-Length body exactly. So every head starts at a known byte and is measured
+  as sent; the parser sees at most `max_header_bytes` of it, and a head not ended within them is refused (431).
+  What the parser finds first in the bytes decides the answer (a malformed head before the limit: 400), however
+  the bytes fall into reads. Header fields are counted (431), and repeated names are joined once, when the head is
   complete (linear, not quadratic).
 - Bodies: larger than `max_input_bytes` → 413; the head and body set the deadlines the connection keeps.
 - Memory: what bodies hold is charged to the listener's `BufferBudget` (`budget.py`). After each read
@@ -29,7 +31,11 @@ from pytriton.frontend.http1.messages import HttpRequest, HttpResponse
 READ_BUFFER = 64 * 1024
 # A body with a Content-Length of at least this many bytes is received straight into its own buffer.
 DIRECT_BODY_MIN = 64 * 1024
-HEAD_END = b"\r\n\r\n"
+# A head, and a chunked body, end only just past LF CR LF (checked against the parser: the empty line's CR LF after a
+# line's LF). Not CR LF CR LF: a request line without a version (HTTP/0.9, which the parser takes) may end with a
+# bare LF.
+HEAD_END = b"\n\r\n"
+TAIL = len(HEAD_END) - 1  # bytes kept from the end of a read: a HEAD_END may straddle two reads
 # Header names as clients spell them -> their lower-case text, and request targets -> (path, query): clients send the
 # same few with every request. Bounded: past the limit a cache starts again empty.
 NAMES_KEPT = 256
@@ -79,14 +85,12 @@ class RequestReader(BodyReceiver):
 
     __slots__ = (
         "_body_left",
-        "_decoded_size",
         "_direct_keep_alive",
         "_direct_method",
         "_head_bytes",
         "_head_tail",
         "_header_count",
         "_headers",
-        "_measure_decoded",
         "_now",
         "_phase",
         "_refusal",
@@ -122,9 +126,8 @@ class RequestReader(BodyReceiver):
         self._direct_keep_alive = True
         self._direct_method = b""
         self._head_bytes = 0  # bytes of the current head handed to the parser
-        self._head_tail = b""  # its (or a chunked body's) last up to 3 bytes: a CRLF CRLF may straddle two reads
+        self._head_tail = b""  # its (or a chunked body's) last `TAIL` bytes
         self._refusal: tuple[int, str] | None = None
-        self._measure_decoded = False
         self.loop = asyncio.get_running_loop()
         self._now = 0.0  # loop time of the read being parsed
         self.deadline = math.inf  # loop time past which the connection acts on what it waits for
@@ -135,7 +138,6 @@ class RequestReader(BodyReceiver):
         self._headers: dict[str, str] = {}
         self._repeated: dict[str, list[str]] | None = None
         self._header_count = 0
-        self._decoded_size = 0  # header fields as the parser gave them, with their ": " and CRLF
         self._size = 0
         self._body_left = -1  # bytes of a Content-Length body the parser has still to see; -1: chunked
         self._too_large = False
@@ -192,8 +194,9 @@ class RequestReader(BodyReceiver):
 
     # ---- reading -----------------------------------------------------------------------------
     def _receive(self, end: int) -> None:
-        """Hand the `end` bytes just read into the shared buffer to the parser: a head at most up to its end (so
-        that its size is exact), a Content-Length body exactly, a large body into its own buffer."""
+        """Hand the `end` bytes just read into the shared buffer to the parser: a head or chunked body at most up to
+        where it may end, a head at most up to the limit, a Content-Length body exactly, a large body into its own
+        buffer."""
         data, view = self.read_buffer.data, self.read_buffer.view
         pos = 0
         while pos < end:
@@ -212,59 +215,35 @@ class RequestReader(BodyReceiver):
                     return
                 pos = stop
                 continue
-            if phase == BODY:  # a chunked body: the whole read, and whatever follows the body in it
-                if not self._parse_chunked(data, view, pos, end):
-                    return
-                pos = end
-                continue
             stop = self._head_stop(data, pos, end)
-            if self._head_bytes + (stop - pos) > self.limits.max_header_bytes:
-                self._refuse_head_size()
-                return
-            self._head_bytes += stop - pos
+            past_limit = False
+            if phase != BODY:  # a head (IDLE: the bytes before it, the empty lines the parser skips, count too)
+                room = self.limits.max_header_bytes - self._head_bytes
+                if stop - pos > room:  # the parser sees the head up to the limit, and what it finds there first
+                    stop, past_limit = pos + room, True
+                self._head_bytes += stop - pos
             if not self._parse(view[pos:stop]):
                 return
-            if self._phase == HEAD:  # the head goes on in the next read
-                self._head_tail = (self._head_tail + bytes(view[max(pos, stop - 3) : stop]))[-3:]
+            if past_limit:  # (the head cannot end before `stop`: it goes on past the limit)
+                self._refuse_head_size()
+                return
+            phase = self._phase
+            if phase == HEAD or (phase == BODY and self._body_left < 0):  # goes on in the next read
+                self._head_tail = (self._head_tail + bytes(view[max(pos, stop - TAIL) : stop]))[-TAIL:]
+            else:
+                self._head_tail = b""
             pos = stop
 
-    def _parse_chunked(self, data: bytearray, view: memoryview, pos: int, end: int) -> bool:
-        """Feed a read that holds (part of) a chunked body. Where the body ends in the read is not known, so a head
-        that follows it in the same read is measured otherwise: a whole one by its decoded size (on_headers_complete;
-        optional whitespace around values uncounted), an unfinished one from just past the last CRLF CRLF (a chunked
-        body ends with one, a head in progress holds none)."""
-        self._measure_decoded = True
-        try:
-            if not self._parse(view[pos:end]):
-                return False
-        finally:
-            self._measure_decoded = False
-        if self._phase == HEAD:
-            last = data.rfind(HEAD_END, pos, end)
-            if last >= 0:
-                begin = last + 4
-            else:  # the body's CRLF CRLF may straddle the previous read and this one
-                found = (self._head_tail + bytes(view[pos : min(pos + 3, end)])).find(HEAD_END)
-                begin = pos if found < 0 else pos + found + 4 - len(self._head_tail)
-            self._head_bytes = end - begin
-            if self._head_bytes > self.limits.max_header_bytes:
-                self._refuse_head_size()
-                return False
-        if self._phase == HEAD or (self._phase == BODY and self._body_left < 0):  # a head or chunked body goes on
-            self._head_tail = (self._head_tail + bytes(view[max(pos, end - 3) : end]))[-3:]
-        else:
-            self._head_tail = b""
-        return True
-
     def _head_stop(self, data: bytearray, pos: int, end: int) -> int:
-        """Where the head being read ends (just past its CRLF CRLF) within data[pos:end], else `end`."""
+        """The first place within data[pos:end] where the head or chunked body being read may end (just past a
+        `HEAD_END`, which may begin in the previous read), else `end`."""
         tail = self._head_tail
-        if tail:
-            found = (tail + bytes(data[pos : min(pos + 3, end)])).find(HEAD_END)
+        if tail:  # (`TAIL` bytes at most: a match found here takes at least one byte of this read)
+            found = (tail + bytes(data[pos : min(pos + TAIL, end)])).find(HEAD_END)
             if found >= 0:
-                return pos + found + 4 - len(tail)
+                return pos + found + len(HEAD_END) - len(tail)
         found = data.find(HEAD_END, pos, end)
-        return end if found < 0 else found + 4
+        return end if found < 0 else found + len(HEAD_END)
 
     def _parse(self, data: memoryview) -> bool:
         """Feed the parser; False when the request was refused and nothing more is read."""
@@ -312,8 +291,6 @@ class RequestReader(BodyReceiver):
                        "Use --http-max-header-count to increase the limit.")
             self._refusal = (431, message)
             raise _Refused
-        if self._measure_decoded:
-            self._decoded_size += len(name) + len(value) + 4  # "name: value\r\n"
         key = _names.get(name)
         if key is None:
             key = name.decode("latin-1").lower()
@@ -331,11 +308,6 @@ class RequestReader(BodyReceiver):
         self._repeated.setdefault(key, []).append(text)
 
     def on_headers_complete(self) -> None:
-        if self._measure_decoded:  # a whole head in one read after a chunked body: "METHOD url HTTP/1.1\r\n...\r\n"
-            size = len(self.parser.get_method()) + len(self._url) + 14 + self._decoded_size
-            if size > self.limits.max_header_bytes:
-                self._refusal = self._head_size_refusal()
-                raise _Refused
         headers = self._headers
         if self._repeated is not None:  # joined once: appending to a growing string per line is quadratic
             for key, values in self._repeated.items():

@@ -39,6 +39,37 @@ def test_head_size_is_exact_however_the_reads_fall(size, status, before):
     run(test)
 
 
+PAD = b"X-Pad: " + b"p" * LIMIT + b"\r\n"
+
+
+@pytest.mark.parametrize("wire, statuses, paths", [
+    # the fault first in the bytes decides: a bad header name, then a head past the limit
+    (b"GET /a HTTP/1.1\r\nBad/Name: x\r\n" + PAD + b"\r\n", [400], []),
+    (chunked(b"y" * 40) + b"GET /b HTTP/1.1\r\n" + PAD + b"Bad/Name: x\r\n\r\n", [200, 431], ["/c"]),
+    # a head after a chunked body is measured as sent (spaces around a value count)
+    (chunked(b"y" * 40) + b"GET /o HTTP/1.1\r\nX-Pad:" + b" " * 60 + b"p" * 230 + b"\r\n\r\n", [200, 431], ["/c"]),
+    # a request line without a version may end with a bare LF: that head ends at LF CR LF, not CR LF CR LF
+    (b"GET /$\n\r\n{}" + b"x" * LIMIT, [200], ["/$"]),
+], ids=["bad-name-then-limit", "chunked-then-limit-then-bad-name", "chunked-then-spaces", "head-ended-by-lf"])
+def test_a_head_is_answered_alike_however_the_reads_fall(wire, statuses, paths):
+    """Found by fuzzing (tests/fuzz, harness http1; the inputs are the corpus's `regress-error-past-head-limit` and
+    `regress-head-ended-by-lf`): the head-size limit was checked against bytes the parser had not seen yet (up to the
+    next CR LF CR LF, or the end of the read), so one read said 431 where reads in pieces said 400 for a fault
+    before the limit, and a head the parser ends at LF CR LF was refused in one read and served in pieces. The
+    parser sees a head's bytes up to the limit and no further; what it finds first is the answer."""
+    async def test() -> None:
+        for step in (len(wire), 1, 2, 3, 5, 64, 299):
+            client = Client(HttpLimits(max_header_bytes=LIMIT))
+            client.inbox += wire
+            while client.read_once(step):  # until the connection reads no more
+                pass
+            await settle()
+            assert ([s for s, _ in client.answers()], [r.path for r in client.requests]) == (statuses, paths), step
+            assert client.transport.closed
+
+    run(test)
+
+
 def test_head_cut_at_every_byte():
     head = get(pad_to=LIMIT)
 
