@@ -3,12 +3,14 @@
 - The socket reads into a buffer that all connections of a listener share (a read is parsed before the next one
   starts), so an idle connection holds no read buffer. A large Content-Length body is read by the socket straight
   into its own buffer (`DirectBody`, one copy on the way in), which grows with the bytes that arrive.
-- The parser is never handed a byte past the end of the message it reads: a head or a chunked body up to the next
-  place it can end (`HEAD_END`), a Content-Length body exactly. So every head starts at a known byte and is measured
-  as sent; the parser sees at most `max_header_bytes` of it, and a head not ended within them is refused (431).
-  What the parser finds first in the bytes decides the answer (a malformed head before the limit: 400), however
-  the bytes fall into reads. Header fields are counted (431), and repeated names are joined once, when the head is
-  complete (linear, not quadratic).
+- The parser is never handed a byte past the end of the message it reads: a head up to the next place it can end
+  (`HEAD_END`), a Content-Length body exactly, a chunked body's data exactly (its size is read from the size line
+  the parser took) and its framing (size lines, trailer fields) line by line. So every head starts at a known byte
+  and is measured as sent; the parser sees at most `max_header_bytes` of a head, or of a chunked body's framing
+  between two chunks' data (after the last: the trailer fields, which the parser gathers whole), and what is not
+  ended within them is refused (431). What the parser finds first in the bytes decides the answer (a malformed head
+  before the limit: 400), however the bytes fall into reads. Header fields are counted (431), and repeated names
+  are joined once, when the head is complete (linear, not quadratic).
 - Bodies: larger than `max_input_bytes` → 413; the head and body set the deadlines the connection keeps.
 - Memory: what bodies hold is charged to the listener's `BufferBudget` (`budget.py`). After each read
   (`_settle`) a body that needs more than the budget has stops reading until the memory is charged; while memory is
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from typing import Any
 
 import httptools
@@ -31,11 +34,11 @@ from pytriton.frontend.http1.messages import HttpRequest, HttpResponse
 READ_BUFFER = 64 * 1024
 # A body with a Content-Length of at least this many bytes is received straight into its own buffer.
 DIRECT_BODY_MIN = 64 * 1024
-# A head, and a chunked body, end only just past LF CR LF (checked against the parser: the empty line's CR LF after a
-# line's LF). Not CR LF CR LF: a request line without a version (HTTP/0.9, which the parser takes) may end with a
-# bare LF.
+# A head ends only just past LF CR LF (checked against the parser: the empty line's CR LF after a line's LF). Not
+# CR LF CR LF: a request line without a version (HTTP/0.9, which the parser takes) may end with a bare LF.
 HEAD_END = b"\n\r\n"
 TAIL = len(HEAD_END) - 1  # bytes kept from the end of a read: a HEAD_END may straddle two reads
+CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]+")  # how a chunk's size line the parser took begins
 # Header names as clients spell them -> their lower-case text, and request targets -> (path, query): clients send the
 # same few with every request. Bounded: past the limit a cache starts again empty.
 NAMES_KEPT = 256
@@ -85,8 +88,13 @@ class RequestReader(BodyReceiver):
 
     __slots__ = (
         "_body_left",
+        "_chunk_digits",
+        "_chunk_left",
+        "_chunk_size",
+        "_crlf_due",
         "_direct_keep_alive",
         "_direct_method",
+        "_framing",
         "_head_bytes",
         "_head_tail",
         "_header_count",
@@ -97,6 +105,7 @@ class RequestReader(BodyReceiver):
         "_repeated",
         "_size",
         "_too_large",
+        "_trailers",
         "_url",
         "deadline",
         "limits",
@@ -126,7 +135,14 @@ class RequestReader(BodyReceiver):
         self._direct_keep_alive = True
         self._direct_method = b""
         self._head_bytes = 0  # bytes of the current head handed to the parser
-        self._head_tail = b""  # its (or a chunked body's) last `TAIL` bytes
+        self._head_tail = b""  # its last `TAIL` bytes
+        # A chunked body, as `_chunk_stop` follows it:
+        self._chunk_left = 0  # data bytes of the current chunk not yet handed to the parser; 0: framing
+        self._crlf_due = False  # the CR LF closing a chunk's data is the next framing line (else a size line)
+        self._trailers = False  # the last chunk's size line is past: the framing lines are trailer fields
+        self._chunk_size = 0  # the size line's leading hex digits so far, as a number (at most 2**64)
+        self._chunk_digits = True  # its leading hex digits may go on (in the next read)
+        self._framing = 0  # bytes of framing since the last data
         self._refusal: tuple[int, str] | None = None
         self.loop = asyncio.get_running_loop()
         self._now = 0.0  # loop time of the read being parsed
@@ -194,9 +210,9 @@ class RequestReader(BodyReceiver):
 
     # ---- reading -----------------------------------------------------------------------------
     def _receive(self, end: int) -> None:
-        """Hand the `end` bytes just read into the shared buffer to the parser: a head or chunked body at most up to
-        where it may end, a head at most up to the limit, a Content-Length body exactly, a large body into its own
-        buffer."""
+        """Hand the `end` bytes just read into the shared buffer to the parser: a head at most up to where it may end
+        and to the limit, a Content-Length body exactly, a chunked body as `_feed_chunked` says, a large body into
+        its own buffer."""
         data, view = self.read_buffer.data, self.read_buffer.view
         pos = 0
         while pos < end:
@@ -215,28 +231,90 @@ class RequestReader(BodyReceiver):
                     return
                 pos = stop
                 continue
+            if phase == BODY:  # a chunked body
+                pos = self._feed_chunked(data, view, pos, end)
+                if pos < 0:
+                    return
+                continue
+            # A head (IDLE: the bytes before it, the empty lines the parser skips, count too).
             stop = self._head_stop(data, pos, end)
-            past_limit = False
-            if phase != BODY:  # a head (IDLE: the bytes before it, the empty lines the parser skips, count too)
-                room = self.limits.max_header_bytes - self._head_bytes
-                if stop - pos > room:  # the parser sees the head up to the limit, and what it finds there first
-                    stop, past_limit = pos + room, True
-                self._head_bytes += stop - pos
+            room = self.limits.max_header_bytes - self._head_bytes
+            past_limit = stop - pos > room
+            if past_limit:  # the parser sees the head up to the limit, and what it finds there first
+                stop = pos + room
+            self._head_bytes += stop - pos
             if not self._parse(view[pos:stop]):
                 return
             if past_limit:  # (the head cannot end before `stop`: it goes on past the limit)
                 self._refuse_head_size()
                 return
-            phase = self._phase
-            if phase == HEAD or (phase == BODY and self._body_left < 0):  # goes on in the next read
+            if self._phase == HEAD:  # the head goes on in the next read
                 self._head_tail = (self._head_tail + bytes(view[max(pos, stop - TAIL) : stop]))[-TAIL:]
             else:
                 self._head_tail = b""
             pos = stop
 
+    def _feed_chunked(self, data: bytearray, view: memoryview, pos: int, end: int) -> int:
+        """Feed data[pos:end] of a chunked body up to where `_chunk_stop` says; where it stopped, -1 when the request
+        was refused."""
+        stop, past_limit = self._chunk_stop(data, pos, end)
+        if not self._parse(view[pos:stop]):
+            return -1
+        if past_limit:
+            limit = self.limits.max_header_bytes
+            self._refuse(431, f"request header fields too large: a chunk's size line, or the trailer fields, exceed "
+                              f"{limit} bytes. Use --http-max-header-size to increase the limit.")
+            return -1
+        return stop
+
+    def _chunk_stop(self, data: bytearray, pos: int, end: int) -> tuple[int, bool]:
+        """Follow a chunked body's framing through data[pos:end] (the parser, fed up to the answer, judges it: a size
+        line it takes begins with the chunk's size in hex; the CR LF closing a chunk's data is a line of its own):
+        the chunks' data are skipped by their sizes, and the framing between two chunks' data, and after the last
+        (the trailer fields), is held to the head limit. Where to stop feeding (the end of the read, the end of the
+        last chunk's size line, of each trailer line, or the limit) and whether the framing passed the limit there:
+        so the parser never sees a byte past the body's end, nor past the limit."""
+        limit = self.limits.max_header_bytes
+        scan = pos
+        while scan < end:
+            left = self._chunk_left
+            if left > 0:  # a chunk's data
+                stop = min(end, scan + left)
+                self._chunk_left = left = left - (stop - scan)
+                self._crlf_due, self._framing = left == 0, 0
+                scan = stop
+                continue
+            found = data.find(b"\n", scan, end)
+            line_end = end if found < 0 else found + 1
+            room = limit - self._framing
+            if line_end - scan > room:
+                return scan + room, True
+            self._framing += line_end - scan
+            if self._trailers:  # a trailer line (the empty one ends the body): one at a time
+                return line_end, False
+            if self._crlf_due:
+                self._crlf_due = found < 0
+                scan = line_end
+                continue
+            if self._chunk_digits:  # a size line's leading hex digits, which may straddle reads
+                match = CHUNK_SIZE.match(data, scan, line_end)
+                digits = match[0] if match is not None else b""
+                if digits:  # (past 2**64 it is not a size the parser takes: kept small)
+                    self._chunk_size = min((self._chunk_size << 4 * len(digits)) | int(digits, 16), 1 << 64)
+                self._chunk_digits = len(digits) == line_end - scan
+            if found < 0:
+                break
+            size, self._chunk_size, self._chunk_digits = self._chunk_size, 0, True
+            if size == 0:  # the last chunk: the trailer fields follow
+                self._trailers = True
+                return line_end, False
+            self._chunk_left = size
+            scan = line_end
+        return end, False
+
     def _head_stop(self, data: bytearray, pos: int, end: int) -> int:
-        """The first place within data[pos:end] where the head or chunked body being read may end (just past a
-        `HEAD_END`, which may begin in the previous read), else `end`."""
+        """The first place within data[pos:end] where the head being read may end (just past a `HEAD_END`, which may
+        begin in the previous read), else `end`."""
         tail = self._head_tail
         if tail:  # (`TAIL` bytes at most: a match found here takes at least one byte of this read)
             found = (tail + bytes(data[pos : min(pos + TAIL, end)])).find(HEAD_END)
@@ -313,6 +391,8 @@ class RequestReader(BodyReceiver):
             for key, values in self._repeated.items():
                 headers[key] = ", ".join([headers[key], *values])
         self._head_bytes, self._head_tail = 0, b""
+        self._chunk_left, self._crlf_due, self._trailers, self._framing = 0, False, False, 0
+        self._chunk_size, self._chunk_digits = 0, True
         self._phase = BODY
         self._body_left = -1
         length = headers.get("content-length")

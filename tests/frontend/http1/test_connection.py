@@ -70,6 +70,78 @@ def test_a_head_is_answered_alike_however_the_reads_fall(wire, statuses, paths):
     run(test)
 
 
+CHUNKED_HEAD = b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _trailer(size: int) -> bytes:
+    """What follows a chunked body's last data, `size` bytes: the CR LF closing the chunk, the last chunk's line, a
+    trailer field and the final CR LF."""
+    start, end = b"\r\n0\r\nX-T: ", b"\r\n\r\n"
+    return start + b"t" * (size - len(start) - len(end)) + end
+
+
+def _extended(size: int) -> bytes:
+    """A chunk's size line of `size` bytes (its extension pads it), the chunk and the last chunk."""
+    start, end = b"1;e=", b"\r\n"
+    return start + b"e" * (size - len(start) - len(end)) + end + b"x\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize("size, status", [(LIMIT, 200), (LIMIT + 1, 431)])
+@pytest.mark.parametrize("body", [lambda n: b"1\r\nx" + _trailer(n), _extended], ids=["trailer", "extension"])
+def test_chunk_framing_is_held_to_the_head_limit(body, size, status):
+    """What a chunked body holds between its chunks' data (a size line with its extensions; after the last data,
+    the trailer fields) is held to the head limit, exactly, however the reads fall: the parser gathers a trailer
+    field's value whole, and it was unbounded (a client could send gigabytes of one trailer field, answered by
+    nothing while the server's memory grew)."""
+    wire = CHUNKED_HEAD + body(size) + get()
+
+    async def test() -> None:
+        for step in (len(wire), 1, 2, 3, 5, 64, 299):
+            client = Client(HttpLimits(max_header_bytes=LIMIT))
+            client.inbox += wire
+            while client.read_once(step):
+                pass
+            await settle()
+            statuses = [s for s, _ in client.answers()]
+            assert statuses == ([200, 200] if status == 200 else [431]), (step, statuses)
+            if status == 431:
+                assert "chunk" in json.loads(client.answers()[0][1])["error"]
+
+    run(test)
+
+
+def test_a_trailer_field_of_megabytes_is_refused_at_the_limit():
+    async def test() -> None:
+        client = Client(HttpLimits(max_header_bytes=LIMIT))
+        client.inbox += CHUNKED_HEAD + b"1\r\nx\r\n0\r\nX-T: " + b"t" * (8 << 20)
+        reads = 0
+        while client.read_once(65536):
+            reads += 1
+        await settle()
+        assert [s for s, _ in client.answers()] == [431] and reads == 1 and client.transport.closed
+
+    run(test)
+
+
+def test_chunked_body_with_extensions_and_trailers_cut_at_every_byte():
+    """Chunks of 0x1a and 3 bytes (with extensions), a trailer field, then a GET: whole, and in two reads cut
+    anywhere, the same two requests."""
+    wire = (CHUNKED_HEAD + b"1A;a=b\r\n" + b"\n\r\n" * 8 + b"xy\r\n003;q=\"1\"\r\nabc\r\n0;z\r\nX-T: v\r\n\r\n"
+            + get("/after"))
+
+    async def test() -> None:
+        for cut in range(len(wire)):
+            client = Client(HttpLimits(max_header_bytes=LIMIT))
+            client.send(wire[:cut])
+            client.send(wire[cut:])
+            await settle()
+            assert [(r.path, bytes(r.body)) for r in client.requests] == [
+                ("/c", b"\n\r\n" * 8 + b"xyabc"), ("/after", b"")], cut
+            assert client.requests[0].headers["x-t"] == "v"
+
+    run(test)
+
+
 def test_head_cut_at_every_byte():
     head = get(pad_to=LIMIT)
 
