@@ -240,8 +240,9 @@ def main() -> None:
               show_default=True, help="Request body bytes all HTTP connections together may hold in memory; past it "
                                       "connections stop reading until memory frees. HTTP and metrics ports (each).")
 @click.option("--http-max-header-size", type=click.IntRange(min=1), default=HttpLimits.max_header_bytes,
-              show_default=True, help="Largest HTTP request head (request line and headers), in bytes; larger: 431. "
-                                      "HTTP and metrics ports.")
+              show_default=True, help="Largest HTTP request head (request line and headers), and chunked body "
+                                      "framing (a size line; the trailer fields), in bytes; larger: 431. HTTP and "
+                                      "metrics ports.")
 @click.option("--http-max-header-count", type=click.IntRange(min=1), default=HttpLimits.max_header_count,
               show_default=True, help="Most header fields in one HTTP request; more: 431. HTTP and metrics ports.")
 @click.option("--http-header-timeout", type=click.FloatRange(min=0, min_open=True), default=HttpLimits.header_timeout_s,

@@ -16,7 +16,8 @@ class HttpLimits:
     Attributes:
         max_input_bytes: largest request body, after decompression too (`--http-max-input-size`, Triton's
             option and default); past it the client gets 413.
-        max_header_bytes: largest request head, request line and header fields together
+        max_header_bytes: largest request head, request line and header fields together; also the most a chunked
+            body holds between two chunks' data (a size line) or after the last (the trailer fields)
             (`--http-max-header-size`; 64 KiB: room for forwarded headers, where h11 stops at 16 KiB and nginx at
             32 KiB); past it 431 and the connection is closed.
         max_header_count: most header fields in one request (`--http-max-header-count`; 100 as Apache's
