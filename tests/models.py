@@ -32,10 +32,21 @@ def raises(requests):
     raise ValueError("the callable failed on purpose")
 
 
+def _say_started(request) -> None:
+    """Create the file named by the `started` parameter, if any: the test waits for it to know the worker is inside
+    the callable with this request."""
+    started = request.parameters.get("started")
+    if started:
+        with open(started, "w"):
+            pass
+
+
 def slow_pid(requests):
-    """Sleeps `sleep` seconds (request parameter), then returns the worker's pid as PID (INT64 [1])."""
+    """Creates the file named by the `started` parameter (if any), sleeps `sleep` seconds (request parameter), then
+    returns the worker's pid as PID (INT64 [1])."""
     out = []
     for r in requests:
+        _say_started(r)
         time.sleep(float(r.parameters.get("sleep", 0)))
         out.append({"PID": np.array([os.getpid()], dtype=np.int64)})
     return out
@@ -51,10 +62,8 @@ def exiting_pid(requests):
 
 def _gate(request) -> None:
     """Create the file named by the `started` parameter, then wait (up to 30 s) for the file named by `release`."""
-    started, release = request.parameters.get("started"), request.parameters.get("release")
-    if started:
-        with open(started, "w"):
-            pass
+    _say_started(request)
+    release = request.parameters.get("release")
     deadline = time.monotonic() + 30
     while release and not os.path.exists(release) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -178,7 +187,10 @@ def slow_countdown(requests):
 
 
 def delayed_countdown(requests):
-    """Decoupled: sleeps `first_delay` seconds (request parameter), then like countdown (COUNT = 0: no response)."""
+    """Decoupled: creates the `started` files (request parameter, if any), sleeps `first_delay` seconds (request
+    parameter), then like countdown (COUNT = 0: no response)."""
+    for r in requests:
+        _say_started(r)
     time.sleep(max(float(r.parameters.get("first_delay", 0)) for r in requests))
     yield from countdown(requests)
 

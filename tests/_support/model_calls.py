@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 from typing import Any
 
@@ -11,7 +12,8 @@ import tritonclient.grpc as grpcclient
 from tests._support.serving import tensor_args
 
 SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
-"""`tests.models:slow_pid`: sleeps its `sleep` request parameter, answers its worker's PID."""
+"""`tests.models:slow_pid`: creates the file named by its `started` request parameter (if any), sleeps its `sleep`
+request parameter, answers its worker's PID."""
 
 ADD_SUB = ["--max-batch-size", "0"] + tensor_args("input", [("INPUT0", "int32", "16"), ("INPUT1", "int32", "16")]) \
     + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")])
@@ -25,14 +27,17 @@ def pid_request(client: Any, sleep: float = 0.0, **kwargs: Any) -> Any:
     return client.infer("slow_pid", [tensor], parameters={"sleep": str(sleep)}, **kwargs)
 
 
-def async_pid_request(client: Any, sleep: float) -> queue.Queue:
-    """The same with `async_infer`: the queue gets (result, error)."""
+def async_pid_request(client: Any, sleep: float, started: str | os.PathLike[str] | None = None) -> queue.Queue:
+    """The same with `async_infer`: the queue gets (result, error). With `started`, the worker creates that file when
+    it begins this request (wait for it with `waits.wait_for_file`)."""
     results: queue.Queue = queue.Queue()
     tensor = grpcclient.InferInput("INPUT", [4], "FP32")
     tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
+    parameters = {"sleep": str(sleep)}
+    if started is not None:
+        parameters["started"] = os.fspath(started)
     client.async_infer(
-        "slow_pid", [tensor], callback=lambda result, error: results.put((result, error)),
-        parameters={"sleep": str(sleep)},
+        "slow_pid", [tensor], callback=lambda result, error: results.put((result, error)), parameters=parameters,
     )
     return results
 
