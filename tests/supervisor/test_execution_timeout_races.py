@@ -4,13 +4,13 @@ queued while an execution hangs (issue 13, item 5; the claim of docs/security.md
 from __future__ import annotations
 
 import queue
-import time
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 
 from tests._support.model_calls import SLOW_PID, async_pid_request
 from tests._support.serving import serve, tensor_args
+from tests._support.waits import wait_for_file
 
 COUNTDOWN = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args(
     "output", [("VALUE", "int32", "1")])
@@ -61,15 +61,15 @@ def test_a_stream_waiting_behind_a_long_stream_is_not_timed_out():
         assert "killing" not in server.log
 
 
-def test_a_request_queued_behind_a_hung_execution_runs_on_the_restarted_worker():
+def test_a_request_queued_behind_a_hung_execution_runs_on_the_restarted_worker(tmp_path):
     """A timed-out execution used to give its instance's room back before the instance left the scheduler, so the
     request waiting in the queue was sent to the worker being killed and failed with it."""
     env = {"PYTRITON_PIPELINE_DEPTH": "1"}  # one execution per instance: the second request waits in the queue
     with serve("tests.models:slow_pid", "--execution-timeout", "1", *SLOW_PID, env=env) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         (old_pid,) = server.worker_pids()
-        hung = async_pid_request(client, 60)
-        time.sleep(0.5)  # the hung request is the one that starts
+        hung = async_pid_request(client, 60, started=tmp_path / "hung")
+        wait_for_file(tmp_path / "hung")  # the hung request is the one that starts
         queued = async_pid_request(client, 0)
         _, error = hung.get(timeout=30)
         assert "execution timeout" in str(error)

@@ -16,6 +16,7 @@ import tritonclient.grpc as grpcclient
 from tests._support.processes import alive_after
 from tests._support.serving import ServerProcess, tensor_args
 from tests._support.shm import shm_segments_of
+from tests._support.waits import wait_for_file
 
 SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
 # What a stop may take beyond the exit timeout: the interpreter's own exit after the server has stopped.
@@ -76,7 +77,7 @@ def test_stop_after_a_worker_was_killed_ends_in_time_repeatedly():
         _assert_all_gone(server, {server.process.pid, *server.worker_pids()})
 
 
-def test_stop_with_a_callable_that_never_returns_ends_within_the_exit_timeout():
+def test_stop_with_a_callable_that_never_returns_ends_within_the_exit_timeout(tmp_path):
     exit_timeout_s = 5.0
     server = ServerProcess(["tests.models:slow_pid", "--exit-timeout", str(exit_timeout_s), *SLOW_PID])
     client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -84,8 +85,8 @@ def test_stop_with_a_callable_that_never_returns_ends_within_the_exit_timeout():
     tensor = grpcclient.InferInput("INPUT", [4], "FP32")
     tensor.set_data_from_numpy(np.zeros(4, dtype=np.float32))
     client.async_infer("slow_pid", [tensor], callback=lambda result, error: results.put((result, error)),
-                       parameters={"sleep": "600"})
-    time.sleep(0.5)  # the worker is inside the callable now
+                       parameters={"sleep": "600", "started": str(tmp_path / "started")})
+    wait_for_file(tmp_path / "started")  # the worker is inside the callable now
     elapsed = _stop_timed(server, exit_timeout_s)
     assert elapsed < exit_timeout_s + EXIT_SLACK_S, f"stop took {elapsed:.1f} s; log:\n{server.log}"
     result, error = results.get(timeout=10)
