@@ -20,6 +20,8 @@ from pytriton.proxy.router import ProxyRouter
 from pytriton.supervisor.bls import BlsBridge
 
 BIG = 1 << 18  # float32 elements: 1 MiB, past the inline limit
+HANGING: list[str] = []
+"""The "hangs" requests that reached the stand-in core (cleared by each test that sends one)."""
 
 
 async def echo(request: InferRequest) -> InferResponse:
@@ -27,6 +29,7 @@ async def echo(request: InferRequest) -> InferResponse:
     if request.model_name == "missing":
         raise not_found("Request for unknown model: 'missing' is not found")
     if request.model_name == "hangs":
+        HANGING.append(request.model_name)  # the test waits for this: the request runs
         await asyncio.sleep(3600)
     return InferResponse(request.model_name, "1", "", [Tensor(t.name, t.datatype, t.shape, bytes(t.data))
                                                         for t in request.inputs])
@@ -72,9 +75,22 @@ def call(endpoint: WorkerEndpoint, model: str, inputs, decoupled: bool = False) 
             return answers
 
 
-async def settle() -> None:
-    """Let the worker's last FREE reach the router."""
-    await asyncio.sleep(0.2)
+async def until(condition, what: str, timeout_s: float = 10.0) -> None:
+    """Until `condition()` holds, letting the loop run (the router reads the worker's messages on it); fails naming
+    `what` when `timeout_s` passes first: an event waited for, not a guessed pause."""
+    deadline = loop_time() + timeout_s
+    while not condition():
+        assert loop_time() < deadline, f"gave up after {timeout_s:.0f} s waiting for: {what}"
+        await asyncio.sleep(0.005)
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def settle(router: ProxyRouter, link) -> None:
+    """Until the worker's last FREE has reached the router: every slot the router lent is back."""
+    await until(lambda: router.arena.allocated_slots == 0 and not link.bls_slots, "the router's slots given back")
 
 
 def test_large_tensors_both_ways_and_every_slot_comes_back():
@@ -85,7 +101,7 @@ def test_large_tensors_both_ways_and_every_slot_comes_back():
             assert error == ""
             assert outputs[0][0] == "A"
             np.testing.assert_array_equal(outputs[0][1], a)
-        await settle()
+        await settle(router, link)
         assert router.arena.allocated_slots == 0  # the answers' slots: given back by the worker
         assert not link.bls_slots
         # the inputs' slots ride back to the worker on the answers; the last ones on the last answer
@@ -100,7 +116,7 @@ def test_bytes_tensors_both_ways():
         [(error, _, outputs)] = await loop.run_in_executor(None, call, endpoint, "echo", [("W", "BYTES", words)])
         assert error == ""
         assert outputs[0][1].tolist() == words.tolist()
-        await settle()
+        await settle(router, link)
         assert router.arena.allocated_slots == 0 and endpoint.arena.allocated_slots == 0
 
     run(scenario)
@@ -137,7 +153,7 @@ def test_an_abandoned_call_gives_back_what_comes_for_it():
             assert error == ""
 
         await loop.run_in_executor(None, abandon)
-        await settle()
+        await settle(router, link)
         assert router.arena.allocated_slots == 0
         assert not link.bls_slots
 
@@ -147,12 +163,13 @@ def test_an_abandoned_call_gives_back_what_comes_for_it():
 def test_a_caller_that_goes_away_mid_call_cancels_it():
     async def scenario(loop, router, link, endpoint):
         a = np.ones(BIG, dtype=np.float32)
+        HANGING.clear()
         endpoint.bls_send("hangs", "", [("A", "FP32", a)], [], {}, False)
-        await asyncio.sleep(0.2)
+        await until(lambda: HANGING, "the request runs")
         bridge_tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        assert bridge_tasks  # the request runs
+        assert bridge_tasks
         router.drop_link(link, "the worker died")
-        await asyncio.sleep(0.1)
+        await until(lambda: all(t.done() for t in bridge_tasks), "the call's tasks end")
         assert all(t.cancelled() for t in bridge_tasks)  # withdrawn
         assert router.arena.allocated_slots == 0
 
