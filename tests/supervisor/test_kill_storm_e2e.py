@@ -20,7 +20,6 @@ from tritonclient.utils import InferenceServerException
 from tests._support.metrics import pending_requests
 from tests._support.model_calls import ADD_SUB, add_sub_inputs
 from tests._support.processes import started_pids
-from tests._support.rss import children
 from tests._support.serving import serve
 from tests._support.waits import wait_until
 
@@ -31,11 +30,12 @@ def test_workers_killed_under_load_fail_only_their_own_calls():
         outcomes: collections.Counter = collections.Counter()
         failures: list[str] = []
         lock = threading.Lock()
-        stop = time.monotonic() + 10
+        done = threading.Event()
+        deadline = time.monotonic() + 120  # (only ends a broken run: the load stops after the last kill)
 
         def load() -> None:
             client = grpcclient.InferenceServerClient(server.grpc_url)
-            while time.monotonic() < stop:
+            while not done.is_set() and time.monotonic() < deadline:
                 try:
                     client.infer("add_sub", add_sub_inputs(), client_timeout=30)
                     kind = "ok"
@@ -49,18 +49,23 @@ def test_workers_killed_under_load_fail_only_their_own_calls():
         threads = [threading.Thread(target=load) for _ in range(8)]
         for thread in threads:
             thread.start()
-        kills = 0
+        killed: list[int] = []
         rng = random.Random(0)
-        while time.monotonic() < stop - 1.5:
-            time.sleep(1.5)
-            workers = children(server.process.pid)
-            if workers:
-                victim = rng.choice(workers)
-                started_pids.add(victim)
-                os.kill(victim, signal.SIGKILL)
-                kills += 1
+        for _ in range(5):
+            # Each kill waits for the events it needs, not a pause: every killed worker has been restarted (its
+            # successor said hello) and the load has been answered since the last kill.
+            wait_until(lambda: len(server.worker_pids()) == 2 + len(killed), "the killed workers restarted")
+            answered = outcomes["ok"]
+            wait_until(lambda: outcomes["ok"] > answered, "calls answered since the last kill")
+            victim = rng.choice([pid for pid in server.worker_pids() if pid not in killed])
+            started_pids.add(victim)
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
+        wait_until(lambda: len(server.worker_pids()) == 2 + len(killed), "the killed workers restarted")
+        done.set()
         for thread in threads:
             thread.join()
+        kills = len(killed)
         assert kills >= 4 and outcomes["ok"] > 0
         assert outcomes["failed"] <= 2 * kills, (kills, outcomes, failures[:5])  # pipeline depth 2 per instance
         assert all(f.startswith("StatusCode.UNAVAILABLE") and "add_sub_0_" in f for f in failures), failures[:5]
