@@ -17,6 +17,8 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._support.serving import serve
+from tests._support.sockets import ESTABLISHED, established_to, tcp_state, unread_bytes, unsent_bytes
+from tests._support.waits import wait_until
 from tests.abuse._http import (
     ADD_SUB,
     INFER_PATH,
@@ -119,7 +121,7 @@ def test_head_split_at_every_byte_of_its_end(server):
     for cut in range(len(head) - 5, len(head)):
         with connect(server.http_url) as sock:
             sock.sendall(head[:cut])
-            time.sleep(0.05)
+            time.sleep(0.05)  # (a pause between the pieces: the test passes, testing less, if they are read together)
             sock.sendall(head[cut:])
             assert read_response(sock)[0] == 200
 
@@ -202,7 +204,7 @@ def test_slow_but_moving_body_is_not_cut(server):
                      f"Inference-Header-Content-Length: {len(header)}\r\n\r\n".encode())
         step = len(body) // 6
         for start in range(0, len(body), step):  # ~2.5 s in all, never 1 s without a byte
-            time.sleep(0.4)
+            time.sleep(0.4)  # (the pace is what is tested: slower than the body timeout overall, not stalled)
             sock.sendall(body[start : start + step])
         status, _headers, data = read_response(sock)
     assert status == 200, data
@@ -231,7 +233,14 @@ def test_tritonclient_reconnects_after_idle_close(server):
         inputs.append(tensor)
     with httpclient.InferenceServerClient(server.http_url) as client:
         np.testing.assert_array_equal(client.infer("add_sub", inputs).as_numpy("OUTPUT0"), a + a)
-        time.sleep(IDLE_TIMEOUT * 3)
+        port = int(server.http_url.rsplit(":", 1)[1])
+        kept = established_to(port)
+        assert kept, "the client did not keep its connection"
+        started = time.monotonic()
+        # The idle timeout must pass (that is what is tested), but the test waits for the server's close itself,
+        # within a bound, rather than assuming it at a guessed time: the next call never meets a closing connection.
+        wait_until(lambda: not kept & established_to(port), "the server closes the idle connection", LATE_S)
+        assert time.monotonic() - started >= IDLE_TIMEOUT * 0.75
         np.testing.assert_array_equal(client.infer("add_sub", inputs).as_numpy("OUTPUT0"), a + a)
 
 
@@ -257,7 +266,10 @@ def test_client_that_does_not_take_its_answers_is_dropped(server):
     """Pipelined requests, answers never read: the server stops reading, then drops the connection once the
     answers have made no progress for the body timeout."""
     with _flood_unread(server.http_url, 1_000_000) as sock:
-        time.sleep(BODY_TIMEOUT * 2 + 2)  # no progress for a body timeout, seen by two ticks
+        # The stall must last a body timeout (that is what is tested): nothing is read meanwhile, and the test waits
+        # for the server's close (the socket leaves ESTABLISHED), within a bound, rather than for a guessed time.
+        wait_until(lambda: tcp_state(sock) != ESTABLISHED, "the server drops the connection",
+                   BODY_TIMEOUT * 2 + LATE_S)
         sock.settimeout(LATE_S)
         try:
             while sock.recv(1 << 20):  # what the kernel buffers held, then the end
@@ -274,7 +286,9 @@ def test_answers_wait_for_a_slow_reader_and_all_arrive(server):
     with connect(server.http_url) as sock:
         sender = threading.Thread(target=sock.sendall, args=(wire,))
         sender.start()
-        time.sleep(0.3)  # the server stops reading meanwhile; then the answers are taken
+        # The server stops reading meanwhile: answers wait unread here, and requests it has not taken wait in this
+        # socket's send queue; then the answers are taken.
+        wait_until(lambda: unread_bytes(sock) > 0 and unsent_bytes(sock) > 0, "the server stops reading")
         buffer = bytearray()
         for i in range(count):
             status, _headers, body = read_response(sock, buffer)
