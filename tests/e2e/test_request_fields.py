@@ -72,8 +72,8 @@ def test_is_cancelled_turns_true_when_a_grpc_async_call_is_cancelled(server, tmp
     client = client_for(server, "grpc")
     answers = []
     future = client.async_infer("watch_cancel", [x_input("grpc")], callback=lambda r, e: answers.append((r, e)),
-                                parameters={"marker": str(marker)})
-    time.sleep(0.3)  # (the request reaches the model; cancelling earlier would withdraw it before it runs)
+                                parameters={"marker": str(marker), "started": str(tmp_path / "started")})
+    wait_for_file(tmp_path / "started")  # (the request is in the model; cancelling earlier would withdraw it first)
     future.cancel()
     wait_for_file(marker)
     assert marker.read_text() == "cancelled"

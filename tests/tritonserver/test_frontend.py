@@ -21,6 +21,8 @@ import tritonclient.http as httpclient
 import pytriton.tritonserver as tritonserver
 from pytriton.tritonfrontend import KServeGrpc, KServeHttp, Metrics
 
+from tests._support.waits import wait_for_file
+
 REPOSITORIES = Path(__file__).resolve().parent.parent / "repositories"
 MODELS = str(REPOSITORIES / "models")
 LOCAL = "127.0.0.1"
@@ -267,18 +269,17 @@ def test_stop_cuts_the_calls_in_progress_and_the_server_goes_on(tmp_path):
         tensor = grpcclient.InferInput("X", [2], "FP32")
         tensor.set_data_from_numpy(numpy.ones(2, numpy.float32))
         done = threading.Event()
-        client.async_infer("watch_cancel", [tensor], parameters={"seconds": 20, "marker": str(marker)},
+        client.async_infer("watch_cancel", [tensor],
+                           parameters={"seconds": 20, "marker": str(marker), "started": str(tmp_path / "started")},
                            callback=lambda result, error: (results.append((result, error)), done.set()))
-        time.sleep(1.0)  # the request reaches the model (statistics count it only once it is done)
+        wait_for_file(tmp_path / "started")  # the request is in the model
         started = time.monotonic()
         grpc.stop()  # as Triton's: the call is cut, not drained
         assert done.wait(10) and time.monotonic() - started < 10
         (result, error), = results
         assert result is None and ("CANCELLED" in str(error) or "UNAVAILABLE" in str(error))
         client.close()
-        deadline = time.monotonic() + 10
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_file(marker, 10)
         assert marker.read_text() == "cancelled"  # the model saw its request cancelled
         (response,) = server.model("watch_cancel").infer(inputs={"X": numpy.ones(2, numpy.float32)},
                                                          parameters={"seconds": 0})
