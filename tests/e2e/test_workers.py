@@ -11,10 +11,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.metrics import metric_sum
 from tests._support.model_calls import SLOW_PID, async_pid_request, pid_request
 from tests._support.processes import pid_alive
 from tests._support.serving import ServerProcess, serve, tensor_args
 from tests._support.shm import shm_segments_of
+from tests._support.waits import wait_for_file, wait_until
 
 def test_instances_run_in_parallel_processes():
     with serve("tests.models:slow_pid", "--instances", "3", *SLOW_PID) as server:
@@ -31,14 +33,14 @@ def test_instances_run_in_parallel_processes():
         assert config["instance_group"][0]["count"] == 3
 
 
-def test_worker_killed_mid_request_fails_it_and_is_restarted():
+def test_worker_killed_mid_request_fails_it_and_is_restarted(tmp_path):
     with serve("tests.models:slow_pid", *SLOW_PID) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         (old_pid,) = server.worker_pids()
         assert int(pid_request(client).as_numpy("PID")[0]) == old_pid
 
-        results = async_pid_request(client, 30)
-        time.sleep(0.5)  # the worker is now inside the callable
+        results = async_pid_request(client, 30, started=tmp_path / "started")
+        wait_for_file(tmp_path / "started")  # the worker is now inside the callable
         os.kill(old_pid, signal.SIGKILL)
         started = time.monotonic()
         result, error = results.get(timeout=10)
@@ -90,12 +92,12 @@ def test_requests_wait_for_a_restarting_worker():
         assert int(result.as_numpy("PID")[0]) != old_pid
 
 
-def test_graceful_stop_finishes_in_flight_requests_and_cleans_up():
+def test_graceful_stop_finishes_in_flight_requests_and_cleans_up(tmp_path):
     server = ServerProcess(["tests.models:slow_pid", *SLOW_PID])
     client = grpcclient.InferenceServerClient(server.grpc_url)
     workers = server.worker_pids()
-    results = async_pid_request(client, 1.0)
-    time.sleep(0.3)
+    results = async_pid_request(client, 1.0, started=tmp_path / "started")
+    wait_for_file(tmp_path / "started")  # in flight: the worker runs it
     assert server.stop(signal.SIGTERM) == 0
     result, error = results.get(timeout=10)
     assert error is None, error
@@ -153,7 +155,8 @@ def test_a_request_abandoned_by_its_client_keeps_its_instance_busy_until_done():
         started = time.monotonic()
         pid_request(client)  # must go to the other, idle instance, not queue behind the abandoned one (~3.7 s)
         assert time.monotonic() - started < 2.5
-        time.sleep(4.0)  # the abandoned request is done: its instance takes work again
+        # The abandoned request is done (no execution in flight): its instance takes work again.
+        wait_until(lambda: metric_sum(server, "pytriton_model_executions_in_flight") == 0, "the abandoned request done")
         pending = [async_pid_request(client, 0.6) for _ in range(2)]
         outputs = [results.get(timeout=10) for results in pending]
         assert all(error is None for _, error in outputs), outputs
