@@ -21,8 +21,10 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests._support.clients import CLIENTS, client_for
+from tests._support.metrics import metric_sum
 from tests._support.paths import REPO
 from tests._support.serving import serve
+from tests._support.waits import wait_until
 
 REPOS = REPO / "tests" / "repositories"
 REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
@@ -163,7 +165,9 @@ def test_reload_after_editing_model_py_keeps_a_request_in_flight(repo):
 
         thread = threading.Thread(target=slow_request)
         thread.start()
-        time.sleep(0.5)  # the slow request is executing in the old instance
+        # The slow request is executing in the old instance.
+        wait_until(lambda: metric_sum(server, "pytriton_model_executions_in_flight", 'model="scale"') == 1,
+                   "the slow request in flight")
         client_for(server, "http").load_model("scale")
         thread.join(10)
         np.testing.assert_array_equal(slow["y"], [-2.0])  # answered by the old instance, not dropped
