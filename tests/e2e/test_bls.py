@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 from tests._support.clients import CLIENTS, client_for
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
-from tests._support.waits import wait_for_file
+from tests._support.waits import wait_for_file, wait_until
 
 REPOS = REPO / "tests" / "repositories"
 
@@ -160,7 +160,9 @@ def test_a_server_stopped_mid_call_exits_cleanly(tmp_path):
                               release=str(release))
         wait_for_file(started)
         stopping.process.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        # The stop has begun (the server drains: it is no longer ready) while the call waits in its callee.
+        with client_for(stopping, "http") as observer:
+            wait_until(lambda: not observer.is_server_ready(), "the server draining")
         release.touch()
         result = pending.result(30)  # drained: the request in flight completes
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
