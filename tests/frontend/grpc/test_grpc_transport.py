@@ -28,6 +28,8 @@ from tritonclient.utils import InferenceServerException
 
 from tests._support.paths import REPO
 from tests._support.serving import lazy_servers, serve, serve_on_a_taken_port, tensor_args
+from tests._support.sockets import unread_bytes
+from tests._support.waits import wait_until
 
 TIMEOUT_S = 60
 IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_FP32", "fp32", "-1")]) + tensor_args(
@@ -476,7 +478,9 @@ def test_large_response_to_a_slow_reader_keeps_its_bytes(servers):
         raw.sock.sendall(frame(HEADERS, END_HEADERS, 1, block)
                          + b"".join(frame(DATA, END_STREAM if i == len(chunks) - 1 else 0, 1, c)
                                     for i, c in enumerate(chunks)))
-        time.sleep(0.5)
+        # The answer is being written: its bytes fill this socket's buffer (far past the few control frames), and
+        # the server's transport holds the rest.
+        wait_until(lambda: unread_bytes(raw.sock) > 32 * 1024, "the answer fills the slow reader's buffer")
         with grpcclient.InferenceServerClient(url) as client:
             for value in (2.0, 3.0, 4.0):  # meanwhile the worker answers others, reusing freed segments
                 other = np.full(size, value, dtype=np.float32)
