@@ -69,10 +69,14 @@ def test_a_stream_waiting_for_its_reader_is_not_timed_out_until_the_reader_has_t
         scheduler.submit(job)
         (execution,) = instance.executions
         execution.reply(final=False)
-        await asyncio.sleep(0.2)  # the reader takes nothing: the stream waits for it, it is not stuck
+        await asyncio.sleep(0.2)  # the reader takes nothing for 4 timeouts: the stream waits for it, it is not stuck
         assert instance.killed is None and scheduler.ready
         (await job.next()).result.release()  # now the instance may go on; its clock runs again
-        await asyncio.sleep(0.2)  # ... and it sends nothing more: stuck
+        # ... and it sends nothing more: stuck (waited for, within a bound, not assumed after a guessed time)
+        for _ in range(1000):
+            if instance.killed is not None:
+                break
+            await asyncio.sleep(0.01)
         assert instance.killed is not None and "execution timeout" in instance.killed
         failure = await job.next()
         assert isinstance(failure, BaseException) and "execution timeout" in str(failure)
