@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import pytest
@@ -93,8 +92,9 @@ def test_exception_is_logged_with_traceback_rate_limited():
             err = error_of(lambda: client.infer("raises", fp32_input(grpcclient)))
             assert "ValueError: the callable failed on purpose" in err.message()
         assert server.wait_for_log(f"(failure {FULL_FAILURES}; further failures are logged at most once per 60 s)")
-        time.sleep(0.5)  # the worker's log lines reach the server's output a little after the answers
-        log = server.log
+    # Read once the server has stopped: its output is read to the end, with every line its workers wrote before they
+    # exited (a worker's lines reach it a little after the answers; no guessed wait for them).
+    log = server.log
     logged = re.findall(r"ERROR worker\[\d+\] pytriton\.backends: model 'raises' instance 0: inference callable "
                         r"failed \(failure (\d+)[^)]*\): ValueError: the callable failed on purpose", log)
     assert logged == [str(n) for n in range(1, FULL_FAILURES + 1)]
