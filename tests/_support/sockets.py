@@ -29,14 +29,17 @@ def unread_bytes(sock: socket.socket) -> int:
 
 
 def established_to(port: int) -> set[int]:
-    """The local ports of the IPv4 connections to 127.0.0.1:`port` in state ESTABLISHED (from /proc/net/tcp): a
-    client's connections, when a library keeps its socket to itself."""
+    """The local ports of the connections to 127.0.0.1:`port` in state ESTABLISHED (from /proc/net/tcp, and
+    /proc/net/tcp6 for IPv4-mapped sockets, which grpcio uses): a client's connections, when a library keeps its
+    socket to itself."""
+    remotes = {f"0100007F:{port:04X}", f"0000000000000000FFFF00000100007F:{port:04X}"}
     found = set()
-    with open("/proc/net/tcp") as table:
-        next(table)
-        for line in table:
-            fields = line.split()
-            local, remote, state = fields[1], fields[2], int(fields[3], 16)
-            if state == ESTABLISHED and remote == f"0100007F:{port:04X}":
-                found.add(int(local.split(":")[1], 16))
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(path) as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                local, remote, state = fields[1], fields[2], int(fields[3], 16)
+                if state == ESTABLISHED and remote in remotes:
+                    found.add(int(local.split(":")[1], 16))
     return found
