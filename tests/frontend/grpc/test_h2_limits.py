@@ -20,7 +20,9 @@ from tritonclient.utils import InferenceServerException
 
 from pytriton.frontend.h2.call import GROW_MIN
 from pytriton.frontend.h2.connection import READ_BUFFER, H2Limits
+from tests._support import waits
 from tests._support.serving import serve, tensor_args
+from tests._support.sockets import established_to
 from tests.frontend.grpc.inproc import InProcessServer, connection, echo_works, request, wait_until
 from tests.frontend.grpc.raw_h2 import (
     COMPRESSION_ERROR,
@@ -156,8 +158,9 @@ def test_frame_headers_do_not_grow_the_read_buffer():
         with RawH2(server.port) as raw:
             raw.handshake()
             raw.send(struct.pack(">HBBBL", 0xFFFF, 0xFF, 0x42, 0, 0) + b"x" * 1_000_000)
-            time.sleep(0.2)
             conn = server.run(lambda: connection(server))
+            # The server has taken all the 1 MB sent so far: what is left to skip of the 16 MiB frame shows it.
+            wait_until(server, lambda: conn._skip_left == 0xFFFFFF - 1_000_000, "the 1 MB skipped")
             assert server.run(lambda: len(conn._buf)) <= READ_BUFFER
         with RawH2(server.port) as raw:
             raw.handshake()
@@ -416,6 +419,11 @@ def test_cli_limits_through_tritonclient():
                 client.infer("identity", [big])
             with pytest.raises(InferenceServerException, match="header list"):
                 client.infer("identity", [x], headers={"x-large": "v" * 5000})
-            time.sleep(2.5)  # idle past the timeout: GOAWAY, the client reconnects for the next call
+            # Idle past the timeout (what is tested): the test waits for the server's close of the client's
+            # connection, within a bound, instead of a guessed 2.5 s; then the client reconnects for the next call.
+            kept = established_to(server.port)
+            assert kept, "the client did not keep its connection"
+            holds = waits.holds_within(lambda: not kept & established_to(server.port), 30)
+            assert holds, "the idle connection was not closed"
             assert client.infer("identity", [x]).as_numpy("OUT_FP32").sum() == 100
         assert "idle" not in server.log or "Traceback" not in server.log
