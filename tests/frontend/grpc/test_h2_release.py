@@ -21,7 +21,7 @@ from pytriton.frontend.grpc.wire import (
     infer_response_chunks,
     wire_bytes,
 )
-from tests.frontend.grpc.inproc import PATTERN, InProcessServer, wait_until
+from tests.frontend.grpc.inproc import PATTERN, InProcessServer, connection, wait_until
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     DATA,
@@ -75,7 +75,9 @@ def test_large_answer_to_a_slow_reader_is_released_once_sent():
         big_windows(raw)
         call(raw, 1, "/t.S/Big", str(size).encode())
         wait_until(server, lambda: server.ledger.made == 1, "the answer is made")
-        time.sleep(0.5)
+        # The moment that matters: the socket took what it could, the transport holds the rest (not a guessed 0.5 s).
+        conn = server.run(lambda: connection(server))
+        wait_until(server, lambda: conn.transport.get_write_buffer_size() > 0, "the transport holds the rest")
         assert server.run(lambda: server.ledger.released) == []
         _, data, trailers = raw.answer(1)
         assert trailers["grpc-status"] == "0"
