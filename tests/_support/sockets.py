@@ -1,5 +1,6 @@
-"""What the kernel knows of a test's TCP socket, to wait on a socket's state rather than for a guessed time: its
-TCP state, the bytes it holds unsent or unread, and the connections this machine holds to a port."""
+"""What the kernel knows of a test's TCP connection, to wait on a socket's state rather than for a guessed time: the
+state of the server's end, the bytes a socket holds unsent or unread, the connections this machine holds to a
+port."""
 
 from __future__ import annotations
 
@@ -7,15 +8,12 @@ import fcntl
 import socket
 import struct
 import termios
+from typing import Iterator
 
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}
+"""127.0.0.1 as /proc/net/tcp writes it, and as an IPv4-mapped address in /proc/net/tcp6."""
 ESTABLISHED = 1
-"""TCP_ESTABLISHED (linux/tcp_states.h): `tcp_state` of an open connection; any other state means it is closing or
-closed (the peer's FIN makes it CLOSE_WAIT, its reset CLOSE)."""
-
-
-def tcp_state(sock: socket.socket) -> int:
-    """The connection's TCP state (tcpi_state, the first byte of TCP_INFO)."""
-    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+"""TCP_ESTABLISHED (linux/tcp_states.h), the state of an open connection; any other means it is closing or closed."""
 
 
 def unsent_bytes(sock: socket.socket) -> int:
@@ -28,18 +26,32 @@ def unread_bytes(sock: socket.socket) -> int:
     return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
 
 
-def established_to(port: int) -> set[int]:
-    """The local ports of the connections to 127.0.0.1:`port` in state ESTABLISHED (from /proc/net/tcp, and
-    /proc/net/tcp6 for IPv4-mapped sockets, which grpcio uses): a client's connections, when a library keeps its
-    socket to itself."""
-    remotes = {f"0100007F:{port:04X}", f"0000000000000000FFFF00000100007F:{port:04X}"}
-    found = set()
+def _connections() -> Iterator[tuple[int, int, int]]:
+    """(local port, remote port, TCP state) of every loopback IPv4 connection (IPv4-mapped ones too) on this
+    machine, from /proc/net/tcp and /proc/net/tcp6."""
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(path) as table:
             next(table)
             for line in table:
                 fields = line.split()
-                local, remote, state = fields[1], fields[2], int(fields[3], 16)
-                if state == ESTABLISHED and remote in remotes:
-                    found.add(int(local.split(":")[1], 16))
-    return found
+                local, remote = fields[1].split(":"), fields[2].split(":")
+                if remote[0] in LOOPBACK:
+                    yield int(local[1], 16), int(remote[1], 16), int(fields[3], 16)
+
+
+def peer_state(sock: socket.socket) -> int | None:
+    """The TCP state of the other end of `sock`, a loopback connection (None once that end is gone): the server's
+    side shows its close at once (FIN_WAIT1), even while data it wrote still waits for `sock` to read it and its FIN
+    waits behind that data."""
+    try:
+        ours, theirs = sock.getsockname()[1], sock.getpeername()[1]
+    except OSError:  # (ENOTCONN: reset, the connection is gone)
+        return None
+    return next((state for local, remote, state in _connections() if (local, remote) == (theirs, ours)), None)
+
+
+def established_to(port: int) -> set[int]:
+    """The local ports of the connections to 127.0.0.1:`port` in state ESTABLISHED (from /proc/net/tcp, and
+    /proc/net/tcp6 for IPv4-mapped sockets, which grpcio uses): a client's connections, when a library keeps its
+    socket to itself."""
+    return {local for local, remote, state in _connections() if remote == port and state == ESTABLISHED}
