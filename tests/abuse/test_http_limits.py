@@ -17,7 +17,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._support.serving import serve
-from tests._support.sockets import ESTABLISHED, established_to, tcp_state, unread_bytes, unsent_bytes
+from tests._support.sockets import ESTABLISHED, established_to, peer_state, unread_bytes, unsent_bytes
 from tests._support.waits import wait_until
 from tests.abuse._http import (
     ADD_SUB,
@@ -267,8 +267,9 @@ def test_client_that_does_not_take_its_answers_is_dropped(server):
     answers have made no progress for the body timeout."""
     with _flood_unread(server.http_url, 1_000_000) as sock:
         # The stall must last a body timeout (that is what is tested): nothing is read meanwhile, and the test waits
-        # for the server's close (the socket leaves ESTABLISHED), within a bound, rather than for a guessed time.
-        wait_until(lambda: tcp_state(sock) != ESTABLISHED, "the server drops the connection",
+        # for the server's close (its end of the connection leaves ESTABLISHED), within a bound, rather than for a
+        # guessed time.
+        wait_until(lambda: peer_state(sock) != ESTABLISHED, "the server drops the connection",
                    BODY_TIMEOUT * 2 + LATE_S)
         sock.settimeout(LATE_S)
         try:

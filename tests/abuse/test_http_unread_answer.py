@@ -8,12 +8,13 @@ import http.client
 import json
 import socket
 import ssl
-import time
 
 import numpy as np
 import pytest
 
 from tests._support.serving import serve, tensor_args
+from tests._support.sockets import ESTABLISHED, peer_state
+from tests._support.waits import wait_until
 from tests.tls.certs import make_certs
 
 IDENTITY = tensor_args("input", [("IN_X", "uint8", "-1")]) + tensor_args("output", [("OUT_X", "uint8", "-1")])
@@ -54,7 +55,11 @@ def test_unread_answer_on_a_keep_alive_connection_is_dropped(server):
         sock = context.wrap_socket(sock, server_hostname="localhost")
     with sock:
         sock.sendall(_request())
-        time.sleep(BODY_TIMEOUT * 2 + 3)  # the answer is computed and stalls for longer than the body timeout
+        # The answer is computed and stalls for longer than the body timeout (what is tested): nothing is read
+        # meanwhile, and the test waits for the server's drop (its end of the connection leaves ESTABLISHED), within
+        # a bound, rather than reading after a guessed time (reading before the drop would be progress, and put it off).
+        wait_until(lambda: peer_state(sock) != ESTABLISHED, "the server drops the connection",
+                   BODY_TIMEOUT * 2 + LATE_S)
         sock.settimeout(LATE_S)
         received = 0
         try:
