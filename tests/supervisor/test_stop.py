@@ -14,9 +14,10 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests._support.processes import alive_after
+from tests._support.rss import children
 from tests._support.serving import ServerProcess, tensor_args
 from tests._support.shm import shm_segments_of
-from tests._support.waits import wait_for_file
+from tests._support.waits import wait_for_file, wait_until
 
 SLOW_PID = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
 # What a stop may take beyond the exit timeout: the interpreter's own exit after the server has stopped.
@@ -42,8 +43,10 @@ def _kill_a_worker_then_stop(moment: str, exit_timeout_s: float) -> tuple[float,
     os.kill(server.worker_pids()[0], signal.SIGKILL)
     if moment != "at-once":
         assert server.wait_for_log("restarting it"), server.log
-    if moment == "spawn":  # past the first restart backoff (0.1 s): the new worker is starting up
-        time.sleep(0.15)
+    if moment == "spawn":  # past the first restart backoff: the new worker is starting up (a child of the server
+        # that has not said hello yet), or, on a machine too slow to see that, it has just started
+        wait_until(lambda: set(children(server.process.pid)) - set(server.worker_pids())
+                   or len(server.worker_pids()) == 3, "the new worker starting")
     elif moment == "restarted":
         deadline = time.monotonic() + 30
         while len(server.worker_pids()) < 3 and time.monotonic() < deadline:
