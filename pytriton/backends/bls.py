@@ -153,7 +153,7 @@ class BlsClient:
         its readiness for READY. A refusal is a `pb_utils.TritonModelException` with the server's words."""
         message = WorkerToServer(kind=WorkerToServer.MODEL_LOADING, model_name=model_name, model_version=model_version)
         loading = message.loading
-        loading.op = op  # type: ignore[assignment]
+        loading.op = op  # type: ignore[assignment]  # the stubs type an enum field by its ValueType, not int
         loading.config = config
         loading.files.update(files or {})
         loading.unload_dependents = unload_dependents

@@ -278,7 +278,7 @@ class PythonModelBackend(CallableBackend):
 
     def _check(self, request: Request, response: Any) -> CheckedResponse:
         if response is RESCHEDULED_RESPONSE:
-            return response  # type: ignore[no-any-return]
+            return response  # type: ignore[no-any-return]  # the rescheduled marker, typed Any as returned
         name = self.config.model_name
         if not isinstance(response, pb_utils.InferenceResponse):
             raise InferenceCallableError(f"model '{name}' must answer with pb_utils.InferenceResponse, got "
