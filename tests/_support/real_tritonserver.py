@@ -27,9 +27,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Serve `repository` (model control mode none) until the block ends; yields its gRPC URL. `scratch`: an empty
-    folder for its backends; `env`: added to its environment (and so to its Python stubs')."""
+def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | None = None,
+                      args: tuple[str, ...] = (), log: list[str] | None = None) -> Iterator[str]:
+    """Serve `repository` (model control mode none unless `args` say otherwise) until the block ends; yields its gRPC
+    URL. `scratch`: an empty folder for its backends; `env`: added to its environment (and so to its Python stubs');
+    `args`: more tritonserver options; `log`: gets its log lines (all of them once the block ends, or once it raised
+    RuntimeError: it did not start)."""
     package = REAL_SITE / "pytriton" / "tritonserver"
     backends = scratch / "backends"
     shutil.copytree(package / "backends" / "python", backends / "python")
@@ -42,22 +45,29 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
     process = subprocess.Popen(
         [str(REAL_TRITONSERVER), "--backend-directory", str(backends), "--model-repository", str(repository),
          "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
-         "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2]],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ)
+         "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2], *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ, start_new_session=True)
     started = threading.Event()
+    serving = threading.Event()
 
     def read() -> None:  # (its log, read to the end: a full pipe would stop it)
         assert process.stdout is not None
         for line in process.stdout:
+            if log is not None:
+                log.append(line)
             if "Started GRPCInferenceService" in line:
+                serving.set()
                 started.set()
         started.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        started.wait(120)
-        if process.poll() is not None:
+        for _ in range(1200):  # (its Python stubs may keep its log open after it exited: watch both, 120 s at most)
+            if started.wait(0.1) or process.poll() is not None:
+                break
+        if not serving.is_set() or process.poll() is not None:
+            process.wait(60)
             raise RuntimeError("tritonserver did not start")
         yield f"127.0.0.1:{ports[1]}"
     finally:
@@ -67,4 +77,26 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        _stop_left_stubs(process.pid)
         reader.join(10)
+
+
+def _stop_left_stubs(group: int) -> None:
+    """Kill what is left of the process group `group` (tritonserver 2.51 leaves a Python stub running after a
+    failed load, and exits) and remove the shared memory regions those stubs name."""
+    regions = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != group:
+                continue
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+        regions += [arg.decode() for arg in argv if arg.startswith(b"triton_python_backend_shm_region_")]
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    for region in regions:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/dev/shm/{region}")

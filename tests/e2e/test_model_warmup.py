@@ -4,11 +4,15 @@ the load with Triton's words and the server serves on.
 
 The model (tests/repositories/warmup_record/model.py) writes each execution down; the expected executions below are
 what the same model and config wrote on the real tritonserver 2.51 (random data compared by shape and sharing only).
+The slow tests at the end stage the same repositories for the real tritonserver 2.51 and for `pytriton serve` and
+compare them live (rerun: `.venv/bin/python -m pytest -q -p no:cacheprovider -m slow tests/e2e/test_model_warmup.py`,
+with REAL_TRITONSERVER_ENV pointing at nvidia-pytriton 0.7.0's site-packages where it is not /tmp/nvpt's).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +25,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests._support.paths import REPO
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
 from tests._support.serving import serve
 
 RECORDER = REPO / "tests" / "repositories" / "warmup_record" / "model.py"
@@ -110,12 +115,12 @@ FAILURES = [
     ('parameters { key: "fail" value: { string_value: "warm-up refused" } }\n' + TENSORS.replace("-1", "2")
      + 'model_warmup [ { name: "w1" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 3 ] '
        'zero_data: true } } inputs { key: "INPUT1" value: { data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } } } ]',
-     "failed to run warmup sample 'w1': Failed to process the request(s) for model 'bad_0_0', message: "
+     "failed to run warmup sample 'w1': Failed to process the request(s) for model 'bad_0', message: "
      "TritonModelException: warm-up refused; "),
     (TENSORS + 'model_warmup [ { name: "w" batch_size: 5 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 '
                'dims: [ 3 ] zero_data: true } } inputs { key: "INPUT1" value: { data_type: TYPE_INT32 dims: [ 2 ] '
                'zero_data: true } } } ]',
-     "failed to run warmup sample 'w': " + "batch size 5 for 'bad_0_0', max allowed is 4; " * 5),
+     "failed to run warmup sample 'w': " + "batch size 5 for 'bad_0', max allowed is 4; " * 5),
 ]
 
 
@@ -142,3 +147,96 @@ def test_a_failed_warmup_fails_an_explicit_load_and_the_server_serves_on(tmp_pat
         assert not client.is_model_ready("bad")
         client.load_model("good")
         assert client.is_model_ready("good") and len(events(tmp_path / "good.log")) == 5
+
+
+# The executions each instance runs for SAMPLES, in order: the sample each one belongs to
+EXECUTED_SAMPLES = ["zeros", "zeros", "file", "rand"]
+
+
+def per_instance(seen: list[dict]) -> dict[str, list[dict]]:
+    """The events of each instance, in the order it wrote them."""
+    instances: dict[str, list[dict]] = {}
+    for event in seen:
+        instances.setdefault(event.get("init") or event["instance"], []).append(event)
+    return instances
+
+
+def comparable(seen: list[dict]) -> dict[str, list[object]]:
+    """Each instance's events with random data reduced to shapes, dtypes and which requests share data."""
+    result: dict[str, list[object]] = {}
+    for instance, mine in per_instance(seen).items():
+        result[instance] = [mine[0]]
+        for sample, execution in zip(EXECUTED_SAMPLES, mine[1:], strict=False):
+            requests = execution["requests"]
+            if sample == "rand":
+                requests = [{**r, "inputs": {name: {"shape": t["shape"], "dtype": t["dtype"]}
+                                             for name, t in r["inputs"].items()},
+                             "same_data_as": requests.index(r)} for r in requests]
+            result[instance].append({"instance": execution["instance"], "requests": requests})
+        result[instance] += mine[1 + len(EXECUTED_SAMPLES):]
+    return result
+
+
+def warmup_statistics(client: grpcclient.InferenceServerClient, model: str) -> tuple[object, ...]:
+    stats = client.get_inference_statistics(model, as_json=True)["model_stats"][0]
+    return (int(stats["inference_count"]), int(stats["execution_count"]),
+            int(stats["inference_stats"]["success"]["count"]),
+            {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in stats["batch_stats"]})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
+def test_the_real_tritonserver_runs_the_same_warmup(tmp_path):
+    """The warm-up above, run live on the real tritonserver 2.51 and on ours with the same repository: the same
+    executions per instance in the same order (batch sizes, shapes, dtypes, zero and file data; random data by shape
+    and by which requests share it) and the same statistics."""
+    config = TENSORS + 'instance_group [ { kind: KIND_CPU count: 2 } ]' + SAMPLES
+    logs = {side: tmp_path / f"{side}.log" for side in ("real", "ours")}
+    stage(tmp_path / "real" / "repo", "rec", config, logs["real"])
+    stage(tmp_path / "ours" / "repo", "rec", config, logs["ours"])
+    with real_tritonserver(tmp_path / "real" / "repo", tmp_path / "real") as url:
+        real_seen = events(logs["real"])  # (all written before it said it is ready)
+        real_statistics = warmup_statistics(grpcclient.InferenceServerClient(url), "rec")
+    with serve("--model-repository", str(tmp_path / "ours" / "repo")) as server:
+        our_seen = events(logs["ours"])
+        our_statistics = warmup_statistics(grpcclient.InferenceServerClient(server.grpc_url), "rec")
+    assert set(per_instance(real_seen)) == {"rec_0_0", "rec_0_1"} and len(real_seen) == 10
+    assert comparable(our_seen) == comparable(real_seen)
+    assert our_statistics == real_statistics
+
+
+def logged(lines: list[str], prefix: str) -> str | None:
+    """The text after `prefix` in the real tritonserver's log, without the Python traceback ("At: ...") it adds after
+    a model's exception (pytriton's errors never carry one); None where no line has it."""
+    found = [line for line in lines if f'] "{prefix}' in line]
+    if not found:
+        return None
+    text = json.loads(found[0][found[0].index('] "') + 2:])[len(prefix):]
+    return re.sub(r"\n\nAt:\n(  .*\n)+", "", text)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
+@pytest.mark.parametrize(("config", "message"), FAILURES, ids=["model-raises", "batch-too-large"])
+def test_the_real_tritonserver_refuses_a_failed_warmup_in_the_same_words(tmp_path, config, message):
+    """A model whose warm-up fails: the real tritonserver 2.51 logs why it did not load it and exits; ours says the
+    same words. tritonserver 2.51 at times dies of SIGSEGV after the model's exception, before it logs the refusal (and
+    an explicit load of the model can do the same): then its log shows the request's error only, compared alone."""
+    for side in ("real", "ours"):
+        stage(tmp_path / side / "repo", "bad", config, tmp_path / f"{side}.log")
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="did not start"), \
+            real_tritonserver(tmp_path / "real" / "repo", tmp_path / "real", log=lines):
+        pass
+    refusal = logged(lines, "failed to load 'bad' version 1: Invalid argument: ")
+    if refusal is not None:
+        assert refusal == message
+    else:
+        error = logged(lines, "Failed to process the request(s) for model ")
+        assert error is not None and f"Failed to process the request(s) for model {error}; " in message
+    command = [sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", str(tmp_path / "ours" / "repo")]
+    for service in ("grpc", "http", "metrics"):
+        command += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr
