@@ -183,13 +183,14 @@ def _group(group: pb.ModelInstanceGroup, index: int, where: _Fields,
 def _instances(config: pb.ModelConfig, where: _Fields,
                gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int], bool, list[InstanceGroup]]:
     """The instance count (per GPU), the visible GPU ids of the model's one instance group and whether its kind is
-    KIND_MODEL (the model places itself on devices: no GPU of its own, as in Triton); for several groups, those
-    groups instead (normalised as Triton does)."""
+    KIND_MODEL (the model places itself on devices: no GPU of its own, as in Triton); for several groups, or for none
+    (Triton's default group), those groups instead (normalised as Triton does)."""
+    if not config.instance_group:  # Triton's default group: named after the model, KIND_AUTO, count 1 (its
+        # instances are <model>_0, as Triton 2.51 names them, not <model>_0_0)
+        return 1, [], False, [_group(pb.ModelInstanceGroup(name=where.model), 0, where, gpus)]
     groups = [_group(group, index, where, gpus) for index, group in enumerate(config.instance_group)]
     if len(groups) > 1:
         return 1, [], False, groups
-    if not groups:
-        return 1, [], False, []
     group = groups[0]
     return group.count, list(group.gpus), group.kind == "KIND_MODEL", []
 

@@ -23,7 +23,7 @@ from tests._support.serving import serve
 REPOSITORY = REPO / "tests" / "repositories" / "model_loading"
 TARGET_MODEL = (REPOSITORY / "target" / "2" / "model.py").read_bytes()
 # How Triton words a refusal the server sends (naming the calling instance), after "Failed to <call>: ".
-REFUSAL = "Failed to process the request for model 'loader_0_0', message: "
+REFUSAL = "Failed to process the request for model 'loader_0', message: "
 IO = {"input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],  # target's, for a config override
       "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
 
@@ -171,4 +171,4 @@ def test_refused_while_the_server_starts():
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode != 0
     assert ("TritonModelException: Failed to check model readiness: Failed to process the request for model "
-            "'init_loader_0_0', message: Server not ready") in done.stderr + done.stdout
+            "'init_loader_0', message: Server not ready") in done.stderr + done.stdout
