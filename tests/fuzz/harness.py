@@ -53,6 +53,8 @@ HARNESSES = {
 }
 
 
+SHM_PREFIX = "fuzz_"  # a harness's shared-memory segment: this, then its process id in 8 digits
+
 class Finding(Exception):
     """A harness's own check failed (not an escaped error): `kind` names the check, and is the finding's signature."""
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fuzz.harness import CORPUS, HARNESSES, check, corpus_files, load, sampled, save_finding, watch_errors
+from tests.fuzz.harness import CORPUS, HARNESSES, SHM_PREFIX, check, corpus_files, load, sampled, save_finding, watch_errors
 
 REPO = Path(__file__).resolve().parents[2]
 HANG_TIMEOUT_S = 10  # libFuzzer's -timeout: a hang backstop (wall clock); `harness.TIME_LIMIT_S` is the CPU check
@@ -113,11 +113,17 @@ def run_harness(name: str, out: Path, seconds: int | None, runs: int | None, see
     limit = (seconds or 0) + 300
     log_path = folder / "fuzz.log"
     with open(log_path, "w") as log:
+        child = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            returncode = subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        timeout=limit).returncode
+            returncode = child.wait(timeout=limit)
         except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
             returncode = -1
+        finally:
+            # libFuzzer ends the child with C's exit(): Python's clean-up never runs there, so what a harness made
+            # outside its process is removed here (shm_register's segment, named by the child's pid)
+            Path(f"/dev/shm/{SHM_PREFIX}{child.pid:08d}").unlink(missing_ok=True)
     text = log_path.read_text(errors="replace")
     findings_dir = folder / "findings"
     found = sorted(p.name for p in findings_dir.iterdir()) if findings_dir.is_dir() else []

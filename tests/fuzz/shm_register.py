@@ -27,7 +27,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.frontend.grpc.servicer import InferenceServicer
 from pytriton.frontend.http.app import HttpApp
-from tests.fuzz.harness import Finding, Harness
+from tests.fuzz.harness import SHM_PREFIX, Finding, Harness
 from tests.fuzz.http_infer import outcome, parse_request
 
 PLACEHOLDER = b"client_region"
@@ -65,7 +65,7 @@ class ShmRegisterHarness(Harness):
     memory_fixed = 2 << 20
 
     def setup(self) -> None:
-        self.key = f"fuzz_{os.getpid():08d}".encode()
+        self.key = f"{SHM_PREFIX}{os.getpid():08d}".encode()  # (removed by the runner if libFuzzer exits first)
         assert len(self.key) == len(PLACEHOLDER)
         fd = os.open(f"/dev/shm/{self.key.decode()}", os.O_CREAT | os.O_RDWR | os.O_EXCL, 0o600)
         try:

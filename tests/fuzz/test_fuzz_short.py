@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.harness import HARNESSES, REPO, Finding, Harness, check, corpus_files, load, watch_errors
+from tests.fuzz.harness import HARNESSES, REPO, SHM_PREFIX, Finding, Harness, check, corpus_files, load, watch_errors
 
 pytest.importorskip("atheris")
 
@@ -47,7 +47,11 @@ def _fuzz(tmp_path: Path, name: str, runs: int) -> tuple[subprocess.CompletedPro
 
 @pytest.mark.parametrize("name", PUBLIC)
 def test_short_fuzz_run_finds_nothing(tmp_path: Path, name: str) -> None:
+    before = set(Path("/dev/shm").glob(f"{SHM_PREFIX}*"))
     done, summary = _fuzz(tmp_path, name, RUNS)
+    left = [path.name for path in set(Path("/dev/shm").glob(f"{SHM_PREFIX}*")) - before
+            if not Path(f"/proc/{int(path.name[len(SHM_PREFIX):])}").exists()]  # (a live process's is in use)
+    assert not left, f"a harness process left its shared-memory segment: {left}"
     result = summary[0]
     log = "".join(line for line in Path(result["log"]).read_text(errors="replace").splitlines(keepends=True)
                   if not line.startswith("INFO: Instrumenting"))
