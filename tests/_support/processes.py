@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from typing import Iterable, Iterator
+
+from tests._support.waits import holds_within
 
 
 def process_start(pid: int) -> int | None:
@@ -81,9 +82,6 @@ started_pids = StartedProcesses()
 
 def alive_after(pids: Iterable[int], timeout_s: float = 10.0) -> list[int]:
     """Wait up to `timeout_s` for every one of `pids` to end; the ones still alive then (none: all gone)."""
-    deadline = time.monotonic() + timeout_s
-    alive = [p for p in pids if pid_alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in pids if pid_alive(p)]
-    return alive
+    pids = list(pids)
+    holds_within(lambda: not any(pid_alive(p) for p in pids), timeout_s)
+    return [p for p in pids if pid_alive(p)]

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +16,7 @@ from tests._support.logs import PID_RE, PORT_RE, READY_LINE
 from tests._support.paths import REPO
 from tests._support.ports import LOCAL_PORTS
 from tests._support.processes import started_pids
+from tests._support.waits import holds_within
 
 
 class ServerProcess:
@@ -79,12 +79,7 @@ class ServerProcess:
 
     def wait_for_log(self, text: str, timeout_s: float = 20.0) -> bool:
         """Whether `text` appears in the log within `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if text in self.log:
-                return True
-            time.sleep(0.05)
-        return False
+        return holds_within(lambda: text in self.log, timeout_s)
 
     def stop(self, sig: int = signal.SIGINT, timeout_s: float = 30.0) -> int:
         if self.process.poll() is None:
