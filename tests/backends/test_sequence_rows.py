@@ -24,7 +24,7 @@ from pytriton.proxy.messages import (
 )
 from pytriton.proxy.types import Request
 from pytriton.supervisor.instance import to_request_data
-from tests.backends.test_worker_loop import Replies, run_worker
+from tests.backends.worker_thread import Replies, run_worker
 
 START, END = 1, 2
 CONTROLS = (

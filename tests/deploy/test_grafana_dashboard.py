@@ -15,8 +15,8 @@ from tests._support.metrics import scrape
 from tests._support.model_calls import stream_delayed_countdown
 from tests._support.paths import REPO
 from tests._support.serving import serve, tensor_args
+from tests.deploy.dashboard import DASHBOARD, DECOUPLED_ARGS
 
-DASHBOARD = REPO / "deploy" / "grafana" / "pytriton.json"
 METRICS_REFERENCE = REPO / "docs" / "guide" / "metrics.md"  # its "Reference" table
 # Labels Prometheus adds to every series from its target, not the server.
 TARGET_LABELS = {"instance", "job"}
@@ -126,10 +126,6 @@ def _traffic_and_scrape(server) -> str:
 SERVER_ARGS = ["--max-batch-size", "8", *tensor_args("input", [("IN_X", "fp32", "4")]),
                *tensor_args("output", [("OUT_X", "fp32", "4")]), "--metrics-config", "summary_latencies=true",
                "--cache-config", "local,size=1048576", "--response-cache"]  # (the nv_cache_* families too)
-
-
-DECOUPLED_ARGS = ["--decoupled", *tensor_args("input", [("COUNT", "int32", "1")]),
-                  *tensor_args("output", [("VALUE", "int32", "1")]), "--metrics-config", "histogram_latencies=true"]
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import tritonclient.http as httpclient
 from tests._fake_nvml import fake_gpus, fake_nvml_env
 from tests._support.model_calls import stream_delayed_countdown
 from tests._support.serving import serve, tensor_args
+from tests.deploy.dashboard import DASHBOARD, DECOUPLED_ARGS
 from tests.deploy.prometheus import JOB, PrometheusServer, alert_rules, prometheus, without_thresholds
-from tests.deploy.test_grafana_dashboard import DASHBOARD, DECOUPLED_ARGS
 
 # identity with the latency summaries (the percentile panels, the queue-time alert) on two faked GPUs (the GPU
 # panels); delayed_countdown, decoupled, with the first-response histogram

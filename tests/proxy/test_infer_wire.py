@@ -14,29 +14,7 @@ import pytest
 from pytriton.proxy.infer_wire import varint
 from pytriton.proxy.messages import FLAG_NOT_READY, FLAG_SEQUENCE_CONTROLS, RequestData, ServerToWorker, TensorData
 from pytriton.proxy.router import PACK_MAX, ProxyRouter
-
-
-class _Call:
-    def on_reply(self, message: Any, frames: Any) -> None: ...
-
-    def on_gone(self, reason: str) -> None: ...
-
-
-def _reference(router: ProxyRouter, call_id: int, requests: list[RequestData], freed: list[int],
-               window: tuple[int, int]) -> tuple[bytes, list[Any], list[int]]:  # fmt: skip
-    """The message as the router built it before infer_wire: every field through protobuf."""
-    message = ServerToWorker(kind=ServerToWorker.INFER, id=call_id)
-    if window[0]:
-        message.window, message.window_bytes = window
-    frames: list[Any] = []
-    slots: list[int] = []
-    pack: list[Any] = [0, [], 0]
-    for request in requests:
-        router.fill_item(request, message.requests.add(), frames, slots, pack)
-    if pack[0]:
-        frames[pack[0] - 1] = b"".join(pack[1])
-    message.freed.extend(freed)
-    return message.SerializeToString(), frames, slots
+from tests.proxy.protobuf_reference import SilentCall, reference_message
 
 
 def _fp32(name: str, values: list[float] | np.ndarray, shape: tuple[int, ...] | None = None) -> TensorData:
@@ -90,9 +68,9 @@ def test_submit_matches_protobuf(case: str, call_ids: int) -> None:
                 router._ids = iter(range(call_ids, call_ids + 10))  # type: ignore[assignment]
                 for freed, window in (([], (0, 0)), ([5, 1 << 41], (0, 0)), ([], (4096, 16 << 20))):
                     link.pending_free.extend(freed)
-                    call_id = router.submit(link, requests, _Call(), window)
+                    call_id = router.submit(link, requests, SilentCall(), window)
                     header, *frames = sent.pop()
-                    want, want_frames, want_slots = _reference(reference, call_id, requests, freed, window)
+                    want, want_frames, want_slots = reference_message(reference, call_id, requests, freed, window)
                     assert header == want, case
                     assert [bytes(frame) for frame in frames] == [bytes(frame) for frame in want_frames]
                     assert link.pending[call_id][1] == want_slots
@@ -115,7 +93,7 @@ def test_arena_input_goes_through_protobuf() -> None:
                 sent: list[list[Any]] = []
                 router._send = lambda _link, frames: sent.append(frames)  # type: ignore[method-assign]
                 big = np.arange(1024, dtype=np.float32)
-                call_id = router.submit(link, [RequestData([_fp32("S", [1.0]), _fp32("BIG", big)], [], {})], _Call())
+                call_id = router.submit(link, [RequestData([_fp32("S", [1.0]), _fp32("BIG", big)], [], {})], SilentCall())
                 message = ServerToWorker.FromString(sent[0][0])
                 small, large = message.requests[0].inputs
                 assert (small.frame, small.offset, small.nbytes) == (1, 0, 4)
@@ -161,7 +139,7 @@ def test_worker_reads_what_submit_wrote() -> None:
                 link = router.add_link(b"w", "m_0")
                 sent: list[list[Any]] = []
                 router._send = lambda _link, frames: sent.append(frames)  # type: ignore[method-assign]
-                router.submit(link, requests, _Call())
+                router.submit(link, requests, SilentCall())
                 header, *frames = sent[0]
                 receiver.bind(f"inproc://{router.tag}")
                 sender.connect(f"inproc://{router.tag}")

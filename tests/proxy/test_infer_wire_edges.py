@@ -13,7 +13,7 @@ import pytest
 
 from pytriton.proxy.messages import RequestData, ServerToWorker, TensorData
 from pytriton.proxy.router import PACK_MAX, ProxyRouter
-from tests.proxy.test_infer_wire import _Call, _reference
+from tests.proxy.protobuf_reference import SilentCall, reference_message
 
 
 def _t(name: str, shape: tuple[int, ...], dtype: str = "INT8") -> TensorData:
@@ -57,10 +57,10 @@ def test_edge_cases_match_protobuf(case: str, call_id: int) -> None:
                 sent: list[list[Any]] = []
                 router._send = lambda _link, frames: sent.append(frames)  # type: ignore[method-assign]
                 router._ids = iter([call_id])  # type: ignore[assignment]
-                got = router.submit(link, requests, _Call(), (0, 0))
+                got = router.submit(link, requests, SilentCall(), (0, 0))
                 assert got == call_id
                 header, *frames = sent.pop()
-                want, want_frames, _slots = _reference(reference, call_id, requests, [], (0, 0))
+                want, want_frames, _slots = reference_message(reference, call_id, requests, [], (0, 0))
                 assert header == want, case
                 assert [bytes(f) for f in frames] == [bytes(f) for f in want_frames]
                 message = ServerToWorker.FromString(header)

@@ -12,8 +12,7 @@ from pytriton.model_config.sequence import SequenceBatcher
 from pytriton.scheduler.dispatcher import RESCHEDULE_REFUSED, ModelScheduler
 from pytriton.scheduler.job import DONE, NO_RESULT, RESCHEDULED, ExecutionStats
 from pytriton.scheduler.sequence import SequenceScheduler
-from tests.scheduler.fakes import FakeInstance, FakeResult, make_job
-from tests.scheduler.test_sequence import Clock, FakeRequests
+from tests.scheduler.fakes import Clock, FakeInstance, FakeRequests, FakeResult, make_job
 
 
 class Requests(FakeRequests):

@@ -11,7 +11,7 @@ from bench_lib import perf_analyzer as pa
 from bench_lib.cases import Case
 from bench_lib.tls_bench import make_certs, table
 
-from tests.scripts.test_results import case_run
+from tests.scripts.made_results import case_run
 
 OPTS = pa.PaOptions(binary=pathlib.Path("/opt/pa"), interval_ms=1500, max_trials=6, stability=50, timeout_s=120)
 

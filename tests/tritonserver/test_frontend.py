@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import numpy
 import pytest
@@ -20,10 +19,9 @@ import tritonclient.http as httpclient
 
 import pytriton.tritonserver as tritonserver
 from pytriton.tritonfrontend import KServeGrpc, KServeHttp, Metrics
-
+from tests._support.paths import REPOSITORIES
 from tests._support.waits import wait_for_file
 
-REPOSITORIES = Path(__file__).resolve().parent.parent / "repositories"
 MODELS = str(REPOSITORIES / "models")
 LOCAL = "127.0.0.1"
 

@@ -19,8 +19,11 @@ from pytriton.config.server import ServerConfig
 from pytriton.config.triton_config import TritonConfig, TritonSecurityConfig, server_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.tritonfrontend import KServeGrpc
+from tests._support.paths import REPOSITORIES
 from tests.frontend.grpc.raw_h2 import ACK, ENHANCE_YOUR_CALM, GOAWAY, PING, RawH2, grpc_message, ping
-from tests.tritonserver.test_frontend import LOCAL, MODELS
+
+MODELS = str(REPOSITORIES / "models")
+LOCAL = "127.0.0.1"
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ FORCE_CPU_ONLY_INPUT_TENSORS. cupy and the driver call are faked; the logic is t
 
 from __future__ import annotations
 
-import asyncio
 import types
 import weakref
 
@@ -17,89 +16,29 @@ from pytriton.backends.python_model import PythonModelBackend, force_cpu_only_in
 from pytriton.core.shm_registry import CudaShmRegion, SharedMemoryRegistry
 from pytriton.core.types import InferResponse
 from pytriton.exceptions import ServerError, Status
-from pytriton.model_config.triton_model_config import TensorSpec
 from pytriton.tritonserver import _gpu_inputs
-from pytriton.tritonserver._enums import DataType, MemoryType
-from pytriton.tritonserver._memory import MemoryBuffer
+from pytriton.tritonserver._enums import DataType
 from pytriton.tritonserver._request import InferenceRequest
 from pytriton.tritonserver._response import RequestRun
 from pytriton.tritonserver._tensor import Tensor
-
-BASE = 0x7F00_0000_0000
-ALLOCATION = 1 << 20
-
-
-class FakeCupy:
-    """The few cupy calls the export makes, recorded; allocations made by `cuda.Memory` at COPY_BASE."""
-
-    COPY_BASE = 0x7E00_0000_0000
-
-    def __init__(self, exportable: bool = True):
-        self.calls: list[tuple] = []
-        self.exportable = exportable
-        fake = self
-
-        class Device:
-            def __init__(self, device):
-                self.device = device
-
-            def __enter__(self):
-                fake.calls.append(("device", self.device))
-
-            def __exit__(self, *exc):
-                fake.calls.append(("device_exit", self.device))
-
-        def ipc_get_mem_handle(pointer):
-            fake.calls.append(("ipcGetMemHandle", pointer))
-            if not fake.exportable and pointer != fake.COPY_BASE:
-                raise RuntimeError("cudaErrorInvalidValue: invalid argument")
-            return pointer.to_bytes(8, "little") * 8
-
-        runtime = types.SimpleNamespace(
-            ipcGetMemHandle=ipc_get_mem_handle,
-            pointerGetAttributes=lambda p: fake.calls.append(("pointerGetAttributes", p)),
-            deviceSynchronize=lambda: fake.calls.append(("deviceSynchronize",)),
-            memcpy=lambda dst, src, size, kind: fake.calls.append(("memcpy", dst, src, size, kind)),
-        )
-        self.cuda = types.SimpleNamespace(
-            Device=Device, runtime=runtime,
-            Memory=lambda size: types.SimpleNamespace(ptr=fake.COPY_BASE, size=size),
-        )
-
-
-class FakeMemory:
-    """What keeps exported memory alive."""
-
-
-def fake_address_range(pointer: int) -> tuple[int, int]:
-    base = FakeCupy.COPY_BASE if pointer >= FakeCupy.COPY_BASE and pointer < BASE else BASE
-    return base, ALLOCATION
-
-
-def gpu_tensor(offset: int = 256, shape=(2, 3), device: int = 1, dtype: DataType = DataType.FP32) -> Tensor:
-    size = int(numpy.prod(shape)) * 4
-    return Tensor(dtype, list(shape), MemoryBuffer(BASE + offset, MemoryType.GPU, device, size, owner=object()))
-
-
-MODEL = types.SimpleNamespace(name="m", version=-1, _version="")
-CONFIG = types.SimpleNamespace(decoupled=False, ensemble_scheduling=None, batching=False, outputs=[
-    TensorSpec("OUT", "FP32", (2, 3)), TensorSpec("VAR", "FP32", (-1,)), TensorSpec("TEXT", "BYTES", (1,))])
-
-
-def install_fake_gpu(monkeypatch) -> FakeCupy:
-    cupy = FakeCupy()
-    monkeypatch.setattr(_gpu_inputs, "cupy_module", lambda: cupy)
-    monkeypatch.setattr(_gpu_inputs, "address_range", fake_address_range)
-    return cupy
+from tests.tritonserver.fake_gpu import (
+    ALLOCATION,
+    BASE,
+    CONFIG,
+    MODEL,
+    FakeCupy,
+    FakeMemory,
+    FakeRuntime,
+    fake_address_range,
+    gpu_tensor,
+    handle_of,
+    install_fake_gpu,
+)
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
     return install_fake_gpu(monkeypatch)
-
-
-def handle_of(base: int) -> bytes:
-    return base.to_bytes(8, "little") * 8
 
 
 # ---- the export ---------------------------------------------------------------------------------------------------
@@ -215,27 +154,6 @@ def test_requests_on_one_allocation_share_the_workers_mapping_until_the_last_end
 
 
 # ---- the request's run on the server's loop -----------------------------------------------------------------------
-class FakeRuntime:
-    """What RequestRun uses of the runtime, on a loop of the test's own; the core's infer is the test's."""
-
-    def __init__(self, infer):
-        self.loop = asyncio.new_event_loop()
-        config = CONFIG
-        self.core = types.SimpleNamespace(shm=SharedMemoryRegistry(gpu_available=lambda: True), infer=infer,
-                                          registry=types.SimpleNamespace(get=lambda *_: types.SimpleNamespace(
-                                              config=config)))
-
-    def call(self, awaitable):
-        return self.loop.run_until_complete(awaitable)
-
-    def run(self, function, *args):
-        return function(*args)
-
-    def call_soon(self, callback, *args):
-        callback(*args)
-        return True
-
-
 def test_a_request_registers_its_regions_on_the_loop_and_releases_them_when_it_ends(fake_gpu):
     seen = []
 

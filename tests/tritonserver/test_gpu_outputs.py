@@ -18,7 +18,7 @@ from pytriton.tritonserver._enums import MemoryType
 from pytriton.tritonserver._memory import MemoryAllocator, MemoryBuffer
 from pytriton.tritonserver._request import InferenceRequest
 from pytriton.tritonserver._response import RequestRun
-from tests.tritonserver.test_gpu_inputs import BASE, MODEL, FakeRuntime, handle_of, install_fake_gpu
+from tests.tritonserver.fake_gpu import BASE, MODEL, FakeRuntime, handle_of, install_fake_gpu
 
 OUTPUTS = [TensorSpec("OUT", "FP32", (2, 3)), TensorSpec("VAR", "FP32", (-1,)), TensorSpec("TEXT", "BYTES", (1,))]
 
