@@ -19,6 +19,11 @@ ADD_SUB = ["--max-batch-size", "0"] + tensor_args("input", [("INPUT0", "int32", 
     + tensor_args("output", [("OUTPUT0", "int32", "16"), ("OUTPUT1", "int32", "16")])
 """`tests.models:add_sub` without batching: INPUT0, INPUT1 INT32 [16]."""
 
+DECOUPLED_COUNT = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) \
+    + tensor_args("output", [("VALUE", "int32", "1")])
+"""The decoupled models of tests/models.py that answer COUNT INT32 [1] with a stream of VALUE INT32 [1] (`countdown`,
+`delayed_countdown`, ...)."""
+
 
 def pid_request(client: Any, sleep: float = 0.0, **kwargs: Any) -> Any:
     """One slow_pid call over gRPC that sleeps `sleep` seconds in the worker."""

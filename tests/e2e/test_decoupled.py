@@ -11,14 +11,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests._support.model_calls import DECOUPLED_COUNT
 from tests._support.serving import serve, tensor_args
-
-ARGS = ["--decoupled"] + tensor_args("input", [("COUNT", "int32", "1")]) + tensor_args("output", [("VALUE", "int32", "1")])
 
 
 @pytest.fixture(scope="module", params=["countdown", "async_countdown"])
 def server(request):
-    with serve(f"tests.models:{request.param}", "--model-name", "countdown", *ARGS) as s:
+    with serve(f"tests.models:{request.param}", "--model-name", "countdown", *DECOUPLED_COUNT) as s:
         yield s
 
 
@@ -96,7 +95,7 @@ def test_generator_on_a_non_decoupled_model_is_a_clear_error():
 
 
 def test_cancelled_stream_stops_the_generator():
-    with serve("tests.models:slow_countdown", "--model-name", "countdown", *ARGS) as s:
+    with serve("tests.models:slow_countdown", "--model-name", "countdown", *DECOUPLED_COUNT) as s:
         client = grpcclient.InferenceServerClient(s.grpc_url)
         results = stream(client, [3000])  # 30 s of responses
         for _ in range(3):

@@ -20,7 +20,17 @@ from tritonclient.utils import InferenceServerException
 from pytriton.core.received import RECEIVE_MIN
 from tests._support.serving import serve, tensor_args
 from tests._support.waits import wait_until
-from tests.e2e.test_received_segments import MODEL, _data, _grpc_inputs, _receive_segments
+from tests.e2e.received import (
+    IDENTITY,
+    MIB,
+    MODEL,
+    GatedInfer,
+    digest,
+    grpc_inputs,
+    payload,
+    receive_segments,
+    warm,
+)
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     DATA,
@@ -36,9 +46,6 @@ from tests.frontend.grpc.raw_h2 import (
     window_update,
 )
 
-MIB = 1 << 20
-IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "uint8", "-1"), ("IN_Y", "fp32", "-1")]) \
-    + tensor_args("output", [("OUT_X", "uint8", "-1"), ("OUT_Y", "fp32", "-1")])
 PROBE = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "fp32", "-1")]) \
     + tensor_args("output", [("OUT_X", "fp32", "-1"), ("ALIGNED", "bool", "1"), ("RECEIVED", "bool", "1")])
 
@@ -83,10 +90,10 @@ def test_fp32_tensors_received_into_a_segment_reach_the_model_aligned(probe, pro
                 if repeat == 2:
                     received.append(bool(result.as_numpy("RECEIVED")[0]))
         assert received == [True] * 8, received
-        assert _receive_segments(probe)  # (the messages did go into segments)
+        assert receive_segments(probe)  # (the messages did go into segments)
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(probe), "the connection's segments to be unlinked")
+    wait_until(lambda: not receive_segments(probe), "the connection's segments to be unlinked")
 
 
 def _message(x: np.ndarray, y: np.ndarray) -> bytes:
@@ -146,8 +153,8 @@ def test_messages_at_the_receive_threshold(server, delta: int):
             x, message = _sized(length, 10 * (delta + 2) + i)
             _infer(h2, 2 * i + 1, message, x)
         # a message under the threshold never goes into a segment; one at it or above does (from the second on)
-        assert len(_receive_segments(server)) == (0 if delta < 0 else 1)
-    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+        assert len(receive_segments(server)) == (0 if delta < 0 else 1)
+    wait_until(lambda: not receive_segments(server), "the connection's segments to be unlinked")
 
 
 def test_data_frames_that_end_inside_a_tensor(server):
@@ -157,24 +164,24 @@ def test_data_frames_that_end_inside_a_tensor(server):
         for i in range(3):
             x, message = _sized(3 * MIB, 40 + i)
             _infer(h2, 2 * i + 1, message, x, chunks=[3, 17, 29, 1, 7777, 65536 + 13, 300_001])
-        assert len(_receive_segments(server)) == 1
-    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+        assert len(receive_segments(server)) == 1
+    wait_until(lambda: not receive_segments(server), "the connection's segments to be unlinked")
 
 
 def test_gzip_compressed_large_messages(server):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         for seed in range(50, 54):
-            x, y = _data(seed, 2 * MIB)
-            result = client.infer(MODEL, _grpc_inputs(x, y), compression_algorithm="gzip")
+            x, y = payload(seed, 2 * MIB)
+            result = client.infer(MODEL, grpc_inputs(x, y), compression_algorithm="gzip")
             assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
             assert result.as_numpy("OUT_Y").tobytes() == y.tobytes()
-        x, y = _data(54, 2 * MIB)  # then the same uncompressed
-        result = client.infer(MODEL, _grpc_inputs(x, y))
+        x, y = payload(54, 2 * MIB)  # then the same uncompressed
+        result = client.infer(MODEL, grpc_inputs(x, y))
         assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the connection's segments to be unlinked")
 
 
 @pytest.fixture(scope="module")
@@ -202,12 +209,6 @@ def _gated_message(x: np.ndarray, base: Path, release: bool = False) -> bytes:
         tensor.shape.append(array.size)
         request.raw_input_contents.append(array.tobytes())
     return request.SerializeToString()
-
-
-def _digest(base: Path) -> str:
-    path = Path(f"{base}.digest")
-    wait_until(path.exists, f"the model to read {base.name}'s input")
-    return path.read_text()
 
 
 def _send(h2: RawH2, stream_id: int, message: bytes) -> None:
@@ -246,7 +247,7 @@ def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_serv
         for stream_id, i in ((1, 0), (3, 1)):  # the connection gets a segment of this size
             _send(h2, stream_id, _gated_message(xs[i], tmp_path / f"m{i}", release=True))
             check((stream_id, xs[i]))
-        assert len(_receive_segments(digest_server)) == 1
+        assert len(receive_segments(digest_server)) == 1
         held = []
         for stream_id, i in ((5, 2), (7, 3)) if queued else ((5, 2),):  # (queued: both instances held first)
             _send(h2, stream_id, _gated_message(xs[i], tmp_path / f"m{i}"))
@@ -272,10 +273,10 @@ def test_a_reset_call_keeps_its_bytes_until_the_worker_has_read_them(digest_serv
             check(*[(stream_id, xs[i]) for stream_id, i in held], (11, xs[5]))
             assert not Path(f"{tmp_path / 'm4'}.started").exists(), "a call reset while queued ran"
         else:
-            assert _digest(tmp_path / f"m{victim}") == hashlib.sha256(xs[victim].tobytes()).hexdigest(), \
+            assert digest(tmp_path / f"m{victim}") == hashlib.sha256(xs[victim].tobytes()).hexdigest(), \
                 "the model of the reset call read bytes a later message overwrote"
-            assert _digest(tmp_path / "m5") == hashlib.sha256(xs[5].tobytes()).hexdigest()
-    wait_until(lambda: not _receive_segments(digest_server), "the connection's segments to be unlinked")
+            assert digest(tmp_path / "m5") == hashlib.sha256(xs[5].tobytes()).hexdigest()
+    wait_until(lambda: not receive_segments(digest_server), "the connection's segments to be unlinked")
 
 
 def _unknown_model_message(nbytes: int) -> bytes:
@@ -311,22 +312,22 @@ def test_many_connections_stalled_inside_a_repeated_size_stay_within_the_server_
         for h2 in connections:
             h2.send(ping(b"stalled!"))
             h2.expect_ping_ack(b"stalled!")
-        segments = _receive_segments(server)
+        segments = receive_segments(server)
         held = sum(os.stat(f"/dev/shm/{name}").st_size for name in segments)
         assert segments and held <= RECEIVE_TOTAL_MAX, f"{len(segments)} segments, {held} bytes"
         _grpc_round_trip(server)  # the server still answers (into ordinary memory past the bound)
     finally:
         for h2 in connections:
             h2.close()
-    wait_until(lambda: not _receive_segments(server), "the stalled connections' segments to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the stalled connections' segments to be unlinked")
 
 
 def _grpc_round_trip(server) -> None:
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
-        x, y = _data(300, 2 * MIB)
+        x, y = payload(300, 2 * MIB)
         for _ in range(2):
-            result = client.infer(MODEL, _grpc_inputs(x, y))
+            result = client.infer(MODEL, grpc_inputs(x, y))
             assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
     finally:
         client.close()
@@ -338,10 +339,10 @@ def test_requests_refused_before_any_worker_give_their_segment_back(server, mist
     that size: the refused ones let go of the connection's segment at once (one segment, reused throughout)."""
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
-        x, y = _data(400, 1536 * 1024)  # (as INT32: a shape whose varint has the same length)
+        x, y = payload(400, 1536 * 1024)  # (as INT32: a shape whose varint has the same length)
         good: dict = {"model_name": MODEL, "model_version": "1" if mistake == "unknown version" else ""}
         for i in range(5):
-            inputs = _grpc_inputs(x, y)
+            inputs = grpc_inputs(x, y)
             model, version = MODEL, good["model_version"]
             if mistake == "unknown model":
                 model = "gated_identitY"
@@ -355,16 +356,16 @@ def test_requests_refused_before_any_worker_give_their_segment_back(server, mist
                 inputs[0].set_data_from_numpy(x.reshape(2, -1))
             with pytest.raises(InferenceServerException):
                 client.infer(model, inputs, model_version=version)
-            assert len(_receive_segments(server)) <= 1, f"after refused request {i}"
-        assert len(_receive_segments(server)) == 1
+            assert len(receive_segments(server)) <= 1, f"after refused request {i}"
+        assert len(receive_segments(server)) == 1
         for _ in range(3):
-            result = client.infer(MODEL, _grpc_inputs(x, y), model_version=good["model_version"])
+            result = client.infer(MODEL, grpc_inputs(x, y), model_version=good["model_version"])
             assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
         if mistake != "wrong shape":  # (a shape of two dimensions: a longer message)
-            assert len(_receive_segments(server)) == 1
+            assert len(receive_segments(server)) == 1
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the connection's segment to be unlinked")
 
 
 @pytest.mark.parametrize("outcome", ["raise", "wrong output"])
@@ -373,12 +374,12 @@ def test_requests_that_fail_in_the_model_give_their_segment_back(digest_server, 
     """Large requests of one size whose model fails (raises, or answers an output of the wrong datatype) on one
     connection: each gives the connection's segment back when it ends (one segment throughout, not one per error
     until the garbage collector runs); then good requests of that size still round-trip in it."""
-    x, y = _data(500, 2 * MIB)
+    x, y = payload(500, 2 * MIB)
     if protocol == "grpc":
         client = grpcclient.InferenceServerClient(digest_server.grpc_url)
 
         def infer(parameters: dict):
-            result = client.infer("gated_digest", _grpc_inputs(x, y), parameters=parameters)
+            result = client.infer("gated_digest", grpc_inputs(x, y), parameters=parameters)
             return result.as_numpy("OUT_X")
     else:
         client = httpclient.InferenceServerClient(digest_server.http_url, network_timeout=60)
@@ -393,13 +394,13 @@ def test_requests_that_fail_in_the_model_give_their_segment_back(digest_server, 
         for i in range(5):  # (the parameter values have one length: the messages have one size)
             with pytest.raises(InferenceServerException):
                 infer({"outcome": outcome})
-            assert len(_receive_segments(digest_server)) <= 1, f"after failed request {i}"
+            assert len(receive_segments(digest_server)) <= 1, f"after failed request {i}"
         for _ in range(2):
             assert infer({"outcome": "x" * len(outcome)}).tobytes() == x.tobytes()
-        assert len(_receive_segments(digest_server)) == 1
+        assert len(receive_segments(digest_server)) == 1
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(digest_server), "the connection's segment to be unlinked")
+    wait_until(lambda: not receive_segments(digest_server), "the connection's segment to be unlinked")
 
 
 def _worker_receive_mappings(server) -> list[str]:
@@ -420,43 +421,42 @@ def test_workers_let_go_of_the_segments_of_closed_connections(server):
     for seed in range(8):
         client = grpcclient.InferenceServerClient(server.grpc_url)
         try:
-            x, y = _data(800 + seed, MIB + 4096 * seed)  # (a size of its own)
+            x, y = payload(800 + seed, MIB + 4096 * seed)  # (a size of its own)
             for _ in range(3):
-                result = client.infer(MODEL, _grpc_inputs(x, y))
+                result = client.infer(MODEL, grpc_inputs(x, y))
                 assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
             assert _worker_receive_mappings(server)  # (the worker read the tensor from the segment)
         finally:
             client.close()
-    wait_until(lambda: not _receive_segments(server), "the connections' segments to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the connections' segments to be unlinked")
     wait_until(lambda: not _worker_receive_mappings(server), "the workers to unmap the segments")
 
 
 def test_a_deadline_while_queued_gives_the_segment_back_and_the_call_never_runs(server, tmp_path: Path):
     """One instance, held by a request; a second of the same size waits for it and passes its deadline: the model never
     sees the second, and its segment is free again (more requests of that size reuse the segments there are)."""
-    from tests.e2e.test_received_segments import _gated_infer, _warm
-
+    
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
-        _warm(client, tmp_path)  # an idle segment of this size
-        first = _gated_infer(client, 91, tmp_path / "q1")
+        warm(client, tmp_path)  # an idle segment of this size
+        first = GatedInfer(client, 91, tmp_path / "q1")
         first.started()
-        late = _gated_infer(client, 92, tmp_path / "q2", timeout=1.0)
+        late = GatedInfer(client, 92, tmp_path / "q2", timeout=1.0)
         result, error = late._answers.get(timeout=60)
         assert result is None and "Deadline" in str(error)
-        third = _gated_infer(client, 93, tmp_path / "q3")  # (the reset may still be on its way: maybe a new one)
+        third = GatedInfer(client, 93, tmp_path / "q3")  # (the reset may still be on its way: maybe a new one)
         Path(f"{tmp_path / 'q3'}.release").touch()
         first.release()
         first.check()
         third.check()
         assert not Path(f"{tmp_path / 'q2'}.started").exists(), "a call past its deadline while queued ran"
-        held = len(_receive_segments(server))
+        held = len(receive_segments(server))
         assert held <= 3
-        _warm(client, tmp_path, ("w4", "w5"))
-        assert len(_receive_segments(server)) == held  # all of them idle again: reused
+        warm(client, tmp_path, ("w4", "w5"))
+        assert len(receive_segments(server)) == held  # all of them idle again: reused
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the connection's segments to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the connection's segments to be unlinked")
 
 
 def test_declared_huge_messages_that_stall_get_no_segment(server):
@@ -478,11 +478,11 @@ def test_declared_huge_messages_that_stall_get_no_segment(server):
         for h2 in connections:  # (frames are read in order: the 300 KiB have arrived once the PING is answered)
             h2.send(ping(b"stalled!"))
             h2.expect_ping_ack(b"stalled!")
-        assert not _receive_segments(server)
+        assert not receive_segments(server)
         grown = rss_bytes(server.process.pid) - before
         assert grown < 200 * 2 * 300 * 1024 + (64 << 20), f"the server grew by {grown >> 20} MiB"
         _grpc_round_trip(server)
     finally:
         for h2 in connections:
             h2.close()
-    wait_until(lambda: not _receive_segments(server), "the segments of the round trip to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the segments of the round trip to be unlinked")

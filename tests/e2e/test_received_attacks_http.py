@@ -15,10 +15,14 @@ from tritonclient.utils import InferenceServerException
 
 from tests._support.serving import serve
 from tests._support.waits import wait_until
-from tests.e2e.test_received_attacks import IDENTITY, _digest
-from tests.e2e.test_received_segments import MODEL, _data, _receive_segments
-
-MIB = 1 << 20
+from tests.e2e.received import (
+    IDENTITY,
+    MIB,
+    MODEL,
+    digest,
+    payload,
+    receive_segments,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,7 @@ def test_http_keep_alive_large_small_large(server):
     client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
     try:
         for seed in range(60, 68):
-            x, y = _data(seed, 2 * MIB if seed % 2 == 0 else 1000)
+            x, y = payload(seed, 2 * MIB if seed % 2 == 0 else 1000)
             inputs = [httpclient.InferInput("IN_X", [x.size], "UINT8"), httpclient.InferInput("IN_Y", [y.size], "FP32")]
             inputs[0].set_data_from_numpy(x, binary_data=True)
             inputs[1].set_data_from_numpy(y, binary_data=True)
@@ -45,15 +49,15 @@ def test_http_keep_alive_large_small_large(server):
             result = client.infer(MODEL, inputs, outputs=outputs)
             assert result.as_numpy("OUT_X").tobytes() == x.tobytes(), f"request {seed}"
             assert result.as_numpy("OUT_Y").tobytes() == y.tobytes(), f"request {seed}"
-        assert len(_receive_segments(server)) == 1
+        assert len(receive_segments(server)) == 1
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
 @pytest.mark.parametrize("mistake", ["unknown model", "wrong datatype", "bad header"])
 def test_http_requests_refused_before_any_worker_give_their_segment_back(server, mistake: str):
-    x, y = _data(600, 2 * MIB)
+    x, y = payload(600, 2 * MIB)
     client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
 
     def infer(model: str, x_type: str = "UINT8", extra: dict | None = None):
@@ -72,15 +76,15 @@ def test_http_requests_refused_before_any_worker_give_their_segment_back(server,
                     infer(MODEL, "INT8", {"p": "xx"})  # ("INT8" is one byte shorter than "UINT8")
                 else:
                     infer(MODEL, extra={"binary_data_output": "x"})  # (a reserved parameter)
-            assert len(_receive_segments(server)) <= 1, f"after refused request {i}"
+            assert len(receive_segments(server)) <= 1, f"after refused request {i}"
         for _ in range(2):
             extra = {"p": "x"} if mistake == "wrong datatype" else {"binary_data_outpuX": "x"} \
                 if mistake == "bad header" else None
             assert infer(MODEL, extra=extra).tobytes() == x.tobytes()
-        assert len(_receive_segments(server)) == 1
+        assert len(receive_segments(server)) == 1
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
 def _http_body(x: np.ndarray, base: Path) -> bytes:
@@ -110,7 +114,7 @@ def test_http_pipelined_large_requests_never_overwrite_one_the_worker_holds(dige
             Path(f"{tmp_path / f'p{i}'}.release").touch()
             sock.sendall(_http_body(xs[i], tmp_path / f"p{i}"))
             assert answers.next().endswith(xs[i].tobytes())
-        assert len(_receive_segments(digest_server)) == 1
+        assert len(receive_segments(digest_server)) == 1
         sock.sendall(_http_body(xs[2], tmp_path / "p2"))
         wait_until(Path(f"{tmp_path / 'p2'}.started").exists, "the worker to hold the request")
         for i in (3, 4):  # pipelined behind it, released at once
@@ -118,10 +122,10 @@ def test_http_pipelined_large_requests_never_overwrite_one_the_worker_holds(dige
             sock.sendall(_http_body(xs[i], tmp_path / f"p{i}"))
         Path(f"{tmp_path / 'p2'}.release").touch()
         for i in (2, 3, 4):
-            assert _digest(tmp_path / f"p{i}") == hashlib.sha256(xs[i].tobytes()).hexdigest(), \
+            assert digest(tmp_path / f"p{i}") == hashlib.sha256(xs[i].tobytes()).hexdigest(), \
                 f"request {i}'s model read bytes another message overwrote"
             assert answers.next().endswith(xs[i].tobytes()), f"request {i}: OUT_X differs"
-    wait_until(lambda: not _receive_segments(digest_server), "the HTTP connection's segments to be unlinked")
+    wait_until(lambda: not receive_segments(digest_server), "the HTTP connection's segments to be unlinked")
 
 
 class _Answers:

@@ -19,8 +19,18 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests._support.serving import serve, tensor_args
+from tests._support.serving import serve
 from tests._support.waits import wait_until
+from tests.e2e.received import (
+    IDENTITY,
+    MIB,
+    MODEL,
+    GatedInfer,
+    grpc_inputs,
+    payload,
+    receive_segments,
+    warm,
+)
 from tests.frontend.grpc.raw_h2 import (
     CANCEL,
     S_INITIAL_WINDOW_SIZE,
@@ -31,12 +41,6 @@ from tests.frontend.grpc.raw_h2 import (
     window_update,
 )
 
-MIB = 1 << 20
-SIZE = 20 * MIB
-MODEL = "gated_identity"
-IDENTITY = ["--max-batch-size", "0"] + tensor_args("input", [("IN_X", "uint8", "-1"), ("IN_Y", "fp32", "-1")]) \
-    + tensor_args("output", [("OUT_X", "uint8", "-1"), ("OUT_Y", "fp32", "-1")])
-
 
 @pytest.fixture(scope="module")
 def server():
@@ -44,27 +48,9 @@ def server():
         yield process
 
 
-def _receive_segments(server) -> list[str]:
-    """The server's receive segments in /dev/shm (named pytriton_<tag>_<server pid>_rcv<id>)."""
-    marker = f"_{server.process.pid}_rcv"
-    return [name for name in os.listdir("/dev/shm") if name.startswith("pytriton_") and marker in name]
-
-
-def _data(seed: int, nbytes: int = SIZE) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 256, nbytes, dtype=np.uint8), rng.random(1000, dtype=np.float32)
-
-
-def _grpc_inputs(x: np.ndarray, y: np.ndarray, x_type: str = "UINT8") -> list:
-    inputs = [grpcclient.InferInput("IN_X", [x.size], x_type), grpcclient.InferInput("IN_Y", [y.size], "FP32")]
-    inputs[0].set_data_from_numpy(x)
-    inputs[1].set_data_from_numpy(y)
-    return inputs
-
-
 def _grpc_check(client, seed: int, **kwargs) -> None:
-    x, y = _data(seed)
-    result = client.infer(MODEL, _grpc_inputs(x, y), **kwargs)
+    x, y = payload(seed)
+    result = client.infer(MODEL, grpc_inputs(x, y), **kwargs)
     assert result.as_numpy("OUT_X").tobytes() == x.tobytes(), f"request {seed}: OUT_X differs"
     assert result.as_numpy("OUT_Y").tobytes() == y.tobytes(), f"request {seed}: OUT_Y differs"
 
@@ -74,13 +60,13 @@ def grpc(server):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     yield client
     client.close()
-    wait_until(lambda: not _receive_segments(server), "the closed connection's segments to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the closed connection's segments to be unlinked")
 
 
 def test_grpc_unary_round_trips_in_a_segment_that_goes_with_the_connection(server, grpc):
     for seed in range(4):  # the first arrives in ordinary memory; the next ones in a segment, reused
         _grpc_check(grpc, seed)
-    assert len(_receive_segments(server)) == 1
+    assert len(receive_segments(server)) == 1
 
 
 def test_grpc_stream_round_trips(server):
@@ -89,25 +75,25 @@ def test_grpc_stream_round_trips(server):
     client.start_stream(callback=lambda result, error: results.put((result, error)))
     try:
         for seed in range(20, 24):
-            x, y = _data(seed)
-            client.async_stream_infer(MODEL, _grpc_inputs(x, y))
+            x, y = payload(seed)
+            client.async_stream_infer(MODEL, grpc_inputs(x, y))
             result, error = results.get(timeout=60)
             assert error is None, error
             assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
             assert result.as_numpy("OUT_Y").tobytes() == y.tobytes()
         # (the stream's handler still holds the previous request when the next arrives: two segments alternate)
-        assert 1 <= len(_receive_segments(server)) <= 2
+        assert 1 <= len(receive_segments(server)) <= 2
     finally:
         client.stop_stream()
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the stream's segments to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the stream's segments to be unlinked")
 
 
 def test_http_binary_round_trips(server):
     client = httpclient.InferenceServerClient(server.http_url, network_timeout=60)
     try:
         for seed in range(30, 34):
-            x, y = _data(seed)
+            x, y = payload(seed)
             inputs = [httpclient.InferInput("IN_X", [x.size], "UINT8"), httpclient.InferInput("IN_Y", [y.size], "FP32")]
             inputs[0].set_data_from_numpy(x, binary_data=True)
             inputs[1].set_data_from_numpy(y, binary_data=True)
@@ -115,10 +101,10 @@ def test_http_binary_round_trips(server):
             result = client.infer(MODEL, inputs, outputs=outputs)
             assert result.as_numpy("OUT_X").tobytes() == x.tobytes()
             assert result.as_numpy("OUT_Y").tobytes() == y.tobytes()
-        assert len(_receive_segments(server)) == 1
+        assert len(receive_segments(server)) == 1
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(server), "the HTTP connection's segment to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the HTTP connection's segment to be unlinked")
 
 
 @pytest.fixture(scope="module")
@@ -131,102 +117,68 @@ def test_a_second_request_does_not_overwrite_a_segment_the_worker_still_reads(tw
     client = grpcclient.InferenceServerClient(two_instances.grpc_url)
     try:
         for seed, name in ((40, "ww0"), (41, "ww1")):  # (messages of one size: the paths have one length)
-            warm = _gated_infer(client, seed, tmp_path / name)
+            warm = GatedInfer(client, seed, tmp_path / name)
             warm.release()
             warm.check()  # now the connection has an idle segment of this size
-        first = _gated_infer(client, 42, tmp_path / "one")
+        first = GatedInfer(client, 42, tmp_path / "one")
         first.started()  # the first request's segment is busy while its worker waits
-        second = _gated_infer(client, 43, tmp_path / "two")
+        second = GatedInfer(client, 43, tmp_path / "two")
         second.started()  # the second request arrived in full and runs on the other instance
-        assert len(_receive_segments(two_instances)) == 2
+        assert len(receive_segments(two_instances)) == 2
         first.release()
         first.check()  # the model read its input after the second request arrived: not overwritten
         second.release()
         second.check()
     finally:
         client.close()
-    wait_until(lambda: not _receive_segments(two_instances), "the closed connection's segments to be unlinked")
-
-
-class _gated_infer:
-    """A request sent now on `client`'s connection whose model waits (after creating `<base>.started`) for
-    `<base>.release` before it reads its inputs."""
-
-    def __init__(self, client, seed: int, base: Path, timeout: float | None = None):
-        self.x, self.y = _data(seed)
-        self._started, self._release = Path(f"{base}.started"), Path(f"{base}.release")
-        self._answers: queue.Queue = queue.Queue()
-        client.async_infer(MODEL, _grpc_inputs(self.x, self.y),
-                           lambda result, error: self._answers.put((result, error)),
-                           parameters={"started": str(self._started), "release": str(self._release)},
-                           client_timeout=timeout)
-
-    def started(self) -> None:
-        wait_until(self._started.exists, "the worker to hold the request")
-
-    def release(self) -> None:
-        self._release.touch()
-
-    def check(self) -> None:
-        result, error = self._answers.get(timeout=60)
-        assert error is None, error
-        assert result.as_numpy("OUT_X").tobytes() == self.x.tobytes(), "the request's input was overwritten"
-        assert result.as_numpy("OUT_Y").tobytes() == self.y.tobytes()
+    wait_until(lambda: not receive_segments(two_instances), "the closed connection's segments to be unlinked")
 
 
 def test_a_validation_error_on_a_large_message_releases_its_segment(server, grpc):
     _grpc_check(grpc, 50)
     _grpc_check(grpc, 51)
-    x, y = _data(52)
-    inputs = _grpc_inputs(x, y)
+    x, y = payload(52)
+    inputs = grpc_inputs(x, y)
     inputs[0] = grpcclient.InferInput("IN_Z", [x.size], "UINT8")  # (a message of the same size)
     inputs[0].set_data_from_numpy(x)
     with pytest.raises(InferenceServerException, match="IN_Z"):
         grpc.infer(MODEL, inputs)
-    assert len(_receive_segments(server)) == 1
+    assert len(receive_segments(server)) == 1
     _grpc_check(grpc, 53)  # the segment was given back: reused, not a second one
-    assert len(_receive_segments(server)) == 1
-
-
-def _warm(client, tmp_path: Path, names: tuple[str, ...] = ("w0", "w1")) -> None:
-    """Requests with the parameters of `_gated_infer` (one message size): the connection has an idle segment."""
-    for seed, name in enumerate(names):
-        warm = _gated_infer(client, 90 + seed, tmp_path / name)
-        warm.release()
-        warm.check()
+    assert len(receive_segments(server)) == 1
 
 
 def test_a_deadline_while_the_worker_holds_the_segment(server, grpc, tmp_path: Path):
-    _warm(grpc, tmp_path)
-    late = _gated_infer(grpc, 62, tmp_path / "ll", timeout=1.0)
+    warm(grpc, tmp_path)
+    late = GatedInfer(grpc, 62, tmp_path / "ll", timeout=1.0)
     late.started()  # it holds the connection's segment
     result, error = late._answers.get(timeout=60)
     assert result is None and "Deadline" in str(error)
     late.release()
     # A small request queues behind the abandoned one on the one instance: once it is answered, the server has seen
     # the abandoned request end (without this, the next large message could arrive first and take a second segment).
-    small_x, small_y = _data(63, 16)
-    grpc.infer(MODEL, _grpc_inputs(small_x, small_y))
-    _warm(grpc, tmp_path, ("w2", "w3"))  # the segment was given back once the worker let go of it
-    assert len(_receive_segments(server)) == 1
+    small_x, small_y = payload(63, 16)
+    grpc.infer(MODEL, grpc_inputs(small_x, small_y))
+    warm(grpc, tmp_path, ("w2", "w3"))  # the segment was given back once the worker let go of it
+    assert len(receive_segments(server)) == 1
 
 
 def test_worker_killed_while_holding_a_segment(server, grpc, tmp_path: Path):
-    _warm(grpc, tmp_path)
+    warm(grpc, tmp_path)
     pids = server.worker_pids()
-    request = _gated_infer(grpc, 72, tmp_path / "kk")
+    request = GatedInfer(grpc, 72, tmp_path / "kk")
     request.started()  # it holds the connection's segment
     os.kill(pids[-1], signal.SIGKILL)
     result, error = request._answers.get(timeout=60)
     assert result is None and error is not None
     wait_until(lambda: len(server.worker_pids()) > len(pids) and grpc.is_model_ready(MODEL), "a new worker", 60)
     request.release()
-    _warm(grpc, tmp_path, ("w2", "w3"))
-    assert len(_receive_segments(server)) == 1  # the killed request's segment was given back and reused
+    warm(grpc, tmp_path, ("w2", "w3"))
+    assert len(receive_segments(server)) == 1  # the killed request's segment was given back and reused
 
 
 def test_http_client_that_leaves_mid_body(server):
-    x, y = _data(80, 4 * MIB)
+    x, y = payload(80, 4 * MIB)
     header = (b'{"inputs":[{"name":"IN_X","datatype":"UINT8","shape":[%d],"parameters":{"binary_data_size":%d}},'
               b'{"name":"IN_Y","datatype":"FP32","shape":[1000],"parameters":{"binary_data_size":4000}}]}'
               % (x.size, x.size))
@@ -238,9 +190,9 @@ def test_http_client_that_leaves_mid_body(server):
         for _ in range(2):  # the second body goes into a segment
             sock.sendall(head + body)
             _read_answer(sock)
-        assert len(_receive_segments(server)) == 1
+        assert len(receive_segments(server)) == 1
         sock.sendall(head + body[: len(body) // 2])  # then half of one, and away
-    wait_until(lambda: not _receive_segments(server), "the segment of a client that left mid-body to be unlinked")
+    wait_until(lambda: not receive_segments(server), "the segment of a client that left mid-body to be unlinked")
     client = httpclient.InferenceServerClient(server.http_url)
     try:
         assert client.is_model_ready(MODEL)
@@ -291,19 +243,19 @@ def test_grpc_stream_reset_mid_message(server):
         h2.handshake((S_MAX_FRAME_SIZE, 1 << 20), (S_INITIAL_WINDOW_SIZE, 1 << 30))
         h2.send(window_update(0, 1 << 30))  # (the answers come back whole)
         for stream_id, seed in ((1, 100), (3, 101)):  # the second message of this size goes into a segment
-            x, y = _data(seed, 3 * MIB)
+            x, y = payload(seed, 3 * MIB)
             send(h2, stream_id, _infer_message(x, y))
             check(h2, stream_id, x)
-        assert len(_receive_segments(server)) == 1
-        x, y = _data(102, 3 * MIB)
+        assert len(receive_segments(server)) == 1
+        x, y = payload(102, 3 * MIB)
         message = _infer_message(x, y)
         send(h2, 5, message[: len(message) // 2], end=False)  # half of a message into the segment, then a reset
         h2.send(rst_stream(5, CANCEL))
-        x, y = _data(103, 3 * MIB)
+        x, y = payload(103, 3 * MIB)
         send(h2, 7, _infer_message(x, y))
         check(h2, 7, x)
-        assert len(_receive_segments(server)) == 1  # the reset stream's segment was free again, and reused
-    wait_until(lambda: not _receive_segments(server), "the connection's segment to be unlinked")
+        assert len(receive_segments(server)) == 1  # the reset stream's segment was free again, and reused
+    wait_until(lambda: not receive_segments(server), "the connection's segment to be unlinked")
 
 
 def test_response_cache_hits_and_a_python_model_on_received_segments():
@@ -326,7 +278,7 @@ def test_response_cache_hits_and_a_python_model_on_received_segments():
             other = np.random.default_rng(111).random(MIB, dtype=np.float32)
             y, calls = infer(other)  # the Python model reads it from the segment the hits gave back
             assert y.tobytes() == (2 * other).tobytes() and calls == 2
-            assert len(_receive_segments(cached)) == 1
+            assert len(receive_segments(cached)) == 1
         finally:
             client.close()
-        wait_until(lambda: not _receive_segments(cached), "the connection's segment to be unlinked")
+        wait_until(lambda: not receive_segments(cached), "the connection's segment to be unlinked")

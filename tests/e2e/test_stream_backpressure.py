@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
+from tests._support.model_calls import DECOUPLED_COUNT
 from tests._support.serving import serve, tensor_args
-from tests.e2e.test_decoupled import ARGS
 
 GATED = tensor_args("input", [("INPUT", "fp32", "-1")]) + tensor_args("output", [("PID", "int64", "1")])
 
@@ -26,7 +26,7 @@ BATCHED = ["--decoupled", "--max-batch-size", "4", "--dynamic-batching", "--max-
 def test_long_streams_arrive_whole_and_in_order(batched):
     """1,500 responses per request (the worker runs at most 64 ahead of what the server has passed on), three
     requests on three streams at once; batched, one execution serves them all, paced by the slowest reader."""
-    target, args = ("batched_countdown", BATCHED) if batched else ("countdown", ARGS)
+    target, args = ("batched_countdown", BATCHED) if batched else ("countdown", DECOUPLED_COUNT)
     with serve(f"tests.models:{target}", "--model-name", "countdown", *args) as server:
         clients = [grpcclient.InferenceServerClient(server.grpc_url) for _ in range(3)]
         shape = [1, 1] if batched else [1]
