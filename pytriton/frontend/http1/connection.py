@@ -25,6 +25,7 @@ from typing import Any
 from pytriton.config.http1 import HttpLimits
 from pytriton.frontend._socket_write import DirectWriteTransport
 from pytriton.frontend.http1.budget import BufferBudget
+from pytriton.frontend.http1.chunked import LAST_CHUNK, chunk, chunked_head
 from pytriton.frontend.http1.messages import (
     Begin,
     Handler,
@@ -392,6 +393,10 @@ class HttpConnection(RequestReader):
         head = isinstance(item, HttpRequest) and item.method == "HEAD"
         keep_alive = keep_alive and not response.close
         self._send(response, keep_alive, head)
+        return self._answered(keep_alive)
+
+    def _answered(self, keep_alive: bool) -> bool:
+        """An answer went out: close without keep-alive, else read again if too many requests had waited."""
         if not keep_alive:
             if self.transport is not None:
                 self.transport.close()  # after what is unsent: the client has a while to take it
@@ -425,7 +430,10 @@ class HttpConnection(RequestReader):
                         response = error_response(500, f"internal error: {exc}")
                     finally:
                         self._request_done(item.body, charge)
-                if not self._answer(item, response, keep_alive):
+                if response.stream is not None:
+                    if not await self._send_stream(response, keep_alive and not response.close):
+                        return
+                elif not self._answer(item, response, keep_alive):
                     return
                 if self.begin is not None:  # the rest goes back to `_advance` (begun requests need no task)
                     hand_back = True
@@ -436,6 +444,43 @@ class HttpConnection(RequestReader):
                 self._advance()
             else:
                 self._answered_all()
+
+    async def _send_stream(self, response: HttpResponse, keep_alive: bool) -> bool:
+        """Send an answer whose body its stream yields, in chunks (chunked.py): the next part is taken only while less
+        than `WRITE_HIGH` bytes wait unsent (a client that takes nothing for the body timeout is dropped, see
+        `_drain`); the stream is closed however this ends (a lost connection cancels this task). False when the
+        connection ends with it."""
+        stream = response.stream
+        assert stream is not None
+        finished = False
+        try:
+            if self.transport is None:
+                return False
+            self.transport.write(chunked_head(response.status, response.headers, keep_alive))
+            try:
+                async for data in stream:
+                    if self.transport is None:
+                        return False
+                    if data:
+                        self.transport.write(chunk(data))
+                    if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
+                        await self._drain()
+            except Exception:  # a bug in the stream must not kill the connection's task; its body ends unfinished
+                logger.exception("HTTP streamed answer failed")
+                return False
+            if self.transport is None:
+                return False
+            self.transport.write(LAST_CHUNK)
+            finished = True
+        finally:
+            await stream.aclose()
+            if response.on_sent is not None:
+                response.on_sent()
+            if not finished and self.transport is not None:
+                self.transport.abort()  # (the stream failed half-way: its body cannot be ended well)
+        if self.send_deadline == math.inf and self.transport is not None and unsent_bytes(self.transport):
+            self._expect_sent()
+        return self._answered(keep_alive)
 
     async def _drain(self) -> None:
         self._drained = self.loop.create_future()

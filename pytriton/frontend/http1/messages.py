@@ -4,7 +4,7 @@ wire (Content-Length framing; large parts sent from their own buffers)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from http import HTTPStatus
 from typing import Any, Protocol
 
@@ -38,9 +38,10 @@ class HttpRequest:
 
 
 class HttpResponse:
-    """Status, headers and body parts (any buffers); `on_sent` runs once the parts have been handed over."""
+    """Status, headers and body parts (any buffers); `on_sent` runs once the parts have been handed over. With
+    `stream`, the body is what the stream yields instead, sent in chunks as it comes (chunked.py)."""
 
-    __slots__ = ("close", "headers", "on_sent", "parts", "status")
+    __slots__ = ("close", "headers", "on_sent", "parts", "status", "stream")
 
     def __init__(
         self,
@@ -48,12 +49,14 @@ class HttpResponse:
         parts: list[Any] | None = None,
         headers: list[tuple[str, str]] | None = None,
         on_sent: Callable[[], None] | None = None,
+        stream: AsyncGenerator[bytes, None] | None = None,
     ):
         self.status = status
         self.parts = parts or []
         self.headers = headers or []
         self.on_sent = on_sent
         self.close = False
+        self.stream = stream
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
