@@ -28,11 +28,13 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | None = None,
-                      args: tuple[str, ...] = (), log: list[str] | None = None) -> Iterator[str]:
+                      args: tuple[str, ...] = (), log: list[str] | None = None,
+                      urls: dict[str, str] | None = None) -> Iterator[str]:
     """Serve `repository` (model control mode none unless `args` say otherwise) until the block ends; yields its gRPC
     URL. `scratch`: an empty folder for its backends; `env`: added to its environment (and so to its Python stubs');
     `args`: more tritonserver options; `log`: gets its log lines (all of them once the block ends, or once it raised
-    RuntimeError: it did not start)."""
+    RuntimeError: it did not start); `urls`: gets its "grpc" and "http" addresses (host:port), the block starting once
+    its HTTP port also listens."""
     package = REAL_SITE / "pytriton" / "tritonserver"
     backends = scratch / "backends"
     shutil.copytree(package / "backends" / "python", backends / "python")
@@ -49,12 +51,15 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ, start_new_session=True)
     started = threading.Event()
     serving = threading.Event()
+    http_serving = threading.Event()
 
     def read() -> None:  # (its log, read to the end: a full pipe would stop it)
         assert process.stdout is not None
         for line in process.stdout:
             if log is not None:
                 log.append(line)
+            if "Started HTTPService" in line:
+                http_serving.set()
             if "Started GRPCInferenceService" in line:
                 serving.set()
                 started.set()
@@ -69,6 +74,10 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
         if not serving.is_set() or process.poll() is not None:
             process.wait(60)
             raise RuntimeError("tritonserver did not start")
+        if urls is not None:
+            if not http_serving.wait(60):
+                raise RuntimeError("tritonserver's HTTP port did not start")
+            urls.update(grpc=f"127.0.0.1:{ports[1]}", http=f"127.0.0.1:{ports[0]}")
         yield f"127.0.0.1:{ports[1]}"
     finally:
         process.send_signal(signal.SIGINT)

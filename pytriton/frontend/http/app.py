@@ -28,6 +28,7 @@ from pytriton.core.types import InferResponse
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
+from pytriton.frontend.http.generate import generate
 from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http.infer_begin import (
     InferAnswer,
@@ -306,7 +307,8 @@ class HttpApp:
         if action == "trace/setting":
             return self._trace(request, name)
         if action in ("generate", "generate_stream"):
-            return self._only(method, "POST") or error_response(501, f"'{action}' is not supported by this server")
+            streaming = action == "generate_stream"
+            return self._only(method, "POST") or await generate(self.core, request, name, version, streaming)
         return error_response(404, "Not Found")
 
     def _config(self, name: str, version: str) -> HttpResponse:
