@@ -251,3 +251,29 @@ def test_http_restrictions_apply_to_the_sagemaker_port(tmp_path: Path) -> None:
         assert status == 200, body
     finally:
         _stopped(server)
+
+
+@pytest.mark.parametrize("inference_type", ["generate", "generate_stream"])
+def test_invocations_runs_generate_when_the_inference_type_says_so(inference_type: str) -> None:
+    """SAGEMAKER_TRITON_INFERENCE_TYPE generate / generate_stream: /invocations is the default model's generate route
+    (as Triton's SageMaker server after 2.51 answers it)."""
+    env = {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "gen_stream", "SAGEMAKER_TRITON_INFERENCE_TYPE": inference_type}
+    server = _server(REPO / "tests" / "repositories" / "generate", env=env)
+    try:
+        port = platform_port(server, SERVICE)
+        n = 3 if inference_type == "generate_stream" else 1
+        status, headers, body = request(port, "POST", "/invocations",
+                                        json.dumps({"id": "5", "text_input": "s", "n": n}).encode())
+        assert status == 200, body
+        answers = [{"id": "5", "model_name": "gen_stream", "model_version": "1", "text_output": f"s {i}"}
+                   for i in range(n)]
+        if inference_type == "generate":
+            assert (headers["content-type"], json.loads(body)) == ("application/json", answers[0])
+        else:
+            assert headers["content-type"] == "text/event-stream; charset=utf-8"
+            assert body == b"".join(b"data: " + json.dumps(a, separators=(",", ":")).encode() + b"\n\n"
+                                    for a in answers)
+        status, _, body = request(port, "GET", "/invocations")
+        assert (status, json.loads(body)) == (405, {"error": "Method Not Allowed"})
+    finally:
+        _stopped(server)

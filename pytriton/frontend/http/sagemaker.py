@@ -11,6 +11,7 @@ from pytriton.config.platforms import sagemaker_settings
 from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.frontend.access import AccessDenied
 from pytriton.frontend.http.app import HttpApp
+from pytriton.frontend.http.generate import generate
 from pytriton.frontend.http.infer_begin import STATUS_TO_HTTP
 from pytriton.frontend.http.platform_infer import SAGEMAKER_BINARY_MIME, platform_infer
 from pytriton.frontend.http.sagemaker_mme import MultiModel
@@ -50,10 +51,11 @@ class SageMakerApp:
         return HttpResponse(400)  # Triton: any other route is a bad request, without a body
 
     async def _invocations(self, request: HttpRequest) -> HttpResponse:
-        if self.inference_type != "infer":
+        if self.inference_type != "infer":  # generate, generate_stream: the default model's generate route
+            self.app.check("inference", request)
             if request.method != "POST":
                 return error_response(405, "Method Not Allowed")
-            return error_response(501, f"'{self.inference_type}' is not supported by this server")
+            return await generate(self.app.core, request, self._model(), "", self.inference_type == "generate_stream")
         return await platform_infer(self.app, request, self._model(), "", SAGEMAKER_BINARY_MIME,
                                     binary_in_content_type=True)
 
