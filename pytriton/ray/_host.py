@@ -270,7 +270,13 @@ class ReplicaServer:
         async def handle() -> tuple[int, list[tuple[str, str]], bytes]:
             response = await self.http_app.handle(request)
             try:
-                data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in response.parts)
+                parts = list(response.parts)
+                if response.stream is not None:  # (generate_stream: the whole stream, once the model finished)
+                    try:
+                        parts += [part async for part in response.stream]
+                    finally:
+                        await response.stream.aclose()
+                data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in parts)
             finally:
                 if response.on_sent is not None:
                     response.on_sent()

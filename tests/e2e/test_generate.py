@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import requests
 import tritonclient.grpc as grpcclient
 
 from tests._support.paths import REPO
+from tests._support.rss import rss_bytes
 from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
 from tests._support.serving import serve, tensor_args
 from tests._support.waits import wait_for_file
@@ -216,6 +218,28 @@ def test_a_client_that_never_reads_is_dropped_and_its_request_cancelled(tmp_path
         assert marker.read_text() == "cancelled"
         answer = requests.post(url(server, "gen_stream"), json={"text_input": "u", "n": 1}, timeout=30)
         assert answer.json()["text_output"] == "u 0"
+
+
+@pytest.mark.slow
+def test_an_endless_stream_nobody_reads_holds_bounded_server_memory():
+    """200,000 responses asked for on a connection that reads nothing: the server takes a response from the model only
+    as the client takes the last (WRITE_HIGH unsent at most), the model is held back by the stream's window; the
+    server's memory stays put while the model could have produced all of it (as for an unread gRPC stream)."""
+    with serve(*SERVE_ARGS) as server:
+        pid = server.process.pid
+        before = rss_bytes(pid)
+        body = json.dumps({"COUNT": 200_000}).encode()
+        with socket.create_connection(("127.0.0.1", int(server.http_url.rsplit(":", 1)[1]))) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"POST /v2/models/countdown/generate_stream HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+            growth = 0
+            for _ in range(5):  # (a measurement: an unbounded server grows all along, whatever the moments)
+                time.sleep(1)
+                growth = max(growth, rss_bytes(pid) - before)
+        assert growth < 32 << 20, f"server RSS grew by {growth >> 20} MiB for one stream nobody reads"
+        answer = requests.post(url(server, "countdown", "generate_stream"), json={"COUNT": 2}, timeout=60)
+        assert [e["VALUE"] for e in events(answer)] == [1, 0]
 
 
 # ---- the same requests on the real tritonserver 2.51 ------------------------------------------
