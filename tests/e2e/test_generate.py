@@ -203,6 +203,19 @@ def test_a_client_that_leaves_the_stream_cancels_the_request_in_the_model(server
     assert answer.json()["text_output"] == "u 0"
 
 
+@pytest.mark.parametrize("route", ["generate", "generate_stream"])
+def test_a_client_that_leaves_before_the_first_response_cancels_the_request(server, tmp_path, route):
+    marker, started = tmp_path / "cancelled", tmp_path / "started"
+    body = json.dumps({"text_input": "t", "n": 1, "silent": True, "marker": str(marker),
+                       "started": str(started)}).encode()
+    with socket.create_connection(("127.0.0.1", int(server.http_url.rsplit(":", 1)[1]))) as sock:
+        sock.sendall(b"POST /v2/models/gen_stream/%b HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%b"
+                     % (route.encode(), len(body), body))
+        wait_for_file(started)  # (the model runs and has answered nothing yet)
+    wait_for_file(marker)
+    assert marker.read_text() == "cancelled"
+
+
 def test_a_client_that_never_reads_is_dropped_and_its_request_cancelled(tmp_path):
     """A client that asks for an endless stream and reads nothing: the server takes no more responses than the
     connection can hold (WRITE_HIGH past the socket's buffers), drops the client after the body timeout without

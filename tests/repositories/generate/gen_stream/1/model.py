@@ -18,8 +18,9 @@ class TritonPythonModel:
             params = json.loads(request.parameters())
             text = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)[0].decode()
             count = int(pb_utils.get_input_tensor_by_name(request, "n").as_numpy().reshape(-1)[0])
-            if params.get("marker"):  # one response, then wait (30 s at most) until the client has left
-                sender.send(_text(f"{text} 0"))
+            if params.get("marker"):  # one response (none: `silent`), then wait (30 s at most) until the client left
+                if not params.get("silent"):
+                    sender.send(_text(f"{text} 0"))
                 if params.get("started"):
                     open(params["started"], "w").close()
                 deadline = time.monotonic() + 30
