@@ -20,16 +20,16 @@ import pytest
 import requests
 import tritonclient.grpc as grpcclient
 
-from tests._support.paths import REPO
+from tests._support.model_calls import DECOUPLED_COUNT
+from tests._support.paths import REPOSITORIES
 from tests._support.rss import rss_bytes
 from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
-from tests._support.serving import serve, tensor_args
+from tests._support.serving import serve
 from tests._support.waits import wait_for_file
 
-REPOSITORY = REPO / "tests" / "repositories" / "generate"
-SERVE_ARGS = ("tests.models:countdown", "--model-name", "countdown", "--decoupled",
-              *tensor_args("input", [("COUNT", "int32", "1")]), *tensor_args("output", [("VALUE", "int32", "1")]),
-              "--model-repository", str(REPOSITORY))
+REPOSITORY = REPOSITORIES / "generate"
+SERVE_ARGS = ("tests.models:countdown", "--model-name", "countdown", *DECOUPLED_COUNT, "--model-repository",
+              str(REPOSITORY))
 EXACTLY_ONE = ("generate expects model to produce exactly 1 response, use generate stream for model that generates "
                "various number of responses")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._support.paths import REPO
+from tests._support.paths import REPO, REPOSITORIES
 from tests._support.serving import ServerProcess
 from tests.e2e.platform_http import (
     SAGEMAKER_MIME,
@@ -258,7 +258,7 @@ def test_invocations_runs_generate_when_the_inference_type_says_so(inference_typ
     """SAGEMAKER_TRITON_INFERENCE_TYPE generate / generate_stream: /invocations is the default model's generate route
     (as Triton's SageMaker server after 2.51 answers it)."""
     env = {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "gen_stream", "SAGEMAKER_TRITON_INFERENCE_TYPE": inference_type}
-    server = _server(REPO / "tests" / "repositories" / "generate", env=env)
+    server = _server(REPOSITORIES / "generate", env=env)
     try:
         port = platform_port(server, SERVICE)
         n = 3 if inference_type == "generate_stream" else 1
