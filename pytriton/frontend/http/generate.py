@@ -32,7 +32,7 @@ import orjson
 from pytriton.core.server_core import ServerCore
 from pytriton.core.types import InferRequest, InferResponse, Tensor
 from pytriton.core.validation import validate_request
-from pytriton.exceptions import ServerError, internal, invalid_arg, unsupported
+from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unsupported
 from pytriton.frontend.http.infer import _json_values
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
@@ -249,9 +249,12 @@ def _status(exc: ServerError) -> int:
 
 
 def _before_inference(exc: ServerError) -> bool:
-    """Whether the core refused the request before a model saw it (its queue was full): Triton answers those as it
-    answers a bad request, not as the model's response."""
-    return exc.failure_reason == "REJECTED"
+    """Whether the core refused the request as it was submitted, before any model saw it (the server draining, the
+    model's queue full, no instance left): Triton answers those as bad requests (JSON, the error's status), not as
+    the model's first response. (The request's checks ran before; what the model or its execution answers is UNAVAILABLE
+    only when its execution failed, marked BACKEND, or when a model answers that code itself: then it is taken for a
+    refusal too.)"""
+    return exc.status is Status.UNAVAILABLE and exc.failure_reason == "OTHER"
 
 
 # ---- the routes ------------------------------------------------------------------------------

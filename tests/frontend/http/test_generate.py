@@ -145,3 +145,84 @@ def test_a_response_triton_cannot_write_as_json():
 
 def test_an_event_is_one_data_line_and_a_blank_line():
     assert event(b'{"a":1}') == b'data: {"a":1}\n\n'
+
+
+# ---- the routes' answers, on a fake core ---------------------------------------------------------
+class FakeCore:
+    """What `generate` asks of the core: a model's metadata and config, and its answers (`answers`: responses, or
+    a ServerError raised where it stands) as `infer` or `infer_stream` gives them."""
+
+    def __init__(self, decoupled: bool, answers: list):
+        from types import SimpleNamespace
+
+        self.model = SimpleNamespace(config=SimpleNamespace(decoupled=decoupled))
+        self.registry = SimpleNamespace(get=lambda name, version: self.model)
+        self.answers = answers
+        self.closed = False
+
+    def model_metadata(self, name, version):
+        return {"inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [1]}]}
+
+    async def infer(self, request):
+        answer = self.answers[0]
+        if isinstance(answer, ServerError):
+            raise answer
+        return answer
+
+    async def infer_stream(self, request):
+        try:
+            for answer in self.answers:
+                if isinstance(answer, ServerError):
+                    raise answer
+                yield answer
+        finally:
+            self.closed = True
+
+
+def _answer(core, streaming, monkeypatch):
+    import asyncio
+
+    from pytriton.frontend.http import generate as module
+    from pytriton.frontend.http1 import HttpRequest
+
+    monkeypatch.setattr(module, "validate_request", lambda config, request: 1)
+    request = HttpRequest("POST", "/v2/models/m/generate", "", {}, b'{"text_input": "a"}')
+
+    async def run():
+        answer = await module.generate(core, request, "m", "", streaming)
+        body = b"".join(answer.parts)
+        if answer.stream is not None:
+            body += b"".join([part async for part in answer.stream])
+        return answer.status, dict(answer.headers)["Content-Type"], body
+
+    return asyncio.run(run())
+
+
+def _text(value: str) -> InferResponse:
+    data = serialize_bytes_tensor(np.array([value.encode()], dtype=np.object_))
+    return _response([Tensor("text_output", "BYTES", (1,), data)])[0]
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_a_refusal_at_submission_is_an_http_error_and_a_model_error_the_first_event(monkeypatch, decoupled):
+    full = ServerError(Status.UNAVAILABLE, "[request id: <id_unknown>] Exceeds maximum queue size")
+    with pytest.raises(ServerError) as info:  # (the app answers it: 503, JSON)
+        _answer(FakeCore(decoupled, [full]), True, monkeypatch)
+    assert info.value is full
+    failed = ServerError(Status.INTERNAL, "the model failed")
+    assert _answer(FakeCore(decoupled, [failed]), True, monkeypatch) == (
+        400, "text/event-stream; charset=utf-8", b'data: {"error":"the model failed"}\n\n')
+    assert _answer(FakeCore(decoupled, [failed]), False, monkeypatch) == (
+        400, "application/json", b'{"error":"the model failed"}')
+
+
+def test_generate_on_a_stream_of_two_ends_it_at_the_second(monkeypatch):
+    core = FakeCore(True, [_text("a"), _text("b"), ServerError(Status.INTERNAL, "never reached")])
+    status, content_type, body = _answer(core, False, monkeypatch)
+    assert (status, content_type) == (200, "application/json") and core.closed
+    assert body == b'{"error":"generate expects model to produce exactly 1 response, use generate stream for model ' \
+                   b'that generates various number of responses"}'
+    core = FakeCore(True, [_text("a"), _text("b"), ServerError(Status.INTERNAL, "late")])
+    assert _answer(core, True, monkeypatch)[2] == (
+        b'data: {"model_name":"m","model_version":"3","text_output":"a"}\n\n'
+        b'data: {"model_name":"m","model_version":"3","text_output":"b"}\n\ndata: {"error":"late"}\n\n')
