@@ -7,7 +7,8 @@ import json
 import sys
 
 CASES = [
-    ("echo_ok", "POST", "gen_echo", "generate", {"id": "42", "text_input": "hi", "parameters": {"temperature": 0.5, "stream": False}, "extra": 7}),
+    ("echo_ok", "POST", "gen_echo", "generate",
+     {"id": "42", "text_input": "hi", "parameters": {"temperature": 0.5, "stream": False}, "extra": 7}),
     ("echo_scale", "POST", "gen_echo", "generate", {"text_input": "hi", "scale": [1, 2, 3, 4]}),
     ("echo_scale_bad", "POST", "gen_echo", "generate", {"text_input": "hi", "scale": [1, 2, 3]}),
     ("echo_scale_nested", "POST", "gen_echo", "generate", {"text_input": "hi", "scale": [[1, 2], [3, 4]]}),
@@ -29,8 +30,10 @@ CASES = [
     ("input_in_params", "POST", "gen_echo", "generate", {"parameters": {"text_input": "b"}}),
     ("input_twice", "POST", "gen_echo", "generate", {"text_input": "a", "parameters": {"text_input": "b"}}),
     ("nested_params", "POST", "gen_echo", "generate", {"text_input": "a", "parameters": {"parameters": {"z": 1}}}),
-    ("triton_param", "POST", "gen_echo", "generate", {"text_input": "a", "triton_x": 1, "parameters": {"triton_y": True}}),
-    ("reserved_params", "POST", "gen_echo", "generate", {"text_input": "a", "priority": 1, "timeout": 5, "binary_data_output": True}),
+    ("triton_param", "POST", "gen_echo", "generate",
+     {"text_input": "a", "triton_x": 1, "parameters": {"triton_y": True}}),
+    ("reserved_params", "POST", "gen_echo", "generate",
+     {"text_input": "a", "priority": 1, "timeout": 60_000_000, "binary_data_output": True}),
     ("big_int", "POST", "gen_echo", "generate", {"text_input": "a", "big": 18446744073709551615}),
     ("id_int", "POST", "gen_echo", "generate", {"text_input": "a", "id": 5}),
     ("id_empty", "POST", "gen_echo", "generate", {"text_input": "a", "id": ""}),
