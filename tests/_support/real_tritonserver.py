@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests._support.paths import SCRIPTS
+
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+from bench_lib.real_triton import SHM_PREFIX, RealTriton  # noqa: E402 (scripts/ put on the path just above)
+
 # The site-packages folder holding nvidia-pytriton 0.7.0's `pytriton/tritonserver` and its `nvidia_pytriton.libs`
 REAL_TRITONSERVER_ENV = "PYTRITON_REAL_TRITONSERVER_SITE"
 REAL_SITE = Path(os.environ.get(REAL_TRITONSERVER_ENV, "/tmp/nvpt/lib/python3.11/site-packages"))
-REAL_TRITONSERVER = REAL_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver"
+REAL = RealTriton(REAL_SITE)
+REAL_TRITONSERVER = REAL.binary
 NOT_INSTALLED = f"the real tritonserver 2.51 is not installed (set {REAL_TRITONSERVER_ENV})"
 
 
@@ -35,19 +43,12 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
     `args`: more tritonserver options; `log`: gets its log lines (all of them once the block ends, or once it raised
     RuntimeError: it did not start); `urls`: gets its "grpc" and "http" addresses (host:port), the block starting once
     its HTTP port also listens."""
-    package = REAL_SITE / "pytriton" / "tritonserver"
-    backends = scratch / "backends"
-    shutil.copytree(package / "backends" / "python", backends / "python")
-    shutil.copy(package / "python_backend_stubs" / "3.11" / "triton_python_backend_stub", backends / "python")
-    ports = [str(_free_port()) for _ in range(3)]
-    # (the stub's numpy must be that of the venv nvidia-pytriton is installed in)
-    environ = dict(os.environ, **(env or {}),
-                   LD_LIBRARY_PATH=f"{REAL_SITE / 'nvidia_pytriton.libs'}:/root/.pyenv/versions/3.11.7/lib",
-                   PATH=f"{REAL_SITE.parents[2] / 'bin'}:{os.environ.get('PATH', '')}")
+    backends = REAL.stage_backends(scratch / "backends")
+    ports = [_free_port() for _ in range(3)]
+    # (the stub's numpy must be that of the venv nvidia-pytriton is installed in: REAL.environment puts its bin first)
+    environ = REAL.environment(dict(os.environ, **(env or {})))
     process = subprocess.Popen(
-        [str(REAL_TRITONSERVER), "--backend-directory", str(backends), "--model-repository", str(repository),
-         "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
-         "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2], *args],
+        REAL.command(backends, repository, ports[0], ports[1], ports[2], *args),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ, start_new_session=True)
     started = threading.Event()
     serving = threading.Event()
@@ -103,7 +104,7 @@ def _stop_left_stubs(group: int) -> None:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except (ProcessLookupError, FileNotFoundError, PermissionError):
             continue
-        regions += [arg.decode() for arg in argv if arg.startswith(b"triton_python_backend_shm_region_")]
+        regions += [arg.decode() for arg in argv if arg.startswith(SHM_PREFIX.encode())]
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)
     for region in regions:

@@ -5,7 +5,8 @@ The model (tests/repositories/rescheduling/iterative_countdown) counts each requ
 asks for the request again (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) until it reaches 0; each response says which
 execution it came from, the correlation id and flags the model saw and the execution's batch size. TRITON_2_51 below is
 what the real tritonserver 2.51 (the one nvidia-pytriton 0.7.0 bundles) answered to the same calls (`calls`); run
-`test_the_same_calls_answer_as_on_the_real_tritonserver` with it installed (REAL_TRITONSERVER_ENV) to see it again.
+`test_the_same_calls_answer_as_on_the_real_tritonserver` with it installed (tests/_support/real_tritonserver.py) to
+see it again.
 """
 
 from __future__ import annotations
@@ -14,10 +15,6 @@ import os
 import queue
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +24,10 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests._support.paths import REPO
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
 from tests._support.serving import serve
 
 MODELS = REPO / "tests" / "repositories" / "rescheduling"
-# The site-packages folder holding nvidia-pytriton 0.7.0's `pytriton/tritonserver` (tritonserver 2.51) and its
-# `nvidia_pytriton.libs`; the test that compares with it is skipped without it
-REAL_TRITONSERVER_ENV = "PYTRITON_REAL_TRITONSERVER_SITE"
-REAL_SITE = Path(os.environ.get(REAL_TRITONSERVER_ENV, "/tmp/nvpt/lib/python3.11/site-packages"))
 REFUSED = ("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not configured to "
            "handle such a flag.")
 
@@ -156,59 +150,12 @@ def test_rescheduling_without_an_iterative_sequence_fails_the_request_in_tritons
         assert REFUSED in server.log
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _real_tritonserver(repository: Path, backends: Path) -> tuple[subprocess.Popen[str], str]:
-    package = REAL_SITE / "pytriton" / "tritonserver"
-    shutil.copytree(package / "backends" / "python", backends / "python")
-    shutil.copy(package / "python_backend_stubs" / "3.11" / "triton_python_backend_stub", backends / "python")
-    ports = [str(_free_port()) for _ in range(3)]
-    # (the Python stub's numpy must be that of the venv nvidia-pytriton is installed in: with another one, the
-    # tensors a model sends arrive empty)
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{REAL_SITE / 'nvidia_pytriton.libs'}:/root/.pyenv/versions/3.11.7/lib",
-               PATH=f"{REAL_SITE.parents[2] / 'bin'}:{os.environ.get('PATH', '')}")
-    process = subprocess.Popen(
-        [str(package / "bin" / "tritonserver"), "--backend-directory", str(backends), "--model-repository",
-         str(repository), "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address",
-         "127.0.0.1", "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2]],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    assert process.stdout is not None
-    started = threading.Event()
-
-    def read() -> None:  # (its log, read to the end: a full pipe would stop it)
-        assert process.stdout is not None
-        for line in process.stdout:
-            if "Started GRPCInferenceService" in line:
-                started.set()
-        started.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    started.wait(120)
-    if process.poll() is not None:
-        raise RuntimeError("tritonserver did not start")
-    return process, f"127.0.0.1:{ports[1]}"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not (REAL_SITE / "pytriton" / "tritonserver" / "bin" / "tritonserver").exists(),
-                    reason=f"the real tritonserver 2.51 is not installed (set {REAL_TRITONSERVER_ENV})")
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_same_calls_answer_as_on_the_real_tritonserver(tmp_path):
     repository = stage(tmp_path / "repo")
-    (tmp_path / "backends").mkdir()
-    process, url = _real_tritonserver(repository, tmp_path / "backends")
-    try:
+    with real_tritonserver(repository, tmp_path) as url:
         theirs = calls(url)
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
     with serve("--model-repository", str(repository)) as server:
         ours = calls(server.grpc_url)
     print("tritonserver 2.51:", theirs)
