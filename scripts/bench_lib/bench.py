@@ -68,14 +68,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "this comma-separated list (default 2), beside NVIDIA's conn figures")
     p.add_argument("--cache-requests", type=int, default=500,
                    help="scheduling suite: response-cache hits (and as many misses) per repeat (500)")
+    p.add_argument("--vs-triton", action="store_true",
+                   help="ours against the real tritonserver 2.51 (the nvidia-pytriton wheel's, venv of --nvidia-python)"
+                        " on one generated Python-backend repository, issue 37's cases (bench_lib/vs_triton.py); "
+                        "3 rounds unless --repeats, --quick: 2 cases, 1 round, 500 ms windows; writes its section of "
+                        "docs/benchmarks-triton.md")
+    p.add_argument("--vs-cases", help="--vs-triton: comma-separated subset of grpc-16-c1,grpc-16-c8,grpc-16-c64,"
+                                      "http-16-c8,http-16-c64,grpc-1mib-c8,grpc-1mib-shm-c8")
+    p.add_argument("--many-models", metavar="N[,N...]",
+                   help="ready time and PSS of the process tree with N copies of a small Python-backend model, ours "
+                        "beside the real tritonserver 2.51 (bench_lib/many_models.py), for each N; 3 rounds unless "
+                        "--repeats (1 with --quick); writes its section of docs/benchmarks-triton.md")
+    p.add_argument("--triton-doc", type=pathlib.Path, default=REPO / "docs" / "benchmarks-triton.md",
+                   help="the report of --vs-triton and --many-models (default docs/benchmarks-triton.md)")
     p.add_argument("--tls", action="store_true",
                    help="our server's gRPC with and without TLS, side by side (bench_lib/tls_bench.py); no doc")
     p.add_argument("--repeats", type=int, help="launches per server (default 3; 1 with --quick)")
     p.add_argument("--cases", help="comma-separated case keys, e.g. grpc-small-none,http-1mib-system "
                    "(grpc|http)-(small|1mib|16mib)-(none|system)[-batched] (16mib only when named)")
-    p.add_argument("--servers", default="ours,nvidia,repo",
-                   help="comma-separated subset of ours,nvidia,repo (repo: ours, the same model from a model "
-                        "repository, served by `pytriton serve --model-repository`)")
+    p.add_argument("--servers",
+                   help="comma-separated subset of ours,nvidia,repo (default all; repo: ours, the same model from a "
+                        "model repository, served by `pytriton serve --model-repository`); with --vs-triton and "
+                        "--many-models a subset of ours,triton (default both; ours alone needs no NVIDIA venv)")
     p.add_argument("--no-batching", action="store_true", help="skip the dynamic-batching launches")
     p.add_argument("--no-inprocess", action="store_true", help="skip the in-process rows (bench_lib/inprocess.py)")
     p.add_argument("--inprocess-only", action="store_true",
@@ -84,7 +98,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="timed seconds per in-process row (default 3; 1 with --quick)")
     p.add_argument("--concurrency", default="1:8:7", help="perf_analyzer --concurrency-range (default 1:8:7)")
     p.add_argument("--batched-concurrency", default="8", help="concurrency for the batching cases (default 8)")
-    p.add_argument("--interval", type=int, default=1500, help="perf_analyzer --measurement-interval ms (1500)")
+    p.add_argument("--interval", type=int,
+                   help="perf_analyzer --measurement-interval ms (1500; 500 with --quick --vs-triton)")
     p.add_argument("--max-trials", type=int, default=6, help="perf_analyzer --max-trials (6)")
     p.add_argument("--stability", type=int, default=50, help="perf_analyzer --stability-percentage (50)")
     p.add_argument("--pa-timeout", type=int, default=120, help="kill one perf_analyzer run after this many s")
@@ -97,11 +112,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--from-results", type=pathlib.Path, metavar="RESULTS_JSON",
                    help="measure nothing: rewrite the markdown and the plot from an earlier run's results.json")
     p.add_argument("--ours-python", type=pathlib.Path, default=REPO / ".venv" / "bin" / "python")
-    p.add_argument("--nvidia-python", type=pathlib.Path, default=REPO / ".bench" / "nvidia-pytriton" / "bin" / "python")
+    p.add_argument("--nvidia-python", type=pathlib.Path, default=REPO / ".bench" / "nvidia-pytriton" / "bin" / "python",
+                   help="python of the venv holding nvidia-pytriton 0.7.0 (NVIDIA PyTriton; its tritonserver 2.51 for "
+                        "--vs-triton and --many-models)")
     p.add_argument("--perf-analyzer", type=pathlib.Path, default=REPO / ".tools" / "bin" / "perf_analyzer")
     args = p.parse_args(argv)
+    triton_suite = args.vs_triton or args.many_models is not None
+    if args.vs_triton and args.many_models is not None:
+        p.error("--vs-triton and --many-models are separate runs: give one of them")
     if args.repeats is None:
         args.repeats = 1 if args.quick or args.suite in ("scheduling", "wire") else 3
+    if args.interval is None:
+        args.interval = 500 if args.quick and triton_suite else 1500
+    if args.many_models is not None:
+        from bench_lib.many_models import parse_counts
+        try:
+            args.many_models = parse_counts(args.many_models)
+        except ValueError as e:
+            p.error(str(e))
+    if args.vs_cases:
+        from bench_lib.vs_triton import select
+        try:
+            select(False, args.vs_cases)
+        except ValueError as e:
+            p.error(str(e))
     args.sched_rows = [r for r in args.sched_rows.split(",") if r]
     if args.suite == "scheduling":
         from bench_lib.scheduling import ROWS
@@ -125,8 +159,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.no_inprocess:
             p.error("--inprocess-only and --no-inprocess exclude each other")
         args.repeats, args.no_doc = 0, True
+    if args.servers is None:
+        args.servers = "ours,triton" if triton_suite else "ours,nvidia,repo"
     args.servers = [s for s in args.servers.split(",") if s]
-    unknown = set(args.servers) - set(SERVER_LABEL)
+    unknown = set(args.servers) - ({"ours", "triton"} if triton_suite else set(SERVER_LABEL))
     if unknown:
         p.error(f"unknown server(s): {sorted(unknown)}")
     args.started = dt.datetime.now(dt.timezone.utc)
@@ -389,8 +425,27 @@ def run_scheduling(args: argparse.Namespace) -> int:
     return 1 if result["problems"] else 0
 
 
+def run_triton_suite(args: argparse.Namespace) -> int:
+    """`--vs-triton` or `--many-models`: the real tritonserver's venv checked first (unless ours alone is measured)."""
+    from bench_lib.many_models import run_many_models
+    from bench_lib.vs_triton import ensure_real, run_vs_triton
+
+    real, why = ensure_real(args, "triton" in args.servers and not args.from_results)
+    if why:
+        log(f"the real tritonserver cannot run: {why}; `--servers ours` measures ours alone")
+        return 2
+    meta = {"git": git_describe(), "perf_analyzer": perf_analyzer_version(),
+            "ours_version": pkg_version(args.ours_python, "pytriton"),
+            "nvidia_pytriton_version": pkg_version(args.nvidia_python, "nvidia-pytriton") if real else "–"}
+    if args.vs_triton:
+        return run_vs_triton(args, pa_options(args), real, meta)
+    return run_many_models(args, real, meta)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.vs_triton or args.many_models is not None:
+        return run_triton_suite(args)
     if args.tls:
         from bench_lib.tls_bench import run_tls
         return run_tls(args, pa_options(args), server_specs(args)["ours"])

@@ -12,6 +12,7 @@ TWO = np.float32(2)
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", request.get_input_tensor_by_name("INPUT")
-                                                            .as_numpy() * TWO)])
-                for request in requests]
+        # (pb_utils.get_input_tensor_by_name(request, name): the function Triton's Python backend has; its
+        # InferenceRequest has no such method)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", pb_utils.get_input_tensor_by_name(
+            request, "INPUT").as_numpy() * TWO)]) for request in requests]

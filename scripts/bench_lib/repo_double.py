@@ -18,14 +18,19 @@ instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 {batching}"""
 
 
-def write_repository(root: pathlib.Path, models: list[str], batching: str) -> pathlib.Path:
+def write_repository(root: pathlib.Path, models: list[str], batching: str, delay_us: int = 0,
+                     floats: dict[str, int] | None = None) -> pathlib.Path:
     """`root` filled with one folder per model: config.pbtxt (max_batch_size 64, one instance; with
-    `dynamic_batching {}`, delay 0, when batching == "dynamic", as PyTriton's default DynamicBatcher) and 1/model.py."""
+    `dynamic_batching {}` when batching == "dynamic": delay 0 as PyTriton's default DynamicBatcher, or
+    `max_queue_delay_microseconds: delay_us`) and 1/model.py. `floats`: floats per request of each model (default
+    serve_double.py's)."""
     if root.exists():
         shutil.rmtree(root)
+    sizes = floats or FLOATS
     for name in models:
         (root / name / "1").mkdir(parents=True)
         shutil.copy(MODEL_FILE, root / name / "1" / "model.py")
-        block = "dynamic_batching { }\n" if batching == "dynamic" else ""
-        (root / name / "config.pbtxt").write_text(CONFIG.format(n=FLOATS[name], batching=block))
+        delay = f" max_queue_delay_microseconds: {delay_us}" if delay_us else ""
+        block = f"dynamic_batching {{{delay} }}\n" if batching == "dynamic" else ""
+        (root / name / "config.pbtxt").write_text(CONFIG.format(n=sizes[name], batching=block))
     return root
