@@ -127,8 +127,11 @@ class Server:
                 continue
             time.sleep(0.02)
         if pending:
-            self.problems.append(f"{self.spec.name}: not ready within {timeout_s:.0f} s "
-                                 f"(exit status {self.proc.poll()}); log {self.logfile}")
+            status = self.proc.poll()
+            when = f"exited with status {status} after {time.perf_counter() - t0:.0f} s" if status is not None \
+                else f"not ready within {timeout_s:.0f} s"
+            self.problems.append(f"{self.spec.name}: {when}, {len(pending)} of {len(self.models)} model(s) not "
+                                 f"ready; log {self.logfile}")
             return False
         self.startup_s = time.perf_counter() - t0
         self.refresh_tree()

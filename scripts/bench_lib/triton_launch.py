@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import threading
 
 from bench_lib import procfs
 from bench_lib.real_triton import RealTriton, stub_regions
@@ -62,6 +63,23 @@ class TritonServer(Server):
     def cmd(self) -> list[str]:
         return self.real.command(self.backends, self.repository, self.http_port, self.grpc_port, self.metrics_port)
 
+    def start(self, timeout_s: float) -> bool:
+        """Server.start, with the process tree read every 0.1 s while it loads: should tritonserver die before it is
+        ready (2.51 can abort while loading many Python models on a busy machine), its stubs and their /dev/shm
+        regions are known, so that stop() waits for them, kills what is left and removes the regions."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.1):
+                self.refresh_tree()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            return super().start(timeout_s)
+        finally:
+            done.set()
+            watcher.join()
+
     def refresh_tree(self) -> list[int]:
         pids = super().refresh_tree()
         # (a stub is told its region by name: counted even if it is not mapped when the tree is read)
@@ -74,15 +92,18 @@ class TritonServer(Server):
         except OSError:
             return []
         bad = [line.strip() for line in text.splitlines()
-               if line.startswith("E") and line[1:5].isdigit() and not any(b in line for b in TRITON_BENIGN)]
+               if (line.startswith("E") and line[1:5].isdigit() and not any(b in line for b in TRITON_BENIGN))
+               or line.startswith(("terminate called", "  what():"))]  # (C++'s words when it aborts)
         return [f"triton: {len(bad)} error line(s) in {self.logfile}: {bad[0][:300]}"] if bad else []
 
 
 def ours_server(python: pathlib.Path, repository: pathlib.Path, models: list[str], logfile: pathlib.Path,
                 cwd: pathlib.Path, base_env: dict[str, str], *extra: str) -> Server:
-    """`pytriton serve --model-repository R` from `python`'s venv (its log checked for our package and errors)."""
+    """`pytriton serve --model-repository R` from `python`'s venv, on loopback as tritonserver (its log checked for our
+    package and errors)."""
     def argv(s: Server) -> list[str]:
         return [str(s.spec.python), "-m", "pytriton.cli", "serve", "--model-repository", str(repository),
+                "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1", "--metrics-address", "127.0.0.1",
                 "--http-port", str(s.http_port), "--grpc-port", str(s.grpc_port),
                 "--metrics-port", str(s.metrics_port), *extra]
     return CmdServer(ServerSpec("ours", python, base_env), argv, models, logfile, cwd)

@@ -27,6 +27,12 @@ def role_figure(result: dict, key: str, field: str, part: str) -> float | None:
     return median([(s.get(field) or {}).get(part) for s in result["samples"].get(key, [])])
 
 
+def rounds(result: dict, key: str) -> str:
+    """" (k of R rounds)" when only k of the R rounds measured `key` (a failed launch or perf_analyzer run), else ""."""
+    k = len(result["samples"].get(key, []))
+    return f" ({k} of {result['repeats']} rounds)" if 0 < k < result["repeats"] else ""
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -35,10 +41,23 @@ def fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
     return "–" if x is None else f"{x / scale:,.{digits}f}"
 
 
+def role_split(sample: dict) -> dict[str, float | None]:
+    """One run's CPU µs per request of each role. The roles' readings span perf_analyzer's retry too (when its first
+    attempt found no stable window) while the request count is the kept attempt's: the parts are scaled to that
+    attempt's server CPU (server_cores x wall), which is exact when there was no retry."""
+    parts, n = sample.get("cpu_us") or {}, sample.get("requests")
+    known = [v for v in parts.values() if v is not None]
+    if not n or not known or not sum(known):
+        return parts
+    scale = sample["server_cores"] * sample["wall_s"] / n * 1e6 / sum(known)
+    return {k: (None if v is None else v * scale) for k, v in parts.items()}
+
+
 def cpu_parts(result: dict, server: str, case: str) -> tuple[dict[str, float | None], float | None, float | None]:
     """(each role's CPU µs per request, perf_analyzer's, their total) for one server and case, medians."""
     key = f"{server}/{case}"
-    parts = {r: role_figure(result, key, "cpu_us", r) for r in ROLES[server]}
+    splits = [role_split(s) for s in result["samples"].get(key, [])]
+    parts = {r: median([sp.get(r) for sp in splits]) for r in ROLES[server]}
     pa = figure(result, key, "pa_cpu_us")
     known = [v for v in [*parts.values(), pa] if v is not None]
     return parts, pa, (sum(known) if known and len(known) == len(parts) + 1 else None)
@@ -64,7 +83,17 @@ def setup_line(result: dict, what: str) -> str:
             f"CPUs, {m.get('memory', '?')}, Linux {m.get('kernel', '?')}, Python {m.get('python', '?')}; "
             f"{what}; medians over {result['repeats']} round(s), "
             f"servers in alternating order; {result['elapsed_s'] / 60:.1f} minutes. Load averages (`uptime`) "
-            f"{result.get('uptime_start', '?')} at the start, {result.get('uptime_end', '?')} at the end.")
+            f"{result.get('uptime_start', '?')} at the start, {result.get('uptime_end', '?')} at the end." + load_warning(result))
+
+
+def load_warning(result: dict) -> str:
+    """A warning when other work kept the machine busy (1-minute load average above half its CPUs at either end)."""
+    cpus = float(result["machine"].get("cpus") or 1)
+    loads = [float(str(result.get(k) or "0").split()[0]) for k in ("uptime_start", "uptime_end")]
+    if max(loads) <= cpus / 2:
+        return ""
+    return (f" **The machine was shared with other work during this run (1-minute load average up to {max(loads):.1f} "
+            f"on {cpus:g} CPUs): the figures are noisy and the ratios must be measured again on a quiet machine.**")
 
 
 # -------------------------------------------------------------------------------------------- vs-triton ---
@@ -75,7 +104,8 @@ def vs_rows(result: dict) -> list[list[str]]:
         k = c["key"]
         tt, ot = figure(result, f"triton/{k}", "throughput"), figure(result, f"ours/{k}", "throughput")
         tp, op = figure(result, f"triton/{k}", "p50_us"), figure(result, f"ours/{k}", "p50_us")
-        out.append([c["label"], fmt(tt), fmt(ot), fmt(ratio(ot, tt), 1, 2), f"≥ {c['target']:g}",
+        out.append([c["label"], fmt(tt) + rounds(result, f"triton/{k}"), fmt(ot) + rounds(result, f"ours/{k}"),
+                    fmt(ratio(ot, tt), 1, 2), f"≥ {c['target']:g}",
                     fmt(tp, 1000, 3), fmt(op, 1000, 3), fmt(ratio(op, tp), 1, 2)])
     return out
 
@@ -141,7 +171,10 @@ def vs_markdown(result: dict) -> str:
             "`pytriton serve` process (and any front-end processes), *workers* = the model processes (and any warm "
             "template); Triton: *tritonserver* and its *Python stubs*. perf_analyzer runs on the same CPUs, so "
             f"**ceiling** = {cpus} CPUs x 10^6 / total µs is the most this machine could give the case with nothing "
-            "else running; *other cores* is what the rest of the machine used meanwhile.", "",
+            "else running; *other cores* is what the rest of the machine used meanwhile. On a shared machine the measured "
+            "throughput also depends on the share of the CPUs each server wins against the other load (the scheduler "
+            "gives more to a process with more runnable threads); CPU per request, and so the ceiling, depend much "
+            "less on it.", "",
             "| case | server | roles (µs/req) | perf_analyzer (µs/req) | total (µs/req) | ceiling (/s) | measured (/s) "
             "| other cores |", "|---|---|---|---:|---:|---:|---:|---:|"]
     out += ["| " + " | ".join(r) + " |" for r in cpu_rows(result)]
@@ -157,7 +190,8 @@ def many_rows(result: dict) -> list[list[str]]:
         row = [str(n)]
         for server in ("triton", "ours"):
             key = f"{server}/{n}"
-            row += [fmt(figure(result, key, "ready_s"), 1, 2), fmt(figure(result, key, "pss_kib"), 1024, 0),
+            row += [fmt(figure(result, key, "ready_s"), 1, 2) + rounds(result, key),
+                    fmt(figure(result, key, "pss_kib"), 1024, 0),
                     fmt(figure(result, key, "processes"), 1, 0)]
         row += [fmt(ratio(figure(result, f"ours/{n}", "ready_s"), figure(result, f"triton/{n}", "ready_s")), 1, 2),
                 fmt(ratio(figure(result, f"ours/{n}", "pss_kib"), figure(result, f"triton/{n}", "pss_kib")), 1, 2)]

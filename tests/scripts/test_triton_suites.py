@@ -87,3 +87,99 @@ def test_both_suites_give_ratios_beside_the_real_tritonserver(tmp_path):
     assert result["samples"]["triton/2"][0]["processes"] == 3 and result["samples"]["triton/2"][0]["answered"] == 2
     row = table_row((tmp_path / "report.md").read_text(), "2")
     assert number(row[7]) == pytest.approx(number(row[4]) / number(row[1]), rel=0.02)
+
+
+def test_each_suite_rewrites_its_own_section_of_the_report(tmp_path):
+    from bench_lib import triton_report
+
+    doc = tmp_path / "benchmarks-triton.md"
+    triton_report.write_section(doc, "many-models", "## Many\n\nfirst")
+    assert "_Not run yet: `scripts/bench --vs-triton`._" in doc.read_text()
+    triton_report.write_section(doc, "vs-triton", "## Versus\n\nsecond")
+    triton_report.write_section(doc, "many-models", "## Many\n\nthird")
+    text = doc.read_text()
+    assert "second" in text and "third" in text and "first" not in text and "Not run yet" not in text
+    assert text.index("## Versus") < text.index("## Many")
+
+
+def test_the_options_refuse_what_the_suites_cannot_run(capsys):
+    from bench_lib import bench
+
+    for argv, words in ((["--many-models", "8,x"], "'x' is not a number of models"),
+                        (["--many-models", "0"], "'0' is not a number of models"),
+                        (["--vs-triton", "--vs-cases", "grpc-16-c2"], "unknown --vs-cases: ['grpc-16-c2']"),
+                        (["--vs-triton", "--servers", "nvidia"], "unknown server(s): ['nvidia']"),
+                        (["--vs-triton", "--many-models", "1"], "separate runs")):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+        assert words in capsys.readouterr().err
+    args = bench.parse_args(["--many-models", "64,1,8,1", "--quick"])
+    assert (args.many_models, args.servers, args.repeats) == ([64, 1, 8], ["ours", "triton"], 1)
+    args = bench.parse_args(["--vs-triton", "--quick"])
+    assert (args.interval, args.repeats) == (500, 1)
+    assert bench.parse_args(["--vs-triton"]).interval == 1500
+
+
+def test_process_roles_follow_the_command_lines():
+    from bench_lib.triton_launch import role
+
+    assert role("ours", "/v/bin/python -m pytriton.cli serve --model-repository /r") == "front-end"
+    assert role("ours", "/v/bin/python -m pytriton.server {}") == "front-end"
+    assert role("ours", '/v/bin/python -m pytriton.backends.worker {"identity": "m"}') == "workers"
+    assert role("ours", "/v/bin/python -m pytriton.backends.template 5 1234") == "workers"  # (and its forks)
+    assert role("triton", "/s/tritonserver --model-repository /r") == "tritonserver"
+    assert role("triton", "/b/python/triton_python_backend_stub /r/m/1/model.py triton_python_backend_shm_region_1 "
+                          "1048576") == "Python stubs"
+
+
+def test_the_roles_cpu_is_scaled_to_the_kept_attempt_of_a_retried_run():
+    from bench_lib.triton_report import role_split
+
+    # both attempts read: 300 + 100 µs per kept request; the kept attempt's server CPU: 0.2 cores x 1 s / 1000 requests
+    retried = {"cpu_us": {"front-end": 300.0, "workers": 100.0}, "requests": 1000, "server_cores": 0.2, "wall_s": 1.0}
+    assert role_split(retried) == {"front-end": pytest.approx(150.0), "workers": pytest.approx(50.0)}
+    once = {"cpu_us": {"front-end": 150.0, "workers": 50.0}, "requests": 1000, "server_cores": 0.2, "wall_s": 1.0}
+    assert role_split(once) == {"front-end": pytest.approx(150.0), "workers": pytest.approx(50.0)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(REAL.missing() is not None, reason=f"{NOT_INSTALLED}: {REAL.missing()}")
+def test_a_tritonserver_dying_while_it_loads_leaves_no_stub_and_no_shm_region(tmp_path):
+    """tritonserver 2.51 can abort while loading many Python models on a busy machine (seen once in 64: a
+    boost::interprocess::lock_exception); the bench's stop must still find its stubs and their regions."""
+    import os
+    import signal
+    import threading
+
+    from bench_lib import procfs
+    from bench_lib.real_triton import stub_regions
+    from bench_lib.repo_double import write_repository
+    from bench_lib.triton_launch import TritonServer, base_environment
+
+    repo = write_repository(tmp_path / "repo", ["quick", "slow"], "dynamic", floats={"quick": 16, "slow": 16})
+    gate = tmp_path / "slow-initializing"
+    (repo / "slow" / "1" / "model.py").write_text(
+        "import pathlib, time\n\nclass TritonPythonModel:\n    def initialize(self, args):\n"
+        f"        pathlib.Path({str(gate)!r}).write_text('in')\n        time.sleep(120)\n")
+    server = TritonServer(REAL, REAL.stage_backends(tmp_path / "backends"), repo, ["quick", "slow"],
+                          tmp_path / "server.log", tmp_path, base_environment())
+    starting = threading.Thread(target=server.start, args=(180,))
+    starting.start()
+    try:
+        for _ in range(1200):  # (the slow model's initialize is running: both stubs and regions exist; 120 s at most)
+            if gate.exists():
+                break
+            starting.join(0.1)
+        assert gate.exists(), (tmp_path / "server.log").read_text()[-2000:]
+        assert server.proc is not None
+        stubs = [pid for pid in procfs.descendants(server.proc.pid) if "triton_python_backend_stub" in procfs.cmdline(pid)]
+        regions = [r for pid in stubs for r in stub_regions(procfs.cmdline(pid))]
+        assert len(regions) == 2
+        os.kill(server.proc.pid, signal.SIGKILL)
+    finally:
+        starting.join()
+        server.stop()
+    assert [r for r in regions if os.path.exists(f"/dev/shm/{r}")] == []
+    assert [pid for pid in stubs if procfs.start_time(pid) is not None and "triton_python_backend_stub" in
+            procfs.cmdline(pid)] == []
+    assert "server script exited with status -9" in " ".join(server.problems)
