@@ -13,6 +13,7 @@ import click
 from pytriton.backends.target import CallableTarget, find_module
 from pytriton.cli.grpc_options import grpc_limit_options
 from pytriton.cli.model import ModelFlags, build_model_config, describe_target, parse_tensor
+from pytriton.cli.openai_options import openai_options
 from pytriton.cli.platform_options import platform_options
 from pytriton.cli.queue_options import queue_policy_options
 from pytriton.cli.sequence_options import CONTROL_HELP, STATE_HELP, sequence_batcher_of
@@ -268,6 +269,7 @@ def main() -> None:
                    "mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
                    "opentelemetry,resource=KEY=VALUE.")
 @platform_options
+@openai_options
 @click.option("--log-file", type=click.Path(dir_okay=False, writable=True), default=None, metavar="PATH",
               help="As Triton's: the server's log (and its workers', everything written to standard error once the "
                    "options are checked) is appended to this file instead.")
@@ -348,6 +350,7 @@ def serve(
     log_file: str | None,
     log_level: str,
     platforms: dict[str, Any],
+    openai: dict[str, Any],
 ) -> None:
     """Serve the inference callable MODULE:CALLABLE (or path/to/file.py:CALLABLE) over Triton's gRPC and HTTP
     protocols. CALLABLE may be a class (an instance per worker) or Class.method. The model's tensors and settings
@@ -471,6 +474,7 @@ def serve(
             repository_limits=RepositoryLimits(max_config_bytes=model_config_max_size,
                                                max_upload_bytes=model_upload_max_size),
             **platforms,
+            **openai,
             grpc_tls=grpc_tls,
             http_tls=http_tls,
         )

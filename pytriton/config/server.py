@@ -92,6 +92,12 @@ class ServerConfig:
     vertex_ai_address: str = "0.0.0.0"
     vertex_ai_port: int = 8080
     vertex_ai_default_model: str = ""  # "" = the only model served
+    # The OpenAI-compatible port (pytriton/frontend/openai; off unless a port is given), the Bearer key its clients must
+    # send (None: none), and the Hugging Face tokenizer whose chat template makes chat prompts (None: a plain one)
+    openai_port: int | None = None
+    openai_address: str = "0.0.0.0"
+    openai_api_key: str | None = None
+    openai_tokenizer: str | None = None
     grpc_tls: TlsSettings | None = None  # TLS / mutual TLS on the gRPC port (Triton's --grpc-use-ssl...)
     http_tls: TlsSettings | None = None  # TLS / mutual TLS on the HTTP port (pytriton's own --http-use-ssl...)
     # One of several front-end processes (`pytriton serve --frontend-processes N`; docs/multi-frontend.md), set by

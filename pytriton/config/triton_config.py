@@ -108,6 +108,9 @@ class TritonConfig:
     vertex_ai_port: int | None = None
     vertex_ai_thread_count: int | None = None
     vertex_ai_default_model: str | None = None
+    openai_port: int | None = None
+    openai_api_key: str | None = None
+    openai_tokenizer: str | None = None
     metrics_config: list[str] | None = None
     trace_config: list[str] | None = None
     cache_config: list[str] | None = None
@@ -285,6 +288,10 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
         allow_vertex_ai=given(config.allow_vertex_ai, vertex_ai_mode(os.environ)),
         vertex_ai_port=config.vertex_ai_port if config.vertex_ai_port is not None else vertex_ai_port(os.environ),
         vertex_ai_default_model=config.vertex_ai_default_model or "",
+        openai_port=config.openai_port,
+        openai_address=config.http_address or "0.0.0.0",
+        openai_api_key=config.openai_api_key or os.environ.get("PYTRITON_OPENAI_API_KEY") or None,
+        openai_tokenizer=config.openai_tokenizer,
         server_id=given(config.id, DEFAULT_SERVER_ID),
         exit_on_error=given(config.exit_on_error, True),
         strict_readiness=given(config.strict_readiness, True),

@@ -131,6 +131,12 @@ FIELDS: dict[str, FieldInfo] = {
                                        "no thread pool to size"),
     "vertex_ai_default_model": _applied("--vertex-ai-default-model", "the model the predict route serves; default: "
                                         "the only model"),
+    "openai_port": _applied("--openai-port", "pytriton's own: serve the OpenAI-compatible routes on this port (0: any "
+                            "free port); default: off (llm.md)"),
+    "openai_api_key": _applied("--openai-api-key", "pytriton's own: the OpenAI port's clients must send "
+                               "`Authorization: Bearer KEY`; default: PYTRITON_OPENAI_API_KEY, else no key"),
+    "openai_tokenizer": _applied("--openai-tokenizer", "pytriton's own: a Hugging Face tokenizer whose chat template "
+                                 "makes chat prompts (needs transformers); default: a plain template"),
     "metrics_config": _applied("--metrics-config", "Triton's KEY=VALUE settings counter_latencies, "
                                "histogram_latencies, summary_latencies, summary_quantiles (metrics.md); another key "
                                "is refused"),

@@ -38,6 +38,7 @@ from pytriton.decorators._context import (
     triton_context,
 )
 from pytriton.decorators._first_value import first_value
+from pytriton.decorators._text_generator import text_generator
 from pytriton.decorators._grouping import group_by_keys, group_by_values
 from pytriton.decorators._padding import ConstantPadder, fill_optionals, pad_batch
 from pytriton.decorators._requests import (
@@ -72,5 +73,6 @@ __all__ = [
     "group_by_values",
     "pad_batch",
     "sample",
+    "text_generator",
     "triton_context",
 ]

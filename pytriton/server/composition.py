@@ -42,6 +42,7 @@ from pytriton.repository import load_repositories
 from pytriton.repository.control import ModelControl
 from pytriton.server.control_service import ControlService
 from pytriton.server.peers import LOCKED, FrontendPeers
+from pytriton.server.openai_listener import start_openai_listener
 from pytriton.server.platform_listeners import check_ports, start_platform_listeners
 from pytriton.supervisor.host import WorkerHost
 from pytriton.supervisor.model_loading import ModelLoadingBridge
@@ -205,6 +206,8 @@ class Server:
                 await self.metrics.start()
             if config.allow_sagemaker or config.allow_vertex_ai:
                 self.attached += await start_platform_listeners(config, http_app, core)
+            if config.openai_port is not None:
+                self.attached.append(await start_openai_listener(config, core))
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise

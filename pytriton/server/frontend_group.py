@@ -50,6 +50,8 @@ def refusal(config: ServerConfig, processes: int) -> str | None:
         return "--trace-config: every front-end process would trace on its own into the same place"
     if config.allow_sagemaker or config.allow_vertex_ai:
         return "the SageMaker and Vertex AI endpoints are served by one process only"
+    if config.openai_port is not None:
+        return "--openai-port: the OpenAI port is served by one process only"
     return None
 
 

@@ -34,6 +34,8 @@ def check_ports(config: ServerConfig) -> None:
             services.append(("SageMaker", config.sagemaker_address, config.sagemaker_port, safe))
         if config.allow_vertex_ai:
             services.append(("Vertex AI", config.vertex_ai_address, config.vertex_ai_port, None))
+        if config.openai_port is not None:
+            services.append(("OpenAI", config.openai_address, config.openai_port, None))
         check_port_collision(services)
     except ValueError as exc:
         raise RuntimeError(str(exc)) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-PORT_RE = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service) at [^:]+:(\d+)")
+PORT_RE = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service|OpenAIService) at [^:]+:(\d+)")
 """A service's bound port: group 1 the service, group 2 the port."""
 PID_RE = re.compile(r"started \(pid (\d+)\)")
 """A worker process the server started."""

@@ -71,6 +71,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.ports['HTTPService']}"
 
     @property
+    def openai_url(self) -> str:
+        """The OpenAI port's base URL (`--openai-port 0`), as the openai client takes it."""
+        return f"http://127.0.0.1:{self.ports['OpenAIService']}/v1"
+
+    @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['Metrics Service']}/metrics"
 

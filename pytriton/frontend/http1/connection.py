@@ -139,6 +139,7 @@ class HttpConnection(RequestReader):
         "paused",
         "peer",
         "queue",
+        "refusal",
         "send_deadline",
         "task",
         "transport",
@@ -157,6 +158,7 @@ class HttpConnection(RequestReader):
     ):
         super().__init__(limits, read_buffer, too_large_hint, budget)
         self.handler = handler
+        self.refusal: Callable[[int, str], HttpResponse] = error_response  # the answer to a request refused unread (413, 408, 431): (status, message)
         self.begin = begin  # answers what it can without the handler's coroutine (`_advance`)
         self._reading = False  # in `buffer_updated`: a request read now is begun at the end of the read
         self.connections = connections  # the listener's registry of open connections
@@ -242,7 +244,7 @@ class HttpConnection(RequestReader):
         self._phase = DONE
         self._release_all()
         self.deadline = math.inf
-        self._enqueue(error_response(status, message), keep_alive=False)
+        self._enqueue(self.refusal(status, message), keep_alive=False)
         if self.transport is not None:
             self.transport.pause_reading()
 

@@ -12,7 +12,7 @@ from pytriton.config.tls import TlsSettings
 from pytriton.frontend._listen import listen
 from pytriton.frontend.http1.budget import BufferBudget
 from pytriton.frontend.http1.connection import HttpConnection
-from pytriton.frontend.http1.messages import Begin, Handler
+from pytriton.frontend.http1.messages import Begin, Handler, HttpResponse
 from pytriton.frontend.http1.reader import SharedReadBuffer
 from pytriton.frontend.tls import TlsAcceptor, server_context
 
@@ -39,8 +39,10 @@ class HttpListener:
         tls: TlsSettings | None = None,
         received: ReceivedBuffers | None = None,
         begin: Begin | None = None,
+        refusal: Callable[[int, str], HttpResponse] | None = None,
     ):
         self.handler = handler
+        self.refusal = refusal  # the answer to a request refused unread (default: Triton's `{"error": msg}`)
         self.begin = begin  # answers requests without the handler's coroutine where it can (`HttpConnection`)
         self.received = received  # the core's receive buffers: large binary infer bodies go there
         self.tls = tls  # HTTPS (and client certificates) on the port; None: plain text
@@ -71,6 +73,8 @@ class HttpListener:
     def _connection(self) -> HttpConnection:
         connection = HttpConnection(self.handler, self.limits, self._read_buffer, self._connections,
                                     self.too_large_hint, self.budget, self.begin)
+        if self.refusal is not None:
+            connection.refusal = self.refusal
         if self.received is not None and self.received.enabled:
             connection.received = self.received
         return connection
