@@ -30,9 +30,10 @@ def _wait_for(path: str) -> None:
 def pieces(prompt: str, parameters: dict[str, Any]) -> Iterator[str]:
     """`p0 `, `p1 `, ... (`pieces` of them, default 5, endless when -1). `fail_at`: raises at that piece.
     `gate_after` and `gate`: after that many pieces, waits until the file `gate` exists. `marker`: the file written
-    with the count of pieces yielded when the generator is closed early (its client left)."""
+    with the count of pieces made (the one at whose `yield` it was closed included) when the generator is closed
+    early (its client left)."""
     count = int(parameters.get("pieces", 5))
-    yielded = 0
+    made = 0
     finished = False
     try:
         step = 0
@@ -41,13 +42,13 @@ def pieces(prompt: str, parameters: dict[str, Any]) -> Iterator[str]:
                 raise RuntimeError(f"pieces failed at piece {step}")
             if step == parameters.get("gate_after") and parameters.get("gate"):
                 _wait_for(parameters["gate"])
+            made += 1
             yield f"p{step} "
-            yielded += 1
             step += 1
         finished = True
     finally:
         if not finished and parameters.get("marker"):
-            _write(parameters["marker"], str(yielded))
+            _write(parameters["marker"], str(made))
 
 
 @text_generator(name="async_pieces")

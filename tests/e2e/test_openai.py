@@ -206,7 +206,8 @@ def test_a_body_past_the_limit_is_413_in_openai_shape(client):
     with pytest.raises(openai.APIStatusError) as info:
         client.completions.create(model="pieces", prompt="x" * 70_000)
     assert info.value.status_code == 413
-    assert "exceeds the maximum allowed input size of 65536 bytes" in info.value.message
+    assert info.value.body["type"] == "invalid_request_error"  # (OpenAI's shape: the client reads `error` as a dict)
+    assert "exceeds the maximum allowed input size of 65536 bytes" in info.value.body["message"]
 
 
 def test_unknown_route_and_wrong_method(server):
