@@ -27,7 +27,7 @@ def tokenizer_template(path: str) -> ChatTemplate:
     """The chat template of the Hugging Face tokenizer at `path` (RuntimeError naming the path when transformers is
     missing or the tokenizer cannot be loaded: the server does not start)."""
     try:
-        from transformers import AutoTokenizer  # type: ignore[import-not-found, unused-ignore]
+        from transformers import AutoTokenizer
     except ImportError:
         raise RuntimeError(f"--openai-tokenizer {path}: the chat template needs transformers "
                            "(pip install 'pytriton[llm]')") from None
