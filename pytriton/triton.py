@@ -288,8 +288,11 @@ class Triton(_TritonBase):
 
     @property
     def ports(self) -> dict[str, int | None]:
-        """The ports the server listens on (useful with port 0)."""
-        return {k: self._info.get(f"{k}_port") for k in ("http", "grpc", "metrics")}
+        """The ports the server listens on (useful with port 0); "openai" only with `TritonConfig.openai_port`."""
+        ports = {k: self._info.get(f"{k}_port") for k in ("http", "grpc", "metrics")}
+        if self._info.get("openai_port") is not None:
+            ports["openai"] = self._info["openai_port"]
+        return ports
 
     def __del__(self) -> None:
         process = getattr(self, "_process", None)

@@ -9,6 +9,7 @@ function as `parameters`), and the optional `stream`, `exclude_input_in_output`,
 `return_num_output_tokens`; outputs `text_output`, `num_output_tokens` (pieces) and, with `prompt_tokens`,
 `num_input_tokens` (every response carries them: a request that lists no outputs gets every declared one). The wrapper applies `max_tokens` (pieces) and `stop` (the text ends before the first
 stop string) itself, so the function need not; it is closed (GeneratorExit at its `yield`) when the client leaves.
+`pytriton serve module:tiny` reads the declaration; in Python, `Triton().bind("tiny", tiny, **tiny.bind_args)`.
 """
 
 from __future__ import annotations
@@ -169,8 +170,11 @@ def text_generator(function: Callable[..., Any] | None = None, *, name: str | No
             setattr(infer, attribute, getattr(function, attribute, None))
         infer.__wrapped_generator__ = function  # type: ignore[attr-defined]
         outputs = [_TEXT_OUTPUT, _OUTPUT_TOKENS] + ([_INPUT_TOKENS] if prompt_tokens is not None else [])
-        return triton_model(inputs=_INPUTS, outputs=outputs, config=ModelConfig(batching=False, decoupled=True),
-                            name=name or function.__name__, instances=instances)(infer)
+        config = ModelConfig(batching=False, decoupled=True)
+        # `Triton().bind(name, infer, **infer.bind_args)`: the same model bound in Python
+        infer.bind_args = {"inputs": _INPUTS, "outputs": outputs, "config": config}  # type: ignore[attr-defined]
+        return triton_model(inputs=_INPUTS, outputs=outputs, config=config, name=name or function.__name__,
+                            instances=instances)(infer)
 
     return declare if function is None else declare(function)
 

@@ -88,6 +88,7 @@ class Server:
         self.grpc: GrpcFrontend | None = None
         self.http: HttpListener | None = None
         self.metrics: HttpListener | None = None
+        self.openai: HttpListener | None = None  # the OpenAI-compatible port (`openai_port`)
         self.attached: list[GrpcFrontend | HttpListener] = []  # started later, by the in-process tritonfrontend
         self.log_settings = LogSettings(config.log_level)
         self.trace_config = parse_trace_config(config.trace_config, config.trace_file)
@@ -105,6 +106,10 @@ class Server:
     @property
     def metrics_port(self) -> int | None:
         return self.metrics.port if self.metrics else None
+
+    @property
+    def openai_port(self) -> int | None:
+        return self.openai.port if self.openai else None
 
     async def start(self) -> None:
         """Start workers and front-ends; on any failure everything started so far is stopped again."""
@@ -207,7 +212,8 @@ class Server:
             if config.allow_sagemaker or config.allow_vertex_ai:
                 self.attached += await start_platform_listeners(config, http_app, core)
             if config.openai_port is not None:
-                self.attached.append(await start_openai_listener(config, core))
+                self.openai = await start_openai_listener(config, core)
+                self.attached.append(self.openai)  # (stopped with the others)
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))
             raise

@@ -140,6 +140,7 @@ def _announce(server: Server) -> None:
         "grpc_port": server.grpc_port,
         "http_port": server.http_port,
         "metrics_port": server.metrics_port,
+        "openai_port": server.openai_port,
         "address": server.host.address,
         "tag": server.tag,
         "pid": os.getpid(),
