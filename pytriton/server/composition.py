@@ -212,7 +212,7 @@ class Server:
             if config.allow_sagemaker or config.allow_vertex_ai:
                 self.attached += await start_platform_listeners(config, http_app, core)
             if config.openai_port is not None:
-                self.openai = await start_openai_listener(config, core)
+                self.openai = await start_openai_listener(config, core, self.tracer)
                 self.attached.append(self.openai)  # (stopped with the others)
         except BaseException:
             await self.stop(timeout_s=min(START_FAILURE_STOP_S, self.config.exit_timeout_s))

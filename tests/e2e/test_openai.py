@@ -239,3 +239,24 @@ def test_openai_requests_count_in_the_model_statistics(server, client):
     before = successes()
     client.completions.create(model="trtllm_like", prompt="x")
     assert successes() == before + 1
+
+
+def test_openai_requests_are_traced_as_the_http_port_traces(tmp_path):
+    path = tmp_path / "trace.json"
+    with serve("tests.openai_models:pieces", "--openai-port", "0", "--trace-config", f"triton,file={path}",
+               "--trace-config", "level=TIMESTAMPS", "--trace-config", "rate=1") as server, \
+            openai.OpenAI(base_url=server.openai_url, api_key="x", max_retries=0, timeout=60) as client:
+        client.completions.create(model="pieces", prompt="x")
+        assert len(list(client.completions.create(model="pieces", prompt="x", stream=True))) == 6
+    entries = json.loads(path.read_text())  # written at the graceful stop
+    traces: dict[int, list[str]] = {}
+    for entry in entries:
+        names = traces.setdefault(entry["id"], [])
+        if "timestamps" in entry:
+            names += [t["name"] for t in entry["timestamps"]]
+        else:
+            assert entry["model_name"] == "pieces"
+    assert len(traces) == 2
+    for names in traces.values():
+        assert names[0] == "HTTP_RECV_START" and names[-1] == "HTTP_SEND_END", names
+        assert "REQUEST_START" in names and "REQUEST_END" in names

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from pytriton.core.server_core import ServerCore
+from pytriton.core.trace import HTTP_RECV_START, HTTP_SEND_END, Trace, Tracer, finish_on_sent, now_ns
 from pytriton.core.types import InferRequest, InferResponse
 from pytriton.exceptions import ServerError
 from pytriton.frontend.http1 import HttpRequest, HttpResponse
@@ -59,10 +60,14 @@ def _json(obj: Any, status: int = 200) -> HttpResponse:
 
 
 class OpenAIApp:
-    """Answers the OpenAI routes over `core`; `api_key`: the Bearer key clients must send (None: none needed)."""
+    """Answers the OpenAI routes over `core`; `api_key`: the Bearer key clients must send (None: none needed);
+    `tracer`: the server's, which traces the inferences as it traces the HTTP port's (HTTP_RECV_START when the
+    request came, HTTP_SEND_END once its answer, the whole stream for a streamed one, has been handed over)."""
 
-    def __init__(self, core: ServerCore, api_key: str | None = None, template: ChatTemplate = plain_template):
+    def __init__(self, core: ServerCore, api_key: str | None = None, template: ChatTemplate = plain_template,
+                 tracer: Tracer | None = None):  # fmt: skip
         self.core = core
+        self.tracer = tracer
         self.api_key = api_key.encode() if api_key else None
         self.template = template
         self.created = int(time.time())
@@ -75,6 +80,25 @@ class OpenAIApp:
             return exc.response()
         except ServerError as exc:
             return OpenAIError.of(exc).response()
+        except Exception:  # a bug here must not answer a traceback
+            logger.exception("OpenAI port: %s %s failed", request.method, request.path)
+            return OpenAIError(500, "The server had an error while processing your request.", "server_error").response()
+
+    def _trace(self, request: HttpRequest, infer: InferRequest) -> Trace | None:
+        """Start the trace of `infer` when tracing is on and picks it."""
+        if self.tracer is None or not self.tracer.active:
+            return None
+        received = now_ns()
+        trace = self.tracer.start(infer.model_name, infer.model_version, request.headers.get("traceparent"))
+        if trace is not None:
+            trace.stamp(HTTP_RECV_START, received)
+            infer.trace = trace
+        return trace
+
+    def _traced(self, trace: Trace | None, response: HttpResponse) -> HttpResponse:
+        if trace is not None and self.tracer is not None:
+            response.on_sent = finish_on_sent(self.tracer, trace, HTTP_SEND_END, response.on_sent)
+        return response
 
     def _check_key(self, request: HttpRequest) -> None:
         if self.api_key is None:
@@ -100,9 +124,9 @@ class OpenAIApp:
             return _json({"object": "list", "data": [self._model_entry(name) for name in self._ready_names()]})
         obj = parse_json(request.body)
         if path == "/v1/embeddings":
-            return await self._embeddings(obj)
+            return await self._embeddings(request, obj)
         chat = path == "/v1/chat/completions"
-        return await self._text(chat_request(obj) if chat else completion_request(obj), chat)
+        return await self._text(request, chat_request(obj) if chat else completion_request(obj), chat)
 
     @staticmethod
     def _method(request: HttpRequest, method: str) -> None:
@@ -144,14 +168,25 @@ class OpenAIApp:
         finally:
             await stream.aclose()
 
-    async def _text(self, text: TextRequest, chat: bool) -> HttpResponse:
+    async def _text(self, request: HttpRequest, text: TextRequest, chat: bool) -> HttpResponse:
         model = self._interface(text.model)
         if not model.generates_text:
             raise invalid(f"model '{model.name}' does not generate text: it follows neither vLLM's convention "
                           "(text_input, sampling_parameters -> text_output) nor TensorRT-LLM's (text_input -> "
                           "text_output)", "model")
         prompt = self.template(text.messages) if chat else text.prompt
-        responses = self._responses(model, model.text_request(prompt, text))
+        infer = model.text_request(prompt, text)
+        trace = self._trace(request, infer)
+        try:
+            return self._traced(trace, await self._generate(model, infer, text, chat))
+        except BaseException:
+            if trace is not None and self.tracer is not None:
+                self.tracer.finish(trace)
+            raise
+
+    async def _generate(self, model: ModelInterface, infer: InferRequest, text: TextRequest, chat: bool
+                        ) -> HttpResponse:  # fmt: skip
+        responses = self._responses(model, infer)
         answer = _Answer(model.name, chat, text)
         if text.stream:
             try:
@@ -174,7 +209,7 @@ class OpenAIApp:
             await responses.aclose()
         return _json(answer.whole())
 
-    async def _embeddings(self, obj: dict[str, Any]) -> HttpResponse:
+    async def _embeddings(self, request: HttpRequest, obj: dict[str, Any]) -> HttpResponse:
         embedding = embedding_request(obj)
         model = self._interface(embedding.model)
         if not model.embeds:
@@ -183,9 +218,10 @@ class OpenAIApp:
         if embedding.dimensions is not None and model.kind != "vllm_embedding":
             raise invalid(f"model '{model.name}' does not take 'dimensions'", "dimensions")
 
-        async def one(request: InferRequest) -> tuple[Any, int | None]:
+        async def one(infer: InferRequest) -> tuple[Any, int | None]:
             response = None
-            responses = self._responses(model, request)
+            trace = self._trace(request, infer)
+            responses = self._responses(model, infer)
             try:
                 async for item in responses:
                     if response is None:
@@ -194,6 +230,9 @@ class OpenAIApp:
                         item.release()
             finally:
                 await responses.aclose()
+                if trace is not None and self.tracer is not None:
+                    trace.stamp(HTTP_SEND_END)  # (its part of the answer is made: the answer goes out at once)
+                    self.tracer.finish(trace)
             if response is None:
                 raise invalid(f"model '{model.name}' answered no embedding")
             try:
