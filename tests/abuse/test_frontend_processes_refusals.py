@@ -24,7 +24,8 @@ CALLABLE = ["tests.frontend_models:server_pid", *tensor_args("input", [("IN", "f
     ([*CALLABLE, "--trace-config", "triton,file=/tmp/never-written.json"], "--trace-config"),
     ([*CALLABLE, "--allow-sagemaker", "true"], "SageMaker and Vertex AI"),
     ([*CALLABLE, "--allow-vertex-ai", "true"], "SageMaker and Vertex AI"),
-], ids=["poll", "repository-sequence", "repository-implicit-state", "trace-file", "sagemaker", "vertex-ai"])
+    ([*CALLABLE, "--openai-port", "0"], "--openai-port: the OpenAI port is served by one process only"),
+], ids=["poll", "repository-sequence", "repository-implicit-state", "trace-file", "sagemaker", "vertex-ai", "openai"])
 def test_every_documented_refusal_names_the_option_and_why(args, reason):
     command = [sys.executable, "-m", "pytriton.cli", "serve", *args, "--frontend-processes", "2",
                "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0"]
