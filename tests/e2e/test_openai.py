@@ -231,14 +231,17 @@ def test_a_model_error_mid_stream_ends_the_stream_with_an_error_event(client):
     assert "pieces failed at piece 2" in info.value.message
 
 
-def test_openai_requests_count_in_the_model_statistics(server, client):
-    def successes() -> int:
+def test_openai_requests_count_in_the_model_statistics_and_metrics(server, client):
+    def successes() -> tuple[int, float]:
         stats = requests.get(f"http://{server.http_url}/v2/models/trtllm_like/stats", timeout=10).json()
-        return stats["model_stats"][0]["inference_stats"]["success"]["count"]
+        metrics = requests.get(server.metrics_url, timeout=10).text
+        line = next(line for line in metrics.splitlines()
+                    if line.startswith("nv_inference_request_success{") and 'model="trtllm_like"' in line)
+        return stats["model_stats"][0]["inference_stats"]["success"]["count"], float(line.rsplit(" ", 1)[1])
 
     before = successes()
     client.completions.create(model="trtllm_like", prompt="x")
-    assert successes() == before + 1
+    assert successes() == (before[0] + 1, before[1] + 1)
 
 
 def test_openai_requests_are_traced_as_the_http_port_traces(tmp_path):
