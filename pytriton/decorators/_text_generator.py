@@ -7,8 +7,9 @@ generate extension, and gRPC streams) serve as an LLM, with vLLM's tensor conven
 Inputs `text_input` (the prompt), `sampling_parameters` (a JSON object: the request's sampling fields, handed to the
 function as `parameters`), and the optional `stream`, `exclude_input_in_output`, `return_num_input_tokens`,
 `return_num_output_tokens`; outputs `text_output`, `num_output_tokens` (pieces) and, with `prompt_tokens`,
-`num_input_tokens` (every response carries them: a request that lists no outputs gets every declared one). The wrapper applies `max_tokens` (pieces) and `stop` (the text ends before the first
-stop string) itself, so the function need not; it is closed (GeneratorExit at its `yield`) when the client leaves.
+`num_input_tokens` (every response carries them: a request that lists no outputs gets every declared one). The
+wrapper applies `max_tokens` (pieces) and `stop` (the text ends before the first stop string) itself, so the function
+need not; it is closed (GeneratorExit at its `yield`) when the client leaves.
 `pytriton serve module:tiny` reads the declaration; in Python, `Triton().bind("tiny", tiny, **tiny.bind_args)`.
 """
 
