@@ -14,7 +14,7 @@ from typing import Any
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.control import ServerInfo
 
-WATCH_KINDS = ("parent", "pid", "none")
+WATCH_KINDS = ("parent", "pidfd", "pid", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +22,8 @@ class WorkerSpec:
     """One model instance's worker: where its server is, who it is, what it runs and how it watches the server.
 
     `watch` says how the worker notices that the server is gone: "parent" (a spawned worker: its parent changes),
-    "pid" (a thread in another process: the server's pid disappears) or "none".
+    "pidfd" (a worker forked from the template: its parent is the template; it holds a pidfd of the server), "pid" (a
+    thread in another process: the server's pid disappears) or "none".
     """
 
     address: str  # the server's ROUTER (ipc://...)
@@ -70,10 +71,13 @@ class WorkerSpec:
         callable: str,
         instance: int,
         log_level: str,
+        forked: bool = False,
     ) -> WorkerSpec:
-        """A worker process that this (the server) process spawns: it imports `callable` and watches its parent."""
+        """A worker process that this (the server) process spawns: it imports `callable` and watches its parent, or
+        the server's pidfd when it is `forked` from the worker template (whose child it is)."""
         return cls(address=address, identity=identity, tag=tag, server_pid=os.getpid(), inline_max=inline_max,
-                   config=config, callable=callable, instance=instance, log_level=log_level, watch="parent")
+                   config=config, callable=callable, instance=instance, log_level=log_level,
+                   watch="pidfd" if forked else "parent")
 
     @classmethod
     def for_thread(cls, server: ServerInfo, identity: str, config: TritonModelConfig, instance: int) -> WorkerSpec:

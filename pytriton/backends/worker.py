@@ -11,6 +11,7 @@ import gc
 import inspect
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -47,7 +48,7 @@ PARENT_CHECK_MS = 1000
 OUTPUT_GATE_ENV = "PYTRITON_TEST_OUTPUT_WRITE_GATE"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask the kernel for SIGTERM when the server process goes (Linux only; a poll covers the rest)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -101,7 +102,11 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
     )
     poll_ms = PARENT_CHECK_MS if stop is None else 100
 
+    server_fd = _open_pidfd(server_pid) if watch == "pidfd" else None
+
     def server_gone() -> bool:
+        if server_fd is not None:  # (a worker forked from the template: the pidfd is readable once the server ended)
+            return server_fd < 0 or bool(select.select([server_fd], [], [], 0)[0])
         return (watch == "parent" and os.getppid() != server_pid) or (watch == "pid" and not pid_alive(server_pid))
 
     def alive() -> bool:
@@ -193,6 +198,16 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
             pb_metrics.flush()  # (what finalize() updated, and the releases of what it dropped)
             pb_metrics._client = None
             endpoint.close()
+            if server_fd is not None and server_fd >= 0:
+                os.close(server_fd)
+
+
+def _open_pidfd(pid: int) -> int:
+    """A pidfd of process `pid`, or -1 when it is gone already."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return -1
 
 
 def _report_end(endpoint: WorkerEndpoint, label: str, exc: BaseException) -> None:
@@ -350,20 +365,34 @@ def _wait_at_gate(gate: str, call_id: int) -> None:
         time.sleep(0.005)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    spec = WorkerSpec.from_json(sys.stdin.read() if args[0] == "-" else args[0])  # "-": a large one, on stdin
+def _process_setup(spec: WorkerSpec) -> None:
+    """What a worker process sets up before it serves, however it was started: its log lines, its signals."""
     logging.basicConfig(
         level=spec.log_level,
         format=f"%(asctime)s %(levelname)s worker[{os.getpid()}] %(name)s: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group; the server drains and stops us
     signal.signal(signal.SIGTERM, _terminate)
-    _die_with_parent()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = WorkerSpec.from_json(sys.stdin.read() if args[0] == "-" else args[0])  # "-": a large one, on stdin
+    _process_setup(spec)
+    die_with_parent()
     if os.getppid() != spec.server_pid:
         return 0
     if argv is None and is_python_model_target(spec.callable):
         sys.argv = [""]  # what a model sees on Triton's stub (e.g. unittest.main() parses it)
+    return serve(spec)
+
+
+def run_forked(text: str) -> int:
+    """A worker forked from the template (pytriton/backends/template.py), its environment and working directory
+    already set: the same as `main`, except that its parent is the template, so it watches the server by pidfd."""
+    spec = WorkerSpec.from_json(text)
+    _process_setup(spec)
+    sys.argv = [""] if is_python_model_target(spec.callable) else [__file__, "-"]
     return serve(spec)
 
 

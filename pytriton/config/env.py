@@ -79,6 +79,12 @@ SERVER_VARIABLES = (
     ServerVariable("PYTRITON_INLINE_MAX_BYTES", "inline_max_bytes", _size, "a non-negative integer",
                    "Tensors up to this many bytes ride inside worker messages instead of shared memory "
                    "(default 64 KiB: DEFAULT_INLINE_MAX)."),
+    ServerVariable("PYTRITON_WORKER_TEMPLATE", "worker_template", _flag, "1 or 0",
+                   "1 (default): model instances' worker processes are forked from a template process that has "
+                   "imported what every worker imports (numpy, zmq, the backends) and nothing else: they start "
+                   "sooner and share those pages. 0: each starts in a fresh interpreter. A worker whose environment "
+                   "sets a variable read at process start otherwise than the template's, or whose model's config "
+                   "sets parameter PYTRITON_WORKER_START to 'fresh', starts fresh anyway (the log says why)."),
     ServerVariable("PYTRITON_PIPELINE_DEPTH", "pipeline_depth", _depth, "an integer >= 1",
                    f"Executions handed to one instance of a model without batching before the first has "
                    f"finished (default {DEFAULT_PIPELINE_DEPTH})."),

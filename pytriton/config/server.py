@@ -64,6 +64,7 @@ class ServerConfig:
     # Settings that come from the environment (see pytriton/config/env.py) unless given explicitly.
     exit_with_parent: bool = False
     inline_max_bytes: int = _env.DEFAULT_INLINE_MAX
+    worker_template: bool = True  # PYTRITON_WORKER_TEMPLATE: workers are forked from a warm template process
     pipeline_depth: int = _env.DEFAULT_PIPELINE_DEPTH
     model_stall_s: float = _env.DEFAULT_MODEL_STALL_S  # PYTRITON_MODEL_STALL_SECS (ServerCore's stall_s)
     grpc_implementation: str = _env.GRPC_IMPLEMENTATIONS[0]

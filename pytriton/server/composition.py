@@ -119,7 +119,8 @@ class Server:
         self.run_dir = RunDirectory(self.tag)
         try:
             config = self.config
-            self.host = host = WorkerHost(self.run_dir.path, self.tag, config.inline_max_bytes, config.log_level)
+            self.host = host = WorkerHost(self.run_dir.path, self.tag, config.inline_max_bytes, config.log_level,
+                                          worker_template=config.worker_template)
             await host.start()
             self.core = core = ServerCore(
                 allow_client_shm=config.allow_client_shm,
@@ -308,6 +309,7 @@ class Server:
             core.received.close()  # no new receive segments; the host's arena unlinks what is left
         host, self.host = self.host, None
         if host is not None:
+            await host.stop_template()
             host.close()
 
 

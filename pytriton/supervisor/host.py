@@ -16,6 +16,7 @@ from pytriton.supervisor.bls import BlsBridge
 from pytriton.supervisor.custom_metrics import CustomMetricsBridge
 from pytriton.supervisor.external import ExternalInstances
 from pytriton.supervisor.model_loading import ModelLoadingBridge
+from pytriton.supervisor.template import WorkerTemplate
 from pytriton.supervisor.worker_pool import WorkerPool
 
 
@@ -45,8 +46,10 @@ class ReceiveSegments:
 class WorkerHost:
     """Owns the router; makes the instance sources of models."""
 
-    def __init__(self, run_dir: str, tag: str, inline_max: int, log_level: str = "INFO"):
+    def __init__(self, run_dir: str, tag: str, inline_max: int, log_level: str = "INFO", worker_template: bool = True):
         self.run_dir = run_dir
+        # forks the workers of every pool (None: each worker starts in a fresh interpreter; PYTRITON_WORKER_TEMPLATE=0)
+        self.template = WorkerTemplate() if worker_template else None
         self.tag = tag
         self.inline_max = inline_max
         self.log_level = log_level
@@ -62,6 +65,8 @@ class WorkerHost:
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
         self.received = ReceiveSegments(self.tag)
+        if self.template is not None:
+            self.template.start_soon()  # (it imports while the server starts; the first worker waits for it)
 
     def serve_bls(self, infer: Any, infer_stream: Any) -> BlsBridge:
         """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
@@ -82,7 +87,7 @@ class WorkerHost:
     def worker_pool(self, config: TritonModelConfig, callable_target: str) -> WorkerPool:
         """Worker processes of our own that import and run `callable_target`."""
         assert self.router is not None, "start() first"
-        return WorkerPool(self.router, config, callable_target, log_level=self.log_level)
+        return WorkerPool(self.router, config, callable_target, log_level=self.log_level, template=self.template)
 
     def external_instances(self, config: TritonModelConfig, ready_timeout_s: float = 300.0) -> ExternalInstances:
         """Instances another process hosts (Triton.bind threads); `identities()` says how they connect."""
@@ -94,6 +99,11 @@ class WorkerHost:
         """Tell every worker to drop its mappings of these client regions."""
         if self.router is not None:
             self.router.broadcast_unmap(region_ids)
+
+    async def stop_template(self) -> None:
+        """Stop the worker template (after the pools stopped their workers)."""
+        if self.template is not None:
+            await self.template.stop()
 
     def close(self) -> None:
         if self.received is not None:

@@ -1,8 +1,11 @@
 """Spawns the worker processes of one model, restarts the ones that die, stops them all on shutdown.
 
-A worker is `python -m pytriton.backends.worker <spec>` started with asyncio's subprocess support
-(a fresh interpreter: nothing is forked from the server). A worker that dies fails its in-flight
-requests through the router, its shared-memory segments are unlinked, and a new one is started.
+A worker is forked from the server's worker template (pytriton/supervisor/template.py: a process that imported
+what every worker imports, and nothing else) or, where that cannot be done safely or the template is off or
+unavailable, `python -m pytriton.backends.worker <spec>` started with asyncio's subprocess support (a fresh
+interpreter; nothing is ever forked from the server). Either way the worker is its own process, pinned to its GPU
+before it imports the model's code, and looks the same to the rest of the server. A worker that dies fails its
+in-flight requests through the router, its shared-memory segments are unlinked, and a new one is started.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 from pytriton.backends.spec import WorkerSpec
-from pytriton.config.env import MALLOC_TUNABLES
 from pytriton.config.gpus import GpuDevice, visible_gpus
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import unlink_segments
 from pytriton.proxy.router import ProxyRouter, WorkerLink
 from pytriton.scheduler.instance import InstanceHandler, InstanceStatus
 from pytriton.supervisor.instance import LinkedInstance
+from pytriton.supervisor.template import FRESH_PARAMETER, ForkedProcess, TemplateUnavailable, WorkerTemplate, \
+    worker_environment
 
 SPEC_ARG_MAX = 64 * 1024  # a worker's specification larger than this goes to it on its standard input
 
@@ -38,7 +42,11 @@ class WorkerStartError(RuntimeError):
     """A worker could not start (the callable failed to import, or the process exited)."""
 
 
-def _describe_exit(returncode: int | None) -> str:
+def _describe_exit(process: Any) -> str:
+    note = getattr(process, "exit_note", "")  # (a ForkedProcess whose template died before it said how it ended)
+    if note:
+        return f"exited ({note})"
+    returncode = process.returncode
     if returncode is None:
         return "is not running"
     if returncode < 0:
@@ -59,7 +67,7 @@ class WorkerInstance:
         self.gpu = gpu  # that GPU as discovered (None: CPU, or a GPU id no discovery knows)
         self.generation = 0
         self.restarts = 0
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: asyncio.subprocess.Process | ForkedProcess | None = None
         self.link: WorkerLink | None = None
         self.serving: LinkedInstance | None = None  # what the scheduler dispatches to while the worker is up
         self.watcher: asyncio.Task[Any] | None = None
@@ -141,8 +149,11 @@ class WorkerPool(InstanceRoster):
         log_level: str = "INFO",
         start_timeout_s: float = 120.0,
         extra_env: dict[str, str] | None = None,
+        template: WorkerTemplate | None = None,
     ):
         super().__init__(router, config)
+        self.template = template  # None: every worker starts in a fresh interpreter
+        self._fresh_reason: str | None = None  # why this model's workers start fresh (logged once)
         self.callable_target = callable_target
         self.log_level = log_level
         self.start_timeout_s = start_timeout_s
@@ -163,17 +174,53 @@ class WorkerPool(InstanceRoster):
                 pass
 
     def _env(self, instance: WorkerInstance) -> dict[str, str]:
-        env = dict(os.environ)
-        env.setdefault("GLIBC_TUNABLES", MALLOC_TUNABLES)
+        base = worker_environment()
+        env = dict(base)
         if instance.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = instance.cuda_visible_devices
         env.update(self.extra_env)
-        # The worker must import the same pytriton and the user's module as the server does.
-        path = [p for p in sys.path if p]
-        if os.getcwd() not in path:
-            path.insert(0, os.getcwd())
-        env["PYTHONPATH"] = os.pathsep.join(path)
+        env["PYTHONPATH"] = base["PYTHONPATH"]
         return env
+
+    def _fork_refusal(self, env: dict[str, str]) -> str | None:
+        """Why this worker starts in a fresh interpreter rather than from the template (None: from the template)."""
+        if self.config.backend_parameters.get(FRESH_PARAMETER, "").strip().lower() == "fresh":
+            return f"its configuration sets parameter {FRESH_PARAMETER} to 'fresh'"
+        assert self.template is not None
+        return self.template.refusal(env)
+
+    def _note_fresh(self, label: str, reason: str) -> None:
+        if reason != self._fresh_reason:
+            self._fresh_reason = reason
+            logger.info("model instance '%s' starts in a fresh interpreter, not from the worker template: %s",
+                        label, reason)
+
+    async def _start_process(self, instance: WorkerInstance, label: str, spec: dict[str, Any]
+                             ) -> asyncio.subprocess.Process | ForkedProcess:  # fmt: skip
+        """The worker's process: forked from the template where it can be, else a fresh interpreter."""
+        env = self._env(instance)
+        if self.template is not None:
+            reason = self._fork_refusal(env)
+            if reason is None:
+                try:
+                    return await self.template.fork(WorkerSpec.for_process(**spec, forked=True).to_json(), env,
+                                                    os.getcwd())
+                except TemplateUnavailable as exc:
+                    reason = str(exc)
+            self._note_fresh(label, reason)
+        text = WorkerSpec.for_process(**spec).to_json()
+        if len(text) <= SPEC_ARG_MAX:
+            return await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "pytriton.backends.worker", text, env=env
+            )
+        # a large configuration: through a pipe (one command-line argument holds 128 KiB at most on Linux)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pytriton.backends.worker", "-", env=env, stdin=asyncio.subprocess.PIPE,
+        )
+        assert process.stdin is not None
+        process.stdin.write(text.encode())
+        process.stdin.close()  # (the transport writes the rest as the worker reads; a worker gone drops it)
+        return process
 
     async def _spawn(self, instance: WorkerInstance) -> None:
         """Start one worker process and wait until it says hello (or fails)."""
@@ -181,7 +228,7 @@ class WorkerPool(InstanceRoster):
         identity = f"{self.config.model_name}#{instance.index}#{self.serial}.{instance.generation}"
         label = self._label(instance)
         link = self.router.add_link(identity.encode(), label)
-        spec = WorkerSpec.for_process(
+        spec = dict(
             address=self.router.address,
             identity=identity,
             tag=self.router.tag,
@@ -191,19 +238,11 @@ class WorkerPool(InstanceRoster):
             instance=instance.index,
             log_level=self.log_level,
         )
-        text = spec.to_json()
-        if len(text) <= SPEC_ARG_MAX:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "pytriton.backends.worker", text, env=self._env(instance)
-            )
-        else:  # a large configuration: through a pipe (one command-line argument holds 128 KiB at most on Linux)
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "pytriton.backends.worker", "-", env=self._env(instance),
-                stdin=asyncio.subprocess.PIPE,
-            )
-            assert process.stdin is not None
-            process.stdin.write(text.encode())
-            process.stdin.close()  # (the transport writes the rest as the worker reads; a worker gone drops it)
+        try:
+            process = await self._start_process(instance, label, spec)
+        except BaseException:
+            self.router.drop_link(link, f"model instance '{label}' failed to start")
+            raise
         instance.process = process
         instance.link = link
         exited = asyncio.ensure_future(process.wait())
@@ -222,7 +261,7 @@ class WorkerPool(InstanceRoster):
             reason = (
                 str(link.hello.exception())
                 if link.hello.done() and link.hello.exception() is not None
-                else f"worker {_describe_exit(process.returncode)} before it was ready"
+                else f"worker {_describe_exit(process)} before it was ready"
                 if exited.done()
                 else f"worker did not become ready within {self.start_timeout_s:.0f} s"
             )
@@ -237,7 +276,7 @@ class WorkerPool(InstanceRoster):
         unlink_segments(self.router.tag, process.pid)
         raise WorkerStartError(f"model instance '{label}' failed to start: {reason}")
 
-    async def _kill(self, process: asyncio.subprocess.Process) -> None:
+    async def _kill(self, process: asyncio.subprocess.Process | ForkedProcess) -> None:
         if process.returncode is None:
             try:
                 process.kill()
@@ -249,14 +288,14 @@ class WorkerPool(InstanceRoster):
         self,
         instance: WorkerInstance,
         link: WorkerLink,
-        process: asyncio.subprocess.Process,
+        process: asyncio.subprocess.Process | ForkedProcess,
         exited: asyncio.Future[Any],
     ) -> None:
         """Wait for the worker to exit; if it was not asked to, fail its requests and start a new one."""
         await exited
         label = self._label(instance)
         self._unserve(instance)
-        what = f"worker process of model instance '{label}' (pid {process.pid}) {_describe_exit(process.returncode)}"
+        what = f"worker process of model instance '{label}' (pid {process.pid}) {_describe_exit(process)}"
         if self._stopping:
             self.router.drop_link(link, f"{what} while the server was stopping")
             unlink_segments(self.router.tag, process.pid)
