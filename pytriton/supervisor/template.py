@@ -204,7 +204,7 @@ class WorkerTemplate:
             raise
         self.pid = process.pid
         self.starts += 1
-        logger.info("worker template started (pid %d)", process.pid)
+        logger.info("worker template ready: process %d", process.pid)
         asyncio.ensure_future(self._watch(process))
 
     def _readable(self) -> None:
