@@ -18,6 +18,7 @@ server, so it watches the server through a pidfd (WorkerSpec.watch "pidfd"); the
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -30,6 +31,8 @@ from typing import Any
 
 # Libraries whose presence in the template would make a fork unsafe or pin a GPU before CUDA_VISIBLE_DEVICES is set.
 CUDA_LIBRARIES = ("libcuda.so", "libcudart", "libnvidia-ml", "libcublas", "libnccl")
+ENV_ROOM_VARIABLE = "PYTRITON_TEMPLATE_ENV_ROOM"  # the template's padding: room for a worker's environment
+ENV_ROOM = 16 * 1024
 CUDA_MODULES = ("torch", "cupy", "tensorflow", "jax", "numba.cuda", "pycuda", "cuda")
 
 
@@ -124,9 +127,40 @@ def serve_forks(sock: socket.socket) -> int:
                     _fork(sock, json.loads(line), children, wakeup)
 
 
+def environment_bytes(env: dict[str, str]) -> bytes:
+    """`env` as the kernel keeps a process's environment (what /proc/<pid>/environ shows)."""
+    return b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
+
+
+def _memory_areas() -> tuple[int, int, int, int]:
+    """Where this process's command line and environment lie (arg_start, arg_end, env_start, env_end)."""
+    with open("/proc/self/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return int(fields[45]), int(fields[46]), int(fields[47]), int(fields[48])  # fields 48-51 of proc(5)
+
+
+def _overwrite(start: int, end: int, data: bytes) -> bool:
+    if len(data) > end - start:
+        return False
+    ctypes.memmove(start, data + bytes(end - start - len(data)), end - start)
+    return True
+
+
+def present_as_worker(env: dict[str, str]) -> None:
+    """Make this forked child look like a worker started fresh to whoever reads /proc/<pid>/cmdline and environ (an
+    operator, `ps e`, scripts/wire): the kernel shows the memory the process started with, the template's. Both are
+    rewritten in place (the template starts with room to spare in its environment: ENV_ROOM_VARIABLE). Called after
+    os.environ was replaced, so that no C string still in use lies there."""
+    arg_start, arg_end, env_start, env_end = _memory_areas()
+    _overwrite(arg_start, arg_end, b"\0".join([os.fsencode(sys.executable), b"-m", b"pytriton.backends.worker",
+                                               b"-"]) + b"\0")
+    _overwrite(env_start, env_end, environment_bytes(env))
+
+
 def _run_worker(request: dict[str, Any]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
+    present_as_worker(request["env"])
     os.chdir(request["cwd"])
     from pytriton.backends import worker
 

@@ -23,6 +23,7 @@ import socket
 import sys
 from typing import Any
 
+from pytriton.backends.template import ENV_ROOM, ENV_ROOM_VARIABLE, environment_bytes
 from pytriton.config.env import MALLOC_TUNABLES
 
 logger = logging.getLogger("pytriton.supervisor")
@@ -64,12 +65,12 @@ def startup_difference(template_env: dict[str, str], env: dict[str, str]) -> lis
 class ForkedProcess:
     """A worker forked from the template (see the module's docstring)."""
 
-    def __init__(self, pid: int, pidfd: int, template: WorkerTemplate):
+    def __init__(self, pid: int, pidfd: int):
         self.pid = pid
         self.returncode: int | None = None
         self.exit_note = ""  # set when the exit status is unknown: why
         self._pidfd = pidfd
-        self._template = template
+        self._orphaned = False  # its template died: nobody will say how it ended
         self._ended_at: float | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
@@ -80,13 +81,14 @@ class ForkedProcess:
         """The pidfd is readable: the worker has exited; its status comes from the template (or never, if it died)."""
         self._loop.remove_reader(self._pidfd)
         self._ended_at = self._loop.time()
-        if not self._template.serving:
+        if self._orphaned:
             self.finish(None, "its exit status is unknown: the worker template that forked it is gone")
         else:
             self._grace = self._loop.call_later(STATUS_GRACE_S, self.finish, None,
                                                 "its exit status never came from the worker template")
 
     def template_gone(self) -> None:
+        self._orphaned = True
         if self._ended_at is not None:
             self.finish(None, "its exit status is unknown: the worker template that forked it is gone")
 
@@ -152,6 +154,8 @@ class WorkerTemplate:
             if differ:
                 return (f"its environment sets {', '.join(differ)} otherwise than the worker template's (read when a "
                         "process starts)")
+            if len(environment_bytes(env)) > len(environment_bytes(self.env)):
+                return "its environment is larger than the room the worker template keeps for it"
         return None
 
     def start_soon(self) -> None:
@@ -178,6 +182,7 @@ class WorkerTemplate:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.env = worker_environment()
+            self.env[ENV_ROOM_VARIABLE] = "." * ENV_ROOM
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "pytriton.backends.template", str(theirs.fileno()), str(os.getpid()),
                 env=self.env, pass_fds=(theirs.fileno(),),
@@ -301,7 +306,7 @@ class WorkerTemplate:
             raise TemplateUnavailable(f"the worker template did not answer: {exc or type(exc).__name__}") from None
         finally:
             self._pending.pop(request_id, None)
-        child = ForkedProcess(pid, pidfd, self)
+        child = ForkedProcess(pid, pidfd)
         self._children[pid] = child
         return child
 

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from tests._support.logs import PID_RE, PORT_RE, READY_LINE
+from tests._support.logs import PID_RE, PORT_RE, READY_LINE, TEMPLATE_RE
 from tests._support.paths import REPO
 from tests._support.ports import LOCAL_PORTS
 from tests._support.processes import started_pids
@@ -48,7 +48,7 @@ class ServerProcess:
             match = PORT_RE.search(line)
             if match:
                 self.ports[match.group(1)] = int(match.group(2))
-            for pid in PID_RE.findall(line):
+            for pid in PID_RE.findall(line) + TEMPLATE_RE.findall(line):
                 started_pids.add(int(pid))
             if READY_LINE in line:
                 self._ready.set()
@@ -81,6 +81,10 @@ class ServerProcess:
 
     def worker_pids(self) -> list[int]:
         return [int(p) for p in PID_RE.findall(self.log)]
+
+    def template_pids(self) -> list[int]:
+        """The worker templates the server started, in order (the last is the one that forks now)."""
+        return [int(p) for p in TEMPLATE_RE.findall(self.log)]
 
     def wait_for_log(self, text: str, timeout_s: float = 20.0) -> bool:
         """Whether `text` appears in the log within `timeout_s`."""
