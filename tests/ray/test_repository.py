@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("ray")
 
 from tests._support.paths import REPO
+from tests._support.rss import descendants
 from tests._support.ray_cluster import WAIT_S, running_replicas, serve, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -20,17 +21,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.filterwarn
 APP = "repository"
 
 
-def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.add(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
+def _is_worker(pid: int) -> bool:
+    """A model's worker process (forked from the worker template or not, its command line says so)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"pytriton.backends.worker" in cmdline.read()
+    except OSError:
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -74,7 +71,7 @@ def test_repository_on_two_replicas(ray_cluster, tmp_path):
         assert len(infos) == 2 and len({i["node_id"] for i in infos.values()}) == 2
         assert all(i["models"] == ["add_sub"] for i in infos.values())
         replica_pids = set(infos)
-        worker_pids = set().union(*(_children(pid) for pid in replica_pids))
+        worker_pids = {p for pid in replica_pids for p in descendants(pid) if _is_worker(p)}
         assert len(worker_pids) >= 2, "each replica runs the model in a worker process"
 
         a = numpy.arange(4, dtype=numpy.float32).reshape(1, 4)

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests._support.processes import alive_after
-from tests._support.rss import children
+from tests._support.rss import descendants
 from tests._support.serving import ServerProcess, tensor_args
 from tests._support.shm import shm_segments_of
 from tests._support.waits import wait_for_file, wait_until
@@ -43,9 +43,10 @@ def _kill_a_worker_then_stop(moment: str, exit_timeout_s: float) -> tuple[float,
     os.kill(server.worker_pids()[0], signal.SIGKILL)
     if moment != "at-once":
         assert server.wait_for_log("restarting it"), server.log
-    if moment == "spawn":  # past the first restart backoff: the new worker is starting up (a child of the server
-        # that has not said hello yet), or, on a machine too slow to see that, it has just started
-        wait_until(lambda: set(children(server.process.pid)) - set(server.worker_pids())
+    if moment == "spawn":  # past the first restart backoff: the new worker is starting up (a process below the
+        # server, forked by its worker template or not, that has not said hello yet), or, on a machine too slow to see
+        # that, it has just started
+        wait_until(lambda: set(descendants(server.process.pid)) - set(server.worker_pids()) - set(server.template_pids())
                    or len(server.worker_pids()) == 3, "the new worker starting")
     elif moment == "restarted":
         deadline = time.monotonic() + 30

@@ -32,7 +32,15 @@ PROBE = textwrap.dedent('''\
     import numpy as np
     import triton_python_backend_utils as pb_utils
 
-    from pytriton.backends.template import loaded_cuda
+    import sys
+
+
+    def loaded_cuda():
+        with open("/proc/self/maps") as maps:
+            libraries = {line.split()[-1].rsplit("/", 1)[-1] for line in maps if "/" in line}
+        return sorted({name for name in libraries if name.startswith(("libcuda", "libcudart", "libnvidia"))}
+                      | {name for name in ("torch", "cupy", "tensorflow", "jax", "cuda") if name in sys.modules})
+
 
     AT_IMPORT = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "cuda": loaded_cuda()}
 
