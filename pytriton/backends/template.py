@@ -83,6 +83,7 @@ def _fork(sock: socket.socket, request: dict[str, Any], children: set[int], wake
         _send(sock, {"id": request["fork"], "error": f"fork failed: {exc}"})
         return
     if pid == 0:  # the worker: nothing of the template's own goes with it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (the worker sets its own before it serves)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in wakeup:
@@ -97,10 +98,27 @@ def _fork(sock: socket.socket, request: dict[str, Any], children: set[int], wake
         os.close(pidfd)
 
 
-def serve_forks(sock: socket.socket) -> int:
+def serve_forks(sock: socket.socket, server_pid: int) -> int:
     """Answer fork requests until the supervisor closes the socket; return the template's exit code. In a forked child
     this raises _Forked instead of returning."""
     children: set[int] = set()
+    template_pid = os.getpid()
+
+    def terminated(signum: int, frame: Any) -> None:
+        """SIGTERM: when the server is gone (the kernel's parent-death signal), its workers hear it at once too, as
+        fresh workers do from the kernel (they would see it within a second by themselves). The pids are those of
+        children not reaped yet: none can have been reused."""
+        if os.getpid() != template_pid:  # (a child between fork and its own handlers)
+            os._exit(128 + signum)
+        if os.getppid() != server_pid:
+            for child in children:
+                try:
+                    os.kill(child, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
     wakeup = os.pipe()
     os.set_blocking(wakeup[0], False)
     os.set_blocking(wakeup[1], False)
@@ -195,7 +213,7 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()  # the imported objects move to the permanent generation: no collection writes to their pages
     _send(sock, {"ready": os.getpid()})
-    return serve_forks(sock)
+    return serve_forks(sock, server_pid)
 
 
 if __name__ == "__main__":
