@@ -81,4 +81,6 @@ def test_every_server_environment_variable_has_a_row():
     assert not missing, f"environment variables missing from {PAGE.relative_to(REPO)}: {missing}"
     for variable in _env.SERVER_VARIABLES:
         if variable.name != "PYTRITON_EXIT_WITH_PARENT":  # a flag: 0 for `pytriton serve`, set by Triton()
-            assert rows[variable.name].split(" | ")[1] == f"`{defaults[variable.field]}`", variable.name
+            default = defaults[variable.field]  # (a flag's default is written as the variable's value: 1 or 0)
+            written = int(default) if isinstance(default, bool) else default
+            assert rows[variable.name].split(" | ")[1] == f"`{written}`", variable.name
