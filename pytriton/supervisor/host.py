@@ -65,8 +65,6 @@ class WorkerHost:
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
         self.received = ReceiveSegments(self.tag)
-        if self.template is not None:
-            self.template.start_soon()  # (it imports while the server starts; the first worker waits for it)
 
     def serve_bls(self, infer: Any, infer_stream: Any) -> BlsBridge:
         """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
@@ -87,6 +85,8 @@ class WorkerHost:
     def worker_pool(self, config: TritonModelConfig, callable_target: str) -> WorkerPool:
         """Worker processes of our own that import and run `callable_target`."""
         assert self.router is not None, "start() first"
+        if self.template is not None:  # (started with the first pool: a server whose instances are all hosted
+            self.template.start_soon()  # elsewhere (Triton.bind) has none; it imports while the pool gets ready)
         return WorkerPool(self.router, config, callable_target, log_level=self.log_level, template=self.template)
 
     def external_instances(self, config: TritonModelConfig, ready_timeout_s: float = 300.0) -> ExternalInstances:

@@ -159,9 +159,13 @@ class WorkerTemplate:
         return None
 
     def start_soon(self) -> None:
-        """Start the template in the background (the first fork waits for it)."""
+        """Start the template in the background (the first fork waits for it); outside the event loop, nothing."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
         if self._starting is None or self._starting.done():
-            self._starting = asyncio.ensure_future(self._ensure())
+            self._starting = loop.create_task(self._ensure())
 
     async def _ensure(self) -> None:
         async with self._lock:
