@@ -133,6 +133,7 @@ class WorkerTemplate:
         self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._send_lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[tuple[int, int]]] = {}
         self._children: dict[int, ForkedProcess] = {}
@@ -303,16 +304,21 @@ class WorkerTemplate:
         self._pending[request_id] = future
         line = json.dumps({"fork": request_id, "spec": spec, "env": env, "cwd": cwd}).encode() + b"\n"
         try:
-            await loop.sock_sendall(sock, line)
+            # One request at a time on the socket, each whole even if its fork is cancelled meanwhile (a line cut
+            # short would garble the next one).
+            await asyncio.shield(self._send(sock, line))
             pid, pidfd = await asyncio.wait_for(future, FORK_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError) as exc:
-            self._pending.pop(request_id, None)
+        except (OSError, ValueError, asyncio.TimeoutError) as exc:  # (ValueError: its socket was closed meanwhile)
             raise TemplateUnavailable(f"the worker template did not answer: {exc or type(exc).__name__}") from None
         finally:
             self._pending.pop(request_id, None)
         child = ForkedProcess(pid, pidfd)
         self._children[pid] = child
         return child
+
+    async def _send(self, sock: socket.socket, line: bytes) -> None:
+        async with self._send_lock:
+            await asyncio.get_running_loop().sock_sendall(sock, line)
 
     async def stop(self) -> None:
         """Stop the template (its workers are the pools' to stop; they were stopped first)."""
