@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 from pytriton.config.tls import TlsError
 from pytriton.server.composition import Server as ComposedServer
 from pytriton.tritonfrontend._options import Rule, check, warn_inert
-from pytriton.tritonserver import AlreadyExistsError, InvalidArgumentError, Server, UnavailableError
+from pytriton import tritonserver
+from pytriton.tritonserver import AlreadyExistsError, InvalidArgumentError, UnavailableError
 from pytriton.tritonserver._runtime import ServerRuntime
 
 
@@ -26,15 +27,22 @@ class Frontend:
     _protocol: ClassVar[str] = "HTTP"  # in Triton's messages: "HTTP server is already running."
     _rules: ClassVar[dict[str, Rule]] = {}
     _inert: ClassVar[dict[str, str]] = {}  # accepted fields without effect here, and why
+    # Triton 2.51's spelling, `KServeHttp.Server(server, options)`, that 2.52 dropped and 2.52's OpenAI frontend
+    # still calls: the front-end class itself
+    Server: ClassVar[type[Frontend]]
 
-    def __init__(self, server: Server, options: Any = None) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.Server = cls
+
+    def __init__(self, server: tritonserver.Server, options: Any = None) -> None:
         if options is None:
             options = self.Options()
         name = type(self).__name__
         if not isinstance(options, self.Options):
             raise InvalidArgumentError(
                 f"Incorrect type for options. options argument must be of type {name}.Options")
-        if not isinstance(server, Server):
+        if not isinstance(server, tritonserver.Server):
             raise InvalidArgumentError(f"Incorrect type for server. server argument must be of type "
                                        f"tritonserver.Server, not {type(server).__name__}")
         server._started()  # InvalidArgumentError "Server not started": Triton needs the server's handle here too

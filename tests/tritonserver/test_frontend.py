@@ -206,6 +206,19 @@ def test_start_twice_stop_twice_and_restart(server, frontend, protocol):
     service.stop()
 
 
+def test_kserve_server_spelling_of_tritonfrontend_2_51(server):
+    """Triton 2.51's tritonfrontend made a front-end as `KServeHttp.Server(server, options)` (2.52 dropped the
+    `Server` level); Triton 2.52's OpenAI frontend (python/openai/openai_frontend/main.py) still calls it so."""
+    with KServeHttp.Server(server, KServeHttp.Options(address=LOCAL, port=0)) as http, \
+            KServeGrpc.Server(server, KServeGrpc.Options(address=LOCAL, port=0)) as grpc:
+        with httpclient.InferenceServerClient(f"{LOCAL}:{http.port}") as client:
+            assert client.is_server_ready()
+        with grpcclient.InferenceServerClient(f"{LOCAL}:{grpc.port}") as client:
+            assert client.is_model_ready("add_sub")
+    assert isinstance(http, KServeHttp) and isinstance(grpc, KServeGrpc)
+    assert http.port is None and grpc.port is None  # stopped on leaving the block
+
+
 def test_port_in_use(server):
     with socket.socket() as taken:
         taken.bind((LOCAL, 0))
