@@ -260,6 +260,14 @@ def test_kserve_frontends_beside_it(frontend):
         assert [t["name"] for t in metadata["inputs"]][:4] == \
             ["text_input", "stream", "sampling_parameters", "exclude_input_in_output"]
         assert [t["name"] for t in metadata["outputs"]] == ["text_output", "num_input_tokens", "num_output_tokens"]
+    # Triton's generate extension on the KServe HTTP port: the same model, one answer or a stream of events
+    body = json.dumps({"text_input": "a b c", "sampling_parameters": json.dumps({"max_tokens": 2})}).encode()
+    with urllib.request.urlopen(f"http://{http_url}/v2/models/{MODEL}/generate", body, timeout=30) as reply:
+        assert json.loads(reply.read())["text_output"] == "c b"
+    body = json.dumps({"text_input": "a b", "stream": True}).encode()
+    with urllib.request.urlopen(f"http://{http_url}/v2/models/{MODEL}/generate_stream", body, timeout=30) as reply:
+        events = [json.loads(line[len(b"data: "):]) for line in reply.read().splitlines() if line]
+    assert [event["text_output"] for event in events] == ["b", " a"]
     replies: list[object] = []
     done = threading.Event()
 
