@@ -1,8 +1,9 @@
 """Triton's OpenAI-compatible frontend (the server repository's `python/openai`), started unchanged as its
 `openai_frontend/main.py` starts, over pytriton's in-process API (`import tritonserver`, `import tritonfrontend`),
-serving tests/repositories/openai_llm (`mock_vllm`, in the tensor convention of Triton's vLLM backend), with a word
-tokenizer made here (nothing is downloaded): the official `openai` client lists the models and asks for completions
-and chat completions, streamed and not; Triton's KServe front-ends (`--enable-kserve-frontends`) serve beside it.
+serving tests/repositories/openai_llm (`mock_vllm` in the tensor convention of Triton's vLLM backend, asked with
+`--backend vllm`; `mock_trtllm` in TensorRT-LLM's, asked by a frontend without it), with a word tokenizer made here
+(nothing is downloaded): the official `openai` client lists the models and asks for completions and chat
+completions, streamed and not; Triton's KServe front-ends (`--enable-kserve-frontends`) serve beside it.
 
 Slow, and skipped unless PYTRITON_TRITON_SERVER_SRC names a checkout of triton-inference-server/server holding
 `python/openai` (tag v2.52.0 or later), and the frontend's packages (its requirements.txt: fastapi..., with
@@ -15,6 +16,7 @@ uvicorn, transformers and tokenizers) and `openai` are installed:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,7 +27,7 @@ import sys
 import threading
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -100,9 +102,10 @@ def make_tokenizer(folder: Path) -> None:
 class Frontend:
     """`main.py` of Triton's OpenAI frontend in a process of its own, on ports 0 of 127.0.0.1; its log read."""
 
-    def __init__(self, repository: Path, tokenizer: Path, timeout_s: float = 120.0) -> None:
+    def __init__(self, repository: Path, tokenizer: Path, backend: list[str], timeout_s: float = 120.0) -> None:
+        """`backend`: ["--backend", "vllm"], or [] (the request format then follows each model's backend)."""
         args = [sys.executable, str(MAIN), "--model-repository", str(repository), "--tokenizer", str(tokenizer),
-                "--backend", "vllm", "--host", "127.0.0.1", "--openai-port", "0", "--enable-kserve-frontends",
+                *backend, "--host", "127.0.0.1", "--openai-port", "0", "--enable-kserve-frontends",
                 "--kserve-http-port", "0", "--kserve-grpc-port", "0"]
         env = dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         self.process = subprocess.Popen(args, cwd=MAIN.parent, env=env, stdout=subprocess.PIPE,
@@ -144,24 +147,23 @@ class Frontend:
         return self.process.returncode
 
 
-@pytest.fixture(scope="module")
-def frontend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Frontend]:
-    tokenizer = tmp_path_factory.mktemp("openai") / "tokenizer"
-    make_tokenizer(tokenizer)
-    running = Frontend(REPOSITORIES / "openai_llm", tokenizer)
+@contextlib.contextmanager
+def running(repository: str, tokenizer: Path, backend: list[str]) -> Iterator[Frontend]:
+    """The frontend for the block; it must stop on SIGTERM with its server, leaving no shared memory."""
+    started = Frontend(REPOSITORIES / repository, tokenizer, backend)
     try:
-        yield running
+        yield started
     finally:
-        code = running.stop()
-        log = running.log
+        code = started.stop()
+        log = started.log
         assert code == 0, f"the frontend exited with {code}; its log:\n{log}"
         # main.py's SIGTERM handler stops the OpenAI, KServe HTTP and gRPC front-ends, then the server
         assert "Shutting down Triton Inference Server..." in log and "pytriton server stopped" in log, log
-        assert shm_segments_of({running.process.pid}) == []
+        assert shm_segments_of({started.process.pid}) == []
 
 
-@pytest.fixture(scope="module")
-def client(frontend: Frontend):
+@contextlib.contextmanager
+def openai_client(frontend: Frontend) -> Iterator[Any]:
     import openai
 
     with openai.OpenAI(base_url=f"http://127.0.0.1:{frontend.ports['openai']}/v1", api_key="EMPTY",
@@ -169,9 +171,29 @@ def client(frontend: Frontend):
         yield made
 
 
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("openai") / "tokenizer"
+    make_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def frontend(tokenizer: Path) -> Iterator[Frontend]:
+    with running("openai_llm", tokenizer, ["--backend", "vllm"]) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def client(frontend: Frontend) -> Iterator[Any]:
+    with openai_client(frontend) as made:
+        yield made
+
+
 def test_models_list_and_retrieve(client, frontend):
     models = client.models.list()
-    assert [(m.id, m.object, m.owned_by) for m in models.data] == [(MODEL, "model", "Triton Inference Server")]
+    assert sorted((m.id, m.object, m.owned_by) for m in models.data) == \
+        [(name, "model", "Triton Inference Server") for name in ("mock_trtllm", MODEL)]
     assert client.models.retrieve(MODEL).id == MODEL
     assert f"Found model: name='{MODEL}', backend='python'" in frontend.log  # read through Model.config()
 
@@ -192,8 +214,10 @@ def test_completion(client):
 
 
 def test_completion_sampling_parameters_and_echo_reach_the_model(client):
-    # max_tokens travels in the JSON of `sampling_parameters`, echo as `exclude_input_in_output`
+    # max_tokens and stop travel in the JSON of `sampling_parameters`, echo as `exclude_input_in_output`
     assert client.completions.create(model=MODEL, prompt="a b c d", max_tokens=2).choices[0].text == "d c"
+    assert client.completions.create(model=MODEL, prompt="a b c d", stop="b").choices[0].text == "d c"
+    assert client.completions.create(model=MODEL, prompt="a b c d", stop=["c", "a"]).choices[0].text == "d"
     assert client.completions.create(model=MODEL, prompt="a b c d", max_tokens=2, echo=True).choices[0].text == \
         "a b c dd c"
 
@@ -295,3 +319,25 @@ def test_kserve_frontends_beside_it(frontend):
         assert done.wait(30)
         assert "mock_vllm: sampling_parameters is not a JSON object: [1]" in str(replies[0])
         grpc.stop_stream()
+
+
+# ---- the TensorRT-LLM convention: what the frontend sends a model whose backend is not "vllm" --------------------
+def test_trtllm_convention(tokenizer):
+    with running("openai_llm", tokenizer, []) as trtllm, openai_client(trtllm) as client:
+        assert "Found model: name='mock_trtllm', backend='python'" in trtllm.log
+        # max_tokens and stop_words travel as tensors of their own, with a batch dimension (max_batch_size 4)
+        assert client.completions.create(model="mock_trtllm", prompt="a b c d", max_tokens=1).choices[0].text == "d"
+        assert client.completions.create(model="mock_trtllm", prompt="a b c d", stop=["b"]).choices[0].text == "d c"
+        chunks = list(client.completions.create(model="mock_trtllm", prompt="one two three", stream=True))
+        assert [(c.choices[0].text, c.choices[0].finish_reason) for c in chunks] == \
+            [("three", None), (" two", None), (" one", "stop")]
+        reply = client.chat.completions.create(model="mock_trtllm", messages=[{"role": "user", "content": "x y"}])
+        assert reply.choices[0].message.content == "<assistant> y x <user>"
+        chunks = list(client.chat.completions.create(model="mock_trtllm", stream=True,
+                                                     messages=[{"role": "user", "content": "x"}]))
+        assert [c.choices[0].delta.content for c in chunks] == ["", "<assistant>", " x", " <user>"]
+        usage = client.completions.create(model="mock_trtllm", prompt="one two three", max_tokens=2).usage
+        if COUNTS_TOKENS:  # the counts are INT32 here (UINT32 for mock_vllm): the frontend reads both
+            assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (3, 2, 5)
+        else:
+            assert usage is None

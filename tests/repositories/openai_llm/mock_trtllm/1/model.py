@@ -1,0 +1,1 @@
+../../mock_vllm/1/model.py
