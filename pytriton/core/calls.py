@@ -1,17 +1,18 @@
-"""A request's way through the core past `ServerCore._submit`, apart from server_core.py's `infer`: a decoupled model's
-responses (`stream_responses`), a unary call answered from a callback (`UnaryCall`), and what both do when their caller
-leaves or their job fails."""
+"""A request's way through the core once `ServerCore.begin` (a unary call) or `ServerCore.infer_stream` (a decoupled
+model's responses) has it: the one `Call` each unary request is (its settlement, response and statistics), the
+stream of a decoupled model's responses, and what both do when their caller leaves or their job fails."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Coroutine, Protocol
 
-from pytriton.core.trace import QUEUE_START, REQUEST_END, REQUEST_START, stamp_stream_delivery
-from pytriton.core.types import InferRequest, InferResponse
-from pytriton.exceptions import ServerError, Status
+from pytriton.core.classification import classify_outputs
+from pytriton.core.trace import INFER_RESPONSE_COMPLETE, REQUEST_END, stamp_execution, stamp_stream_delivery
+from pytriton.core.types import ExecutionOutput, InferRequest, InferResponse
+from pytriton.exceptions import ServerError, Status, internal
 from pytriton.scheduler.job import DONE, HELD, QUEUED, Delivery, ExecutionStats, Job
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def withdrawn(model: Model, job: Job, start: int = 0) -> None:
 
 
 def _count_orphan(model: Model, job: Job, start: int, item: Delivery | BaseException) -> None:
-    """The end of an execution whose caller left while it ran, counted as `ServerCore._settle` would have (a stream: by
+    """The end of an execution whose caller left while it ran, counted as `settle` would have (a stream: by
     its final delivery's execution times)."""
     if isinstance(item, Delivery) and not isinstance(item.result, BaseException):
         stats = item.stats
@@ -66,14 +67,82 @@ def delivery_error(model: Model, item: BaseException) -> ServerError:
     return ServerError(Status.INTERNAL, f"internal error while running model '{model.name}': {item}")
 
 
+def response_of(model: Model, request: InferRequest, output: ExecutionOutput | None) -> InferResponse:
+    """The client's response for one result (or the error it carries)."""
+    if output is None:
+        raise internal(f"Failed to process the request(s) for model '{model.name}', message: no response")
+    if output.error:  # the model's own answer for this request (e.g. output region too small)
+        output.release()
+        raise ServerError(output.error_status or Status.INTERNAL, output.error)
+    outputs = output.outputs
+    if request.layout is None and request.outputs and any("classification" in o.parameters for o in request.outputs):
+        try:
+            outputs = classify_outputs(model.config, request, outputs)
+        except BaseException:
+            output.release()
+            raise
+    return InferResponse(model.name, str(model.version), request.id, outputs, output.parameters, output.release)
+
+
+def record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:
+    """A request that the model answered, in its statistics."""
+    model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, queue_ns, stats.compute_input_ns,
+                               stats.compute_infer_ns, stats.compute_output_ns)
+
+
+def settle(model: Model, job: Job, request: InferRequest, start: int, future: asyncio.Future[Any]
+           ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+    """The end of a unary job whose `future` is done (not cancelled): its response and execution stats, or the
+    ServerError it ended with; counted in the model's statistics either way."""
+    trace = request.trace
+    delivery: Delivery | None = None
+    try:
+        error = future.exception()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        item = error if error is not None else future.result()
+        if isinstance(item, BaseException):
+            raise delivery_error(model, item)
+        delivery = item
+        if trace is not None:
+            stamp_execution(trace, item.stats)
+        response = response_of(model, request, item.result)
+    except ServerError as exc:
+        if delivery is not None and delivery.result is not None:  # the model answered with an error response:
+            record_success(model, job, delivery.stats, start, delivery.queue_ns)  # a success, as in Triton
+        else:
+            model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
+        raise
+    record_success(model, job, item.stats, start, item.queue_ns)
+    if trace is not None:
+        trace.stamp(INFER_RESPONSE_COMPLETE)
+        trace.stamp(REQUEST_END)
+    return response, item.stats
+
+
+class Call(Protocol):
+    """One unary inference `ServerCore.begin` started: `future` is done once `result()` can answer (the response, or
+    the ServerError it ended with, counted in the model's statistics either way); `watch(callback)` calls back once it
+    is (never once cancelled); `cancel()` withdraws it (its caller left). Awaiting it is `ServerCore.infer`."""
+
+    future: asyncio.Future[Any]
+
+    def watch(self, callback: Callable[[asyncio.Future[Any]], None]) -> None: ...
+
+    def result(self) -> InferResponse: ...
+
+    def result_with_stats(self) -> tuple[InferResponse, ExecutionStats]: ...
+
+    def cancel(self) -> None: ...
+
+
 class UnaryCall:
-    """`ServerCore.begin_infer`'s request on its way: `future` is done once `result()` can answer (the response, or the
-    ServerError it ended with, counted in the model's statistics either way); `cancel()` withdraws it (its caller left)."""
+    """A `Call` of a model's own instances: the request went to its model's scheduler as one job (`ServerCore.submit`;
+    its sequence and BLS chain are the job's), and the job's future is the call's."""
 
-    __slots__ = ("_core", "_model", "_job", "_request", "_start", "future")
+    __slots__ = ("_model", "_job", "_request", "_start", "future")
 
-    def __init__(self, core: ServerCore, model: Model, job: Job, request: InferRequest, start: int):
-        self._core = core
+    def __init__(self, model: Model, job: Job, request: InferRequest, start: int):
         self._model = model
         self._job = job
         self._request = request
@@ -88,7 +157,11 @@ class UnaryCall:
 
     def result(self) -> InferResponse:
         """Once `future` is done (and the call not cancelled)."""
-        return self._core._settle(self._model, self._job, self._request, self._start, self.future)[0]
+        return settle(self._model, self._job, self._request, self._start, self.future)[0]
+
+    def result_with_stats(self) -> tuple[InferResponse, ExecutionStats]:
+        """`result()` with what the execution took."""
+        return settle(self._model, self._job, self._request, self._start, self.future)
 
     def cancel(self) -> None:
         """The caller left: the job is withdrawn, as a cancelled `infer` withdraws it (its future is cancelled; a
@@ -96,6 +169,45 @@ class UnaryCall:
         if not self.future.done():
             self.future.cancel()
         withdrawn(self._model, self._job, self._start)
+
+
+class RunCall:
+    """A `Call` that a coroutine of the core answers (`ServerCore.begin`'s variants: a model whose responses are
+    cached, an ensemble's steps): the coroutine runs as a task, whose result is (response, execution stats)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, run: Coroutine[Any, Any, tuple[InferResponse, ExecutionStats]]):
+        self.future: asyncio.Future[Any] = asyncio.ensure_future(run)
+
+    def watch(self, callback: Callable[[asyncio.Future[Any]], None]) -> None:
+        """Call `callback(future)` once the run has ended (from a done callback; not once cancelled)."""
+        self.future.add_done_callback(lambda future: None if future.cancelled() else callback(future))
+
+    def result(self) -> InferResponse:
+        return self.result_with_stats()[0]
+
+    def result_with_stats(self) -> tuple[InferResponse, ExecutionStats]:
+        answer: tuple[InferResponse, ExecutionStats] = self.future.result()
+        return answer
+
+    def cancel(self) -> None:
+        """The caller left: the run is cancelled (its steps withdrawn; a response it made meanwhile released)."""
+        future = self.future
+        if not future.cancel() and not future.cancelled() and future.exception() is None:
+            future.result()[0].release()
+
+
+async def answer(call: Call) -> tuple[InferResponse, ExecutionStats]:
+    """Wait for `call` and return its response and execution stats; a caller that leaves (cancelled) withdraws it."""
+    try:
+        await call.future
+    except asyncio.CancelledError:
+        call.cancel()
+        raise
+    except Exception:  # noqa: BLE001 - `result_with_stats` raises it (settled and counted)
+        pass
+    return call.result_with_stats()
 
 
 async def _receive(model: Model, job: Job) -> Delivery:
@@ -116,29 +228,24 @@ async def _receive(model: Model, job: Job) -> Delivery:
 
 async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
     """See `ServerCore.infer_stream`."""
-    ensemble = core.registry.get(request.model_name, request.model_version)
-    if ensemble.ensemble is not None:  # (not decoupled: one response)
-        yield (await core._infer_ensemble(ensemble, request))[0]
+    model = core.registry.get(request.model_name, request.model_version)
+    if model.ensemble is not None or model.cache is not None:  # (not decoupled: one response, through its variant)
+        yield (await answer(core.begin(request, model)))[0]
         return
     start = time.perf_counter_ns()
-    trace = request.trace
-    if trace is not None:
-        trace.stamp(REQUEST_START, start)
-    model, job = core._submit(request, stream=True)
-    if trace is not None:
-        trace.model_version = str(model.version)
-        trace.stamp(QUEUE_START, job.enqueued_ns)
+    model, job = core.submit(request, True, False, model, start)
     total = ExecutionStats()
     queue_ns = 0
     completed = False
     first_response = model.stats.first_response  # None unless histogram_latencies: nothing to time
+    trace = request.trace
     try:
         while True:
             try:
                 item: Delivery = await _receive(model, job)  # (taking it gives credit back)
                 if trace is not None:
                     stamp_stream_delivery(trace, item)
-                response = core._response(model, request, item.result) if item.result is not None else None
+                response = response_of(model, request, item.result) if item.result is not None else None
             except ServerError as exc:
                 model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
                 raise
@@ -158,6 +265,10 @@ async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGene
     finally:
         if not completed:  # the consumer stopped reading: the stream is cancelled, unread results released
             withdrawn(model, job, start)
-    core._record_success(model, job, total, start, queue_ns)
+    record_success(model, job, total, start, queue_ns)
     if trace is not None:
         trace.stamp(REQUEST_END)
+
+
+__all__ = ["Call", "RunCall", "UnaryCall", "answer", "delivery_error", "record_success", "response_of", "settle",
+           "stream_responses", "withdrawn"]

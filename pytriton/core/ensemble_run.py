@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytriton.core.call_chain import through_ensemble
 from pytriton.core.ensemble import Ensemble, EnsembleStep
+from pytriton.core.trace import REQUEST_END, REQUEST_START
 from pytriton.core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, internal, unavailable, unsupported
@@ -188,4 +189,17 @@ async def run_ensemble(core: ServerCore, model: Model, request: InferRequest, in
     return response, stats
 
 
-__all__ = ["run_ensemble"]
+async def infer_ensemble(core: ServerCore, model: Model, request: InferRequest, internal: bool = False
+                         ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+    """`ServerCore.begin`'s ensemble variant: `run_ensemble`, with the request's trace stamped around it."""
+    trace = request.trace
+    if trace is not None:
+        trace.model_version = str(model.version)
+        trace.stamp(REQUEST_START)
+    answer = await run_ensemble(core, model, request, internal)
+    if trace is not None:
+        trace.stamp(REQUEST_END)
+    return answer
+
+
+__all__ = ["infer_ensemble", "run_ensemble"]

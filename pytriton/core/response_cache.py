@@ -120,7 +120,7 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
     start = time.perf_counter_ns()
     if not core.accepting and not internal:
         raise unavailable("Server not ready")
-    execution, _ = core._execution_request(request)  # (a region error is the client's answer, as without a cache)
+    execution, _ = core.execution_request(request)  # (a region error is the client's answer, as without a cache)
     read: dict[str, bytes] = {}
     key = request_key(model.name, model.version, request, execution, model.serial, read)
     if key is None:

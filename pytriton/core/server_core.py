@@ -1,6 +1,7 @@
 """The protocol-free heart of the server: models, their lifecycle, inference and statistics.
 
-Front-ends convert wire formats into `InferRequest`s and call `infer` / `infer_stream`; every error comes out
+Front-ends convert wire formats into `InferRequest`s and `begin` each unary one (a `Call`, core/calls.py) or
+`infer_stream` a decoupled model's; every error comes out
 as a `ServerError` with a Triton status, which each front-end maps to its own codes. A model's instances are
 whatever its `InstanceSource` provides (worker processes, threads of a user's process): the core sees only
 the model's scheduler, never a worker, a socket or a message.
@@ -11,15 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncGenerator, Callable, Coroutine
+from typing import Any, AsyncGenerator, Callable
 
 from pytriton.config.env import DEFAULT_PIPELINE_DEPTH
 from pytriton.core.call_chain import reentry
-from pytriton.core.calls import UnaryCall, delivery_error, stream_responses, withdrawn
-from pytriton.core.classification import classify_outputs
+from pytriton.core.calls import Call, RunCall, UnaryCall, answer, stream_responses
 from pytriton.core.custom_metrics import CustomMetrics
 from pytriton.core.ensemble import Ensemble
-from pytriton.core.ensemble_run import run_ensemble
+from pytriton.core.ensemble_run import infer_ensemble
 from pytriton.core.latency_metrics import FirstResponseHistogram, LatencySummaries, MetricsSettings
 from pytriton.core.output_holds import Hold, OutputHolds
 from pytriton.core.peers import Peers
@@ -30,20 +30,14 @@ from pytriton.core.repository import RepositoryControl, no_explicit_control, req
 from pytriton.core.response_cache import ResponseCache, infer_cached, model_cache
 from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
-from pytriton.core.trace import (
-    INFER_RESPONSE_COMPLETE,
-    QUEUE_START,
-    REQUEST_END,
-    REQUEST_START,
-    stamp_execution,
-)
-from pytriton.core.types import ExecutionOutput, ExecutionRequest, InferRequest, InferResponse
+from pytriton.core.trace import QUEUE_START, REQUEST_START
+from pytriton.core.types import ExecutionRequest, InferRequest, InferResponse
 from pytriton.core.validation import validate_layout, validate_request
-from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unavailable
+from pytriton.exceptions import ServerError, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import BatchPolicy
 from pytriton.scheduler.instance import InstanceSource
-from pytriton.scheduler.job import HELD, QUEUED, Delivery, ExecutionStats, Job
+from pytriton.scheduler.job import HELD, QUEUED, ExecutionStats, Job
 from pytriton.scheduler.queue_policy import queue_rules, request_queueing
 
 logger = logging.getLogger("pytriton.core")
@@ -287,10 +281,50 @@ class ServerCore:
         return [m.stats.to_dict(m.name, str(m.version)) for m in models]
 
     # ---- inference ---------------------------------------------------------------------------
-    def _submit(self, request: InferRequest, stream: bool, internal: bool = False, model: Model | None = None
-                ) -> tuple[Model, Job]:  # fmt: skip
+    def begin(self, request: InferRequest, model: Model | None = None, internal: bool = False, cache: bool = True
+              ) -> Call:  # fmt: skip
+        """Begin one unary inference, the one way every route and every caller begins one: the request is validated and
+        submitted now (raising what is wrong with it), and the `Call` returned owns its settlement, response and
+        statistics. `model`: what `registry.get(request.model_name, request.model_version)` answered the caller just now
+        (one look-up per request); `internal`: a step of an ensemble (it runs while the server drains); `cache`: through
+        the model's response cache, where it has one. The variants are the call's: a model with a response cache, or an
+        ensemble, is answered by a coroutine of the core (`RunCall`); any other by its model's scheduler, one job
+        (`UnaryCall`), whose sequence (the scheduler's) and BLS chain (`submit`) go with it. A request with a `trace`
+        is stamped on the way."""
+        if model is None:
+            model = self.registry.get(request.model_name, request.model_version)
+        if cache and model.cache is not None:
+            return RunCall(infer_cached(self, model, model.cache, request, internal))
+        if model.ensemble is not None:
+            return RunCall(infer_ensemble(self, model, request, internal))
+        start = time.perf_counter_ns()
+        model, job = self.submit(request, False, internal, model, start)
+        return UnaryCall(model, job, request, start)
+
+    async def infer(self, request: InferRequest, model: Model | None = None) -> InferResponse:
+        """`begin` and await the call: the response, whose buffers the caller must release (`answer` written out: one
+        coroutine frame per request fewer)."""
+        call = self.begin(request, model)
+        try:
+            await call.future
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        except Exception:  # noqa: BLE001 - `result` raises it (settled and counted)
+            pass
+        return call.result()
+
+    async def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True,
+                               model: Model | None = None) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
+        """`infer`, and what the execution took (arguments as for `begin`; an ensemble's own execution is the sum of its
+        steps')."""
+        return await answer(self.begin(request, model, internal, cache))
+
+    def submit(self, request: InferRequest, stream: bool, internal: bool = False, model: Model | None = None,
+               start: int = 0) -> tuple[Model, Job]:  # fmt: skip
         """Validate the request, resolve its regions and hand it to the model's scheduler as a job (`model`: the
-        registry's answer for the request's name and version, when the caller has just looked it up).
+        registry's answer for the request's name and version, when the caller has just looked it up; `start`: when the
+        request came, for its trace).
 
         From here the job owns what the request holds (region references, its place in the in-flight count) and
         releases it when it ends, whatever its caller does."""
@@ -298,7 +332,10 @@ class ServerCore:
             model = self.registry.get(request.model_name, request.model_version)
         if not self.accepting and not internal:  # (an ensemble's steps still run while the server drains)
             raise unavailable("Server not ready")
-        execution, regions = self._execution_request(request)  # region errors come first, as before validation
+        trace = request.trace
+        if trace is not None:
+            trace.stamp(REQUEST_START, start or time.perf_counter_ns())
+        execution, regions = self.execution_request(request)  # region errors come first, as before validation
         signature = None
         if request.layout is not None:
             batch_size, signature = validate_layout(model.config, request, model.layouts)
@@ -325,6 +362,9 @@ class ServerCore:
         except BaseException:
             job.finish()
             raise
+        if trace is not None:
+            trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
+            trace.stamp(QUEUE_START, job.enqueued_ns)
         return model, job
 
     def _submit_with_regions(self, model: Model, job: Job, execution: ExecutionRequest, regions: list[Region]) -> None:
@@ -377,126 +417,14 @@ class ServerCore:
         if self._in_flight == 0:
             self._drained.set()  # type: ignore[union-attr]  # made in start()
 
-    def _execution_request(self, request: InferRequest) -> tuple[ExecutionRequest, list[Region]]:
+    def execution_request(self, request: InferRequest) -> tuple[ExecutionRequest, list[Region]]:
         """The request as an instance executes it: region references checked and resolved."""
         return execution_request(self.shm, self.received, request)
-
-    def _response(self, model: Model, request: InferRequest, output: ExecutionOutput | None) -> InferResponse:
-        """The client's response for one result (or the error it carries)."""
-        if output is None:
-            raise internal(f"Failed to process the request(s) for model '{model.name}', message: no response")
-        if output.error:  # the model's own answer for this request (e.g. output region too small)
-            output.release()
-            raise ServerError(output.error_status or Status.INTERNAL, output.error)
-        outputs = output.outputs
-        if request.layout is None and request.outputs and any("classification" in o.parameters for o in request.outputs):
-            try:
-                outputs = classify_outputs(model.config, request, outputs)
-            except BaseException:
-                output.release()
-                raise
-        return InferResponse(model.name, str(model.version), request.id, outputs, output.parameters, output.release)
-
-    def infer(self, request: InferRequest, model: Model | None = None) -> Coroutine[Any, Any, InferResponse]:
-        """Validate, schedule and execute one request; the response's buffers must be released by the caller.
-        `model`: what `registry.get(request.model_name, request.model_version)` answered the caller just now (one
-        look-up per request instead of three). (A plain function returning `_infer`'s coroutine: one coroutine
-        frame per request fewer than awaiting `infer_with_stats`.)"""
-        return self._infer(request, False, True, model, False)
-
-    async def _infer_ensemble(self, model: Model, request: InferRequest, internal: bool = False
-                              ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
-        trace = request.trace
-        if trace is not None:
-            trace.model_version = str(model.version)
-            trace.stamp(REQUEST_START)
-        answer = await run_ensemble(self, model, request, internal)
-        if trace is not None:
-            trace.stamp(REQUEST_END)
-        return answer
-
-    def infer_with_stats(self, request: InferRequest, internal: bool = False, cache: bool = True,
-                         model: Model | None = None) -> Coroutine[Any, Any, tuple[InferResponse, ExecutionStats]]:
-        """`infer`, and what the execution took (`internal`: a step of an ensemble; an ensemble's own execution is the
-        sum of its steps'; `cache`: through the model's response cache, if it has one; `model`: as for `infer`)."""
-        return self._infer(request, internal, cache, model, True)
-
-    async def _infer(self, request: InferRequest, internal: bool, cache: bool, model: Model | None,
-                     with_stats: bool) -> Any:  # fmt: skip
-        """`infer` (the response) or `infer_with_stats` (with the execution's stats: `with_stats`)."""
-        ensemble = model if model is not None else self.registry.get(request.model_name, request.model_version)
-        if cache and ensemble.cache is not None:
-            answer = await infer_cached(self, ensemble, ensemble.cache, request, internal)
-            return answer if with_stats else answer[0]
-        if ensemble.ensemble is not None:
-            answer = await self._infer_ensemble(ensemble, request, internal)
-            return answer if with_stats else answer[0]
-        start = time.perf_counter_ns()
-        trace = request.trace
-        if trace is not None:
-            trace.stamp(REQUEST_START, start)
-        model, job = self._submit(request, stream=False, internal=internal, model=ensemble)
-        if trace is not None:
-            trace.model_version = str(model.version)  # the version that runs it (a request may leave it out)
-            trace.stamp(QUEUE_START, job.enqueued_ns)
-        future = job.future
-        assert future is not None
-        try:
-            await future
-        except asyncio.CancelledError:
-            withdrawn(model, job, start)
-            raise
-        except Exception:  # noqa: BLE001 - `_settle` reads it from the future
-            pass
-        answer = self._settle(model, job, request, start, future)
-        return answer if with_stats else answer[0]
-
-    def begin_infer(self, request: InferRequest, model: Model) -> UnaryCall:
-        """`infer` without a coroutine, for a front-end that answers from a callback: the request is validated and
-        submitted now (raising what `infer` would), and the call's `future` is done once `result()` can answer. For a
-        model (the registry's for the request) without a response cache or ensemble steps, a request not traced."""
-        start = time.perf_counter_ns()
-        model, job = self._submit(request, stream=False, model=model)
-        return UnaryCall(self, model, job, request, start)
-
-    def _settle(self, model: Model, job: Job, request: InferRequest, start: int, future: asyncio.Future[Any]
-                ) -> tuple[InferResponse, ExecutionStats]:  # fmt: skip
-        """The end of a unary job whose `future` is done (not cancelled): its response and execution stats, or the
-        ServerError it ended with; counted in the model's statistics either way."""
-        trace = request.trace
-        delivery: Delivery | None = None
-        try:
-            error = future.exception()
-            if error is not None and not isinstance(error, Exception):
-                raise error
-            item = error if error is not None else future.result()
-            if isinstance(item, BaseException):
-                raise delivery_error(model, item)
-            delivery = item
-            if trace is not None:
-                stamp_execution(trace, item.stats)
-            response = self._response(model, request, item.result)
-        except ServerError as exc:
-            if delivery is not None and delivery.result is not None:  # the model answered with an error response:
-                self._record_success(model, job, delivery.stats, start, delivery.queue_ns)  # a success, as in Triton
-            else:
-                model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
-            raise
-        self._record_success(model, job, item.stats, start, item.queue_ns)
-        if trace is not None:
-            trace.stamp(INFER_RESPONSE_COMPLETE)
-            trace.stamp(REQUEST_END)
-        return response, item.stats
 
     def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
         ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
         return stream_responses(self, request)
-
-    @staticmethod
-    def _record_success(model: Model, job: Job, stats: ExecutionStats, start: int, queue_ns: int) -> None:
-        model.stats.record_success(job.batch_size, time.perf_counter_ns() - start, queue_ns, stats.compute_input_ns,
-                                   stats.compute_infer_ns, stats.compute_output_ns)
 
     # ---- shutdown ----------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:

@@ -95,7 +95,7 @@ def _request(out: tuple[str, int] | None = ("r", 0), into: tuple[str, int] | Non
 
 
 def _begin(core: ServerCore, request: InferRequest) -> UnaryCall:
-    return core.begin_infer(request, core.registry.get("m"))
+    return core.begin(request, core.registry.get("m"))
 
 
 def _answer(execution: FakeExecution, count: int = 1) -> None:

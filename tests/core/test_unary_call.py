@@ -1,4 +1,4 @@
-"""`ServerCore.begin_infer`'s UnaryCall: a unary request answered from a callback (the gRPC transport's ModelInfer)
+"""`ServerCore.begin`'s UnaryCall: a unary request answered from a callback (the gRPC transport's ModelInfer)
 gives back what its caller leaves behind and counts as `infer` does."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 
 from pytriton.core.calls import UnaryCall
-from pytriton.core.server_core import ServerCore
 from pytriton.core.statistics import ModelStatistics
 from pytriton.core.types import ExecutionOutput
 from pytriton.exceptions import ServerError, Status
@@ -30,7 +29,7 @@ def _call(state: str) -> tuple[UnaryCall, SimpleNamespace, asyncio.Future]:
     job.state = state
     job.future = future
     model.withdrawn = withdrawn
-    return UnaryCall(ServerCore(), model, job, SimpleNamespace(trace=None, outputs=[], layout=None, id=""), 0), model, future
+    return UnaryCall(model, job, SimpleNamespace(trace=None, outputs=[], layout=None, id=""), 0), model, future
 
 
 def test_a_call_cancelled_while_queued_withdraws_its_job_and_counts_a_canceled_failure():

@@ -265,10 +265,10 @@ def test_the_core_resolves_owned_regions_of_inputs_and_outputs_without_their_nam
     request = InferRequest("m", inputs=[CoreTensor("A", "FP32", (6,), region=RegionRef("", 512, 24, owned=inp))],
                            outputs=[RequestedOutput("Y", {"shared_memory_region": "", "shared_memory_offset": 64,
                                                           "shared_memory_byte_size": 24}, owned=out)])
-    execution, regions = core._execution_request(request)
+    execution, regions = core.execution_request(request)
     assert regions == [inp, out]
     assert (execution.input_regions["A"].region, execution.input_regions["A"].offset) == (inp, 512)
     assert (execution.output_regions["Y"].region, execution.output_regions["Y"].byte_size) == (out, 24)
     request.inputs[0].region.owned = None  # a network client cannot name it
     with pytest.raises(ServerError, match="Unable to find shared memory region: ''"):
-        core._execution_request(request)
+        core.execution_request(request)

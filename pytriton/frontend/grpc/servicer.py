@@ -18,21 +18,20 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from pytriton.core.calls import UnaryCall
+from pytriton.core.calls import Call
 from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
-from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Tracer, finish_on_sent
-from pytriton.core.types import InferRequest
+from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Trace, Tracer, finish_on_sent
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
+from pytriton.frontend.admission import Admission
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
 from pytriton.frontend.grpc._stream_responses import StreamItem, StreamResponses, stream_message
 from pytriton.frontend.grpc._trace import start_trace
 from pytriton.frontend.grpc.wire import InferRequestView, InferResponseWire, StreamResponseWire
 from pytriton.frontend.h2.message import RpcAbort
-from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 from pytriton.frontend.model_config_json import model_config_proto
 
 logger = logging.getLogger("pytriton.frontend")
@@ -89,31 +88,63 @@ def _abort_with_status(exc: Exception) -> Exception:
     return exc if status is None else RpcAbort(*status)
 
 
+class _GrpcClient:
+    """How admission reads a gRPC call's client (its context)."""
+
+    @staticmethod
+    def headers(context: CallContext) -> dict[str, str]:
+        return _string_metadata(context)
+
+    @staticmethod
+    def peer(context: CallContext) -> str | None:
+        return context.peer()
+
+    @staticmethod
+    def forwarded(context: CallContext) -> Sequence[tuple[str, str | bytes]]:
+        return context.invocation_metadata() or ()
+
+
 class _InferCall:
-    """A ModelInfer call `begin_model_infer` started (`h2.UnaryPending`)."""
+    """A ModelInfer call the core began (`h2.UnaryPending`): its answer once the call's future is done, with the gRPC
+    front-end's trace timestamps where the request is traced."""
 
-    __slots__ = ("_call", "future", "watch")
+    __slots__ = ("_call", "_trace", "_tracer", "future", "watch")
 
-    def __init__(self, call: UnaryCall):
+    def __init__(self, call: Call, trace: Trace | None = None, tracer: Tracer | None = None):
         self._call = call
+        self._trace = trace
+        self._tracer = tracer
         self.future = call.future
         self.watch = call.watch
 
+    def response(self) -> InferResponseWire:
+        """The call's response as its message, or the ServerError it ended with."""
+        trace = self._trace
+        if trace is None:
+            return to_infer_response(self._call.result())
+        tracer = self._tracer
+        assert tracer is not None
+        try:
+            response = self._call.result()
+            trace.stamp(GRPC_SEND_START)
+            wire = to_infer_response(response)
+        except BaseException:
+            tracer.finish(trace)
+            raise
+        wire.on_sent = finish_on_sent(tracer, trace, GRPC_SEND_END, wire.on_sent)
+        return wire
+
     def answer(self) -> InferResponseWire:
         try:
-            return to_infer_response(self._call.result())
+            return self.response()
         except Exception as exc:  # noqa: BLE001
             raise _abort_with_status(exc) from None
 
     def cancel(self) -> None:
         self._call.cancel()
-
-
-def _uses_shm(request: InferRequest) -> bool:
-    for tensor in request.inputs:
-        if tensor.data is None:
-            return True
-    return bool(request.outputs) and any("shared_memory_region" in o.parameters for o in request.outputs)
+        if self._trace is not None:
+            assert self._tracer is not None
+            self._tracer.finish(self._trace)
 
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]  # no stubs: base is Any
@@ -135,17 +166,12 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         self.log_settings = log_settings or LogSettings()
         self.trace_settings = trace_settings or TraceSettings()
         self.tracer = tracer or Tracer(self.trace_settings)
-        self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
+        self.admission = Admission(self.access, _GrpcClient(), "grpc", header_forward_pattern)
         self._config_cache: dict[tuple[str, str], tuple[Model, pb.ModelConfigResponse]] = {}
 
     def _allow(self, group: str, context: CallContext) -> None:
         """Raise AccessDenied unless this call may use the endpoint `group`."""
-        if self.access.restricts(group):  # (most groups are open: skip asking the context)
-            self.access.enforce(group, lambda: _string_metadata(context), context.peer(), "grpc")
-
-    def _forward_headers(self, infer_request: InferRequest, context: CallContext) -> None:
-        if self.forward is not None:
-            forward_headers(self.forward, context.invocation_metadata() or (), infer_request.parameters)
+        self.admission.check(group, context)
 
     # ---- health and metadata -----------------------------------------------------------------
     @_grpc_handler("health")
@@ -198,66 +224,49 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
 
     # ---- inference ---------------------------------------------------------------------------
     async def ModelInfer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
-        # (`_grpc_handler("inference")` written out: one coroutine frame per request fewer)
+        """Begin the call, await it (what the HTTP/2 transport does without a task: `begin_model_infer`)."""
         try:
-            self._allow("inference", context)
-            model = self.core.registry.get(request.model_name, request.model_version)
-            if model.config.decoupled:
-                raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
-            if self.tracer.active:
-                return await self._traced_infer(request, context)
-            infer_request = to_infer_request(request)
-            if infer_request.layout is None and _uses_shm(infer_request):  # (a layout's tensors are all inline)
-                self._allow("shared-memory", context)
-            if self.forward is not None:
-                self._forward_headers(infer_request, context)
-            return to_infer_response(await self.core.infer(infer_request, model))
+            call = self._begin_infer(request, context)
+            try:
+                await call.future
+            except asyncio.CancelledError:
+                call.cancel()
+                raise
+            except Exception:  # noqa: BLE001 - `response` raises it
+                pass
+            return call.response()
         except Exception as exc:  # what has no status goes on to the transport, which logs it
             await _end_call(context, exc)
             raise  # not reached: _end_call raises
 
-    def begin_model_infer(self, request: InferRequestView, context: CallContext) -> _InferCall | None:
-        """ModelInfer for the HTTP/2 transport without a task of its own (`h2.Method.begin`): the request is checked,
-        converted and submitted now and answered from a callback once its job is done; None where `ModelInfer` runs
-        it (tracing on, a model with a response cache or ensemble steps). What ModelInfer would end with is raised as
-        the transport's RpcAbort."""
+    def begin_model_infer(self, request: InferRequestView, context: CallContext) -> _InferCall:
+        """ModelInfer for the HTTP/2 transport without a task of its own (`h2.Method.begin`): the call begins now and
+        is answered from a callback once it is done. What ModelInfer would end with is raised as the transport's
+        RpcAbort."""
         try:
-            self._allow("inference", context)
-            model = self.core.registry.get(request.model_name, request.model_version)
-            if model.config.decoupled:
-                raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction policy")
-            if self.tracer.active or model.cache is not None or model.ensemble is not None:
-                return None
-            infer_request = to_infer_request(request)
-            if infer_request.layout is None and _uses_shm(infer_request):
-                self._allow("shared-memory", context)
-            if self.forward is not None:
-                self._forward_headers(infer_request, context)
-            return _InferCall(self.core.begin_infer(infer_request, model))
+            return self._begin_infer(request, context)
         except Exception as exc:  # noqa: BLE001 - what has no status is raised as it is (the transport logs it)
             raise _abort_with_status(exc) from None
 
-    async def _traced_infer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
-        """ModelInfer while tracing is on: the request may be traced (then with the gRPC front-end's timestamps)."""
-        trace = start_trace(self.tracer, request, context)
-        infer_request = to_infer_request(request)
-        if trace is not None:
+    def _begin_infer(self, request: InferRequestView, context: CallContext) -> _InferCall:
+        """The one way a ModelInfer request begins (frontend/admission.py's steps, gRPC's order)."""
+        admission = self.admission
+        admission.enter(context)
+        core = self.core
+        model = core.registry.get(request.model_name, request.model_version)
+        admission.refuse_decoupled(model)
+        if self.tracer.active and (trace := start_trace(self.tracer, request, context)) is not None:
+            infer_request = to_infer_request(request)
             trace.received(infer_request, GRPC_WAITREAD_END)
-        try:
-            if _uses_shm(infer_request):
-                self._allow("shared-memory", context)
-            self._forward_headers(infer_request, context)
-            response = await self.core.infer(infer_request)
-            if trace is not None:
-                trace.stamp(GRPC_SEND_START)
-            wire = to_infer_response(response)
-        except BaseException:
-            if trace is not None:
+            try:
+                admission.admit(infer_request, context)
+                return _InferCall(core.begin(infer_request, model), trace, self.tracer)
+            except BaseException:
                 self.tracer.finish(trace)
-            raise
-        if trace is not None:
-            wire.on_sent = finish_on_sent(self.tracer, trace, GRPC_SEND_END, wire.on_sent)
-        return wire
+                raise
+        infer_request = to_infer_request(request)
+        admission.admit(infer_request, context)
+        return _InferCall(core.begin(infer_request, model))
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[InferRequestView], context: CallContext
@@ -270,7 +279,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         wait for the transport in a bounded queue: a producer awaits room, so a client that reads slowly slows its
         requests' streams down to the model (see `ServerCore.infer_stream`)."""
         try:
-            self._allow("inference", context)
+            self.admission.enter(context)
         except Exception as exc:  # noqa: BLE001 - _end_call raises again what has no status
             await _end_call(context, exc)
         responses = StreamResponses()
@@ -316,9 +325,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             infer_request = to_infer_request(request)
             if trace is not None:
                 trace.received(infer_request, GRPC_WAITREAD_END)
-            if _uses_shm(infer_request):
-                self._allow("shared-memory", context)
-            self._forward_headers(infer_request, context)
+            self.admission.admit(infer_request, context)
             model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
             if not model.config.decoupled:
                 response = await self.core.infer(infer_request)

@@ -326,7 +326,7 @@ class GrpcCalls:
         else:
             stream.task = self._loop.create_task(self._run_unary(stream, method, request))
 
-    def _begin(self, stream: Stream, method: Method, begin: Callable[[Any, Context], UnaryPending | None],
+    def _begin(self, stream: Stream, method: Method, begin: Callable[[Any, Context], UnaryPending],
                request: Any) -> None:  # fmt: skip
         """A unary call answered from a callback when its future is done: no task, no coroutine per request."""
         try:
@@ -337,9 +337,6 @@ class GrpcCalls:
             return
         except Exception as exc:  # noqa: BLE001 - a handler bug answers UNKNOWN, as grpc does
             self._handler_failed(stream, exc)
-            return
-        if pending is None:  # the handler runs it
-            stream.task = self._loop.create_task(self._run_unary(stream, method, request))
             return
         answering = _Answering(self, stream, method, pending)
         stream.task = answering

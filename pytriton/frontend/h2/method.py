@@ -21,8 +21,8 @@ class Method:
     when the transport no longer needs them). `compress`: its responses are gzip-compressed for clients that
     accept gzip when the connection has a compression level (the infer methods). `in_place`: its large messages
     may be received into the core's receive buffers (the infer methods, whose tensors are then passed uncopied).
-    `begin(request, context)`, where given, starts a unary call without a task of its own (see `UnaryPending`),
-    or returns None for `handler` to run it. `max_message_bytes()`, where given, bounds its request messages below
+    `begin(request, context)`, where given, starts a unary call without a task of its own (see `UnaryPending`;
+    `handler` runs the calls whose answers are compressed). `max_message_bytes()`, where given, bounds its request messages below
     the connection's limit (declared and decompressed), e.g. the repository extension's to what a load may carry."""
 
     __slots__ = ("handler", "deserialize", "serialize", "client_streaming", "server_streaming", "on_sent",
@@ -38,7 +38,7 @@ class Method:
         on_sent: Callable[[Any], OnSent | None] | None = None,
         compress: bool = False,
         in_place: bool = False,
-        begin: Callable[[Any, Context], UnaryPending | None] | None = None,
+        begin: Callable[[Any, Context], UnaryPending] | None = None,
         max_message_bytes: Callable[[], int] | None = None,
     ):
         self.handler = handler

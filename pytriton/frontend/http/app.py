@@ -2,44 +2,34 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
-from urllib.parse import unquote
+from typing import Any
 
 import orjson
 
 from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
-from pytriton.core.trace import (
-    HTTP_RECV_END,
-    HTTP_RECV_START,
-    HTTP_SEND_END,
-    HTTP_SEND_START,
-    Trace,
-    Tracer,
-    finish_on_sent,
-    now_ns,
-)
-from pytriton.core.types import InferResponse
+from pytriton.core.trace import HTTP_RECV_START, Tracer, now_ns
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import AccessDenied, AccessPolicy, is_local_peer
-from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
+from pytriton.frontend.admission import Admission
 from pytriton.frontend.http.generate import generate
-from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http.infer_begin import (
+    HttpClient,
     InferAnswer,
+    accepted_encoding,
+    answered,
     begin_infer,
+    compress,
     error_answer,
-    infer_headers,
+    header_length,
 )
-from pytriton.frontend.http.infer_begin import accepted_encoding as _accepted_encoding
-from pytriton.frontend.http.infer_begin import header_length as _header_length
 from pytriton.frontend.http.infer_cache import HeaderCache
 from pytriton.frontend.http.repository import load_parameters, unload_dependents
+from pytriton.frontend.http.routes import Params, Route, RouteTable
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.frontend.model_config_json import model_config_json
 
@@ -55,10 +45,7 @@ def json_response(value: Any, status: int = 200) -> HttpResponse:
     return HttpResponse(status, [orjson.dumps(value)], list(JSON))
 
 
-def _compress(data: bytes, encoding: str) -> bytes:
-    if encoding == "gzip":
-        return gzip.compress(data, compresslevel=6)
-    return zlib.compress(data)
+_compress = compress  # (the name tests know)
 
 
 class _TooLarge(Exception):
@@ -104,17 +91,6 @@ def _json(body: bytes | bytearray) -> Any:
         raise invalid_arg(f"failed to parse the request JSON buffer: {exc}") from None
 
 
-_MODEL_ROUTE_GROUPS = {
-    "infer": "inference",
-    "ready": "health",
-    "config": "model-config",
-    "stats": "statistics",
-    "trace/setting": "trace",
-    "generate": "inference",
-    "generate_stream": "inference",
-}
-
-
 def _uint(value: Any, field: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise invalid_arg(f"Unable to parse '{field}': expected an unsigned integer")
@@ -122,7 +98,8 @@ def _uint(value: Any, field: str) -> int:
 
 
 class HttpApp:
-    """Maps Triton's REST routes to the core."""
+    """Maps Triton's REST routes to the core: one route table (`ROUTES`, at the end of this module), each request's path
+    matched once (`begin`, else `handle`)."""
 
     too_large_hint = TOO_LARGE_HINT
 
@@ -136,21 +113,58 @@ class HttpApp:
         access: AccessPolicy | None = None,
         connection_info: dict[str, Any] | None = None,
         tracer: Tracer | None = None,
+        routes: RouteTable | None = None,
     ):
         self.core = core
         self.tracer = tracer or Tracer(trace_settings)
         self.connection_info = connection_info  # where a RemoteTriton on this host connects to host models
         self.access = access or AccessPolicy()
+        self.admission = Admission(self.access, HttpClient(), "http", header_forward_pattern)
         self.log_settings = log_settings
         self.trace_settings = trace_settings
-        self.forward = compile_forward_pattern(header_forward_pattern) if header_forward_pattern else None
         self.max_input_bytes = max_input_bytes
+        self.routes = routes or ROUTES
         self._config_cache: dict[tuple[str, int], tuple[Any, bytes]] = {}
-        self.header_cache = HeaderCache()  # parsed JSON headers of binary infer requests (`begin`)
+        self.header_cache = HeaderCache()  # parsed JSON headers of binary infer requests (`begin_infer`)
+
+    def begin(self, request: HttpRequest) -> HttpResponse | InferAnswer | None:
+        """Match the request's route (once), check the client's access and the method, and answer what can be answered
+        without a coroutine: a refusal, or a route with a `begin` (inference: its pending answer, for the connection to
+        send from a callback; an answer known at once). None: `handle` runs the route, which it finds on the
+        request."""
+        try:
+            entered = self._enter(request)
+            if isinstance(entered, HttpResponse):
+                return entered
+            route, params = entered
+            if route.begin is not None:
+                started: HttpResponse | InferAnswer = route.begin(self, request, params)
+                return started
+        except ServerError as exc:
+            return error_answer(exc)
+        except AccessDenied as exc:
+            return error_response(403, str(exc))
+        except _TooLarge as exc:
+            return error_response(413, str(exc))
+        request.route = entered
+        return None
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
+        """Answer `request` (its route as `begin` matched it, else matched now); a route with a `begin` is begun and
+        awaited."""
         try:
-            return await self._route(request)
+            entered = request.route
+            if entered is None:
+                entered = self._enter(request)
+                if isinstance(entered, HttpResponse):
+                    return entered
+            route, params = entered
+            if route.begin is not None:
+                started = route.begin(self, request, params)
+                return started if isinstance(started, HttpResponse) else await answered(started)
+            assert route.handler is not None  # (a route has one or the other)
+            response: HttpResponse = await route.handler(self, request, params)
+            return response
         except ServerError as exc:
             return error_answer(exc)
         except AccessDenied as exc:
@@ -158,58 +172,71 @@ class HttpApp:
         except _TooLarge as exc:
             return error_response(413, str(exc))
 
-    def begin(self, request: HttpRequest) -> HttpResponse | InferAnswer | None:
-        """The infer route without a coroutine (`infer_begin.begin_infer`), for the connection to answer from a
-        callback; None: `handle` answers the request."""
-        return begin_infer(self, request)
+    def _enter(self, request: HttpRequest) -> tuple[Route, Params] | HttpResponse:
+        """The request's route and its captures once its access (AccessDenied) and method are checked, in the route's
+        order; 404 or 405 otherwise."""
+        found = self.routes.match(request.path)
+        if found is None:
+            return error_response(404, "Not Found")
+        route = found[0]
+        methods = route.methods
+        if route.method_first and methods and request.method not in methods:
+            return error_response(405, "Method Not Allowed")
+        if route.group is not None:
+            self.admission.check(route.group, request)
+        if methods and request.method not in methods:
+            return error_response(405, "Method Not Allowed")
+        return found
 
     def check(self, group: str, request: HttpRequest) -> None:
-        self._check(group, request)
+        """Raise AccessDenied unless the client may use the endpoint `group`."""
+        self.admission.check(group, request)
 
-    def _check(self, group: str, request: HttpRequest) -> None:
-        self.access.enforce(group, lambda: request.headers, request.peer, "http")  # AccessDenied: 403
+    # ---- routes ------------------------------------------------------------------------------
+    async def _server_metadata(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return json_response(self.core.server_metadata())
 
-    # ---- routing -----------------------------------------------------------------------------
-    async def _route(self, request: HttpRequest) -> HttpResponse:
-        parts = [unquote(p) for p in request.path.split("/")[1:]]
-        if not parts or parts[0] != "v2":
-            return error_response(404, "Not Found")
-        rest = parts[1:]
-        method = request.method
-        if rest and rest[-1] == "" and len(rest) > 1:
-            rest = rest[:-1]
-        if not rest or rest == [""]:
-            self._check("metadata", request)
-            return self._only(method, "GET") or json_response(self.core.server_metadata())
-        head = rest[0]
-        if head == "health" and len(rest) == 2 and rest[1] in ("live", "ready"):
-            if bad := self._only(method, "GET"):
-                return bad
-            self._check("health", request)
-            ok = self.core.live if rest[1] == "live" else self.core.ready
-            return HttpResponse(200 if ok else 400)
-        if head == "models":
-            return await self._models(request, rest[1:])
-        if head == "trace" and rest[1:] == ["setting"]:
-            self._check("trace", request)
-            return self._trace(request, None)
-        if head == "logging" and len(rest) == 1:
-            self._check("logging", request)
-            return self._logging(request)
-        if head == "repository":
-            self._check("model-repository", request)
-            return await self._repository(request, rest[1:])
-        if head in ("systemsharedmemory", "cudasharedmemory"):
-            return await self._shared_memory(request, head, rest[1:])
-        if head == "pytriton" and rest[1:] == ["connection"]:
-            return self._connection(request)
+    async def _health(self, request: HttpRequest, params: Params) -> HttpResponse:
+        ok = self.core.live if params["state"] == "live" else self.core.ready
+        return HttpResponse(200 if ok else 400)
+
+    def _not_found(self, request: HttpRequest, params: Params) -> HttpResponse:
         return error_response(404, "Not Found")
 
-    def _connection(self, request: HttpRequest) -> HttpResponse:
+    async def _all_stats(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return json_response({"model_stats": await statistics_of_all(self.core)})
+
+    async def _model_metadata(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return json_response(self.core.model_metadata(params["model"], params.get("version", "")))
+
+    async def _model_ready(self, request: HttpRequest, params: Params) -> HttpResponse:
+        try:
+            ready = self.core.model_ready(params["model"], params.get("version", ""))
+        except ServerError as exc:  # an unknown model or version is not ready (Triton: 400, not 404)
+            if exc.status is not Status.NOT_FOUND:
+                raise
+            ready = False
+        return HttpResponse(200) if ready else error_response(400, "Model version not ready")
+
+    async def _model_config(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return self._config(params["model"], params.get("version", ""))
+
+    async def _model_stats(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return json_response({"model_stats": await statistics_of_all(self.core, params["model"],
+                                                                     params.get("version", ""))})
+
+    async def _model_trace(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return self._trace(request, params["model"])
+
+    async def _server_trace(self, request: HttpRequest, params: Params) -> HttpResponse:
+        return self._trace(request, None)
+
+    async def _generate(self, request: HttpRequest, params: Params) -> HttpResponse:
+        """Triton's generate extension (frontend/http/generate.py): `generate`, or `generate_stream` (`streaming`)."""
+        return await generate(self.core, request, params["model"], params.get("version", ""), params["streaming"])
+
+    async def _connection(self, request: HttpRequest, params: Params) -> HttpResponse:
         """Where a RemoteTriton on this host connects to host models (local clients only, repository token)."""
-        if bad := self._only(request.method, "GET"):
-            return bad
-        self._check("model-repository", request)
         if not is_local_peer(request.peer):
             raise AccessDenied("This API is restricted to clients on the server's host")
         if self.connection_info is None:
@@ -218,18 +245,11 @@ class HttpApp:
             raise unsupported(self.connection_info["refused"])
         return json_response(self.connection_info)
 
-    async def _shared_memory(self, request: HttpRequest, head: str, rest: list[str]) -> HttpResponse:
-        name = ""
-        if len(rest) >= 2 and rest[0] == "region":
-            name, rest = rest[1], rest[2:]
-        if len(rest) != 1 or rest[0] not in ("status", "register", "unregister"):
-            return error_response(404, "Not Found")
-        action = rest[0]
-        if bad := self._only(request.method, "GET" if action == "status" else "POST"):
-            return bad
-        self._check("shared-memory", request)
+    async def _shared_memory(self, request: HttpRequest, params: Params) -> HttpResponse:
+        name = params.get("region", "")
+        action = params["action"]
         shm = self.core.shm
-        system = head == "systemsharedmemory"
+        system = params["kind"] == "system"
         if action == "status":
             return json_response(shm.system_status(name) if system else shm.cuda_status(name))
         if action == "unregister":
@@ -263,54 +283,6 @@ class HttpApp:
                                _uint(body["byte_size"], "byte_size"))
         return HttpResponse(200)
 
-    @staticmethod
-    def _only(method: str, *allowed: str) -> HttpResponse | None:
-        return None if method in allowed else error_response(405, "Method Not Allowed")
-
-    async def _models(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
-        method = request.method
-        if rest == ["stats"]:
-            self._check("statistics", request)
-            return self._only(method, "GET") or json_response({"model_stats": await statistics_of_all(self.core)})
-        if not rest or not rest[0]:
-            return error_response(404, "Not Found")
-        name, rest = rest[0], rest[1:]
-        version = ""
-        if len(rest) >= 2 and rest[0] == "versions":
-            if not rest[1].isdigit():
-                return error_response(404, "Not Found")
-            version, rest = rest[1], rest[2:]
-        action = "/".join(rest)
-        self._check(_MODEL_ROUTE_GROUPS.get(action, "metadata"), request)
-        if action == "infer":
-            if self.tracer.active:
-                return self._only(method, "POST") or await self._traced_infer(request, name, version)
-            return self._only(method, "POST") or await self._infer(request, name, version)
-        if action == "":
-            return self._only(method, "GET") or json_response(self.core.model_metadata(name, version))
-        if action == "ready":
-            if bad := self._only(method, "GET"):
-                return bad
-            try:
-                ready = self.core.model_ready(name, version)
-            except ServerError as exc:  # an unknown model or version is not ready (Triton: 400, not 404)
-                if exc.status is not Status.NOT_FOUND:
-                    raise
-                ready = False
-            return HttpResponse(200) if ready else error_response(400, "Model version not ready")
-        if action == "config":
-            return self._only(method, "GET") or self._config(name, version)
-        if action == "stats":
-            if bad := self._only(method, "GET"):
-                return bad
-            return json_response({"model_stats": await statistics_of_all(self.core, name, version)})
-        if action == "trace/setting":
-            return self._trace(request, name)
-        if action in ("generate", "generate_stream"):
-            streaming = action == "generate_stream"
-            return self._only(method, "POST") or await generate(self.core, request, name, version, streaming)
-        return error_response(404, "Not Found")
-
     def _config(self, name: str, version: str) -> HttpResponse:
         model = self.core.registry.get(name, version)
         key = (model.name, model.version)
@@ -323,8 +295,6 @@ class HttpApp:
         return _json(_decompress(request.body, request.headers.get("content-encoding"), self.max_input_bytes))
 
     def _trace(self, request: HttpRequest, model: str | None) -> HttpResponse:
-        if bad := self._only(request.method, "GET", "POST"):
-            return bad
         if model is not None:
             try:
                 self.core.registry.get(model)
@@ -337,9 +307,7 @@ class HttpApp:
             raise invalid_arg("trace settings must be a JSON object")
         return json_response(self.trace_settings.update(changes, model))
 
-    def _logging(self, request: HttpRequest) -> HttpResponse:
-        if bad := self._only(request.method, "GET", "POST"):
-            return bad
+    async def _logging(self, request: HttpRequest, params: Params) -> HttpResponse:
         if request.method == "GET":
             return json_response(self.log_settings.get())
         changes = self._json_body(request)
@@ -347,9 +315,8 @@ class HttpApp:
             raise invalid_arg("log settings must be a JSON object")
         return json_response(self.log_settings.update(changes))
 
-    async def _repository(self, request: HttpRequest, rest: list[str]) -> HttpResponse:
-        if bad := self._only(request.method, "POST"):
-            return bad
+    async def _repository(self, request: HttpRequest, params: Params) -> HttpResponse:
+        rest: list[str] = params["rest"]
         if rest == ["index"]:
             body = self._repository_body(request, "the repository index")
             ready_only = bool(body.get("ready", False)) if isinstance(body, dict) else False
@@ -388,77 +355,72 @@ class HttpApp:
         return json_response({})
 
     # ---- inference ---------------------------------------------------------------------------
-    async def run_infer(
-        self,
-        request: HttpRequest,
-        name: str,
-        version: str,
-        body: bytes | bytearray,
-        header_length: int | None,
-        trace: Trace | None = None,
-        forward: bool = True,
-    ) -> tuple[InferResponse, list[Any], int | None]:
-        """Run the inference `body` asks for (JSON header of `header_length` bytes, None: all of it; 0: a raw input)
-        and return the response (to release once sent), the body parts and the JSON header length (None: JSON
-        only). Shared with the SageMaker and Vertex AI endpoints, which take the header length from elsewhere."""
-        raw = self._raw_input(name, version, len(body)) if header_length == 0 else None
-        # A bytearray when received into its own buffer or inflated; read as bytes (never resized).
-        infer_request, binary_default = parse_infer_request(name, version, cast(bytes, body), header_length, raw)
-        if any(t.data is None for t in infer_request.inputs) or any(
-            "shared_memory_region" in o.parameters for o in infer_request.outputs
-        ):
-            self._check("shared-memory", request)
-        if forward and self.forward is not None:
-            forward_headers(self.forward, request.headers.items(), infer_request.parameters)
-        model = self.core.registry.get(name, version)
-        if model.config.decoupled:
-            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
-        if trace is not None:
-            trace.received(infer_request, HTTP_RECV_END)
-        response = await self.core.infer(infer_request)
-        if trace is not None:
-            trace.stamp(HTTP_SEND_START)
+    def _begin_infer(self, request: HttpRequest, params: Params) -> InferAnswer:
+        """KServe's infer route (its access and method checked): a traced request gets the HTTP front-end's receive
+        timestamps, a compressed body is inflated (within the input limit), the answer is compressed where the client
+        accepts gzip or deflate; the rest is `begin_infer`'s."""
+        name = params["model"]
+        version = params.get("version", "")
+        tracer = self.tracer
+        trace = None
+        if tracer.active:
+            received = now_ns()
+            trace = tracer.start(name, version, request.headers.get("traceparent"))
+            if trace is not None:
+                trace.stamp(HTTP_RECV_START, received)
         try:
-            parts, json_length = encode_infer_response(response, infer_request.outputs, binary_default)
+            headers = request.headers
+            body = request.body
+            encoding = headers.get("content-encoding")
+            if encoding is not None:  # (the connection bounds the body as received (413), `_decompress` as inflated)
+                body = _decompress(body, encoding, self.max_input_bytes)
+            length_text = headers.get("inference-header-content-length")
+            json_length = None if length_text is None else header_length(length_text)
+            accept = headers.get("accept-encoding")  # (http.client sends "identity")
+            return begin_infer(self, request, name, version, body, json_length,
+                               encoding=None if accept is None else accepted_encoding(accept), trace=trace)
         except BaseException:
-            response.release()
+            if trace is not None:
+                tracer.finish(trace)
             raise
-        return response, parts, json_length
-
-    def _raw_input(self, name: str, version: str, body_size: int) -> tuple[str, str, tuple[int, ...]]:
-        """The single input of a raw binary request (`Inference-Header-Content-Length: 0`)."""
-        return raw_input_of(self.core.registry.get(name, version).config, body_size)
-
-    async def _traced_infer(self, request: HttpRequest, name: str, version: str) -> HttpResponse:
-        """An inference while tracing is on: the request may be traced (then with the HTTP front-end's timestamps)."""
-        received = now_ns()
-        trace = self.tracer.start(name, version, request.headers.get("traceparent"))
-        if trace is None:
-            return await self._infer(request, name, version)
-        trace.stamp(HTTP_RECV_START, received)
-        try:
-            response = await self._infer(request, name, version, trace)
-        except BaseException:
-            self.tracer.finish(trace)
-            raise
-        response.on_sent = finish_on_sent(self.tracer, trace, HTTP_SEND_END, response.on_sent)
-        return response
-
-    async def _infer(self, request: HttpRequest, name: str, version: str, trace: Trace | None = None) -> HttpResponse:
-        headers = request.headers
-        # The connection bounds the body as received (413), `_decompress` as inflated.
-        body = _decompress(request.body, headers.get("content-encoding"), self.max_input_bytes)
-        length_text = headers.get("inference-header-content-length")
-        header_length = None if length_text is None else _header_length(length_text)
-        response, parts, json_length = await self.run_infer(request, name, version, body, header_length, trace)
-        out_headers = infer_headers(json_length)
-        encoding = _accepted_encoding(headers.get("accept-encoding"))
-        if encoding is not None:
-            data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in parts)
-            response.release()
-            out_headers.append(("Content-Encoding", encoding))
-            return HttpResponse(200, [_compress(data, encoding)], out_headers)
-        return HttpResponse(200, parts, out_headers, on_sent=response.release)
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+def _routes() -> RouteTable:
+    """KServe's routes under /v2, Triton's checks in Triton's order (see routes.py for the patterns)."""
+    table = RouteTable()
+    table.add("", Route("metadata", ("GET",), HttpApp._server_metadata))
+    for state in ("live", "ready"):
+        table.add(f"health/{state}", Route("health", ("GET",), HttpApp._health, method_first=True,
+                                           params={"state": state}))
+    table.add("models/stats", Route("statistics", ("GET",), HttpApp._all_stats))
+    model_routes = {
+        "": Route("metadata", ("GET",), HttpApp._model_metadata),
+        "infer": Route("inference", ("POST",), begin=HttpApp._begin_infer),
+        "ready": Route("health", ("GET",), HttpApp._model_ready),
+        "config": Route("model-config", ("GET",), HttpApp._model_config),
+        "stats": Route("statistics", ("GET",), HttpApp._model_stats),
+        "trace/setting": Route("trace", ("GET", "POST"), HttpApp._model_trace),
+        "generate": Route("inference", ("POST",), HttpApp._generate, params={"streaming": False}),
+        "generate_stream": Route("inference", ("POST",), HttpApp._generate, params={"streaming": True}),
+        "{*action}": Route("metadata", (), begin=HttpApp._not_found),  # another model route: 404, as Triton answers
+    }
+    for action, route in model_routes.items():
+        table.add(f"models/{{model}}/{action}", route, versions=True)
+    table.add("models/{model}/versions/{*rest}", Route(None, (), begin=HttpApp._not_found))  # a version that is no number
+    table.add("trace/setting", Route("trace", ("GET", "POST"), HttpApp._server_trace))
+    table.add("logging", Route("logging", ("GET", "POST"), HttpApp._logging))
+    table.add("repository/{*rest}", Route("model-repository", ("POST",), HttpApp._repository))
+    for kind in ("system", "cuda"):
+        for action, method in (("status", "GET"), ("register", "POST"), ("unregister", "POST")):
+            route = Route("shared-memory", (method,), HttpApp._shared_memory, method_first=True,
+                          params={"kind": kind, "action": action})
+            table.add(f"{kind}sharedmemory/{action}", route)
+            table.add(f"{kind}sharedmemory/region/{{region}}/{action}", route)
+    table.add("pytriton/connection", Route("model-repository", ("GET",), HttpApp._connection, method_first=True))
+    return table
+
+
+ROUTES = _routes()

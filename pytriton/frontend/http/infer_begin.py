@@ -1,25 +1,25 @@
-"""Triton's HTTP infer route answered from a callback (`begin_infer`), and what it shares with `HttpApp`'s coroutine
-route: the status codes of errors, the `Inference-Header-Content-Length` parse, the answer's headers.
-
-`begin_infer` takes a `POST /v2/models/<name>[/versions/<version>]/infer` request, checks, parses and submits it
-at once (`ServerCore.begin_infer`: no asyncio task, no coroutine chain per request) and returns an `InferAnswer`
-whose future is done when its job is; the connection then asks it for the answer (`HttpConnection`). What it
-does not take (None: `HttpApp.handle` runs it, with the same checks in the same order): tracing on, a body or an
-answer to be compressed, an unknown model, one with a response cache or ensemble steps, any other route.
+"""The one way an HTTP inference begins, for every HTTP infer route (KServe's `/v2/models/<m>[/versions/<v>]/infer`,
+SageMaker's and Vertex AI's predict routes): `begin_infer` parses, admits and begins the request in the core at once
+(`ServerCore.begin`: no asyncio task, no coroutine chain per request) and returns an `InferAnswer` whose future is
+done when its call is. The HTTP/1.1 connection answers it from that future's callback (`HttpConnection`); a route
+run as a coroutine awaits it (`answered`). Also the status codes of errors, the `Inference-Header-Content-Length`
+parse and the answer's headers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import re
-from typing import TYPE_CHECKING
-from urllib.parse import unquote
+import zlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from pytriton.core.calls import UnaryCall
+from pytriton.core.calls import Call
 from pytriton.core.received import drop_frames
+from pytriton.core.trace import HTTP_RECV_END, HTTP_SEND_END, HTTP_SEND_START, Trace, Tracer, finish_on_sent
 from pytriton.core.types import RequestedOutput
-from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
-from pytriton.frontend.access import AccessDenied
-from pytriton.frontend.header_forwarding import forward_headers
+from pytriton.exceptions import ServerError, Status, invalid_arg
 from pytriton.frontend.http.infer import encode_infer_response, raw_input_of
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 
@@ -88,100 +88,138 @@ def infer_headers(json_length: int | None) -> list[tuple[str, str]]:
     return [("Content-Type", "application/octet-stream"), ("Inference-Header-Content-Length", str(json_length))]
 
 
+class HttpClient:
+    """How admission reads an HTTP request's client."""
+
+    @staticmethod
+    def headers(request: HttpRequest) -> dict[str, str]:
+        return request.headers
+
+    @staticmethod
+    def peer(request: HttpRequest) -> str | None:
+        return request.peer
+
+    @staticmethod
+    def forwarded(request: HttpRequest) -> Iterable[tuple[str, str]]:
+        return request.headers.items()
+
+
+AnswerHeaders = Callable[[int | None], list[tuple[str, str]]]
+
+
 class InferAnswer:
-    """A request `begin_infer` submitted: once `future` is done, `answer()` is its HTTP answer (an error too);
-    `cancel()`: the connection ended first, the job is withdrawn."""
+    """A request `begin_infer` began: once `future` is done, `answer()` is its HTTP answer (an error too; `respond()`
+    raises the ServerError instead); `cancel()`: the client left first, the call is withdrawn. The answer's body is
+    compressed with `encoding` (gzip or deflate) where given, and its headers are `headers(json_length)`; a traced
+    request gets the HTTP front-end's send timestamps and its trace ends with the answer."""
 
-    __slots__ = ("_call", "_outputs", "_binary_default", "future", "watch")
+    __slots__ = ("_call", "_outputs", "_binary_default", "_headers", "_encoding", "_trace", "_tracer", "future",
+                 "watch")
 
-    def __init__(self, call: UnaryCall, outputs: list[RequestedOutput], binary_default: bool):
+    def __init__(self, call: Call, outputs: list[RequestedOutput], binary_default: bool,
+                 headers: AnswerHeaders = infer_headers, encoding: str | None = None, trace: Trace | None = None,
+                 tracer: Tracer | None = None):  # fmt: skip
         self._call = call
         self._outputs = outputs
         self._binary_default = binary_default
+        self._headers = headers
+        self._encoding = encoding
+        self._trace = trace
+        self._tracer = tracer
         self.future = call.future
         self.watch = call.watch  # (the job calls back in the loop pass its result arrives in: `Job.watch`)
 
     def answer(self) -> HttpResponse:
         try:
-            response = self._call.result()
+            return self.respond()
         except ServerError as exc:
             return error_answer(exc)
+
+    def respond(self) -> HttpResponse:
+        """The answer once `future` is done, or the ServerError the call (or encoding its response) ended with."""
+        trace = self._trace
         try:
-            parts, json_length = encode_infer_response(response, self._outputs, self._binary_default)
-        except BaseException as exc:
-            response.release()
-            if isinstance(exc, ServerError):
-                return error_answer(exc)
+            response = self._call.result()
+            if trace is not None:
+                trace.stamp(HTTP_SEND_START)
+            try:
+                parts, json_length = encode_infer_response(response, self._outputs, self._binary_default)
+            except BaseException:
+                response.release()
+                raise
+        except BaseException:
+            if trace is not None:
+                self._finish_trace()
             raise
-        return HttpResponse(200, parts, infer_headers(json_length), on_sent=response.release)
+        headers = self._headers(json_length)
+        encoding = self._encoding
+        if encoding is not None:
+            data = b"".join(bytes(p) if isinstance(p, memoryview) else p for p in parts)
+            response.release()
+            headers.append(("Content-Encoding", encoding))
+            answer = HttpResponse(200, [compress(data, encoding)], headers)
+        else:
+            answer = HttpResponse(200, parts, headers, on_sent=response.release)
+        if trace is not None:
+            assert self._tracer is not None
+            answer.on_sent = finish_on_sent(self._tracer, trace, HTTP_SEND_END, answer.on_sent)
+        return answer
 
     def cancel(self) -> None:
         self._call.cancel()
+        if self._trace is not None:
+            self._finish_trace()
+
+    def _finish_trace(self) -> None:
+        assert self._tracer is not None and self._trace is not None
+        self._tracer.finish(self._trace)
 
 
-def _route(path: str) -> tuple[str, str] | None:
-    """(model, version) of `/v2/models/<model>[/versions/<version>]/infer` (parts unquoted as `HttpApp._route` does),
-    else None."""
-    parts = path.split("/")
-    if "%" in path:
-        parts = [unquote(p) for p in parts]
-    count = len(parts)
-    if count == 5:
-        version = ""
-    elif count == 7 and parts[4] == "versions" and parts[5].isdigit():
-        version = parts[5]
-    else:
-        return None
-    if parts[1] != "v2" or parts[2] != "models" or parts[-1] != "infer" or not parts[3] or parts[0]:
-        return None
-    return parts[3], version
+def compress(data: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data, compresslevel=6)
+    return zlib.compress(data)
 
 
-def begin_infer(app: HttpApp, request: HttpRequest) -> HttpResponse | InferAnswer | None:
-    """See the module's docstring: an `InferAnswer`, an error answer, or None where `app.handle` runs the request."""
-    if request.method != "POST" or app.tracer.active:
-        return None
-    route = _route(request.path)
-    if route is None:
-        return None
-    headers = request.headers
-    if headers.get("content-encoding", "identity") != "identity":
-        return None  # (`HttpApp._infer` inflates it)
-    accept = headers.get("accept-encoding")  # (http.client sends "identity")
-    if accept is not None and accepted_encoding(accept) is not None:
-        return None  # (`HttpApp._infer` compresses the answer)
-    name, version = route
+def begin_infer(app: HttpApp, request: HttpRequest, name: str, version: str, body: Any, json_length: int | None,
+                forward: bool = True, headers: AnswerHeaders = infer_headers, encoding: str | None = None,
+                trace: Trace | None = None) -> InferAnswer:  # fmt: skip
+    """Begin the inference `body` asks of model `name` (a JSON header of `json_length` bytes, None: all of it; 0: the
+    raw data of the model's one input), the one way every HTTP infer route begins one: parsed (a kept JSON header is
+    not parsed again: `HeaderCache`), admitted (frontend/admission.py, HTTP's order: shared memory, header forwarding
+    where `forward`, the decoupled refusal) and begun in the core. The client's access to `inference` is the route's
+    to check first. Raises what is wrong with the request (ServerError, AccessDenied)."""
     core = app.core
-    try:
+    model = None
+    raw = None
+    if json_length == 0:
         model = core.registry.get(name, version)
-    except ServerError:
-        return None  # (answered by `handle`, in its order)
-    if model.cache is not None or model.ensemble is not None:
-        return None
+        raw = raw_input_of(model.config, len(body))
+    infer_request, binary_default = app.header_cache.parse(name, version, body, json_length, raw)
+    admission = app.admission
+    admission.admit(infer_request, request, forward)
+    if model is None:
+        model = core.registry.get(name, version)
+    admission.refuse_decoupled(model)
+    if trace is None:
+        return InferAnswer(core.begin(infer_request, model), infer_request.outputs, binary_default, headers, encoding)
+    trace.received(infer_request, HTTP_RECV_END)
+    return InferAnswer(core.begin(infer_request, model), infer_request.outputs, binary_default, headers, encoding,
+                       trace, app.tracer)
+
+
+async def answered(answer: InferAnswer) -> HttpResponse:
+    """Await a begun request's answer (for a route run as a coroutine); a caller that leaves withdraws it. The call's
+    ServerError is raised (`InferAnswer.respond`)."""
     try:
-        # `HttpApp._models`, `_infer` and `run_infer`, in their order
-        if app.access.restricts("inference"):  # (most servers restrict nothing: no check to build)
-            app.check("inference", request)
-        body = request.body
-        length_text = headers.get("inference-header-content-length")
-        json_length = None if length_text is None else header_length(length_text)
-        raw = raw_input_of(model.config, len(body)) if json_length == 0 else None
-        infer_request, binary_default = app.header_cache.parse(name, version, body, json_length, raw)
-        if infer_request.layout is None and (
-            any(t.data is None for t in infer_request.inputs)
-            or any("shared_memory_region" in o.parameters for o in infer_request.outputs)
-        ):
-            app.check("shared-memory", request)
-        if app.forward is not None:
-            forward_headers(app.forward, headers.items(), infer_request.parameters)
-        if model.config.decoupled:
-            raise unsupported("HTTP end point doesn't support models with decoupled transaction policy")
-        return InferAnswer(core.begin_infer(infer_request, model), infer_request.outputs, binary_default)
-    except ServerError as exc:
-        return error_answer(exc)
-    except AccessDenied as exc:
-        return error_response(403, str(exc))
+        await answer.future
+    except asyncio.CancelledError:
+        answer.cancel()
+        raise
+    except Exception:  # noqa: BLE001 - `respond` raises it
+        pass
+    return answer.respond()
 
 
-__all__ = ["STATUS_TO_HTTP", "InferAnswer", "accepted_encoding", "begin_infer", "error_answer", "header_length",
-           "infer_headers"]
+__all__ = ["STATUS_TO_HTTP", "HttpClient", "InferAnswer", "accepted_encoding", "answered", "begin_infer", "compress",
+           "error_answer", "header_length", "infer_headers"]

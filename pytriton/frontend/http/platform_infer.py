@@ -7,6 +7,7 @@ import re
 
 from pytriton.exceptions import invalid_arg
 from pytriton.frontend.http.app import HttpApp
+from pytriton.frontend.http.infer_begin import answered, begin_infer, infer_headers
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 
 SAGEMAKER_BINARY_MIME = "application/vnd.sagemaker-triton.binary+json;json-header-size="
@@ -38,18 +39,19 @@ def header_length_of(content_type: str | None, body_size: int, mime: str) -> int
 
 async def platform_infer(app: HttpApp, request: HttpRequest, name: str, version: str, mime: str,
                          binary_in_content_type: bool) -> HttpResponse:
-    """Run an inference on `name`; a binary answer names its JSON header size in the Content-Type (SageMaker) or,
-    as the KServe route, in Inference-Header-Content-Length (Vertex AI)."""
+    """Run an inference on `name` (`begin_infer`, awaited; headers are not forwarded, as in Triton); a binary answer
+    names its JSON header size in the Content-Type (SageMaker) or, as the KServe route, in
+    Inference-Header-Content-Length (Vertex AI). What the request or its call ends with is raised."""
     if request.method != "POST":
         return error_response(405, "Method Not Allowed")
-    app.check("inference", request)
+    app.admission.enter(request)
     body = request.body
     header_length = header_length_of(request.headers.get("content-type"), len(body), mime)
-    response, parts, json_length = await app.run_infer(request, name, version, body, header_length, forward=False)
-    if json_length is None:
-        headers = [("Content-Type", "application/json")]
-    elif binary_in_content_type:
-        headers = [("Content-Type", f"{mime}{json_length}")]
-    else:
-        headers = [("Content-Type", "application/octet-stream"), ("Inference-Header-Content-Length", str(json_length))]
-    return HttpResponse(200, parts, headers, on_sent=response.release)
+
+    def headers(json_length: int | None) -> list[tuple[str, str]]:
+        if json_length is not None and binary_in_content_type:
+            return [("Content-Type", f"{mime}{json_length}")]
+        return infer_headers(json_length)
+
+    return await answered(begin_infer(app, request, name, version, body, header_length, forward=False,
+                                      headers=headers))

@@ -1,16 +1,19 @@
-"""`HttpApp.begin`: which requests the callback route takes (the rest go to `handle`), and that what it answers is what
-`handle` answers."""
+"""`HttpApp.begin`: every infer request begins on the one path (compressed, traced, a model with a response cache), a
+refusal is answered at once, and any other route is matched once and left to `handle`."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
+import zlib
 from typing import Any
 
 import orjson
 import pytest
 
 from pytriton.core.registry import Model
+from pytriton.core.response_cache import ResponseCache
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LogSettings, TraceSettings
 from pytriton.core.types import ExecutionOutput, Tensor
@@ -90,42 +93,101 @@ def plain(response: HttpResponse) -> tuple[int, list[tuple[str, str]], bytes]:
     return response.status, response.headers, b"".join(bytes(p) for p in response.parts)
 
 
-@pytest.mark.parametrize("path", ["/v2/models/m/infer", "/v2/models/m/versions/1/infer", "/v2/models/%6d/infer"])
-def test_taken_requests_answer_as_handle(path):
+@pytest.mark.parametrize("path", ["/v2/models/m/infer", "/v2/models/m/versions/1/infer", "/v2/models/%6d/infer",
+                                  "/v2/models/m/infer/"])
+def test_infer_routes_begin_and_answer(path):
     async def test() -> None:
         app, _, core = await make_app()
         for headers in ({}, {"accept_encoding": "identity"}, {"content_encoding": "identity"}):
             begun = await answer_of(app, app.begin(request(path, **headers)))
-            handled = await app.handle(request(path, **headers))
-            assert plain(begun) == plain(handled) and begun.status == 200
+            assert plain(begun)[0] == 200 and plain(begun)[2].endswith(b"\x07" * 64)
             assert begun.on_sent is not None
             begun.on_sent()
-            handled.on_sent()  # type: ignore[misc]
-        assert core.registry.get("m").stats.inference_count == 6
+        handled = await app.handle(request(path))  # (a route run as a coroutine: begun and awaited)
+        assert plain(handled) == plain(begun)
+        handled.on_sent()  # type: ignore[misc]
+        assert core.registry.get("m").stats.inference_count == 4
 
     asyncio.run(test())
 
 
-@pytest.mark.parametrize("req", [
-    request(accept_encoding="gzip"), request(accept_encoding="deflate;q=0.5, identity"),
-    request(content_encoding="gzip"), request(method="GET"), request(method="PUT"),
-    request("/v2/models/m/infer/"), request("/v2/models/unknown/infer"), request("/v2/models/m/versions/x/infer"),
-    request("/v2/models//infer"), request("/v2/models/m/ready"), request("/v2/models/m"), request("/v3/models/m/infer"),
-    request("/v2/models/m/versions/1/x/infer"),
-], ids=lambda r: f"{r.method} {r.path} {sorted(r.headers.items())}")
-def test_requests_left_to_handle(req):
+@pytest.mark.parametrize("encoding", ["gzip", "deflate;q=0.5, identity"])
+def test_a_compressed_answer_is_begun_too(encoding):
     async def test() -> None:
         app, _, _ = await make_app()
-        assert app.begin(req) is None
+        plain_answer = plain(await answer_of(app, app.begin(request())))
+        compressed = await answer_of(app, app.begin(request(accept_encoding=encoding)))
+        name = encoding.split(";")[0]
+        assert ("Content-Encoding", name) in compressed.headers
+        body = b"".join(bytes(p) for p in compressed.parts)
+        assert (gzip.decompress(body) if name == "gzip" else zlib.decompress(body)) == plain_answer[2]
 
     asyncio.run(test())
 
 
-def test_left_to_handle_while_tracing():
+def test_a_compressed_body_is_begun_too():
+    async def test() -> None:
+        app, _, _ = await make_app()
+        answer = await answer_of(app, app.begin(request(body=gzip.compress(HEADER + bytes(64)),
+                                                        content_encoding="gzip")))
+        assert answer.status == 200
+
+    asyncio.run(test())
+
+
+@pytest.mark.parametrize("req, status", [
+    (request(method="GET"), 405), (request(method="PUT"), 405), (request("/v2/models/unknown/infer"), 404),
+    (request("/v2/models/m/versions/x/infer"), 404), (request("/v2/models//infer"), 404),
+    (request("/v3/models/m/infer"), 404), (request("/v2/models/m/versions/1/x/infer"), 404),
+    (request(content_encoding="gzip"), 400),
+], ids=lambda r: f"{r.method} {r.path} {sorted(r.headers.items())}" if isinstance(r, HttpRequest) else str(r))
+def test_refusals_are_answered_at_once(req, status):
+    async def test() -> None:
+        app, _, _ = await make_app()
+        answer = app.begin(req)
+        assert isinstance(answer, HttpResponse) and answer.status == status
+
+    asyncio.run(test())
+
+
+@pytest.mark.parametrize("path", ["/v2/models/m/ready", "/v2/models/m", "/v2/health/live", "/v2/models/stats"])
+def test_other_routes_are_matched_once_for_handle(path, monkeypatch):
+    async def test() -> None:
+        app, _, _ = await make_app()
+        req = request(path, method="GET")
+        assert app.begin(req) is None and req.route is not None  # (what `handle` runs, found by `begin`)
+        monkeypatch.setattr(app.routes, "match", None)  # (matching again would fail)
+        assert (await app.handle(req)).status == 200
+
+    asyncio.run(test())
+
+
+def test_traced_requests_take_the_same_path():
     async def test() -> None:
         app, _, _ = await make_app()
         app.tracer.active = True  # (what a trace level other than OFF with a sink sets: the flag begin reads)
-        assert app.begin(request()) is None
+        answer = await answer_of(app, app.begin(request()))
+        assert answer.status == 200
+
+    asyncio.run(test())
+
+
+def test_a_model_with_a_response_cache_takes_the_same_path():
+    """Before the one path, `begin` left such a model to `handle` (None)."""
+    async def test() -> None:
+        app, scheduler, core = await make_app()
+        model = core.registry.get("m")
+        model.cache = ResponseCache(1 << 20)
+        submitted: list[Any] = []
+        submit = scheduler.submit
+        scheduler.submit = lambda job: (submitted.append(job), submit(job))  # type: ignore[method-assign]
+        first = await answer_of(app, app.begin(request()))
+        second = await answer_of(app, app.begin(request()))
+        assert plain(first) == plain(second) and first.status == 200
+        assert len(submitted) == 1  # the second was a hit: no job
+        stats = model.stats.to_dict("m", "1")
+        assert stats["inference_stats"]["cache_hit"]["count"] == 1
+        assert stats["inference_stats"]["cache_miss"]["count"] == 1
 
     asyncio.run(test())
 
@@ -140,16 +202,18 @@ def test_left_to_handle_while_tracing():
     (orjson.dumps({"inputs": [{"name": "NOPE", "shape": [1, 16], "datatype": "FP32",
                                "parameters": {"binary_data_size": 64}}]}) + bytes(64), {}),
 ], ids=["short", "long", "bad-json", "bad-length", "bad-shape", "unknown-input"])
-def test_errors_answer_as_handle(body, headers):
+def test_errors_are_answered_at_once(body, headers):
     async def test() -> None:
         app, _, _ = await make_app()
+        answers = []
         for _ in range(2):  # (the second time with the header kept, where it was)
             fields = {"inference_header_content_length": str(body.index(b"}]}") + 3 if body.startswith(b"{\"")
                                                                 else 9)} | headers
             begun = app.begin(request(body=body, **fields))
-            assert isinstance(begun, HttpResponse)
-            handled = await app.handle(request(body=body, **fields))
-            assert plain(begun) == plain(handled) and begun.status == 400
+            assert isinstance(begun, HttpResponse) and begun.status == 400
+            answers.append(plain(begun))
+            assert b'"error"' in answers[-1][2]
+        assert answers[0] == answers[1]
 
     asyncio.run(test())
 
@@ -164,12 +228,12 @@ def test_cancelled_answer_withdraws_its_job():
         assert scheduler.withdrawn == 1 and started.future.cancelled()
         stats = core.registry.get("m").stats.to_dict("m", "1")
         assert stats["inference_count"] == 0 and stats["inference_stats"]["fail"]["count"] == 1  # (CANCELED)
-        assert core._in_flight == 0
+        assert core.in_flight == 0
 
     asyncio.run(test())
 
 
-def test_a_model_error_answers_as_handle():
+def test_a_model_error_answers_500():
     async def test() -> None:
         app, scheduler, _ = await make_app()
 
@@ -180,8 +244,7 @@ def test_a_model_error_answers_as_handle():
 
         scheduler.run = run  # type: ignore[method-assign]
         begun = await answer_of(app, app.begin(request()))
-        handled = await app.handle(request())
-        assert plain(begun) == plain(handled) and begun.status == 500
+        assert begun.status == 500
         assert "internal error while running model 'm': boom" in begun.parts[0].decode()
 
     asyncio.run(test())
