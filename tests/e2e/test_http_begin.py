@@ -1,7 +1,7 @@
-"""The HTTP infer route answered from a callback (`frontend/http/infer_begin.py`) against the coroutine route
-`HttpApp.handle` keeps (taken here by asking for a gzip answer): the same answers and messages, a kept JSON header
-still checked against every body, statistics counted alike, and a request whose client leaves while it waits
-withdrawn (a CANCELED failure) with the server answering on."""
+"""The HTTP infer route answered from its call's callback (`frontend/http/infer_begin.py`), plain and with a gzip
+answer (the same path since issue 37): the same answers and messages, a kept JSON header still checked against every
+body, statistics counted alike, and a request whose client leaves while it waits withdrawn (a CANCELED failure) with
+the server answering on."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def success_count(server, model: str) -> tuple[int, int]:
     return stats["success"]["count"], stats["fail"]["count"]
 
 
-def test_callback_route_answers_as_the_coroutine_route(servers):
+def test_infer_route_answers_plain_and_compressed_alike(servers):
     server = servers["add_sub"]
     conn = http.client.HTTPConnection(server.http_url, timeout=TIMEOUT_S)
     try:
@@ -97,7 +97,7 @@ def test_callback_route_answers_as_the_coroutine_route(servers):
             output = np.frombuffer(data[int(json_length):], dtype=np.int32)
             assert output.tolist() == [3] * 16  # OUTPUT0 = INPUT0 + INPUT1
         assert success_count(server, "add_sub") == (before[0] + 9, before[1])
-        # one kept header, bodies of other sizes: refused with the coroutine route's status and message
+        # one kept header, bodies of other sizes: refused with Triton's status and message
         cases = [
             (good[:-4], 400, "unexpected size for input 'INPUT1', expecting 4 additional bytes for model 'add_sub'"),
             (good + b"\x00" * 4, 400, "unexpected additional input data for model 'add_sub'"),
@@ -120,7 +120,7 @@ def test_callback_route_answers_as_the_coroutine_route(servers):
             assert (got_status, json.loads(data)) == (400, {"error": "[request id: <id_unknown>] input byte size "
                                                                      "mismatch for input 'INPUT0' for model "
                                                                      "'add_sub'. Expected 64, got 60"})
-        # an unknown model and a wrong method: the coroutine route's answers
+        # an unknown model and a wrong method
         unknown = [post(conn, "/v2/models/nope/infer", good, length, gzip_answer) for gzip_answer in (False, True)]
         assert unknown[0] == unknown[1] and unknown[0][0] == 404
         conn.request("GET", "/v2/models/add_sub/infer")

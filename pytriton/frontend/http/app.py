@@ -357,8 +357,9 @@ class HttpApp:
     # ---- inference ---------------------------------------------------------------------------
     def _begin_infer(self, request: HttpRequest, params: Params) -> InferAnswer:
         """KServe's infer route (its access and method checked): a traced request gets the HTTP front-end's receive
-        timestamps, a compressed body is inflated (within the input limit), the answer is compressed where the client
-        accepts gzip or deflate; the rest is `begin_infer`'s."""
+        timestamps, a compressed body is inflated (within the input limit; its JSON header parsed in full, not kept:
+        compressed requests are rare, and the route's attack tests take them as the reference), the answer is
+        compressed where the client accepts gzip or deflate; the rest is `begin_infer`'s."""
         name = params["model"]
         version = params.get("version", "")
         tracer = self.tracer
@@ -378,7 +379,8 @@ class HttpApp:
             json_length = None if length_text is None else header_length(length_text)
             accept = headers.get("accept-encoding")  # (http.client sends "identity")
             return begin_infer(self, request, name, version, body, json_length,
-                               encoding=None if accept is None else accepted_encoding(accept), trace=trace)
+                               encoding=None if accept is None else accepted_encoding(accept), trace=trace,
+                               kept=body is request.body)
         except BaseException:
             if trace is not None:
                 tracer.finish(trace)
@@ -409,7 +411,8 @@ def _routes() -> RouteTable:
     }
     for action, route in model_routes.items():
         table.add(f"models/{{model}}/{action}", route, versions=True)
-    table.add("models/{model}/versions/{*rest}", Route(None, (), begin=HttpApp._not_found))  # a version that is no number
+    # a version that is not a number: 404, without an access check
+    table.add("models/{model}/versions/{*rest}", Route(None, (), begin=HttpApp._not_found))
     table.add("trace/setting", Route("trace", ("GET", "POST"), HttpApp._server_trace))
     table.add("logging", Route("logging", ("GET", "POST"), HttpApp._logging))
     table.add("repository/{*rest}", Route("model-repository", ("POST",), HttpApp._repository))

@@ -20,7 +20,7 @@ from pytriton.core.received import drop_frames
 from pytriton.core.trace import HTTP_RECV_END, HTTP_SEND_END, HTTP_SEND_START, Trace, Tracer, finish_on_sent
 from pytriton.core.types import RequestedOutput
 from pytriton.exceptions import ServerError, Status, invalid_arg
-from pytriton.frontend.http.infer import encode_infer_response, raw_input_of
+from pytriton.frontend.http.infer import encode_infer_response, parse_infer_request, raw_input_of
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 
 if TYPE_CHECKING:
@@ -183,19 +183,21 @@ def compress(data: bytes, encoding: str) -> bytes:
 
 def begin_infer(app: HttpApp, request: HttpRequest, name: str, version: str, body: Any, json_length: int | None,
                 forward: bool = True, headers: AnswerHeaders = infer_headers, encoding: str | None = None,
-                trace: Trace | None = None) -> InferAnswer:  # fmt: skip
+                trace: Trace | None = None, kept: bool = True) -> InferAnswer:  # fmt: skip
     """Begin the inference `body` asks of model `name` (a JSON header of `json_length` bytes, None: all of it; 0: the
     raw data of the model's one input), the one way every HTTP infer route begins one: parsed (a kept JSON header is
-    not parsed again: `HeaderCache`), admitted (frontend/admission.py, HTTP's order: shared memory, header forwarding
-    where `forward`, the decoupled refusal) and begun in the core. The client's access to `inference` is the route's
-    to check first. Raises what is wrong with the request (ServerError, AccessDenied)."""
+    not parsed again: `HeaderCache`; `kept` False: parsed in full and not kept, for a body inflated here), admitted
+    (frontend/admission.py, HTTP's order: shared memory, header forwarding where `forward`, the decoupled refusal)
+    and begun in the core. The client's access to `inference` is the route's to check first. Raises what is wrong
+    with the request (ServerError, AccessDenied)."""
     core = app.core
     model = None
     raw = None
     if json_length == 0:
         model = core.registry.get(name, version)
         raw = raw_input_of(model.config, len(body))
-    infer_request, binary_default = app.header_cache.parse(name, version, body, json_length, raw)
+    parse = app.header_cache.parse if kept else parse_infer_request
+    infer_request, binary_default = parse(name, version, body, json_length, raw)
     admission = app.admission
     admission.admit(infer_request, request, forward)
     if model is None:

@@ -30,9 +30,9 @@ class Route:
 
     __slots__ = ("group", "methods", "handler", "begin", "method_first", "params")
 
-    def __init__(self, group: str | None, methods: tuple[str, ...], handler: Callable[..., Awaitable[Any]] | None = None,
-                 begin: Callable[..., Any] | None = None, method_first: bool = False,
-                 params: Params | None = None):  # fmt: skip
+    def __init__(self, group: str | None, methods: tuple[str, ...],
+                 handler: Callable[..., Awaitable[Any]] | None = None, begin: Callable[..., Any] | None = None,
+                 method_first: bool = False, params: Params | None = None):  # fmt: skip
         assert (handler is None) != (begin is None), "a route has a handler or a begin"
         self.group = group
         self.methods = methods

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 
+from pytriton.core.registry import Model
+from pytriton.core.response_cache import ResponseCache
 from pytriton.core.server_core import ServerCore
+from pytriton.core.types import ExecutionOutput, Tensor
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.grpc.servicer import InferenceServicer
+from pytriton.frontend.grpc.wire import parse_infer_request
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
+from pytriton.scheduler.job import Delivery, ExecutionStats
 
 TOKEN_HEADER = GRPC_HEADER_PREFIX + "triton-access-token"
 
@@ -127,3 +134,43 @@ def test_restricted_stream_ends_before_reading_a_request():
     error = run(main)
     assert error.code == grpc.StatusCode.UNAVAILABLE
     assert read == []
+
+
+def test_every_model_infer_begins_a_call():
+    """`begin_model_infer` (the HTTP/2 transport's ModelInfer) takes a model with a response cache and a traced
+    request too: one path, never None for the handler to run instead. The second identical request is a cache hit."""
+    class Scheduler:
+        batching = None
+        submitted = 0
+
+        def submit(self, job) -> None:
+            Scheduler.submitted += 1
+            job.enqueued_ns = time.perf_counter_ns()
+            asyncio.get_running_loop().call_soon(job.deliver, Delivery(
+                ExecutionOutput([Tensor("OUTPUT", "FP32", (4,), b"\x07" * 16)]), ExecutionStats(), 0))
+
+        def withdraw(self, job) -> None:
+            job.abandon()
+
+    async def main():
+        core = ServerCore()
+        await core.start()
+        config = TritonModelConfig("m", inputs=[TensorSpec("INPUT", "FP32", (4,))],
+                                   outputs=[TensorSpec("OUTPUT", "FP32", (4,))])
+        model = Model(config=config, scheduler=Scheduler(), source=None, loaded=True,  # type: ignore[arg-type]
+                      cache=ResponseCache(1 << 20))
+        core.registry.add(model)
+        servicer = InferenceServicer(core)
+        servicer.tracer.active = True  # (what a trace level other than OFF with a sink sets)
+        message = pb.ModelInferRequest(model_name="m", inputs=[pb.ModelInferRequest.InferInputTensor(
+            name="INPUT", datatype="FP32", shape=[4])], raw_input_contents=[bytes(16)]).SerializeToString()
+        for _ in range(2):
+            call = servicer.begin_model_infer(parse_infer_request(message), FakeContext())
+            assert call is not None
+            await asyncio.wait({call.future}, timeout=5)
+            assert call.answer() is not None
+        assert Scheduler.submitted == 1  # the second was answered from the cache
+        stats = core.registry.get("m").stats.to_dict("m", "1")["inference_stats"]
+        assert stats["cache_hit"]["count"] == 1 and stats["cache_miss"]["count"] == 1
+
+    asyncio.run(main())
