@@ -7,7 +7,8 @@ one) has one `Admission`, made when its front-end is, and calls it in this order
 2. the route converts its message into an `InferRequest` (the route's own wire format);
 3. `admit(request, client)`: a request that names client shared memory needs the `shared-memory` group too, and the
    headers that match the forward pattern become request parameters (Triton's reserved names refused);
-4. `refuse_decoupled(model)`: a unary route refuses a decoupled model with its front-end's words (Triton's);
+4. `refuse_decoupled(model)` (or `admit(request, client, forward, model)`, steps 3 and 4 in one call): a unary route
+   refuses a decoupled model with its front-end's words (Triton's);
 5. `ServerCore.begin(request, model)`: the one call the route then awaits or answers from (core/calls.py).
 
 gRPC refuses a decoupled model before it converts the message (3 and 4 swap), as it did before this module; an
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pytriton.exceptions import unsupported
-from pytriton.frontend.access import AccessPolicy
+from pytriton.frontend.access import ENDPOINT_GROUPS, AccessPolicy
 from pytriton.frontend.header_forwarding import compile_forward_pattern, forward_headers
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def uses_shared_memory(request: InferRequest) -> bool:
 class Admission(Generic[Client]):
     """One front-end's inference admission: its access policy, header-forward pattern and protocol (the wording)."""
 
-    __slots__ = ("access", "forward", "protocol", "view", "_refusal", "_restricted")
+    __slots__ = ("access", "forward", "protocol", "view", "restricted", "_refusal", "_restricted")
 
     def __init__(self, access: AccessPolicy, view: ClientView[Client], protocol: str,
                  forward_pattern: str | None = None):  # fmt: skip
@@ -72,11 +73,13 @@ class Admission(Generic[Client]):
         self.protocol = protocol  # "grpc" or "http": the refusals' words
         self.forward: re.Pattern[str] | None = compile_forward_pattern(forward_pattern) if forward_pattern else None
         self._refusal = DECOUPLED_REFUSAL[protocol]
-        self._restricted = access.restricts("inference")
+        # the endpoint groups the policy limits at all (most are open: nothing of their clients is read)
+        self.restricted = frozenset(group for group in ENDPOINT_GROUPS if access.restricts(group))
+        self._restricted = "inference" in self.restricted
 
     def check(self, group: str, client: Client) -> None:
         """Raise AccessDenied unless `client` may use the endpoint `group`."""
-        if self.access.restricts(group):  # (most groups are open: nothing of the client is read)
+        if group in self.restricted:
             view = self.view
             self.access.enforce(group, lambda: view.headers(client), view.peer(client), self.protocol)
 
@@ -85,17 +88,20 @@ class Admission(Generic[Client]):
         if self._restricted:
             self.check("inference", client)
 
-    def admit(self, request: InferRequest, client: Client, forward: bool = True) -> None:
+    def admit(self, request: InferRequest, client: Client, forward: bool = True, model: Model | None = None) -> None:
         """Step 3: shared-memory access where the request names a region, then header forwarding (`forward`: the
-        route forwards headers; SageMaker's and Vertex AI's do not, as in Triton). A request with a `layout` (a kept
-        header's tensors, all inline) names no region."""
+        route forwards headers; SageMaker's and Vertex AI's do not, as in Triton); then step 4 for `model` where given.
+        A request with a `layout` (a kept header's tensors, all inline) names no region."""
         if request.layout is None and uses_shared_memory(request):
             self.check("shared-memory", client)
         if forward and self.forward is not None:
             forward_headers(self.forward, self.view.forwarded(client), request.parameters)
+        if model is not None and model.config.decoupled:
+            raise unsupported(self._refusal)
 
     def refuse_decoupled(self, model: Model) -> None:
-        """Step 4: a unary route cannot answer a decoupled model (UNSUPPORTED, Triton's words)."""
+        """Step 4: a unary route cannot answer a decoupled model (UNSUPPORTED, Triton's words). A route may ask
+        `model.config.decoupled` itself first (one call per request fewer)."""
         if model.config.decoupled:
             raise unsupported(self._refusal)
 

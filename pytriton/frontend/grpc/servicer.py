@@ -136,6 +136,8 @@ class _InferCall:
 
     def answer(self) -> InferResponseWire:
         try:
+            if self._trace is None:  # (`response` written out: one call per request fewer)
+                return to_infer_response(self._call.result())
             return self.response()
         except Exception as exc:  # noqa: BLE001
             raise _abort_with_status(exc) from None
@@ -226,7 +228,11 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
     async def ModelInfer(self, request: InferRequestView, context: CallContext) -> InferResponseWire:
         """Begin the call, await it (what the HTTP/2 transport does without a task: `begin_model_infer`)."""
         try:
-            call = self._begin_infer(request, context)
+            call = self.begin_model_infer(request, context)
+        except RpcAbort as exc:
+            await context.abort(exc.code, exc.details)
+            raise  # abort() raises; if a context did not, the call still ends
+        try:
             try:
                 await call.future
             except asyncio.CancelledError:
@@ -240,33 +246,31 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             raise  # not reached: _end_call raises
 
     def begin_model_infer(self, request: InferRequestView, context: CallContext) -> _InferCall:
-        """ModelInfer for the HTTP/2 transport without a task of its own (`h2.Method.begin`): the call begins now and
-        is answered from a callback once it is done. What ModelInfer would end with is raised as the transport's
-        RpcAbort."""
+        """The one way a ModelInfer request begins (frontend/admission.py's steps, in gRPC's order): checked, converted
+        and begun in the core now; the HTTP/2 transport answers it from a callback once it is done (`h2.Method.begin`),
+        `ModelInfer` awaits it. What the call cannot begin with is raised as the transport's RpcAbort (a bug's
+        exception as it is)."""
         try:
-            return self._begin_infer(request, context)
+            admission = self.admission
+            admission.enter(context)
+            core = self.core
+            model = core.registry.get(request.model_name, request.model_version)
+            if model.config.decoupled:
+                admission.refuse_decoupled(model)
+            if self.tracer.active and (trace := start_trace(self.tracer, request, context)) is not None:
+                infer_request = to_infer_request(request)
+                trace.received(infer_request, GRPC_WAITREAD_END)
+                try:
+                    admission.admit(infer_request, context)
+                    return _InferCall(core.begin(infer_request, model), trace, self.tracer)
+                except BaseException:
+                    self.tracer.finish(trace)
+                    raise
+            infer_request = to_infer_request(request)
+            admission.admit(infer_request, context)
+            return _InferCall(core.begin(infer_request, model))
         except Exception as exc:  # noqa: BLE001 - what has no status is raised as it is (the transport logs it)
             raise _abort_with_status(exc) from None
-
-    def _begin_infer(self, request: InferRequestView, context: CallContext) -> _InferCall:
-        """The one way a ModelInfer request begins (frontend/admission.py's steps, gRPC's order)."""
-        admission = self.admission
-        admission.enter(context)
-        core = self.core
-        model = core.registry.get(request.model_name, request.model_version)
-        admission.refuse_decoupled(model)
-        if self.tracer.active and (trace := start_trace(self.tracer, request, context)) is not None:
-            infer_request = to_infer_request(request)
-            trace.received(infer_request, GRPC_WAITREAD_END)
-            try:
-                admission.admit(infer_request, context)
-                return _InferCall(core.begin(infer_request, model), trace, self.tracer)
-            except BaseException:
-                self.tracer.finish(trace)
-                raise
-        infer_request = to_infer_request(request)
-        admission.admit(infer_request, context)
-        return _InferCall(core.begin(infer_request, model))
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[InferRequestView], context: CallContext

@@ -128,15 +128,23 @@ class HttpApp:
         self.header_cache = HeaderCache()  # parsed JSON headers of binary infer requests (`begin_infer`)
 
     def begin(self, request: HttpRequest) -> HttpResponse | InferAnswer | None:
-        """Match the request's route (once), check the client's access and the method, and answer what can be answered
-        without a coroutine: a refusal, or a route with a `begin` (inference: its pending answer, for the connection to
-        send from a callback; an answer known at once). None: `handle` runs the route, which it finds on the
-        request."""
+        """Match the request's route (once), check the client's access and the method in the route's order, and answer
+        what can be answered without a coroutine: a refusal (404, 405, 403), or a route with a `begin` (inference: its
+        pending answer, for the connection to send from a callback; an answer known at once). None: `handle` runs the
+        route, which it finds on the request."""
+        found = self.routes.match(request.path)
+        if found is None:
+            return error_response(404, "Not Found")
+        route, params = found
+        methods = route.methods
         try:
-            entered = self._enter(request)
-            if isinstance(entered, HttpResponse):
-                return entered
-            route, params = entered
+            if route.method_first and methods and request.method not in methods:
+                return error_response(405, "Method Not Allowed")
+            group = route.group
+            if group is not None and group in self.admission.restricted:
+                self.admission.check(group, request)
+            if methods and request.method not in methods:
+                return error_response(405, "Method Not Allowed")
             if route.begin is not None:
                 started: HttpResponse | InferAnswer = route.begin(self, request, params)
                 return started
@@ -146,23 +154,19 @@ class HttpApp:
             return error_response(403, str(exc))
         except _TooLarge as exc:
             return error_response(413, str(exc))
-        request.route = entered
+        request.route = found
         return None
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
-        """Answer `request` (its route as `begin` matched it, else matched now); a route with a `begin` is begun and
-        awaited."""
-        try:
-            entered = request.route
-            if entered is None:
-                entered = self._enter(request)
-                if isinstance(entered, HttpResponse):
-                    return entered
-            route, params = entered
-            if route.begin is not None:
-                started = route.begin(self, request, params)
+        """Answer `request`: its route as `begin` left it on the request, else `begin` now (a begun request awaited)."""
+        found = request.route
+        if found is None:
+            started = self.begin(request)
+            if started is not None:
                 return started if isinstance(started, HttpResponse) else await answered(started)
-            assert route.handler is not None  # (a route has one or the other)
+            found = request.route
+        route, params = found
+        try:
             response: HttpResponse = await route.handler(self, request, params)
             return response
         except ServerError as exc:
@@ -171,22 +175,6 @@ class HttpApp:
             return error_response(403, str(exc))
         except _TooLarge as exc:
             return error_response(413, str(exc))
-
-    def _enter(self, request: HttpRequest) -> tuple[Route, Params] | HttpResponse:
-        """The request's route and its captures once its access (AccessDenied) and method are checked, in the route's
-        order; 404 or 405 otherwise."""
-        found = self.routes.match(request.path)
-        if found is None:
-            return error_response(404, "Not Found")
-        route = found[0]
-        methods = route.methods
-        if route.method_first and methods and request.method not in methods:
-            return error_response(405, "Method Not Allowed")
-        if route.group is not None:
-            self.admission.check(route.group, request)
-        if methods and request.method not in methods:
-            return error_response(405, "Method Not Allowed")
-        return found
 
     def check(self, group: str, request: HttpRequest) -> None:
         """Raise AccessDenied unless the client may use the endpoint `group`."""

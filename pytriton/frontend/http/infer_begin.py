@@ -108,17 +108,19 @@ AnswerHeaders = Callable[[int | None], list[tuple[str, str]]]
 
 
 class InferAnswer:
-    """A request `begin_infer` began: once `future` is done, `answer()` is its HTTP answer (an error too; `respond()`
-    raises the ServerError instead); `cancel()`: the client left first, the call is withdrawn. The answer's body is
-    compressed with `encoding` (gzip or deflate) where given, and its headers are `headers(json_length)`; a traced
-    request gets the HTTP front-end's send timestamps and its trace ends with the answer."""
+    """A request `begin_infer` began: once `future` is done, `answer()` is its HTTP answer, a ServerError the call (or
+    encoding its response) ended with answered by `on_error` (Triton's statuses; None: raised); `cancel()`: the client
+    left first, the call is withdrawn. The answer's body is compressed with `encoding` (gzip or deflate) where given,
+    and its headers are `headers(json_length)`; a traced request gets the HTTP front-end's send timestamps and its
+    trace ends with the answer."""
 
-    __slots__ = ("_call", "_outputs", "_binary_default", "_headers", "_encoding", "_trace", "_tracer", "future",
-                 "watch")
+    __slots__ = ("_call", "_outputs", "_binary_default", "_headers", "_encoding", "_trace", "_tracer", "_on_error",
+                 "future", "watch")
 
     def __init__(self, call: Call, outputs: list[RequestedOutput], binary_default: bool,
                  headers: AnswerHeaders = infer_headers, encoding: str | None = None, trace: Trace | None = None,
-                 tracer: Tracer | None = None):  # fmt: skip
+                 tracer: Tracer | None = None,
+                 on_error: Callable[[ServerError], HttpResponse] | None = error_answer):  # fmt: skip
         self._call = call
         self._outputs = outputs
         self._binary_default = binary_default
@@ -126,17 +128,12 @@ class InferAnswer:
         self._encoding = encoding
         self._trace = trace
         self._tracer = tracer
+        self._on_error = on_error
         self.future = call.future
         self.watch = call.watch  # (the job calls back in the loop pass its result arrives in: `Job.watch`)
 
     def answer(self) -> HttpResponse:
-        try:
-            return self.respond()
-        except ServerError as exc:
-            return error_answer(exc)
-
-    def respond(self) -> HttpResponse:
-        """The answer once `future` is done, or the ServerError the call (or encoding its response) ended with."""
+        """The answer once `future` is done."""
         trace = self._trace
         try:
             response = self._call.result()
@@ -147,9 +144,11 @@ class InferAnswer:
             except BaseException:
                 response.release()
                 raise
-        except BaseException:
+        except BaseException as exc:
             if trace is not None:
                 self._finish_trace()
+            if self._on_error is not None and isinstance(exc, ServerError):
+                return self._on_error(exc)
             raise
         headers = self._headers(json_length)
         encoding = self._encoding
@@ -183,44 +182,43 @@ def compress(data: bytes, encoding: str) -> bytes:
 
 def begin_infer(app: HttpApp, request: HttpRequest, name: str, version: str, body: Any, json_length: int | None,
                 forward: bool = True, headers: AnswerHeaders = infer_headers, encoding: str | None = None,
-                trace: Trace | None = None, kept: bool = True) -> InferAnswer:  # fmt: skip
+                trace: Trace | None = None, kept: bool = True,
+                on_error: Callable[[ServerError], HttpResponse] | None = error_answer) -> InferAnswer:  # fmt: skip
     """Begin the inference `body` asks of model `name` (a JSON header of `json_length` bytes, None: all of it; 0: the
     raw data of the model's one input), the one way every HTTP infer route begins one: parsed (a kept JSON header is
     not parsed again: `HeaderCache`; `kept` False: parsed in full and not kept, for a body inflated here), admitted
     (frontend/admission.py, HTTP's order: shared memory, header forwarding where `forward`, the decoupled refusal)
     and begun in the core. The client's access to `inference` is the route's to check first. Raises what is wrong
-    with the request (ServerError, AccessDenied)."""
+    with the request (ServerError, AccessDenied); the answer's errors go to `on_error` (see `InferAnswer`)."""
     core = app.core
-    model = None
-    raw = None
-    if json_length == 0:
+    try:
         model = core.registry.get(name, version)
-        raw = raw_input_of(model.config, len(body))
+    except ServerError:
+        if json_length == 0:
+            raise
+        model = None  # (raised again once the body is parsed and admitted: Triton's order)
+    raw = None if json_length != 0 or model is None else raw_input_of(model.config, len(body))
     parse = app.header_cache.parse if kept else parse_infer_request
     infer_request, binary_default = parse(name, version, body, json_length, raw)
-    admission = app.admission
-    admission.admit(infer_request, request, forward)
+    app.admission.admit(infer_request, request, forward, model)
     if model is None:
         model = core.registry.get(name, version)
-    admission.refuse_decoupled(model)
-    if trace is None:
-        return InferAnswer(core.begin(infer_request, model), infer_request.outputs, binary_default, headers, encoding)
-    trace.received(infer_request, HTTP_RECV_END)
+    if trace is not None:
+        trace.received(infer_request, HTTP_RECV_END)
     return InferAnswer(core.begin(infer_request, model), infer_request.outputs, binary_default, headers, encoding,
-                       trace, app.tracer)
+                       trace, app.tracer, on_error)
 
 
 async def answered(answer: InferAnswer) -> HttpResponse:
-    """Await a begun request's answer (for a route run as a coroutine); a caller that leaves withdraws it. The call's
-    ServerError is raised (`InferAnswer.respond`)."""
+    """Await a begun request's answer (for a route run as a coroutine); a caller that leaves withdraws it."""
     try:
         await answer.future
     except asyncio.CancelledError:
         answer.cancel()
         raise
-    except Exception:  # noqa: BLE001 - `respond` raises it
+    except Exception:  # noqa: BLE001 - `answer` answers it
         pass
-    return answer.respond()
+    return answer.answer()
 
 
 __all__ = ["STATUS_TO_HTTP", "HttpClient", "InferAnswer", "accepted_encoding", "answered", "begin_infer", "compress",

@@ -54,4 +54,4 @@ async def platform_infer(app: HttpApp, request: HttpRequest, name: str, version:
         return infer_headers(json_length)
 
     return await answered(begin_infer(app, request, name, version, body, header_length, forward=False,
-                                      headers=headers))
+                                      headers=headers, on_error=None))

@@ -53,12 +53,19 @@ class _Node:
         self.route: Route | None = None  # the route that ends here
 
 
+MAX_MATCHES_KEPT = 256
+MAX_PATH_KEPT = 256  # longer paths are matched each time (at most 64 KiB of kept paths)
+
+
 class RouteTable:
-    """Routes by path pattern (see the module's docstring)."""
+    """Routes by path pattern (see the module's docstring). The matches of the last paths seen are kept by path (at
+    most `MAX_MATCHES_KEPT` paths of at most `MAX_PATH_KEPT` characters, then they are dropped all at once): clients
+    ask the same few paths again and again."""
 
     def __init__(self, prefix: str = "v2"):
         self.prefix = prefix
         self._root = _Node()
+        self._kept: dict[str, tuple[Route, Params]] = {}
 
     def add(self, pattern: str, route: Route, versions: bool = False) -> None:
         """Add `route` at `pattern`; `versions`: also at the pattern with `/versions/{version}` after its `{model}`."""
@@ -87,9 +94,21 @@ class RouteTable:
             else:
                 node = node.literal.setdefault(segment, _Node())
         node.route = route
+        self._kept.clear()
 
     def match(self, path: str) -> tuple[Route, Params] | None:
-        """The route of `path` and what its pattern captured, or None (404)."""
+        """The route of `path` and what its pattern captured (not to be changed: it may be kept), or None (404)."""
+        kept = self._kept.get(path)
+        if kept is not None:
+            return kept
+        found = self._match(path)
+        if found is not None and len(path) <= MAX_PATH_KEPT:
+            if len(self._kept) >= MAX_MATCHES_KEPT:
+                self._kept.clear()
+            self._kept[path] = found
+        return found
+
+    def _match(self, path: str) -> tuple[Route, Params] | None:
         parts = path.split("/")
         if "%" in path:
             parts = [unquote(p) for p in parts]
@@ -98,7 +117,7 @@ class RouteTable:
         segments = parts[2:]
         if len(segments) > 1 and segments[-1] == "":
             segments.pop()
-        if segments == [""]:
+        if len(segments) == 1 and not segments[0]:
             segments = []
         params: Params = {}
         route = _match(self._root, segments, 0, params)
