@@ -11,9 +11,10 @@ from bench_lib.triton_launch import LABEL, ROLES
 from bench_lib.vs_triton import P50_CASE, P50_TARGET
 
 TITLE = "# Benchmarks: pytriton against the real tritonserver 2.51"
-INTRO = ("Written by `scripts/bench --vs-triton` and `scripts/bench --many-models N,...` (scripts/bench_lib/vs_triton.py, "
-         "many_models.py, triton_report.py); each suite rewrites its own section. Do not edit by hand.")
-SECTIONS = ("vs-triton", "many-models")
+INTRO = ("Written by `scripts/bench --vs-triton`, `scripts/bench --many-models N,...` and `scripts/bench --streaming` "
+         "(scripts/bench_lib/vs_triton.py, many_models.py, streaming.py; triton_report.py, stream_report.py); each "
+         "suite rewrites its own section. Do not edit by hand.")
+SECTIONS = ("vs-triton", "many-models", "streaming")
 NOT_RUN = "_Not run yet: `scripts/bench --{}`._"
 
 
