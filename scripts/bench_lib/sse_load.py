@@ -2,10 +2,10 @@
 
 N streams, each its own HTTP/1.1 keep-alive connection (plain asyncio streams: no HTTP library, so the client
 spends as little CPU as it can), ask one completion after another until the duration is over; a request in flight
-then finishes (bounded by --drain-timeout). Each request records the time from sending to its first `data:` event
-(time to first token), the gaps between its later events (inter-token latency) and its event count; an event is
-one chunk of the server's stream, which for the benchmark's model is one token. Tokens/s counts the events that
-arrived within the duration. The process's own CPU time (getrusage) over the run is reported beside them.
+then finishes (bounded by --drain-timeout). Each request records the time from sending to its first chunk with
+text (time to first token), the gaps between its later ones (inter-token latency) and their count: for the
+benchmark's model each is one token (a chunk with no text, such as a last one holding only the finish reason, is
+not counted). Tokens/s counts the tokens that arrived within the duration. The process's own CPU time (getrusage) over the run is reported beside them.
 
     python sse_load.py --port P --model M --streams 16 --duration 10 --max-tokens 200   # JSON on stdout
 """
@@ -33,6 +33,16 @@ def percentile(values: list[float], q: float) -> float | None:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
     return ordered[rank - 1]
+
+
+def has_text(event: bytes) -> bool:
+    """Whether a completion chunk carries text (a token), read without parsing its JSON: its `"text":` is followed
+    by a string that is not empty."""
+    i = event.find(b'"text":')
+    if i < 0:
+        return False
+    rest = event[i + 7:i + 10].lstrip()
+    return rest.startswith(b'"') and not rest.startswith(b'""')
 
 
 def request_bytes(host: str, port: int, model: str, prompt: str, max_tokens: int) -> bytes:
@@ -128,6 +138,8 @@ class Stream:
                     continue
                 if not event.startswith(b"data: {") or b'"error"' in event[:20]:
                     raise StreamError(f"not a completion chunk: {event[:300]!r}")
+                if not has_text(event):
+                    continue  # a chunk with no text: the finish reason alone, the usage
                 if last is None:
                     run.ttft.append(now - sent)
                 else:
@@ -139,7 +151,7 @@ class Stream:
         if status != 200:
             raise StreamError(f"status {status}: {buffer[:300]!r}")
         if not done:
-            raise StreamError(f"the stream ended without [DONE] after {tokens} events")
+            raise StreamError(f"the stream ended without [DONE] after {tokens} tokens")
         if headers.get("connection", "").lower() == "close":
             await self.close()
         run.requests += 1
