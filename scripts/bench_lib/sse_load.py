@@ -3,9 +3,12 @@
 N streams, each its own HTTP/1.1 keep-alive connection (plain asyncio streams: no HTTP library, so the client
 spends as little CPU as it can), ask one completion after another until the duration is over; a request in flight
 then finishes (bounded by --drain-timeout). Each request records the time from sending to its first chunk with
-text (time to first token), the gaps between its later ones (inter-token latency) and their count: for the
+text (time to first token), the gaps between its later ones (inter-token latency), their mean (time per output
+token: from the first token to the last over the gaps between them) and their count: for the
 benchmark's model each is one token (a chunk with no text, such as a last one holding only the finish reason, is
-not counted). Tokens/s counts the tokens that arrived within the duration. The process's own CPU time (getrusage) over the run is reported beside them.
+not counted). Tokens/s: every token of the run over its wall time, the requests in flight at the end of the
+duration included (a server whose first tokens come late at high concurrency is still credited with the work it
+did); the tokens that arrived within the duration alone are `window_tokens_per_s`. The process's own CPU time (getrusage) over the run is reported beside them.
 
     python sse_load.py --port P --model M --streams 16 --duration 10 --max-tokens 200   # JSON on stdout
 """
@@ -120,6 +123,7 @@ class Stream:
         writer.write(run.request)
         status, headers = await read_head(reader)
         buffer = b""
+        first: float | None = None
         last: float | None = None
         tokens = 0
         done = False
@@ -141,6 +145,7 @@ class Stream:
                 if not has_text(event):
                     continue  # a chunk with no text: the finish reason alone, the usage
                 if last is None:
+                    first = now
                     run.ttft.append(now - sent)
                 else:
                     run.itl.append(now - last)
@@ -156,6 +161,8 @@ class Stream:
             await self.close()
         run.requests += 1
         run.tokens += tokens
+        if first is not None and last is not None and tokens > 1:
+            run.tpot.append((last - first) / (tokens - 1))
         run.token_counts.add(tokens)
 
     async def loop(self) -> None:
@@ -181,6 +188,7 @@ class Load:
         self.deadline = 0.0
         self.ttft: list[float] = []
         self.itl: list[float] = []
+        self.tpot: list[float] = []  # per request: (last token - first token) / (tokens - 1)
         self.tokens = self.tokens_in_window = self.requests = 0
         self.token_counts: set[int] = set()
         self.errors: list[str] = []
@@ -206,10 +214,13 @@ class Load:
         return {
             "streams": self.streams, "duration_s": self.duration, "wall_s": wall, "requests": self.requests,
             "tokens": self.tokens, "tokens_in_window": self.tokens_in_window,
-            "tokens_per_s": self.tokens_in_window / self.duration,
+            "tokens_per_s": self.tokens / wall if wall else None,
+            "window_tokens_per_s": self.tokens_in_window / self.duration if self.duration else None,
             "tokens_per_request": sorted(self.token_counts),
             "ttft_p50_ms": _scale(percentile(self.ttft, 50), ms), "ttft_p99_ms": _scale(percentile(self.ttft, 99), ms),
             "itl_p50_ms": _scale(percentile(self.itl, 50), ms), "itl_p99_ms": _scale(percentile(self.itl, 99), ms),
+            "tpot_p50_ms": _scale(percentile(self.tpot, 50), ms),
+            "tpot_p99_ms": _scale(percentile(self.tpot, 99), ms),
             "first_tokens": len(self.ttft), "client_cpu_s": cpu, "client_cores": cpu / wall if wall else None,
             "errors": self.errors[:10], "error_count": len(self.errors),
         }

@@ -4,7 +4,7 @@ docs/benchmarks-triton.md (written there by triton_report.write_section)."""
 from __future__ import annotations
 
 TARGET_STREAMS, TPS_TARGET, TTFT_TARGET = 64, 3.0, 1 / 3  # as streaming.py: the issue's targets at 64 streams
-FIELDS = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")
+FIELDS = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
 
 
 def get(result: dict, server: str, streams: int, field: str) -> float | None:
@@ -58,12 +58,12 @@ def summary(result: dict) -> str:
              f"completion, {result['instances']} instance(s); {result['elapsed_s']:.0f} s; load "
              f"{result.get('uptime_start')} -> {result.get('uptime_end')}",
              f"  {'streams':>7} {'server':<7} {'tokens/s':>9} {'TTFT p50':>9} {'p99':>8} {'ITL p50':>8} {'p99':>8} "
-             f"{'requests':>8} {'client':>6} {'server':>6} {'load':>5} {'errors':>6}"]
+             f"{'TPOT p50':>8} {'p99':>8} {'requests':>8} {'client':>6} {'server':>6} {'load':>5} {'errors':>6}"]
     for r in rows(result):
-        lines.append(f"  {r[0]:>7} {r[1]:<7} {r[2]:>9} {r[3]:>9} {r[4]:>8} {r[5]:>8} {r[6]:>8} {r[7]:>8} {r[8]:>6} "
-                     f"{r[9]:>6} {r[10]:>5} {r[11]:>6}")
+        lines.append(f"  {r[0]:>7} {r[1]:<7} {r[2]:>9} {r[3]:>9} {r[4]:>8} {r[5]:>8} {r[6]:>8} {r[7]:>8} {r[8]:>8} "
+                     f"{r[9]:>8} {r[10]:>6} {r[11]:>6} {r[12]:>5} {r[13]:>6}")
     if ratio_rows(result):
-        lines.append("  ours / Triton: streams, tokens/s, TTFT p50, TTFT p99, ITL p50, ITL p99")
+        lines.append("  ours / Triton: streams, tokens/s, TTFT p50, TTFT p99, ITL p50, ITL p99, TPOT p50, TPOT p99")
         lines += ["  " + "  ".join(r) for r in ratio_rows(result)]
         lines.append("Targets:")
         for what, value, target, met in targets(result):
@@ -111,20 +111,24 @@ def markdown(result: dict) -> str:
         "then finish. A token is a chunk of the stream with text (ours sends the finish reason in one more chunk "
         "without text, Triton's with the last token; neither counts). **TTFT**: from sending a request to its "
         "first token; **ITL**: the gaps between the tokens of one request (tokens that arrive in one read share "
-        "one arrival time, gap 0: hence p50s near 0 where the server writes several chunks at once); "
-        f"**tokens/s**: the tokens that arrived within the {result['duration_s']:g} s, divided by them. Both servers run side by side; for each stream count the client runs against one then the "
+        "one arrival time, gap 0: hence p50s near 0 where the server writes several chunks at once); **TPOT** (time per output token): per "
+        "request, from its first token to its last over the gaps between them, the figure that bursts do not hide; "
+        "**tokens/s**: all the tokens of the run over its wall time, from the first request to the end of the last "
+        "(the requests in flight at the end included: at 256 streams a server's first tokens may come only seconds "
+        "after the start). Both servers run side by side; for each stream count the client runs against one then the "
         "other, the order alternating from one count to the next. **client** and **server**: the cores the client "
         "process (getrusage) and the server's process tree (/proc) used during the run; on this machine the client, "
         "the server and the rest of the load share the same CPUs, so a side's figures are also bounded by what the "
         "client could do on what was left.", "",
-        "| streams | server | tokens/s | TTFT p50 (ms) | TTFT p99 (ms) | ITL p50 (ms) | ITL p99 (ms) | requests | "
-        "client (cores) | server (cores) | load (1 min) | errors |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| streams | server | tokens/s | TTFT p50 (ms) | TTFT p99 (ms) | ITL p50 (ms) | ITL p99 (ms) | TPOT p50 (ms) "
+        "| TPOT p99 (ms) | requests | client (cores) | server (cores) | load (1 min) | errors |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     out += ["| " + " | ".join(r) + " |" for r in rows(result)]
     if ratio_rows(result):
         out += ["", "Ours / Triton's (tokens/s: higher is better; latencies: lower is better):", "",
-                "| streams | tokens/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 |", "|---:|---:|---:|---:|---:|---:|"]
+                "| streams | tokens/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | TPOT p50 | TPOT p99 |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|"]
         out += ["| " + " | ".join(r) + " |" for r in ratio_rows(result)]
         out += ["", "### Targets", "", "| figure | measured | target | met |", "|---|---:|---|---|"]
         for what, value, target, met in targets(result):

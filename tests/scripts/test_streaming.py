@@ -64,6 +64,7 @@ def run_load(answers: list[bytes]) -> dict:
             finally:
                 await stream.close()
         return {"requests": load.requests, "tokens": load.tokens, "ttft": len(load.ttft), "itl": len(load.itl),
+                "tpot": len(load.tpot),
                 "errors": load.errors, "counts": sorted(load.token_counts)}
     return asyncio.run(main())
 
@@ -81,7 +82,7 @@ def test_the_client_counts_each_event_of_a_chunked_stream_once_however_the_bytes
     body = sse(*events[:2]) + sse(*events[2:], finish, "[DONE]")
     answer = OK_HEAD + chunk(body[:10]) + chunk(body[10:]) + b"0\r\n\r\n"
     got = run_load([answer, answer])  # two requests on one keep-alive connection
-    assert got == {"requests": 2, "tokens": 10, "ttft": 2, "itl": 8, "errors": [], "counts": [5]}
+    assert got == {"requests": 2, "tokens": 10, "ttft": 2, "itl": 8, "tpot": 2, "errors": [], "counts": [5]}
 
 
 def test_the_client_names_an_error_status_and_a_stream_cut_before_done():
@@ -112,7 +113,7 @@ def test_percentiles_are_nearest_rank():
 def made_result(ours_tps: float, triton_tps: float, ours_ttft: float, triton_ttft: float) -> dict:
     def sample(tps: float, ttft: float) -> dict:
         return {"tokens_per_s": tps, "ttft_p50_ms": ttft / 2, "ttft_p99_ms": ttft, "itl_p50_ms": 0.01,
-                "itl_p99_ms": 1.0, "requests": 10, "client_cores": 0.2, "server_cores": 0.9, "load": 1.0,
+                "itl_p99_ms": 1.0, "tpot_p50_ms": 0.1, "tpot_p99_ms": 0.2, "requests": 10, "client_cores": 0.2, "server_cores": 0.9, "load": 1.0,
                 "error_count": 0}
     return {"samples": {"ours/64": sample(ours_tps, ours_ttft), "triton/64": sample(triton_tps, triton_ttft)},
             "servers": ["ours", "triton"], "streams": [64], "duration_s": 10, "max_tokens": 200, "instances": 2,
@@ -157,8 +158,9 @@ def check_side(result: dict, server: str) -> None:
     for streams in (1, 16):
         s = result["samples"][f"{server}/{streams}"]
         assert s["error_count"] == 0 and s["requests"] >= streams, s
-        assert s["tokens_per_request"] == [200] and s["tokens_in_window"] > 0, s
+        assert s["tokens_per_request"] == [200] and s["tokens"] == 200 * s["requests"] and s["tokens_per_s"] > 0, s
         assert s["ttft_p50_ms"] <= s["ttft_p99_ms"] and s["itl_p50_ms"] <= s["itl_p99_ms"], s
+        assert 0 <= s["tpot_p50_ms"] <= s["tpot_p99_ms"], s
         assert 0 < s["client_cores"] and 0 < s["server_cores"], s
 
 
