@@ -21,6 +21,7 @@ import json
 import resource
 import sys
 import time
+from typing import AsyncIterator
 
 DONE = b"data: [DONE]"
 
@@ -72,7 +73,7 @@ async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
     return int(parts[1]), headers
 
 
-async def body_pieces(reader: asyncio.StreamReader, headers: dict[str, str]):  # type: ignore[no-untyped-def]
+async def body_pieces(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
     """The body as the bytes arrive: chunked, of a Content-Length, or up to the connection's close."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
         while True:

@@ -104,7 +104,9 @@ def markdown(result: dict) -> str:
         "unchanged) started with `--model-repository R --backend vllm --tokenizer T` (a word-level tokenizer made "
         "offline) in its own venv (.bench/triton-openai: pytriton installed with `pip install -e`, fastapi 0.111.1, "
         "transformers 4.57.6, tokenizers, uvicorn), running on pytriton's in-process API (`import tritonserver`): the "
-        "models run in the same worker processes on both sides; only the front end differs.", "",
+        "models run in the same worker processes on both sides; only the front end differs. Triton's frontend keeps its "
+        "defaults: uvicorn (with uvloop and httptools, installed with pytriton) at log level info, so one access-log "
+        "line per request (not per token).", "",
         f"The client (scripts/bench_lib/sse_load.py) is one process of its own per run, plain asyncio streams: N "
         f"streams, each a keep-alive HTTP/1.1 connection asking one `POST /v1/completions` (`stream: true`, "
         f"`max_tokens: {result['max_tokens']}`) after another for {result['duration_s']:g} s; the requests in flight "
