@@ -97,9 +97,12 @@ def test_each_suite_rewrites_its_own_section_of_the_report(tmp_path):
     assert "_Not run yet: `scripts/bench --vs-triton`._" in doc.read_text()
     triton_report.write_section(doc, "vs-triton", "## Versus\n\nsecond")
     triton_report.write_section(doc, "many-models", "## Many\n\nthird")
+    assert "_Not run yet: `scripts/bench --streaming`._" in doc.read_text()
+    triton_report.write_section(doc, "streaming", "## Streaming\n\nfourth")
     text = doc.read_text()
-    assert "second" in text and "third" in text and "first" not in text and "Not run yet" not in text
-    assert text.index("## Versus") < text.index("## Many")
+    assert "second" in text and "third" in text and "fourth" in text and "first" not in text
+    assert "Not run yet" not in text
+    assert text.index("## Versus") < text.index("## Many") < text.index("## Streaming")
 
 
 def test_the_options_refuse_what_the_suites_cannot_run(capsys):
