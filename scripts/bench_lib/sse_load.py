@@ -8,7 +8,8 @@ token: from the first token to the last over the gaps between them) and their co
 benchmark's model each is one token (a chunk with no text, such as a last one holding only the finish reason, is
 not counted). Tokens/s: every token of the run over its wall time, the requests in flight at the end of the
 duration included (a server whose first tokens come late at high concurrency is still credited with the work it
-did); the tokens that arrived within the duration alone are `window_tokens_per_s`. The process's own CPU time (getrusage) over the run is reported beside them.
+did); the tokens that arrived within the duration alone are `window_tokens_per_s`. The process's own CPU time
+(getrusage) over the run is reported beside them.
 
     python sse_load.py --port P --model M --streams 16 --duration 10 --max-tokens 200   # JSON on stdout
 """

@@ -113,7 +113,8 @@ def test_percentiles_are_nearest_rank():
 def made_result(ours_tps: float, triton_tps: float, ours_ttft: float, triton_ttft: float) -> dict:
     def sample(tps: float, ttft: float) -> dict:
         return {"tokens_per_s": tps, "ttft_p50_ms": ttft / 2, "ttft_p99_ms": ttft, "itl_p50_ms": 0.01,
-                "itl_p99_ms": 1.0, "tpot_p50_ms": 0.1, "tpot_p99_ms": 0.2, "requests": 10, "client_cores": 0.2, "server_cores": 0.9, "load": 1.0,
+                "itl_p99_ms": 1.0, "tpot_p50_ms": 0.1, "tpot_p99_ms": 0.2, "requests": 10, "client_cores": 0.2,
+                "server_cores": 0.9, "load": 1.0,
                 "error_count": 0}
     return {"samples": {"ours/64": sample(ours_tps, ours_ttft), "triton/64": sample(triton_tps, triton_ttft)},
             "servers": ["ours", "triton"], "streams": [64], "duration_s": 10, "max_tokens": 200, "instances": 2,
