@@ -1,7 +1,15 @@
 """`python -m pytriton.backends.autocomplete MODEL_FILE CONFIG_FILE ANSWER_FILE [PARENT_PID]`: import a repository
 model's `model.py` in a short-lived process, call `TritonPythonModel.auto_complete_config` on the configuration read
 from CONFIG_FILE (Triton's JSON form) and write the completed configuration, or the error, to ANSWER_FILE, so that
-the server process never runs the model's code."""
+the server process never runs the model's code.
+
+`python -m pytriton.backends.autocomplete --fork-server PARENT_PID`: the same for many models at the cost of one
+interpreter. The process imports what auto-complete and most models import (numpy, pb_utils), says {"ready": pid} on
+its stdout, then reads requests from its stdin, one JSON line each: {"model_file", "config_path", "answer_path"}.
+For each it forks a child that does what the one-model form does, waits for it and answers {"code": c} (its exit
+code, or minus the signal that killed it). One child at a time, each a process of its own: a model that crashes,
+exits or prints cannot touch the next model's answer. It exits when its stdin closes or its parent dies.
+"""
 
 from __future__ import annotations
 
@@ -42,10 +50,8 @@ def auto_complete(model_file: str, config: dict[str, Any]) -> dict[str, Any] | N
     return result.as_dict()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    model_file, config_path, answer_path = args[0], args[1], args[2]
-    _die_with_parent(int(args[3]) if len(args) > 3 else 0)
+def answer(model_file: str, config_path: str, answer_path: str) -> None:
+    """Auto-complete the model of `model_file` (what it prints goes to stderr) and write the answer file."""
     os.dup2(2, 1)  # what the model prints goes to stderr
     try:
         with open(config_path, encoding="utf-8") as f:
@@ -57,8 +63,57 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - the model's error (even SystemExit) is the answer
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": user_traceback(exc)}
     # The answer goes to a file, read once this process has exited: a process the model forked may hold our pipes.
-    with open(answer_path, "w", encoding="utf-8") as answer:
-        answer.write(json.dumps(result))
+    with open(answer_path, "w", encoding="utf-8") as out:
+        out.write(json.dumps(result))
+
+
+def _forked_answer(request: dict[str, Any], server: int) -> None:
+    """In the child: leave the fork-server's pipes alone, die with the fork-server, answer, exit at once."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        _die_with_parent(server)
+        answer(request["model_file"], request["config_path"], request["answer_path"])
+        code = 0
+    finally:
+        sys.stderr.flush()
+        os._exit(code)  # threads the model started must not keep this process alive
+
+
+def fork_server(parent: int) -> int:
+    """Answer auto-complete requests on stdin, each in a forked child (see the module's docstring)."""
+    _die_with_parent(parent)
+    try:
+        import numpy  # noqa: F401 - most models import it: each child finds it imported
+    except ImportError:
+        pass
+    requests, replies = sys.stdin.buffer, os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # (nothing printed here may garble the replies)
+    replies.write(json.dumps({"ready": os.getpid()}) + "\n")
+    replies.flush()
+    for line in requests:
+        request = json.loads(line)
+        sys.stderr.flush()
+        server = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            replies.close()
+            _forked_answer(request, server)
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+        replies.flush()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[0] == "--fork-server":
+        return fork_server(int(args[1]))
+    model_file, config_path, answer_path = args[0], args[1], args[2]
+    _die_with_parent(int(args[3]) if len(args) > 3 else 0)
+    answer(model_file, config_path, answer_path)
     return 0
 
 

@@ -18,6 +18,7 @@ from pytriton.core.ensemble import TARGET_PREFIX as ENSEMBLE_TARGET
 from pytriton.core.ensemble import ensemble_steps
 from pytriton.model_config.names import shown
 from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.repository.autocomplete import ForkServer
 from pytriton.repository.autocomplete import auto_complete as complete_config
 from pytriton.repository.autocomplete import prefill
 from pytriton.repository.config import (
@@ -66,14 +67,14 @@ def select_versions(policy: dict[str, Any], available: list[int], path: str, mod
 
 
 def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_complete: bool = True,
-                  served_name: str | None = None) -> list[RepositoryModel]:
+                  served_name: str | None = None, forks: ForkServer | None = None) -> list[RepositoryModel]:
     """The model versions in `model_dir` its version policy serves (`config.pbtxt` and the version folders), lowest
     first; a ModelRepositoryError names what is wrong.
 
     `override` replaces the model's `config.pbtxt` (a load request's `config` parameter). With `auto_complete` (Triton's
     default) the model's `auto_complete_config` completes the configuration, which may then be partial or absent.
     `served_name` is the name a repository's name mapping gives the folder (the configuration's name is replaced by
-    it, as in Triton)."""
+    it, as in Triton). `forks` runs auto-complete in its forked children (else each in a fresh interpreter)."""
     model_dir = os.path.abspath(model_dir)
     name = served_name or os.path.basename(model_dir)
     path = os.path.join(model_dir, CONFIG_FILE)
@@ -115,7 +116,7 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
         model_files[version] = found
     if auto_complete and proto.backend == "python" and (served_name is not None or proto.name == name):
         # One configuration for every version: completed by the highest served version's model.
-        proto = complete_config(proto, model_files[versions[-1]])
+        proto = complete_config(proto, model_files[versions[-1]], forks)
     return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name),
                             python_model_target(model_files[version])) for version in versions]
 
@@ -153,9 +154,11 @@ def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None
 
 def load_repositories(folders: Sequence[str], auto_complete: bool = True) -> list[RepositoryModel]:
     """Every model version of the repositories `folders` its policy selects (mode "none": all are served), each
-    ensemble after the models its steps name (so that it is checked against them as it loads)."""
-    return serving_order([model for model_dir in scan_repositories(folders).values()
-                          for model in load_versions(model_dir, auto_complete=auto_complete)])
+    ensemble after the models its steps name (so that it is checked against them as it loads). The models'
+    auto-complete runs in children of one fork-server."""
+    with ForkServer() as forks:
+        return serving_order([model for model_dir in scan_repositories(folders).values()
+                              for model in load_versions(model_dir, auto_complete=auto_complete, forks=forks)])
 
 
 def serving_order(models: list[RepositoryModel]) -> list[RepositoryModel]:
