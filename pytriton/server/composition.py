@@ -18,7 +18,7 @@ import secrets
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytriton.config.cache import parse_cache_config
 from pytriton.config.gpus import gpu_available
@@ -38,15 +38,18 @@ from pytriton.frontend.http.app import HttpApp
 from pytriton.frontend.http1 import HttpListener
 from pytriton.frontend.metrics.server import MetricsApp
 from pytriton.proxy.arena import sweep_dead_segments, unlink_segments
-from pytriton.repository import load_repositories
-from pytriton.repository.control import ModelControl
 from pytriton.server.control_service import ControlService
 from pytriton.server.peers import LOCKED, FrontendPeers
-from pytriton.server.openai_listener import start_openai_listener
 from pytriton.server.platform_listeners import check_ports, start_platform_listeners
 from pytriton.supervisor.host import WorkerHost
 from pytriton.supervisor.model_loading import ModelLoadingBridge
 from pytriton.supervisor.run_dir import RunDirectory, sweep_stale_run_dirs
+
+if TYPE_CHECKING:
+    from pytriton.repository.control import ModelControl
+
+# Imported where they are used, not here: the model repository (pytriton.repository: loading, auto-complete, model
+# control) and the OpenAI front-end. A server without them (Triton.bind's) never imports them.
 
 logger = logging.getLogger("pytriton.server")
 
@@ -142,9 +145,10 @@ class Server:
                                always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()
             self.control = ControlService(core, host, self.trace_settings)
-            for spec in _models_at_start(config):
-                await self._add_model(core, host, spec)
+            await self._add_models(core, host, _models_at_start(config))
             if config.model_control_mode != "none":
+                from pytriton.repository.control import ModelControl
+
                 self.model_control = ModelControl(core, host, config.model_repositories, config.model_control_mode,
                                                   config.repository_poll_secs, config.exit_timeout_s,
                                                   auto_complete=config.auto_complete_config,
@@ -213,6 +217,8 @@ class Server:
             if config.allow_sagemaker or config.allow_vertex_ai:
                 self.attached += await start_platform_listeners(config, http_app, core)
             if config.openai_port is not None:
+                from pytriton.server.openai_listener import start_openai_listener
+
                 self.openai = await start_openai_listener(config, core, self.tracer)
                 self.attached.append(self.openai)  # (stopped with the others)
         except BaseException:
@@ -224,6 +230,33 @@ class Server:
             logger.info("front-end process %d is ready", self.config.frontend_index)
         else:
             logger.info("pytriton server ready")
+
+    async def _add_models(self, core: ServerCore, host: WorkerHost, specs: list[ModelSpec]) -> None:
+        """Serve the models given at start. Models of their own start side by side (their workers import and
+        initialize at once), at most as many at a time as this process may use cores; an ensemble starts after every
+        model given before it (its steps come before it: `serving_order`). With `exit_on_error`, the first model that
+        failed stops the start once the models starting beside it have started."""
+        bound = asyncio.Semaphore(usable_cores())
+        pending: list[Coroutine[Any, Any, None]] = []
+
+        async def one(spec: ModelSpec) -> None:
+            async with bound:
+                await self._add_model(core, host, spec)
+
+        async def settle() -> None:
+            results = await asyncio.gather(*pending, return_exceptions=True)
+            pending.clear()
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+
+        for spec in specs:
+            if spec.callable_target.startswith(ENSEMBLE_TARGET):
+                await settle()
+                await self._add_model(core, host, spec)
+            else:
+                pending.append(one(spec))
+        await settle()
 
     async def _add_model(self, core: ServerCore, host: WorkerHost, spec: ModelSpec) -> None:
         """Serve a model given at start; one that fails to load stops the start, or with `exit_on_error` false is
@@ -313,11 +346,21 @@ class Server:
             host.close()
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _models_at_start(config: ServerConfig) -> list[ModelSpec]:
     """The models given, then those of the model repositories when the model control mode is "none" (a repository
     or config that cannot be served is a ModelRepositoryError)."""
     specs = list(config.models)
     if config.model_control_mode == "none" and config.model_repositories:
+        from pytriton.repository import load_repositories
+
         specs += [ModelSpec(m.config, m.target)
                   for m in load_repositories(config.model_repositories, config.auto_complete_config)]
     return specs
