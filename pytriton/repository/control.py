@@ -21,6 +21,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.model_config.names import model_name_problem, shown
 from pytriton.repository import ModelRepositoryError, RepositoryModel, load_versions, scan_repositories
+from pytriton.repository.autocomplete import ForkServer
 from pytriton.repository.config import PollFailure
 from pytriton.repository.locks import NameLocks
 from pytriton.repository.overrides import parse_override
@@ -104,6 +105,7 @@ class ModelControl:
         self.poll_secs = poll_secs
         self.retire_timeout_s = retire_timeout_s
         self.auto_complete = auto_complete  # models' auto_complete_config completes their configuration
+        self._forks: ForkServer | None = None  # while the models named at start load: their auto-complete's
         self.exit_on_error = exit_on_error  # a model that fails to load at start fails the start (Triton's option)
         self.allow_uploads = allow_uploads  # loads may give the model's files (`file:` parameters; off by default)
         self.limits = limits or RepositoryLimits()  # bounds of a load's configuration override and files
@@ -146,16 +148,21 @@ class ModelControl:
                     missing.append(name)
                     logger.error("failed to poll model '%s': model not found in any model repository.", shown(name))
         failures = [f"failed to poll model '{shown(n)}': model not found in any model repository." for n in missing]
-        for name in names:
-            entry = self._entries.get(name)
-            if entry is not None and any(v.state == "READY" for v in entry.versions.values()):  # loaded as a step
-                entry.explicit = True
-                continue
-            try:
-                await self._locked_load(name, found[name])
-            except ServerError as exc:
-                logger.error("%s", exc)
-                failures.append(str(exc))
+        forks = self._forks = ForkServer()  # the start's auto-completes fork from one process (loads later: fresh)
+        try:
+            for name in names:
+                entry = self._entries.get(name)
+                if entry is not None and any(v.state == "READY" for v in entry.versions.values()):  # loaded as a step
+                    entry.explicit = True
+                    continue
+                try:
+                    await self._locked_load(name, found[name])
+                except ServerError as exc:
+                    logger.error("%s", exc)
+                    failures.append(str(exc))
+        finally:
+            self._forks = None
+            await asyncio.to_thread(forks.close)
         if failures and self.exit_on_error:  # (in-process: Triton's InternalError, these details as its cause)
             raise ModelRepositoryError("failed to load all models: " + " ".join(failures))
         if self.mode == "poll":
@@ -366,7 +373,8 @@ class ModelControl:
         try:
             # in a thread: auto-complete waits for a child process running the model's auto_complete_config
             served_name = name if self.mappings.get(name) == model_dir else None  # a mapped folder: named so
-            models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete, served_name)
+            models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete, served_name,
+                                             self._forks)
             scheduling = models[-1].config.ensemble_scheduling
             if scheduling is not None:
                 steps = [s.model_name for s in ensemble_steps(scheduling)]

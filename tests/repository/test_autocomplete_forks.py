@@ -12,6 +12,7 @@ import pytest
 
 from pytriton.repository import ModelRepositoryError, load_repositories, load_versions
 from pytriton.repository.autocomplete import ForkServer
+from tests._support.serving import serve
 
 # A model whose auto_complete_config notes its parent process in parents.txt, then runs BODY, then completes.
 MODEL = """import os
@@ -95,3 +96,16 @@ def test_with_the_template_off_each_model_starts_a_fresh_interpreter(tmp_path, m
         load_repositories([str(tmp_path)])
     assert [p for d in dirs for p in parents(d)] == [os.getpid()] * 2
     assert "fresh interpreter each: PYTRITON_WORKER_TEMPLATE=0" in caplog.text
+
+
+@pytest.mark.parametrize("mode", [["--model-control-mode", "none"],
+                                  ["--model-control-mode", "explicit", "--load-model", "*"]])
+def test_a_served_repository_is_auto_completed_by_one_fork_server(tmp_path, mode):
+    """`pytriton serve`: the models loaded at start, in mode none as in mode explicit, are auto-completed in children
+    of one process that is neither the server nor left behind."""
+    dirs = [write(tmp_path, f"m{i}") for i in range(2)]
+    with serve("--model-repository", str(tmp_path), *mode) as server:
+        assert server.wait_for_log("model 'm1' version 1 ready")
+        seen = {p for d in dirs for p in parents(d)}
+        assert len(seen) == 1 and server.process.pid not in seen
+        assert gone(seen.pop())
