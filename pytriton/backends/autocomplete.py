@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -71,6 +72,7 @@ def _forked_answer(request: dict[str, Any], server: int) -> None:
     """In the child: leave the fork-server's pipes alone, die with the fork-server, answer, exit at once."""
     code = 1
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # (as in a fresh interpreter)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -85,6 +87,7 @@ def _forked_answer(request: dict[str, Any], server: int) -> None:
 def fork_server(parent: int) -> int:
     """Answer auto-complete requests on stdin, each in a forked child (see the module's docstring)."""
     _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the child hears it, the loader stops us
     try:
         import numpy  # noqa: F401 - most models import it: each child finds it imported
     except ImportError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,16 @@ def test_a_fork_server_that_died_is_replaced_by_fresh_interpreters(tmp_path, cap
     assert parents(second) == [os.getpid()]
     assert "the auto-complete fork-server failed" in caplog.text
     assert "models' auto-complete starts a fresh interpreter each" in caplog.text
+
+
+def test_a_ctrl_c_to_the_fork_server_leaves_it_serving(tmp_path):
+    """Ctrl-C reaches the whole process group: the loader decides whether to stop, the fork-server does not die."""
+    first, second = write(tmp_path, "first"), write(tmp_path, "second")
+    with ForkServer() as forks:
+        load_versions(first, forks=forks)
+        os.kill(parents(first)[0], signal.SIGINT)
+        load_versions(second, forks=forks)
+    assert parents(second) == parents(first)
 
 
 def test_with_the_template_off_each_model_starts_a_fresh_interpreter(tmp_path, monkeypatch, caplog):
