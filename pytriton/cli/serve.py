@@ -18,7 +18,6 @@ from pytriton.cli.platform_options import platform_options
 from pytriton.cli.queue_options import queue_policy_options
 from pytriton.cli.sequence_options import CONTROL_HELP, STATE_HELP, sequence_batcher_of
 from pytriton.cli.tls_options import tls_options
-from pytriton.config import env as _env
 from pytriton.config.cache import parse_cache_config
 from pytriton.config.metrics import MetricsSettings
 from pytriton.config.platforms import vertex_ai_mode
@@ -37,24 +36,6 @@ from pytriton.server.frontend_group import refusal, run_group
 from pytriton.server.process import run
 
 logger = logging.getLogger("pytriton.cli")
-
-
-def _tune_malloc() -> None:
-    """Re-execute once with glibc malloc tunables: large tensors then reuse heap memory instead of fresh mmaps
-    (2.5-3x on 1 MiB paths, see the measurements); GLIBC_TUNABLES set by the user is left alone. Only when
-    this process is the `pytriton` program itself (never inside another program that calls `main`)."""
-    tunables = _env.malloc_tunables()
-    if tunables is None:
-        return
-    main_module = sys.modules.get("__main__")
-    spec = getattr(main_module, "__spec__", None)
-    if not (os.path.basename(sys.argv[0]) == "pytriton" or (spec is not None and spec.name in ("pytriton.cli", "pytriton.cli.__main__"))):
-        return
-    env = dict(os.environ, GLIBC_TUNABLES=tunables)
-    try:
-        os.execve(sys.executable, [sys.executable, "-m", "pytriton.cli", *sys.argv[1:]], env)
-    except OSError:
-        pass  # keep running untuned
 
 
 def _log_to(path: str) -> None:
@@ -413,7 +394,6 @@ def serve(
                                "well.")
     if model_control_mode != "none" and not model_repositories:
         raise click.UsageError(f"--model-control-mode {model_control_mode} needs --model-repository DIR")
-    _tune_malloc()
     if log_file:
         _log_to(log_file)
     repository_names = _repository_names(model_repositories)

@@ -104,6 +104,19 @@ def test_the_server_process_does_not_import_the_callable(tmp_path):
                                       for name in ("tests.cli_targets", "tests.cli_targets.recorded")])
 
 
+def test_the_server_modules_are_imported_once_per_process():
+    """`pytriton serve` restarts itself with glibc's malloc tunables before it imports the server (not after: that
+    import, most of a start's CPU time, would be thrown away); each process imports the server's modules at most
+    once. (Python's import-time profile, inherited through the environment, names every module each process
+    imports.)"""
+    with serve("examples.add_sub:add_sub", env={"PYTHONPROFILEIMPORTTIME": "1"}) as server:
+        pass
+    profiles = [line for line in server.lines if line.startswith("import time:")]
+    assert profiles, server.log
+    loads = sum(1 for line in profiles if line.split("|")[-1].strip() == "pytriton.server.process")
+    assert loads == 1, server.log
+
+
 def test_a_bad_environment_variable_is_reported_by_name():
     result = CliRunner().invoke(main, ["serve", "tests.models:identity", "--input", "IN_O:int32:1",
                                        "--output", "OUT_O:int32:1", *LOCAL_PORTS],
