@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pytriton.backends.child import reap
+from pytriton.backends.child import reap, wait_for_exit
 from pytriton.backends.target import CallableTarget
 from pytriton.cli.queue_options import apply_queue_flags, queue_flags_given
 from pytriton.config.gpus import NO_GPU_REASON, GpuSelectionError, parse_gpu_ids, select_gpus, visible_gpus
@@ -98,7 +98,7 @@ def _run_describe(target: CallableTarget, answer_path: str, env: dict[str, str])
         [sys.executable, "-m", "pytriton.backends.describe", str(target), answer_path, str(os.getpid())], env=env)
     try:
         try:
-            return process.wait(timeout=NOTICE_AFTER_S)
+            return wait_for_exit(process, NOTICE_AFTER_S)
         except subprocess.TimeoutExpired:
             click.echo(f"importing {target.module} to read its model declaration (still running after "
                        f"{NOTICE_AFTER_S:g} s; the import is not limited in time)...", err=True)

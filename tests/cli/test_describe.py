@@ -8,9 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 from click.testing import CliRunner
 
+from pytriton.backends.target import CallableTarget
 from pytriton.cli import model as _cli_model
 from pytriton.cli.serve import main
 from tests._support.paths import REPO
@@ -52,6 +54,17 @@ def test_a_slow_import_says_what_is_going_on(monkeypatch):
     assert "importing tests.cli_targets.slow_import to read its model declaration (still running after 0.2 s" in \
         result.output
     assert "declares no outputs" in result.output
+
+
+def test_the_describe_process_is_waited_for_without_polling(monkeypatch):
+    """The start goes on the moment the describe process exits: not through Popen.wait's polling with a timeout, which
+    sleeps up to 50 ms between looks (a delay every server start paid)."""
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s waiting for the describe process")
+
+    monkeypatch.setattr(subprocess, "time", types.SimpleNamespace(monotonic=time.monotonic, sleep=no_sleep))
+    description = _cli_model.describe_target(CallableTarget.parse("examples.add_sub:add_sub"))
+    assert description.declaration is not None and description.kind == "function"
 
 
 def test_the_describe_process_dies_with_pytriton_serve(tmp_path):
