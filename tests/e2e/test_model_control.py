@@ -347,12 +347,17 @@ def test_load_parameters_of_the_wrong_kind_are_refused(repo):
 
 
 SLOW_INIT_MODEL = """
+import os
 import time
+
+RELEASE = {release!r}
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        time.sleep(2.0)
+        deadline = time.monotonic() + 60  # (bounded: a broken test must not hold the worker for ever)
+        while not os.path.exists(RELEASE) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def execute(self, requests):
         raise AssertionError("not called")
@@ -360,20 +365,22 @@ class TritonPythonModel:
 
 
 def test_index_shows_loading_while_initialize_runs(repo):
+    """initialize() holds until the test has seen the model LOADING in the index, then lets it go: READY."""
+    release = repo / "release"
     (repo / "slow").mkdir()
     (repo / "slow" / "config.pbtxt").write_text(SCALE_CONFIG.replace('"scale"', '"slow"'))
     (repo / "slow" / "1").mkdir()
-    (repo / "slow" / "1" / "model.py").write_text(SLOW_INIT_MODEL)
+    (repo / "slow" / "1" / "model.py").write_text(SLOW_INIT_MODEL.format(release=str(release)))
     with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
         client = client_for(server, "grpc")
         loader = threading.Thread(target=client_for(server, "http").load_model, args=("slow",))
         loader.start()
-        states = set()
-        while loader.is_alive():
-            states.add(index(client, "grpc")["slow"].get("state"))
-            time.sleep(0.05)
-        loader.join()
-        assert "LOADING" in states, states
+        try:
+            wait_until(lambda: index(client, "grpc")["slow"].get("state") == "LOADING", "slow LOADING in the index")
+            assert loader.is_alive()  # the load answers once initialize() returns
+        finally:
+            release.touch()
+            loader.join(60)
         assert index(client, "grpc")["slow"]["state"] == "READY"
 
 
