@@ -20,6 +20,8 @@ from bench_lib import procfs
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PORT_RE = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service) at [^:]+:(\d+)")
+# an instance's default name is <model>_<group index>_<count> (Triton's `<group>_<c>`, the group named `<model>_<i>`)
+INSTANCE_STARTED_RE = re.compile(r"model instance '(.+)_\d+_\d+' started \(pid (\d+)\)")
 PENDING_RE = re.compile(r"^nv_inference_pending_request_count(?:\{[^}]*\})?\s+(\S+)", re.MULTILINE)
 OUR_SHM_RE = re.compile(r"^pytriton_[0-9a-f]+_(\d+)_")  # the server's segments carry their owner's pid
 
@@ -105,6 +107,7 @@ class SoakServer:
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
         self._log: IO[str] | None = None
+        self.instance_models: dict[int, str] = {}  # worker pid -> its model, from the log's 'started (pid N)' lines
         self.grpc_url = self.http_url = self.metrics_url = ""  # known once it is ready
 
     def start(self, timeout_s: float) -> None:
@@ -133,6 +136,9 @@ class SoakServer:
             m = PORT_RE.search(line)
             if m:
                 self.ports[m.group(1)] = int(m.group(2))
+            m = INSTANCE_STARTED_RE.search(line)
+            if m:  # (a worker forked from the worker template shows no spec on its command line)
+                self.instance_models[int(m.group(2))] = m.group(1)
             if "pytriton server ready" in line:
                 self._ready.set()
         self._ready.set()
@@ -157,7 +163,9 @@ class SoakServer:
             return []
         pids = procfs.descendants(self.proc.pid)
         self._seen(pids)
-        return [p for p in map(describe, pids) if p.start is not None]
+        found = [p for p in map(describe, pids) if p.start is not None]
+        return [dataclasses.replace(p, model=self.instance_models.get(p.pid, "?")) if p.model == "?" else p
+                for p in found]
 
     def is_alive(self, process: ServerProcess) -> bool:
         return process.start is not None and procfs.start_time(process.pid) == process.start

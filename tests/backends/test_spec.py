@@ -37,5 +37,5 @@ def test_a_newer_spec_with_more_fields_still_reads_and_a_bad_watch_is_refused():
     spec = WorkerSpec(address="a", identity="i", tag="t", server_pid=1, inline_max=0, config=CONFIG)
     text = spec.to_json()[:-1] + ', "future_field": 1}'
     assert WorkerSpec.from_json(text) == spec
-    with pytest.raises(ValueError, match="WorkerSpec.watch must be one of parent, pid, none, got 'sometimes'"):
+    with pytest.raises(ValueError, match="WorkerSpec.watch must be one of parent, pidfd, pid, none, got 'sometimes'"):
         WorkerSpec(address="a", identity="i", tag="t", server_pid=1, inline_max=0, config=CONFIG, watch="sometimes")

@@ -332,10 +332,16 @@ def _parent_of(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
+def _owner_of(worker: int, server) -> int:
+    """The front-end process that owns `worker`: its parent, or the parent of the worker template that forked it."""
+    parent = _parent_of(worker)
+    return _parent_of(parent) if parent in server.template_pids() else parent
+
+
 def test_a_worker_that_dies_is_restarted_by_its_own_process_and_the_group_serves_on():
     with serve(*ARGS) as server:
         frontends = {int(index): int(pid) for index, pid in FRONTEND_RE.findall(server.log)}
-        victim = next(pid for pid in server.worker_pids() if _parent_of(pid) == frontends[1])
+        victim = next(pid for pid in server.worker_pids() if _owner_of(pid, server) == frontends[1])
         os.kill(victim, signal.SIGKILL)
         assert server.wait_for_log(f"(pid {victim})")
         assert holds_within(lambda: server.log.count("model instance 'server_pid_0_0' started") >= 3), server.log

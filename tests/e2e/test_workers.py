@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import time
@@ -121,14 +122,35 @@ def test_killed_server_takes_workers_down_and_next_server_sweeps_its_segments():
         assert shm_segments_of({server_pid}), "the server's request arena should exist"
     finally:
         server.stop(signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(pid_alive(p) for p in workers), "workers must exit when their server dies"
-    assert shm_segments_of(set(workers)) == []
-    assert shm_segments_of({server_pid})  # a SIGKILLed server cannot clean up ...
+    # A SIGKILLed server cannot clean up: its segments stay. Hold a shared lock on each at once, so that no other
+    # server that starts meanwhile (other test processes start servers, and every start sweeps) takes them first.
+    left = _hold(shm_segments_of({server_pid}))
+    try:
+        assert left, "a SIGKILLed server's segments should stay behind"
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(pid_alive(p) for p in workers), "workers must exit when their server dies"
+        assert shm_segments_of(set(workers)) == []
+        assert shm_segments_of({server_pid})  # still there while held
+    finally:
+        for fd in left:
+            os.close(fd)
     with serve("tests.models:slow_pid", *SLOW_PID):
-        assert shm_segments_of({server_pid}) == []  # ... the next one sweeps it
+        assert shm_segments_of({server_pid}) == []  # ... the next server sweeps them
+
+
+def _hold(names: list[str]) -> list[int]:
+    """A shared flock on each segment (a sweep removes a segment only once it can lock it exclusively)."""
+    held = []
+    for name in names:
+        try:
+            fd = os.open(f"/dev/shm/{name}", os.O_RDONLY)
+        except FileNotFoundError:  # (swept in the instant between the listing and the open)
+            continue
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        held.append(fd)
+    return held
 
 
 def test_async_callable():
