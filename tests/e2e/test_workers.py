@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -119,38 +120,32 @@ def test_killed_server_takes_workers_down_and_next_server_sweeps_its_segments():
         client.infer("slow_pid", [big])
         workers = server.worker_pids()
         server_pid = server.process.pid
-        assert shm_segments_of({server_pid}), "the server's request arena should exist"
+        names = shm_segments_of({server_pid})
+        assert names, "the server's request arena should exist"
+        # Other test processes start servers meanwhile, and every start sweeps what dead servers left: wait for a
+        # shared lock on each segment now, granted the moment the killed server's own lock goes, so no sweep (which
+        # needs the segment's lock alone) takes them before this test's next server does.
+        held = [os.open(f"/dev/shm/{name}", os.O_RDONLY) for name in names]
+        waiters = [threading.Thread(target=fcntl.flock, args=(fd, fcntl.LOCK_SH), daemon=True) for fd in held]
+        for waiter in waiters:
+            waiter.start()
     finally:
         server.stop(signal.SIGKILL)
-    # A SIGKILLed server cannot clean up: its segments stay. Hold a shared lock on each at once, so that no other
-    # server that starts meanwhile (other test processes start servers, and every start sweeps) takes them first.
-    left = _hold(shm_segments_of({server_pid}))
     try:
-        assert left, "a SIGKILLed server's segments should stay behind"
+        for waiter in waiters:
+            waiter.join(10)
+        assert not any(waiter.is_alive() for waiter in waiters)
+        assert sorted(shm_segments_of({server_pid})) == sorted(names)  # a SIGKILLed server cannot clean up ...
         deadline = time.monotonic() + 10
         while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(pid_alive(p) for p in workers), "workers must exit when their server dies"
         assert shm_segments_of(set(workers)) == []
-        assert shm_segments_of({server_pid})  # still there while held
     finally:
-        for fd in left:
+        for fd in held:
             os.close(fd)
     with serve("tests.models:slow_pid", *SLOW_PID):
         assert shm_segments_of({server_pid}) == []  # ... the next server sweeps them
-
-
-def _hold(names: list[str]) -> list[int]:
-    """A shared flock on each segment (a sweep removes a segment only once it can lock it exclusively)."""
-    held = []
-    for name in names:
-        try:
-            fd = os.open(f"/dev/shm/{name}", os.O_RDONLY)
-        except FileNotFoundError:  # (swept in the instant between the listing and the open)
-            continue
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        held.append(fd)
-    return held
 
 
 def test_async_callable():

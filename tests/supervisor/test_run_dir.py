@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,19 +107,31 @@ def test_only_our_directories_are_swept_and_links_are_not_followed(tmp_path):
     assert (victim / "precious").read_text() == "keep me"
 
 
-def test_a_server_killed_with_sigkill_has_its_run_dir_swept_by_the_next_server():
+@pytest.fixture
+def short_tmp():
+    """A temporary folder with a short path (pytest's tmp_path is too deep for a run directory's socket)."""
+    path = tempfile.mkdtemp(prefix="rd", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_server_killed_with_sigkill_has_its_run_dir_swept_by_the_next_server(short_tmp):
+    # Both servers keep their run directories in a temporary folder of their own (TMPDIR): servers that other test
+    # processes start meanwhile sweep only their own (the default) one.
+    tmp_path = short_tmp
+    env = {"TMPDIR": tmp_path}
     args = tensor_args("input", [("INPUT", "fp32", "4")]) + tensor_args("output", [("PID", "int64", "1")])
-    server = ServerProcess(["tests.models:slow_pid", *args])
+    server = ServerProcess(["tests.models:slow_pid", *args], env=env)
     pid = server.process.pid
     try:
-        (run_dir,) = glob.glob(os.path.join(tempfile.gettempdir(), f"pytriton-*-{pid}-*"))
+        (run_dir,) = glob.glob(os.path.join(tmp_path, f"pytriton-*-{pid}-*"))
         assert os.path.exists(os.path.join(run_dir, "workers.sock"))
         workers = server.worker_pids()
     finally:
         server.stop(signal.SIGKILL)
     alive_after(workers, 10.0)
     assert os.path.isdir(run_dir)  # a SIGKILLed server cannot clean up ...
-    with serve("tests.models:slow_pid", *args) as second:
+    with serve("tests.models:slow_pid", *args, env=env) as second:
         assert not os.path.exists(run_dir)  # ... the next one sweeps it
-        (own,) = glob.glob(os.path.join(tempfile.gettempdir(), f"pytriton-*-{second.process.pid}-*"))
+        (own,) = glob.glob(os.path.join(tmp_path, f"pytriton-*-{second.process.pid}-*"))
     assert not os.path.exists(own)  # a graceful stop removes its own
