@@ -26,9 +26,9 @@ def unread_bytes(sock: socket.socket) -> int:
     return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
 
 
-def _connections() -> Iterator[tuple[int, int, int]]:
-    """(local port, remote port, TCP state) of every loopback IPv4 connection (IPv4-mapped ones too) on this
-    machine, from /proc/net/tcp and /proc/net/tcp6."""
+def _rows() -> Iterator[tuple[int, int, int, int]]:
+    """(local port, remote port, TCP state, bytes received and not read yet) of every loopback IPv4 connection
+    (IPv4-mapped ones too) on this machine, from /proc/net/tcp and /proc/net/tcp6."""
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(path) as table:
             next(table)
@@ -36,7 +36,21 @@ def _connections() -> Iterator[tuple[int, int, int]]:
                 fields = line.split()
                 local, remote = fields[1].split(":"), fields[2].split(":")
                 if remote[0] in LOOPBACK:
-                    yield int(local[1], 16), int(remote[1], 16), int(fields[3], 16)
+                    unread = int(fields[4].split(":")[1], 16)
+                    yield int(local[1], 16), int(remote[1], 16), int(fields[3], 16), unread
+
+
+def _connections() -> Iterator[tuple[int, int, int]]:
+    """(local port, remote port, TCP state) of every loopback connection (see `_rows`)."""
+    for local, remote, state, _unread in _rows():
+        yield local, remote, state
+
+
+def peer_unread(sock: socket.socket) -> int | None:
+    """Bytes `sock` sent that the other end (the server) has received but not read yet (None once that end is
+    gone): 0 once the server read all of it."""
+    ours, theirs = sock.getsockname()[1], sock.getpeername()[1]
+    return next((unread for local, remote, _state, unread in _rows() if (local, remote) == (theirs, ours)), None)
 
 
 def peer_state(sock: socket.socket) -> int | None:

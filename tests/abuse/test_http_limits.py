@@ -17,7 +17,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests._support.serving import serve
-from tests._support.sockets import ESTABLISHED, established_to, peer_state, unread_bytes, unsent_bytes
+from tests._support.sockets import ESTABLISHED, established_to, peer_state, peer_unread, unread_bytes, unsent_bytes
 from tests._support.waits import wait_until
 from tests.abuse._http import (
     ADD_SUB,
@@ -121,7 +121,8 @@ def test_head_split_at_every_byte_of_its_end(server):
     for cut in range(len(head) - 5, len(head)):
         with connect(server.http_url) as sock:
             sock.sendall(head[:cut])
-            time.sleep(0.05)  # (a pause between the pieces: the test passes, testing less, if they are read together)
+            # the server reads the first piece on its own before the rest comes (else they may be read together)
+            wait_until(lambda: unsent_bytes(sock) == 0 and peer_unread(sock) == 0, "the server to read the first piece")
             sock.sendall(head[cut:])
             assert read_response(sock)[0] == 200
 

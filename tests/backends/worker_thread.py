@@ -27,6 +27,7 @@ class Replies:
         self.errors: list[str] = []
         self.final = asyncio.get_running_loop().create_future()
         self.gone: str | None = None
+        self._came = asyncio.Event()  # set at each reply (on the router's loop)
 
     def on_reply(self, message: Any, frames: list[Any]) -> None:
         for item in message.responses:
@@ -34,6 +35,7 @@ class Replies:
         if message.error:
             self.errors.append(message.error)
         self.link.release(response_slots(message))
+        self._came.set()
         if message.final and not self.final.done():
             self.final.set_result(None)
 
@@ -43,10 +45,15 @@ class Replies:
             self.final.set_exception(WorkerGoneError(reason))
 
     async def until(self, count: int, timeout_s: float = 10.0) -> None:
+        """Wait for `count` responses, woken by each reply."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         while len(self.values) < count:
-            assert asyncio.get_running_loop().time() < deadline, f"{len(self.values)} of {count} responses came"
-            await asyncio.sleep(0.005)
+            self._came.clear()
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                await asyncio.wait_for(self._came.wait(), max(left, 0.0))
+            except TimeoutError:
+                raise AssertionError(f"{len(self.values)} of {count} responses came") from None
 
 
 def run_worker(config: TritonModelConfig, fn: Callable, scenario: Callable) -> threading.Thread:
