@@ -52,6 +52,14 @@ class _TooLarge(Exception):
     """The request body is larger than the input limit (answered with 413)."""
 
 
+def _refusal(exc: ServerError | AccessDenied | _TooLarge) -> HttpResponse:
+    """The answer to a request refused by `begin` or its route's handler: Triton's error for a ServerError, 403 for a
+    denied endpoint, 413 for a body past its limit."""
+    if isinstance(exc, ServerError):
+        return error_answer(exc)
+    return error_response(403 if isinstance(exc, AccessDenied) else 413, str(exc))
+
+
 def _decompress(body: bytes | bytearray, encoding: str | None, limit: int) -> bytes | bytearray:
     """The body inflated, a step at a time: never more than `limit` (plus one step) bytes of it exist."""
     if not encoding or encoding == "identity" or not body:
@@ -148,12 +156,8 @@ class HttpApp:
             if route.begin is not None:
                 started: HttpResponse | InferAnswer = route.begin(self, request, params)
                 return started
-        except ServerError as exc:
-            return error_answer(exc)
-        except AccessDenied as exc:
-            return error_response(403, str(exc))
-        except _TooLarge as exc:
-            return error_response(413, str(exc))
+        except (ServerError, AccessDenied, _TooLarge) as exc:
+            return _refusal(exc)
         request.route = found
         return None
 
@@ -169,12 +173,8 @@ class HttpApp:
         try:
             response: HttpResponse = await route.handler(self, request, params)
             return response
-        except ServerError as exc:
-            return error_answer(exc)
-        except AccessDenied as exc:
-            return error_response(403, str(exc))
-        except _TooLarge as exc:
-            return error_response(413, str(exc))
+        except (ServerError, AccessDenied, _TooLarge) as exc:
+            return _refusal(exc)
 
     def check(self, group: str, request: HttpRequest) -> None:
         """Raise AccessDenied unless the client may use the endpoint `group`."""

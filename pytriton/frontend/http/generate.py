@@ -33,7 +33,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.types import InferRequest, InferResponse, Tensor
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unsupported
-from pytriton.frontend.http.infer import _json_values
+from pytriton.frontend.http.infer import flatten, json_values
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
@@ -89,23 +89,6 @@ def input_shape(name: str, dims: list[int], count: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _leaves(value: Any) -> list[Any]:
-    """The values of a JSON value, nested arrays read in order."""
-    if not isinstance(value, list):
-        return [value]
-    out: list[Any] = []
-    stack = [iter(value)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            out.append(item)
-        else:
-            stack.pop()
-    return out
-
-
 def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
@@ -136,7 +119,7 @@ _READ: dict[str, tuple[Callable[[Any], bool], str, Any]] = {
 def input_tensor(name: str, datatype: str, dims: list[int], value: Any) -> Tensor:
     """An input from its JSON value, as Triton's generate endpoint reads it."""
     count = len(value) if isinstance(value, list) else 1
-    leaves = _leaves(value)
+    leaves = flatten(value)
     if datatype == "BYTES":  # (sized first: every leaf must be a string)
         if not all(isinstance(v, str) for v in leaves):
             raise internal("Unable to parse JSON bytes array: attempt to access JSON non-string as string")
@@ -216,7 +199,7 @@ def response_object(response: InferResponse) -> dict[str, Any]:
     for tensor in response.outputs:
         if tensor.name in entries:
             continue
-        values = _json_values(tensor)
+        values = json_values(tensor)
         count = 1
         for d in tensor.shape:
             count *= d

@@ -91,7 +91,7 @@ def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: 
     if datatype == "BYTES":
         # Like Triton, the size comes from the elements themselves: a wrong count is left to the core's
         # BYTES checks ("unexpected number of string elements ..." / "expected N string elements ...").
-        flat = _flatten(data)
+        flat = flatten(data)
         array = np.empty(len(flat), dtype=object)
         for i, item in enumerate(flat):
             if not isinstance(item, str):
@@ -114,7 +114,8 @@ def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: 
     return array.tobytes()
 
 
-def _flatten(data: Any) -> list[Any]:
+def flatten(data: Any) -> list[Any]:
+    """The values of a JSON value, nested arrays read in order."""
     if not isinstance(data, list):
         return [data]
     out: list[Any] = []
@@ -288,7 +289,7 @@ def parse_infer_request(
     return request, binary_default
 
 
-def _json_values(tensor: Tensor) -> list[Any]:
+def json_values(tensor: Tensor) -> list[Any]:
     if tensor.datatype in ("FP16", "BF16"):
         raise invalid_arg(
             f"sending {tensor.datatype} data via JSON is not supported. Please use the binary data format for output"
@@ -328,7 +329,7 @@ def encode_infer_response(
             if nbytes:
                 binary_parts.append(tensor.data)
         else:
-            entry["data"] = _json_values(tensor)
+            entry["data"] = json_values(tensor)
         entries.append(entry)
     head: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
     if response.id:
