@@ -56,7 +56,7 @@ class _Generation:
         raw = request.get("sampling_parameters")
         parameters = json.loads(_text(raw)) if raw is not None else {}
         if not isinstance(parameters, dict):
-            raise ValueError("sampling_parameters must be a JSON object")
+            raise ValueError("sampling_parameters must be a JSON object")  # noqa: TRY004 - the client's value
         self.parameters: dict[str, Any] = parameters
         stop = parameters.get("stop") or []
         self.stop = [stop] if isinstance(stop, str) else [s for s in stop if s]
@@ -169,10 +169,11 @@ def text_generator(function: Callable[..., Any] | None = None, *, name: str | No
             infer = infer_sync
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
             setattr(infer, attribute, getattr(function, attribute, None))
+        # (type: ignore: an attribute added to a function object, which mypy types without it)
         infer.__wrapped_generator__ = function  # type: ignore[attr-defined]
         outputs = [_TEXT_OUTPUT, _OUTPUT_TOKENS] + ([_INPUT_TOKENS] if prompt_tokens is not None else [])
         config = ModelConfig(batching=False, decoupled=True)
-        # `Triton().bind(name, infer, **infer.bind_args)`: the same model bound in Python
+        # `Triton().bind(name, infer, **infer.bind_args)`: the same model bound in Python (type: ignore as above)
         infer.bind_args = {"inputs": _INPUTS, "outputs": outputs, "config": config}  # type: ignore[attr-defined]
         return triton_model(inputs=_INPUTS, outputs=outputs, config=config, name=name or function.__name__,
                             instances=instances)(infer)
