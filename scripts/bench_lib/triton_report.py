@@ -127,6 +127,34 @@ def cpu_rows(result: dict) -> list[list[str]]:
     return out
 
 
+def budget_rows(result: dict) -> list[list[str]]:
+    """Per case: what its throughput target asks of our two processes. The target is a throughput (target x Triton's
+    measured); perf_analyzer needs its own CPU per request on the same CPUs, so at the target our front-end and
+    workers together may use at most CPUs x 10^6 / target throughput - perf_analyzer's µs per request (the machine
+    busy to the last cycle), or, if the run reaches the same share of its ceiling as ours did (our measured throughput
+    / our ceiling: what is lost to waiting and to the other processes), share x CPUs x 10^6 / target throughput -
+    perf_analyzer's. Beside it: our servers' CPU per request now, and Triton's (tritonserver + its stubs)."""
+    cpus = float(result["machine"].get("cpus") or 0)
+    out = []
+    for c in result["cases"]:
+        triton = figure(result, f"triton/{c['key']}", "throughput")
+        ours = figure(result, f"ours/{c['key']}", "throughput")
+        _, ours_pa, ours_total = cpu_parts(result, "ours", c["key"])
+        _, triton_pa, triton_total = cpu_parts(result, "triton", c["key"])
+        if not (cpus and triton and ours and ours_pa is not None and ours_total and triton_total):
+            continue
+        wanted = c["target"] * triton
+        budget = cpus * 1e6 / wanted - ours_pa
+        share = ours / (cpus * 1e6 / ours_total)
+        at_share = share * cpus * 1e6 / wanted - ours_pa
+        ours_server = ours_total - ours_pa
+        triton_server = triton_total - (triton_pa or 0.0)
+        out.append([c["label"], fmt(wanted, 1, 0), fmt(budget, 1, 0), f"{share:.2f}", fmt(at_share, 1, 0),
+                    fmt(ours_server, 1, 0), fmt(triton_server, 1, 0),
+                    fmt(ratio(ours_server, at_share) if at_share > 0 else None, 1, 1)])
+    return out
+
+
 def vs_summary(result: dict) -> str:
     lines = ["", f"ours vs tritonserver 2.51: medians over {result['repeats']} round(s), {result['elapsed_s']:.0f} s; "
              f"load {result.get('uptime_start')} -> {result.get('uptime_end')}",
@@ -137,6 +165,10 @@ def vs_summary(result: dict) -> str:
     lines.append("  CPU µs per request (roles + perf_analyzer = total; ceiling on this machine's CPUs):")
     for r in cpu_rows(result):
         lines.append(f"  {r[0]:<30} {r[1]:<18} {r[2]} + perf_analyzer {r[3]} = {r[4]}; ceiling {r[5]}/s")
+    lines.append("  What each throughput target allows our servers (µs/req; docs/benchmarks-triton.md says how):")
+    for r in budget_rows(result):
+        lines.append(f"  {r[0]:<30} target {r[1]}/s: budget {r[2]}, at share {r[3]} {r[4]}; ours {r[5]}, "
+                     f"Triton {r[6]}; over {r[7]}x")
     lines.append("Targets:")
     lines += [f"  {t.line()}" for t in vs_targets(result)]
     if result["problems"]:
@@ -179,6 +211,19 @@ def vs_markdown(result: dict) -> str:
             "| case | server | roles (µs/req) | perf_analyzer (µs/req) | total (µs/req) | ceiling (/s) | measured (/s) "
             "| other cores |", "|---|---|---|---:|---:|---:|---:|---:|"]
     out += ["| " + " | ".join(r) + " |" for r in cpu_rows(result)]
+    out += ["", "### What each throughput target asks of our servers' CPU", "",
+            "At the target throughput (target x Triton's measured), perf_analyzer still needs its own CPU per request "
+            f"on the same {cpus} CPUs, so our front-end and workers together may use at most "
+            f"**budget** = {cpus} x 10^6 / target throughput - perf_analyzer's µs per request, with the machine busy "
+            "to the last cycle. No run reaches its ceiling (waits, wake-ups, the other load): *share* is the part of "
+            "our ceiling this run reached (measured / ceiling, from the table above), and *at this share* = share x "
+            f"{cpus} x 10^6 / target throughput - perf_analyzer's µs per request, what our servers may use per request "
+            "if a run at the target reaches the same share. *Now*: our servers' CPU per request in this run "
+            "(front-end + workers), and Triton's (tritonserver + its Python stubs) for comparison; *over* = now / "
+            "(at this share), how many times less CPU per request the target needs.", "",
+            "| case | target (/s) | budget (µs/req) | share | at this share (µs/req) | ours now (µs/req) "
+            "| Triton now (µs/req) | over |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out += ["| " + " | ".join(r) + " |" for r in budget_rows(result)]
     if result["problems"]:
         out += ["", "### Problems seen", ""] + [f"- {p}" for p in result["problems"]]
     return "\n".join(out)

@@ -186,3 +186,20 @@ def test_a_tritonserver_dying_while_it_loads_leaves_no_stub_and_no_shm_region(tm
     assert [pid for pid in stubs if procfs.start_time(pid) is not None and "triton_python_backend_stub" in
             procfs.cmdline(pid)] == []
     assert "server script exited with status -9" in " ".join(server.problems)
+
+
+def test_each_target_is_turned_into_the_server_cpu_per_request_it_allows():
+    from bench_lib.triton_report import budget_rows
+
+    def sample(throughput: float, roles: dict[str, float], pa: float) -> dict:
+        requests = 10_000
+        return {"throughput": throughput, "cpu_us": roles, "pa_cpu_us": pa, "requests": requests, "wall_s": 1.0,
+                "server_cores": sum(roles.values()) * requests / 1e6}
+
+    # Triton: 10,000/s; target 1.5x = 15,000/s; on 2 CPUs with perf_analyzer at 50 µs: 2e6/15,000 - 50 = 83 µs left.
+    # Ours: 100 + 50 µs + perf_analyzer 50 = 200 µs, ceiling 10,000/s, measured 8,000/s: share 0.8, so at the
+    # target 0.8 x 2e6/15,000 - 50 = 56.7 µs; ours uses 150: 2.6 times too many.
+    result = {"machine": {"cpus": "2"}, "cases": [{"key": "k", "label": "case", "target": 1.5}],
+              "samples": {"triton/k": [sample(10_000.0, {"tritonserver": 80.0, "Python stubs": 40.0}, 45.0)],
+                          "ours/k": [sample(8_000.0, {"front-end": 100.0, "workers": 50.0}, 50.0)]}}
+    assert budget_rows(result) == [["case", "15,000", "83", "0.80", "57", "150", "120", "2.6"]]
