@@ -8,12 +8,17 @@
     .venv/bin/python scripts/bench_lib/cpu_per_request.py seqdyn       # the same callable with the dynamic batcher
     .venv/bin/python scripts/bench_lib/cpu_per_request.py large --shared-memory system [--protocol http]
                                                  # serve_double.py's double_16mib, dynamic batching, c=2 (issue 21)
+    .venv/bin/python scripts/bench_lib/cpu_per_request.py repo [--concurrency 8] [--checkout ../main]
+                                                 # `pytriton serve --model-repository` on --vs-triton's repository
+                                                 # (repo_double.py: double_small, a Triton Python-backend model.py,
+                                                 # dynamic batching 100 us), c=1 by default (issue 37, eleventh pass)
 
 `spinN` / `doubleN` serve N worker processes without a batcher (the scheduling suite's CPU row). The server is
 started from this checkout's .venv, warmed up with one perf_analyzer run, then measured over a second one: user +
 system CPU of every process of its tree (and of each busy thread) divided by the inference count the server's
 statistics report for that run, with voluntary / involuntary context switches per request, perf_analyzer's own
-CPU per request (its rusage) and the batch sizes the model ran (statistics `batch_stats`). With `--profile DIR`
+CPU per request (its rusage) and the batch sizes the model ran (statistics `batch_stats`). `--checkout DIR` runs the server of another checkout
+(its .venv and sources; this checkout's perf_analyzer), for an A/B of two branches with the same harness. With `--profile DIR`
 every process of the server's tree runs under cProfile for the measured run only (switched on and off by SIGUSR1 /
 SIGUSR2 through `profhook/sitecustomize.py`), its stats written to DIR. On a shared machine
 throughput is noisy; CPU per request much less so (though other load still inflates it: compare alternating runs).
@@ -26,9 +31,11 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -105,7 +112,7 @@ SEQ_FLAGS = ["--sequence-batching", "direct", "--sequence-control", "start=START
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", help="batching | spinN | doubleN | sequence | seqdyn")
+    parser.add_argument("case", help="batching | large | repo | spinN | doubleN | sequence | seqdyn")
     parser.add_argument("--concurrency", type=int)
     parser.add_argument("--shared-memory", default="none", help="perf_analyzer --shared-memory (none | system)")
     parser.add_argument("--protocol", default="grpc", help="perf_analyzer -i (grpc | http)")
@@ -114,16 +121,27 @@ def main() -> None:
     parser.add_argument("--profile", type=pathlib.Path, help="cProfile the measured run; stats go to this folder")
     parser.add_argument("--gc", type=pathlib.Path, help="time the garbage collector over the measured run (no cProfile);"
                         " its counts go to this folder")
+    parser.add_argument("--checkout", type=pathlib.Path, default=REPO,
+                        help="the checkout whose .venv and sources run the server (default: this one)")
     args = parser.parse_args()
-    python = str(REPO / ".venv" / "bin" / "python")
+    checkout = args.checkout.resolve()
+    python = str(checkout / ".venv" / "bin" / "python")
     http, grpc_port, metrics = free_port(), free_port(), free_port()
     ports = ["--http-port", str(http), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics)]
+    scratch: pathlib.Path | None = None  # (the repo case's generated repository)
     if args.case == "batching":
         model, concurrency = "double_small", args.concurrency or 16
         cmd = [python, str(HERE / "serve_double.py"), *ports, "--batching", "dynamic", "--models", model]
     elif args.case == "large":
         model, concurrency = "double_16mib", args.concurrency or 2
         cmd = [python, str(HERE / "serve_double.py"), *ports, "--batching", "dynamic", "--models", model]
+    elif args.case == "repo":
+        from bench_lib.repo_double import write_repository  # noqa: PLC0415
+
+        model, concurrency = "double_small", args.concurrency or 1
+        scratch = pathlib.Path(tempfile.mkdtemp(prefix="cpu-per-request-"))
+        repository = write_repository(scratch / "repo", [model], "dynamic", delay_us=100)
+        cmd = [python, "-m", "pytriton.cli", "serve", "--model-repository", str(repository), *ports]
     elif args.case in ("sequence", "seqdyn"):
         model, concurrency = "acc", args.concurrency or 8
         cmd = [python, "-m", "pytriton.cli", "serve", f"{HERE / 'sched_models.py'}:accumulate", "--model-name", model,
@@ -145,7 +163,7 @@ def main() -> None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE / "profhook"), env.get("PYTHONPATH")]))
         env["PROFHOOK_GC"] = str(args.gc.resolve())
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              cwd=str(REPO), start_new_session=True, env=env)
+                              cwd=str(checkout), start_new_session=True, env=env)
     try:
         wait_model_ready(http, model)
         url = f"127.0.0.1:{grpc_port if args.protocol == 'grpc' else http}"
@@ -204,6 +222,8 @@ def main() -> None:
                 print(f"      thread {name:<14} {delta[0] * scale:6.0f} + {delta[1] * scale:5.0f}")
     finally:
         stop_process(server)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
