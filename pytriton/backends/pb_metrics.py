@@ -196,8 +196,8 @@ class MetricsClient:
 
     def flush(self) -> None:
         """Send what was gathered (from the worker's thread; elsewhere it waits for the worker's next flush)."""
-        if threading.get_ident() != self.thread:
-            return
+        if not (self._ops or self._pending) or threading.get_ident() != self.thread:
+            return  # (nothing was ever gathered: no metric exists; the worker's flush before each result)
         ops = self._take()
         if ops:
             message = WorkerToServer(kind=WorkerToServer.METRICS)

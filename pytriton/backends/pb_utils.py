@@ -141,6 +141,11 @@ class Tensor:
     @classmethod
     def _on_device(cls, name: str, array: Any) -> Tensor:
         """A tensor in GPU memory (an array with `__cuda_array_interface__`, e.g. cupy)."""
+        return cls._wrap(name, array)
+
+    @classmethod
+    def _wrap(cls, name: str, array: Any) -> Tensor:
+        """A tensor of an array the worker has checked already (a request's input): no check again."""
         tensor = cls.__new__(cls)
         tensor._name = name
         tensor._array = array
@@ -150,9 +155,10 @@ class Tensor:
         return self._name
 
     def as_numpy(self) -> np.ndarray:
-        if not self.is_cpu():
+        array = self._array
+        if not isinstance(array, np.ndarray):  # (is_cpu() without the call)
             raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
-        return cast(np.ndarray, self._array)
+        return cast(np.ndarray, array)
 
     def _value(self) -> Any:
         """The array itself, in host or device memory."""
@@ -271,18 +277,30 @@ class InferenceRequest:
             raise TritonModelException("Correlation ID must be integer or string")
         self._timeout_us = int(kwargs.get("timeout", 0))  # BLS: microseconds to wait for the (first) answer; 0: no limit
         self._preferred_memory: PreferredMemory | None = kwargs.get("preferred_memory")
-        self._trace: InferenceTrace = kwargs.get("trace") or InferenceTrace()
+        self._trace: InferenceTrace | None = kwargs.get("trace") or InferenceTrace()
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._sender: InferenceResponseSender | None = None
         self._cancelled: Callable[[], bool] | None = None  # a received request: whether its client left
 
     @classmethod
-    def _received(cls, inputs: list[Tensor], requested: list[str], parameters: dict[str, Any],
+    def _received(cls, inputs: dict[str, Tensor], requested: list[str], parameters: dict[str, Any],
                   sender: InferenceResponseSender | None, fields: tuple[str, int | str, int] = ("", 0, 0),
                   cancelled: Callable[[], bool] | None = None) -> InferenceRequest:
-        request_id, correlation_id, flags = fields
-        request = cls(inputs=inputs, requested_output_names=requested, parameters=parameters, request_id=request_id,
-                      correlation_id=correlation_id, flags=flags)
+        """A request the worker hands to `execute`: its inputs by name, and the list and dict given, owned from now
+        on (the worker made them for this request, so nothing is copied or checked again, and the trace is made
+        only when asked for)."""
+        request = cls.__new__(cls)
+        request._model_name = ""
+        request._model_version = -1
+        request._by_name = inputs
+        request._inputs = list(inputs.values())
+        request._requested = requested
+        request._parameters = parameters
+        request._request_id, request._correlation_id, request._flags = fields
+        request._timeout_us = 0
+        request._preferred_memory = None
+        request._trace = None
+        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         request._sender = sender
         request._cancelled = cancelled
         if sender is not None:
@@ -315,6 +333,8 @@ class InferenceRequest:
         self._flags = int(flags)
 
     def trace(self) -> InferenceTrace:
+        if self._trace is None:  # (a received request's, made once asked for)
+            self._trace = InferenceTrace()
         return self._trace
 
     def set_release_flags(self, flags: int) -> None:

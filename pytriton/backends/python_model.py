@@ -31,9 +31,11 @@ from pytriton.backends.callable_backend import (
 )
 from pytriton.backends.target import exec_model_module
 from pytriton.model_config.datatypes import numpy_to_triton
-from pytriton.model_config.triton_model_config import TritonModelConfig
+from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.endpoint import RESCHEDULED_RESPONSE
 from pytriton.proxy.types import Request
+
+RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 
 PYTHON_MODEL_PREFIX = "python-backend:"
 PB_UTILS_MODULE = "triton_python_backend_utils"
@@ -96,6 +98,20 @@ def instance_name(config: TritonModelConfig, instance: int) -> str:
     return config.instance_places()[instance].name
 
 
+_PASSED_MAX = 1024  # distinct (output, dtype, shape) kept as checked; past that the record starts again
+
+
+class _OutputPlan:
+    """An output of the model's config as its returned tensors are checked: its spec, and the spec with the dims
+    the model returns it with (its `reshape`, if it has one)."""
+
+    __slots__ = ("model_spec", "spec")
+
+    def __init__(self, spec: TensorSpec):
+        self.spec = spec
+        self.model_spec = spec if spec.reshape is None else dataclasses.replace(spec, shape=spec.reshape)
+
+
 class PythonModelBackend(CallableBackend):
     """A `TritonPythonModel` instance as the worker loop's backend: requests become `pb_utils.InferenceRequest`s, its
     `InferenceResponse`s become outputs (or per-request errors)."""
@@ -123,6 +139,12 @@ class PythonModelBackend(CallableBackend):
         # Set by the worker for each execution: whether the client of request i (of those that run) left.
         self.cancel_probe: Callable[[int], bool] | None = None
         self._datatype_warned: set[str] = set()
+        # Worked out once from the config: the inputs the model sees reshaped, and each output's plan (_OutputPlan).
+        self._reshaped_inputs = {name: spec for name, spec in config.input_by_name.items() if spec.reshape is not None}
+        self._output_plans = {name: _OutputPlan(spec) for name, spec in config.model_output_by_name.items()}
+        # (output name, numpy dtype, shape) -> (datatype, the shape the client sees or None) of arrays that passed
+        # the checks: the next array alike passes at one look-up (cleared when it grows past _PASSED_MAX)
+        self._passed: dict[tuple[str, Any, tuple[int, ...]], tuple[str, tuple[int, ...] | None]] = {}
         self._execute_thread: concurrent.futures.ThreadPoolExecutor | None = None  # decoupled models' execute()
         self._executed: concurrent.futures.Future[Any] | None = None
         if hasattr(self.model, "initialize"):
@@ -131,22 +153,31 @@ class PythonModelBackend(CallableBackend):
 
     def _requests(self, requests: list[Request], senders: list[pb_utils.InferenceResponseSender | None]
                   ) -> list[pb_utils.InferenceRequest]:
+        """The requests as `execute` gets them. The parameters the worker decoded are the request's own, handed on
+        without a copy (the model reads them only as JSON)."""
         probe = self.cancel_probe
-        return [
-            pb_utils.InferenceRequest._received(
-                [self._input_tensor(name, array) for name, array in request.data.items()],
-                list(request.requested_output_names or []), dict(request.parameters), sender,
-                (request.request_id, request.correlation_id, request.flags),
-                None if probe is None else functools.partial(probe, index))
-            for index, (request, sender) in enumerate(zip(requests, senders))
-        ]
+        received = pb_utils.InferenceRequest._received
+        wrap = pb_utils.Tensor._wrap
+        ndarray = np.ndarray
+        reshaped_inputs = self._reshaped_inputs
+        out = []
+        for index, (request, sender) in enumerate(zip(requests, senders)):
+            inputs = {name: wrap(name, array) if type(array) is ndarray and name not in reshaped_inputs
+                      else self._input_tensor(name, array) for name, array in request.data.items()}
+            requested = request.requested_output_names  # (copied: the model may change the list it is given)
+            out.append(received(inputs, list(requested) if requested else [], request.parameters, sender,
+                                (request.request_id, request.correlation_id, request.flags),
+                                None if probe is None else functools.partial(probe, index)))
+        return out
 
     def _input_tensor(self, name: str, array: Any) -> pb_utils.Tensor:
         """An input as a `pb_utils.Tensor`. One in GPU memory (a client's CUDA region, an in-process request's GPU
         tensor) stays there only when config.pbtxt sets FORCE_CPU_ONLY_INPUT_TENSORS to "no"; by default it is
         copied to the host, as Triton's Python backend hands inputs."""
         view = self._model_view(name, array)
-        if isinstance(view, np.ndarray) or not hasattr(view, "__cuda_array_interface__"):
+        if isinstance(view, np.ndarray):
+            return pb_utils.Tensor._wrap(name, view)
+        if not hasattr(view, "__cuda_array_interface__"):
             return pb_utils.Tensor(name, view)
         if not force_cpu_only_inputs(self.config):
             return pb_utils.Tensor._on_device(name, view)
@@ -154,7 +185,7 @@ class PythonModelBackend(CallableBackend):
 
     def _model_view(self, name: str, array: Any) -> Any:
         """An input as the model sees it: reshaped (a view) when config.pbtxt gives it a `reshape`."""
-        spec = self.config.input_by_name.get(name)
+        spec = self._reshaped_inputs.get(name)
         if spec is None or spec.reshape is None:
             return array
         return array.reshape(reshaped(array.shape, spec.shape, spec.reshape, self.config.batching))
@@ -175,7 +206,8 @@ class PythonModelBackend(CallableBackend):
                                          f"{len(requests)} requests")
         responses = list(responses)
         for index, request in enumerate(pb_requests):
-            if request._rescheduled():  # (it runs again: its entry must be None, as on Triton, whose words these are)
+            if request._release_flags == RESCHEDULE:  # (it runs again: its entry must be None, as on Triton, whose
+                # words these are; `_rescheduled()` without the call)
                 if responses[index] is not None:
                     raise InferenceCallableError(
                         "Expected a None object in the execute function return list for reschduled request, found "
@@ -290,15 +322,22 @@ class PythonModelBackend(CallableBackend):
             return [], ModelError(error.message() or "the model returned an error", code), {}
         requested = request.requested_output_names
         outputs = []
+        passed = self._passed
         for tensor in response.output_tensors():
             output = tensor.name()
             if requested and output not in requested:
                 continue
-            spec = self.config.model_output_by_name.get(output)
-            if spec is None:
+            array = tensor._value()  # a device array is copied to the host when sent
+            known = passed.get((output, array.dtype, array.shape))
+            if known is not None:  # as an array that passed the checks below
+                datatype, client_shape = known
+                outputs.append((output, datatype, array if client_shape is None else array.reshape(client_shape)))
+                continue
+            plan = self._output_plans.get(output)
+            if plan is None:
                 raise InferenceCallableError(f"model '{name}' returned output '{output}', which its config.pbtxt "
                                              f"does not declare (declared: {sorted(self.config.output_by_name)})")
-            array = tensor._value()  # a device array is copied to the host when sent
+            spec = plan.spec
             try:
                 datatype = numpy_to_triton(array.dtype)
             except TypeError:
@@ -311,19 +350,26 @@ class PythonModelBackend(CallableBackend):
                 logger.warning("output '%s' of model '%s' has datatype %s (numpy %s), but its config.pbtxt declares "
                                "%s: sent as %s, as Triton does", output, name, datatype, array.dtype, spec.datatype,
                                datatype)
-            model_spec = spec if spec.reshape is None else dataclasses.replace(spec, shape=spec.reshape)
+            model_spec = plan.model_spec
             if not _shape_matches(model_spec, array.shape, self.config.batching):
                 expected = ([-1] if self.config.batching else []) + list(model_spec.shape)
                 raise InferenceCallableError(f"output '{output}' of model '{name}' has shape {list(array.shape)}, "
                                              f"but its config.pbtxt declares {expected}"
                                              + (" (its reshape)" if spec.reshape is not None else ""))
+            client_shape = None
             if spec.reshape is not None:  # the client sees the output's dims
-                array = array.reshape(reshaped(array.shape, spec.reshape, spec.shape, self.config.batching))
-            outputs.append((output, datatype, array))
-        missing = [o for o in requested or () if o not in {t[0] for t in outputs}]
-        if missing:
-            raise InferenceCallableError(f"model '{name}' did not return requested output '{missing[0]}'")
-        return outputs, "", json.loads(response.parameters())
+                client_shape = reshaped(array.shape, spec.reshape, spec.shape, self.config.batching)
+            if len(passed) >= _PASSED_MAX:
+                passed.clear()
+            passed[(output, array.dtype, array.shape)] = (datatype, client_shape)
+            outputs.append((output, datatype, array if client_shape is None else array.reshape(client_shape)))
+        if requested:
+            returned = {t[0] for t in outputs}
+            missing = [o for o in requested if o not in returned]
+            if missing:
+                raise InferenceCallableError(f"model '{name}' did not return requested output '{missing[0]}'")
+        # (parameters set: as their JSON reads back, which is what the model would see of them on Triton)
+        return outputs, "", json.loads(response.parameters()) if response._parameters else {}
 
     def close(self) -> None:
         """Run the model's `finalize()` (once)."""

@@ -7,6 +7,7 @@ server says STOP, the server process disappears, or SIGTERM arrives.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import inspect
 import logging
@@ -279,9 +280,12 @@ def _execute(
     sent = 0
     bls = None
     if isinstance(backend, PythonModelBackend):
-        ran = [index for index, error in enumerate(failed) if not error]  # (requests whose regions failed never run)
         call_id = message.id
-        backend.cancel_probe = lambda i: endpoint.request_cancelled(call_id, ran[i])
+        if any(failed):  # (requests whose regions failed never run: request i of the model is another of the call)
+            ran = [index for index, error in enumerate(failed) if not error]
+            backend.cancel_probe = lambda i: endpoint.request_cancelled(call_id, ran[i])
+        else:
+            backend.cancel_probe = functools.partial(endpoint.request_cancelled, call_id)
         bls = pb_utils._bls_client
         if bls is not None:
             bls.serving = message  # (its BLS requests extend the call chains of these requests)

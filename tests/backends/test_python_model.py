@@ -134,14 +134,67 @@ def test_a_reshaped_output_is_checked_against_its_reshape_and_sent_as_its_dims(t
                                   outputs=[TensorSpec("Y", "FP32", (2, 3), reshape=(6,))])
     backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), reshaping)
     good = [Request({"X": np.arange(6, dtype=np.float32)}, {}, None, None)]
-    (outputs, _, _), = backend.check_outputs(good, backend(good))
-    assert outputs[0][2].shape == (2, 3)  # the model saw X as [2, 3], returned [6]; the client gets dims [2, 3]
+    for _ in range(2):  # (the second time as an output alike that passed the checks once)
+        (outputs, _, _), = backend.check_outputs(good, backend(good))
+        assert outputs[0][2].shape == (2, 3)  # the model saw X as [2, 3], returned [6]; the client gets dims [2, 3]
     wrong = TritonModelConfig(model_name="m5", inputs=[TensorSpec("X", "FP32", (6,))],
                               outputs=[TensorSpec("Y", "FP32", (2, 3), reshape=(3, 2))])
     backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), wrong)
     with pytest.raises(InferenceCallableError, match=r"output 'Y' of model 'm5' has shape \[6\], but its config.pbtxt "
                                                      r"declares \[3, 2\] \(its reshape\)"):
         backend.check_outputs(good, backend(good))
+
+
+ECHO = """
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        answers = []
+        for request in requests:
+            x = request.get_input_tensor_by_name("X").as_numpy()
+            mode = json.loads(request.parameters()).get("mode", "")
+            request.requested_output_names().append("Z")  # (the model's own copy of the list)
+            y = x.astype(np.float64) if mode == "fp64" else x
+            answers.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", y), pb_utils.Tensor("Z", x)]))
+        return answers
+"""
+
+
+def test_every_execution_is_checked_though_an_output_alike_passed_before(tmp_path):
+    version_dir = tmp_path / "m_fixed" / "1"
+    version_dir.mkdir(parents=True)
+    (version_dir / "model.py").write_text(ECHO)
+    fixed = TritonModelConfig(model_name="m_fixed", inputs=[TensorSpec("X", "FP32", (-1,))],
+                              outputs=[TensorSpec("Y", "FP32", (2,)), TensorSpec("Z", "FP32", (-1,))])
+    backend = PythonModelBackend(python_model_target(str(version_dir / "model.py")), fixed)
+
+    def run(values: list[float], mode: str = "", requested: list[str] | None = None) -> list[tuple[str, str, list]]:
+        requests = [Request({"X": np.array(values, dtype=np.float32)}, {"mode": mode}, None, requested)]
+        (outputs, error, _), = backend.check_outputs(requests, backend(requests))
+        assert error == ""
+        return [(name, datatype, array.tolist()) for name, datatype, array in outputs]
+
+    assert run([1, 2], requested=["Y"]) == [("Y", "FP32", [1.0, 2.0])]  # (Z not sent: the model's list is its own)
+    with pytest.raises(InferenceCallableError, match=r"output 'Y' of model 'm_fixed' has shape \[3\], but its "
+                                                     r"config.pbtxt declares \[2\]"):
+        run([1, 2, 3])
+    assert run([3, 4], "fp64", requested=["Y"]) == [("Y", "FP64", [3.0, 4.0])]  # (its own datatype, as in Triton)
+    assert run([5, 6]) == [("Y", "FP32", [5.0, 6.0]), ("Z", "FP32", [5.0, 6.0])]
+    assert run([5, 6], requested=["Z"]) == [("Z", "FP32", [5.0, 6.0])]
+
+
+def test_a_received_request_has_an_empty_trace_and_the_request_fields():
+    received = pb_utils.InferenceRequest._received(
+        {"X": pb_utils.Tensor("X", np.zeros(2, np.float32))}, ["Y"], {"p": 1}, None, ("id-1", "seq", 1))
+    assert (received.trace().get_context(), received.trace() is received.trace()) == (None, True)
+    assert (received.request_id(), received.correlation_id(), received.flags(), received.parameters()) == (
+        "id-1", "seq", 1, '{"p": 1}')
+    assert ([t.name() for t in received.inputs()], received.get_input_tensor_by_name("X").name(),
+            received.requested_output_names(), received.timeout(), received.model_name(), received.model_version(),
+            received.is_cancelled()) == (["X"], "X", ["Y"], 0, "", -1, False)
 
 
 def test_decoupled_model_streams_each_response_sent(tmp_path):
@@ -230,7 +283,7 @@ def test_sender_refuses_after_final_and_non_decoupled_has_none():
     sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
     with pytest.raises(pb_utils.TritonModelException, match="Response sender has been closed"):
         sender.send(pb_utils.InferenceResponse([]))
-    received = pb_utils.InferenceRequest._received([], [], {}, None)
+    received = pb_utils.InferenceRequest._received({}, [], {}, None)
     with pytest.raises(NotImplementedError, match="get_response_sender"):
         received.get_response_sender()
 
