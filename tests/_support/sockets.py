@@ -69,3 +69,14 @@ def established_to(port: int) -> set[int]:
     /proc/net/tcp6 for IPv4-mapped sockets, which grpcio uses): a client's connections, when a library keeps its
     socket to itself."""
     return {local for local, remote, state in _connections() if remote == port and state == ESTABLISHED}
+
+
+CLOSE_WAIT = 8
+"""TCP_CLOSE_WAIT: the client closed its end; the server's end stays here until the server closes it too."""
+
+
+def server_closed(server_port: int, client_port: int) -> bool:
+    """Whether the server has closed its end of the loopback connection from `client_port` (it heard the client go:
+    its end is neither open nor waiting in CLOSE_WAIT for the server to act)."""
+    return all(state not in (ESTABLISHED, CLOSE_WAIT)
+               for local, remote, state in _connections() if (local, remote) == (server_port, client_port))

@@ -38,11 +38,13 @@ output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
 """
 
 SCALE_MODEL = """
+import os
 import time
 
 import triton_python_backend_utils as pb_utils
 
 FACTOR = {factor}
+RELEASE = {release!r}
 
 
 class TritonPythonModel:
@@ -50,8 +52,10 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
-            if x.size and x[0] < 0:  # a slow request, to be in flight during a reload
-                time.sleep(2.0)
+            if x.size and x[0] < 0:  # a request held in flight (during a reload) until the test lets it go
+                deadline = time.monotonic() + 60  # (bounded: a broken test must not hold the worker for ever)
+                while not os.path.exists(RELEASE) and time.monotonic() < deadline:
+                    time.sleep(0.01)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x * FACTOR)]))
         return responses
 """
@@ -61,7 +65,8 @@ def write_scale(repo: Path, version: int, factor: float) -> None:
     (repo / "scale").mkdir(exist_ok=True)
     (repo / "scale" / "config.pbtxt").write_text(SCALE_CONFIG)
     (repo / "scale" / str(version)).mkdir(exist_ok=True)
-    (repo / "scale" / str(version) / "model.py").write_text(SCALE_MODEL.format(factor=factor))
+    model = SCALE_MODEL.format(factor=factor, release=str(repo / "release"))
+    (repo / "scale" / str(version) / "model.py").write_text(model)
 
 
 @pytest.fixture
@@ -164,12 +169,20 @@ def test_reload_after_editing_model_py_keeps_a_request_in_flight(repo):
             slow["y"] = scale(client_for(server, "grpc"), "grpc", np.array([-1.0], np.float32))
 
         thread = threading.Thread(target=slow_request)
+        loader = threading.Thread(target=client_for(server, "http").load_model, args=("scale",))
         thread.start()
-        # The slow request is executing in the old instance.
-        wait_until(lambda: metric_sum(server, "pytriton_model_executions_in_flight", 'model="scale"') == 1,
-                   "the slow request in flight")
-        client_for(server, "http").load_model("scale")
-        thread.join(10)
+        try:
+            # The slow request is executing in the old instance, held there until the reload has swapped in the new.
+            wait_until(lambda: metric_sum(server, "pytriton_model_executions_in_flight", 'model="scale"') == 1,
+                       "the slow request in flight")
+            loader.start()
+            assert server.wait_for_log("model 'scale' version 1 ready in place of version 1", 60), server.log
+            np.testing.assert_array_equal(scale(client, "grpc", np.array([1.0], np.float32)), [10.0])  # the new one
+            assert loader.is_alive()  # the load ends once the old instance has answered what it holds
+        finally:
+            (repo / "release").touch()
+            thread.join(30)
+            loader.join(60)
         np.testing.assert_array_equal(slow["y"], [-2.0])  # answered by the old instance, not dropped
         np.testing.assert_array_equal(scale(client, "grpc", np.array([1.0], np.float32)), [10.0])
         assert index(client, "grpc")["scale"]["state"] == "READY"
@@ -277,7 +290,7 @@ def test_load_from_uploaded_files_stays_in_a_server_folder(repo, tmp_path_factor
         config = json.dumps({"name": "uploaded", "backend": "python", "max_batch_size": 0,
                              "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
                              "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
-        source = SCALE_MODEL.format(factor=7.0).encode()
+        source = SCALE_MODEL.format(factor=7.0, release="").encode()
         with pytest.raises(InferenceServerException, match="must be relative to the model folder"):
             client.load_model("uploaded", config=config, files={f"file:../../{outside.name}/x.py": source})
         assert not list(outside.iterdir())
@@ -303,7 +316,8 @@ def test_uploaded_files_under_a_model_name_that_is_a_path_are_refused(repo, tmp_
                                  "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
                                  "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]})
             with pytest.raises(InferenceServerException, match="must not contain path traversal characters"):
-                client.load_model(name, config=config, files={"file:1/model.py": SCALE_MODEL.format(factor=2.0).encode()})
+                source = SCALE_MODEL.format(factor=2.0, release="").encode()
+                client.load_model(name, config=config, files={"file:1/model.py": source})
         assert not list(outside.iterdir())
         config = json.dumps({"name": "clash", "backend": "python", "max_batch_size": 0})
         for files in ({"file:1": b"x", "file:1/model.py": b"x"}, {"file:1/model.py\0": b"x"}):
@@ -412,7 +426,7 @@ AGENTS_CONFIG = SCALE_CONFIG.replace('"scale"', '"agents"') + 'model_repository_
 def test_a_repository_agent_fails_the_poll_as_in_triton(repo, protocol):
     (repo / "agents" / "1").mkdir(parents=True)
     (repo / "agents" / "config.pbtxt").write_text(AGENTS_CONFIG)
-    (repo / "agents" / "1" / "model.py").write_text(SCALE_MODEL.format(factor=1.0))
+    (repo / "agents" / "1" / "model.py").write_text(SCALE_MODEL.format(factor=1.0, release=""))
     with serve("--model-repository", str(repo), "--model-control-mode", "explicit") as server:
         client = client_for(server, protocol)
         with pytest.raises(InferenceServerException) as info:

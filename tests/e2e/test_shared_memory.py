@@ -25,7 +25,8 @@ from pytriton.config.gpus import gpu_available
 from tests._support.clients import CLIENTS, PROTOCOLS, client_for
 from tests._support.serving import serve, tensor_args
 from tests._support.shm import shm_segments_of
-from tests._support.waits import holds_within
+from tests._support.sockets import established_to, server_closed
+from tests._support.waits import holds_within, wait_until
 
 IDENTITY = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args("output", [("OUT_X", "fp32", "-1")])
 WHERE = tensor_args("input", [("IN_X", "fp32", "-1")]) + tensor_args(
@@ -436,6 +437,8 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
         "outputs": [{"name": "PID", "parameters": {"shared_memory_region": "out", "shared_memory_byte_size": 8}}],
         "parameters": gate.parameters(),
     }).encode()
+    server_port = int((gated_server.grpc_url if protocol == "grpc" else gated_server.http_url).rsplit(":", 1)[1])
+    before = established_to(server_port)
     if protocol == "grpc":
         channel = grpc.insecure_channel(gated_server.grpc_url)
         request = service_pb2.ModelInferRequest(model_name="gated_pid")
@@ -455,6 +458,8 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
             b"Content-Length: %d\r\n\r\n" % (len(body), len(body) + big.nbytes) + body + big.tobytes()
         )
     gate.wait_started()
+    leaving = established_to(server_port) - before  # the leaving client's end of its connection (grpcio hides it)
+    assert leaving, "the request's connection is not among the server's connections"
     observer.unregister_system_shared_memory()
     assert status_names(observer, protocol) == ["out"]
     if protocol == "grpc":
@@ -462,7 +467,8 @@ def test_client_leaves_during_unregister(gated_server, regions, gates, protocol)
         channel.close()
     else:
         connection.close()
-    time.sleep(0.3)  # the server hears of it before the execution ends
+    # the server hears of it (it closes its end of the connection) before the execution ends
+    wait_until(lambda: all(server_closed(server_port, port) for port in leaving), "the server closing the connection")
     gate.release()
     assert holds_within(lambda: status_names(observer, protocol) == [])
     tensor = grpcclient.InferInput("INPUT", [4], "FP32")

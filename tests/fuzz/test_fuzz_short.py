@@ -85,7 +85,7 @@ class _Probe(Harness):
             while time.process_time() < end:
                 pass
         elif data == b"sleep":
-            time.sleep(1.2)
+            time.sleep(1.2)  # the subject: 1.2 s of wall clock past the CPU bound that "spin" crosses is no finding
         elif data == b"allocate":
             block = bytearray(2 << 20)
             del block

@@ -109,7 +109,7 @@ def _flood(port: int, requests: int, then: Callable[[], None], sleep_s: str = "0
                 sent += 1000
         except OSError:
             pass  # held back by flow control, or refused: either way the server is in charge
-        time.sleep(2)
+        time.sleep(2)  # an absence check: the server may take in more (a slow machine only makes it take less)
         then()
         return sent
 

@@ -82,7 +82,7 @@ def test_stop_after_a_worker_was_killed_ends_in_time_repeatedly():
 
 
 def test_stop_with_a_callable_that_never_returns_ends_within_the_exit_timeout(tmp_path):
-    exit_timeout_s = 5.0
+    exit_timeout_s = 2.0
     server = ServerProcess(["tests.models:slow_pid", "--exit-timeout", str(exit_timeout_s), *SLOW_PID])
     client = grpcclient.InferenceServerClient(server.grpc_url)
     results: queue.Queue = queue.Queue()

@@ -46,7 +46,7 @@ def call(raw: RawH2, stream_id: int, path: str, body: bytes, extra: Sequence[tup
 def released_once(server: InProcessServer, count: int) -> None:
     ledger = server.ledger
     wait_until(server, lambda: len(ledger.released) >= count, f"{count} releases (have {ledger.released})")
-    time.sleep(0.1)  # nothing more comes
+    time.sleep(0.1)  # an absence check: no release beyond `count` comes (a slow machine can only miss one, not fail)
     assert server.run(lambda: sorted(ledger.released)) == list(range(1, count + 1))
     assert server.run(lambda: ledger.made) == count
 
@@ -143,7 +143,7 @@ def test_streamed_answers_each_released_once(how):
             raw.expect_ping_ack()
         raw.close()
         wait_until(server, lambda: len(server.ledger.released) >= server.ledger.made, "every answer released")
-        time.sleep(0.1)
+        time.sleep(0.1)  # an absence check: no second release comes (a slow machine can only miss one, not fail)
         made = server.run(lambda: server.ledger.made)
         assert server.run(lambda: sorted(server.ledger.released)) == list(range(1, made + 1))
 
@@ -165,15 +165,25 @@ def test_grpcio_join_releases_once():
     assert releases == ["infer", "stream"]
 
 
-def test_servicer_releases_what_its_stream_queue_still_holds():
+def test_servicer_releases_what_its_stream_queue_still_holds(monkeypatch):
     """ModelStreamInfer answers requests concurrently through a queue; a stream abandoned (client gone, reset)
     with answers still queued gives their buffers back."""
     from tritonclient.grpc import service_pb2 as pb
 
     from pytriton.core.types import InferResponse
+    from pytriton.frontend.grpc import servicer as servicer_module
     from pytriton.frontend.grpc.servicer import InferenceServicer
 
     released: list[int] = []
+    queued = 0  # answers the servicer has put on its stream's queue
+
+    class CountedResponses(servicer_module.StreamResponses):
+        async def put(self, item: Any) -> None:
+            nonlocal queued
+            await super().put(item)
+            queued += 1
+
+    monkeypatch.setattr(servicer_module, "StreamResponses", CountedResponses)
 
     class Model:
         name, version = "m", 1
@@ -207,7 +217,10 @@ def test_servicer_releases_what_its_stream_queue_still_holds():
         servicer = InferenceServicer(Core())  # type: ignore[arg-type]
         stream = servicer.ModelStreamInfer(requests(), Context())
         first = await stream.__anext__()
-        await asyncio.sleep(0.05)  # the other four are answered and queued
+        deadline = time.monotonic() + 30
+        while queued < 5 and time.monotonic() < deadline:  # the other four are answered and queued
+            await asyncio.sleep(0.001)
+        assert queued == 5, f"{queued} of 5 answers queued"
         await stream.aclose()  # type: ignore[attr-defined]  # the transport abandons the stream
         return [first]
 

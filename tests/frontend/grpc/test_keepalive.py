@@ -173,7 +173,7 @@ def test_without_calls_pings_need_permission():
                 time.sleep(0.15)
                 raw.send(ping())
                 raw.expect_ping_ack()
-            time.sleep(0.15)
+            time.sleep(0.15)  # the client's pace (past the interval, so only the 2 hours without calls refuse it)
             raw.send(ping())
             too_many_pings(raw)
 

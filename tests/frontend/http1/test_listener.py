@@ -4,6 +4,7 @@ connections share one read buffer, and stop closes them all."""
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 
 import pytest
@@ -40,7 +41,9 @@ def test_connections_share_the_read_buffer_and_idle_ones_are_closed():
             for _reader, writer in streams:
                 writer.close()
                 await writer.wait_closed()
-        await asyncio.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while listener.connection_count and time.monotonic() < deadline:  # the listener hears of the closes
+            await asyncio.sleep(0.005)
         assert listener.connection_count == 0
         await listener.stop()
 
