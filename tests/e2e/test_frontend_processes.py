@@ -295,7 +295,7 @@ def test_a_second_signal_stops_without_waiting_for_requests_in_flight(tmp_path):
     """The first SIGINT drains; the second is passed on to the front-end processes, which then stop waiting for
     the request in flight (as one server given two signals does: its worker is stopped, the request fails)."""
     args = ["tests.models:gated_pid", *tensor_args("input", [("X", "int32", "1")]),
-            *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "8"]
+            *tensor_args("output", [("PID", "int64", "1")]), "--frontend-processes", "2", "--exit-timeout", "4"]
     server = ServerProcess(args)
     started, never = tmp_path / "started", tmp_path / "never"
     failures: list[str] = []
