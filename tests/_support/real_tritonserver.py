@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,6 +80,10 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
             if not http_serving.wait(60):
                 raise RuntimeError("tritonserver's HTTP port did not start")
             urls.update(grpc=f"127.0.0.1:{ports[1]}", http=f"127.0.0.1:{ports[0]}")
+        # tritonserver 2.51 logs "Started HTTPService" about 40 ms before that port takes connections (measured
+        # here: 38 refusals in a row after the line, 12 starts of 12): the block starts once both ports do
+        for port in (ports[1], ports[0]):
+            _wait_accepting(port, process)
         yield f"127.0.0.1:{ports[1]}"
     finally:
         process.send_signal(signal.SIGINT)
@@ -89,6 +94,21 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
             process.wait()
         _stop_left_stubs(process.pid)
         reader.join(10)
+
+
+def _wait_accepting(port: int, process: subprocess.Popen[str], limit_s: float = 60.0) -> None:
+    """Return once 127.0.0.1:`port` accepts a connection; RuntimeError if `process` exits first or `limit_s` passes."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        with socket.socket() as probe:
+            try:
+                probe.connect(("127.0.0.1", port))
+                return
+            except ConnectionRefusedError:
+                pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"tritonserver's port {port} does not take connections")
+        time.sleep(0.002)
 
 
 def _stop_left_stubs(group: int) -> None:

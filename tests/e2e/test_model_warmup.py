@@ -221,19 +221,25 @@ def logged(lines: list[str], prefix: str) -> str | None:
 def test_the_real_tritonserver_refuses_a_failed_warmup_in_the_same_words(tmp_path, config, message):
     """A model whose warm-up fails: the real tritonserver 2.51 logs why it did not load it and exits; ours says the
     same words. tritonserver 2.51 at times dies of SIGSEGV after the model's exception, before it logs the refusal (and
-    an explicit load of the model can do the same): then its log shows the request's error only, compared alone."""
+    an explicit load of the model can do the same): then its log shows the request's error only, compared alone; at
+    times it dies before it logs even that (about 1 start in 10 here), and is started again."""
     for side in ("real", "ours"):
         stage(tmp_path / side / "repo", "bad", config, tmp_path / f"{side}.log")
-    lines: list[str] = []
-    with pytest.raises(RuntimeError, match="did not start"), \
-            real_tritonserver(tmp_path / "real" / "repo", tmp_path / "real", log=lines):
-        pass
-    refusal = logged(lines, "failed to load 'bad' version 1: Invalid argument: ")
+    refusal = error = None
+    for attempt in range(5):  # (it can also die before it logs either line: then it is started again)
+        lines: list[str] = []
+        with pytest.raises(RuntimeError, match="did not start"), \
+                real_tritonserver(tmp_path / "real" / "repo", tmp_path / "real" / str(attempt), log=lines):
+            pass
+        refusal = logged(lines, "failed to load 'bad' version 1: Invalid argument: ")
+        error = logged(lines, "Failed to process the request(s) for model ")
+        if refusal is not None or error is not None:
+            break
     if refusal is not None:
         assert refusal == message
     else:
-        error = logged(lines, "Failed to process the request(s) for model ")
-        assert error is not None and f"Failed to process the request(s) for model {error}; " in message
+        assert error is not None, "".join(lines[-25:])
+        assert f"Failed to process the request(s) for model {error}; " in message
     command = [sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", str(tmp_path / "ours" / "repo")]
     for service in ("grpc", "http", "metrics"):
         command += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]

@@ -61,11 +61,12 @@ def test_both_suites_report_ours_alone_with_the_triton_columns_left_empty(tmp_pa
     assert "_Not run yet: `scripts/bench --many-models`._" in doc
 
     result, out = bench(tmp_path, "many", "--many-models", "1,2", "--quick", "--servers", "ours")
-    assert [s["processes"] for s in (result["samples"]["ours/1"][0], result["samples"]["ours/2"][0])] == [2, 3]
+    # pytriton serve, the warm template the workers are forked from, and one worker per model
+    assert [s["processes"] for s in (result["samples"]["ours/1"][0], result["samples"]["ours/2"][0])] == [3, 4]
     doc = (tmp_path / "report.md").read_text()
     assert "## Throughput and latency on one model repository (issue 37)" in doc  # (kept by the other suite)
     row = table_row(doc, "2")  # models | Triton ready, PSS, processes | ours ready, PSS, processes | ratios
-    assert row[1:4] == ["–"] * 3 and number(row[4]) > 0 and number(row[5]) > 0 and row[6] == "3"
+    assert row[1:4] == ["–"] * 3 and number(row[4]) > 0 and number(row[5]) > 0 and row[6] == "4"
     assert row[7:] == ["–", "–"]
 
 
