@@ -10,7 +10,6 @@ import os
 import secrets
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ class Messages:
         self.link = link
         self.items: list[list[str]] = []
         self.final = asyncio.get_running_loop().create_future()
+        self._came = asyncio.Event()  # set by each message
 
     def on_reply(self, message: Any, frames: list[Any]) -> None:
         assert not message.error, message.error
@@ -66,17 +66,21 @@ class Messages:
             self.final.set_result(row)
         else:
             self.items.append(row)
+        self._came.set()
 
     def on_gone(self, reason: str) -> None:
         self.final.set_exception(AssertionError(reason))
 
-    async def until(self, count: int) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if len(self.items) >= count:
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError(f"{len(self.items)} of {count} messages came")
+    async def until(self, count: int, timeout_s: float = 30.0) -> None:
+        """Wait for `count` messages, woken by each one."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while len(self.items) < count:
+            self._came.clear()
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                await asyncio.wait_for(self._came.wait(), max(left, 0.0))
+            except TimeoutError:
+                raise AssertionError(f"{len(self.items)} of {count} messages came") from None
 
 
 def _n(value: int) -> RequestData:
