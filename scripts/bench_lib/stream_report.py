@@ -3,6 +3,8 @@ docs/benchmarks-triton.md (written there by triton_report.write_section)."""
 
 from __future__ import annotations
 
+from bench_lib.triton_report import load_warning
+
 TARGET_STREAMS, TPS_TARGET, TTFT_TARGET = 64, 3.0, 1 / 3  # as streaming.py: the issue's targets at 64 streams
 FIELDS = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
 
@@ -75,16 +77,6 @@ def summary(result: dict) -> str:
     return "\n".join(lines)
 
 
-def load_warning(result: dict) -> str:
-    cpus = float(result["machine"].get("cpus") or 1)
-    loads = [float(str(result.get(k) or "0").split()[0]) for k in ("uptime_start", "uptime_end")]
-    if max(loads) <= cpus / 2:
-        return ""
-    return (f" **The machine was shared with other work during this run (1-minute load average up to {max(loads):.1f} "
-            f"on {cpus:g} CPUs): the figures are noisy, and the suite must be run again on a quiet machine before its "
-            "ratios are quoted.**")
-
-
 def markdown(result: dict) -> str:
     m = result["machine"]
     out = [
@@ -92,7 +84,8 @@ def markdown(result: dict) -> str:
         f"{result.get('date', '?')}, commit {result.get('git', '?')}; {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, "
         f"{m.get('memory', '?')}, Linux {m.get('kernel', '?')}, Python {m.get('python', '?')}; "
         f"{result['elapsed_s'] / 60:.1f} minutes. Load averages (`uptime`) {result.get('uptime_start', '?')} at the "
-        f"start, {result.get('uptime_end', '?')} at the end." + load_warning(result), "",
+        f"start, {result.get('uptime_end', '?')} at the end." + load_warning(
+            result, ", and the suite must be run again on a quiet machine before its ratios are quoted"), "",
         f"One model repository holds `stream_llm` (scripts/bench_lib/stream_model.py): a decoupled Python-backend "
         f"model in the tensor convention of Triton's vLLM backend (`text_input`, `stream`, `sampling_parameters` → "
         f"`text_output`) that sends `max_tokens` responses of a few characters each (\" t0\", \" t1\"...) without "

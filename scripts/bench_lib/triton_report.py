@@ -87,14 +87,15 @@ def setup_line(result: dict, what: str) -> str:
             f"{result.get('uptime_start', '?')} at the start, {result.get('uptime_end', '?')} at the end." + load_warning(result))
 
 
-def load_warning(result: dict) -> str:
-    """A warning when other work kept the machine busy (1-minute load average above half its CPUs at either end)."""
+def load_warning(result: dict, then: str = " and the ratios must be measured again on a quiet machine") -> str:
+    """A warning when other work kept the machine busy (1-minute load average above half its CPUs at either end);
+    `then` says what must follow from it."""
     cpus = float(result["machine"].get("cpus") or 1)
     loads = [float(str(result.get(k) or "0").split()[0]) for k in ("uptime_start", "uptime_end")]
     if max(loads) <= cpus / 2:
         return ""
     return (f" **The machine was shared with other work during this run (1-minute load average up to {max(loads):.1f} "
-            f"on {cpus:g} CPUs): the figures are noisy and the ratios must be measured again on a quiet machine.**")
+            f"on {cpus:g} CPUs): the figures are noisy{then}.**")
 
 
 # -------------------------------------------------------------------------------------------- vs-triton ---
