@@ -84,7 +84,8 @@ def setup_line(result: dict, what: str) -> str:
             f"CPUs, {m.get('memory', '?')}, Linux {m.get('kernel', '?')}, Python {m.get('python', '?')}; "
             f"{what}; medians over {result['repeats']} round(s), "
             f"servers in alternating order; {result['elapsed_s'] / 60:.1f} minutes. Load averages (`uptime`) "
-            f"{result.get('uptime_start', '?')} at the start, {result.get('uptime_end', '?')} at the end." + load_warning(result))
+            f"{result.get('uptime_start', '?')} at the start, {result.get('uptime_end', '?')} at the end."
+            + load_warning(result))
 
 
 def load_warning(result: dict, then: str = " and the ratios must be measured again on a quiet machine") -> str:
@@ -205,10 +206,10 @@ def vs_markdown(result: dict) -> str:
             "`pytriton serve` process (and any front-end processes), *workers* = the model processes (and any warm "
             "template); Triton: *tritonserver* and its *Python stubs*. perf_analyzer runs on the same CPUs, so "
             f"**ceiling** = {cpus} CPUs x 10^6 / total µs is the most this machine could give the case with nothing "
-            "else running; *other cores* is what the rest of the machine used meanwhile. On a shared machine the measured "
-            "throughput also depends on the share of the CPUs each server wins against the other load (the scheduler "
-            "gives more to a process with more runnable threads); CPU per request, and so the ceiling, depend much "
-            "less on it.", "",
+            "else running; *other cores* is what the rest of the machine used meanwhile. On a shared machine the "
+            "measured throughput also depends on the share of the CPUs each server wins against the other load (the "
+            "scheduler gives more to a process with more runnable threads); CPU per request, and so the ceiling, "
+            "depend much less on it.", "",
             "| case | server | roles (µs/req) | perf_analyzer (µs/req) | total (µs/req) | ceiling (/s) | measured (/s) "
             "| other cores |", "|---|---|---|---:|---:|---:|---:|---:|"]
     out += ["| " + " | ".join(r) + " |" for r in cpu_rows(result)]
