@@ -324,6 +324,7 @@ def serve(
     http_idle_timeout: float,
     grpc_tls: TlsSettings | None,
     http_tls: TlsSettings | None,
+    openai_tls: TlsSettings | None,
     exit_timeout: float,
     frontend_processes: int,
     execution_timeout: float | None,
@@ -457,6 +458,7 @@ def serve(
             **openai,
             grpc_tls=grpc_tls,
             http_tls=http_tls,
+            openai_tls=openai_tls,
         )
     except ValueError as exc:  # an environment variable with a bad value
         raise click.ClickException(str(exc)) from None

@@ -1,6 +1,6 @@
 """`pytriton serve`'s TLS options: Triton's `--grpc-use-ssl*` / `--grpc-*-cert` / `--grpc-server-key`, and pytriton's
-own `--http-*` equivalents (Triton has no HTTP TLS). The command receives them as `grpc_tls` and `http_tls`
-(`TlsSettings`, or None for plain text)."""
+own `--http-*` and `--openai-*` equivalents (Triton has no HTTP TLS, and its OpenAI frontend none). The command
+receives them as `grpc_tls`, `http_tls` and `openai_tls` (`TlsSettings`, or None for plain text)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ _BOOLEAN: dict[str, Any] = {
 
 
 def _options_of(service: str, remark: str) -> list[Callable[[Any], Any]]:
-    label = service.upper() if service == "http" else "gRPC"
+    label = {"http": "HTTP", "grpc": "gRPC", "openai": "OpenAI"}[service]
     return [
         click.option(f"--{service}-use-ssl", **_BOOLEAN,
                      help=f"Serve {label} over TLS with --{service}-server-cert and --{service}-server-key "
@@ -45,15 +45,17 @@ def _settings(service: str, kwargs: dict[str, Any]) -> TlsSettings | None:
 
 
 def tls_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the TLS options to `command`, which receives them as `grpc_tls` and `http_tls`."""
+    """Add the TLS options to `command`, which receives them as `grpc_tls`, `http_tls` and `openai_tls`."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["grpc_tls"] = _settings("grpc", kwargs)
         kwargs["http_tls"] = _settings("http", kwargs)
+        kwargs["openai_tls"] = _settings("openai", kwargs)
         return command(*args, **kwargs)
 
-    options = _options_of("grpc", "as Triton's option") + _options_of("http", "pytriton's own: Triton has no HTTP TLS")
+    options = (_options_of("grpc", "as Triton's option") + _options_of("http", "pytriton's own: Triton has no HTTP TLS")
+               + _options_of("openai", "pytriton's own"))
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper

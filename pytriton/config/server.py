@@ -101,6 +101,7 @@ class ServerConfig:
     openai_tokenizer: str | None = None
     grpc_tls: TlsSettings | None = None  # TLS / mutual TLS on the gRPC port (Triton's --grpc-use-ssl...)
     http_tls: TlsSettings | None = None  # TLS / mutual TLS on the HTTP port (pytriton's own --http-use-ssl...)
+    openai_tls: TlsSettings | None = None  # TLS / mutual TLS on the OpenAI port (pytriton's own --openai-use-ssl...)
     # One of several front-end processes (`pytriton serve --frontend-processes N`; docs/multi-frontend.md), set by
     # the parent for each: its index and every process's private loopback port (empty: the only process)
     frontend_index: int = 0
@@ -128,7 +129,7 @@ class ServerConfig:
             fields["repository_limits"] = RepositoryLimits(**fields["repository_limits"])
         if isinstance(fields.get("grpc_limits"), dict):
             fields["grpc_limits"] = H2Limits(**fields["grpc_limits"])
-        for name in ("grpc_tls", "http_tls"):
+        for name in ("grpc_tls", "http_tls", "openai_tls"):
             if isinstance(fields.get(name), dict):
                 fields[name] = TlsSettings(**fields[name])
         return cls(**fields)

@@ -111,6 +111,12 @@ class TritonConfig:
     openai_port: int | None = None
     openai_api_key: str | None = None
     openai_tokenizer: str | None = None
+    # pytriton's own: TLS on the OpenAI port, as the http_* fields above for the HTTP port
+    openai_use_ssl: bool | None = None
+    openai_use_ssl_mutual: bool | None = None
+    openai_server_cert: pathlib.Path | None = None
+    openai_server_key: pathlib.Path | None = None
+    openai_root_cert: pathlib.Path | None = None
     metrics_config: list[str] | None = None
     trace_config: list[str] | None = None
     cache_config: list[str] | None = None
@@ -123,6 +129,7 @@ class TritonConfig:
         try:
             grpc_tls_of(self)
             http_tls_of(self)
+            openai_tls_of(self)
         except ValueError as exc:
             raise PyTritonValidationError(f"TritonConfig: {exc}") from None
         if self.execution_timeout_secs is not None and not self.execution_timeout_secs > 0:
@@ -304,6 +311,7 @@ def server_config(config: TritonConfig, security: TritonSecurityConfig) -> Serve
                                                else []),
         grpc_tls=grpc_tls_of(config),
         http_tls=http_tls_of(config),
+        openai_tls=openai_tls_of(config),
     )
 
 
@@ -336,6 +344,13 @@ def http_tls_of(config: TritonConfig) -> TlsSettings | None:
     return TlsSettings.of(config.http_use_ssl, config.http_use_ssl_mutual, config.http_server_cert,
                           config.http_server_key, config.http_root_cert,
                           options=("http_use_ssl", "http_server_cert", "http_server_key", "http_root_cert"))
+
+
+def openai_tls_of(config: TritonConfig) -> TlsSettings | None:
+    """The OpenAI port's TLS (pytriton's own fields); raises ValueError."""
+    return TlsSettings.of(config.openai_use_ssl, config.openai_use_ssl_mutual, config.openai_server_cert,
+                          config.openai_server_key, config.openai_root_cert,
+                          options=("openai_use_ssl", "openai_server_cert", "openai_server_key", "openai_root_cert"))
 
 
 def exit_timeout_of(config: TritonConfig) -> float:

@@ -137,6 +137,16 @@ FIELDS: dict[str, FieldInfo] = {
                                "`Authorization: Bearer KEY`; default: PYTRITON_OPENAI_API_KEY, else no key"),
     "openai_tokenizer": _applied("--openai-tokenizer", "pytriton's own: a Hugging Face tokenizer whose chat template "
                                  "makes chat prompts (needs transformers); default: a plain template"),
+    "openai_use_ssl": _applied("--openai-use-ssl", "pytriton's own: serve the OpenAI port over TLS with "
+                               f"openai_server_cert and openai_server_key {_TLS}"),
+    "openai_use_ssl_mutual": _applied("--openai-use-ssl-mutual", "pytriton's own: mutual TLS on the OpenAI port, "
+                                      "clients must present a certificate signed by openai_root_cert; implies "
+                                      "openai_use_ssl"),
+    "openai_server_cert": _applied("--openai-server-cert", "pytriton's own: the OpenAI port's certificate (chain), "
+                                   "PEM"),
+    "openai_server_key": _applied("--openai-server-key", "pytriton's own: the OpenAI port's private key, PEM"),
+    "openai_root_cert": _applied("--openai-root-cert", "pytriton's own: mutual TLS, the CA certificate(s) the OpenAI "
+                                 "port's client certificates are verified against, PEM"),
     "metrics_config": _applied("--metrics-config", "Triton's KEY=VALUE settings counter_latencies, "
                                "histogram_latencies, summary_latencies, summary_quantiles (metrics.md); another key "
                                "is refused"),

@@ -109,7 +109,7 @@ def run_loop(config: ServerConfig, main: Coroutine[Any, Any, None]) -> None:
     uvloop's for "uvloop", and for "auto" where uvloop is installed and no port serves TLS (every unbatched request
     wakes the loop about three times; uvloop's wake-ups cost fewer Python steps); asyncio's own otherwise. TLS ports
     run on asyncio's loop: their handshake (frontend/tls.py) is built on its `start_tls`."""
-    tls = config.grpc_tls is not None or config.http_tls is not None
+    tls = config.grpc_tls is not None or config.http_tls is not None or config.openai_tls is not None
     if config.event_loop == "uvloop" and tls:
         main.close()
         raise RuntimeError("PYTRITON_EVENT_LOOP=uvloop cannot serve a TLS port (its handshake needs asyncio's loop); "

@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -17,8 +15,8 @@ from pytriton.config.triton_config import server_config
 from pytriton.exceptions import PyTritonValidationError
 from pytriton.frontend.tls import HandshakeLog, server_context
 from pytriton.triton import TritonConfig, TritonSecurityConfig
-from tests._support.paths import REPO
 from tests.tls.certs import Certs, make_certs
+from tests.tls.cli import serve_to_end
 
 GRPC = ("--grpc-use-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-root-cert")
 
@@ -93,21 +91,12 @@ def test_triton_config_fields(certs):
     assert server_config(env, TritonSecurityConfig()).grpc_tls == TlsSettings(certs.server_pem, certs.server_key)
 
 
-def _serve(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pytriton.cli", "serve", "tests.models:add_sub", "--input", "INPUT0:int32:16",
-               "--input", "INPUT1:int32:16", "--output", "OUTPUT0:int32:16", "--output", "OUTPUT1:int32:16",
-               "--no-allow-metrics", *args]
-    for service in ("grpc", "http"):
-        command += [f"--{service}-port", "0", f"--{service}-address", "127.0.0.1"]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
-
-
 def test_cli_start_fails_naming_the_file(certs, tmp_path):
     missing = str(tmp_path / "missing.pem")
-    result = _serve("--grpc-use-ssl", "--grpc-server-cert", missing, "--grpc-server-key", certs.server_key)
+    result = serve_to_end("--grpc-use-ssl", "--grpc-server-cert", missing, "--grpc-server-key", certs.server_key)
     assert result.returncode != 0
     assert f"cannot read the server certificate '{missing}'" in result.stderr, result.stderr
-    result = _serve("--http-use-ssl", "--http-server-cert", certs.server_pem, "--http-server-key", certs.client_key)
+    result = serve_to_end("--http-use-ssl", "--http-server-cert", certs.server_pem, "--http-server-key", certs.client_key)
     assert result.returncode != 0
     assert f"the server key '{certs.client_key}' does not match" in result.stderr, result.stderr
 
@@ -115,13 +104,13 @@ def test_cli_start_fails_naming_the_file(certs, tmp_path):
 @pytest.mark.parametrize("form", [["--grpc-use-ssl"], ["--grpc-use-ssl", "true"], ["--grpc-use-ssl=yes"]])
 def test_cli_usage_errors(form):
     """The option alone or with Triton's boolean value; TLS without a certificate is a usage error."""
-    result = _serve(*form)
+    result = serve_to_end(*form)
     assert result.returncode == 2
     assert "--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key" in result.stderr, result.stderr
 
 
 def test_cli_mutual_needs_a_root_certificate(certs):
-    result = _serve("--http-use-ssl-mutual", "--http-server-cert", certs.server_pem, "--http-server-key",
+    result = serve_to_end("--http-use-ssl-mutual", "--http-server-cert", certs.server_pem, "--http-server-key",
                     certs.server_key)
     assert result.returncode == 2
     assert "mutual TLS needs --http-root-cert" in result.stderr, result.stderr
