@@ -32,7 +32,7 @@ from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import QUEUE_START, REQUEST_START
 from pytriton.core.types import ExecutionRequest, InferRequest, InferResponse
-from pytriton.core.validation import validate_layout, validate_request
+from pytriton.core.validation import drop_repeated_outputs, validate_layout, validate_request
 from pytriton.exceptions import ServerError, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import BatchPolicy
@@ -293,6 +293,8 @@ class ServerCore:
         is stamped on the way."""
         if model is None:
             model = self.registry.get(request.model_name, request.model_version)
+        if len(request.outputs) > 1:  # (before the cache's key and an ensemble's outputs are taken from them)
+            drop_repeated_outputs(request.outputs)
         if cache and model.cache is not None:
             return RunCall(infer_cached(self, model, model.cache, request, internal))
         if model.ensemble is not None:
@@ -335,6 +337,8 @@ class ServerCore:
         trace = request.trace
         if trace is not None:
             trace.stamp(REQUEST_START, start or time.perf_counter_ns())
+        if len(request.outputs) > 1:
+            drop_repeated_outputs(request.outputs)
         # region errors come first, as before validation (`execution_request` written out: one call fewer)
         execution, regions = execution_request(self.shm, self.received, request)
         signature = None

@@ -10,7 +10,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from pytriton.core.types import InferRequest
+from pytriton.core.types import InferRequest, RequestedOutput
 from pytriton.exceptions import ServerError, invalid_arg
 from pytriton.model_config.datatypes import ITEMSIZE, TRITON_TO_NUMPY
 from pytriton.model_config.triton_model_config import TritonModelConfig
@@ -42,17 +42,26 @@ def _err(request: InferRequest, message: str) -> ServerError:
 
 
 def check_duplicates(request: InferRequest) -> None:
-    """Duplicate input or requested-output names (Triton rejects them when they are added)."""
+    """An input named twice (Triton rejects it when it is added)."""
     seen: set[str] = set()
     for tensor in request.inputs:
         if tensor.name in seen:
             raise _err(request, f"input '{tensor.name}' already exists in request")
         seen.add(tensor.name)
-    seen.clear()
-    for output in request.outputs:
-        if output.name in seen:
-            raise _err(request, f"output '{output.name}' already exists in request")
-        seen.add(output.name)
+
+
+def drop_repeated_outputs(outputs: list[RequestedOutput]) -> None:
+    """An output asked for twice is asked for once, the first time it is named (as tritonserver 2.51, which answers
+    it once, in the first one's form); the list is changed in place, for every holder of it."""
+    if len(outputs) < 2 or len({o.name for o in outputs}) == len(outputs):
+        return
+    seen: set[str] = set()
+    kept = []
+    for output in outputs:
+        if output.name not in seen:
+            seen.add(output.name)
+            kept.append(output)
+    outputs[:] = kept
 
 
 def validate_request(config: TritonModelConfig, request: InferRequest) -> int:

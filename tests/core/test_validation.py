@@ -7,7 +7,7 @@ import pytest
 
 from pytriton.core.registry import parse_version
 from pytriton.core.types import InferRequest, RequestedOutput
-from pytriton.core.validation import validate_layout, validate_request
+from pytriton.core.validation import drop_repeated_outputs, validate_layout, validate_request
 from pytriton.exceptions import ServerError, Status
 from pytriton.model_config.datatypes import serialize_bytes_tensor
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
@@ -83,8 +83,13 @@ def test_duplicates():
     request = good()
     request.inputs.append(tensor("INPUT0", "INT32", (1, 16)))
     assert error_of(BATCHED, request).message == "[request id: <id_unknown>] input 'INPUT0' already exists in request"
-    request = good(outputs=[RequestedOutput("OUTPUT0"), RequestedOutput("OUTPUT0")])
-    assert error_of(BATCHED, request).message.endswith("output 'OUTPUT0' already exists in request")
+
+
+def test_an_output_asked_for_twice_is_kept_once_the_first_time_in_place():
+    first, second = RequestedOutput("OUTPUT0", {"binary_data": True}), RequestedOutput("OUTPUT0")
+    outputs = [first, RequestedOutput("OUTPUT1"), second]
+    drop_repeated_outputs(outputs)
+    assert [o.name for o in outputs] == ["OUTPUT0", "OUTPUT1"] and outputs[0] is first
 
 
 def test_batch_size_limit_and_mismatch():

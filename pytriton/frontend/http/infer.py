@@ -82,12 +82,32 @@ def _shm_params(params: dict[str, Any], name: str) -> tuple[str, int, int]:
     return region, values[0], values[1]
 
 
+# What the elements of a JSON `data` array may be, by datatype (Python's JSON types: a JSON true is a `bool`, not an
+# `int`), and the words of tritonserver's refusal of another (its TritonJson's). A number where a BOOL is due, a
+# boolean, a string or a fraction where an integer is, are refused as Triton refuses them, never converted.
+_NON_INTEGER = "attempt to access JSON non-signed-integer as signed-integer"
+_NON_UNSIGNED = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+JSON_ELEMENTS: dict[str, tuple[frozenset[type], str]] = {
+    "BOOL": (frozenset({bool}), "attempt to access JSON non-boolean as boolean"),
+    **{t: (frozenset({int}), _NON_UNSIGNED) for t in ("UINT8", "UINT16", "UINT32", "UINT64")},
+    **{t: (frozenset({int}), _NON_INTEGER) for t in ("INT8", "INT16", "INT32", "INT64")},
+    **{t: (frozenset({int, float}), "attempt to access JSON non-number as double") for t in ("FP32", "FP64")},
+}
+
+
+def _count_mismatch() -> ServerError:
+    """More or fewer elements in `data` than its shape holds (tritonserver 2.51's words and status)."""
+    return internal("Unable to parse 'data': Shape does not match true shape of 'data' field")
+
+
 def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: str) -> bytes:
     count = 1
     for d in shape:
         count *= d
     if datatype in ("FP16", "BF16"):
         raise _bad(f"receiving {datatype} data via JSON is not supported. Please use the binary data format for input {name}")
+    if not isinstance(data, list):
+        raise _bad(f"Unable to parse 'data' of input '{name}': attempt to access JSON non-array as array")
     if datatype == "BYTES":
         # Like Triton, the size comes from the elements themselves: a wrong count is left to the core's
         # BYTES checks ("unexpected number of string elements ..." / "expected N string elements ...").
@@ -95,23 +115,39 @@ def _json_data_to_bytes(data: Any, datatype: str, shape: tuple[int, ...], name: 
         array = np.empty(len(flat), dtype=object)
         for i, item in enumerate(flat):
             if not isinstance(item, str):
-                raise _bad(f"Unable to parse 'data' of input '{name}': BYTES elements must be strings")
+                raise _bad(f"Unable to parse 'data' of input '{name}': attempt to access JSON non-string as string")
             array[i] = item.encode("utf-8")
         return serialize_bytes_tensor(array)
     dtype = TRITON_TO_NUMPY.get(datatype)
-    if dtype is None:
+    kinds = JSON_ELEMENTS.get(datatype)
+    if dtype is None or kinds is None:
         raise _bad(f"invalid datatype for input {name}")
-    try:
-        array = np.asarray(data, dtype=dtype)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise _bad(f"Unable to parse 'data' of input '{name}': {exc}") from None
-    if array.size > count:
-        raise internal("Unable to parse 'data': Shape does not match true shape of 'data' field")
-    if array.size < count:
-        raise internal("Failed to parse 'data' field: shape does not match true shape")
-    if array.dtype == object:
-        raise _bad(f"Unable to parse 'data' of input '{name}': nested lists of different lengths")
-    return array.tobytes()
+    elements = data
+    types = set(map(type, elements))
+    if list in types:  # nested arrays, read in order
+        elements = flatten(data)
+        types = set(map(type, elements))
+    allowed, refusal = kinds
+    # In Triton's order: element by element, one past the shape's count is a count error, else a wrong type is
+    # refused (Triton 2.51 answers both with 500; a wrong type is the client's error here: 400).
+    if not types <= allowed:
+        first = next(i for i, value in enumerate(elements) if type(value) not in allowed)
+        if first >= count:
+            raise _count_mismatch()
+        raise _bad(f"Unable to parse 'data' of input '{name}': {refusal}")
+    if len(elements) != count:
+        raise _count_mismatch()
+    if datatype[0] in "IU" and elements:  # integers: in the datatype's range, or refused (Triton wraps them
+        # around: 300 as INT8 would be 44)
+        limits = np.iinfo(dtype)
+        low, high = min(elements), max(elements)
+        if low < limits.min or high > limits.max:
+            if datatype.startswith("U") and low < 0:
+                raise _bad(f"Unable to parse 'data' of input '{name}': {_NON_UNSIGNED}")
+            value = low if low < limits.min else high
+            raise _bad(f"Unable to parse 'data' of input '{name}': {value} is out of the range of {datatype} "
+                       f"[{limits.min}, {limits.max}]")
+    return np.asarray(elements, dtype=dtype).tobytes()
 
 
 def flatten(data: Any) -> list[Any]:

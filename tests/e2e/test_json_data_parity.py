@@ -1,0 +1,153 @@
+"""JSON `data` elements of each kind, and outputs asked for twice, over raw HTTP and gRPC: what pytriton answers, and
+(slow, where it is installed) the same requests to the real tritonserver 2.51 on the same repository
+(tests/repositories/json_kinds: identity models of Triton's own Python API), compared case by case. Where pytriton
+differs on purpose (docs/guide/clients.md: a client's error is 400 where Triton answers 500; an out-of-range integer
+is refused where Triton wraps it around), the test says so case by case."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+from tests._support.paths import REPOSITORIES
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.serving import serve
+
+REPOSITORY = REPOSITORIES / "json_kinds"
+TIMEOUT_S = 30
+NON_INTEGER = "attempt to access JSON non-signed-integer as signed-integer"
+NON_UNSIGNED = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+NON_BOOLEAN = "attempt to access JSON non-boolean as boolean"
+NON_NUMBER = "attempt to access JSON non-number as double"
+COUNT = "Unable to parse 'data': Shape does not match true shape of 'data' field"
+
+# case -> (datatype, data, shape or None for the data's length, what Triton 2.51 answers: (status, error or data),
+# what pytriton answers where it differs on purpose, else None)
+CASES: dict[str, tuple[str, Any, list[int] | None, tuple[int, Any], tuple[int, Any] | None]] = {
+    "int32_fraction": ("INT32", [1.9], None, (500, f"Unable to parse 'data': {NON_INTEGER}"),
+                       (400, f"Unable to parse 'data' of input 'X': {NON_INTEGER}")),
+    "int8_true": ("INT8", [True], None, (500, f"Unable to parse 'data': {NON_INTEGER}"),
+                  (400, f"Unable to parse 'data' of input 'X': {NON_INTEGER}")),
+    "int64_string": ("INT64", ["1"], None, (500, f"Unable to parse 'data': {NON_INTEGER}"),
+                     (400, f"Unable to parse 'data' of input 'X': {NON_INTEGER}")),
+    "uint8_negative": ("UINT8", [-1], None, (500, f"Unable to parse 'data': {NON_UNSIGNED}"),
+                       (400, f"Unable to parse 'data' of input 'X': {NON_UNSIGNED}")),
+    "bool_one": ("BOOL", [1], None, (500, f"Unable to parse 'data': {NON_BOOLEAN}"),
+                 (400, f"Unable to parse 'data' of input 'X': {NON_BOOLEAN}")),
+    "bool_string_false": ("BOOL", ["false"], None, (500, f"Unable to parse 'data': {NON_BOOLEAN}"),
+                          (400, f"Unable to parse 'data' of input 'X': {NON_BOOLEAN}")),
+    "fp64_true": ("FP64", [True], None, (500, f"Unable to parse 'data': {NON_NUMBER}"),
+                  (400, f"Unable to parse 'data' of input 'X': {NON_NUMBER}")),
+    "fp64_null": ("FP64", [None], None, (500, f"Unable to parse 'data': {NON_NUMBER}"),
+                  (400, f"Unable to parse 'data' of input 'X': {NON_NUMBER}")),
+    "fp64_scalar": ("FP64", 5, [1], (500, "Unable to parse 'data': attempt to access JSON non-array as array"),
+                    (400, "Unable to parse 'data' of input 'X': attempt to access JSON non-array as array")),
+    "bytes_number": ("BYTES", [1], None, (500, "Unable to parse JSON bytes array: attempt to access JSON non-string "
+                                               "as string"),
+                     (400, "Unable to parse 'data' of input 'X': attempt to access JSON non-string as string")),
+    "int8_wraps": ("INT8", [300], None, (200, [44]), (400, "Unable to parse 'data' of input 'X': 300 is out of the "
+                                                           "range of INT8 [-128, 127]")),
+    "uint8_wraps": ("UINT8", [256], None, (200, [0]), (400, "Unable to parse 'data' of input 'X': 256 is out of the "
+                                                            "range of UINT8 [0, 255]")),
+    "fewer": ("FP64", [1, 2, 3], [4], (500, COUNT), None),
+    "more": ("FP64", [1, 2, 3, 4, 5], [4], (500, COUNT), None),
+    "past_the_count_before_a_bad_one": ("INT32", [1, 2, 3, 4, "x"], [4], (500, COUNT), None),
+    "nested": ("FP64", [[1, 2], [3, 4]], [4], (200, [1.0, 2.0, 3.0, 4.0]), None),
+    "int64_edges": ("INT64", [-2**63, 2**63 - 1], None, (200, [-2**63, 2**63 - 1]), None),
+    "uint64_top": ("UINT64", [2**64 - 1], None, (200, [2**64 - 1]), None),
+    "bool_values": ("BOOL", [True, False], None, (200, [True, False]), None),
+    "fp64_integers": ("FP64", [1, -2], None, (200, [1.0, -2.0]), None),
+    "bytes_nested": ("BYTES", [["ab"], ["cd"]], [2], (200, ["ab", "cd"]), None),
+}
+
+
+def _post(http_url: str, model: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    host, port = http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_S)
+    try:
+        connection.request("POST", f"/v2/models/{model}/infer", json.dumps(body), {"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+def _answer(http_url: str, case: str) -> tuple[int, Any]:
+    datatype, data, shape, _, _ = CASES[case]
+    tensor = {"name": "X", "datatype": datatype, "shape": shape or [len(data)], "data": data}
+    status, body = _post(http_url, f"ident_{datatype.lower()}", {"inputs": [tensor]})
+    return status, body["outputs"][0]["data"] if status == 200 else body["error"]
+
+
+def _repeated_outputs(http_url: str, grpc_url: str) -> dict[str, Any]:
+    """An output asked for twice: over HTTP in JSON then binary form (and the other way round), and over gRPC."""
+    out: dict[str, Any] = {}
+    x = {"name": "X", "datatype": "FP64", "shape": [2], "data": [1, 2]}
+    for label, forms in (("json_first", [{}, {"binary_data": True}]), ("binary_first", [{"binary_data": True}, {}])):
+        status, body = _post_raw(http_url, {"inputs": [x], "outputs": [{"name": "Y", "parameters": p} for p in forms]})
+        out[label] = status, body
+    request = service_pb2.ModelInferRequest(model_name="ident_fp64")
+    tensor = request.inputs.add(name="X", datatype="FP64")
+    tensor.shape.extend([2])
+    tensor.contents.fp64_contents.extend([1, 2])
+    request.outputs.add(name="Y")
+    request.outputs.add(name="Y")
+    with grpc.insecure_channel(grpc_url) as channel:
+        answer = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=TIMEOUT_S)
+    out["grpc"] = [(o.name, list(o.shape)) for o in answer.outputs], [bytes(r) for r in answer.raw_output_contents]
+    return out
+
+
+def _post_raw(http_url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    host, port = http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_S)
+    try:
+        connection.request("POST", "/v2/models/ident_fp64/infer", json.dumps(body), {"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve("--model-repository", str(REPOSITORY)) as s:
+        yield s
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_json_data_of_each_kind(server, case):
+    _, _, _, theirs, ours = CASES[case]
+    assert _answer(server.http_url, case) == (ours or theirs)
+
+
+def test_an_output_asked_for_twice_is_answered_once_in_the_first_ones_form(server):
+    answers = _repeated_outputs(server.http_url, server.grpc_url)
+    status, body = answers["json_first"]
+    assert status == 200 and json.loads(body)["outputs"] == [
+        {"name": "Y", "datatype": "FP64", "shape": [2], "data": [1.0, 2.0]}]
+    status, body = answers["binary_first"]
+    header = json.loads(body[: body.index(b"}]}") + 3])
+    assert status == 200 and header["outputs"] == [
+        {"name": "Y", "datatype": "FP64", "shape": [2], "parameters": {"binary_data_size": 16}}]
+    assert answers["grpc"] == ([("Y", [2])], [bytes.fromhex("000000000000f03f0000000000000040")])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
+def test_the_real_tritonserver_answers_as_the_table_says(server):
+    """Every case's Triton column, and the repeated outputs, as tritonserver 2.51 answers them."""
+    with tempfile.TemporaryDirectory() as scratch:
+        urls: dict[str, str] = {}
+        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
+            theirs = {case: _answer(urls["http"], case) for case in CASES}
+            repeated = _repeated_outputs(urls["http"], grpc_url)
+    assert theirs == {case: CASES[case][3] for case in CASES}
+    assert repeated == _repeated_outputs(server.http_url, server.grpc_url)

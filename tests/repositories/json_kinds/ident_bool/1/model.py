@@ -1,0 +1,1 @@
+../../ident_fp64/1/model.py
