@@ -45,9 +45,10 @@ logger = logging.getLogger("pytriton.core")
 SERVER_NAME = "triton"
 # The Triton release whose protocol this server follows (tritonclient 2.73.0).
 SERVER_VERSION = "2.73.0"
+# As tritonserver 2.51 lists them, in its order (`schedule_policy`: the priority and timeout request parameters)
 EXTENSIONS = ("classification", "sequence", "model_repository", "model_repository(unload_dependents)",
-              "model_configuration", "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
-              "statistics")
+              "schedule_policy", "model_configuration", "system_shared_memory", "cuda_shared_memory",
+              "binary_tensor_data", "parameters", "statistics", "trace", "logging")
 
 
 class ServerCore:

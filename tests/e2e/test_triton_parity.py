@@ -1,5 +1,6 @@
-"""JSON `data` elements of each kind, and outputs asked for twice, over raw HTTP and gRPC: what pytriton answers, and
-(slow, where it is installed) the same requests to the real tritonserver 2.51 on the same repository
+"""Requests whose answers tritonserver 2.51 defines: JSON `data` elements of each kind, outputs asked for twice (raw HTTP
+and gRPC), the server's extensions; what pytriton answers, and (slow, where it is installed) the same requests to the
+real tritonserver 2.51 on the same repository
 (tests/repositories/json_kinds: identity models of Triton's own Python API), compared case by case. Where pytriton
 differs on purpose (docs/guide/clients.md: a client's error is 400 where Triton answers 500; an out-of-range integer
 is refused where Triton wraps it around), the test says so case by case."""
@@ -140,14 +141,40 @@ def test_an_output_asked_for_twice_is_answered_once_in_the_first_ones_form(serve
     assert answers["grpc"] == ([("Y", [2])], [bytes.fromhex("000000000000f03f0000000000000040")])
 
 
+# GET /v2's extensions, as tritonserver 2.51 lists them (its version differs: ours names the protocol's release)
+EXTENSIONS = ["classification", "sequence", "model_repository", "model_repository(unload_dependents)",
+              "schedule_policy", "model_configuration", "system_shared_memory", "cuda_shared_memory",
+              "binary_tensor_data", "parameters", "statistics", "trace", "logging"]
+
+
+def _extensions(http_url: str, grpc_url: str) -> tuple[list[str], list[str]]:
+    host, port = http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_S)
+    try:
+        connection.request("GET", "/v2")
+        over_http = json.loads(connection.getresponse().read())["extensions"]
+    finally:
+        connection.close()
+    with grpc.insecure_channel(grpc_url) as channel:
+        answer = service_pb2_grpc.GRPCInferenceServiceStub(channel).ServerMetadata(service_pb2.ServerMetadataRequest(),
+                                                                                   timeout=TIMEOUT_S)
+    return over_http, list(answer.extensions)
+
+
+def test_the_server_lists_the_extensions_it_has(server):
+    assert _extensions(server.http_url, server.grpc_url) == (EXTENSIONS, EXTENSIONS)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says(server):
-    """Every case's Triton column, and the repeated outputs, as tritonserver 2.51 answers them."""
+    """Every case's Triton column, the repeated outputs and the extensions, as tritonserver 2.51 answers them."""
     with tempfile.TemporaryDirectory() as scratch:
         urls: dict[str, str] = {}
         with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
             theirs = {case: _answer(urls["http"], case) for case in CASES}
             repeated = _repeated_outputs(urls["http"], grpc_url)
+            extensions = _extensions(urls["http"], grpc_url)
     assert theirs == {case: CASES[case][3] for case in CASES}
     assert repeated == _repeated_outputs(server.http_url, server.grpc_url)
+    assert extensions == (EXTENSIONS, EXTENSIONS)
