@@ -42,8 +42,8 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
     """Serve `repository` (model control mode none unless `args` say otherwise) until the block ends; yields its gRPC
     URL. `scratch`: an empty folder for its backends; `env`: added to its environment (and so to its Python stubs');
     `args`: more tritonserver options; `log`: gets its log lines (all of them once the block ends, or once it raised
-    RuntimeError: it did not start); `urls`: gets its "grpc" and "http" addresses (host:port), the block starting once
-    its HTTP port also listens."""
+    RuntimeError: it did not start); `urls`: gets its "grpc", "http" and "metrics" addresses (host:port), the block
+    starting once its HTTP port also listens."""
     backends = REAL.stage_backends(scratch / "backends")
     ports = [_free_port() for _ in range(3)]
     # (the stub's numpy must be that of the venv nvidia-pytriton is installed in: REAL.environment puts its bin first)
@@ -79,7 +79,7 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
         if urls is not None:
             if not http_serving.wait(60):
                 raise RuntimeError("tritonserver's HTTP port did not start")
-            urls.update(grpc=f"127.0.0.1:{ports[1]}", http=f"127.0.0.1:{ports[0]}")
+            urls.update(grpc=f"127.0.0.1:{ports[1]}", http=f"127.0.0.1:{ports[0]}", metrics=f"127.0.0.1:{ports[2]}")
         # tritonserver 2.51 logs "Started HTTPService" about 40 ms before that port takes connections (measured
         # here: 38 refusals in a row after the line, 12 starts of 12): the block starts once both ports do
         for port in (ports[1], ports[0]):
