@@ -220,7 +220,9 @@ class TritonModelConfig:
             "metric_tags": {},
             "parameters": {k: {"string_value": v} for k, v in self.backend_parameters.items()},
             "model_warmup": [sample.to_triton_dict() for sample in self.warmup],
-            "model_transaction_policy": {"decoupled": self.decoupled},
+            # (a decoupled model's alone, as tritonserver 2.51 shows a config that does not set it, and NVIDIA PyTriton
+            # writes it)
+            **({"model_transaction_policy": {"decoupled": True}} if self.decoupled else {}),
             **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
         }

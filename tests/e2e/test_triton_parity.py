@@ -161,6 +161,21 @@ def _extensions(http_url: str, grpc_url: str) -> tuple[list[str], list[str]]:
     return over_http, list(answer.extensions)
 
 
+def _config(http_url: str, model: str) -> dict[str, Any]:
+    host, port = http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_S)
+    try:
+        connection.request("GET", f"/v2/models/{model}/config")
+        return dict(json.loads(connection.getresponse().read()))
+    finally:
+        connection.close()
+
+
+def test_a_config_without_a_transaction_policy_shows_none(server):
+    """As tritonserver 2.51 shows it (a decoupled model's config shows `{"decoupled": true}`)."""
+    assert "model_transaction_policy" not in _config(server.http_url, "ident_fp64")
+
+
 def test_the_server_lists_the_extensions_it_has(server):
     assert _extensions(server.http_url, server.grpc_url) == (EXTENSIONS, EXTENSIONS)
 
