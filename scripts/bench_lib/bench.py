@@ -75,6 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "docs/benchmarks-triton.md")
     p.add_argument("--vs-cases", help="--vs-triton: comma-separated subset of grpc-16-c1,grpc-16-c8,grpc-16-c64,"
                                       "http-16-c8,http-16-c64,grpc-1mib-c8,grpc-1mib-shm-c8")
+    p.add_argument("--ours-frontends", metavar="N[,N...]",
+                   help="--vs-triton: also serve ours with `--frontend-processes N` (N whole servers behind the same "
+                        "ports, each with its own model instances), for each N (2 or more), as a server of its own in "
+                        "every round, reported beside Triton (default: none)")
+    p.add_argument("--time-limit", type=float, metavar="S",
+                   help="--vs-triton: start no launch that would end past S seconds from the start (judged by the "
+                        "mean launch so far); the launches left out are listed as a problem (default: no limit)")
     p.add_argument("--many-models", metavar="N[,N...]",
                    help="ready time and PSS of the process tree with N copies of a small Python-backend model, ours "
                         "beside the real tritonserver 2.51 (bench_lib/many_models.py), for each N; 3 rounds unless "
@@ -128,6 +135,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         from bench_lib.many_models import parse_counts
         try:
             args.many_models = parse_counts(args.many_models)
+        except ValueError as e:
+            p.error(str(e))
+    if args.time_limit is not None and not args.vs_triton:
+        p.error("--time-limit goes with --vs-triton")
+    if args.ours_frontends is not None:
+        from bench_lib.vs_triton import parse_frontends
+        if not args.vs_triton:
+            p.error("--ours-frontends goes with --vs-triton")
+        try:
+            args.ours_frontends = parse_frontends(args.ours_frontends)
         except ValueError as e:
             p.error(str(e))
     if args.vs_cases:
@@ -349,19 +366,28 @@ def pkg_version(python: pathlib.Path, dist: str) -> str:
         return "?"
 
 
+GIT_ENV = "PYTRITON_BENCH_GIT"  # the commit to report where the checkout has no git (a copy on a lent machine)
+
+
 def git_describe() -> str:
+    """The short commit of the checkout (and whether pytriton/ has uncommitted changes); $PYTRITON_BENCH_GIT where
+    git cannot say (a copy of the working tree without .git), "?" where neither can."""
     try:
         rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=False).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "pytriton"],
-                               capture_output=True, text=True, check=False).stdout.strip()
-        return rev + (" + uncommitted changes under pytriton/" if dirty else "")
+                               capture_output=True, text=True, check=False).stdout.strip() if rev else ""
     except OSError:
-        return "?"
+        rev, dirty = "", ""
+    if not rev:
+        return os.environ.get(GIT_ENV) or "?"
+    return rev + (" + uncommitted changes under pytriton/" if dirty else "")
 
 
-def perf_analyzer_version() -> str:
-    stamp = REPO / ".tools" / "perf_analyzer" / ".installed"
+def perf_analyzer_version(binary: pathlib.Path | None = None) -> str:
+    """The tritonclient version perf_analyzer came from, as scripts/install-perf-analyzer stamped it beside the binary
+    (`binary`: bin/perf_analyzer beside the perf_analyzer/ folder; default .tools/bin/perf_analyzer)."""
+    stamp = (binary or REPO / ".tools" / "bin" / "perf_analyzer").parent.parent / "perf_analyzer" / ".installed"
     if stamp.exists():
         m = re.search(r"tritonclient==(\S+)", stamp.read_text())
         return m.group(1) if m else "?"
@@ -380,7 +406,7 @@ def collect_meta(args: argparse.Namespace, result: BenchResult, load_start: floa
         load_end=procfs.loadavg(), other_cores=median([r.other_cores for r in runs]) or 0.0,
         steal_cores=median(stolen) if stolen else None, git=git_describe(),
         ours_version="pytriton " + pkg_version(args.ours_python, "pytriton"),
-        nvidia_version=pkg_version(args.nvidia_python, "nvidia-pytriton"), pa_version=perf_analyzer_version(),
+        nvidia_version=pkg_version(args.nvidia_python, "nvidia-pytriton"), pa_version=perf_analyzer_version(args.perf_analyzer),
         out_dir_rel=rel,
     )
 
@@ -434,7 +460,7 @@ def run_triton_suite(args: argparse.Namespace) -> int:
     if why:
         log(f"the real tritonserver cannot run: {why}; `--servers ours` measures ours alone")
         return 2
-    meta = {"git": git_describe(), "perf_analyzer": perf_analyzer_version(),
+    meta = {"git": git_describe(), "perf_analyzer": perf_analyzer_version(args.perf_analyzer),
             "ours_version": pkg_version(args.ours_python, "pytriton"),
             "nvidia_pytriton_version": pkg_version(args.nvidia_python, "nvidia-pytriton") if real else "–"}
     if args.vs_triton:

@@ -33,6 +33,7 @@ BENIGN_LOG_LINES = (
     "CudaDriverHelper has not been initialized",
 )
 _ERROR_LINE = re.compile(r"Traceback|\bERROR\b|CRITICAL|^E\d{4} ")
+GROUP_READY = "pytriton server ready"  # `pytriton serve` logs it once every front-end process is ready
 
 
 def free_port() -> int:
@@ -247,3 +248,21 @@ def log_problems(name: str, text: str, expected_pkg: pathlib.Path, logfile: path
     if bad:
         problems.append(f"{name}: {len(bad)} error line(s) in {logfile}: {bad[0][:300]}")
     return problems
+
+
+def group_ready(server: Server, processes: int, timeout_s: float) -> str | None:
+    """Wait for the CLI's "ready" line of `pytriton serve --frontend-processes N` (every front-end process ready: the
+    first ready one answers the models' readiness sooner), then check that the tree whose CPU is counted holds all N
+    front-end processes. None when so, else what is wrong, in words."""
+    line = GROUP_READY if processes == 1 else f"{GROUP_READY} ({processes} front-end processes)"
+    deadline = time.monotonic() + timeout_s
+    while line not in server.logfile.read_text(errors="replace"):
+        if time.monotonic() > deadline or server.proc is None or server.proc.poll() is not None:
+            return f"no {line!r} in {server.logfile} within {timeout_s:.0f} s"
+        time.sleep(0.1)
+    pids = server.refresh_tree()
+    frontends = len([p for p in pids if "-m pytriton.server " in procfs.cmdline(p)]) if processes > 1 else 1
+    if frontends != processes:
+        return (f"{frontends} front-end processes in the server's process tree, expected {processes}: its CPU per "
+                "request would leave some out")
+    return None

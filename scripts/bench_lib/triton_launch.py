@@ -19,16 +19,46 @@ SERVERS = ("ours", "triton")
 LABEL = {"ours": "pytriton (ours)", "triton": "tritonserver 2.51"}
 # Each server's processes, by role: (role of the root / a front-end process, role of the model processes)
 ROLES = {"ours": ("front-end", "workers"), "triton": ("tritonserver", "Python stubs")}
+# Ours on N front-end processes (`pytriton serve --frontend-processes N`, vs_triton.py's --ours-frontends): "ours-feN"
+FRONTENDS_PREFIX = "ours-fe"
 # Triton's lines at every start on a machine without a GPU or with a read-only repository: not a problem
 TRITON_BENIGN = (*BENIGN_LOG_LINES, "Unable to allocate pinned system memory", "pinned memory pool",
                  "Failed to initialize CUDA", "Unable to get number of CUDA devices")
 
 
+def frontends_name(processes: int) -> str:
+    """The suite's name of ours on `processes` front-end processes."""
+    return f"{FRONTENDS_PREFIX}{processes}"
+
+
+def frontends(name: str) -> int:
+    """How many front-end processes the named server of ours runs (1: plain `ours`; 0: not ours)."""
+    if name.startswith(FRONTENDS_PREFIX) and name[len(FRONTENDS_PREFIX):].isdigit():
+        return int(name[len(FRONTENDS_PREFIX):])
+    return 1 if name == "ours" else 0
+
+
+def kind(name: str) -> str:
+    """"ours" or "triton": which server a suite's server name runs."""
+    return "ours" if frontends(name) else name
+
+
+def label(name: str) -> str:
+    """The report's name of a server."""
+    n = frontends(name)
+    return f"pytriton (ours, {n} front-end processes)" if kind(name) == "ours" and name != "ours" else LABEL[name]
+
+
+def roles(name: str) -> tuple[str, str]:
+    return ROLES[kind(name)]
+
+
 def role(name: str, cmdline: str) -> str:
     """The role of one process of a server's tree: a model process (our worker, a warm template, Triton's Python
-    stub) or the server's own (our front-end and the CLI around it, tritonserver)."""
-    model_side = "pytriton.backends." in cmdline if name == "ours" else "triton_python_backend_stub" in cmdline
-    return ROLES[name][1 if model_side else 0]
+    stub) or the server's own (our front-end processes and the CLI around them, tritonserver)."""
+    ours = kind(name) == "ours"
+    model_side = "pytriton.backends." in cmdline if ours else "triton_python_backend_stub" in cmdline
+    return roles(name)[1 if model_side else 0]
 
 
 def cpu_by_pid(pids: list[int]) -> dict[int, float]:
@@ -37,7 +67,7 @@ def cpu_by_pid(pids: list[int]) -> dict[int, float]:
 
 def cpu_by_role(name: str, before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
     """CPU seconds each role used between two readings (a process born in between counts from 0)."""
-    out = dict.fromkeys(ROLES[name], 0.0)
+    out = dict.fromkeys(roles(name), 0.0)
     for pid, cpu in after.items():
         out[role(name, procfs.cmdline(pid))] += max(0.0, cpu - before.get(pid, 0.0))
     return out
@@ -45,7 +75,7 @@ def cpu_by_role(name: str, before: dict[int, float], after: dict[int, float]) ->
 
 def pss_by_role(name: str, pids: list[int]) -> dict[str, int]:
     """PSS (KiB) of each role's processes."""
-    out = dict.fromkeys(ROLES[name], 0)
+    out = dict.fromkeys(roles(name), 0)
     for pid in pids:
         out[role(name, procfs.cmdline(pid))] += procfs.memory_kib([pid])[1]
     return out

@@ -7,7 +7,7 @@ import pathlib
 
 from bench_lib.results import median
 from bench_lib.scheduling import Target
-from bench_lib.triton_launch import LABEL, ROLES
+from bench_lib.triton_launch import frontends, kind, label, roles
 from bench_lib.vs_triton import P50_CASE, P50_TARGET
 
 TITLE = "# Benchmarks: pytriton against the real tritonserver 2.51"
@@ -58,21 +58,32 @@ def cpu_parts(result: dict, server: str, case: str) -> tuple[dict[str, float | N
     """(each role's CPU µs per request, perf_analyzer's, their total) for one server and case, medians."""
     key = f"{server}/{case}"
     splits = [role_split(s) for s in result["samples"].get(key, [])]
-    parts = {r: median([sp.get(r) for sp in splits]) for r in ROLES[server]}
+    parts = {r: median([sp.get(r) for sp in splits]) for r in roles(server)}
     pa = figure(result, key, "pa_cpu_us")
     known = [v for v in [*parts.values(), pa] if v is not None]
     return parts, pa, (sum(known) if known and len(known) == len(parts) + 1 else None)
 
 
-def vs_targets(result: dict) -> list[Target]:
+def short(server: str) -> str:
+    """A server of ours as the ratios name it: "ours", or "ours (N front-ends)"."""
+    return "ours" if server == "ours" else f"ours ({frontends(server)} front-ends)"
+
+
+def ours_variants(result: dict) -> list[str]:
+    """The servers of ours on several front-end processes this run measured (--ours-frontends), in its order."""
+    return [s for s in result["servers"] if kind(s) == "ours" and s != "ours"]
+
+
+def vs_targets(result: dict, ours: str = "ours") -> list[Target]:
+    """The issue's targets for one server of ours (default: ours as `pytriton serve` runs by default)."""
     out = []
     for c in result["cases"]:
-        out.append(Target(c["label"], "ours / Triton throughput",
-                          ratio(figure(result, f"ours/{c['key']}", "throughput"),
+        out.append(Target(c["label"], f"{short(ours)} / Triton throughput",
+                          ratio(figure(result, f"{ours}/{c['key']}", "throughput"),
                                 figure(result, f"triton/{c['key']}", "throughput")), c["target"]))
         if c["key"] == P50_CASE:
-            out.append(Target(c["label"], "ours / Triton p50 latency",
-                              ratio(figure(result, f"ours/{c['key']}", "p50_us"),
+            out.append(Target(c["label"], f"{short(ours)} / Triton p50 latency",
+                              ratio(figure(result, f"{ours}/{c['key']}", "p50_us"),
                                     figure(result, f"triton/{c['key']}", "p50_us")), P50_TARGET, False))
     return out
 
@@ -100,14 +111,14 @@ def load_warning(result: dict, then: str = " and the ratios must be measured aga
 
 
 # -------------------------------------------------------------------------------------------- vs-triton ---
-def vs_rows(result: dict) -> list[list[str]]:
-    """Per case: Triton's and ours' throughput and p50, the ratios."""
+def vs_rows(result: dict, ours: str = "ours") -> list[list[str]]:
+    """Per case: Triton's and ours' (the server `ours` of ours) throughput and p50, the ratios."""
     out = []
     for c in result["cases"]:
         k = c["key"]
-        tt, ot = figure(result, f"triton/{k}", "throughput"), figure(result, f"ours/{k}", "throughput")
-        tp, op = figure(result, f"triton/{k}", "p50_us"), figure(result, f"ours/{k}", "p50_us")
-        out.append([c["label"], fmt(tt) + rounds(result, f"triton/{k}"), fmt(ot) + rounds(result, f"ours/{k}"),
+        tt, ot = figure(result, f"triton/{k}", "throughput"), figure(result, f"{ours}/{k}", "throughput")
+        tp, op = figure(result, f"triton/{k}", "p50_us"), figure(result, f"{ours}/{k}", "p50_us")
+        out.append([c["label"], fmt(tt) + rounds(result, f"triton/{k}"), fmt(ot) + rounds(result, f"{ours}/{k}"),
                     fmt(ratio(ot, tt), 1, 2), f"≥ {c['target']:g}",
                     fmt(tp, 1000, 3), fmt(op, 1000, 3), fmt(ratio(op, tp), 1, 2)])
     return out
@@ -121,9 +132,9 @@ def cpu_rows(result: dict) -> list[list[str]]:
     for c in result["cases"]:
         for server in result["servers"]:
             parts, pa, total = cpu_parts(result, server, c["key"])
-            roles = " + ".join(f"{r} {fmt(v, 1, 0)}" for r, v in parts.items())
+            parts_text = " + ".join(f"{r} {fmt(v, 1, 0)}" for r, v in parts.items())
             ceiling = cpus * 1e6 / total if total else None
-            out.append([c["label"], LABEL[server], roles, fmt(pa, 1, 0), fmt(total, 1, 0), fmt(ceiling, 1, 0),
+            out.append([c["label"], label(server), parts_text, fmt(pa, 1, 0), fmt(total, 1, 0), fmt(ceiling, 1, 0),
                         fmt(figure(result, f"{server}/{c['key']}", "throughput")),
                         fmt(figure(result, f"{server}/{c['key']}", "other_cores"), 1, 2)])
     return out
@@ -164,6 +175,10 @@ def vs_summary(result: dict) -> str:
              f"{'ratio':>6}"]
     for r in vs_rows(result):
         lines.append(f"  {r[0]:<30} {r[1]:>10} {r[2]:>10} {r[3]:>6}  {r[5]:>10} {r[6]:>9} {r[7]:>6}")
+    for variant in ours_variants(result):
+        lines.append(f"  {short(variant)} (--frontend-processes {frontends(variant)}, an instance in each) vs Triton:")
+        for r in vs_rows(result, variant):
+            lines.append(f"  {r[0]:<30} {r[1]:>10} {r[2]:>10} {r[3]:>6}  {r[5]:>10} {r[6]:>9} {r[7]:>6}")
     lines.append("  CPU µs per request (roles + perf_analyzer = total; ceiling on this machine's CPUs):")
     for r in cpu_rows(result):
         lines.append(f"  {r[0]:<30} {r[1]:<18} {r[2]} + perf_analyzer {r[3]} = {r[4]}; ceiling {r[5]}/s")
@@ -173,6 +188,8 @@ def vs_summary(result: dict) -> str:
                      f"Triton {r[6]}; over {r[7]}x")
     lines.append("Targets:")
     lines += [f"  {t.line()}" for t in vs_targets(result)]
+    for variant in ours_variants(result):
+        lines += [f"  {t.line()}" for t in vs_targets(result, variant)]
     if result["problems"]:
         lines.append("Problems:")
         lines += [f"  {p}" for p in result["problems"]]
@@ -195,8 +212,20 @@ def vs_markdown(result: dict) -> str:
         "ours / Triton p50 |", "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     out += ["| " + " | ".join(r) + " |" for r in vs_rows(result)]
+    for variant in ours_variants(result):
+        n = frontends(variant)
+        out += ["", f"### Ours on {n} front-end processes", "",
+                f"Ours served with `pytriton serve --model-repository R --frontend-processes {n}` as a server of its "
+                f"own in every round: {n} whole servers behind the same ports (the kernel gives each connection to "
+                f"one of them), each with its own instance of each model, so {n} instances in all where Triton has "
+                "one, and dynamic batches formed per process. The Triton columns are the same runs as above.", "",
+                f"| case | Triton (/s) | {short(variant)} (/s) | {short(variant)} / Triton | target | Triton p50 (ms) "
+                f"| {short(variant)} p50 (ms) | {short(variant)} / Triton p50 |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        out += ["| " + " | ".join(r) + " |" for r in vs_rows(result, variant)]
+    targets = vs_targets(result) + [t for v in ours_variants(result) for t in vs_targets(result, v)]
     out += ["", "### Targets", "", "| case | figure | measured | target | met |", "|---|---|---:|---|---|"]
-    for t in vs_targets(result):
+    for t in targets:
         op = "≥" if t.higher_is_better else "≤"
         met = {True: "yes", False: "**no**", None: "not measured"}[t.met]
         out.append(f"| {t.row} | {t.what} | {fmt(t.value, 1, 2)} | {op} {t.threshold:g} | {met} |")
@@ -253,9 +282,9 @@ def role_rows(result: dict) -> list[list[str]]:
         for server in result["servers"]:
             key = f"{server}/{n}"
             parts = ", ".join(f"{r} {fmt(role_figure(result, key, 'pss_roles_kib', r), 1024, 1)}"
-                              for r in ROLES[server])
+                              for r in roles(server))
             per_model = ratio(figure(result, key, "pss_kib"), n)
-            out.append([str(n), LABEL[server], parts, fmt(per_model, 1024, 1)])
+            out.append([str(n), label(server), parts, fmt(per_model, 1024, 1)])
     return out
 
 

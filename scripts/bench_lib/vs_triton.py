@@ -8,6 +8,11 @@ input) over the cases below, one run per case; every figure reported is the medi
 throughput and p50, each run reads the CPU time of each role of the server's process tree (ours: front-end and
 workers; Triton: tritonserver and its Python stubs) and perf_analyzer's own, per inference the server counted: their
 sum bounds what the machine could give the case (its CPUs x 10^6 / µs per request).
+
+``--ours-frontends N[,N...]`` (opt-in) adds, for each N, ours served with ``--frontend-processes N`` as a server of
+its own in every round ("ours-feN": N whole servers behind the same ports, each with its own instance of each model,
+so N instances in all where the others have one): on a machine with many cores, one event loop may be our limit
+while tritonserver's front-ends use several threads.
 """
 
 from __future__ import annotations
@@ -27,8 +32,17 @@ from bench_lib.perf_analyzer import PaOptions
 from bench_lib.real_triton import RealTriton
 from bench_lib.repo_double import write_repository
 from bench_lib.scheduling import SCase, serve_launch
-from bench_lib.servers import Server
-from bench_lib.triton_launch import SERVERS, TritonServer, base_environment, cpu_by_pid, cpu_by_role, ours_server
+from bench_lib.servers import Server, group_ready
+from bench_lib.triton_launch import (
+    SERVERS,
+    TritonServer,
+    base_environment,
+    cpu_by_pid,
+    cpu_by_role,
+    frontends,
+    frontends_name,
+    ours_server,
+)
 
 DELAY_US = 100
 MODELS = ["double_small", "double_1mib"]
@@ -76,11 +90,39 @@ def select(quick: bool, keys: str | None) -> list[VCase]:
     return [c for c in CASES if not quick or c.key in QUICK]
 
 
+def parse_frontends(text: str) -> list[int]:
+    """The --ours-frontends list: numbers of front-end processes (2 or more), in the order typed, each once.
+
+    Raises:
+        ValueError: an item that is not such a number.
+    """
+    out: list[int] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 2:
+            raise ValueError(f"--ours-frontends: {item!r} is not a number of front-end processes of 2 or more "
+                             "(ours is the single one)")
+        if int(item) not in out:
+            out.append(int(item))
+    if not out:
+        raise ValueError("--ours-frontends: no number of front-end processes given")
+    return out
+
+
+def server_names(servers: list[str], ours_frontends: list[int]) -> list[str]:
+    """The suite's servers in a round's first order: ours, ours on N front-end processes for each N (when ours is
+    measured), then Triton."""
+    names = [s for s in SERVERS if s in servers]
+    extra = [frontends_name(n) for n in ours_frontends] if "ours" in names else []
+    return names[:1] + extra + names[1:] if names[:1] == ["ours"] else names
+
+
 class VsTriton:
     def __init__(self, args: argparse.Namespace, opts: PaOptions, real: RealTriton | None) -> None:
         self.args, self.opts, self.real = args, opts, real
         self.cases = select(args.quick, args.vs_cases)
-        self.servers = [s for s in SERVERS if s in args.servers]
+        self.servers = server_names(args.servers, getattr(args, "ours_frontends", None) or [])
         self.samples: dict[str, list[dict]] = {}  # "<server>/<case>" -> one dict per round
         self.problems: list[str] = []
         self.env = base_environment()
@@ -94,7 +136,10 @@ class VsTriton:
             assert self.real is not None and self.backends is not None
             return TritonServer(self.real, self.backends, self.repository, models, logfile, self.args.out_dir,
                                 self.env)
-        return ours_server(self.args.ours_python, self.repository, models, logfile, self.args.out_dir, self.env)
+        n = frontends(name)
+        extra = ("--frontend-processes", str(n)) if n > 1 else ()
+        return ours_server(self.args.ours_python, self.repository, models, logfile, self.args.out_dir, self.env,
+                           *extra)
 
     def _case(self, server: Server, name: str, case: VCase, tag: str) -> None:
         before = cpu_by_pid(server.refresh_tree())
@@ -112,7 +157,7 @@ class VsTriton:
              "other_cores": run.other_cpu_s / run.wall_s, "load": run.load_end}
         self.samples.setdefault(f"{name}/{case.key}", []).append(s)
         cpu = " + ".join(f"{k} {v:.0f}" for k, v in per.items() if v is not None)
-        log(f"    {name:<6} {case.key:<17} {r.throughput:9.1f}/s  p50 {r.p50_us / 1000:7.3f} ms  CPU us/req {cpu}"
+        log(f"    {name:<8} {case.key:<17} {r.throughput:9.1f}/s  p50 {r.p50_us / 1000:7.3f} ms  CPU us/req {cpu}"
             f" + perf_analyzer {s['pa_cpu_us'] or 0:.0f}  (other load {s['other_cores']:.2f} cores)")
 
     def launch(self, rnd: int, name: str) -> None:
@@ -120,15 +165,28 @@ class VsTriton:
         server = self._server(name, tag)
 
         def body(s: Server) -> None:
+            n = frontends(name)
+            if n > 1:  # (every front-end process ready and in the tree whose CPU is read)
+                problem = group_ready(s, n, self.args.startup_timeout)
+                if problem:
+                    self.problems.append(f"{tag}: {problem}")
+                    return
             for case in self.cases:
                 self._case(s, name, case, tag)
         serve_launch(server, self.args, tag, body, self.problems)
 
     def run(self) -> dict:
         t0, load_start, uptime_start = time.time(), procfs.loadavg(), uptime()
-        for rnd in range(self.args.repeats):
-            for name in self.servers if rnd % 2 == 0 else list(reversed(self.servers)):
-                self.launch(rnd, name)
+        plan = [(rnd, name) for rnd in range(self.args.repeats)
+                for name in (self.servers if rnd % 2 == 0 else list(reversed(self.servers)))]
+        limit = getattr(self.args, "time_limit", None)
+        for done, (rnd, name) in enumerate(plan):
+            elapsed = time.time() - t0
+            if limit and done and elapsed + elapsed / done > limit:  # (the next launch, as long as the mean one)
+                self.problems.append(f"--time-limit {limit:g} s: {done} of {len(plan)} launches run "
+                                     f"({elapsed:.0f} s), the rest left out")
+                break
+            self.launch(rnd, name)
         return {"suite": "vs-triton", "samples": self.samples, "problems": self.problems,
                 "cases": [dataclasses.asdict(c) for c in self.cases], "servers": self.servers,
                 "elapsed_s": time.time() - t0, "load_start": load_start, "load_end": procfs.loadavg(),

@@ -44,7 +44,7 @@ from bench_lib.measure import log, run_case
 from bench_lib.perf_analyzer import PaOptions
 from bench_lib.results import median
 from bench_lib.scheduling import SCase, serve_launch
-from bench_lib.servers import Server, ServerSpec
+from bench_lib.servers import Server, ServerSpec, group_ready
 
 ROWS = ("large", "conn", "connfe", "multife")
 LARGE_CONCURRENCY = 2
@@ -52,7 +52,6 @@ CONN_CONCURRENCIES = (8, 64, 256)
 MULTIFE_CONCURRENCY = 64
 MULTIFE_SHAPES = ((1, 2), (2, 1))  # (front-end processes, instances each): 2 workers in all
 BYTES_PER_REQUEST = {"large": 4194304 * 4, "conn": 16 * 4, "connfe": 16 * 4, "multife": 16 * 4}  # each way
-GROUP_READY = "pytriton server ready"  # `pytriton serve` logs it once every front-end process is ready
 
 
 def parse_rows(text: str) -> list[str]:
@@ -190,24 +189,13 @@ class WireBench:
         self._serve(server, tag, body)
 
     def _group_ready(self, server: Server, processes: int, tag: str) -> bool:
-        """Wait for the CLI's "ready" line (every front-end process ready: the first ready one answers the model's
-        readiness sooner), then check that the tree whose CPU is counted holds all N front-end processes."""
-        line = GROUP_READY if processes == 1 else f"{GROUP_READY} ({processes} front-end processes)"
-        deadline = time.monotonic() + self.args.startup_timeout
-        while line not in server.logfile.read_text(errors="replace"):
-            if time.monotonic() > deadline or server.proc is None or server.proc.poll() is not None:
-                self.problems.append(f"{tag}: no {line!r} in {server.logfile} within "
-                                     f"{self.args.startup_timeout:.0f} s")
-                return False
-            time.sleep(0.1)
-        pids = server.refresh_tree()
-        frontends = len([p for p in pids if "-m pytriton.server " in procfs.cmdline(p)]) if processes > 1 else 1
-        log(f"{tag}: {frontends} front-end process(es) in a tree of {len(pids)} processes")
-        if frontends != processes:
-            self.problems.append(f"{tag}: {frontends} front-end processes in the server's process tree, expected "
-                                 f"{processes}: its CPU per request would leave some out")
-            return False
-        return True
+        """servers.group_ready, its problem (if any) added to the suite's."""
+        problem = group_ready(server, processes, self.args.startup_timeout)
+        if problem is None:
+            log(f"{tag}: {processes} front-end process(es) in a tree of {len(server.refresh_tree())} processes")
+            return True
+        self.problems.append(f"{tag}: {problem}")
+        return False
 
     def multife(self, rep: int) -> None:
         """scripts/frontend_processes_bench.py's launch and measurement, N = 1 and 2, the dynamic batcher on."""
