@@ -20,9 +20,9 @@ if __package__ in (None, ""):  # run as a file: import `bench_lib` as a package 
     sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != _HERE]
     sys.path.insert(0, str(_HERE.parent))
 
-from bench_lib.real_triton import RealTriton  # noqa: E402 (the path set just above)
-from bench_lib.repo_double import write_repository  # noqa: E402
-from bench_lib.triton_launch import TritonServer, base_environment  # noqa: E402
+from bench_lib.real_triton import RealTriton
+from bench_lib.repo_double import write_repository
+from bench_lib.triton_launch import TritonServer, base_environment
 
 MODEL = "double_small"
 

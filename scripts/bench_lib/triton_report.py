@@ -14,6 +14,18 @@ TITLE = "# Benchmarks: pytriton against the real tritonserver 2.51"
 INTRO = ("Written by `scripts/bench --vs-triton`, `scripts/bench --many-models N,...` and `scripts/bench --streaming` "
          "(scripts/bench_lib/vs_triton.py, many_models.py, streaming.py; triton_report.py, stream_report.py); each "
          "suite rewrites its own section. Do not edit by hand.")
+DEVICE_NOTE = (
+    "**On a lent 16-core GPU machine** (issue 37 asks for one where 2 cores are the limit): `scripts/bench "
+    "--vs-triton` runs there in two device calls back to back, after `scripts/device-bench-multife --prepare && "
+    "scripts/device-gpu-tests --prepare && scripts/device-bench-peer --prepare` here (the header of "
+    "scripts/device-bench-peer says what each makes): `run(command=\"scripts/device-bench-peer --stage\", "
+    "carry=[\".devnv\"], timeout_s=300)` (NVIDIA's venv with tritonserver 2.51, checked with one inference), then at "
+    "once `run(command=\"scripts/device-bench-peer --vs-triton\", carry=[\".devbench\"], timeout_s=600)`: the 7 "
+    "cases, ours, ours on 4 front-end processes (`--ours-frontends 4`) and tritonserver, 3 alternating rounds with "
+    "1000 ms windows, started launches bounded by `--time-limit 420`; under 5 minutes (4.7 on this 2-core machine). "
+    "What comes back: `benchmarks-triton.md` (this section's tables with that machine's description; this file is "
+    "left alone), `results.json`, `vs-triton.log` and `server-logs.tar.xz`; the summary is printed. Its figures go "
+    "to docs/benchmarks-device.md.")
 SECTIONS = ("vs-triton", "many-models", "streaming")
 NOT_RUN = "_Not run yet: `scripts/bench --{}`._"
 
@@ -180,8 +192,10 @@ def vs_summary(result: dict) -> str:
         for r in vs_rows(result, variant):
             lines.append(f"  {r[0]:<30} {r[1]:>10} {r[2]:>10} {r[3]:>6}  {r[5]:>10} {r[6]:>9} {r[7]:>6}")
     lines.append("  CPU µs per request (roles + perf_analyzer = total; ceiling on this machine's CPUs):")
-    for r in cpu_rows(result):
-        lines.append(f"  {r[0]:<30} {r[1]:<18} {r[2]} + perf_analyzer {r[3]} = {r[4]}; ceiling {r[5]}/s")
+    rows = cpu_rows(result)
+    width = max([18, *(len(r[1]) for r in rows)])
+    for r in rows:
+        lines.append(f"  {r[0]:<30} {r[1]:<{width}} {r[2]} + perf_analyzer {r[3]} = {r[4]}; ceiling {r[5]}/s")
     lines.append("  What each throughput target allows our servers (µs/req; docs/benchmarks-triton.md says how):")
     for r in budget_rows(result):
         lines.append(f"  {r[0]:<30} target {r[1]}/s: budget {r[2]}, at share {r[3]} {r[4]}; ours {r[5]}, "
@@ -339,7 +353,7 @@ def write_section(doc: pathlib.Path, name: str, text: str) -> None:
         i, j = current.find(start), current.find(end)
         sections[s] = current[i + len(start):j].strip("\n") if 0 <= i < j else NOT_RUN.format(s)
     sections[name] = text.strip("\n")
-    body = [TITLE, "", INTRO, ""]
+    body = [TITLE, "", INTRO, "", DEVICE_NOTE, ""]
     for s in SECTIONS:
         start, end = _marks(s)
         body += [start, sections[s], end, ""]

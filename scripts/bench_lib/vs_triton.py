@@ -171,6 +171,7 @@ class VsTriton:
                 if problem:
                     self.problems.append(f"{tag}: {problem}")
                     return
+                log(f"{tag}: {n} front-end processes ready")
             for case in self.cases:
                 self._case(s, name, case, tag)
         serve_launch(server, self.args, tag, body, self.problems)

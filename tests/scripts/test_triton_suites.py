@@ -204,3 +204,170 @@ def test_each_target_is_turned_into_the_server_cpu_per_request_it_allows():
               "samples": {"triton/k": [sample(10_000.0, {"tritonserver": 80.0, "Python stubs": 40.0}, 45.0)],
                           "ours/k": [sample(8_000.0, {"front-end": 100.0, "workers": 50.0}, 50.0)]}}
     assert budget_rows(result) == [["case", "15,000", "83", "0.80", "57", "150", "120", "2.6"]]
+
+
+# ------------------------------------------------------------- ours on N front-ends, the lent 16-core machine ---
+def vs_sample(throughput: float, p50_us: float, roles: dict[str, float], pa: float = 50.0) -> dict:
+    requests = 10_000
+    return {"throughput": throughput, "p50_us": p50_us, "p99_us": 2 * p50_us, "requests": requests, "wall_s": 1.0,
+            "cpu_us": roles, "pa_cpu_us": pa, "server_cores": sum(roles.values()) * requests / 1e6,
+            "pa_cores": 0.5, "other_cores": 0.0, "load": 1.0}
+
+
+def made_vs_result(samples: dict[str, list[dict]], servers: list[str]) -> dict:
+    return {"suite": "vs-triton", "samples": samples, "problems": [], "servers": servers, "repeats": 1,
+            "cases": [{"key": "grpc-16-c1", "label": "gRPC, 16 floats, c=1", "target": 1.5}],
+            "elapsed_s": 60.0, "uptime_start": "0.10 0.10 0.10", "uptime_end": "0.20 0.10 0.10",
+            "machine": {"cpus": "16", "cpu": "Xeon", "memory": "126 GiB", "kernel": "6", "python": "3.12.3"},
+            "interval_ms": 1000, "delay_us": 100, "date": "2026-12-07 11:00 UTC", "git": "abc1234"}
+
+
+def test_ours_on_n_front_ends_is_a_server_of_its_own_between_ours_and_triton():
+    from bench_lib.triton_launch import label, role, roles
+    from bench_lib.vs_triton import server_names
+
+    assert server_names(["ours", "triton"], [4, 8]) == ["ours", "ours-fe4", "ours-fe8", "triton"]
+    assert server_names(["ours", "triton"], []) == ["ours", "triton"]  # (the default: unchanged)
+    assert server_names(["ours"], [4]) == ["ours", "ours-fe4"]
+    assert server_names(["triton"], [4]) == ["triton"]  # (a variant of ours only beside ours)
+    assert label("ours-fe4") == "pytriton (ours, 4 front-end processes)" and label("ours") == "pytriton (ours)"
+    assert roles("ours-fe4") == ("front-end", "workers")
+    assert role("ours-fe4", "/v/bin/python -m pytriton.server {}") == "front-end"
+    assert role("ours-fe4", '/v/bin/python -m pytriton.backends.worker {"identity": "m"}') == "workers"
+
+
+def test_the_front_ends_and_time_limit_options_are_checked(capsys):
+    from bench_lib import bench
+
+    for argv, words in ((["--vs-triton", "--ours-frontends", "4,1"], "'1' is not a number of front-end processes"),
+                        (["--vs-triton", "--ours-frontends", "x"], "'x' is not a number of front-end processes"),
+                        (["--vs-triton", "--ours-frontends", ","], "no number of front-end processes given"),
+                        (["--ours-frontends", "4"], "--ours-frontends goes with --vs-triton"),
+                        (["--many-models", "1", "--time-limit", "60"], "--time-limit goes with --vs-triton")):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+        assert words in capsys.readouterr().err
+    args = bench.parse_args(["--vs-triton", "--ours-frontends", "8,4,8", "--time-limit", "420"])
+    assert (args.ours_frontends, args.time_limit) == ([8, 4], 420.0)
+    args = bench.parse_args(["--vs-triton"])
+    assert (args.ours_frontends, args.time_limit) == (None, None)
+
+
+def test_the_report_gives_ours_on_n_front_ends_beside_triton_with_its_own_targets():
+    from bench_lib import triton_report
+
+    result = made_vs_result({
+        "triton/grpc-16-c1": [vs_sample(2000.0, 500.0, {"tritonserver": 250.0, "Python stubs": 100.0})],
+        "ours/grpc-16-c1": [vs_sample(1500.0, 600.0, {"front-end": 300.0, "workers": 150.0})],
+        "ours-fe4/grpc-16-c1": [vs_sample(4000.0, 300.0, {"front-end": 320.0, "workers": 160.0})],
+    }, ["ours", "ours-fe4", "triton"])
+    doc = triton_report.vs_markdown(result)
+    assert table_row(doc, "gRPC, 16 floats, c=1")[1:4] == ["2,000.0", "1,500.0", "0.75"]  # (the first table: ours)
+    section = doc[doc.index("### Ours on 4 front-end processes"):doc.index("### Targets")]
+    assert "--frontend-processes 4" in section and "4 instances in all" in section
+    assert table_row(section, "gRPC, 16 floats, c=1")[1:] == ["2,000.0", "4,000.0", "2.00", "≥ 1.5", "0.500",
+                                                              "0.300", "0.60"]
+    targets = [line for line in doc.splitlines() if line.startswith("| gRPC, 16 floats, c=1 | ours")]
+    assert targets == ["| gRPC, 16 floats, c=1 | ours / Triton throughput | 0.75 | ≥ 1.5 | **no** |",
+                       "| gRPC, 16 floats, c=1 | ours / Triton p50 latency | 1.20 | ≤ 0.7 | **no** |",
+                       "| gRPC, 16 floats, c=1 | ours (4 front-ends) / Triton throughput | 2.00 | ≥ 1.5 | yes |",
+                       "| gRPC, 16 floats, c=1 | ours (4 front-ends) / Triton p50 latency | 0.60 | ≤ 0.7 | yes |"]
+    cpu = table_row(doc[doc.index("### CPU per request"):], "gRPC, 16 floats, c=1")  # (ours first, its order)
+    assert cpu[1:3] == ["pytriton (ours)", "front-end 300 + workers 150"]
+    assert "| gRPC, 16 floats, c=1 | pytriton (ours, 4 front-end processes) | front-end 320 + workers 160 | 50 | 530 |" \
+        in doc
+    out = triton_report.vs_summary(result)
+    assert "gRPC, 16 floats, c=1: ours (4 front-ends) / Triton throughput = 2.00 (target >= 1.5): MET" in out
+    assert re.search(r"ours \(4 front-ends\) \(--frontend-processes 4, an instance in each\) vs Triton:\n"
+                     r"  gRPC, 16 floats, c=1 +2,000\.0 +4,000\.0 +2\.00 ", out), out
+
+
+def test_the_time_limit_leaves_out_the_launches_that_would_end_past_it(tmp_path, monkeypatch):
+    from bench_lib import bench, vs_triton
+
+    args = bench.parse_args(["--vs-triton", "--servers", "ours", "--ours-frontends", "2", "--repeats", "3",
+                             "--time-limit", "250", "--out-dir", str(tmp_path)])
+    clock = [1000.0]
+    monkeypatch.setattr(vs_triton.time, "time", lambda: clock[0])
+    suite = vs_triton.VsTriton(args, bench.pa_options(args), None)
+    launched: list[tuple[int, str]] = []
+
+    def launch(rnd: int, name: str) -> None:  # each launch takes 100 s of the made clock
+        launched.append((rnd, name))
+        clock[0] += 100.0
+    monkeypatch.setattr(suite, "launch", launch)
+    result = suite.run()
+    # after 2 launches (200 s, 100 s each), a third would end at 300 s > 250 s
+    assert launched == [(0, "ours"), (0, "ours-fe2")]
+    assert result["problems"] == ["--time-limit 250 s: 2 of 6 launches run (200 s), the rest left out"]
+    assert result["servers"] == ["ours", "ours-fe2"]
+
+    args.time_limit = None  # no limit: every launch, the order alternating from round to round
+    launched.clear()
+    suite = vs_triton.VsTriton(args, bench.pa_options(args), None)
+    monkeypatch.setattr(suite, "launch", launch)
+    assert suite.run()["problems"] == []
+    assert launched == [(0, "ours"), (0, "ours-fe2"), (1, "ours-fe2"), (1, "ours"), (2, "ours"), (2, "ours-fe2")]
+
+
+def test_a_copy_without_git_names_the_commit_it_was_given_and_perf_analyzer_from_beside_it(tmp_path, monkeypatch):
+    from bench_lib import bench
+
+    monkeypatch.setattr(bench, "REPO", tmp_path)  # (no git repository there)
+    monkeypatch.delenv(bench.GIT_ENV, raising=False)
+    assert bench.git_describe() == "?"
+    monkeypatch.setenv(bench.GIT_ENV, "abc1234 (checkout as prepared)")
+    assert bench.git_describe() == "abc1234 (checkout as prepared)"
+    carried = tmp_path / ".devbench"  # scripts/device-bench-multife --prepare: bin/ beside the perf_analyzer/ copy
+    (carried / "bin").mkdir(parents=True)
+    (carried / "perf_analyzer").mkdir()
+    (carried / "perf_analyzer" / ".installed").write_text("tritonclient==2.35.0 nvidia-cuda-runtime-cu12==12.1.105\n")
+    assert bench.perf_analyzer_version(carried / "bin" / "perf_analyzer") == "2.35.0"
+    assert bench.perf_analyzer_version(tmp_path / "elsewhere" / "bin" / "perf_analyzer") == "?"
+
+
+def test_the_report_file_says_how_to_run_the_suite_on_a_lent_machine(tmp_path):
+    from bench_lib import triton_report
+
+    doc = tmp_path / "benchmarks-triton.md"
+    triton_report.write_section(doc, "vs-triton", "## Versus\n\nfigures")
+    text = doc.read_text()
+    assert text.index("On a lent 16-core GPU machine") < text.index("## Versus")
+    for call in ('run(command="scripts/device-bench-peer --stage", carry=[".devnv"], timeout_s=300)',
+                 'run(command="scripts/device-bench-peer --vs-triton", carry=[".devbench"], timeout_s=600)'):
+        assert call in text
+    assert text == (REPO / "docs" / "benchmarks-triton.md").read_text().split("<!-- vs-triton: start -->")[0] + \
+        text[text.index("<!-- vs-triton: start -->"):]  # (the file in the checkout has the same preamble)
+
+
+def test_the_stage_check_names_what_keeps_tritonserver_from_serving(tmp_path):
+    from bench_lib.triton_check import check
+
+    problems = check(tmp_path / "no-venv" / "bin" / "python", tmp_path / "check")
+    assert len(problems) == 1 and problems[0].startswith("the real tritonserver cannot run: no tritonserver at ")
+
+
+@pytest.mark.skipif(REAL.missing() is not None, reason=f"{NOT_INSTALLED}: {REAL.missing()}")
+def test_the_stage_check_serves_one_inference_through_the_real_tritonserver(tmp_path):
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_lib" / "triton_check.py"),
+                          str(REAL.venv_bin / "python"), str(tmp_path / "check")],
+                         capture_output=True, text=True, timeout=180, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith("tritonserver ready in ") and run.stderr == ""
+    assert "successfully loaded 'double_small'" in (tmp_path / "check" / "triton.log").read_text()
+
+
+@pytest.mark.slow
+@needs_perf_analyzer
+def test_ours_on_two_front_ends_is_measured_beside_ours(tmp_path):
+    result, _ = bench(tmp_path, "vs", "--vs-triton", "--quick", "--servers", "ours", "--vs-cases", "grpc-16-c1",
+                        "--ours-frontends", "2")
+    assert result["servers"] == ["ours", "ours-fe2"]
+    assert sorted(result["samples"]) == ["ours-fe2/grpc-16-c1", "ours/grpc-16-c1"]
+    fe = result["samples"]["ours-fe2/grpc-16-c1"][0]
+    assert fe["requests"] > 0 and fe["cpu_us"]["front-end"] > 0 and fe["cpu_us"]["workers"] > 0
+    log = (tmp_path / "vs" / "v1-ours-fe2-server.log").read_text()
+    assert "pytriton server ready (2 front-end processes)" in log
+    doc = (tmp_path / "report.md").read_text()
+    row = table_row(doc[doc.index("### Ours on 2 front-end processes"):], "gRPC, 16 floats, c=1")
+    assert row[1] == "–" and number(row[2]) > 0  # (no Triton in this run)
