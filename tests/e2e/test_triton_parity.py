@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
+import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
@@ -176,6 +178,37 @@ def test_a_config_without_a_transaction_policy_shows_none(server):
     assert "model_transaction_policy" not in _config(server.http_url, "ident_fp64")
 
 
+def _non_finite_answer(http_url: str) -> tuple[int, bytes]:
+    """NaN and the infinities (a binary input) answered in JSON."""
+    data = np.array([np.nan, np.inf, -np.inf, 1.5], dtype=np.float64).tobytes()
+    header = json.dumps({"inputs": [{"name": "X", "shape": [4], "datatype": "FP64",
+                                     "parameters": {"binary_data_size": len(data)}}]}).encode()
+    host, port = http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_S)
+    try:
+        connection.request("POST", "/v2/models/ident_fp64/infer", header + data,
+                           {"Inference-Header-Content-Length": str(len(header))})
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+def test_nan_and_the_infinities_come_back_through_json(server):
+    """Written as tritonserver writes them (NaN, Infinity, -Infinity), which tritonclient reads back; JSON's null
+    would read as NaN, an infinity lost."""
+    status, body = _non_finite_answer(server.http_url)
+    assert status == 200 and b'"data":[NaN,Infinity,-Infinity,1.5]' in body
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S)
+    try:
+        tensor = httpclient.InferInput("X", [4], "FP64")
+        tensor.set_data_from_numpy(np.array([np.nan, np.inf, -np.inf, 1.5]), binary_data=True)
+        result = client.infer("ident_fp64", [tensor], outputs=[httpclient.InferRequestedOutput("Y", binary_data=False)])
+        np.testing.assert_array_equal(result.as_numpy("Y"), [np.nan, np.inf, -np.inf, 1.5])
+    finally:
+        client.close()
+
+
 def test_the_server_lists_the_extensions_it_has(server):
     assert _extensions(server.http_url, server.grpc_url) == (EXTENSIONS, EXTENSIONS)
 
@@ -183,13 +216,16 @@ def test_the_server_lists_the_extensions_it_has(server):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says(server):
-    """Every case's Triton column, the repeated outputs and the extensions, as tritonserver 2.51 answers them."""
+    """Every case's Triton column, the repeated outputs, the extensions and a NaN answered in JSON, as tritonserver
+    2.51 answers them."""
     with tempfile.TemporaryDirectory() as scratch:
         urls: dict[str, str] = {}
         with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
             theirs = {case: _answer(urls["http"], case) for case in CASES}
             repeated = _repeated_outputs(urls["http"], grpc_url)
             extensions = _extensions(urls["http"], grpc_url)
+            non_finite = _non_finite_answer(urls["http"])
     assert theirs == {case: CASES[case][3] for case in CASES}
     assert repeated == _repeated_outputs(server.http_url, server.grpc_url)
     assert extensions == (EXTENSIONS, EXTENSIONS)
+    assert non_finite == _non_finite_answer(server.http_url)

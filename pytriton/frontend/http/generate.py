@@ -33,7 +33,7 @@ from pytriton.core.server_core import ServerCore
 from pytriton.core.types import InferRequest, InferResponse, Tensor
 from pytriton.core.validation import validate_request
 from pytriton.exceptions import ServerError, Status, internal, invalid_arg, unsupported
-from pytriton.frontend.http.infer import flatten, json_values
+from pytriton.frontend.http.infer import flatten, json_text, json_values, non_finite
 from pytriton.frontend.http1 import HttpRequest, HttpResponse, error_response
 from pytriton.model_config.datatypes import TRITON_TO_NUMPY, serialize_bytes_tensor
 
@@ -203,7 +203,8 @@ def response_object(response: InferResponse) -> dict[str, Any]:
         count = 1
         for d in tensor.shape:
             count *= d
-        entries[tensor.name] = values[0] if count == 1 and len(values) == 1 else values
+        value = values[0] if count == 1 and len(values) == 1 else values
+        entries[tensor.name] = json_text(value) if non_finite(tensor) else value
     return {key: entries[key] for key in sorted(entries)}
 
 

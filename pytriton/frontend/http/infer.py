@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any
 
@@ -345,6 +346,20 @@ def json_values(tensor: Tensor) -> list[Any]:
     return array.tolist() if len(array) else []
 
 
+def non_finite(tensor: Tensor) -> bool:
+    """Whether a float output holds NaN or an infinity (which `json_text` writes)."""
+    if tensor.datatype not in ("FP32", "FP64") or tensor.data is None:
+        return False
+    return not bool(np.isfinite(np.frombuffer(tensor.data, dtype=TRITON_TO_NUMPY[tensor.datatype])).all())
+
+
+def json_text(value: Any) -> orjson.Fragment:
+    """`value` (numbers, or a list of them) as JSON text with NaN and the infinities written as tritonserver writes
+    them, `NaN`, `Infinity`, `-Infinity` (not JSON's grammar, which has no such numbers; Python's json, tritonclient
+    and RapidJSON read them back), where orjson would write null, which a client reads as NaN or not at all."""
+    return orjson.Fragment(json.dumps(value, allow_nan=True, separators=(",", ":")).encode())
+
+
 def encode_infer_response(
     response: InferResponse, requested: list[RequestedOutput], binary_default: bool
 ) -> tuple[list[Any], int | None]:
@@ -365,7 +380,8 @@ def encode_infer_response(
             if nbytes:
                 binary_parts.append(tensor.data)
         else:
-            entry["data"] = json_values(tensor)
+            values = json_values(tensor)
+            entry["data"] = json_text(values) if non_finite(tensor) else values
         entries.append(entry)
     head: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
     if response.id:
