@@ -7,6 +7,7 @@ The server runs with small limits so that each abuse takes a second, not a minut
 from __future__ import annotations
 
 import gzip
+import os
 import socket
 import threading
 import time
@@ -333,6 +334,78 @@ def test_declared_body_past_the_input_limit_gets_413(server):
                      + b" " * (MAX_INPUT + 1))
         status, headers, body = read_response(sock)
     assert status == 413 and f"maximum allowed input size of {MAX_INPUT} bytes" in error_message(headers, body)
+    check_serves(server.http_url)
+
+
+def _server_holds(ends: tuple[int, int], pid: int) -> bool:
+    """Whether process `pid` holds an open file for the server's end of a loopback connection (`ends`: the client's
+    port, the server's): that end's socket inode, from /proc/net/tcp, among the process's open files."""
+    ours, theirs = ends
+    inodes = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(path) as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                if (int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)) == (theirs, ours):
+                    inodes.add(f"socket:[{fields[9]}]")
+    inodes.discard("socket:[0]")  # (an end no process holds)
+    if not inodes:
+        return False
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def _send_until_stopped(sock: socket.socket, piece: bytes, stop: threading.Event) -> None:
+    """Send `piece` over and over (an endless body) until `stop` is set or the server no longer takes it."""
+    deadline = time.monotonic() + LATE_S
+    try:
+        while not stop.is_set() and time.monotonic() < deadline:
+            sock.sendall(piece)
+    except OSError:
+        pass  # the server reset the connection after its answer: what it owes the client is already sent
+
+
+@pytest.mark.parametrize("framing", ["chunked", "declared"])
+def test_an_endless_body_past_the_input_limit_gets_413_at_once_and_the_connection_closes(server, framing):
+    """A body that never ends (chunks without the last one, or a Content-Length of a terabyte) and keeps coming: the
+    413 comes once the limit is passed, not at the body's end, with `Connection: close`, and the server then ends the
+    connection (the client reads the end) while the client is still sending; the connection leaves nothing behind."""
+    pid = server.process.pid
+    piece = b" " * 16384
+    if framing == "chunked":
+        head = f"POST {INFER_PATH} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+        size = f"more than {MAX_INPUT}"
+    else:
+        head = f"POST {INFER_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {10**12}\r\n\r\n"
+        size = str(10**12)
+    stop = threading.Event()
+    with connect(server.http_url) as sock:
+        sock.sendall(head.encode())
+        ends = (sock.getsockname()[1], sock.getpeername()[1])
+        wait_until(lambda: _server_holds(ends, pid), "the server holds the connection")
+        sender = threading.Thread(target=_send_until_stopped, args=(sock, piece, stop))
+        sender.start()
+        try:
+            buffer = bytearray()
+            status, headers, body = read_response(sock, buffer)
+            assert (status, headers.get("connection")) == (413, "close")
+            assert error_message(headers, body) == (
+                f"request size of {size} bytes exceeds the maximum allowed input size of {MAX_INPUT} bytes. "
+                "Use --http-max-input-size to increase the limit.")
+            sock.settimeout(LATE_S)
+            assert not buffer and sock.recv(1) == b""  # the end (not a reset), while the client still sends
+        finally:
+            stop.set()
+            sender.join(LATE_S)
+        sock.close()
+        wait_until(lambda: not _server_holds(ends, pid), "the server lets go of the connection", LATE_S)
     check_serves(server.http_url)
 
 

@@ -6,6 +6,11 @@ under the limits; this half answers them and keeps the connection to its deadlin
 
 - Time: the listener's tick gives every connection the time; past its deadline a connection closes when idle,
   answers 408 when a head or body is late, and drops the connection when the client does not take an answer.
+- Refusals (400, 408, 413, 431: a request not read to its end) close the connection the way common servers do
+  (nginx, Apache: a "lingering close"): once the answer is sent the connection shuts its sending side, so the client
+  reads the answer and then the end, and drops unparsed whatever the client still sends, until the client closes or
+  `LINGER_S` pass. Closing at once while a client still sends would reset the connection, and a client still
+  writing its body (http.client, tritonclient) would fail on its write instead of reading the answer.
 - Answers: the next pipelined request waits while more than `WRITE_HIGH` bytes of answers are unsent, and the
   connection stops reading while more than `max_pipelined` requests wait (memory bound: those requests, and
   one answer past `WRITE_HIGH`).
@@ -44,6 +49,7 @@ from pytriton.frontend.http1.reader import (
     WAIT_BODY,
     WAIT_HEAD,
     WAIT_IDLE,
+    WAIT_LINGER,
     RequestReader,
     SharedReadBuffer,
 )
@@ -55,6 +61,10 @@ logger = logging.getLogger("pytriton.frontend")
 WRITE_HIGH = 256 * 1024
 # A connection idle this long drops the spare body buffer it keeps for the next same-sized body.
 SPARE_KEEP_S = 2.0
+# After a refusal's answer, what the client still sends is dropped for at most this long (from the answer on, however
+# fast it comes), then the connection is closed. nginx lingers up to 30 s (5 s without a byte), Apache up to 30 s
+# (2 s without a byte); this is their bound between reads, kept as the whole bound.
+LINGER_S = 5.0
 
 
 class _Due:
@@ -314,6 +324,9 @@ class HttpConnection(RequestReader):
         if now < self.deadline:
             return
         wait, self.deadline = self._wait, math.inf
+        if wait == WAIT_LINGER:
+            transport.close()  # (what it still has to send is bound by the send deadline, as for any answer)
+            return
         if wait == WAIT_IDLE:
             if not transport.get_write_buffer_size():
                 transport.close()
@@ -401,7 +414,10 @@ class HttpConnection(RequestReader):
         """An answer went out: close without keep-alive, else read again if too many requests had waited."""
         if not keep_alive:
             if self.transport is not None:
-                self.transport.close()  # after what is unsent: the client has a while to take it
+                if self._phase == DONE and self.transport.can_write_eof():
+                    self._linger()
+                else:
+                    self.transport.close()  # after what is unsent: the client has a while to take it
                 self._expect_sent()
             return False
         if self.paused and len(self.queue) <= self.limits.max_pipelined // 2 and self._phase != DONE:
@@ -411,6 +427,18 @@ class HttpConnection(RequestReader):
                 self.transport.resume_reading()
                 self._rearm()
         return True
+
+    def _linger(self) -> None:
+        """A refused request's answer is out: end the sending side after it (the client reads the answer, then the
+        end) and drop, unparsed (the reader is done), what the client still sends: the connection closes when the
+        client closes its side (asyncio closes the transport at its end), else at `LINGER_S`."""
+        transport = self.transport
+        assert transport is not None
+        transport.write_eof()  # after what is unsent
+        self.paused = False
+        transport.resume_reading()
+        self._wait = WAIT_LINGER
+        self.deadline = self.loop.time() + LINGER_S
 
     async def _run(self) -> None:
         hand_back = False

@@ -11,7 +11,10 @@
   ended within them is refused (431). What the parser finds first in the bytes decides the answer (a malformed head
   before the limit: 400), however the bytes fall into reads. Header fields are counted (431), and repeated names
   are joined once, when the head is complete (linear, not quadratic).
-- Bodies: larger than `max_input_bytes` → 413; the head and body set the deadlines the connection keeps.
+- Bodies: larger than `max_input_bytes` → 413 as soon as that is known: at the head for a Content-Length past
+  it, at the chunk that passes it for a chunked body. Nothing after it is parsed (a body that never ends does not
+  keep the parser busy); the connection closes after the answer. The head and body set the deadlines the connection
+  keeps.
 - Memory: what bodies hold is charged to the listener's `BufferBudget` (`budget.py`). After each read
   (`_settle`) a body that needs more than the budget has stops reading until the memory is charged; while memory is
   tight, reads are `TIGHT_READ` bytes, so a connection brings few bytes past the budget before it stops.
@@ -63,8 +66,9 @@ def _target(url: bytes) -> tuple[str, str]:
 
 # What the connection is reading (the phase) ...
 IDLE, HEAD, BODY, DIRECT, DONE = range(5)
-# ... and what its deadline is for: the next request on a quiet keep-alive connection, a late head or body.
-WAIT_IDLE, WAIT_HEAD, WAIT_BODY = range(3)
+# ... and what its deadline is for: the next request on a quiet keep-alive connection, a late head or body, the end
+# of the linger after a refusal (`HttpConnection._linger`).
+WAIT_IDLE, WAIT_HEAD, WAIT_BODY, WAIT_LINGER = range(4)
 
 
 class SharedReadBuffer:
@@ -104,7 +108,6 @@ class RequestReader(BodyReceiver):
         "_refusal",
         "_repeated",
         "_size",
-        "_too_large",
         "_trailers",
         "_url",
         "deadline",
@@ -156,7 +159,6 @@ class RequestReader(BodyReceiver):
         self._header_count = 0
         self._size = 0
         self._body_left = -1  # bytes of a Content-Length body the parser has still to see; -1: chunked
-        self._too_large = False
 
     def _refuse(self, status: int, message: str) -> None:
         raise NotImplementedError
@@ -339,6 +341,10 @@ class RequestReader(BodyReceiver):
         return 431, (f"request header fields too large: the request line and headers exceed {limit} bytes. "
                      "Use --http-max-header-size to increase the limit.")
 
+    def _too_large(self, size: str) -> tuple[int, str]:
+        return 413, (f"request size of {size} bytes exceeds the maximum allowed input size of "
+                     f"{self.limits.max_input_bytes} bytes.{self.too_large_hint}")
+
     def _refuse_head_size(self) -> None:
         self._refuse(*self._head_size_refusal())
 
@@ -398,9 +404,10 @@ class RequestReader(BodyReceiver):
         length = headers.get("content-length")
         if length is not None and length.isdigit() and "transfer-encoding" not in headers:
             size = self._body_left = int(length)
-            if size > self.limits.max_input_bytes:
-                self._too_large = True
-            elif size >= DIRECT_BODY_MIN:
+            if size > self.limits.max_input_bytes:  # refused now: its body is not read
+                self._refusal = self._too_large(length)
+                raise _Refused
+            if size >= DIRECT_BODY_MIN:
                 in_place = (  # a binary infer request: its tensors may be received into shared memory
                     "inference-header-content-length" in headers
                     and headers.get("content-encoding", "identity") == "identity"
@@ -416,7 +423,6 @@ class RequestReader(BodyReceiver):
         # for its timeout (1 s in curl). Only when nothing is ahead of this request, so answers stay in order.
         if (
             headers.get("expect", "").lower() == "100-continue"
-            and not self._too_large
             and not self.queue
             and self.task is None
             and self.transport is not None
@@ -426,17 +432,14 @@ class RequestReader(BodyReceiver):
     def on_body(self, body: bytes) -> None:
         if self._body_left > 0:
             self._body_left -= len(body)
-        if self._too_large:
-            return
         if self._direct is not None:  # only if a head ended where `_head_stop` did not see it
             self._direct.add(body)
             self._hold(len(self._direct.buffer))
             return
         self._size += len(body)
-        if self._size > self.limits.max_input_bytes:
-            self._too_large = True
-            self._drop_body()
-            return
+        if self._size > self.limits.max_input_bytes:  # a chunked body: refused at the chunk that passes the limit
+            self._refusal = self._too_large(f"more than {self.limits.max_input_bytes}")
+            raise _Refused
         self._body.append(body)
         self._hold(self._size)
 
@@ -444,14 +447,6 @@ class RequestReader(BodyReceiver):
         keep_alive = self.parser.should_keep_alive()
         self._phase = IDLE
         self.deadline = math.inf
-        if self._too_large:
-            size = self._headers.get("content-length") or f"more than {self.limits.max_input_bytes}"  # chunked
-            self._refuse(
-                413,
-                f"request size of {size} bytes exceeds the maximum allowed input size of "
-                f"{self.limits.max_input_bytes} bytes.{self.too_large_hint}",
-            )
-            raise _Refused  # read no further
         if self._direct is not None:  # the whole large body came through the parser
             body: Any = self._direct.buffer
             self._direct = None

@@ -21,6 +21,8 @@ class FakeTransport:
         self.closed = False
         self.aborted = False
         self.pending = 0  # what get_write_buffer_size reports
+        self.eof_capable = False  # what can_write_eof says (a TLS transport's says False)
+        self.eof = False  # write_eof was called
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 40000) if name == "peername" else default
@@ -39,6 +41,12 @@ class FakeTransport:
 
     def resume_reading(self) -> None:
         self.reading = True
+
+    def can_write_eof(self) -> bool:
+        return self.eof_capable
+
+    def write_eof(self) -> None:
+        self.eof = True
 
     def close(self) -> None:
         self.closed = True

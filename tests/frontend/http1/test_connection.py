@@ -12,7 +12,7 @@ import pytest
 
 from pytriton.frontend.http1 import HttpLimits, HttpRequest, HttpResponse
 from pytriton.frontend.http1.body import FIRST_BLOCK, DirectBody
-from pytriton.frontend.http1.connection import SPARE_KEEP_S, WRITE_HIGH
+from pytriton.frontend.http1.connection import LINGER_S, SPARE_KEEP_S, WRITE_HIGH
 from tests.frontend.http1._fake import Client, chunked, get, post, run, settle
 
 LIMIT = 300
@@ -353,6 +353,54 @@ def test_too_large_body_and_no_reading_after_it():
         client.send(post(b"x" * 101) + get())
         await settle()
         assert [s for s, _ in client.answers()] == [413] and client.transport.closed and not client.requests
+
+    run(test)
+
+
+def test_a_chunked_body_past_the_limit_is_refused_when_it_passes_it():
+    """A chunked body that passes the input limit gets its 413 at once: the server does not read on to its last
+    chunk (which an endless body never sends), and closes."""
+    async def test() -> None:
+        client = Client(HttpLimits(max_input_bytes=100))
+        client.send(b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64
+                    + b"\r\n40\r\n" + b"x" * 64)  # 128 bytes of data; no last chunk
+        await settle()
+        assert [s for s, _ in client.answers()] == [413] and client.transport.closed and not client.requests
+        assert not client.transport.reading and client.budget.used == 0
+
+    run(test)
+
+
+@pytest.mark.parametrize("sent", [0, 10, 60_000])
+def test_a_declared_body_past_the_limit_is_refused_at_its_head(sent):
+    """A Content-Length past the input limit is refused as soon as the head is read, whatever of the body came."""
+    async def test() -> None:
+        client = Client(HttpLimits(max_input_bytes=100))
+        client.send(f"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: {10**12}\r\n\r\n".encode() + b"x" * sent)
+        await settle()
+        assert [s for s, _ in client.answers()] == [413] and client.transport.closed and not client.requests
+        assert b"request size of 1000000000000 bytes exceeds" in client.answers()[0][1]
+
+    run(test)
+
+
+def test_after_a_refusal_the_connection_lingers_dropping_what_still_comes():
+    """Where the transport can end its sending side: after the refusal's answer it does (the client reads the answer,
+    then the end), reads on and drops what the client still sends, unparsed, and closes at LINGER_S."""
+    async def test() -> None:
+        client = Client(HttpLimits(max_input_bytes=100))
+        client.transport.eof_capable = True
+        client.send(f"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: {10**12}\r\n\r\n".encode() + b"x" * 1000)
+        await settle()
+        assert [s for s, _ in client.answers()] == [413]
+        assert client.transport.eof and client.transport.reading and not client.transport.closed
+        client.send((b"x" * 60_000 + get()) * 20)  # the rest of the body, and requests: dropped, not parsed
+        await settle()
+        assert [s for s, _ in client.answers()] == [413] and not client.requests
+        client.connection.tick(client.now(LINGER_S * 0.9))
+        assert not client.transport.closed
+        client.connection.tick(client.now(LINGER_S))
+        assert client.transport.closed and client.budget.used == 0
 
     run(test)
 
