@@ -88,8 +88,8 @@ class TritonModelConfig:
     # Triton's batch_input / batch_output entries, as its JSON shows them (a Python model only sees them in its config)
     batch_inputs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     batch_outputs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # Several instance groups (a repository's config.pbtxt), normalised as Triton does; empty: the one group that
-    # `instance_count`, `gpus` and `kind_model` describe.
+    # The instance groups of a repository's config.pbtxt (one or several), normalised as Triton does; empty: the one
+    # group that `instance_count`, `gpus` and `kind_model` describe (a model bound in Python, or `pytriton serve`'s).
     instance_groups: list[InstanceGroup] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -181,18 +181,13 @@ def _group(group: pb.ModelInstanceGroup, index: int, where: _Fields,
 
 
 def _instances(config: pb.ModelConfig, where: _Fields,
-               gpus: Callable[[], Sequence[GpuDevice]]) -> tuple[int, list[int], bool, list[InstanceGroup]]:
-    """The instance count (per GPU), the visible GPU ids of the model's one instance group and whether its kind is
-    KIND_MODEL (the model places itself on devices: no GPU of its own, as in Triton); for several groups, or for none
-    (Triton's default group), those groups instead (normalised as Triton does)."""
-    if not config.instance_group:  # Triton's default group: named after the model, KIND_AUTO, count 1 (its
-        # instances are <model>_0, as Triton 2.51 names them, not <model>_0_0)
-        return 1, [], False, [_group(pb.ModelInstanceGroup(name=where.model), 0, where, gpus)]
-    groups = [_group(group, index, where, gpus) for index, group in enumerate(config.instance_group)]
-    if len(groups) > 1:
-        return 1, [], False, groups
-    group = groups[0]
-    return group.count, list(group.gpus), group.kind == "KIND_MODEL", []
+               gpus: Callable[[], Sequence[GpuDevice]]) -> list[InstanceGroup]:
+    """The model's instance groups, normalised as Triton does, one or several alike (Triton names a lone group as it
+    names the first of several: `<model>_0` unless named, its instances `<group>_<c>`); without `instance_group`,
+    Triton's default group: named after the model, KIND_AUTO, count 1 (its instances are <model>_0)."""
+    if not config.instance_group:
+        return [_group(pb.ModelInstanceGroup(name=where.model), 0, where, gpus)]
+    return [_group(group, index, where, gpus) for index, group in enumerate(config.instance_group)]
 
 
 def version_policy(config: pb.ModelConfig) -> dict[str, Any]:
@@ -272,20 +267,20 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             raise where.error("dynamic_batching", str(exc)) from None
     sequence = _sequence_batcher(config, model_dir, where)
     batch_inputs, batch_outputs = _batch_io(config, where)
-    count, selected, kind_model, groups = _instances(config, where, gpus)
+    groups = _instances(config, where, gpus)
     labels, label_files = _labels(config, model_dir, where)
     warmup = _warmup(config, model_dir, where, inputs)
     policy = version_policy(config)
     try:
         return TritonModelConfig(
             model_name=name, inputs=inputs, outputs=outputs, model_version=version,
-            max_batch_size=config.max_batch_size, instance_count=count, gpus=selected, decoupled=decoupled,
+            max_batch_size=config.max_batch_size, decoupled=decoupled,
             backend_parameters={k: v.string_value for k, v in config.parameters.items()}, batcher=batcher,
-            device="gpu" if selected or any(g.gpus for g in groups) else None, labels=labels,
+            device="gpu" if any(g.gpus for g in groups) else None, labels=labels,
             label_filenames=label_files, version_policy=policy,
             default_model_filename=config.default_model_filename or DEFAULT_MODEL_FILENAME,
             sequence_batcher=sequence,
-            response_cache=config.response_cache.enable, kind_model=kind_model, warmup=warmup,
+            response_cache=config.response_cache.enable, warmup=warmup,
             instance_groups=groups,
             batch_inputs=batch_inputs, batch_outputs=batch_outputs,
         )

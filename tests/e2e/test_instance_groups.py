@@ -94,6 +94,45 @@ def test_cpu_groups_each_start_their_instances_with_tritons_names(tmp_path, prot
         assert int(stats["model_stats"][0]["inference_stats"]["success"]["count"]) == 4
 
 
+# A model with one explicit group, as tritonserver 2.51 showed it (its configuration's `instance_group`, and the
+# names its instances got): the group is named as in a list of several (`<model>_0` unless named), and its instances
+# `<group>_<c>`.
+SINGLE_GROUPS = {
+    "one": ("instance_group [ { count: 1, kind: KIND_CPU } ]", [("groups_0", "KIND_CPU", 1, [])], {"groups_0_0"}),
+    "two": ("instance_group [ { count: 2, kind: KIND_CPU } ]", [("groups_0", "KIND_CPU", 2, [])],
+            {"groups_0_0", "groups_0_1"}),
+    "named": ('instance_group [ { count: 1, kind: KIND_CPU, name: "mine" } ]', [("mine", "KIND_CPU", 1, [])],
+              {"mine_0"}),
+}
+
+
+@pytest.mark.parametrize("case", list(SINGLE_GROUPS))
+def test_a_single_group_is_named_as_triton_names_it(tmp_path, case):
+    groups_text, groups_shown, names = SINGLE_GROUPS[case]
+    repo = repository(tmp_path, groups_text)
+    env = {"SEEN_DIR": str(tmp_path / "seen"), "CUDA_VISIBLE_DEVICES": ""}
+    with serve("--model-repository", str(repo), env=env) as server:
+        client = client_for(server, "http")
+        groups = client.get_model_config("groups")["instance_group"]
+        assert [(g["name"], g["kind"], int(g["count"]), g["gpus"]) for g in groups] == groups_shown
+        assert {s[0] for s in seen(tmp_path)} == names
+        assert names_answered(server, "http", 2 * len(names)) <= names
+
+
+def test_a_single_gpu_group_on_two_gpus_is_one_group_named_as_in_triton(tmp_path):
+    """Triton core names a KIND_GPU group's instances <group>_<c> on each of its GPUs, and shows the group as one
+    group listing its GPUs, whether or not other groups are beside it."""
+    repo = repository(tmp_path, "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 1, 0 ] } ]")
+    gpus = fake_gpus(2)
+    env = {**fake_nvml_env(gpus), "SEEN_DIR": str(tmp_path / "seen")}
+    with serve("--model-repository", str(repo), env=env) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        groups = client.get_model_config("groups", as_json=True)["config"]["instance_group"]
+        assert [(g["name"], g["kind"], int(g.get("count", 0)), [int(x) for x in g.get("gpus", [])]) for g in groups] \
+            == [("groups_0", "KIND_GPU", 1, [1, 0])]
+        assert {s[:3] for s in seen(tmp_path)} == {("groups_0_0", "GPU", "1"), ("groups_0_0", "GPU", "0")}
+
+
 def test_a_gpu_group_beside_a_cpu_group_pins_each_gpu_instance(tmp_path):
     """Triton's normalisation: a KIND_GPU group lists its GPUs, each GPU gets `count` instances named
     <group>_<c> (the same names on each GPU), pinned to that GPU (CUDA_VISIBLE_DEVICES); the CPU group's instances
@@ -125,3 +164,16 @@ def test_the_real_tritonserver_shows_the_same_cpu_groups(tmp_path):
             "instance_group"]
     assert [(g["name"], g["kind"], int(g["count"]), g.get("gpus", [])) for g in groups] == TRITON_2_51_CPU_GROUPS
     assert {s[:3] for s in seen(tmp_path)} == TRITON_2_51_CPU_INSTANCES
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
+@pytest.mark.parametrize("case", list(SINGLE_GROUPS))
+def test_the_real_tritonserver_names_a_single_group_the_same(tmp_path, case):
+    groups_text, groups_shown, names = SINGLE_GROUPS[case]
+    repo = repository(tmp_path, groups_text)
+    with real_tritonserver(repo, tmp_path, env={"SEEN_DIR": str(tmp_path / "seen")}) as url:
+        groups = grpcclient.InferenceServerClient(url).get_model_config("groups", as_json=True)["config"][
+            "instance_group"]
+    assert [(g["name"], g["kind"], int(g["count"]), g.get("gpus", [])) for g in groups] == groups_shown
+    assert {s[0] for s in seen(tmp_path)} == names

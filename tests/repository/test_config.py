@@ -144,7 +144,8 @@ def test_a_decoupled_model_may_batch_dynamically(tmp_path):
 def test_kind_model_instances_get_no_gpu(tmp_path):
     config = load_model(str(make_model(tmp_path, "m", 'backend: "python" instance_group [ { kind: KIND_MODEL count: 3 '
                                        '} ]' + TENSORS))).config
-    assert (config.instance_count, config.gpus, config.instance_devices()) == (3, [], [None, None, None])
+    assert [(p.name, p.kind, p.device) for p in config.instance_places()] == [
+        ("m_0_0", "MODEL", None), ("m_0_1", "MODEL", None), ("m_0_2", "MODEL", None)]
     assert config.to_triton_dict()["instance_group"] == [{
         "name": "m_0", "kind": "KIND_MODEL", "count": 3, "gpus": [], "secondary_devices": [], "profile": [],
         "passive": False, "host_policy": ""}]  # as Triton 2.51 shows it
