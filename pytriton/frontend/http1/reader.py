@@ -392,6 +392,10 @@ class RequestReader(BodyReceiver):
         self._repeated.setdefault(key, []).append(text)
 
     def on_headers_complete(self) -> None:
+        if self.parser.get_http_version() == "0.9":  # a request line without a version: not answered as HTTP/1.1
+            self._refusal = (400, "malformed HTTP request: the request line has no HTTP version (HTTP/0.9 is not "
+                                  "supported)")
+            raise _Refused
         headers = self._headers
         if self._repeated is not None:  # joined once: appending to a growing string per line is quadratic
             for key, values in self._repeated.items():

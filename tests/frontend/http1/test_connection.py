@@ -49,7 +49,7 @@ PAD = b"X-Pad: " + b"p" * LIMIT + b"\r\n"
     # a head after a chunked body is measured as sent (spaces around a value count)
     (chunked(b"y" * 40) + b"GET /o HTTP/1.1\r\nX-Pad:" + b" " * 60 + b"p" * 230 + b"\r\n\r\n", [200, 431], ["/c"]),
     # a request line without a version may end with a bare LF: that head ends at LF CR LF, not CR LF CR LF
-    (b"GET /$\n\r\n{}" + b"x" * LIMIT, [200], ["/$"]),
+    (b"GET /$\n\r\n{}" + b"x" * LIMIT, [400], []),  # (HTTP/0.9: refused since 2026-12-07, however the reads fall)
 ], ids=["bad-name-then-limit", "chunked-then-limit-then-bad-name", "chunked-then-spaces", "head-ended-by-lf"])
 def test_a_head_is_answered_alike_however_the_reads_fall(wire, statuses, paths):
     """Found by fuzzing (tests/fuzz, harness http1; the inputs are the corpus's `regress-error-past-head-limit` and
@@ -401,6 +401,24 @@ def test_after_a_refusal_the_connection_lingers_dropping_what_still_comes():
         assert not client.transport.closed
         client.connection.tick(client.now(LINGER_S))
         assert client.transport.closed and client.budget.used == 0
+
+    run(test)
+
+
+@pytest.mark.parametrize("wire", [b"GET /v2/health/ready\r\n\r\n", b"GET /v2/health/ready\n\r\n",
+                                  get() + b"GET /v2/health/ready\r\n\r\n" + get()])
+def test_a_request_line_without_a_version_is_refused(wire):
+    """HTTP/0.9 (a request line without a version): not answered as HTTP/1.1 with keep-alive, but refused with 400
+    and the connection closed (requests before it are answered; nothing after it is read)."""
+    async def test() -> None:
+        client = Client(HttpLimits())
+        client.send(wire)
+        await settle()
+        answers = client.answers()
+        assert [s for s, _ in answers] == [200] * (len(client.requests)) + [400] and len(client.requests) <= 1
+        assert json.loads(answers[-1][1]) == {"error": "malformed HTTP request: the request line has no HTTP version "
+                                                       "(HTTP/0.9 is not supported)"}
+        assert client.transport.closed
 
     run(test)
 
