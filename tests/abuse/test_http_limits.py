@@ -409,6 +409,21 @@ def test_an_endless_body_past_the_input_limit_gets_413_at_once_and_the_connectio
     check_serves(server.http_url)
 
 
+def test_a_request_line_without_a_version_is_refused_and_closed(server):
+    """HTTP/0.9 (no version on the request line) is refused with 400 and the connection closed, not answered as an
+    HTTP/1.1 request."""
+    with connect(server.http_url) as sock:
+        sock.sendall(b"GET /v2/health/ready\r\n\r\n")
+        buffer = bytearray()
+        status, headers, body = read_response(sock, buffer)
+        assert (status, headers.get("connection")) == (400, "close")
+        assert error_message(headers, body) == ("malformed HTTP request: the request line has no HTTP version "
+                                                "(HTTP/0.9 is not supported)")
+        sock.settimeout(LATE_S)
+        assert not buffer and sock.recv(1) == b""
+    check_serves(server.http_url)
+
+
 # ---- the metrics port has the same protection ------------------------------------------------------------------
 
 def test_metrics_port_limits(server, metrics_url):

@@ -5,6 +5,8 @@ model configuration shows every group as Triton normalises it; checked with trit
 from __future__ import annotations
 
 import json
+import re
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -117,6 +119,9 @@ def test_a_single_group_is_named_as_triton_names_it(tmp_path, case):
         assert [(g["name"], g["kind"], int(g["count"]), g["gpus"]) for g in groups] == groups_shown
         assert {s[0] for s in seen(tmp_path)} == names
         assert names_answered(server, "http", 2 * len(names)) <= names
+        with urllib.request.urlopen(server.metrics_url) as answer:  # the instance label of the server's own metrics
+            up = [line for line in answer.read().decode().splitlines() if line.startswith("pytriton_model_instance_up")]
+        assert {re.search(r'instance="([^"]*)"', line)[1] for line in up} == names
 
 
 def test_a_single_gpu_group_on_two_gpus_is_one_group_named_as_in_triton(tmp_path):
