@@ -163,14 +163,21 @@ def _extensions(http_url: str, grpc_url: str) -> tuple[list[str], list[str]]:
     return over_http, list(answer.extensions)
 
 
-def _config(http_url: str, model: str) -> dict[str, Any]:
+MODELS = sorted(p.name for p in REPOSITORY.iterdir() if p.is_dir())
+
+
+def _get(http_url: str, path: str) -> dict[str, Any]:
     host, port = http_url.rsplit(":", 1)
     connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT_S)
     try:
-        connection.request("GET", f"/v2/models/{model}/config")
+        connection.request("GET", path)
         return dict(json.loads(connection.getresponse().read()))
     finally:
         connection.close()
+
+
+def _config(http_url: str, model: str) -> dict[str, Any]:
+    return _get(http_url, f"/v2/models/{model}/config")
 
 
 def test_a_config_without_a_transaction_policy_shows_none(server):
@@ -216,8 +223,8 @@ def test_the_server_lists_the_extensions_it_has(server):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says(server):
-    """Every case's Triton column, the repeated outputs, the extensions and a NaN answered in JSON, as tritonserver
-    2.51 answers them."""
+    """Every case's Triton column, the repeated outputs, the extensions, a NaN answered in JSON, and every model's
+    config and metadata, as tritonserver 2.51 answers them."""
     with tempfile.TemporaryDirectory() as scratch:
         urls: dict[str, str] = {}
         with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
@@ -225,7 +232,10 @@ def test_the_real_tritonserver_answers_as_the_table_says(server):
             repeated = _repeated_outputs(urls["http"], grpc_url)
             extensions = _extensions(urls["http"], grpc_url)
             non_finite = _non_finite_answer(urls["http"])
+            configs = {model: (_config(urls["http"], model), _get(urls["http"], f"/v2/models/{model}")) for model in MODELS}
     assert theirs == {case: CASES[case][3] for case in CASES}
     assert repeated == _repeated_outputs(server.http_url, server.grpc_url)
     assert extensions == (EXTENSIONS, EXTENSIONS)
     assert non_finite == _non_finite_answer(server.http_url)
+    for model in MODELS:
+        assert configs[model] == (_config(server.http_url, model), _get(server.http_url, f"/v2/models/{model}")), model
