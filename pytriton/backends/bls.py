@@ -75,13 +75,15 @@ class BlsClient:
         version = request.model_version()
         fields = (request.request_id(), request.correlation_id(), request.flags())
         return self.endpoint.bls_send(request.model_name(), str(version) if version > 0 else "", inputs,
-                                      request.requested_output_names(), json_params(request), decoupled, fields,
+                                      request._requested, json_params(request), decoupled, fields,
                                       int(request._timeout_us), self.chain())
 
     # ---- receiving ----------------------------------------------------------------------------
-    def _response(self, message: Any, frames: Any) -> pb_utils.InferenceResponse:
-        if message.error:
-            return _error_response(message.error, message.error_code)
+    def _response(self, message: Any, frames: Any, model_name: str) -> pb_utils.InferenceResponse:
+        if message.error:  # (as Triton's stub gives it: naming the model called, with the code INTERNAL whatever
+            # the callee's error was)
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                f"Model {model_name} - Error when running inference: {message.error}", pb_utils.TritonError.INTERNAL))
         outputs, parameters = self.endpoint.bls_read(message, frames)
         return pb_utils.InferenceResponse([pb_utils.Tensor(name, array) for name, array in outputs],
                                           parameters=parameters)
@@ -98,11 +100,11 @@ class BlsClient:
     def exec(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
         call_id = self._send(request, decoupled)
         if decoupled:
-            return self._stream(call_id)
+            return self._stream(call_id, request.model_name())
         message, frames = self._wait(call_id)
-        return self._response(message, frames)
+        return self._response(message, frames, request.model_name())
 
-    def _stream(self, call_id: int) -> Iterator[pb_utils.InferenceResponse]:
+    def _stream(self, call_id: int, model_name: str) -> Iterator[pb_utils.InferenceResponse]:
         """Each response of a decoupled callee as it comes; the last one (empty unless it carries an error) is flagged
         final. Closing the iterator early gives back whatever still comes."""
         done = False
@@ -111,7 +113,7 @@ class BlsClient:
                 message, frames = self._wait(call_id)
                 done = bool(message.final)
                 if message.error or message.responses:
-                    response = self._response(message, frames)
+                    response = self._response(message, frames, model_name)
                 else:
                     response = pb_utils.InferenceResponse()
                 response._flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if done else 0
@@ -135,9 +137,9 @@ class BlsClient:
                 message, frames = got
                 done = bool(message.final)
                 if not decoupled:
-                    return self._response(message, frames)
-                response = (self._response(message, frames) if message.error or message.responses
-                            else pb_utils.InferenceResponse())
+                    return self._response(message, frames, request.model_name())
+                response = (self._response(message, frames, request.model_name())
+                            if message.error or message.responses else pb_utils.InferenceResponse())
                 response._flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if done else 0
                 responses.append(response)
         finally:
@@ -185,6 +187,3 @@ class BlsClient:
 def json_params(request: pb_utils.InferenceRequest) -> dict[str, Any]:
     return dict(request._parameters)
 
-
-def _error_response(message: str, code: int) -> pb_utils.InferenceResponse:
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code or pb_utils.TritonError.INTERNAL))

@@ -9,6 +9,7 @@ in `pb_autocomplete.py`; custom metrics (`MetricFamily`) live in `pb_metrics.py`
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import json
 import logging
@@ -183,20 +184,36 @@ class Tensor:
         protocol's newer arguments (max_version, ...) go to the array's own export."""
         if stream is not None:
             kwargs["stream"] = stream
-        return self._array.__dlpack__(**kwargs)
+        try:
+            return self._array.__dlpack__(**kwargs)
+        except BufferError:  # a read-only input, to a consumer that cannot be told so (no max_version): a copy
+            if not isinstance(self._array, np.ndarray) or self._array.flags.writeable:
+                raise
+            return self._array.copy().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         device_type, device_id = self._array.__dlpack_device__()
         return int(device_type), int(device_id)
 
     def to_dlpack(self) -> Any:
-        """A DLPack capsule of the array (numpy's or cupy's own export: on the device for a GPU tensor)."""
-        return self._array.__dlpack__()
+        """A DLPack capsule of the array (numpy's or cupy's own export: on the device for a GPU tensor). A read-only
+        host array (an input: a view on shared memory) is exported as a copy: a (legacy) capsule cannot say
+        read-only, and what takes it (torch, cupy) may write into it, as into Triton's own per-request copy."""
+        array = self._array
+        if isinstance(array, np.ndarray) and not array.flags.writeable:
+            array = array.copy()
+        return array.__dlpack__()
 
     @staticmethod
     def from_dlpack(name: str, capsule: Any) -> Tensor:
         """A tensor from an object that exports DLPack: a CPU array, or a GPU one (torch, cupy: kept on the device,
         read with cupy)."""
+        if isinstance(capsule, np.ndarray):
+            return Tensor(name, capsule)
+        if type(capsule).__name__ == "PyCapsule":  # what to_dlpack() gives (this module's, torch's, cupy's)
+            if _capsule_device(capsule) == _DL_CUDA:
+                return Tensor._on_device(name, __import__("cupy").from_dlpack(capsule))
+            return Tensor(name, np.from_dlpack(_Capsule(capsule)))
         device = getattr(capsule, "__dlpack_device__", None)
         if device is not None and int(device()[0]) == _DL_CUDA:
             return Tensor._on_device(name, __import__("cupy").from_dlpack(capsule))
@@ -207,6 +224,39 @@ class Tensor:
 
 
 _DL_CUDA = 2  # DLPack's kDLCUDA
+_DL_CPU = 1
+# Where a capsule's DLTensor keeps its device (DLDevice: two int32, type then id), after the tensor's data pointer:
+# a "dltensor" capsule points at a DLManagedTensor (the DLTensor first), a "dltensor_versioned" one at a
+# DLManagedTensorVersioned (its version, manager context, deleter and flags come first: 32 bytes).
+_DEVICE_OFFSET = {b"dltensor": 8, b"dltensor_versioned": 40}
+
+
+def _capsule_device(capsule: Any) -> int:
+    """The DLPack device type of a capsule not yet consumed (ValueError for one that was, or is no DLPack one)."""
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    name = get_name(capsule)
+    if name not in _DEVICE_OFFSET:
+        raise ValueError(f"from_dlpack: a capsule named {name!r} is not a DLPack tensor that can still be taken "
+                         "(a capsule can be taken once)")
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return int(ctypes.c_int32.from_address(get_pointer(capsule, name) + _DEVICE_OFFSET[name]).value)
+
+
+class _Capsule:
+    """A host DLPack capsule as numpy's `from_dlpack` takes a tensor: an object that hands it over."""
+
+    __slots__ = ("_capsule",)
+
+    def __init__(self, capsule: Any):
+        self._capsule = capsule
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return _DL_CPU, 0
 
 
 class InferenceResponse:
@@ -263,6 +313,9 @@ class InferenceRequest:
 
     def __init__(self, model_name: str = "", inputs: list[Tensor] | None = None,
                  requested_output_names: list[str] | None = None, model_version: int = -1, **kwargs: Any):
+        if isinstance(requested_output_names, (str, bytes)) or isinstance(inputs, (str, bytes, Tensor)):
+            raise TypeError("InferenceRequest(): inputs is a list of pb_utils.Tensor and requested_output_names a "
+                            f"list of names, got {type(inputs).__name__} and {type(requested_output_names).__name__}")
         self._model_name = model_name
         self._model_version = int(model_version)
         self._inputs = list(inputs or [])
@@ -313,11 +366,13 @@ class InferenceRequest:
     def get_input_tensor_by_name(self, name: str) -> Tensor | None:
         return self._by_name.get(name)
 
-    def requested_output_names(self) -> list[str]:
-        return self._requested
+    def requested_output_names(self) -> set[str]:
+        """The outputs the client asked for; all the model's when it named none (as Triton fills them in)."""
+        return set(self._requested)
 
     def parameters(self) -> str:
-        return json.dumps(self._parameters)
+        """The request's parameters as JSON, written as Triton writes them (compact, UTF-8)."""
+        return json.dumps(self._parameters, separators=(",", ":"), ensure_ascii=False)
 
     def request_id(self) -> str:
         return self._request_id

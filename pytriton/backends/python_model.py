@@ -141,6 +141,7 @@ class PythonModelBackend(CallableBackend):
         self._datatype_warned: set[str] = set()
         # Worked out once from the config: the inputs the model sees reshaped, and each output's plan (_OutputPlan).
         self._reshaped_inputs = {name: spec for name, spec in config.input_by_name.items() if spec.reshape is not None}
+        self._all_outputs = [spec.name for spec in config.outputs]  # what a request that names none asks for
         self._output_plans = {name: _OutputPlan(spec) for name, spec in config.model_output_by_name.items()}
         # (output name, numpy dtype, shape) -> (datatype, the shape the client sees or None) of arrays that passed
         # the checks: the next array alike passes at one look-up (cleared when it grows past _PASSED_MAX)
@@ -164,8 +165,8 @@ class PythonModelBackend(CallableBackend):
         for index, (request, sender) in enumerate(zip(requests, senders)):
             inputs = {name: wrap(name, array) if type(array) is ndarray and name not in reshaped_inputs
                       else self._input_tensor(name, array) for name, array in request.data.items()}
-            requested = request.requested_output_names  # (copied: the model may change the list it is given)
-            out.append(received(inputs, list(requested) if requested else [], request.parameters, sender,
+            requested = request.requested_output_names  # (none named: all the model's, as Triton fills them in)
+            out.append(received(inputs, requested or self._all_outputs, request.parameters, sender,
                                 (request.request_id, request.correlation_id, request.flags),
                                 None if probe is None else functools.partial(probe, index)))
         return out

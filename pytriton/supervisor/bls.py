@@ -25,6 +25,7 @@ from pytriton.proxy.router import ProxyRouter, WorkerLink
 logger = logging.getLogger("pytriton.supervisor")
 
 _CODES = list(Status)  # in the order of pb_utils.TritonError's codes
+UNKNOWN_MODEL = "Request for unknown model: "  # how the registry's NOT_FOUND begins (core/registry.py)
 
 
 class BlsBridge:
@@ -142,7 +143,10 @@ class BlsBridge:
                 self._answer(link, call_id, response, final=True)
         except ServerError as exc:
             release_inputs()
-            router.send_bls_result(link, call_id, error=exc.message, error_code=_CODES.index(exc.status))
+            message = exc.message
+            if exc.status is Status.NOT_FOUND and message.startswith(UNKNOWN_MODEL):  # (Triton's stub's words)
+                message = f"Failed for execute the inference request. Model '{request.model_name}' is not ready."
+            router.send_bls_result(link, call_id, error=message, error_code=_CODES.index(exc.status))
         except asyncio.CancelledError:
             release_inputs()
             if expired:

@@ -192,7 +192,7 @@ class _WorkerCall:
         if message.error:
             link.release(response_slots(message))
             self.sink.fail(internal(
-                f"Failed to process the request(s) for model instance '{link.label}', message: {message.error}"), stats)
+                f"Failed to process the request(s) for model '{link.label}', message: {message.error}"), stats)
             return
         if not message.responses:
             if message.final:

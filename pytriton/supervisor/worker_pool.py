@@ -302,7 +302,7 @@ class WorkerPool(InstanceRoster):
             return
         self.router.drop_link(
             link,
-            f"Failed to process the request(s) for model instance '{label}', message: {what}; it is being restarted",
+            f"Failed to process the request(s) for model '{label}', message: {what}; it is being restarted",
         )
         unlink_segments(self.router.tag, process.pid)
         logger.error("%s; restarting it", what)

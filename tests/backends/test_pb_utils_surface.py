@@ -123,6 +123,42 @@ def test_tensor_triton_dtype_and_dlpack_protocol():
     np.testing.assert_array_equal(np.from_dlpack(tensor), tensor.as_numpy())  # a Tensor is a DLPack producer
 
 
+def test_a_read_only_input_goes_through_dlpack_as_triton_inputs_do():
+    """Inputs are read-only views on shared memory; `to_dlpack()` (a legacy capsule, which cannot say read-only:
+    torch and cupy may write into it) exports a copy, and `from_dlpack` takes such a capsule, as Triton's do."""
+    shared = np.arange(4, dtype=np.float32)
+    shared.flags.writeable = False
+    tensor = pb_utils.Tensor._wrap("X", shared)
+    capsule = tensor.to_dlpack()
+    assert type(capsule).__name__ == "PyCapsule"
+    assert pb_utils.Tensor.from_dlpack("Y", capsule).as_numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="can be taken once"):
+        pb_utils.Tensor.from_dlpack("Y", capsule)
+    np.testing.assert_array_equal(np.from_dlpack(tensor), shared)  # (told read-only: no copy)
+    assert np.from_dlpack(_LegacyConsumer(tensor)).tolist() == [0.0, 1.0, 2.0, 3.0]  # (not told: a copy)
+    assert pb_utils.Tensor.from_dlpack("Z", shared).as_numpy() is shared
+
+
+class _LegacyConsumer:
+    """What an older DLPack consumer asks of a producer: `__dlpack__()` without `max_version`."""
+
+    def __init__(self, tensor: pb_utils.Tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.tensor.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_a_request_built_with_a_string_for_a_list_is_refused():
+    with pytest.raises(TypeError, match="requested_output_names a list of names"):
+        pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names="Y")
+    assert pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=["Y"]).requested_output_names() \
+        == {"Y"}  # (a set, as Triton 2.51 gives it)
+
+
 def test_inference_request_flags_trace_preferred_memory_and_release_flags():
     memory = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
     request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=["Y"],

@@ -156,7 +156,7 @@ class TritonPythonModel:
         for request in requests:
             x = request.get_input_tensor_by_name("X").as_numpy()
             mode = json.loads(request.parameters()).get("mode", "")
-            request.requested_output_names().append("Z")  # (the model's own copy of the list)
+            request.requested_output_names().add("Z")  # (the model's own copy of the names)
             y = x.astype(np.float64) if mode == "fp64" else x
             answers.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", y), pb_utils.Tensor("Z", x)]))
         return answers
@@ -191,10 +191,10 @@ def test_a_received_request_has_an_empty_trace_and_the_request_fields():
         {"X": pb_utils.Tensor("X", np.zeros(2, np.float32))}, ["Y"], {"p": 1}, None, ("id-1", "seq", 1))
     assert (received.trace().get_context(), received.trace() is received.trace()) == (None, True)
     assert (received.request_id(), received.correlation_id(), received.flags(), received.parameters()) == (
-        "id-1", "seq", 1, '{"p": 1}')
+        "id-1", "seq", 1, '{"p":1}')  # (compact, as Triton writes it)
     assert ([t.name() for t in received.inputs()], received.get_input_tensor_by_name("X").name(),
             received.requested_output_names(), received.timeout(), received.model_name(), received.model_version(),
-            received.is_cancelled()) == (["X"], "X", ["Y"], 0, "", -1, False)
+            received.is_cancelled()) == (["X"], "X", {"Y"}, 0, "", -1, False)  # (a set, as Triton's)
 
 
 def test_decoupled_model_streams_each_response_sent(tmp_path):
@@ -389,3 +389,33 @@ def test_a_decoupled_request_given_back_ends_its_execution_once_execute_returned
     assert [([None if c is None else "again" if c is RESCHEDULED_RESPONSE else c[0][0][2].tolist() for c in checked],
              finals) for checked, finals in steps] == [
         ([[1.0], [1.0]], [False, True]), (["again", None], [True, False])]
+
+
+ONLY_REQUESTED = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        answers = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X")
+            wanted = request.requested_output_names()
+            answers.append(pb_utils.InferenceResponse([pb_utils.Tensor(name, x.as_numpy()) for name in ("Y", "Z")
+                                                       if name in wanted]))
+        return answers
+"""
+
+
+def test_a_request_that_names_no_output_asks_for_all_of_them(tmp_path):
+    """As Triton fills them in: a model that computes only the outputs asked for computes them all."""
+    backend = backend_for(tmp_path, "m_only", ONLY_REQUESTED)
+
+    def names(requested: list[str] | None) -> list[str]:
+        requests = [request(requested=requested)]
+        (outputs, error, _), = backend.check_outputs(requests, backend(requests))
+        assert error == ""
+        return [name for name, _, _ in outputs]
+
+    assert names(None) == ["Y", "Z"]
+    assert names(["Z"]) == ["Z"]

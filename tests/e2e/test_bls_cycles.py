@@ -48,15 +48,17 @@ def test_a_cycle_through_another_model_fails_at_once_naming_it(server, protocol)
     with pytest.raises(InferenceServerException) as info:
         relay(server, protocol, "ping", "pong,ping")
     message = info.value.message()
-    assert ("pong: ping: BLS call cycle: 'ping' -> 'pong' -> 'ping': model 'ping' has no free instance (instance "
-            "'ping_0_0' waits for this call)") in message, message
+    assert ("pong: Model pong - Error when running inference: ping: Model ping - Error when running inference: BLS "
+            "call cycle: 'ping' -> 'pong' -> 'ping': model 'ping' has no free instance (instance 'ping_0_0' waits for "
+            "this call)") in message, message
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_a_model_calling_itself_with_one_instance_fails_at_once(server, protocol):
     with pytest.raises(InferenceServerException) as info:
         relay(server, protocol, "pong", "pong")
-    assert "pong: BLS call cycle: 'pong' -> 'pong': model 'pong' has no free instance" in info.value.message()
+    assert ("pong: Model pong - Error when running inference: BLS call cycle: 'pong' -> 'pong': model 'pong' has no "
+            "free instance") in info.value.message()
 
 
 def test_a_cycle_through_an_ensemble_fails_at_once_naming_it(server):

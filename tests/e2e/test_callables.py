@@ -19,7 +19,7 @@ SERVERS = {
                           FP32_4 + tensor_args("output", [("OUTPUT0", "fp32", "4"), ("OUTPUT1", "fp32", "4")])),
     "raises": ("tests.models:raises", FP32_4 + tensor_args("output", [("OUTPUT", "fp32", "4")])),
 }
-PREFIX = (re.escape("Failed to process the request(s) for model instance '") + r"[^']*"
+PREFIX = (re.escape("Failed to process the request(s) for model '") + r"[^']*"
           + re.escape("', message: "))
 
 

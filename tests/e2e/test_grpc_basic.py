@@ -51,9 +51,7 @@ def test_model_config(add_sub_server):
     assert config["max_batch_size"] == 8
     assert [i["data_type"] for i in config["input"]] == ["TYPE_INT32", "TYPE_INT32"]
     assert [o["dims"] for o in config["output"]] == [["16"], ["16"]]
-    assert config["model_transaction_policy"] == {} or "decoupled" not in config["model_transaction_policy"] or (
-        config["model_transaction_policy"]["decoupled"] is False
-    )
+    assert "model_transaction_policy" not in config  # (a decoupled model's alone, as Triton 2.51 shows it)
 
 
 @pytest.mark.parametrize("batch", [1, 3, 8])

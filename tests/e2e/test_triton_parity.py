@@ -29,6 +29,7 @@ NON_INTEGER = "attempt to access JSON non-signed-integer as signed-integer"
 NON_UNSIGNED = "attempt to access JSON non-unsigned-integer as unsigned-integer"
 NON_BOOLEAN = "attempt to access JSON non-boolean as boolean"
 NON_NUMBER = "attempt to access JSON non-number as double"
+NON_STRING = "attempt to access JSON non-string as string"
 COUNT = "Unable to parse 'data': Shape does not match true shape of 'data' field"
 
 # case -> (datatype, data, shape or None for the data's length, what Triton 2.51 answers: (status, error or data),
@@ -52,13 +53,12 @@ CASES: dict[str, tuple[str, Any, list[int] | None, tuple[int, Any], tuple[int, A
                   (400, f"Unable to parse 'data' of input 'X': {NON_NUMBER}")),
     "fp64_scalar": ("FP64", 5, [1], (500, "Unable to parse 'data': attempt to access JSON non-array as array"),
                     (400, "Unable to parse 'data' of input 'X': attempt to access JSON non-array as array")),
-    "bytes_number": ("BYTES", [1], None, (500, "Unable to parse JSON bytes array: attempt to access JSON non-string "
-                                               "as string"),
+    "bytes_number": ("BYTES", [1], None, (500, f"Unable to parse JSON bytes array: {NON_STRING}"),
                      (400, "Unable to parse 'data' of input 'X': attempt to access JSON non-string as string")),
-    "int8_wraps": ("INT8", [300], None, (200, [44]), (400, "Unable to parse 'data' of input 'X': 300 is out of the "
-                                                           "range of INT8 [-128, 127]")),
-    "uint8_wraps": ("UINT8", [256], None, (200, [0]), (400, "Unable to parse 'data' of input 'X': 256 is out of the "
-                                                            "range of UINT8 [0, 255]")),
+    "int8_wraps": ("INT8", [300], None, (200, [44]),
+                   (400, "Unable to parse 'data' of input 'X': 300 is out of the range of INT8 [-128, 127]")),
+    "uint8_wraps": ("UINT8", [256], None, (200, [0]),
+                    (400, "Unable to parse 'data' of input 'X': 256 is out of the range of UINT8 [0, 255]")),
     "fewer": ("FP64", [1, 2, 3], [4], (500, COUNT), None),
     "more": ("FP64", [1, 2, 3, 4, 5], [4], (500, COUNT), None),
     "past_the_count_before_a_bad_one": ("INT32", [1, 2, 3, 4, "x"], [4], (500, COUNT), None),
@@ -216,6 +216,36 @@ def test_nan_and_the_infinities_come_back_through_json(server):
         client.close()
 
 
+# pb_probe's cases -> what REPORT says on tritonserver 2.51 (tests/repositories/json_kinds/pb_probe/1/model.py)
+NOT_READY = "Model {0} - Error when running inference: Failed for execute the inference request. Model '{0}' is not ready."
+BLS_ERROR = "Model ident_fp64 - Error when running inference: "
+PB_CASES = {
+    "requested": "['EXTRA', 'REPORT']",  # (the client named none: all of them, as Triton fills them in)
+    "parameters": """'{"case":"parameters"}'""",  # (compact)
+    "dlpack": "[1.0, 2.0]",  # (an input is read-only here: to_dlpack() exports a copy)
+    "bls_ok": "['Y']",
+    "bls_unknown_model": repr((1, NOT_READY.format("no_such_model"))),  # (INTERNAL, whatever the callee's error)
+    "bls_unknown_version": repr((1, NOT_READY.format("ident_fp64"))),
+    "bls_unknown_input": repr((1, BLS_ERROR + "unexpected inference input 'Q' for model 'ident_fp64'")),
+    "bls_unknown_output": repr((1, BLS_ERROR + "unexpected inference output 'Z' for model 'ident_fp64'")),
+    "bls_wrong_datatype": repr((1, BLS_ERROR + "[request id: <id_unknown>] inference input 'X' data-type is 'INT32', "
+                                               "but model 'ident_fp64' expects 'FP64'")),
+}
+
+
+def _pb_report(http_url: str, case: str) -> str:
+    body = {"inputs": [{"name": "X", "shape": [2], "datatype": "FP64", "data": [1, 2]}], "parameters": {"case": case},
+            "outputs": []}
+    status, answer = _post(http_url, "pb_probe", body)
+    assert status == 200, answer
+    return str(answer["outputs"][0]["data"][0])
+
+
+@pytest.mark.parametrize("case", PB_CASES)
+def test_pb_utils_calls_give_what_tritons_give(server, case):
+    assert _pb_report(server.http_url, case) == PB_CASES[case]
+
+
 def test_the_server_lists_the_extensions_it_has(server):
     assert _extensions(server.http_url, server.grpc_url) == (EXTENSIONS, EXTENSIONS)
 
@@ -223,8 +253,8 @@ def test_the_server_lists_the_extensions_it_has(server):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says(server):
-    """Every case's Triton column, the repeated outputs, the extensions, a NaN answered in JSON, and every model's
-    config and metadata, as tritonserver 2.51 answers them."""
+    """Every case's Triton column, the repeated outputs, the extensions, a NaN answered in JSON, pb_probe's reports,
+    and every model's config and metadata, as tritonserver 2.51 answers them."""
     with tempfile.TemporaryDirectory() as scratch:
         urls: dict[str, str] = {}
         with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
@@ -232,10 +262,12 @@ def test_the_real_tritonserver_answers_as_the_table_says(server):
             repeated = _repeated_outputs(urls["http"], grpc_url)
             extensions = _extensions(urls["http"], grpc_url)
             non_finite = _non_finite_answer(urls["http"])
+            pb_reports = {case: _pb_report(urls["http"], case) for case in PB_CASES}
             configs = {model: (_config(urls["http"], model), _get(urls["http"], f"/v2/models/{model}")) for model in MODELS}
     assert theirs == {case: CASES[case][3] for case in CASES}
     assert repeated == _repeated_outputs(server.http_url, server.grpc_url)
     assert extensions == (EXTENSIONS, EXTENSIONS)
     assert non_finite == _non_finite_answer(server.http_url)
+    assert pb_reports == PB_CASES
     for model in MODELS:
         assert configs[model] == (_config(server.http_url, model), _get(server.http_url, f"/v2/models/{model}")), model

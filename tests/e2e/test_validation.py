@@ -304,7 +304,7 @@ FAILURE_PATTERNS = {
 @pytest.mark.parametrize("name", BAD_CALLABLES)
 def test_failing_callable(servers, protocol, name):
     pattern = re.compile(
-        re.escape("Failed to process the request(s) for model instance '") + r"[^']*" + re.escape("', message: ")
+        re.escape("Failed to process the request(s) for model '") + r"[^']*" + re.escape("', message: ")
         + FAILURE_PATTERNS[name],
         re.DOTALL,
     )

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 MIB = 1024
 
 # Messages the server answered in the faults the soak injects (read from runs of it).
-KILLED = ("InferenceServerException: [StatusCode.UNAVAILABLE] Failed to process the request(s) for model instance "
+KILLED = ("InferenceServerException: [StatusCode.UNAVAILABLE] Failed to process the request(s) for model "
           "'double_0_0', message: worker process of model instance 'double_0_0' (pid 15889) was killed by SIGKILL; "
           "it is being restarted")
 STEP_KILLED = ("InferenceServerException: [StatusCode.UNAVAILABLE] in ensemble 'pipeline', Failed to process the "
