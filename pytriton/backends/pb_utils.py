@@ -297,7 +297,9 @@ class InferenceResponseSender:
         if self._closed:
             raise TritonModelException("Unable to send response. Response sender has been closed.")
         if response is not None and not isinstance(response, InferenceResponse):
-            raise TritonModelException(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+            raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):  # (Triton's words; the sender stays open)
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self._closed = True
         self._put(self._index, response, flags)

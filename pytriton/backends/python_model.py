@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import logging
 import os
 import queue
 import sys
@@ -34,6 +35,8 @@ from pytriton.model_config.datatypes import numpy_to_triton
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.endpoint import RESCHEDULED_RESPONSE
 from pytriton.proxy.types import Request
+
+logger = logging.getLogger("pytriton.backends")
 
 RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 
@@ -247,6 +250,9 @@ class PythonModelBackend(CallableBackend):
                 index, response, flags = item
                 if index < 0:  # execute() raised (its error ends the call) or returned (nothing to send)
                     if response is not None:
+                        if filled:  # what was sent before it goes out first
+                            carried = item
+                            break
                         raise executed.exception() or InferenceCallableError("execute() failed")
                     again = [i for i, request in enumerate(pb_requests) if not done[i] and request._rescheduled()]
                     if any(i in filled for i in again):  # (in the next step, after what they sent)
@@ -272,6 +278,9 @@ class PythonModelBackend(CallableBackend):
                     break
             if filled:
                 yield step
+        if carried is not None and carried[0] < 0 and carried[1] is not None:  # every request had its final response
+            logger.error("execute() of decoupled model '%s' failed after every request's final response: %s",
+                         self.config.model_name, executed.exception())
 
     def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue[Any]) -> None:
         """(Execute thread) run `execute`; an item of index -1 follows what it sent: its error (then re-raised by

@@ -226,7 +226,8 @@ async def _receive(model: Model, job: Job) -> Delivery:
     return item
 
 
-async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
+async def stream_responses(core: ServerCore, request: InferRequest, errors_inline: bool = False
+                           ) -> AsyncGenerator[InferResponse, None]:  # fmt: skip
     """See `ServerCore.infer_stream`."""
     model = core.registry.get(request.model_name, request.model_version)
     if model.ensemble is not None or model.cache is not None:  # (not decoupled: one response, through its variant)
@@ -245,7 +246,14 @@ async def stream_responses(core: ServerCore, request: InferRequest) -> AsyncGene
                 item: Delivery = await _receive(model, job)  # (taking it gives credit back)
                 if trace is not None:
                     stamp_stream_delivery(trace, item)
-                response = response_of(model, request, item.result) if item.result is not None else None
+                response = None
+                if item.result is not None:
+                    try:
+                        response = response_of(model, request, item.result)
+                    except ServerError as exc:  # the model's error response
+                        if not errors_inline:
+                            raise
+                        response = InferResponse(model.name, str(model.version), request.id, [], error=exc)
             except ServerError as exc:
                 model.stats.record_failure(time.perf_counter_ns() - start, exc.failure_reason)
                 raise

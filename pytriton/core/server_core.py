@@ -427,10 +427,13 @@ class ServerCore:
         """The request as an instance executes it: region references checked and resolved."""
         return execution_request(self.shm, self.received, request)
 
-    def infer_stream(self, request: InferRequest) -> AsyncGenerator[InferResponse, None]:
+    def infer_stream(self, request: InferRequest, errors_inline: bool = False) -> AsyncGenerator[InferResponse, None]:
         """A decoupled model's responses to one request, as the worker produces them (zero or more). The worker runs
-        ahead of what the caller has taken by its window at most: a caller that stops reading stops the model."""
-        return stream_responses(self, request)
+        ahead of what the caller has taken by its window at most: a caller that stops reading stops the model. An
+        error response of the model ends the stream with its ServerError; with `errors_inline` it is a response
+        whose `error` is set, and the stream goes on to the model's final flag, as Triton's gRPC stream, in-process
+        API and BLS hand a decoupled model's error responses on."""
+        return stream_responses(self, request, errors_inline)
 
     # ---- shutdown ----------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> bool:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from pytriton.core.shm_registry import Region
     from pytriton.core.trace import Trace
-    from pytriton.exceptions import Status
+    from pytriton.exceptions import ServerError, Status
 
 
 # One link of a request's call chain: (model name, model version, instance name) of an execution that waits for the
@@ -100,6 +100,9 @@ class InferResponse:
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     _release: Callable[[], None] | None = None
     final: bool = False  # a stream's last response, sent by the model with the final flag (no empty final follows)
+    # A decoupled model's error response in a stream that goes on (`ServerCore.infer_stream(errors_inline=True)`):
+    # the error in place of outputs
+    error: ServerError | None = None
 
     def release(self) -> None:
         release, self._release = self._release, None

@@ -32,7 +32,7 @@ class BlsBridge:
     """Serves the BLS requests of every worker of a router with the core's `infer` / `infer_stream`."""
 
     def __init__(self, router: ProxyRouter, infer: Callable[[InferRequest], Awaitable[InferResponse]],
-                 infer_stream: Callable[[InferRequest], AsyncIterator[InferResponse]]):
+                 infer_stream: Callable[..., AsyncIterator[InferResponse]]):
         self.router = router
         self.infer = infer
         self.infer_stream = infer_stream
@@ -125,12 +125,16 @@ class BlsBridge:
         try:
             if decoupled:
                 ended = False  # the callee flagged its last response final: no empty final follows it
-                async for response in self.infer_stream(request):
+                async for response in self.infer_stream(request, errors_inline=True):
                     if timer is not None:
                         timer.cancel()
                     ended = response.final
                     if ended:
                         release_inputs()
+                    if response.error is not None:  # an error response: handed on, and the stream goes on
+                        router.send_bls_result(link, call_id, error=response.error.message, final=ended,
+                                               error_code=_CODES.index(response.error.status))
+                        continue
                     self._answer(link, call_id, response, final=ended)
                 if not ended:
                     release_inputs()

@@ -151,7 +151,7 @@ class RequestRun:
     async def _run(self, core: Any, core_request: Any, decoupled: bool) -> None:
         try:
             if decoupled:
-                stream = core.infer_stream(core_request)
+                stream = core.infer_stream(core_request, errors_inline=True)
                 ended = False
                 try:
                     async for response in stream:
@@ -159,6 +159,10 @@ class RequestRun:
                             response.release()
                             raise asyncio.CancelledError
                         ended = response.final  # the model sent it with the final flag (as Triton hands it out)
+                        if response.error is not None:  # an error response: handed out, and the stream goes on
+                            self.deliver(InferenceResponse(self._served, self.request.request_id or "",
+                                                           error=from_server_error(response.error), final=ended))
+                            continue
                         self.deliver(make_response(self._model_of(response), self.request, response, self.runtime,
                                                    final=ended))
                 finally:

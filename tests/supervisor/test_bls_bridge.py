@@ -35,7 +35,7 @@ async def echo(request: InferRequest) -> InferResponse:
                                                         for t in request.inputs])
 
 
-async def stream(request: InferRequest):
+async def stream(request: InferRequest, errors_inline: bool = False):
     for value in range(3):
         yield InferResponse(request.model_name, "1", "", [Tensor("OUT", "INT32", (1,), np.int32(value).tobytes())])
 

@@ -324,3 +324,28 @@ def test_gpu_inputs_go_through_host_memory_and_outputs_can_come_back_on_the_gpu(
     output = response.outputs["OUTPUT0"]
     assert output.memory_type == tritonserver.MemoryType.GPU
     assert cupy.from_dlpack(output).tolist() == [[4.0] * 4]
+
+
+def test_a_decoupled_models_error_response_is_handed_out_and_the_stream_goes_on():
+    """As Triton's in-process API: an error response in a decoupled stream raises on the iterator's next() (with
+    raise_on_error) or comes with `error` set, and the responses after it, the final one too, still come."""
+    server = tritonserver.Server(model_repository=str(REPOSITORIES / "json_kinds"), exit_timeout=5,
+                                 model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
+                                 startup_models=["dec_probe"])
+    server.start(wait_until_ready=True, timeout=60)
+    try:
+        case = {"CASE": numpy.array(["error_then_final"], dtype=numpy.object_)}
+        got = []
+        for response in server.model("dec_probe").infer(inputs=case, raise_on_error=False):
+            out = response.outputs.get("OUT")
+            got.append(("error", str(response.error)) if response.error is not None else
+                       ("response", None if out is None else out.to_bytes_array()[0].decode(), response.final))
+        assert got == [("response", "before", False), ("error", "boom"), ("response", "after", False),
+                       ("response", None, True)]
+        iterator = server.model("dec_probe").infer(inputs=case)
+        assert next(iterator).final is False
+        with pytest.raises(tritonserver.InternalError, match="boom"):
+            next(iterator)
+        assert [r.final for r in iterator] == [False, True]  # (it goes on after the error)
+    finally:
+        server.stop()

@@ -342,11 +342,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
                     trace = None  # finished once sent
                 await responses.put(message)
                 return
-            stream = self.core.infer_stream(infer_request)
+            stream = self.core.infer_stream(infer_request, errors_inline=True)
             ended = False  # the model sent its last response with the final flag: it goes out flagged, as in Triton
             try:
                 async for response in stream:
                     ended = response.final
+                    if response.error is not None:  # an error response: on the stream, which goes on (as Triton)
+                        await responses.put(pb.ModelStreamInferResponse(error_message=response.error.message))
+                        continue
                     await responses.put(stream_message(model, request, response, ended))
             finally:
                 await stream.aclose()  # cancelled while it awaited room: the job is withdrawn now, not when collected

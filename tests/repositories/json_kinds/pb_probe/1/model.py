@@ -15,6 +15,21 @@ def _bls(model, inputs, outputs, version=-1):
     return [t.name() for t in response.output_tensors()]
 
 
+def _bls_stream(case):
+    """What a BLS call of dec_probe (decoupled) hands its caller until its iterator ends: each response's error or
+    OUT (None for the empty last one)."""
+    tensor = pb_utils.Tensor("CASE", np.array([case.encode()], dtype=np.object_))
+    got = []
+    for response in pb_utils.InferenceRequest(model_name="dec_probe", inputs=[tensor],
+                                              requested_output_names=["OUT"]).exec(decoupled=True):
+        if response.has_error():
+            got.append(("error", response.error().message()))
+        else:
+            out = pb_utils.get_output_tensor_by_name(response, "OUT")
+            got.append(("response", None if out is None else out.as_numpy()[0].decode()))
+    return got
+
+
 def _case(name, request):
     x = pb_utils.get_input_tensor_by_name(request, "X")
     ones = [pb_utils.Tensor("X", np.ones(2))]
@@ -27,6 +42,7 @@ def _case(name, request):
         "bls_unknown_version": lambda: _bls("ident_fp64", ones, ["Y"], version=7),
         "bls_unknown_input": lambda: _bls("ident_fp64", [pb_utils.Tensor("Q", np.ones(2))], ["Y"]),
         "bls_unknown_output": lambda: _bls("ident_fp64", ones, ["Z"]),
+        "bls_decoupled_error": lambda: _bls_stream("error_then_final"),
         "bls_wrong_datatype": lambda: _bls("ident_fp64", [pb_utils.Tensor("X", np.ones(2, np.int32))], ["Y"]),
     }
     try:
