@@ -14,7 +14,7 @@ _REASONS = {s.value: s.phrase for s in HTTPStatus}
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-def chunked_head(status: int, headers: list[tuple[str, str]], keep_alive: bool) -> bytes:
+def chunked_head(status: int, headers: list[tuple[str, str]], keep_alive: int) -> bytes:
     """The status line and headers of an answer whose body follows in chunks."""
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nTransfer-Encoding: chunked\r\n"]
     for name, value in headers:

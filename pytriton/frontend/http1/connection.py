@@ -88,7 +88,7 @@ class _Answering:
 
     __slots__ = ("_connection", "_request", "_keep_alive", "_charge", "_pending")
 
-    def __init__(self, connection: HttpConnection, request: HttpRequest, keep_alive: bool, charge: int,
+    def __init__(self, connection: HttpConnection, request: HttpRequest, keep_alive: int, charge: int,
                  pending: PendingAnswer):  # fmt: skip
         self._connection: HttpConnection | None = connection
         self._request: HttpRequest | None = request
@@ -176,7 +176,7 @@ class HttpConnection(RequestReader):
         self._writer: DirectWriteTransport | None = None  # the transport, with large answers written uncopied
         # Requests (and refusals) in order, answered one by one, with keep-alive and the bytes their body is charged;
         # a list: at most `max_pipelined` + 1, and an idle connection's empty deque would cost 760 bytes.
-        self.queue: list[tuple[HttpRequest | HttpResponse, bool, int]] = []
+        self.queue: list[tuple[HttpRequest | HttpResponse, int, int]] = []
         # What answers the queue: the task running `_run`, the `_advance` call due, or the `_Answering` of a request
         # `begin` started; None when nothing does.
         self.task: Any = None
@@ -344,7 +344,7 @@ class HttpConnection(RequestReader):
                               "Use --http-body-timeout to increase the limit.")
 
     # ---- request pipeline --------------------------------------------------------------------
-    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool, charge: int = 0) -> None:
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: int, charge: int = 0) -> None:
         self.queue.append((item, keep_alive, charge))
         if len(self.queue) > self.limits.max_pipelined and self.transport is not None and not self.paused:
             self.paused = True
@@ -403,14 +403,15 @@ class HttpConnection(RequestReader):
                 and not self.transport.is_closing()):
             self._go_idle()
 
-    def _answer(self, item: HttpRequest | HttpResponse, response: HttpResponse, keep_alive: bool) -> bool:
+    def _answer(self, item: HttpRequest | HttpResponse, response: HttpResponse, keep_alive: int) -> bool:
         """Send `item`'s answer; False when the connection ends with it (no keep-alive)."""
         head = isinstance(item, HttpRequest) and item.method == "HEAD"
-        keep_alive = keep_alive and not response.close
+        if response.close:
+            keep_alive = False
         self._send(response, keep_alive, head)
         return self._answered(keep_alive)
 
-    def _answered(self, keep_alive: bool) -> bool:
+    def _answered(self, keep_alive: int) -> bool:
         """An answer went out: close without keep-alive, else read again if too many requests had waited."""
         if not keep_alive:
             if self.transport is not None:
@@ -461,7 +462,7 @@ class HttpConnection(RequestReader):
                     finally:
                         self._request_done(item.body, charge)
                 if response.stream is not None:
-                    if not await self._send_stream(response, keep_alive and not response.close):
+                    if not await self._send_stream(response, False if response.close else keep_alive):
                         return
                 elif not self._answer(item, response, keep_alive):
                     return
@@ -475,7 +476,7 @@ class HttpConnection(RequestReader):
             else:
                 self._answered_all()
 
-    async def _send_stream(self, response: HttpResponse, keep_alive: bool) -> bool:
+    async def _send_stream(self, response: HttpResponse, keep_alive: int) -> bool:
         """Send an answer whose body its stream yields, in chunks (chunked.py): the next part is taken only while less
         than `WRITE_HIGH` bytes wait unsent (a client that takes nothing for the body timeout is dropped, see
         `_drain`); the stream is closed however this ends (a lost connection cancels this task). False when the
@@ -521,7 +522,7 @@ class HttpConnection(RequestReader):
             self._drained = None
             self.send_deadline = math.inf
 
-    def _send(self, response: HttpResponse, keep_alive: bool, head: bool) -> None:
+    def _send(self, response: HttpResponse, keep_alive: int, head: bool) -> None:
         transport = self.transport
         by_reference = False
         try:

@@ -87,7 +87,13 @@ def error_response(status: int, message: str) -> HttpResponse:
     return HttpResponse(status, [orjson.dumps({"error": message})], [_JSON])
 
 
-def _head(status: int, headers: list[tuple[str, str]], keep_alive: bool, length: int) -> bytes:
+# What `keep_alive` says of a connection after an answer: False (it closes: `Connection: close`), True (HTTP/1.1, which
+# persists unless told otherwise), or KEEP_ALIVE_10: an HTTP/1.0 client that asked to keep it (`Connection:
+# keep-alive`), which persists only when the answer says so too.
+KEEP_ALIVE_10 = 2
+
+
+def _head(status: int, headers: list[tuple[str, str]], keep_alive: int, length: int) -> bytes:
     """The status line and headers; kept for the answers a server repeats (same status, headers and length)."""
     key = (status, keep_alive, length, *headers) if len(headers) <= HEADS_KEPT_FIELDS else None
     if key is not None:
@@ -102,6 +108,8 @@ def _head(status: int, headers: list[tuple[str, str]], keep_alive: bool, length:
         lines.append(f"{name}: {value}\r\n")
     if not keep_alive:
         lines.append("Connection: close\r\n")
+    elif keep_alive == KEEP_ALIVE_10:
+        lines.append("Connection: keep-alive\r\n")
     lines.append("\r\n")
     head = "".join(lines).encode("latin-1")
     if key is not None and len(head) <= HEADS_KEPT_BYTES:
@@ -111,7 +119,7 @@ def _head(status: int, headers: list[tuple[str, str]], keep_alive: bool, length:
     return head
 
 
-def write_response(transport: asyncio.WriteTransport, response: HttpResponse, keep_alive: bool, head: bool) -> bool:
+def write_response(transport: asyncio.WriteTransport, response: HttpResponse, keep_alive: int, head: bool) -> bool:
     """Write `response` (for a HEAD request only its status line and headers: a body would be read as the start of
     the next response); True when the transport may still refer to a part's buffer instead of a copy."""
     length = 0

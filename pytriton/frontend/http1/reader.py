@@ -32,7 +32,7 @@ import httptools
 from pytriton.config.http1 import HttpLimits
 from pytriton.frontend.http1.body import BodyReceiver
 from pytriton.frontend.http1.budget import TIGHT_READ, BufferBudget
-from pytriton.frontend.http1.messages import HttpRequest, HttpResponse
+from pytriton.frontend.http1.messages import KEEP_ALIVE_10, HttpRequest, HttpResponse
 
 READ_BUFFER = 64 * 1024
 # A body with a Content-Length of at least this many bytes is received straight into its own buffer.
@@ -135,7 +135,7 @@ class RequestReader(BodyReceiver):
         self.too_large_hint = too_large_hint  # appended to the 413 message, e.g. which option raises the limit
         self.parser = httptools.HttpRequestParser(self)
         self._phase = IDLE
-        self._direct_keep_alive = True
+        self._direct_keep_alive: int = True
         self._direct_method = b""
         self._head_bytes = 0  # bytes of the current head handed to the parser
         self._head_tail = b""  # its last `TAIL` bytes
@@ -163,7 +163,7 @@ class RequestReader(BodyReceiver):
     def _refuse(self, status: int, message: str) -> None:
         raise NotImplementedError
 
-    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: bool, charge: int = 0) -> None:
+    def _enqueue(self, item: HttpRequest | HttpResponse, keep_alive: int, charge: int = 0) -> None:
         raise NotImplementedError
 
     def _set_deadline(self, wait: int, seconds: float) -> None:
@@ -419,7 +419,7 @@ class RequestReader(BodyReceiver):
                 )
                 json_size = headers.get("inference-header-content-length", "")
                 self._start_direct(size, in_place, int(json_size) if in_place and json_size.isdigit() else 0)
-                self._direct_keep_alive = self.parser.should_keep_alive()
+                self._direct_keep_alive = self._persistence()
                 self._direct_method = self.parser.get_method()
                 self._phase = DIRECT
         self._set_deadline(WAIT_BODY, self.limits.body_timeout_s)
@@ -448,7 +448,7 @@ class RequestReader(BodyReceiver):
         self._hold(self._size)
 
     def on_message_complete(self) -> None:
-        keep_alive = self.parser.should_keep_alive()
+        keep_alive = self._persistence()
         self._phase = IDLE
         self.deadline = math.inf
         if self._direct is not None:  # the whole large body came through the parser
@@ -460,7 +460,14 @@ class RequestReader(BodyReceiver):
                 self._body = []
         self._complete(body, keep_alive, self.parser.get_method(), self._body_done(len(body)))
 
-    def _complete(self, body: Any, keep_alive: bool, method: bytes, charge: int) -> None:
+    def _persistence(self) -> int:
+        """Whether the connection persists after this request's answer (messages.KEEP_ALIVE_10: an HTTP/1.0 client
+        that asked for it, which the answer must confirm)."""
+        if not self.parser.should_keep_alive():
+            return False
+        return KEEP_ALIVE_10 if self.parser.get_http_version() == "1.0" else True
+
+    def _complete(self, body: Any, keep_alive: int, method: bytes, charge: int) -> None:
         """A request is read; `charge` is what its body is charged to the budget until the handler is done."""
         path, query = _target(self._url)
         request = HttpRequest(method.decode("ascii"), path, query, self._headers, body, self.peer)

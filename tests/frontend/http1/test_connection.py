@@ -423,6 +423,25 @@ def test_a_request_line_without_a_version_is_refused(wire):
     run(test)
 
 
+@pytest.mark.parametrize("version, connection, says, closes", [
+    ("1.1", "", None, False), ("1.1", "close", "close", True), ("1.0", "", "close", True),
+    ("1.0", "keep-alive", "keep-alive", False), ("1.0", "Keep-Alive", "keep-alive", False)])
+def test_an_answer_says_whether_the_connection_persists(version, connection, says, closes):
+    """An HTTP/1.0 client that asked to keep the connection is told it is kept (it would take the answer's end for the
+    connection's otherwise, as ApacheBench's -k does); HTTP/1.1 persists unless told otherwise."""
+    async def test() -> None:
+        client = Client(HttpLimits())
+        field = f"Connection: {connection}\r\n" if connection else ""
+        client.send(f"GET /v2/health/live HTTP/{version}\r\nHost: x\r\n{field}\r\n".encode())
+        await settle()
+        head = bytes(client.transport.written).partition(b"\r\n\r\n")[0].decode().split("\r\n")
+        fields = [line.split(": ", 1)[1] for line in head if line.lower().startswith("connection:")]
+        assert fields == ([says] if says else [])
+        assert client.transport.closed is closes
+
+    run(test)
+
+
 def test_pipelined_mix_in_random_reads():
     """Bodyless, small, large (received into their own buffer) and chunked requests pipelined on one connection
     and cut into reads at random: every request arrives whole and in order."""
