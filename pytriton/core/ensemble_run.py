@@ -170,8 +170,9 @@ async def run_ensemble(core: ServerCore, model: Model, request: InferRequest, in
     start = time.perf_counter_ns()
     if not core.accepting and not internal:
         raise unavailable("Server not ready")
+    batch_size = validate_request(model.config, request)  # (a request refused here is no failure of the model's:
+    # Triton counts none, as for any model's request refused before it is scheduled)
     try:
-        batch_size = validate_request(model.config, request)
         run = EnsembleRun(core, model, ensemble, request)
         end = core.request_began()
         try:

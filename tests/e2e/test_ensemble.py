@@ -205,6 +205,21 @@ def test_statistics_count_the_ensemble_and_its_steps(server):
     assert float(line.split()[-1]) == after["pipeline"][0]
 
 
+def test_a_request_the_ensemble_refuses_is_no_failure_of_its_own(server):
+    """As Triton: a request refused before it is scheduled (its input's datatype here) counts in no statistics, an
+    ensemble's as any model's; a step's failure counts as the ensemble's."""
+    client = client_for(server, "grpc")
+
+    def failures() -> int:
+        stats = client.get_inference_statistics("pipeline", as_json=True)["model_stats"][0]
+        return int(stats["inference_stats"]["fail"].get("count", 0))
+
+    before = failures()
+    with pytest.raises(InferenceServerException, match="data-type is 'INT32'"):
+        client.infer("pipeline", [tensor("grpc", "X", np.ones(2, dtype=np.int32), "INT32")])
+    assert failures() == before
+
+
 def ready_names(client) -> set[str]:
     return {m["name"] for m in client.get_model_repository_index(as_json=True).get("models", [])
             if m.get("state") == "READY"}
