@@ -24,4 +24,7 @@ def model_config_json(config: TritonModelConfig) -> dict[str, Any]:
     data: dict[str, Any] = json_format.MessageToDict(
         proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+    scheduling = data.get("ensemble_scheduling")
+    if scheduling is not None and not scheduling.get("max_inflight_requests"):  # (a field newer than tritonserver
+        scheduling.pop("max_inflight_requests", None)  # 2.51, whose JSON this follows: shown only when set)
     return int64_as_numbers(data, model_config_pb2.ModelConfig.DESCRIPTOR)

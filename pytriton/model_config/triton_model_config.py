@@ -232,7 +232,8 @@ class TritonModelConfig:
         if self.ensemble_scheduling is not None:  # as Triton shows one: no backend, instances or optimization
             del config["optimization"]
             config.update({"platform": "ensemble", "backend": "", "instance_group": [], "default_model_filename": "",
-                           "ensemble_scheduling": self.ensemble_scheduling})
+                           "ensemble_scheduling": self.ensemble_scheduling,
+                           "model_transaction_policy": {"decoupled": False}})  # (Triton 2.51 fills it in)
         return config
 
     def to_dict(self) -> dict[str, Any]:
