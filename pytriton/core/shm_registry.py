@@ -141,6 +141,9 @@ class SharedMemoryRegistry:
             )
         if offset + byte_size > info.st_size:
             raise invalid_arg(f"failed to register shared memory region '{name}': invalid args")
+        if byte_size == 0:  # (Triton's words: its mmap's refusal of no bytes, the space between them missing)
+            raise invalid_arg(
+                f"failed to register shared memory region '{name}': unable to process address spaceInvalid argument")
         region = SystemShmRegion(name, key, offset, byte_size, next(self._ids))
         self._regions[name] = region
         logger.debug("registered system shared memory region '%s' (key %s, offset %d, %d bytes)",
@@ -194,7 +197,7 @@ class SharedMemoryRegistry:
 
     # ---- status ------------------------------------------------------------------------------
     def system_status(self, name: str = "") -> list[dict[str, Any]]:
-        """Registered system regions (those awaiting removal too, as Triton lists them)."""
+        """Registered system regions, by name (those awaiting removal too, as Triton lists them)."""
         if name:
             region = self._regions.get(name)
             if region is None:
@@ -202,7 +205,7 @@ class SharedMemoryRegistry:
             if isinstance(region, CudaShmRegion):
                 raise not_found(f"The region named '{name}' is registered as CUDA shared memory, not system shared memory")
             return [region.status()]
-        return [r.status() for r in self._regions.values() if isinstance(r, SystemShmRegion)]
+        return [r.status() for r in self._by_name() if isinstance(r, SystemShmRegion)]
 
     def cuda_status(self, name: str = "") -> list[dict[str, Any]]:
         if name:
@@ -212,7 +215,11 @@ class SharedMemoryRegistry:
             if isinstance(region, SystemShmRegion):
                 raise not_found(f"The region named '{name}' is registered as system shared memory, not CUDA shared memory")
             return [region.status()]
-        return [r.status() for r in self._regions.values() if isinstance(r, CudaShmRegion)]
+        return [r.status() for r in self._by_name() if isinstance(r, CudaShmRegion)]
+
+    def _by_name(self) -> list[Region]:
+        """The registered regions in the order of their names, as Triton lists them."""
+        return [self._regions[name] for name in sorted(self._regions)]
 
     # ---- unregistration ----------------------------------------------------------------------
     def unregister(self, kind: type, name: str = "") -> None:

@@ -101,7 +101,7 @@ def _json(body: bytes | bytearray) -> Any:
 
 def _uint(value: Any, field: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise invalid_arg(f"Unable to parse '{field}': expected an unsigned integer")
+        raise invalid_arg(f"Unable to parse '{field}': attempt to access JSON non-unsigned-integer as unsigned-integer")
     return value
 
 
@@ -256,7 +256,7 @@ class HttpApp:
                 raise invalid_arg("Shared memory register request has no 'byte_size' field")
             key = body["key"]
             if not isinstance(key, str):
-                raise invalid_arg("Unable to parse 'key': expected a string")
+                raise invalid_arg("Unable to parse 'key': attempt to access JSON non-string as string")
             await register_shm(self.core, "system", name, key, _uint(body.get("offset", 0), "offset"),
                                _uint(body["byte_size"], "byte_size"))
         else:

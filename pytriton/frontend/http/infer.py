@@ -272,8 +272,8 @@ def parse_infer_request(
         has_binary = "binary_data_size" in tparams
         has_shm = "shared_memory_region" in tparams
         if has_data + has_binary + has_shm != 1:
-            # Triton names only 'data' and 'binary_data_size' after "But set".
-            got = "".join(f" {n}" for n, on in (("'data'", has_data), ("'binary_data_size'", has_binary)) if on)
+            got = "".join(f" {n}" for n, on in (("'data'", has_data), ("'binary_data_size'", has_binary),
+                                                 ("'shared_memory_region'", has_shm)) if on)
             raise _bad(
                 "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
                 "'shared_memory_region' in 'parameters'. But" + (f" set{got}" if has_data + has_binary + has_shm
