@@ -279,8 +279,8 @@ HTTP_TRITON_DIFFERS: dict[str, Any] = {
     "register_a_negative_byte_size": (500, {"error": NON_UNSIGNED}),
     "register_a_text_offset": (500, {"error": NON_UNSIGNED}),
     # Triton 2.51 reuses the descriptor it closed after mapping the key's first region: any second region on a key
-    # is refused, in words that blame the segment
-    "register_a_second_region_on_a_key": (500, {"error": "Invalid shared memory region: '<a>'"}),
+    # is refused ("register_a_second_region_on_a_key", checked apart: its words depend on what that descriptor's
+    # number names by then, "Invalid shared memory region: '<key>'" or "... invalid args")
     "status_after_unregistering_one": (200, [_region("r1", "<a>", 64), _region("rs", "<b>", 8)]),
     # a missing byte size is named as missing (as Triton's gRPC names it), a zero one checked against the tensor
     "infer_from_zero_bytes": (400, {"error": OUT_OF_REGION}),
@@ -328,7 +328,6 @@ GRPC_OURS: dict[str, Any] = {
 }
 
 GRPC_TRITON_DIFFERS: dict[str, Any] = {
-    "register_a_second_region_on_a_key": ("INTERNAL", "Invalid shared memory region: '<a>'"),
     "status_after_unregistering_one": ("OK", {"regions": {"": _grpc_region("", "<c>", 16),
                                                           "r1": _grpc_region("r1", "<a>", 64)}}),
 }
@@ -370,5 +369,7 @@ def test_the_real_tritonserver_answers_as_the_tables_say():
         urls: dict[str, str] = {}
         with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
             over_http, over_grpc = _both_sequences(urls["http"], grpc_url)
-    assert over_http == _plain(HTTP_OURS | HTTP_TRITON_DIFFERS)
-    assert over_grpc == _plain(GRPC_OURS | GRPC_TRITON_DIFFERS)
+    second = "register_a_second_region_on_a_key"
+    assert over_http.pop(second)[0] in (400, 500) and over_grpc.pop(second)[0] in ("INVALID_ARGUMENT", "INTERNAL")
+    assert over_http == _plain({k: v for k, v in (HTTP_OURS | HTTP_TRITON_DIFFERS).items() if k != second})
+    assert over_grpc == _plain({k: v for k, v in (GRPC_OURS | GRPC_TRITON_DIFFERS).items() if k != second})
