@@ -14,6 +14,12 @@ LOG_FORMATS = {
     "ISO8601": "%(asctime)s %(levelname)s %(name)s: %(message)s",
 }
 _ISO_DATEFMT = "%Y-%m-%dT%H:%M:%S%z"
+# tritonserver's refusals of a JSON value of the wrong kind (its TritonJson's words), after "Unable to parse 'KEY': "
+NON_ARRAY = "attempt to access JSON non-array as array"
+NON_STRING = "attempt to access JSON non-string as string"
+NON_UNSIGNED = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+NON_BOOLEAN = "attempt to access JSON non-boolean as boolean"
+NO_TRACE_FILE = "Attempting to set invalid trace setting :trace file name is not given"
 
 
 class LogSettings:
@@ -48,13 +54,15 @@ class LogSettings:
                 continue  # as Triton: nulls and unknown keys are ignored
             elif key in ("log_info", "log_warning", "log_error"):
                 if not isinstance(value, bool):
-                    raise invalid_arg(f"expect boolean for '{key}'")
+                    raise invalid_arg(f"Unable to parse '{key}': {NON_BOOLEAN}")
                 new[key] = value
             elif key == "log_verbose_level":
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise invalid_arg("expect unsigned integer for 'log_verbose_level'")
+                    raise invalid_arg(f"Unable to parse '{key}': {NON_UNSIGNED}")
                 new[key] = value
             elif key == "log_format":
+                if not isinstance(value, str):
+                    raise invalid_arg(f"Unable to parse '{key}': {NON_STRING}")
                 if value not in LOG_FORMATS:
                     raise ServerError(Status.UNAVAILABLE, f"invalid argument for --log_format, got: {value}")
                 new[key] = value
@@ -98,6 +106,7 @@ class TraceSettings:
             "trace_mode": "triton",
         }
         self.model_values: dict[str, dict[str, Any]] = {}
+        self.started_with = copy.deepcopy(self.global_values)  # what a cleared global setting goes back to
 
         self.listeners: list[Callable[[], None]] = []  # called after every change (the tracer's `active` flag)
         self.locked: str | None = None  # why updates are refused (one of several front-end processes)
@@ -110,6 +119,7 @@ class TraceSettings:
             "trace_level": list(config.level), "trace_rate": str(config.rate), "trace_count": str(config.count),
             "log_frequency": str(config.log_frequency), "trace_mode": config.mode,
         })
+        settings.started_with = copy.deepcopy(settings.global_values)
         return settings
 
     def get(self, model: str | None = None) -> dict[str, Any]:
@@ -119,7 +129,11 @@ class TraceSettings:
         return values
 
     def update(self, changes: dict[str, Any], model: str | None = None) -> dict[str, Any]:
-        """Apply a partial update; None (JSON null / empty gRPC value) clears a model setting to global."""
+        """Apply a partial update (HTTP JSON values; gRPC's as strings and a list for the level), as tritonserver 2.51
+        does: None (JSON null / an empty gRPC value) clears a model's setting to the global one and a global setting to
+        what the server started with; `trace_mode` is the server's and kept. Unlike Triton, a level it does not know
+        and a key it does not know are refused (Triton takes the first as no level, OFF, and ignores the second), and
+        so is a negative rate (Triton wraps it around)."""
         if self.locked:
             raise unsupported(self.locked)
         target = self.model_values.setdefault(model, {}) if model else self.global_values
@@ -129,32 +143,53 @@ class TraceSettings:
                 raise unsupported("trace file location can not be updated through network protocol")
             if key not in self.global_values:
                 raise invalid_arg(f"unknown trace setting '{key}'")
+            if key == "trace_mode":
+                continue
             if value is None:
                 if model:
                     staged.pop(key, None)
-                    continue
-                raise invalid_arg(f"the global '{key}' setting can not be cleared")
+                else:
+                    staged[key] = copy.deepcopy(self.started_with[key])
+                continue
             if key == "trace_level":
-                levels = [value] if isinstance(value, str) else list(value)
-                if "OFF" in levels and len(levels) > 1:
-                    raise invalid_arg("Expect only one trace level 'OFF' is specified")
-                for level in levels:
-                    if level not in TRACE_LEVELS:
-                        raise invalid_arg(f"invalid trace level '{level}'")
-                staged[key] = levels
-            elif key in ("trace_rate", "trace_count", "log_frequency"):
-                text = str(value)
-                try:
-                    number = int(text)
-                except ValueError:
-                    raise invalid_arg(f"unable to parse '{key}', got: {text}") from None
-                if number < (-1 if key == "trace_count" else 0):
-                    raise invalid_arg(f"invalid value for '{key}', got: {text}")
-                staged[key] = text
+                staged[key] = _levels(value)
             else:
-                staged[key] = str(value)
+                staged[key] = _number(key, value)
+        merged = {**(staged if not model else self.global_values), **(staged if model else {})}
+        if ("trace_level" in changes and merged["trace_mode"] == "triton" and not merged["trace_file"]
+                and merged["trace_level"] != ["OFF"]):
+            raise invalid_arg(NO_TRACE_FILE)  # (its traces would go nowhere)
         target.clear()
         target.update(staged)
         for listener in self.listeners:
             listener()
         return self.get(model)
+
+
+def _levels(value: Any) -> list[str]:
+    """A `trace_level` update's levels (no level: OFF)."""
+    if not isinstance(value, list):
+        raise invalid_arg(f"Unable to parse 'trace_level': {NON_ARRAY}")
+    if not all(isinstance(level, str) for level in value):
+        raise invalid_arg(f"Unable to parse 'trace_level': {NON_STRING}")
+    if "OFF" in value and len(value) > 1:
+        raise invalid_arg("Expect only one trace level 'OFF' is specified")
+    for level in value:
+        if level not in TRACE_LEVELS:
+            raise invalid_arg(f"invalid trace level '{level}'")
+    return list(value) or ["OFF"]
+
+
+def _number(key: str, value: Any) -> str:
+    """A `trace_rate`, `trace_count` or `log_frequency` update (a string of a whole number: -1 or more for the count,
+    0 or more for the others)."""
+    if not isinstance(value, str):
+        raise invalid_arg(f"Unable to parse '{key}': {NON_STRING}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise invalid_arg(f"Unable to parse '{key}', got: {value}") from None
+    least = -1 if key == "trace_count" else 0
+    if number < least:
+        raise invalid_arg(f"Unable to parse '{key}'. Expecting value >= {least}, got: {value}")
+    return value

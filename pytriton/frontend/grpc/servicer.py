@@ -22,7 +22,7 @@ from pytriton.core.calls import Call
 from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
-from pytriton.core.settings import LogSettings, TraceSettings
+from pytriton.core.settings import LOG_FORMATS, LogSettings, TraceSettings
 from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Trace, Tracer, finish_on_sent
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
@@ -33,6 +33,11 @@ from pytriton.frontend.grpc._trace import start_trace
 from pytriton.frontend.grpc.wire import InferRequestView, InferResponseWire, StreamResponseWire
 from pytriton.frontend.h2.message import RpcAbort
 from pytriton.frontend.model_config_json import model_config_proto
+
+# LogSettings' values by key: the parameter each takes, and the words of tritonserver 2.51's refusal of another
+_LOG_KINDS = {"log_info": ("bool_param", "boolean"), "log_warning": ("bool_param", "boolean"),
+              "log_error": ("bool_param", "boolean"), "log_verbose_level": ("uint32_param", "int32"),
+              "log_format": ("string_param", "string"), "log_file": ("string_param", "string")}
 
 logger = logging.getLogger("pytriton.frontend")
 
@@ -379,6 +384,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             changes: dict[str, Any] = {}
             for key, setting in request.settings.items():
                 values = list(setting.value)
+                if len(values) > 1 and key in ("trace_rate", "trace_count", "log_frequency"):
+                    raise invalid_arg(f"expect only 1 value for '{key}'")
                 changes[key] = (values if key == "trace_level" else values[0]) if values else None
             current = self.trace_settings.update(changes, model)
         else:
@@ -394,6 +401,10 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             changes = {}
             for key, setting in request.settings.items():
                 kind = setting.WhichOneof("parameter_choice")
+                if key in _LOG_KINDS and key != "log_file" and kind != _LOG_KINDS[key][0]:
+                    raise invalid_arg(f"expect {_LOG_KINDS[key][1]} for '{key}'")  # (an unset value too, as Triton)
+                if key == "log_format" and setting.string_param not in LOG_FORMATS:
+                    raise invalid_arg(f"invalid argument for log_format, got: {setting.string_param}")
                 changes[key] = getattr(setting, kind) if kind else None
             current = self.log_settings.update(changes)
         else:
