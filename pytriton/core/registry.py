@@ -89,8 +89,10 @@ class ModelRegistry:
 
     def __init__(self) -> None:
         self._models: dict[str, dict[int, Model]] = {}
+        self._known: set[str] = set()  # every name ever registered (served or starting), as Triton's lifecycle knows
 
     def add(self, model: Model) -> None:
+        self._known.add(model.name)
         versions = self._models.setdefault(model.name, {})
         if model.version in versions:
             raise ValueError(f"model '{model.name}' version {model.version} is already registered")
@@ -130,6 +132,7 @@ class ModelRegistry:
 
     def replace(self, model: Model) -> Model | None:
         """Register `model` in place of the model of its name and version (returned)."""
+        self._known.add(model.name)
         versions = self._models.setdefault(model.name, {})
         old = versions.get(model.version)
         versions[model.version] = model
@@ -140,8 +143,9 @@ class ModelRegistry:
         started, else the highest), or Triton's NOT_FOUND error."""
         number = version if isinstance(version, int) else parse_version(version)
         versions = self._models.get(name)
-        if not versions:
-            raise not_found(f"Request for unknown model: '{name}' is not found")
+        if not versions:  # (Triton's words for a model it once had, unloaded or failed, and for one it never had)
+            raise not_found(f"Request for unknown model: '{name}' "
+                            + ("has no available versions" if name in self._known else "is not found"))
         if number == -1:
             return _latest(versions)
         model = versions.get(number)

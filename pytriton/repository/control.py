@@ -230,7 +230,8 @@ class ModelControl:
                     state = "UNAVAILABLE"
                 if ready_only and state != "READY":
                     continue
-                result.append({"name": name, "version": str(number), "state": state, "reason": version.reason})
+                result.append({"name": name, "version": str(number), "state": state}
+                              | ({"reason": version.reason} if version.reason else {}))  # (as Triton: none if empty)
         return result
 
     async def load(self, name: str, parameters: dict[str, str | bytes]) -> None:

@@ -346,12 +346,12 @@ def test_load_parameters_of_the_wrong_kind_are_refused(repo):
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel := grpc.insecure_channel(server.grpc_url))
         for parameters, message in (
             ({"config": service_pb2.ModelRepositoryParameter(int64_param=1)},
-             "Config parameter 'config' must have string type for its value"),
+             "invalid value type for load parameter 'config', expected string_param."),
             ({"config": service_pb2.ModelRepositoryParameter(bool_param=True)},
-             "Config parameter 'config' must have string type for its value"),
+             "invalid value type for load parameter 'config', expected string_param."),
             ({"config": service_pb2.ModelRepositoryParameter(string_param=config),
               "file:1/model.py": service_pb2.ModelRepositoryParameter(int64_param=3)},
-             "File parameter 'file:1/model.py' must have bytes type for its value"),
+             "invalid value type for load parameter 'file:1/model.py', expected bytes_param."),
         ):
             with pytest.raises(grpc.RpcError) as error:
                 stub.RepositoryModelLoad(service_pb2.RepositoryModelLoadRequest(model_name="up", parameters=parameters))

@@ -501,16 +501,16 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
 
 def _load_parameters(parameters: Any) -> dict[str, str | bytes]:
     """A load request's parameters as the controller takes them: `config` a string_param and `file:` parameters
-    bytes_params, else INVALID_ARG in Triton's words; parameters of other names are passed on as they come."""
+    bytes_params, else INVALID_ARG in tritonserver 2.51's words; parameters of other names are passed on as they come."""
     values: dict[str, Any] = {}
     for key, value in parameters.items():
         choice = value.WhichOneof("parameter_choice")
         if choice is None:
             continue
         if key == "config" and choice != "string_param":
-            raise invalid_arg("Config parameter 'config' must have string type for its value")
+            raise invalid_arg("invalid value type for load parameter 'config', expected string_param.")
         if key.startswith("file:") and choice != "bytes_param":
-            raise invalid_arg(f"File parameter '{key}' must have bytes type for its value")
+            raise invalid_arg(f"invalid value type for load parameter '{key}', expected bytes_param.")
         values[key] = getattr(value, choice)
     return values
 

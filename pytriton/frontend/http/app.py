@@ -340,7 +340,7 @@ class HttpApp:
             await control.unload(name, unload_dependents(body))
         else:
             await control.load(name, load_parameters(body))
-        return json_response({})
+        return HttpResponse(200)  # (as tritonserver 2.51: no body)
 
     # ---- inference ---------------------------------------------------------------------------
     def _begin_infer(self, request: HttpRequest, params: Params) -> InferAnswer:

@@ -15,8 +15,8 @@ def load_parameters(body: Any) -> dict[str, str | bytes]:
         raise invalid_arg("'parameters' must be a JSON object")
     values: dict[str, str | bytes] = {}
     for key, value in parameters.items():
-        if not isinstance(value, str):
-            raise invalid_arg(f"parameter '{key}' of a model load must be a string")
+        if not isinstance(value, str):  # (a 400 with tritonserver 2.51's reason; its answer is a 500)
+            raise invalid_arg(f"Unable to parse '{key}': attempt to access JSON non-string as string")
         if key.startswith("file:"):
             try:
                 values[key] = base64.b64decode(value, validate=True)
