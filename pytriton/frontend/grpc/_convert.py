@@ -235,12 +235,11 @@ def to_infer_request(request: Any) -> InferRequest:
                     shared_memory_region=shm[0], shared_memory_byte_size=shm[1], shared_memory_offset=shm[2]
                 )
             elif "classification" in wanted:
-                count = wanted["classification"]
-                if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-                    raise invalid_arg(
-                        f"invalid value type for 'classification' parameter for output '{output.name}', expected "
-                        "int64_param > 0."
-                    )
+                count = wanted["classification"]  # (tritonserver 2.51's words, its refusal of 0 too)
+                if not isinstance(count, int) or isinstance(count, bool):
+                    raise invalid_arg("invalid value type for 'classification' parameter, expected int64_param")
+                if count <= 0:
+                    raise invalid_arg("invalid value for 'classification' parameter, expected >= 0")
         outputs.append(RequestedOutput(output.name, wanted))
     converted = InferRequest(
         model_name=model_name,

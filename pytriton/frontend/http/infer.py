@@ -319,8 +319,10 @@ def parse_infer_request(
             raise _bad(f"Unable to parse 'binary_data' of output '{entry['name']}': expected a boolean")
         if "classification" in oparams:
             count = oparams["classification"]
-            if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
-                raise _bad(f"Unable to parse 'classification' of output '{entry['name']}': expected a positive integer")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:  # (a 400 with Triton's reason)
+                raise _bad(f"Unable to set 'classification' of output '{entry['name']}': {_NON_UNSIGNED}")
+            if count == 0:  # as tritonserver 2.51: no classification, the output as it is
+                oparams = {k: v for k, v in oparams.items() if k != "classification"}
         outputs.append(RequestedOutput(entry["name"], oparams))
     request = InferRequest(model_name, version, request_id, inputs, outputs, _request_params(params))
     return request, binary_default
