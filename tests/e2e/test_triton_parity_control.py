@@ -209,10 +209,10 @@ HTTP_OURS: dict[str, Any] = {
     "load_with_a_config_not_json": (400, {"error": "failed to load 'ident': the 'config' parameter is not a valid "
                                                    "model configuration in JSON: Expecting property name enclosed in "
                                                    "double quotes: line 1 column 2 (char 1)"}),
-    "load_with_a_config_of_another_model": (400, {"error": "load failed for model 'ident': version 1 is at UNAVAILABLE "
-                                                           "state: the configuration given to load model 'ident': field "
-                                                           "'name' of model 'other': the model name must match its "
-                                                           "directory: 'other' is in directory 'ident';"}),
+    "load_with_a_config_of_another_model": (400, {"error": (
+        "load failed for model 'ident': version 1 is at UNAVAILABLE state: the configuration given to load model "
+        "'ident': field 'name' of model 'other': the model name must match its directory: 'other' is in directory "
+        "'ident';")}),
     "load_with_a_config_a_number": (400, {"error": f"Unable to parse 'config': {NON_STRING}"}),
     "load_with_a_config_an_object": (400, {"error": f"Unable to parse 'config': {NON_STRING}"}),
     "index_after_refused_configs": (200, [{"name": "ident", "version": "1", "state": "READY"}, FAILED,

@@ -39,6 +39,8 @@ OUT_SMALL = ("shared memory size specified with the request for output 'Y' (8 by
 X_DATA = {"name": "X", "datatype": "FP64", "shape": [2], "data": [1, 2]}
 OUT_OF_REGION = "Invalid offset + byte size for shared memory region: 'r1'"
 UNKNOWN_R = "Unable to find shared memory region: 'nope'"
+INVALID_ARGS = "failed to register shared memory region 'r0': invalid args"
+MISMATCH = "[request id: <id_unknown>] input byte size mismatch for input 'X' for model 'ident_fp64'. Expected 16, got "
 
 
 @contextlib.contextmanager
@@ -226,8 +228,8 @@ ALL_THREE = [_region("r1", "<a>", 64), _region("rc", "<c>", 16), _region("rs", "
 # What pytriton answers, case by case, over HTTP
 HTTP_OURS: dict[str, Any] = {
     "register_a_missing_key": (500, {"error": f"Unable to open shared memory region: '{MISSING_KEY}'"}),
-    "register_past_the_segment": (400, {"error": "failed to register shared memory region 'r0': invalid args"}),
-    "register_an_offset_past_the_segment": (400, {"error": "failed to register shared memory region 'r0': invalid args"}),
+    "register_past_the_segment": (400, {"error": INVALID_ARGS}),
+    "register_an_offset_past_the_segment": (400, {"error": INVALID_ARGS}),
     # (Triton's words, its missing space included)
     "register_zero_bytes": (400, {"error": "failed to register shared memory region 'r0': unable to process address "
                                            "spaceInvalid argument"}),
@@ -247,10 +249,8 @@ HTTP_OURS: dict[str, Any] = {
     "infer_from_an_unknown_region": (404, {"error": UNKNOWN_R}),
     "infer_from_past_the_region": (400, {"error": OUT_OF_REGION}),
     "infer_from_an_offset_past_the_region": (400, {"error": "Invalid offset for shared memory region: 'r1'"}),
-    "infer_from_fewer_bytes_than_the_tensor": (400, {"error": "[request id: <id_unknown>] input byte size mismatch "
-                                                              "for input 'X' for model 'ident_fp64'. Expected 16, got 8"}),
-    "infer_from_more_bytes_than_the_tensor": (400, {"error": "[request id: <id_unknown>] input byte size mismatch "
-                                                             "for input 'X' for model 'ident_fp64'. Expected 16, got 24"}),
+    "infer_from_fewer_bytes_than_the_tensor": (400, {"error": MISMATCH + "8"}),
+    "infer_from_more_bytes_than_the_tensor": (400, {"error": MISMATCH + "24"}),
     "infer_from_zero_bytes": (400, {"error": "[request id: <id_unknown>] input byte size mismatch for input 'X' for "
                                              "model 'ident_fp64'. Expected 16, got 0"}),
     "infer_from_a_region_without_a_byte_size": (400, {"error": "'shared_memory_byte_size' must be specified along with "
@@ -322,7 +322,8 @@ GRPC_OURS: dict[str, Any] = {
     "unregister_unknown": ("OK", {}),
     "unregister_one": ("OK", {}),
     "status_after_unregistering_one": ("OK", {"regions": {
-        "": _grpc_region("", "<c>", 16), "r1": _grpc_region("r1", "<a>", 64), "r2": _grpc_region("r2", "<a>", 32, 32)}}),
+        "": _grpc_region("", "<c>", 16), "r1": _grpc_region("r1", "<a>", 64),
+        "r2": _grpc_region("r2", "<a>", 32, 32)}}),
     "unregister_all": ("OK", {}),
     "status_after_unregistering_all": ("OK", {}),
 }

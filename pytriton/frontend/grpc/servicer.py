@@ -501,7 +501,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
 
 def _load_parameters(parameters: Any) -> dict[str, str | bytes]:
     """A load request's parameters as the controller takes them: `config` a string_param and `file:` parameters
-    bytes_params, else INVALID_ARG in tritonserver 2.51's words; parameters of other names are passed on as they come."""
+    bytes_params, else INVALID_ARG in tritonserver 2.51's words; parameters of other names are passed on as they
+    come."""
     values: dict[str, Any] = {}
     for key, value in parameters.items():
         choice = value.WhichOneof("parameter_choice")
