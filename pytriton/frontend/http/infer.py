@@ -58,6 +58,12 @@ def _request_params(params: dict[str, Any]) -> dict[str, Any]:
             continue
         if key in _UNSIGNED_PARAMS and (type(value) is not int or not 0 <= value < 1 << 64):  # (Triton's check)
             raise internal(f"Unable to parse '{key}': attempt to access JSON non-unsigned-integer as unsigned-integer")
+        # as tritonserver 2.51 reads them (a 400 with its reason, its answer a 500): an id is an unsigned 64-bit
+        # integer or a string, the flags booleans
+        if key == "sequence_id" and not (type(value) is int and 0 <= value < 1 << 64 or isinstance(value, str)):
+            raise _bad(f"Unable to parse '{key}': attempt to access JSON non-string as string")
+        if key in ("sequence_start", "sequence_end") and not isinstance(value, bool):
+            raise _bad(f"Unable to parse '{key}': attempt to access JSON non-boolean as boolean")
         if not isinstance(value, (bool, int, float, str)):
             raise _bad(f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or 'string'.")
         out[key] = value
