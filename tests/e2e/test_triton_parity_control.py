@@ -30,6 +30,7 @@ EXPLICIT = ("--model-control-mode", "explicit")
 CONFIG = {"name": "ident", "backend": "python", "max_batch_size": 0,
           "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
           "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
+NEVER_LOADED = [{"name": "scores"}, {"name": "seq_str"}, {"name": "seq_u64"}, {"name": "text"}]  # (in the index)
 X = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
 INIT_ERROR = "RuntimeError: weights file missing for init_fails"
 NOT_READY = "Model version not ready"
@@ -176,14 +177,14 @@ def _both_sequences(http_url: str, grpc_url: str) -> tuple[dict[str, Any], dict[
 
 def _unloaded(*more: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"name": "ident", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"}, *more,
-            {"name": "scores"}, {"name": "text"}]
+            *NEVER_LOADED]
 
 
 FAILED = {"name": "init_fails", "version": "1", "state": "UNAVAILABLE", "reason": "... True"}
 LOAD_FAILED = "load failed for model 'init_fails': version 1 is at UNAVAILABLE state: ... True"
 
 HTTP_OURS: dict[str, Any] = {
-    "index_at_start": (200, [{"name": "ident"}, {"name": "init_fails"}, {"name": "scores"}, {"name": "text"}]),
+    "index_at_start": (200, [{"name": "ident"}, {"name": "init_fails"}, *NEVER_LOADED]),
     "index_of_the_ready": (200, []),
     "load_unknown": (500, {"error": UNKNOWN_NOPE}),
     "unload_unknown": (200, ""),
@@ -192,7 +193,7 @@ HTTP_OURS: dict[str, Any] = {
     "load": (200, ""),  # (as Triton: no body)
     "load_again": (200, ""),
     "index_after_a_load": (200, [{"name": "ident", "version": "1", "state": "READY"}, {"name": "init_fails"},
-                                 {"name": "scores"}, {"name": "text"}]),  # (as Triton: no empty reason)
+                                 *NEVER_LOADED]),  # (as Triton: no empty reason)
     "unload": (200, ""),
     "index_after_an_unload": (200, _unloaded({"name": "init_fails"})),
     "ready_after_an_unload": (400, {"error": NOT_READY}),
@@ -216,7 +217,7 @@ HTTP_OURS: dict[str, Any] = {
     "load_with_a_config_a_number": (400, {"error": f"Unable to parse 'config': {NON_STRING}"}),
     "load_with_a_config_an_object": (400, {"error": f"Unable to parse 'config': {NON_STRING}"}),
     "index_after_refused_configs": (200, [{"name": "ident", "version": "1", "state": "READY"}, FAILED,
-                                          {"name": "scores"}, {"name": "text"}]),
+                                          *NEVER_LOADED]),
     "unload_at_the_end": (200, ""),
 }
 
