@@ -128,12 +128,13 @@ class TraceSettings:
             values.update(copy.deepcopy(self.model_values.get(model, {})))
         return values
 
-    def update(self, changes: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    def update(self, changes: dict[str, Any], model: str | None = None, client: bool = True) -> dict[str, Any]:
         """Apply a partial update (HTTP JSON values; gRPC's as strings and a list for the level), as tritonserver 2.51
         does: None (JSON null / an empty gRPC value) clears a model's setting to the global one and a global setting to
         what the server started with; `trace_mode` is the server's and kept. Unlike Triton, a level it does not know
         and a key it does not know are refused (Triton takes the first as no level, OFF, and ignores the second), and
-        so is a negative rate (Triton wraps it around)."""
+        so is a negative rate (Triton wraps it around). `client`: a client's update through the trace extension (a
+        level without a trace file is refused there, as Triton refuses it), not a model's bound settings."""
         if self.locked:
             raise unsupported(self.locked)
         target = self.model_values.setdefault(model, {}) if model else self.global_values
@@ -156,7 +157,7 @@ class TraceSettings:
             else:
                 staged[key] = _number(key, value)
         merged = {**(staged if not model else self.global_values), **(staged if model else {})}
-        if ("trace_level" in changes and merged["trace_mode"] == "triton" and not merged["trace_file"]
+        if (client and "trace_level" in changes and merged["trace_mode"] == "triton" and not merged["trace_file"]
                 and merged["trace_level"] != ["OFF"]):
             raise invalid_arg(NO_TRACE_FILE)  # (its traces would go nowhere)
         target.clear()

@@ -78,7 +78,7 @@ class ControlService:
             name = request.config.model_name
             await self.core.unload_model(name)  # a load replaces a model of the same name
             if request.trace_config and self.trace_settings is not None:
-                self.trace_settings.update(model_trace_settings(request.trace_config), name)
+                self.trace_settings.update(model_trace_settings(request.trace_config), name, client=False)
             if request.hosting == "external":
                 # The hosting process starts its instances once it has their identities: the model becomes ready
                 # in the background, when they have connected.

@@ -11,6 +11,7 @@ from pytriton.core.settings import TraceSettings
 from pytriton.core.trace import Trace, Tracer, model_trace_settings, parse_trace_config
 from pytriton.core.trace_file import TraceFileWriter
 from pytriton.core.trace_otel import parse_traceparent
+from pytriton.exceptions import ServerError
 
 
 class ListSink:
@@ -204,3 +205,13 @@ def test_an_empty_trace_file_is_still_valid_json(tmp_path):
 ])
 def test_parse_traceparent(header, expected):
     assert parse_traceparent(header) == expected
+
+
+def test_a_level_without_a_trace_file_is_refused_to_clients_only():
+    """As tritonserver 2.51: a client may not set a level where its traces would go nowhere (mode triton, no file);
+    a model bound with its own trace settings keeps them, as before (nothing is written)."""
+    settings = TraceSettings()
+    with pytest.raises(ServerError, match="trace file name is not given"):
+        settings.update({"trace_level": ["TIMESTAMPS"]}, "m")
+    assert settings.get("m")["trace_level"] == ["OFF"]
+    assert settings.update({"trace_level": ["TIMESTAMPS"]}, "m", client=False)["trace_level"] == ["TIMESTAMPS"]
