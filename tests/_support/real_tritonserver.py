@@ -9,10 +9,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from tests._support.paths import SCRIPTS
 
@@ -27,6 +29,7 @@ REAL_SITE = Path(os.environ.get(REAL_TRITONSERVER_ENV, "/tmp/nvpt/lib/python3.11
 REAL = RealTriton(REAL_SITE)
 REAL_TRITONSERVER = REAL.binary
 NOT_INSTALLED = f"the real tritonserver 2.51 is not installed (set {REAL_TRITONSERVER_ENV})"
+T = TypeVar("T")
 
 
 def _free_port() -> int:
@@ -94,6 +97,14 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
             process.wait()
         _stop_left_stubs(process.pid)
         reader.join(10)
+
+
+def asked_of_real_tritonserver(repository: Path, ask: Callable[[str, str], T], args: tuple[str, ...] = ()) -> T:
+    """What `ask(http_address, grpc_address)` returns while the real tritonserver serves `repository` (with `args`)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        urls: dict[str, str] = {}
+        with real_tritonserver(repository, Path(scratch), urls=urls, args=args) as grpc_url:
+            return ask(urls["http"], grpc_url)
 
 
 def _wait_accepting(port: int, process: subprocess.Popen[str], limit_s: float = 60.0) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import http.client
 import json
 import queue
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -22,7 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
-from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
 
 REPOSITORY = REPOSITORIES / "json_kinds"
@@ -314,16 +312,19 @@ def test_the_server_lists_the_extensions_it_has(server):
 def test_the_real_tritonserver_answers_as_the_table_says(server):
     """Every case's Triton column, the repeated outputs, the extensions, a NaN answered in JSON, pb_probe's reports,
     dec_probe's streams, and every model's config and metadata, as tritonserver 2.51 answers them."""
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
-            theirs = {case: _answer(urls["http"], case) for case in CASES}
-            repeated = _repeated_outputs(urls["http"], grpc_url)
-            extensions = _extensions(urls["http"], grpc_url)
-            non_finite = _non_finite_answer(urls["http"])
-            pb_reports = {case: _pb_report(urls["http"], case) for case in PB_CASES}
-            streams = {case: _dec_stream(grpc_url, case) for case in DEC_CASES}
-            configs = {model: (_config(urls["http"], model), _get(urls["http"], f"/v2/models/{model}")) for model in MODELS}
+    def ask(http_url: str, grpc_url: str) -> dict[str, Any]:
+        return {
+            "theirs": {case: _answer(http_url, case) for case in CASES},
+            "repeated": _repeated_outputs(http_url, grpc_url),
+            "extensions": _extensions(http_url, grpc_url),
+            "non_finite": _non_finite_answer(http_url),
+            "pb_reports": {case: _pb_report(http_url, case) for case in PB_CASES},
+            "streams": {case: _dec_stream(grpc_url, case) for case in DEC_CASES},
+            "configs": {model: (_config(http_url, model), _get(http_url, f"/v2/models/{model}")) for model in MODELS},
+        }
+
+    got = asked_of_real_tritonserver(REPOSITORY, ask)
+    theirs, repeated, extensions, non_finite, pb_reports, streams, configs = got.values()
     assert theirs == {case: CASES[case][3] for case in CASES}
     assert repeated == _repeated_outputs(server.http_url, server.grpc_url)
     assert extensions == (EXTENSIONS, EXTENSIONS)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -21,7 +19,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
-from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
 
 REPOSITORY = REPOSITORIES / "triton_parity"
@@ -293,9 +291,6 @@ def test_over_grpc(answers, case):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_tables_say():
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=EXPLICIT) as grpc_url:
-            over_http, over_grpc = _comparable(_both_sequences(urls["http"], grpc_url))
+    over_http, over_grpc = _comparable(asked_of_real_tritonserver(REPOSITORY, _both_sequences, EXPLICIT))
     assert over_http == _plain(HTTP_OURS | HTTP_TRITON_DIFFERS)
     assert over_grpc == _plain(GRPC_OURS | GRPC_TRITON_DIFFERS)

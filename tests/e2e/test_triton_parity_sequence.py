@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -19,7 +17,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
-from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
 
 REPOSITORY = REPOSITORIES / "triton_parity"
@@ -174,8 +172,5 @@ def test_sequence_requests(answers, case):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says():
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=ARGS) as grpc_url:
-            theirs = _sequence(urls["http"], grpc_url)
+    theirs = asked_of_real_tritonserver(REPOSITORY, _sequence, ARGS)
     assert theirs == json.loads(json.dumps(OURS | TRITON_DIFFERS))

@@ -13,9 +13,7 @@ import http.client
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,7 +22,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
-from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
 
 REPOSITORY = REPOSITORIES / "json_kinds"
@@ -366,10 +364,7 @@ def test_over_grpc(answers, case):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_tables_say():
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls) as grpc_url:
-            over_http, over_grpc = _both_sequences(urls["http"], grpc_url)
+    over_http, over_grpc = asked_of_real_tritonserver(REPOSITORY, _both_sequences)
     second = "register_a_second_region_on_a_key"
     assert over_http.pop(second)[0] in (400, 500) and over_grpc.pop(second)[0] in ("INVALID_ARGUMENT", "INTERNAL")
     assert over_http == _plain({k: v for k, v in (HTTP_OURS | HTTP_TRITON_DIFFERS).items() if k != second})
