@@ -131,7 +131,7 @@ class PythonModelBackend(CallableBackend):
         self.model = model_class()
         place = config.instance_places()[instance]
         self.args = {
-            "model_config": json.dumps(config.to_triton_dict()),
+            "model_config": json.dumps(config.as_triton_shows()),
             "model_instance_kind": place.kind,
             "model_instance_name": place.name,
             "model_instance_device_id": place.device_id,

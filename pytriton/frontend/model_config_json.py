@@ -16,7 +16,7 @@ from pytriton.model_config.triton_model_config import TritonModelConfig
 
 
 def model_config_proto(config: TritonModelConfig) -> Any:
-    return json_format.ParseDict(config.to_triton_dict(), model_config_pb2.ModelConfig())
+    return json_format.ParseDict(config.as_triton_shows(), model_config_pb2.ModelConfig())
 
 
 def model_config_json(config: TritonModelConfig) -> dict[str, Any]:

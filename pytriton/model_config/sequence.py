@@ -154,6 +154,7 @@ class SequenceBatcher:
     minimum_slot_utilization: float = 0.0
     states: tuple[SequenceState, ...] = ()
     iterative: bool = False
+    strategy_named: bool = dataclasses.field(default=True, repr=False)  # False: a config.pbtxt that names no strategy
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", SequenceStrategy(self.strategy))
@@ -208,7 +209,7 @@ class SequenceBatcher:
                                 "preferred_batch_size": preferred,
                                 "max_queue_delay_microseconds": self.max_queue_delay_microseconds,
                                 "preserve_ordering": False}
-        else:
+        elif self.strategy_named:  # (Direct is the strategy of a config that names none: Triton then shows none)
             config["direct"] = {"max_queue_delay_microseconds": self.max_queue_delay_microseconds,
                                 "minimum_slot_utilization": self.minimum_slot_utilization}
         return config
@@ -275,4 +276,4 @@ def sequence_batcher_from_triton(data: dict[str, Any], read_file: Any = None) ->
         SequenceStrategy.DIRECT, int(data.get("max_sequence_idle_microseconds", 0)), tuple(controls),
         max_queue_delay_microseconds=int(direct.get("max_queue_delay_microseconds", 0)),
         minimum_slot_utilization=float(direct.get("minimum_slot_utilization", 0.0)), states=states,
-        iterative=bool(data.get("iterative_sequence", False)))
+        iterative=bool(data.get("iterative_sequence", False)), strategy_named="direct" in data)

@@ -236,6 +236,16 @@ class TritonModelConfig:
                            "model_transaction_policy": {"decoupled": False}})  # (Triton 2.51 fills it in)
         return config
 
+    def as_triton_shows(self) -> dict[str, Any]:
+        """`to_triton_dict` with what tritonserver fills in when it loads a config (what its clients and its Python
+        models see): a dynamic batcher without preferred batch sizes prefers the max batch size. (The scheduler goes
+        by the config as given.)"""
+        config = self.to_triton_dict()
+        batching = config.get("dynamic_batching")
+        if batching is not None and not batching["preferred_batch_size"] and self.max_batch_size > 0:
+            batching["preferred_batch_size"] = [self.max_batch_size]
+        return config
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict that `from_dict` turns back into an equal config (used to configure workers)."""
         return {
