@@ -265,7 +265,7 @@ class ServerCore:
         return self.registry.metadata(name, version)
 
     def model_config(self, name: str, version: str = "") -> dict[str, Any]:
-        return self.registry.get(name, version).config.to_triton_dict()
+        return self.registry.get(name, version).config.as_triton_shows()
 
     def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
         """Triton's: every ready model version; every version of `name`; or the one `version` of it."""
