@@ -39,9 +39,6 @@ from pytriton.proxy.types import Request
 logger = logging.getLogger("pytriton.backends")
 
 RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
-# Request parameters that Triton takes for itself (the request's correlation id, flags, priority and timeout) and does
-# not hand to a Python-backend model's `parameters()`; a bound callable still sees them
-TRITON_CONSUMED = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority", "timeout"})
 
 PYTHON_MODEL_PREFIX = "python-backend:"
 PB_UTILS_MODULE = "triton_python_backend_utils"
@@ -172,10 +169,7 @@ class PythonModelBackend(CallableBackend):
             inputs = {name: wrap(name, array) if type(array) is ndarray and name not in reshaped_inputs
                       else self._input_tensor(name, array) for name, array in request.data.items()}
             requested = request.requested_output_names  # (none named: all the model's, as Triton fills them in)
-            parameters = request.parameters
-            if parameters and not TRITON_CONSUMED.isdisjoint(parameters):
-                parameters = {key: value for key, value in parameters.items() if key not in TRITON_CONSUMED}
-            out.append(received(inputs, requested or self._all_outputs, parameters, sender,
+            out.append(received(inputs, requested or self._all_outputs, request.parameters, sender,
                                 (request.request_id, request.correlation_id, request.flags),
                                 None if probe is None else functools.partial(probe, index)))
         return out

@@ -223,7 +223,6 @@ BLS_ERROR = "Model ident_fp64 - Error when running inference: "
 PB_CASES: dict[str, str | tuple[str, str]] = {
     "requested": "['EXTRA', 'REPORT']",  # (the client named none: all of them, as Triton fills them in)
     "parameters": """'{"case":"parameters"}'""",  # (compact)
-    "reserved": """'{"case":"reserved"}'""",  # (what Triton takes for itself is not the model's)
     "dlpack": "[1.0, 2.0]",  # (an input is read-only here: to_dlpack() exports a copy)
     "bls_ok": "['Y']",
     "bls_unknown_model": repr((1, NOT_READY.format("no_such_model"))),  # (INTERNAL, whatever the callee's error)
@@ -242,10 +241,7 @@ PB_CASES: dict[str, str | tuple[str, str]] = {
 
 
 def _pb_report(http_url: str, case: str) -> str:
-    parameters: dict[str, Any] = {"case": case}
-    if case == "reserved":
-        parameters.update(sequence_id="abc", sequence_start=True, priority=0, timeout=0)
-    body = {"inputs": [{"name": "X", "shape": [2], "datatype": "FP64", "data": [1, 2]}], "parameters": parameters,
+    body = {"inputs": [{"name": "X", "shape": [2], "datatype": "FP64", "data": [1, 2]}], "parameters": {"case": case},
             "outputs": []}
     status, answer = _post(http_url, "pb_probe", body)
     assert status == 200, answer

@@ -36,7 +36,6 @@ def _case(name, request):
     cases = {
         "requested": lambda: sorted(request.requested_output_names()),
         "parameters": lambda: request.parameters(),
-        "reserved": lambda: request.parameters(),  # (sent with sequence_id, sequence_start, priority and timeout)
         "dlpack": lambda: pb_utils.Tensor.from_dlpack("Y", x.to_dlpack()).as_numpy().tolist(),
         "bls_ok": lambda: _bls("ident_fp64", ones, ["Y"]),
         "bls_unknown_model": lambda: _bls("no_such_model", ones, ["Y"]),
