@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Coroutine, Prot
 from pytriton.core.classification import classify_outputs
 from pytriton.core.trace import INFER_RESPONSE_COMPLETE, REQUEST_END, stamp_execution, stamp_stream_delivery
 from pytriton.core.types import ExecutionOutput, InferRequest, InferResponse
+from pytriton.core.validation import drop_repeated_outputs
 from pytriton.exceptions import ServerError, Status, internal
 from pytriton.scheduler.job import DONE, HELD, QUEUED, Delivery, ExecutionStats, Job
 
@@ -233,6 +234,8 @@ async def stream_responses(core: ServerCore, request: InferRequest, errors_inlin
     if model.ensemble is not None or model.cache is not None:  # (not decoupled: one response, through its variant)
         yield (await answer(core.begin(request, model)))[0]
         return
+    if len(request.outputs) > 1:  # (as `ServerCore.begin` does for the other calls)
+        drop_repeated_outputs(request.outputs)
     start = time.perf_counter_ns()
     model, job = core.submit(request, True, False, model, start)
     total = ExecutionStats()

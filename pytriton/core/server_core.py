@@ -338,8 +338,6 @@ class ServerCore:
         trace = request.trace
         if trace is not None:
             trace.stamp(REQUEST_START, start or time.perf_counter_ns())
-        if len(request.outputs) > 1:
-            drop_repeated_outputs(request.outputs)
         # region errors come first, as before validation (`execution_request` written out: one call fewer)
         execution, regions = execution_request(self.shm, self.received, request)
         signature = None

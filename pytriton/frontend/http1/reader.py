@@ -101,6 +101,7 @@ class RequestReader(BodyReceiver):
         "_framing",
         "_head_bytes",
         "_head_tail",
+        "_http10",
         "_header_count",
         "_headers",
         "_now",
@@ -139,6 +140,7 @@ class RequestReader(BodyReceiver):
         self._direct_method = b""
         self._head_bytes = 0  # bytes of the current head handed to the parser
         self._head_tail = b""  # its last `TAIL` bytes
+        self._http10 = False  # the request being read is HTTP/1.0 (its keep-alive must be confirmed)
         # A chunked body, as `_chunk_stop` follows it:
         self._chunk_left = 0  # data bytes of the current chunk not yet handed to the parser; 0: framing
         self._crlf_due = False  # the CR LF closing a chunk's data is the next framing line (else a size line)
@@ -392,10 +394,12 @@ class RequestReader(BodyReceiver):
         self._repeated.setdefault(key, []).append(text)
 
     def on_headers_complete(self) -> None:
-        if self.parser.get_http_version() == "0.9":  # a request line without a version: not answered as HTTP/1.1
+        version = self.parser.get_http_version()
+        if version == "0.9":  # a request line without a version: not answered as HTTP/1.1
             self._refusal = (400, "malformed HTTP request: the request line has no HTTP version (HTTP/0.9 is not "
                                   "supported)")
             raise _Refused
+        self._http10 = version == "1.0"
         headers = self._headers
         if self._repeated is not None:  # joined once: appending to a growing string per line is quadratic
             for key, values in self._repeated.items():
@@ -448,7 +452,9 @@ class RequestReader(BodyReceiver):
         self._hold(self._size)
 
     def on_message_complete(self) -> None:
-        keep_alive = self._persistence()
+        keep_alive: int = self.parser.should_keep_alive()  # (`_persistence` written out: once per request)
+        if keep_alive and self._http10:
+            keep_alive = KEEP_ALIVE_10
         self._phase = IDLE
         self.deadline = math.inf
         if self._direct is not None:  # the whole large body came through the parser
@@ -463,9 +469,8 @@ class RequestReader(BodyReceiver):
     def _persistence(self) -> int:
         """Whether the connection persists after this request's answer (messages.KEEP_ALIVE_10: an HTTP/1.0 client
         that asked for it, which the answer must confirm)."""
-        if not self.parser.should_keep_alive():
-            return False
-        return KEEP_ALIVE_10 if self.parser.get_http_version() == "1.0" else True
+        keep_alive = self.parser.should_keep_alive()
+        return KEEP_ALIVE_10 if keep_alive and self._http10 else keep_alive
 
     def _complete(self, body: Any, keep_alive: int, method: bytes, charge: int) -> None:
         """A request is read; `charge` is what its body is charged to the budget until the handler is done."""
