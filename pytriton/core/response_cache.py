@@ -22,6 +22,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from pytriton.core.calls import answer
 from pytriton.core.shm_registry import SystemShmRegion, shm_path
 from pytriton.core.trace import REQUEST_END, REQUEST_START
 from pytriton.core.types import ExecutionRequest, InferRequest, InferResponse, Tensor
@@ -69,6 +70,9 @@ class ResponseCache:
         self.size = size
         self.used = 0
         self._entries: collections.OrderedDict[bytes, CachedResponse] = collections.OrderedDict()
+        # what Triton's nv_cache_* summary gauges name (lookups = hits + misses; durations in ns)
+        self.hits = self.misses = self.evictions = 0
+        self.lookup_ns = self.insertion_ns = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -77,6 +81,9 @@ class ResponseCache:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
+            self.hits += 1
+        else:
+            self.misses += 1
         return entry
 
     def __contains__(self, key: bytes) -> bool:
@@ -93,6 +100,7 @@ class ResponseCache:
         while self.used + nbytes > self.size:
             _, evicted = self._entries.popitem(last=False)
             self.used -= evicted.nbytes
+            self.evictions += 1
         self._entries[key] = entry
         self.used += nbytes
         return True
@@ -127,6 +135,7 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
         return await core.infer_with_stats(request, internal, cache=False)
     entry = cache.lookup(key)
     lookup_ns = time.perf_counter_ns() - start
+    cache.lookup_ns += lookup_ns
     if entry is not None:
         trace = request.trace
         if trace is not None:
@@ -139,13 +148,21 @@ async def infer_cached(core: ServerCore, model: Model, cache: ResponseCache, req
     if read:  # the model computes from the region bytes the key was taken of, not from what the client wrote since
         request = dataclasses.replace(request, inputs=[
             Tensor(t.name, t.datatype, t.shape, read[t.name]) if t.name in read else t for t in request.inputs])
-    response, stats = await core.infer_with_stats(request, internal, cache=False)
-    if any(t.data is None for t in response.outputs):  # (written into a client's region: nothing to store)
-        return response, stats
-    insert_start = time.perf_counter_ns()
-    if key not in cache:  # (an identical request computed meanwhile stored it: that one counted the miss)
+    # As Triton, every lookup that found nothing is a miss, whatever comes of the request (an error response, one
+    # written into a client's region, one an identical request stored meanwhile): hits + misses = lookups.
+    call = core.begin(request, model, internal, cache=False)  # (a request refused here counts in no statistics)
+    try:
+        response, stats = await answer(call)
+    except BaseException:
+        model.stats.record_cache_miss(lookup_ns, answered=False)  # (nothing is stored: an error is never cached)
+        raise
+    insert_ns = 0
+    if key not in cache and all(t.data is not None for t in response.outputs):  # (not those in a client's region)
+        insert_start = time.perf_counter_ns()
         cache.insert(key, CachedResponse.of(response.outputs, response.parameters))
-        model.stats.record_cache_miss(lookup_ns + time.perf_counter_ns() - insert_start)
+        insert_ns = time.perf_counter_ns() - insert_start
+        cache.insertion_ns += insert_ns
+    model.stats.record_cache_miss(lookup_ns + insert_ns)
     return response, stats
 
 

@@ -69,10 +69,11 @@ class ModelStatistics:
             d[name][1] += ns
         self.last_inference_ms = int(time.time() * 1000)
 
-    def record_cache_miss(self, miss_ns: int) -> None:
-        """A computed request's response stored in the cache: the lookup and the insertion (`miss_ns`) add to its
-        request duration (already counted as a success), as Triton counts them."""
-        self.durations["success"][1] += miss_ns
+    def record_cache_miss(self, miss_ns: int, answered: bool = True) -> None:
+        """A request the response cache did not hold: the lookup and the insertion (`miss_ns`) add to its request
+        duration (already counted as a success, where it was `answered`), as Triton counts them."""
+        if answered:
+            self.durations["success"][1] += miss_ns
         entry = self.durations["cache_miss"]
         entry[0] += 1
         entry[1] += miss_ns

@@ -8,6 +8,7 @@ from typing import Any, Iterator, cast
 
 from prometheus_client import CollectorRegistry, Metric
 
+from pytriton.core.response_cache import ResponseCache
 from pytriton.core.server_core import ServerCore
 from pytriton.frontend.metrics.custom import custom_metrics
 from pytriton.frontend.metrics.latency import first_response_metrics, summary_metrics
@@ -38,6 +39,30 @@ _CACHE_COUNTERS = (
     ("nv_cache_miss_duration_per_model", "Total cache miss (insert+lookup) duration per model, in microseconds",
      "cache_miss.ns", 1000),
 )
+
+# Triton's summary gauges of the server's response cache (shown while it has one). tritonserver 2.51 leaves all but
+# nv_cache_util at 0 whatever the cache does; here they say what their help says. (name, help, field, divisor)
+_CACHE_GAUGES = (
+    ("nv_cache_num_entries", "Number of responses stored in response cache", "entries", 1),
+    ("nv_cache_num_hits", "Number of cache hits in response cache", "hits", 1),
+    ("nv_cache_num_misses", "Number of cache misses in response cache", "misses", 1),
+    ("nv_cache_num_lookups", "Number of cache lookups in response cache", "lookups", 1),
+    ("nv_cache_num_evictions", "Number of cache evictions in response cache", "evictions", 1),
+    ("nv_cache_lookup_duration", "Total cache lookup duration (hit and miss), in microseconds", "lookup_ns", 1000),
+    ("nv_cache_insertion_duration", "Total cache insertion duration, in microseconds", "insertion_ns", 1000),
+)
+
+
+def _cache_gauges(cache: ResponseCache) -> Iterator[Metric]:
+    util = Metric("nv_cache_util", "Cache utilization [0.0 - 1.0]", "gauge")
+    util.add_sample("nv_cache_util", {}, cache.used / cache.size if cache.size else 0.0)
+    yield util
+    values = {"entries": len(cache), "hits": cache.hits, "misses": cache.misses, "lookups": cache.hits + cache.misses,
+              "evictions": cache.evictions, "lookup_ns": cache.lookup_ns, "insertion_ns": cache.insertion_ns}
+    for name, doc, field, divisor in _CACHE_GAUGES:
+        gauge = Metric(name, doc, "gauge")
+        gauge.add_sample(name, {}, values[field] // divisor)
+        yield gauge
 
 
 def _stat(stats: Any, key: str) -> int:
@@ -77,6 +102,8 @@ class TritonMetricsCollector:
                 metric.add_sample(name, {"model": model.name, "version": str(model.version)},
                                   _stat(model.stats, key) // divisor)
             yield metric
+        if self.core.response_cache is not None:
+            yield from _cache_gauges(self.core.response_cache)
         pending = Metric("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting "
                          "execution per-model.", "gauge")
         # pytriton's own: what the instances run now, and how long the least recently progressing execution has gone
