@@ -223,7 +223,7 @@ class TritonModelConfig:
             # (a decoupled model's alone, as tritonserver 2.51 shows a config that does not set it, and NVIDIA PyTriton
             # writes it)
             **({"model_transaction_policy": {"decoupled": True}} if self.decoupled else {}),
-            **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher and self.batching else {}),
+            **({"dynamic_batching": self.batcher.to_triton_dict()} if self.batcher else {}),
             **({"response_cache": {"enable": True}} if self.response_cache else {}),
         }
         if self.sequence_batcher is not None:  # (in place of dynamic_batching: a model has one scheduler)

@@ -258,9 +258,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
         raise where.error("output", "the model declares no output (at least one is required)")
     decoupled = config.model_transaction_policy.decoupled
     batcher = None
-    if config.HasField("dynamic_batching"):
-        if config.max_batch_size == 0:
-            raise where.error("dynamic_batching", "needs max_batch_size > 0")
+    if config.HasField("dynamic_batching"):  # (with max_batch_size 0, as Triton: its queue policy without batching)
         try:
             batcher = batcher_from_triton(_as_dict(config.dynamic_batching))
         except PyTritonError as exc:

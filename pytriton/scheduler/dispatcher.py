@@ -4,8 +4,9 @@ Jobs wait in one FIFO queue (under a model's queue policy: one per priority leve
 Whenever an instance has room, the queue's head is started on it: alone
 without batching, or with the jobs behind it up to max_batch_size (in batch elements) with a dynamic
 batcher, waiting up to max_queue_delay_microseconds for more when the batch is smaller than the largest
-preferred size. The most recently freed instance is used first (its caches are warm). Without batching an
-instance may hold `pipeline_depth` executions, so the next one already waits in its socket when it finishes.
+preferred size. The most recently freed instance is used first (its caches are warm). Without batching (and
+without a queue policy) an instance may hold `pipeline_depth` executions, so the next one already waits in its socket
+when it finishes.
 
 An instance's room is owned by the execution, never by a caller: it is given back when the execution ends —
 answered, failed, the worker gone, or timed out — whatever the callers did meanwhile. A caller that goes
@@ -279,7 +280,9 @@ class ModelScheduler:
         self.batching = batching
         self.execution_timeout_s = execution_timeout_s or None
         self.on_execution = on_execution
-        self._depth = 1 if batching is not None else max(1, pipeline_depth)
+        # (under a queue policy every job not running waits in its queue, where its bound, priority and timeout apply:
+        # as in Triton, whose queue holds every request not executing)
+        self._depth = 1 if batching is not None or queueing is not None else max(1, pipeline_depth)
         if batching is not None:
             preferred = [p for p in batching.preferred_batch_sizes if 0 < p <= batching.max_batch_size]
             self._preferred = set(preferred)

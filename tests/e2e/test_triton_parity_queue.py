@@ -1,9 +1,11 @@
 """The dynamic batcher's queue policy as a client of tritonserver 2.51 sees it: a full queue (status, words, which
 request is refused), priority levels with their own bounds, a request's `timeout` under REJECT and DELAY, with and
-without `allow_timeout_override` and a default timeout, request `priority` and `timeout` parameters out of range or of
-the wrong kind over HTTP and gRPC, and the statistics and failure metrics all that leaves.
+without `allow_timeout_override` and a default timeout, `dynamic_batching` with max_batch_size 0 (a queue policy
+without batching), request `priority` and `timeout` parameters out of range or of the wrong kind over HTTP and gRPC,
+and the statistics and failure metrics all that leaves.
 
-The models (tests/repositories/triton_parity `q_*`, Triton's own Python API, one instance, max_batch_size 1) hold a
+The models (tests/repositories/triton_parity `q_*`, Triton's own Python API, one instance, max_batch_size 1 but
+`q_no_batch`'s 0) hold a
 request given a 'release' file until that file exists, so what waits is known: the test waits for the pending-request
 gauge, never for a guessed time. The answers pytriton gives are pinned; (slow, where it is installed) the real
 tritonserver 2.51 gives the same on the same repository."""
@@ -28,7 +30,7 @@ from tests._support.triton_parity_calls import grpc_infer, http_infer
 from tests._support.waits import wait_until
 
 REPOSITORY = REPOSITORIES / "triton_parity"
-MODELS = ("q_full", "q_levels", "q_delay", "q_override_only", "q_no_override", "q_plain", "q_unbatched")
+MODELS = ("q_full", "q_levels", "q_delay", "q_override_only", "q_no_override", "q_plain", "q_unbatched", "q_no_batch")
 ARGS = ("--model-control-mode", "explicit", *(arg for model in MODELS for arg in ("--load-model", model)))
 UNSIGNED = "Unable to parse '{}': attempt to access JSON non-unsigned-integer as unsigned-integer"
 FULL = "[request id: {}] Exceeds maximum queue size"
@@ -133,6 +135,14 @@ def _scenario(http: str, grpc_url: str, metrics: str) -> dict[str, Any]:
         out["q_full answers"] = q.finish(release)
         out["q_full stats"], out["q_full failures"] = q.stats("q_full"), q.failures("q_full")
 
+        # dynamic_batching with max_batch_size 0: no batching, the queue policy applies (max_queue_size 1)
+        with urllib.request.urlopen(f"http://{q.http}/v2/models/q_no_batch/config", timeout=30) as answer:
+            out["q_no_batch dynamic_batching"] = json.loads(answer.read()).get("dynamic_batching")
+        release = q.hold("q_no_batch")
+        q.enqueue("q_no_batch", "a", lambda: http_infer(q.http, "q_no_batch"))
+        out["q_no_batch second waiting"] = http_infer(q.http, "q_no_batch")
+        out["q_no_batch answers"] = q.finish(release)
+
         # two levels (2 the default, 2 waiting at most; level 1: 1), a timeout of a minute a request may shorten
         release = q.hold("q_levels")
         q.enqueue("q_levels", "low", lambda: http_infer(q.http, "q_levels", {"priority": 2}))
@@ -204,6 +214,14 @@ OURS: dict[str, Any] = json.loads(json.dumps({
     "q_full answers": {"a": (200, 1), "b": ("OK", ANSWERED), "busy": (200, 0)},
     "q_full stats": {"success": 3, "fail": 0, "queue": 3, "execution_count": 3},
     "q_full failures": NO_FAILURES,
+    "q_no_batch dynamic_batching": {"preferred_batch_size": [], "max_queue_delay_microseconds": 0,
+                                   "preserve_ordering": False, "priority_levels": 0, "default_priority_level": 0,
+                                   "default_queue_policy": {"timeout_action": "REJECT",
+                                                            "default_timeout_microseconds": 0,
+                                                            "allow_timeout_override": False, "max_queue_size": 1},
+                                   "priority_queue_policy": {}},
+    "q_no_batch second waiting": (503, FULL.format("<id_unknown>")),
+    "q_no_batch answers": {"a": (200, 1), "busy": (200, 0)},
     "q_levels level 2 full": (503, FULL.format("<id_unknown>")),
     "q_levels priority 7 is the default level": (503, FULL.format("<id_unknown>")),
     "q_levels priority 2**64-1 too": (503, FULL.format("<id_unknown>")),
@@ -215,7 +233,8 @@ OURS: dict[str, Any] = json.loads(json.dumps({
                          "low": (200, 2)},
     "q_levels stats": {"success": 4, "fail": 1, "queue": 4, "execution_count": 4},
     "q_levels failures": NO_FAILURES | {"REJECTED": "1"},
-    "q_delay answers": {"busy": (200, 0), "late, 1 ms": (200, 2), "on time": (200, 1), "on time grpc": ("OK", ANSWERED)},
+    "q_delay answers": {"busy": (200, 0), "late, 1 ms": (200, 2), "on time": (200, 1),
+                        "on time grpc": ("OK", ANSWERED)},
     "q_delay stats": {"success": 4, "fail": 0, "queue": 4, "execution_count": 4},
     **{f"{model} answers": NOT_APPLIED for model in ("q_override_only", "q_no_override", "q_plain", "q_unbatched")},
     **{f"{model} stats after": {"success": 3, "fail": 0, "queue": 3, "execution_count": 3}

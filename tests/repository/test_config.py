@@ -63,6 +63,15 @@ def test_version_policies(tmp_path):
     assert load_model(str(model_dir)).config.model_version == 10
 
 
+def test_a_dynamic_batcher_without_a_batch_dimension_keeps_its_queue_policy(tmp_path):
+    """As tritonserver 2.51: `dynamic_batching` with max_batch_size 0 loads; it batches nothing, its queue policy
+    applies (tests/e2e/test_triton_parity_queue.py), and the config shows it."""
+    config = load_model(str(make_model(tmp_path, "m", 'backend: "python" dynamic_batching { default_queue_policy { '
+                                                      'max_queue_size: 3 } }' + TENSORS))).config
+    assert config.max_batch_size == 0 and config.batcher is not None
+    assert config.to_triton_dict()["dynamic_batching"]["default_queue_policy"]["max_queue_size"] == 3
+
+
 def test_missing_name_takes_the_folder_name(tmp_path):
     model_dir = make_model(tmp_path, "m", 'backend: "python"' + TENSORS)
     assert load_model(str(model_dir)).config.model_name == "m"
@@ -79,7 +88,6 @@ def test_missing_name_takes_the_folder_name(tmp_path):
      'output [ { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] } ]', "input[0].dims", "must be >= 1 or -1"),
     ('backend: "python" input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]', "output",
      "declares no output"),
-    ('backend: "python" dynamic_batching { }' + TENSORS, "dynamic_batching", "needs max_batch_size > 0"),
     ('backend: "python" instance_group [ { kind: KIND_CPU }, { kind: KIND_MODEL gpus: [ 0 ] } ]' + TENSORS,
      "instance_group[1].gpus", "instance group m_1 of model m has kind KIND_MODEL but specifies one or more GPUs"),
     ('backend: "python" instance_group [ { kind: KIND_CPU }, { count: -2 } ]' + TENSORS, "instance_group[1].count",
