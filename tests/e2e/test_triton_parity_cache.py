@@ -3,7 +3,7 @@ answered from the cache (the same inputs over HTTP and gRPC, another request id,
 other BYTES elements, other parameters, another shape of the same bytes, other requested outputs), an error response,
 the statistics and metrics that leaves, and a decoupled model with a cache (refused at load).
 
-The model (tests/repositories/triton_parity `c_ident`, Triton's own Python API) answers RUNS, how many times it ran: an
+The model (tests/repositories/triton_parity `r_cache`, Triton's own Python API) answers RUNS, how many times it ran: an
 answer whose RUNS is not new came from the cache. The answers pytriton gives are pinned; (slow, where it is installed)
 the real tritonserver 2.51 gives the same except where TRITON_DIFFERS says why pytriton answers otherwise on purpose
 (docs/guide/scheduling.md, Response cache)."""
@@ -27,7 +27,7 @@ from tests._support.real_tritonserver import NOT_INSTALLED, REAL_SITE, REAL_TRIT
 from tests._support.serving import serve
 
 REPOSITORY = REPOSITORIES / "triton_parity"
-ARGS = ("--model-control-mode", "explicit", "--load-model", "c_ident", "--cache-config", "local,size=1048576")
+ARGS = ("--model-control-mode", "explicit", "--load-model", "r_cache", "--cache-config", "local,size=1048576")
 TRITON_ARGS = ("--cache-directory", str(REAL_SITE / "pytriton" / "tritonserver" / "caches"))
 TIMEOUT_S = 30
 COMPUTED, CACHED = "computed", "cached"
@@ -80,7 +80,7 @@ def _send(http_url: str, grpc_url: str, x: tuple[float, ...] | list[float] = (1.
         body["outputs"] = [{"name": name} for name in outputs]
     if request_id is not None:
         body["id"] = request_id
-    request = urllib.request.Request(f"http://{http_url}/v2/models/c_ident/infer", json.dumps(body).encode())
+    request = urllib.request.Request(f"http://{http_url}/v2/models/r_cache/infer", json.dumps(body).encode())
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
             reply = json.loads(answer.read())
@@ -92,7 +92,7 @@ def _send(http_url: str, grpc_url: str, x: tuple[float, ...] | list[float] = (1.
 def _send_grpc(grpc_url: str, x: list[float], shape: list[int], s: list[str] | None,
                parameters: dict[str, tuple[str, Any]] | None, outputs: list[str] | None,
                request_id: str | None) -> tuple[Any, dict[str, Any] | str]:
-    request = service_pb2.ModelInferRequest(model_name="c_ident", id=request_id or "")
+    request = service_pb2.ModelInferRequest(model_name="r_cache", id=request_id or "")
     tensor = request.inputs.add(name="X", datatype="FP32")
     tensor.shape.extend(shape)
     tensor.contents.fp32_contents.extend(x)
@@ -128,7 +128,7 @@ def _scenario(http_url: str, grpc_url: str, metrics_url: str) -> dict[str, Any]:
         how = "RUNS not asked for" if run is None else COMPUTED if run > runs else CACHED
         runs = max(runs, run or 0)
         out[label] = (status, how, body)
-    with urllib.request.urlopen(f"http://{http_url}/v2/models/c_ident/stats", timeout=TIMEOUT_S) as answer:
+    with urllib.request.urlopen(f"http://{http_url}/v2/models/r_cache/stats", timeout=TIMEOUT_S) as answer:
         stats = json.loads(answer.read())["model_stats"][0]
     out["statistics"] = {kind: stats["inference_stats"][kind]["count"] for kind in ("success", "fail", "cache_hit",
                                                                                     "cache_miss")}
@@ -138,7 +138,7 @@ def _scenario(http_url: str, grpc_url: str, metrics_url: str) -> dict[str, Any]:
                       if "duration" not in name and name != "nv_cache_util"}
     util = re.search(r"^nv_cache_util (\S+)$", text, re.M)
     out["nv_cache_util above 0"] = None if util is None else float(util.group(1)) > 0
-    load = urllib.request.Request(f"http://{http_url}/v2/repository/models/c_dec/load", b"", method="POST")
+    load = urllib.request.Request(f"http://{http_url}/v2/repository/models/r_cache_dec/load", b"", method="POST")
     try:
         with urllib.request.urlopen(load, timeout=TIMEOUT_S) as answer:
             out["a decoupled model with a cache"] = (answer.status, answer.read().decode())
@@ -184,14 +184,14 @@ OURS: dict[str, Any] = json.loads(json.dumps({
     "the same error again": (500, COMPUTED, "negative X (run N)"),
     # every lookup is a hit or a miss (the errors' too); the summary gauges say what the cache did
     "statistics": {"success": 27, "fail": 0, "cache_hit": 9, "cache_miss": 18, "execution_count": 18},
-    "metrics": {'nv_cache_num_hits_per_model{model="c_ident",version="1"}': "9",
-                'nv_cache_num_misses_per_model{model="c_ident",version="1"}': "18",
+    "metrics": {'nv_cache_num_hits_per_model{model="r_cache",version="1"}': "9",
+                'nv_cache_num_misses_per_model{model="r_cache",version="1"}': "18",
                 "nv_cache_num_entries": "16", "nv_cache_num_hits": "9", "nv_cache_num_misses": "18",
                 "nv_cache_num_lookups": "27", "nv_cache_num_evictions": "0"},
     "nv_cache_util above 0": True,
     "a decoupled model with a cache": (400, (
-        "load failed for model 'c_dec': version 1 is at UNAVAILABLE state: <repository>/c_dec/config.pbtxt: Response "
-        "Cache does not currently support model c_dec with 'decoupled' transaction policy. Please disable the "
+        "load failed for model 'r_cache_dec': version 1 is at UNAVAILABLE state: <repository>/r_cache_dec/config.pbtxt: Response "
+        "Cache does not currently support model r_cache_dec with 'decoupled' transaction policy. Please disable the "
         "response cache.;")),
 }))
 
@@ -210,12 +210,12 @@ TRITON_DIFFERS: dict[str, Any] = json.loads(json.dumps({
     "the same error again": (200, "RUNS not asked for", {}),
     "statistics": {"success": 27, "fail": 0, "cache_hit": 16, "cache_miss": 11, "execution_count": 11},
     # Triton 2.51's summary gauges stay 0 whatever its cache does
-    "metrics": {'nv_cache_num_hits_per_model{model="c_ident",version="1"}': "16",
-                'nv_cache_num_misses_per_model{model="c_ident",version="1"}': "11",
+    "metrics": {'nv_cache_num_hits_per_model{model="r_cache",version="1"}': "16",
+                'nv_cache_num_misses_per_model{model="r_cache",version="1"}': "11",
                 "nv_cache_num_entries": "0", "nv_cache_num_hits": "0", "nv_cache_num_misses": "0",
                 "nv_cache_num_lookups": "0", "nv_cache_num_evictions": "0"},
     # a configuration refused at load: precise words and a 400, as others (docs/guide/model-repositories.md)
-    "a decoupled model with a cache": (500, "failed to load 'c_dec', failed to poll from model repository"),
+    "a decoupled model with a cache": (500, "failed to load 'r_cache_dec', failed to poll from model repository"),
 }))
 
 
