@@ -25,6 +25,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tests._support.paths import REPOSITORIES
 from tests._support.real_tritonserver import NOT_INSTALLED, REAL_SITE, REAL_TRITONSERVER, real_tritonserver
 from tests._support.serving import serve
+from tests._support.waits import wait_until
 
 REPOSITORY = REPOSITORIES / "triton_parity"
 ARGS = ("--model-control-mode", "explicit", "--load-model", "r_cache", "--cache-config", "local,size=1048576")
@@ -128,8 +129,13 @@ def _scenario(http_url: str, grpc_url: str, metrics_url: str) -> dict[str, Any]:
         how = "RUNS not asked for" if run is None else COMPUTED if run > runs else CACHED
         runs = max(runs, run or 0)
         out[label] = (status, how, body)
-    with urllib.request.urlopen(f"http://{http_url}/v2/models/r_cache/stats", timeout=TIMEOUT_S) as answer:
-        stats = json.loads(answer.read())["model_stats"][0]
+    def read() -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://{http_url}/v2/models/r_cache/stats", timeout=TIMEOUT_S) as answer:
+            return json.loads(answer.read())["model_stats"][0]
+
+    # (every request is a success here, a model's error response too; tritonserver 2.51 counts one after answering it)
+    wait_until(lambda: read()["inference_stats"]["success"]["count"] >= len(REQUESTS), "the statistics")
+    stats = read()
     out["statistics"] = {kind: stats["inference_stats"][kind]["count"] for kind in ("success", "fail", "cache_hit",
                                                                                     "cache_miss")}
     out["statistics"] |= {"execution_count": stats["execution_count"]}
@@ -190,9 +196,9 @@ OURS: dict[str, Any] = json.loads(json.dumps({
                 "nv_cache_num_lookups": "27", "nv_cache_num_evictions": "0"},
     "nv_cache_util above 0": True,
     "a decoupled model with a cache": (400, (
-        "load failed for model 'r_cache_dec': version 1 is at UNAVAILABLE state: <repository>/r_cache_dec/config.pbtxt: Response "
-        "Cache does not currently support model r_cache_dec with 'decoupled' transaction policy. Please disable the "
-        "response cache.;")),
+        "load failed for model 'r_cache_dec': version 1 is at UNAVAILABLE state: "
+        "<repository>/r_cache_dec/config.pbtxt: Response Cache does not currently support model r_cache_dec with 'decoupled' transaction policy. Please "
+        "disable the response cache.;")),
 }))
 
 # Where tritonserver 2.51 answers otherwise, and pytriton keeps its answer on purpose (docs/guide/scheduling.md)

@@ -52,6 +52,20 @@ class Queue:
         self.http, self.grpc, self.metrics, self.scratch = http, grpc_url, metrics, scratch
         self.answers: dict[str, Any] = {}
         self.threads: list[threading.Thread] = []
+        self.counted: dict[str, int] = {}  # model -> its requests that the statistics count (served, or rejected)
+        self.lock = threading.Lock()
+
+    def http_infer(self, model: str, parameters: dict[str, Any] | None = None, **kwargs: Any) -> tuple[int, Any]:
+        return self._count(model, http_infer(self.http, model, parameters, **kwargs))
+
+    def grpc_infer(self, model: str, parameters: dict[str, Any] | None = None, **kwargs: Any) -> tuple[str, str]:
+        return self._count(model, grpc_infer(self.grpc, model, parameters, **kwargs))
+
+    def _count(self, model: str, answer: Any) -> Any:
+        if answer[0] in (200, "OK") or answer[1] == EXPIRED:  # (one refused at the door is in no statistics)
+            with self.lock:
+                self.counted[model] = self.counted.get(model, 0) + 1
+        return answer
 
     def pending(self, model: str) -> float:
         text = urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=30).read().decode()
@@ -64,10 +78,17 @@ class Queue:
             rf'^nv_inference_request_failure\{{model="{model}",reason="(\w+)",version="1"\}} (\S+)$', text, re.M)))
 
     def stats(self, model: str) -> dict[str, int]:
-        with urllib.request.urlopen(f"http://{self.http}/v2/models/{model}/stats", timeout=30) as answer:
-            stats = json.loads(answer.read())["model_stats"][0]
-        counts = {kind: stats["inference_stats"][kind]["count"] for kind in ("success", "fail", "queue")}
-        return counts | {"execution_count": stats["execution_count"]}
+        """`model`'s counts once every request it answered is in them (tritonserver 2.51 counts one after answering
+        it)."""
+        def read() -> dict[str, int]:
+            with urllib.request.urlopen(f"http://{self.http}/v2/models/{model}/stats", timeout=30) as answer:
+                stats = json.loads(answer.read())["model_stats"][0]
+            counts = {kind: stats["inference_stats"][kind]["count"] for kind in ("success", "fail", "queue")}
+            return counts | {"execution_count": stats["execution_count"]}
+
+        expected = self.counted.get(model, 0)
+        wait_until(lambda: (lambda c: c["success"] + c["fail"] >= expected)(read()), f"{model}'s statistics")
+        return read()
 
     def background(self, label: str, call: Callable[[], Any]) -> None:
         def run() -> None:
@@ -80,7 +101,7 @@ class Queue:
     def hold(self, model: str) -> Path:
         """Send a request that runs until the returned file exists; return once it runs."""
         started, release = self.scratch / f"{model}.started", self.scratch / f"{model}.release"
-        self.background("busy", lambda: http_infer(self.http, model, {"started": str(started),
+        self.background("busy", lambda: self.http_infer(model, {"started": str(started),
                                                                       "release": str(release)}))
         wait_until(started.exists, f"{model}'s first request running")
         return release
@@ -110,10 +131,10 @@ def _kinds(q: Queue, model: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("priority", "timeout"):
         for label, value in HTTP_VALUES.items():
-            status, body = http_infer(q.http, model, {name: value})
+            status, body = q.http_infer(model, {name: value})
             out[f"{model} http {name} {label}"] = (status, ANSWERED if status == 200 else body)
         for label, (kind, value) in GRPC_VALUES.items():
-            out[f"{model} grpc {name} {label}"] = grpc_infer(q.grpc, model, {name: (kind, value)})
+            out[f"{model} grpc {name} {label}"] = q.grpc_infer(model, {name: (kind, value)})
     out[f"{model} stats"] = q.stats(model)
     out[f"{model} failures"] = q.failures(model)
     return out
@@ -125,12 +146,12 @@ def _scenario(http: str, grpc_url: str, metrics: str) -> dict[str, Any]:
         out = _kinds(q, "q_plain") | _kinds(q, "q_unbatched")
 
         release = q.hold("q_full")  # max_queue_size 2: the third waiting request is refused at once
-        q.enqueue("q_full", "a", lambda: http_infer(q.http, "q_full"))
-        q.enqueue("q_full", "b", lambda: grpc_infer(q.grpc, "q_full"))
-        out["q_full third http"] = http_infer(q.http, "q_full")
-        out["q_full third http with an id"] = http_infer(q.http, "q_full", request_id="h7")
-        out["q_full third grpc"] = grpc_infer(q.grpc, "q_full")
-        out["q_full third grpc with an id"] = grpc_infer(q.grpc, "q_full", request_id="r9")
+        q.enqueue("q_full", "a", lambda: q.http_infer("q_full"))
+        q.enqueue("q_full", "b", lambda: q.grpc_infer("q_full"))
+        out["q_full third http"] = q.http_infer("q_full")
+        out["q_full third http with an id"] = q.http_infer("q_full", request_id="h7")
+        out["q_full third grpc"] = q.grpc_infer("q_full")
+        out["q_full third grpc with an id"] = q.grpc_infer("q_full", request_id="r9")
         out["q_full stats while held"] = q.stats("q_full")
         out["q_full answers"] = q.finish(release)
         out["q_full stats"], out["q_full failures"] = q.stats("q_full"), q.failures("q_full")
@@ -139,31 +160,31 @@ def _scenario(http: str, grpc_url: str, metrics: str) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://{q.http}/v2/models/q_no_batch/config", timeout=30) as answer:
             out["q_no_batch dynamic_batching"] = json.loads(answer.read()).get("dynamic_batching")
         release = q.hold("q_no_batch")
-        q.enqueue("q_no_batch", "a", lambda: http_infer(q.http, "q_no_batch"))
-        out["q_no_batch second waiting"] = http_infer(q.http, "q_no_batch")
+        q.enqueue("q_no_batch", "a", lambda: q.http_infer("q_no_batch"))
+        out["q_no_batch second waiting"] = q.http_infer("q_no_batch")
         out["q_no_batch answers"] = q.finish(release)
 
         # two levels (2 the default, 2 waiting at most; level 1: 1), a timeout of a minute a request may shorten
         release = q.hold("q_levels")
-        q.enqueue("q_levels", "low", lambda: http_infer(q.http, "q_levels", {"priority": 2}))
-        q.enqueue("q_levels", "default", lambda: http_infer(q.http, "q_levels"))
-        out["q_levels level 2 full"] = http_infer(q.http, "q_levels", {"priority": 2})
-        out["q_levels priority 7 is the default level"] = http_infer(q.http, "q_levels", {"priority": 7})
-        out["q_levels priority 2**64-1 too"] = http_infer(q.http, "q_levels", {"priority": 2**64 - 1})
-        out["q_levels level 2 full grpc"] = grpc_infer(q.grpc, "q_levels", {"priority": ("uint64_param", 2)})
-        q.background("high, 20 ms", lambda: http_infer(q.http, "q_levels", {"priority": 1, "timeout": 20_000}))
+        q.enqueue("q_levels", "low", lambda: q.http_infer("q_levels", {"priority": 2}))
+        q.enqueue("q_levels", "default", lambda: q.http_infer("q_levels"))
+        out["q_levels level 2 full"] = q.http_infer("q_levels", {"priority": 2})
+        out["q_levels priority 7 is the default level"] = q.http_infer("q_levels", {"priority": 7})
+        out["q_levels priority 2**64-1 too"] = q.http_infer("q_levels", {"priority": 2**64 - 1})
+        out["q_levels level 2 full grpc"] = q.grpc_infer("q_levels", {"priority": ("uint64_param", 2)})
+        q.background("high, 20 ms", lambda: q.http_infer("q_levels", {"priority": 1, "timeout": 20_000}))
         wait_until(lambda: "high, 20 ms" in q.answers, "the request past its timeout answered (REJECT: at once)")
-        q.enqueue("q_levels", "high", lambda: http_infer(q.http, "q_levels", {"priority": 1}))
-        out["q_levels level 1 full"] = http_infer(q.http, "q_levels", {"priority": 1})
-        out["q_levels level 1 full grpc"] = grpc_infer(q.grpc, "q_levels", {"priority": ("int64_param", 1)})
+        q.enqueue("q_levels", "high", lambda: q.http_infer("q_levels", {"priority": 1}))
+        out["q_levels level 1 full"] = q.http_infer("q_levels", {"priority": 1})
+        out["q_levels level 1 full grpc"] = q.grpc_infer("q_levels", {"priority": ("int64_param", 1)})
         out["q_levels answers"] = q.finish(release)
         out["q_levels stats"], out["q_levels failures"] = q.stats("q_levels"), q.failures("q_levels")
 
         # DELAY: a request past its timeout runs after those that are not
         release = q.hold("q_delay")
-        late = q.enqueue("q_delay", "late, 1 ms", lambda: http_infer(q.http, "q_delay", {"timeout": 1000}))
-        q.enqueue("q_delay", "on time", lambda: http_infer(q.http, "q_delay"))
-        q.enqueue("q_delay", "on time grpc", lambda: grpc_infer(q.grpc, "q_delay"))
+        late = q.enqueue("q_delay", "late, 1 ms", lambda: q.http_infer("q_delay", {"timeout": 1000}))
+        q.enqueue("q_delay", "on time", lambda: q.http_infer("q_delay"))
+        q.enqueue("q_delay", "on time grpc", lambda: q.grpc_infer("q_delay"))
         out["q_delay answers"] = q.finish(release, past=late + 0.002)
         out["q_delay stats"] = q.stats("q_delay")
 
@@ -171,8 +192,8 @@ def _scenario(http: str, grpc_url: str, metrics: str) -> dict[str, Any]:
         # allow it, and with no policy at all: not applied (it waited past it, and runs)
         for model in ("q_override_only", "q_no_override", "q_plain", "q_unbatched"):
             release = q.hold(model)
-            q.enqueue(model, "1 ms", lambda m=model: http_infer(q.http, m, {"timeout": 1000}))
-            last = q.enqueue(model, "1 ms grpc", lambda m=model: grpc_infer(q.grpc, m, {"timeout": ("int64_param",
+            q.enqueue(model, "1 ms", lambda m=model: q.http_infer(m, {"timeout": 1000}))
+            last = q.enqueue(model, "1 ms grpc", lambda m=model: q.grpc_infer(m, {"timeout": ("int64_param",
                                                                                                       1000)}))
             out[f"{model} answers"] = q.finish(release, past=last + 0.002)
             out[f"{model} stats after"] = q.stats(model)
