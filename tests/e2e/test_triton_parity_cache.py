@@ -197,8 +197,8 @@ OURS: dict[str, Any] = json.loads(json.dumps({
     "nv_cache_util above 0": True,
     "a decoupled model with a cache": (400, (
         "load failed for model 'r_cache_dec': version 1 is at UNAVAILABLE state: "
-        "<repository>/r_cache_dec/config.pbtxt: Response Cache does not currently support model r_cache_dec with 'decoupled' transaction policy. Please "
-        "disable the response cache.;")),
+        "<repository>/r_cache_dec/config.pbtxt: Response Cache does not currently support model r_cache_dec with "
+        "'decoupled' transaction policy. Please disable the response cache.;")),
 }))
 
 # Where tritonserver 2.51 answers otherwise, and pytriton keeps its answer on purpose (docs/guide/scheduling.md)
