@@ -248,3 +248,39 @@ def test_the_real_tritonserver_answers_as_the_table_says():
         with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=ARGS + TRITON_ARGS):
             theirs = _scenario(urls["http"], urls["grpc"], urls["metrics"])
     assert theirs == OURS | TRITON_DIFFERS
+
+
+def _without_a_server_cache(http_url: str, metrics_url: str) -> dict[str, Any]:
+    """Two identical requests to r_cache on a server started without --cache-config."""
+    out: dict[str, Any] = {}
+    for label in ("first", "the same again"):
+        status, body = _send(http_url, "")
+        out[label] = (status, body.pop("RUNS")[1][0] if isinstance(body, dict) else body)
+    text = urllib.request.urlopen(f"http://{metrics_url}/metrics", timeout=TIMEOUT_S).read().decode()
+    out["metrics"] = dict(re.findall(r"^(nv_cache_\w+(?:\{[^}]*\})?) (\S+)$", text, re.M))
+    return out
+
+
+# As Triton: the model is served without a cache; its per-model cache counters are shown, at 0
+WITHOUT_A_SERVER_CACHE: dict[str, Any] = json.loads(json.dumps({
+    "first": (200, 1), "the same again": (200, 2),
+    "metrics": {f'{name}{{model="r_cache",version="1"}}': "0" for name in (
+        "nv_cache_num_hits_per_model", "nv_cache_hit_duration_per_model", "nv_cache_num_misses_per_model",
+        "nv_cache_miss_duration_per_model")},
+}))
+
+
+def test_a_model_enabling_the_cache_on_a_server_without_one():
+    with serve("--model-repository", str(REPOSITORY), *ARGS[:4]) as server:
+        theirs = _without_a_server_cache(server.http_url, server.metrics_url.split("/")[2])
+    assert json.loads(json.dumps(theirs)) == WITHOUT_A_SERVER_CACHE
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
+def test_the_real_tritonserver_without_a_cache_answers_the_same():
+    with tempfile.TemporaryDirectory() as scratch:
+        urls: dict[str, str] = {}
+        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=ARGS[:4]):
+            theirs = _without_a_server_cache(urls["http"], urls["metrics"])
+    assert json.loads(json.dumps(theirs)) == WITHOUT_A_SERVER_CACHE

@@ -31,7 +31,8 @@ _COUNTERS = (
     ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does "
      "not include cached requests)", "compute_output.ns", 1000),
 )
-# Triton's per-model response-cache counters: only for models whose responses are cached, with the latency counters.
+# Triton's per-model response-cache counters: only for models whose config enables response_cache, with the latency
+# counters.
 _CACHE_COUNTERS = (
     ("nv_cache_num_hits_per_model", "Number of cache hits per model", "cache_hit.count", 1),
     ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "cache_hit.ns", 1000),
@@ -95,7 +96,8 @@ class TritonMetricsCollector:
                 metric.add_sample(name, {"model": model.name, "version": str(model.version)},
                                   value // divisor)  # durations: whole microseconds, as Triton reports them
             yield metric
-        cached = [m for m in models if m.cache is not None]
+        # (as Triton: every model whose config enables response_cache, at 0 on a server without a cache)
+        cached = [m for m in models if m.config.response_cache]
         for name, doc, key, divisor in _CACHE_COUNTERS if cached and self.core.metrics.counter_latencies else ():
             metric = Metric(name, doc, "counter")
             for model in cached:
