@@ -26,6 +26,8 @@ def run_warmup(backend: CallableBackend, instance: str) -> list[tuple[int, int]]
     rng = np.random.default_rng()
     outputs = [spec.name for spec in config.outputs]
     for sample in config.warmup:
+        if sample.batch_size == 0:  # (Triton 2.51 runs no request of it)
+            continue
         inputs = {warm.name: warm.array(config.batching, rng) for warm in sample.inputs}
         for _ in range(sample.executions):
             if config.batching and sample.batch_size > config.max_batch_size:  # (Triton's check and wording)

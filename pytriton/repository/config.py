@@ -13,6 +13,7 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from pytriton.config.gpus import GpuDevice, GpuSelectionError, select_gpus
+from pytriton.core.validation import BATCH_NOTE, dims_str
 from pytriton.exceptions import PyTritonError
 from pytriton.model_config.datatypes import CONFIG_TO_TRITON
 from pytriton.model_config.instance_groups import InstanceGroup
@@ -358,12 +359,10 @@ def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields, specs: list[
     model's folder, see files.py) and checked against the bytes a request needs, in Triton's words. A sample must
     give every required input; one the model does not declare goes to the model as it is (Triton 2.51 does both)."""
     required = [spec.name for spec in specs if not spec.optional]
+    by_name = {spec.name: spec for spec in specs}
     samples = []
     for index, sample in enumerate(config.model_warmup):
-        field = f"model_warmup[{index}]"
-        if sample.batch_size < 1:
-            raise where.error(f"{field}.batch_size", f"warmup sample '{sample.name}' needs batch_size >= 1, got "
-                                                     f"{sample.batch_size}")
+        field = f"model_warmup[{index}]"  # (a batch_size of 0 runs nothing, as in Triton 2.51)
         inputs = []
         for name, entry in sorted(sample.inputs.items()):
             at = f"{field}.inputs['{name}']"
@@ -372,11 +371,17 @@ def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields, specs: list[
                 raise where.error(f"{at}.data_type", f"warmup input '{name}' needs a data type (e.g. TYPE_FP32), got "
                                                      f"{_enum_name(pb.DataType, entry.data_type)}")
             dims = tuple(int(d) for d in entry.dims)
+            if -1 in dims:  # (Triton's words)
+                raise where.error(f"{at}.dims", "warmup setting expects all variable-size dimensions are specified "
+                                                f"for input '{name}'")
             if any(d < 1 for d in dims):
                 raise where.error(f"{at}.dims", f"warmup input '{name}': dimensions must be >= 1, got {list(dims)}")
             source = entry.WhichOneof("input_data_type")
-            if source is None:
-                raise where.error(at, f"warmup input '{name}' must set zero_data, random_data or input_data_file")
+            if source is None:  # (Triton's words)
+                raise where.error(at, f"[request id: <id_unknown>] warmup setting expects input '{name}' to have "
+                                      "input_data_type set")
+            if name in by_name:
+                _check_warmup_input(by_name[name], datatype, dims, config.max_batch_size, at, where)
             warm = WarmupInput(name, datatype, dims, source)
             if source == "input_data_file":
                 warm = dataclasses.replace(warm, file=entry.input_data_file,
@@ -393,6 +398,21 @@ def _warmup(config: pb.ModelConfig, model_dir: str, where: _Fields, specs: list[
                                                  "input(s).")
         samples.append(WarmupSample(sample.name, sample.batch_size, sample.count, tuple(inputs)))
     return samples
+
+
+def _check_warmup_input(spec: TensorSpec, datatype: str, dims: tuple[int, ...], max_batch_size: int, at: str,
+                        where: _Fields) -> None:
+    """A warm-up input the model declares is checked as a request's would be, in Triton's words (2.51 refuses the
+    load so); one it does not declare goes to the model unchecked, as there."""
+    if datatype != spec.datatype:
+        raise where.error(f"{at}.data_type", f"[request id: <id_unknown>] inference input '{spec.name}' data-type is "
+                                             f"'{datatype}', but model '{where.model}' expects '{spec.datatype}'")
+    if len(dims) != len(spec.shape) or any(w != -1 and w != g for w, g in zip(spec.shape, dims)):
+        batched = max_batch_size > 0
+        expected, got = ([-1] if batched else []) + list(spec.shape), ([1] if batched else []) + list(dims)
+        raise where.error(f"{at}.dims", f"[request id: <id_unknown>] unexpected shape for input '{spec.name}' for "
+                                        f"model '{where.model}'. Expected {dims_str(expected)}, got {dims_str(got)}. "
+                                        f"{BATCH_NOTE if batched else ''}".rstrip())
 
 
 def _quoted(names: list[str]) -> str:
