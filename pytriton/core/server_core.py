@@ -32,7 +32,7 @@ from pytriton.core.sequence_controls import scheduler_for
 from pytriton.core.shm_registry import Region, SharedMemoryRegistry
 from pytriton.core.trace import QUEUE_START, REQUEST_START
 from pytriton.core.types import ExecutionRequest, InferRequest, InferResponse
-from pytriton.core.validation import drop_repeated_outputs, validate_layout, validate_request
+from pytriton.core.validation import batch_signature, drop_repeated_outputs, validate_layout, validate_request
 from pytriton.exceptions import ServerError, invalid_arg, unavailable
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.scheduler.dispatcher import BatchPolicy
@@ -346,7 +346,7 @@ class ServerCore:
         else:
             batch_size = validate_request(model.config, request)
             if model.scheduler.batching is not None:
-                signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+                signature = batch_signature(model.config, request)
         if model.scheduler.batching is None:
             signature = None
         job = Job(execution, batch_size, signature, stream, request.id, self._loop)

@@ -159,6 +159,16 @@ def validate_request(config: TritonModelConfig, request: InferRequest) -> int:
     return batch_size if config.max_batch_size > 0 else 1
 
 
+def batch_signature(config: TritonModelConfig, request: InferRequest) -> tuple[Any, ...]:
+    """What a request must share with the others of a batch: its inputs' names, datatypes and shapes past the batch
+    dimension, but for an input that allows a ragged batch (`allow_ragged_batch`: as in Triton, requests differing in
+    its shape batch together)."""
+    ragged = config.ragged_inputs
+    if not ragged:
+        return tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+    return tuple((t.name, t.datatype, None if t.name in ragged else t.shape[1:]) for t in request.inputs)
+
+
 LAYOUTS_MAX = 64  # layouts of one model remembered (more: forgotten, then remembered again as requests come)
 
 
@@ -177,7 +187,7 @@ def validate_layout(config: TritonModelConfig, request: InferRequest, layouts: d
                 count *= d
             datatype = config.input_by_name[tensor.name].datatype
             sizes.append((None if datatype == "BYTES" else count * ITEMSIZE[datatype], count))
-        signature = tuple((t.name, t.datatype, t.shape[1:]) for t in request.inputs)
+        signature = batch_signature(config, request)
         if len(layouts) >= LAYOUTS_MAX:
             layouts.clear()
         layouts[request.layout] = (batch_size, tuple(sizes), signature)

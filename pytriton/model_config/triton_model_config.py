@@ -29,6 +29,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     optional: bool = False
     reshape: tuple[int, ...] | None = None  # the shape the model sees (config.pbtxt `reshape`); None: `shape`
+    ragged: bool = False  # (an input's `allow_ragged_batch`) requests differing in its shape still batch together
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -136,6 +137,7 @@ class TritonModelConfig:
                 f"Response Cache does not currently support model {self.model_name} with 'decoupled' transaction "
                 "policy. Please disable the response cache.")
         self.input_by_name: dict[str, TensorSpec] = {s.name: s for s in self.inputs}
+        self.ragged_inputs = frozenset(s.name for s in self.inputs if s.ragged)
         self.output_by_name: dict[str, TensorSpec] = {s.name: s for s in self.outputs}
         # What the model may return: its outputs and the output of each implicit state (a state output that is not
         # an output of the config goes to the sequence batcher only, never to a client)
@@ -176,7 +178,7 @@ class TritonModelConfig:
                 "is_non_linear_format_io": False,
             }
             if is_input:
-                entry.update({"format": "FORMAT_NONE", "allow_ragged_batch": False, "optional": spec.optional})
+                entry.update({"format": "FORMAT_NONE", "allow_ragged_batch": spec.ragged, "optional": spec.optional})
             else:
                 entry["label_filename"] = self.label_filenames.get(spec.name, "")
             return entry
@@ -299,6 +301,7 @@ class TritonModelConfig:
                     CONFIG_TO_TRITON[e.get("data_type", "TYPE_FP32")],
                     tuple(int(d) for d in e.get("dims", [])),
                     bool(e.get("optional", False)),
+                    ragged=bool(e.get("allow_ragged_batch", False)),
                 )
                 for e in entries
             ]

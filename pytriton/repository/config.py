@@ -127,7 +127,8 @@ def _tensors(config: pb.ModelConfig, kind: str, where: _Fields) -> list[TensorSp
             if _pieces(dims) != _pieces(reshape):  # Triton's rule and wording
                 raise where.error(f"{field}.reshape", f"model {kind} '{entry.name}' has different size for dims and "
                                                       f"reshape for {where.model}")
-        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False)), reshape))
+        specs.append(TensorSpec(entry.name, datatype, tuple(dims), bool(getattr(entry, "optional", False)), reshape,
+                                bool(getattr(entry, "allow_ragged_batch", False))))
     return specs
 
 

@@ -29,7 +29,8 @@ CONFIG = {"name": "ident", "backend": "python", "max_batch_size": 0,
           "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
           "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
 NEVER_LOADED = [{"name": name} for name in (  # (in the index)
-    "q_delay", "q_full", "q_levels", "q_no_batch", "q_no_override", "q_override_only", "q_plain", "q_unbatched",
+    "q_delay", "q_full", "q_levels", "q_no_batch", "q_no_override", "q_not_ragged", "q_optional", "q_override_only",
+    "q_plain", "q_ragged", "q_unbatched",
     "r_cache", "r_cache_dec", "scores", "seq_str", "seq_u64", "text")]
 X = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
 INIT_ERROR = "RuntimeError: weights file missing for init_fails"

@@ -17,6 +17,7 @@ import re
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Callable
@@ -30,7 +31,8 @@ from tests._support.triton_parity_calls import grpc_infer, http_infer
 from tests._support.waits import wait_until
 
 REPOSITORY = REPOSITORIES / "triton_parity"
-MODELS = ("q_full", "q_levels", "q_delay", "q_override_only", "q_no_override", "q_plain", "q_unbatched", "q_no_batch")
+MODELS = ("q_full", "q_levels", "q_delay", "q_override_only", "q_no_override", "q_plain", "q_unbatched", "q_no_batch",
+          "q_ragged", "q_not_ragged", "q_optional")
 ARGS = ("--model-control-mode", "explicit", *(arg for model in MODELS for arg in ("--load-model", model)))
 UNSIGNED = "Unable to parse '{}': attempt to access JSON non-unsigned-integer as unsigned-integer"
 FULL = "[request id: {}] Exceeds maximum queue size"
@@ -127,6 +129,47 @@ class Queue:
                 for label, (status, body) in sorted(answers.items())}
 
 
+def _batched(q: Queue, model: str, inputs: list[tuple[str, list[int]]]) -> tuple[int, Any]:
+    """A request to a q_ragged-like model with these (name, shape) FP32 inputs: (status, (BATCH, NAMES)) or the
+    error."""
+    body = {"inputs": [{"name": name, "datatype": "FP32", "shape": shape, "data": [1.0] * (shape[0] * shape[1])}
+                       for name, shape in inputs]}
+    request = urllib.request.Request(f"http://{q.http}/v2/models/{model}/infer", json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            outputs = {o["name"]: o["data"] for o in json.loads(answer.read())["outputs"]}
+    except urllib.error.HTTPError as error:
+        return q._count(model, (error.code, json.loads(error.read())["error"]))
+    return q._count(model, (200, (outputs["BATCH"][0], outputs["NAMES"][0])))
+
+
+def _batching(q: Queue) -> dict[str, Any]:
+    """Three or four requests wait behind a held one, then run: which of them ran together."""
+    out: dict[str, Any] = {}
+    cases = {"q_not_ragged": [[("X", [1, 2])], [("X", [1, 3])], [("X", [1, 2])]],
+             "q_ragged": [[("X", [1, 2])], [("X", [1, 3])], [("X", [1, 2])]],
+             "q_optional": [[("X", [1, 1]), ("B", [1, 1])], [("X", [1, 1])], [("X", [1, 1]), ("B", [1, 1])],
+                            [("X", [1, 1]), ("B", [1, 1])]]}
+    for model, requests in cases.items():
+        release = q.hold(model)
+        for index, inputs in enumerate(requests):
+            q.enqueue(model, f"r{index}", lambda m=model, i=inputs: _batched(q, m, i))
+        release.touch()
+        for thread in q.threads:
+            thread.join(60)
+        out[f"{model} answers"] = {label: answer for label, answer in sorted(q.answers.items()) if label != "busy"}
+        q.answers, q.threads = {}, []
+        q.stats(model)  # (once every answer is counted)
+        with urllib.request.urlopen(f"http://{q.http}/v2/models/{model}/stats", timeout=30) as answer:
+            stats = json.loads(answer.read())["model_stats"][0]
+        out[f"{model} executions"] = (stats["execution_count"], {
+            str(b["batch_size"]): b["compute_infer"]["count"] for b in stats["batch_stats"]})
+    out["q_optional without its required input"] = _batched(q, "q_optional", [("B", [1, 1])])
+    with urllib.request.urlopen(f"http://{q.http}/v2/models/q_ragged/config", timeout=30) as answer:
+        out["q_ragged config input"] = json.loads(answer.read())["input"]
+    return out
+
+
 def _kinds(q: Queue, model: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("priority", "timeout"):
@@ -143,7 +186,7 @@ def _kinds(q: Queue, model: str) -> dict[str, Any]:
 def _scenario(http: str, grpc_url: str, metrics: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
         q = Queue(http, grpc_url, metrics, Path(scratch))
-        out = _kinds(q, "q_plain") | _kinds(q, "q_unbatched")
+        out = _kinds(q, "q_plain") | _kinds(q, "q_unbatched") | _batching(q)
 
         release = q.hold("q_full")  # max_queue_size 2: the third waiting request is refused at once
         q.enqueue("q_full", "a", lambda: q.http_infer("q_full"))
@@ -226,6 +269,20 @@ NO_FAILURES = {"BACKEND": "0", "CANCELED": "0", "OTHER": "0", "REJECTED": "0"}
 NOT_APPLIED = {"1 ms": [200, 1], "1 ms grpc": ["OK", "answered"], "busy": [200, 0]}
 OURS: dict[str, Any] = json.loads(json.dumps({
     **_kind_answers("q_plain"), **_kind_answers("q_unbatched"),
+    # requests of other shapes batch together where the input allows a ragged batch; those with another set of
+    # inputs do not (an optional input given or not); a batch takes consecutive requests only
+    "q_not_ragged answers": {"r0": (200, (1, "X")), "r1": (200, (1, "X")), "r2": (200, (1, "X"))},
+    "q_not_ragged executions": (4, {"1": 4}),
+    "q_ragged answers": {"r0": (200, (3, "X")), "r1": (200, (3, "X")), "r2": (200, (3, "X"))},
+    "q_ragged executions": (2, {"1": 1, "3": 1}),
+    "q_optional answers": {"r0": (200, (1, "B,X")), "r1": (200, (1, "X")), "r2": (200, (2, "B,X")),
+                           "r3": (200, (2, "B,X"))},
+    "q_optional executions": (4, {"1": 3, "2": 1}),
+    # (as Triton 2.51: with an optional input declared, a request is refused for its count of inputs only)
+    "q_optional without its required input": (200, (1, "B")),
+    "q_ragged config input": [{"name": "X", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [-1],
+                               "is_shape_tensor": False, "allow_ragged_batch": True, "optional": False,
+                               "is_non_linear_format_io": False}],
     "q_full third http": (503, FULL.format("<id_unknown>")),
     "q_full third http with an id": (503, FULL.format("h7")),
     "q_full third grpc": ("UNAVAILABLE", FULL.format("<id_unknown>")),
