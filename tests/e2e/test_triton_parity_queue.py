@@ -2,7 +2,8 @@
 request is refused), priority levels with their own bounds, a request's `timeout` under REJECT and DELAY, with and
 without `allow_timeout_override` and a default timeout, `dynamic_batching` with max_batch_size 0 (a queue policy
 without batching), request `priority` and `timeout` parameters out of range or of the wrong kind over HTTP and gRPC,
-and the statistics and failure metrics all that leaves.
+and the statistics and failure metrics all that leaves; which waiting requests batch together (an input with
+`allow_ragged_batch` or without, an optional input given or not).
 
 The models (tests/repositories/triton_parity `q_*`, Triton's own Python API, one instance, max_batch_size 1 but
 `q_no_batch`'s 0) hold a
