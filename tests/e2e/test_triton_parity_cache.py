@@ -28,7 +28,10 @@ from tests._support.serving import serve
 from tests._support.waits import wait_until
 
 REPOSITORY = REPOSITORIES / "triton_parity"
-ARGS = ("--model-control-mode", "explicit", "--load-model", "r_cache", "--cache-config", "local,size=1048576")
+# (r_cache_dec is in a repository of its own: the models of triton_parity all load in mode none)
+REFUSED = REPOSITORIES / "triton_parity_refused"
+ARGS = ("--model-control-mode", "explicit", "--load-model", "r_cache", "--cache-config", "local,size=1048576",
+        "--model-repository", str(REFUSED))
 TRITON_ARGS = ("--cache-directory", str(REAL_SITE / "pytriton" / "tritonserver" / "caches"))
 TIMEOUT_S = 30
 COMPUTED, CACHED = "computed", "cached"
@@ -150,7 +153,7 @@ def _scenario(http_url: str, grpc_url: str, metrics_url: str) -> dict[str, Any]:
             out["a decoupled model with a cache"] = (answer.status, answer.read().decode())
     except urllib.error.HTTPError as error:
         out["a decoupled model with a cache"] = (error.code, json.loads(error.read())["error"].replace(
-            str(REPOSITORY), "<repository>"))
+            str(REFUSED), "<repository>"))
     return json.loads(json.dumps(out))
 
 
@@ -271,7 +274,7 @@ WITHOUT_A_SERVER_CACHE: dict[str, Any] = json.loads(json.dumps({
 
 
 def test_a_model_enabling_the_cache_on_a_server_without_one():
-    with serve("--model-repository", str(REPOSITORY), *ARGS[:4]) as server:
+    with serve("--model-repository", str(REPOSITORY), *ARGS[:4]) as server:  # (no --cache-config)
         theirs = _without_a_server_cache(server.http_url, server.metrics_url.split("/")[2])
     assert json.loads(json.dumps(theirs)) == WITHOUT_A_SERVER_CACHE
 

@@ -31,7 +31,7 @@ CONFIG = {"name": "ident", "backend": "python", "max_batch_size": 0,
 NEVER_LOADED = [{"name": name} for name in (  # (in the index)
     "q_delay", "q_full", "q_levels", "q_no_batch", "q_no_override", "q_not_ragged", "q_optional", "q_override_only",
     "q_plain", "q_ragged", "q_unbatched",
-    "r_cache", "r_cache_dec", "scores", "seq_str", "seq_u64", "text")]
+    "r_cache", "scores", "seq_str", "seq_u64", "text")]
 X = {"inputs": [{"name": "X", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
 INIT_ERROR = "RuntimeError: weights file missing for init_fails"
 NOT_READY = "Model version not ready"
