@@ -45,6 +45,14 @@ def withdrawn(model: Model, job: Job, start: int = 0) -> None:
             _count_orphan(model, job, start, error if error is not None else future.result())
         elif job.state != DONE:
             job.orphaned = lambda item: _count_orphan(model, job, start, item)
+        elif job.queue is not None and not job.queue.empty():  # a stream whose final response came before its
+            # caller's leaving was seen: it waits unread, last in the queue
+            unread = []
+            while not job.queue.empty():
+                unread.append(job.queue.get_nowait())
+            for item in unread:  # (back for the withdrawal to release)
+                job.queue.put_nowait(item)
+            _count_orphan(model, job, start, unread[-1])
     model.scheduler.withdraw(job)
 
 

@@ -99,12 +99,14 @@ def real_tritonserver(repository: Path, scratch: Path, env: dict[str, str] | Non
         reader.join(10)
 
 
-def asked_of_real_tritonserver(repository: Path, ask: Callable[[str, str], T], args: tuple[str, ...] = ()) -> T:
-    """What `ask(http_address, grpc_address)` returns while the real tritonserver serves `repository` (with `args`)."""
+def asked_of_real_tritonserver(repository: Path, ask: Callable[..., T], args: tuple[str, ...] = (),
+                               metrics: bool = False) -> T:
+    """What `ask(http_address, grpc_address)` returns while the real tritonserver serves `repository` (with `args`);
+    with `metrics`, `ask(http_address, grpc_address, metrics_address)`."""
     with tempfile.TemporaryDirectory() as scratch:
         urls: dict[str, str] = {}
         with real_tritonserver(repository, Path(scratch), urls=urls, args=args) as grpc_url:
-            return ask(urls["http"], grpc_url)
+            return ask(urls["http"], grpc_url, urls["metrics"]) if metrics else ask(urls["http"], grpc_url)
 
 
 def _wait_accepting(port: int, process: subprocess.Popen[str], limit_s: float = 60.0) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,7 +21,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
-from tests._support.real_tritonserver import NOT_INSTALLED, REAL_SITE, REAL_TRITONSERVER, real_tritonserver
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_SITE, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
 from tests._support.waits import wait_until
 
@@ -246,10 +244,7 @@ def test_every_case_is_pinned(answers):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says():
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=ARGS + TRITON_ARGS):
-            theirs = _scenario(urls["http"], urls["grpc"], urls["metrics"])
+    theirs = asked_of_real_tritonserver(REPOSITORY, _scenario, ARGS + TRITON_ARGS, metrics=True)
     assert theirs == OURS | TRITON_DIFFERS
 
 
@@ -282,8 +277,6 @@ def test_a_model_enabling_the_cache_on_a_server_without_one():
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_without_a_cache_answers_the_same():
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=ARGS[:4]):
-            theirs = _without_a_server_cache(urls["http"], urls["metrics"])
+    theirs = asked_of_real_tritonserver(REPOSITORY, lambda http_url, _grpc, metrics_url: _without_a_server_cache(
+        http_url, metrics_url), ARGS[:4], metrics=True)
     assert json.loads(json.dumps(theirs)) == WITHOUT_A_SERVER_CACHE

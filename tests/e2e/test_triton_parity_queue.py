@@ -26,7 +26,7 @@ from typing import Any, Callable
 import pytest
 
 from tests._support.paths import REPOSITORIES
-from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, real_tritonserver
+from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
 from tests._support.triton_parity_calls import grpc_infer, http_infer
 from tests._support.waits import wait_until
@@ -343,8 +343,5 @@ def test_every_case_is_pinned(answers):
 @pytest.mark.slow
 @pytest.mark.skipif(not REAL_TRITONSERVER.exists(), reason=NOT_INSTALLED)
 def test_the_real_tritonserver_answers_as_the_table_says():
-    with tempfile.TemporaryDirectory() as scratch:
-        urls: dict[str, str] = {}
-        with real_tritonserver(REPOSITORY, Path(scratch), urls=urls, args=ARGS):
-            theirs = _scenario(urls["http"], urls["grpc"], urls["metrics"])
+    theirs = asked_of_real_tritonserver(REPOSITORY, _scenario, ARGS, metrics=True)
     assert theirs == OURS

@@ -12,13 +12,12 @@ import http.client
 import json
 from typing import Any
 
-import grpc
 import pytest
-from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests._support.paths import REPOSITORIES
 from tests._support.real_tritonserver import NOT_INSTALLED, REAL_TRITONSERVER, asked_of_real_tritonserver
 from tests._support.serving import serve
+from tests._support.triton_parity_calls import ANSWERED, grpc_infer
 
 REPOSITORY = REPOSITORIES / "triton_parity"
 TIMEOUT_S = 30
@@ -30,7 +29,6 @@ NO_START = "inference request for sequence {} to model 'seq_u64' must specify th
 BAD_ID = "Unable to parse 'sequence_id': attempt to access JSON non-string as string"
 BAD_START = "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"
 BAD_END = "Unable to parse 'sequence_end': attempt to access JSON non-boolean as boolean"
-ANSWERED = "answered"
 U64_GOT_STRING = "sequence batching control 'CORRID' data-type is 'BYTES', but model 'seq_u64' expects 'UINT64'"
 STR_GOT_U64 = "sequence batching control 'CORRID' data-type is 'UINT64', but model 'seq_str' expects 'BYTES'"
 # tritonserver 2.51's answer to every request with a correlation id to a model whose CORRID control is a string
@@ -50,18 +48,7 @@ def _http(http_url: str, model: str, **parameters: Any) -> tuple[int, str]:
 
 
 def _grpc(grpc_url: str, model: str, **parameters: tuple[str, Any]) -> tuple[str, str]:
-    request = service_pb2.ModelInferRequest(model_name=model)
-    tensor = request.inputs.add(name="X", datatype="FP32")
-    tensor.shape.extend([1, 1])
-    tensor.contents.fp32_contents.extend([1.0])
-    for key, (kind, value) in parameters.items():
-        setattr(request.parameters[key], kind, value)
-    with grpc.insecure_channel(grpc_url) as channel:
-        try:
-            service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=TIMEOUT_S)
-        except grpc.RpcError as exc:
-            return exc.code().name, exc.details()
-    return "OK", ANSWERED
+    return grpc_infer(grpc_url, model, parameters)
 
 
 def _sequence(http_url: str, grpc_url: str) -> dict[str, Any]:
