@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -199,23 +198,18 @@ def test_poll_picks_up_a_new_version_a_change_and_a_removal(repo):
         with pytest.raises(InferenceServerException, match=REFUSAL):
             client_for(server, "grpc").unload_model("scale")
 
+        # (each change is waited for by the server's log line saying it is done: the poll picks it up within 1 s)
         write_scale(repo, 2, 5.0)  # a new version: the latest is served
-        deadline = time.monotonic() + 20
-        while (index(client, "http")["scale"].get("version"), index(client, "http")["scale"].get("state")) != (
-                "2", "READY") and time.monotonic() < deadline:
-            time.sleep(0.2)
+        assert server.wait_for_log("model 'scale' version 2 ready (", 20), server.log
         assert index(client, "http")["scale"]["version"] == "2"
         np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [5.0])
 
         write_scale(repo, 2, 6.0)  # model.py edited: reloaded
-        while not np.array_equal(scale(client, "http", np.array([1.0], np.float32)), [6.0]) \
-                and time.monotonic() < deadline:
-            time.sleep(0.2)
+        assert server.wait_for_log("model 'scale' version 2 ready in place of version 2", 20), server.log
         np.testing.assert_array_equal(scale(client, "http", np.array([1.0], np.float32)), [6.0])
 
         shutil.rmtree(repo / "add_sub")
-        while "add_sub" in index(client, "http") and time.monotonic() < deadline:
-            time.sleep(0.2)
+        assert server.wait_for_log("model 'add_sub' version 1 unloaded", 20), server.log
         assert "add_sub" not in index(client, "http")
         assert not client.is_model_ready("add_sub")
 
@@ -419,7 +413,8 @@ def test_load_and_unload_stay_behind_the_model_repository_restriction(repo):
 # folder fails its poll, logged as "Poll failed for model directory 'agents': unable to find
 # 'libtritonrepoagent_checksum.so' for repo agent 'checksum', searched: /opt/tritonserver/repoagents", and a load
 # answers INTERNAL (HTTP 500) "failed to load 'agents', failed to poll from model repository".
-AGENTS_CONFIG = SCALE_CONFIG.replace('"scale"', '"agents"') + 'model_repository_agents { agents [ { name: "checksum" } ] }\n'
+AGENTS_CONFIG = (SCALE_CONFIG.replace('"scale"', '"agents"')
+                 + 'model_repository_agents { agents [ { name: "checksum" } ] }\n')
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
