@@ -3,6 +3,7 @@ duration: the bound only ends a broken run. For a server's log line, `ServerProc
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Callable
@@ -30,3 +31,17 @@ def wait_for_file(path: str | os.PathLike[str], timeout_s: float = DEFAULT_S) ->
     """Until `path` exists (a model or a test's helper writes it to say it got somewhere)."""
     appeared = holds_within(lambda: os.path.exists(path), timeout_s)
     assert appeared, f"{os.fspath(path)} never appeared within {timeout_s:.0f} s"
+
+
+async def woken_until(came: asyncio.Event, count: Callable[[], int], wanted: int, what: str,
+                      timeout_s: float = DEFAULT_S) -> None:
+    """(On an event loop) until `count()` reaches `wanted`, looked at each time `came` is set (by whatever adds to what
+    is counted); fails the test naming `what` ("3 of 5 <what> came") when `timeout_s` passes first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while count() < wanted:
+        came.clear()
+        try:
+            await asyncio.wait_for(came.wait(), max(deadline - loop.time(), 0.0))
+        except TimeoutError:
+            raise AssertionError(f"{count()} of {wanted} {what} came") from None

@@ -22,6 +22,7 @@ from pytriton.model_config.triton_model_config import TensorSpec, TritonModelCon
 from pytriton.proxy.arena import our_segments
 from pytriton.proxy.messages import RequestData, TensorData
 from pytriton.proxy.router import ProxyRouter, response_slots
+from tests._support.waits import woken_until
 
 MODEL = '''
 import threading
@@ -72,15 +73,8 @@ class Messages:
         self.final.set_exception(AssertionError(reason))
 
     async def until(self, count: int, timeout_s: float = 30.0) -> None:
-        """Wait for `count` messages, woken by each one."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while len(self.items) < count:
-            self._came.clear()
-            left = deadline - asyncio.get_running_loop().time()
-            try:
-                await asyncio.wait_for(self._came.wait(), max(left, 0.0))
-            except TimeoutError:
-                raise AssertionError(f"{len(self.items)} of {count} messages came") from None
+        """Wait for `count` messages, woken by each reply."""
+        await woken_until(self._came, lambda: len(self.items), count, "messages", timeout_s)
 
 
 def _n(value: int) -> RequestData:

@@ -16,6 +16,7 @@ from pytriton.backends.spec import WorkerSpec
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import our_segments
 from pytriton.proxy.router import ProxyRouter, WorkerGoneError, WorkerLink, response_slots
+from tests._support.waits import woken_until
 
 
 class Replies:
@@ -46,14 +47,7 @@ class Replies:
 
     async def until(self, count: int, timeout_s: float = 10.0) -> None:
         """Wait for `count` responses, woken by each reply."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while len(self.values) < count:
-            self._came.clear()
-            left = deadline - asyncio.get_running_loop().time()
-            try:
-                await asyncio.wait_for(self._came.wait(), max(left, 0.0))
-            except TimeoutError:
-                raise AssertionError(f"{len(self.values)} of {count} responses came") from None
+        await woken_until(self._came, lambda: len(self.values), count, "responses", timeout_s)
 
 
 def run_worker(config: TritonModelConfig, fn: Callable, scenario: Callable) -> threading.Thread:
