@@ -199,10 +199,7 @@ class Tensor:
         """A DLPack capsule of the array (numpy's or cupy's own export: on the device for a GPU tensor). A read-only
         host array (an input: a view on shared memory) is exported as a copy: a (legacy) capsule cannot say
         read-only, and what takes it (torch, cupy) may write into it, as into Triton's own per-request copy."""
-        array = self._array
-        if isinstance(array, np.ndarray) and not array.flags.writeable:
-            array = array.copy()
-        return array.__dlpack__()
+        return self.__dlpack__()  # (asked without max_version: a legacy capsule)
 
     @staticmethod
     def from_dlpack(name: str, capsule: Any) -> Tensor:
@@ -231,17 +228,19 @@ _DL_CPU = 1
 _DEVICE_OFFSET = {b"dltensor": 8, b"dltensor_versioned": 40}
 
 
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype, _capsule_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
 def _capsule_device(capsule: Any) -> int:
     """The DLPack device type of a capsule not yet consumed (ValueError for one that was, or is no DLPack one)."""
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    name = get_name(capsule)
+    name = _capsule_name(capsule)
     if name not in _DEVICE_OFFSET:
         raise ValueError(f"from_dlpack: a capsule named {name!r} is not a DLPack tensor that can still be taken "
                          "(a capsule can be taken once)")
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return int(ctypes.c_int32.from_address(get_pointer(capsule, name) + _DEVICE_OFFSET[name]).value)
+    return int(ctypes.c_int32.from_address(_capsule_pointer(capsule, name) + _DEVICE_OFFSET[name]).value)
 
 
 class _Capsule:
