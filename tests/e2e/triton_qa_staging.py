@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,16 +180,18 @@ NOT_MODELS: dict[str, str] = {
 }
 
 
-def stage(checkout: Path, dest: Path) -> list[Staged]:
-    """Stage every model of STAGED found in `checkout` (a server checkout, or its `qa` folder) into `dest`."""
+def stage(checkout: Path, dest: Path, names: Iterable[str] | None = None) -> list[Staged]:
+    """Stage every model of STAGED found in `checkout` (a server checkout, or its `qa` folder) into `dest`, or only
+    those named in `names`."""
     qa = checkout / "qa" if (checkout / "qa").is_dir() else checkout
     models = qa / "python_models"
     if not models.is_dir():
         raise FileNotFoundError(f"{checkout}: no qa/python_models folder")
+    wanted = None if names is None else set(names)
     staged = []
     for item in STAGED:
         source = models / item.source
-        if not source.is_dir():
+        if not source.is_dir() or (wanted is not None and item.name not in wanted):
             continue
         folder = dest / item.name
         (folder / "1").mkdir(parents=True)

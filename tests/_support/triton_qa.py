@@ -1,0 +1,120 @@
+"""Runs one of Triton's own client test files (the server repository's `qa/L0_backend_python/**/*_test.py` and the
+like) unchanged against `pytriton serve`, as Triton's QA scripts run it against tritonserver.
+
+Triton's test files talk to `localhost:8000`, `:8001` and `:8002`, some of them with the address written in. So that
+runs do not meet on those ports (pytest-xdist's processes, two checkouts on one machine), each run gets a network
+namespace of its own (`unshare --net`, a private loopback): tests/_support/triton_qa_driver.py starts the server
+there, runs the test file with pytest once it is ready, stops the server and writes what happened.
+
+Triton's `qa/common/shm_util.py` probes Triton's own shared-memory pool (`/dev/shm/triton_python_backend_shm_region*`)
+through its compiled `triton_shm_monitor`. pytriton has no such region, so the probe has nothing to watch; a module
+of that name is put on the path (tests/_support/triton_qa_shims/) whose manager refuses to be made, so that the import
+works and a region of that name, were one ever there, would fail the test instead of being skipped. Our own
+segments are checked by the suite's /dev/shm check after every test.
+
+    SOURCE  # a checkout of triton-inference-server/server (PYTRITON_TRITON_SERVER_SRC), or None
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from tests._support.paths import REPO
+
+_SOURCE_ENV = os.environ.get("PYTRITON_TRITON_SERVER_SRC")
+SOURCE: Path | None = Path(_SOURCE_ENV) if _SOURCE_ENV else None
+"""A checkout of Triton's server repository (or of its `qa` folder's parents), from PYTRITON_TRITON_SERVER_SRC."""
+
+SHIMS = Path(__file__).parent / "triton_qa_shims"
+
+
+def qa_folder() -> Path:
+    """The checkout's `qa` folder."""
+    assert SOURCE is not None
+    return SOURCE / "qa" if (SOURCE / "qa").is_dir() else SOURCE
+
+
+@cache
+def network_namespaces() -> str:
+    """'' when this machine lets a process have a network namespace of its own, else why not."""
+    try:
+        done = subprocess.run(["unshare", "--net", "--", "true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unshare --net: {error}"
+    return "" if done.returncode == 0 else f"unshare --net: {done.stderr.strip() or done.returncode}"
+
+
+@dataclass
+class QaRun:
+    """What one run gave: each test's outcome by `Class::test` ('passed', 'failed', 'error', 'skipped'), its
+    message, the client's and the server's output, and how each ended."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    client_log: str = ""
+    server_log: str = ""
+    client_rc: int | None = None
+    server_rc: int | None = None
+    ready: bool = False
+
+    def summary(self) -> str:
+        """The outcomes and the logs, for an assertion's message."""
+        lines = [f"{name}: {outcome} {self.messages.get(name, '')[:300]}" for name, outcome in self.outcomes.items()]
+        return ("\n".join(lines) + f"\n--- client (rc {self.client_rc}) ---\n{self.client_log[-6000:]}"
+                + f"\n--- server (rc {self.server_rc}) ---\n{self.server_log[-6000:]}")
+
+
+def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] = (),
+                     server_args: Sequence[str] = (), env: dict[str, str] | None = None,
+                     timeout_s: float = 600.0) -> QaRun:
+    """Serve `repository` with `pytriton serve --model-repository` (and `server_args`) on ports 8000, 8001 and 8002
+    of a private loopback, run `test_file` there with pytest (only `tests`, each `Class::test`, when given), with
+    `env` added to the client's and the server's environment, and return the outcomes."""
+    with tempfile.TemporaryDirectory(prefix="pytriton-qa-") as scratch:
+        out = Path(scratch)
+        spec = {
+            "test_file": str(test_file), "repository": str(repository), "tests": list(tests),
+            "server_args": list(server_args), "env": dict(env or {}), "out": str(out),
+            "pythonpath": [str(SHIMS), str(qa_folder() / "common"), str(test_file.parent)],
+        }
+        command = ["unshare", "--net", "--", sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+                              env=dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1"))
+        result = QaRun()
+        report = out / "report.json"
+        if report.exists():
+            facts = json.loads(report.read_text())
+            result.client_rc, result.server_rc, result.ready = facts["client_rc"], facts["server_rc"], facts["ready"]
+        result.client_log = _read(out / "client.log") + done.stdout + done.stderr
+        result.server_log = _read(out / "server.log")
+        junit = out / "junit.xml"
+        if junit.exists():
+            _read_junit(junit, result)
+        return result
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _read_junit(path: Path, result: QaRun) -> None:
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        outcome, message = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            found = case.find(kind)
+            if found is not None:
+                outcome = {"failure": "failed"}.get(kind, kind)
+                message = found.get("message") or (found.text or "")
+                break
+        result.outcomes[name] = outcome
+        result.messages[name] = message

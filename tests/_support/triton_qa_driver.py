@@ -1,0 +1,88 @@
+"""Inside a network namespace of its own (tests/_support/triton_qa.py starts it under `unshare --net`): brings the
+loopback up, starts `pytriton serve` on Triton's default ports, runs one of Triton's test files with pytest once the
+server is ready, stops the server, and writes report.json, client.log, server.log and junit.xml to the `out` folder.
+
+    python -m tests._support.triton_qa_driver '<json spec>'
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+from tests._support.logs import READY_LINE
+
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_READY_TIMEOUT_S = 180.0
+_STOP_TIMEOUT_S = 60.0
+
+
+def loopback_up() -> None:
+    """Set `lo` up: a new network namespace has it down."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
+
+
+def _copy_until_ready(stream: IO[str], log: IO[str], ready: threading.Event) -> None:
+    for line in stream:
+        log.write(line)
+        log.flush()
+        if READY_LINE in line:
+            ready.set()
+    ready.set()  # the server ended: nothing more to wait for
+
+
+def main(spec: dict) -> int:
+    out = Path(spec["out"])
+    loopback_up()
+    env = dict(os.environ, **spec["env"])
+    env["PYTHONPATH"] = os.pathsep.join([*spec["pythonpath"], env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    server_env = dict(os.environ, **spec["env"], PYTRITON_EXIT_WITH_PARENT="1")
+    report = {"ready": False, "client_rc": None, "server_rc": None}
+    with open(out / "server.log", "w") as server_log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", spec["repository"],
+             *spec["server_args"]],
+            env=server_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ready = threading.Event()
+        assert server.stdout is not None
+        reader = threading.Thread(target=_copy_until_ready, args=(server.stdout, server_log, ready), daemon=True)
+        reader.start()
+        try:
+            ready.wait(_READY_TIMEOUT_S)
+            report["ready"] = server.poll() is None and ready.is_set()
+            if report["ready"]:
+                test_file = Path(spec["test_file"])
+                targets = [f"{test_file.name}::{name}" for name in spec["tests"]] or [test_file.name]
+                with open(out / "client.log", "w") as client_log:
+                    report["client_rc"] = subprocess.call(
+                        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o",
+                         "addopts=", "-v", f"--junitxml={out / 'junit.xml'}", *targets],
+                        cwd=test_file.parent, env=env, stdout=client_log, stderr=subprocess.STDOUT)
+        finally:
+            if server.poll() is None:
+                server.send_signal(signal.SIGINT)
+                try:
+                    server.wait(_STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
+            report["server_rc"] = server.returncode
+            reader.join(10)
+    (out / "report.json").write_text(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
