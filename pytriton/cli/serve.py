@@ -68,10 +68,12 @@ def check_target(text: str) -> CallableTarget:
     return target
 
 
-def _repository_models(folders: tuple[str, ...], auto_complete: bool) -> list[ModelSpec]:
-    """The models of the --model-repository folders; a repository or config that cannot be served stops the start."""
+def _repository_models(folders: tuple[str, ...], auto_complete: bool,
+                       refused: dict[str, tuple[int | None, str]] | None) -> list[ModelSpec]:
+    """The models of the --model-repository folders; a repository or config that cannot be served stops the start,
+    or with `refused` (--exit-on-error false) a model that cannot is put there and the others are served."""
     try:
-        return [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete)]
+        return [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete, refused)]
     except ModelRepositoryError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -399,7 +401,9 @@ def serve(
         _log_to(log_file)
     repository_names = _repository_names(model_repositories)
     auto_complete = not (disable_auto_complete_config or strict_model_config)
-    models = _repository_models(model_repositories, auto_complete) if model_control_mode == "none" else []
+    refused: dict[str, tuple[int | None, str]] = {}
+    models = _repository_models(model_repositories, auto_complete, None if exit_on_error else refused) \
+        if model_control_mode == "none" else []
     if callable_target is not None:
         config = build_model_config(callable_target, describe_target(callable_target), flags)
         if config.model_name in repository_names:
@@ -448,6 +452,7 @@ def serve(
             trace_config=list(trace_config),
             model_repositories=list(model_repositories) if model_control_mode != "none" else [],
             model_control_mode=model_control_mode,
+            refused_models=refused,
             load_models=list(load_models),
             repository_poll_secs=float(repository_poll_secs),
             auto_complete_config=auto_complete,

@@ -77,6 +77,9 @@ class ServerConfig:
     # loaded at start by the server process (`TritonConfig.model_repository`; the CLI puts them in `models` instead)
     model_repositories: list[str] = dataclasses.field(default_factory=list)
     model_control_mode: str = "none"
+    # mode "none" with exit_on_error off: the repositories' models that could not be read or configured, left out and
+    # shown UNAVAILABLE (name -> the version shown or None, the reason; the CLI and the in-process API fill it)
+    refused_models: dict[str, tuple[int | None, str]] = dataclasses.field(default_factory=dict)
     load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)
     repository_poll_secs: float = 15.0
     auto_complete_config: bool = True  # repository models' auto_complete_config completes their configuration

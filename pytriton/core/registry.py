@@ -125,6 +125,11 @@ class ModelRegistry:
             return None
         return _latest(versions) if version == -1 else versions.get(version)
 
+    def know(self, name: str) -> None:
+        """Count `name` among the names Triton's lifecycle knows (a model that failed to load: "has no available
+        versions" from then on, not "is not found")."""
+        self._known.add(name)
+
     def versions(self, name: str) -> list[Model]:
         """The served versions of `name`, lowest first (none if it is not served)."""
         versions = self._models.get(name, {})

@@ -69,7 +69,7 @@ class ServerCore:
         self.registry = ModelRegistry()
         self.server_name = server_name
         self.strict_readiness = strict_readiness
-        self.failed_models: dict[str, tuple[int, str]] = {}  # left out at start (exit on error off): version, reason
+        self.failed_models: dict[str, tuple[int | None, str]] = {}  # left out at start (exit on error off): version, reason
         self.metrics = metrics or MetricsSettings()
         self.custom_metrics = CustomMetrics()  # Python-backend models' pb_utils.MetricFamily values
         self.extensions: list[str] = list(EXTENSIONS)
@@ -104,9 +104,12 @@ class ServerCore:
         return not self.failed_models and all(m.ready for m in self.registry) and not (
             self.repository is not None and self.repository.unavailable())
 
-    def model_failed(self, name: str, version: int, reason: str) -> None:
-        """A model that failed to load at start and is left out: UNAVAILABLE with `reason` in the index."""
+    def model_failed(self, name: str, version: int | None, reason: str) -> None:
+        """A model that failed to load at start and is left out: UNAVAILABLE with `reason` in the index (version None:
+        its configuration could not be read; as Triton, the index shows its name alone)."""
         self.failed_models[name] = (version, reason)
+        if version is not None:  # (one whose configuration was read went through Triton's lifecycle)
+            self.registry.know(name)
 
     @property
     def in_flight(self) -> int:
@@ -227,9 +230,10 @@ class ServerCore:
         index = [{"name": m.name, "version": str(m.version), "state": "READY" if m.ready else "UNAVAILABLE"}
                  for m in self.registry if m.ready or not ready_only]
         if not ready_only:
-            index += [{"name": name, "version": str(version), "state": "UNAVAILABLE", "reason": reason}
-                      for name, (version, reason) in sorted(self.failed_models.items())]
-        return index
+            index += [{"name": name} if version is None else
+                      {"name": name, "version": str(version), "state": "UNAVAILABLE", "reason": reason}
+                      for name, (version, reason) in self.failed_models.items()]
+        return sorted(index, key=lambda entry: (entry["name"], int(entry.get("version", -1))))  # (Triton's order)
 
     def repository_request_bytes(self, http: bool) -> int:
         """The largest load, unload or index request of the repository extension the front-ends read (`http`: as an

@@ -152,13 +152,38 @@ def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None
     return found
 
 
-def load_repositories(folders: Sequence[str], auto_complete: bool = True) -> list[RepositoryModel]:
+def load_repositories(folders: Sequence[str], auto_complete: bool = True,
+                      refused: dict[str, tuple[int | None, str]] | None = None) -> list[RepositoryModel]:
     """Every model version of the repositories `folders` its policy selects (mode "none": all are served), each
     ensemble after the models its steps name (so that it is checked against them as it loads). The models'
-    auto-complete runs in children of one fork-server."""
+    auto-complete runs in children of one fork-server.
+
+    A model that cannot be served raises its ModelRepositoryError; with `refused` (Triton's `--exit-on-error false`)
+    it is left out and put there instead: name -> (the version it would have served, None when its configuration
+    cannot be read or it has no version folder; the reason), and the others are loaded."""
+    models: list[RepositoryModel] = []
     with ForkServer() as forks:
-        return serving_order([model for model_dir in scan_repositories(folders).values()
-                              for model in load_versions(model_dir, auto_complete=auto_complete, forks=forks)])
+        for name, model_dir in scan_repositories(folders).items():
+            try:
+                models += load_versions(model_dir, auto_complete=auto_complete, forks=forks)
+            except ModelRepositoryError as exc:
+                if refused is None:
+                    raise
+                refused[name] = (_refused_version(model_dir), str(exc))
+    return serving_order(models)
+
+
+def _refused_version(model_dir: str) -> int | None:
+    """The version a refused model is shown with (its highest folder), as Triton shows a model that failed to load;
+    None (Triton's bare entry, "poll failed") when its configuration cannot be read or it has no version folder."""
+    path = os.path.join(model_dir, CONFIG_FILE)
+    try:
+        if os.path.isfile(path):
+            read_model_config(path)
+        available = _versions(model_dir)
+    except (ModelRepositoryError, OSError):
+        return None
+    return available[-1] if available else None
 
 
 def serving_order(models: list[RepositoryModel]) -> list[RepositoryModel]:

@@ -145,7 +145,11 @@ class Server:
                                always_trace_propagated=self.trace_config.mode == "opentelemetry")
             await core.start()
             self.control = ControlService(core, host, self.trace_settings)
-            await self._add_models(core, host, _models_at_start(config))
+            refused = dict(config.refused_models)
+            await self._add_models(core, host, _models_at_start(config, refused))
+            for name, (version, reason) in refused.items():
+                logger.error("model '%s' failed to load and is UNAVAILABLE (exit on error is off): %s", name, reason)
+                core.model_failed(name, version, reason)
             if config.model_control_mode != "none":
                 from pytriton.repository.control import ModelControl
 
@@ -354,15 +358,17 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _models_at_start(config: ServerConfig) -> list[ModelSpec]:
+def _models_at_start(config: ServerConfig, refused: dict[str, tuple[int | None, str]]) -> list[ModelSpec]:
     """The models given, then those of the model repositories when the model control mode is "none" (a repository
-    or config that cannot be served is a ModelRepositoryError)."""
+    or config that cannot be served is a ModelRepositoryError; with exit on error off, such a model is put in
+    `refused` instead)."""
     specs = list(config.models)
     if config.model_control_mode == "none" and config.model_repositories:
         from pytriton.repository import load_repositories
 
         specs += [ModelSpec(m.config, m.target)
-                  for m in load_repositories(config.model_repositories, config.auto_complete_config)]
+                  for m in load_repositories(config.model_repositories, config.auto_complete_config,
+                                             None if config.exit_on_error else refused)]
     return specs
 
 

@@ -86,9 +86,11 @@ class Server:
         mode = control_mode(options)
         auto_complete = not options.strict_model_config  # as `pytriton serve --strict-model-config`
         models: list[ModelSpec] = []
+        refused: dict[str, tuple[int | None, str]] = {}  # (exit_on_error off: left out, shown UNAVAILABLE)
         if mode == "none":
             try:
-                models = [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete)]
+                models = [ModelSpec(m.config, m.target) for m in
+                          load_repositories(folders, auto_complete, None if options.exit_on_error else refused)]
             except ModelRepositoryError as exc:
                 # Triton's words; which model and why are in the cause (Triton logs them)
                 raise InternalError(FAILED_TO_LOAD_ALL) from exc
@@ -103,7 +105,7 @@ class Server:
             allow_gpu_metrics=options.gpu_metrics, metrics_config=metrics_config(options),
             cache_config=caches,
             log_level=logs.worker_level, exit_timeout_s=float(options.exit_timeout),
-            model_repositories=folders if mode != "none" else [], model_control_mode=mode,
+            model_repositories=folders if mode != "none" else [], model_control_mode=mode, refused_models=refused,
             load_models=list(options.startup_models), repository_poll_secs=_NEVER_S,
             server_id=options.server_id, exit_on_error=options.exit_on_error,
             strict_readiness=options.strict_readiness, allow_cpu_metrics=options.cpu_metrics,

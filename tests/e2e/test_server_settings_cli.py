@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -45,6 +46,52 @@ def test_strict_readiness_by_default():
         assert not http.is_server_ready() and not grpc.is_server_ready()
         assert http.get_server_metadata()["name"] == "triton"
         assert "\nnv_cpu_utilization " in scrape(server)
+
+
+def refusing_repository(root):
+    """add_sub (served), init_fails (its initialize raises), ac_raises (its auto_complete_config raises) and badcfg
+    (a config.pbtxt that does not parse)."""
+    (root / "add_sub").symlink_to(REPOS / "models" / "add_sub")
+    (root / "init_fails").symlink_to(REPOS / "broken_init" / "init_fails")
+    (root / "ac_raises").symlink_to(REPOS / "autocomplete_errors" / "ac_raises")
+    (root / "badcfg" / "1").mkdir(parents=True)
+    (root / "badcfg" / "1" / "model.py").write_text("")
+    (root / "badcfg" / "config.pbtxt").write_text('name: "badcfg" backend: "python" max_batch_size: nope\n')
+    return str(root)
+
+
+def test_mode_none_without_exit_on_error_serves_the_models_that_load(tmp_path):
+    # As tritonserver 2.51 with --exit-on-error=false: a model whose configuration cannot be read or completed is
+    # left out like one whose initialize() raised, and the others are served (before, the start stopped at it).
+    with serve("--model-repository", refusing_repository(tmp_path), "--exit-on-error", "false") as server:
+        http = httpclient.InferenceServerClient(server.http_url)
+        assert http.is_server_live() and not http.is_server_ready()
+        assert http.is_model_ready("add_sub")
+        for name in ("init_fails", "ac_raises", "badcfg"):
+            assert not http.is_model_ready(name), name
+        index = http.get_model_repository_index()
+        assert [entry["name"] for entry in index] == ["ac_raises", "add_sub", "badcfg", "init_fails"]  # Triton's order
+        by_name = {entry["name"]: entry for entry in index}
+        assert by_name["badcfg"] == {"name": "badcfg"}  # (Triton: "Poll failed for model directory", no state)
+        assert (by_name["ac_raises"]["version"], by_name["ac_raises"]["state"]) == ("1", "UNAVAILABLE")
+        assert "auto_complete_config of model 'ac_raises'" in by_name["ac_raises"]["reason"]
+        with pytest.raises(InferenceServerException, match="'ac_raises' has no available versions"):
+            http.get_model_metadata("ac_raises")
+        with pytest.raises(InferenceServerException, match="'badcfg' is not found"):
+            http.get_model_metadata("badcfg")
+        inputs = [httpclient.InferInput(name, [1, 4], "FP32") for name in ("INPUT0", "INPUT1")]
+        inputs[0].set_data_from_numpy(np.array([[1, 2, 3, 4]], dtype=np.float32))
+        inputs[1].set_data_from_numpy(np.array([[4, 3, 2, 1]], dtype=np.float32))
+        assert http.infer("add_sub", inputs).as_numpy("OUTPUT0").tolist() == [[5, 5, 5, 5]]
+    assert "model 'badcfg' failed to load and is UNAVAILABLE (exit on error is off)" in server.log
+
+
+def test_mode_none_with_exit_on_error_stops_at_a_configuration_it_cannot_read(tmp_path):
+    args = ["-m", "pytriton.cli", "serve", "--model-repository", refusing_repository(tmp_path), "--grpc-port", "0",
+            "--http-port", "0", "--metrics-port", "0"]
+    result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode != 0 and "ac_raises" in result.stderr, result.stderr
 
 
 def test_explicit_mode_exit_on_error_and_a_failed_load_under_strict_readiness(tmp_path):

@@ -32,3 +32,19 @@ def test_a_failed_model_and_strict_readiness(strict):
         assert server.models()["init_fails", 1].state == "UNAVAILABLE"
     finally:
         server.stop()
+
+
+def test_a_configuration_that_cannot_be_completed_is_left_out_without_exit_on_error(tmp_path):
+    (tmp_path / "init_fails").symlink_to(Path(BROKEN) / "init_fails")
+    (tmp_path / "ac_raises").symlink_to(Path(BROKEN).parent / "autocomplete_errors" / "ac_raises")
+    with pytest.raises(tritonserver.InternalError, match="^failed to load all models$") as caught:
+        tritonserver.Server(model_repository=str(tmp_path), exit_timeout=5).start()
+    assert "auto_complete_config of model 'ac_raises'" in str(caught.value.__cause__)
+    server = tritonserver.Server(model_repository=str(tmp_path), exit_timeout=5, exit_on_error=False).start()
+    try:
+        assert server.live() and not server.ready()
+        assert server.model("ac_raises").ready() is False
+        assert server.models()["ac_raises", 1].state == "UNAVAILABLE"
+        assert server.models()["init_fails", 1].state == "UNAVAILABLE"
+    finally:
+        server.stop()
