@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,15 +76,19 @@ class QaRun:
 
 def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] = (),
                      server_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                     timeout_s: float = 600.0) -> QaRun:
+                     timeout_s: float = 600.0, runner: str = "pytest") -> QaRun:
     """Serve `repository` with `pytriton serve --model-repository` (and `server_args`) on ports 8000, 8001 and 8002
     of a private loopback, run `test_file` there with pytest (only `tests`, each `Class::test`, when given), with
-    `env` added to the client's and the server's environment, and return the outcomes."""
+    `env` added to the client's and the server's environment, and return the outcomes.
+
+    `runner="unittest"` runs it as Triton's script does with `python3 file.py` (unittest's runner, needed by a
+    test class based on qa/common's `TestResultCollector`); the outcomes are then read from unittest's verbose
+    lines."""
     with tempfile.TemporaryDirectory(prefix="pytriton-qa-") as scratch:
         out = Path(scratch)
         spec = {
             "test_file": str(test_file), "repository": str(repository), "tests": list(tests),
-            "server_args": list(server_args), "env": dict(env or {}), "out": str(out),
+            "server_args": list(server_args), "env": dict(env or {}), "out": str(out), "runner": runner,
             "pythonpath": [str(SHIMS), str(qa_folder() / "common"), str(test_file.parent)],
         }
         command = ["unshare", "--net", "--", sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]
@@ -99,11 +104,31 @@ def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] 
         junit = out / "junit.xml"
         if junit.exists():
             _read_junit(junit, result)
+        elif runner == "unittest":
+            _read_unittest(result.client_log, result)
         return result
 
 
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+# unittest's verbose line of a test: "test_x (module.Class.test_x) ... ok", a docstring's first line may follow the
+# parenthesis on the next line; the outcome words: ok, FAIL, ERROR, skipped '<why>', expected failure.
+_UNITTEST_LINE = re.compile(
+    r"^(\w+) \((?:[\w.]*\.)?(\w+)\.\1\)(?:\n[^\n]*?)? \.\.\. (ok|FAIL|ERROR|skipped|expected failure)", re.MULTILINE)
+# its report of a failure or error: a line of '=', "FAIL: test_x (module.Class.test_x)", a line of '-', the traceback
+_UNITTEST_REPORT = re.compile(r"^(FAIL|ERROR): (\w+) \((?:[\w.]*\.)?(\w+)\.\2\)\n-+\n(.*?)(?=^=+$|^-+$)",
+                              re.MULTILINE | re.DOTALL)
+
+
+def _read_unittest(log: str, result: QaRun) -> None:
+    for name, cls, word in _UNITTEST_LINE.findall(log):
+        result.outcomes[f"{cls}::{name}"] = {"ok": "passed", "FAIL": "failed", "ERROR": "error",
+                                             "expected failure": "passed"}.get(word, "skipped")
+    for _, name, cls, text in _UNITTEST_REPORT.findall(log):
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        result.messages[f"{cls}::{name}"] = lines[-1] if lines else ""
 
 
 def _read_junit(path: Path, result: QaRun) -> None:

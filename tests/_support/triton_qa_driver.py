@@ -1,6 +1,7 @@
 """Inside a network namespace of its own (tests/_support/triton_qa.py starts it under `unshare --net`): brings the
-loopback up, starts `pytriton serve` on Triton's default ports, runs one of Triton's test files with pytest once the
-server is ready, stops the server, and writes report.json, client.log, server.log and junit.xml to the `out` folder.
+loopback up, starts `pytriton serve` on Triton's default ports, runs one of Triton's test files with pytest (or as
+`python3 file.py`, unittest's runner) once the server is ready, stops the server, and writes report.json,
+client.log, server.log and junit.xml to the `out` folder.
 
     python -m tests._support.triton_qa_driver '<json spec>'
 """
@@ -64,12 +65,16 @@ def main(spec: dict) -> int:
             report["ready"] = server.poll() is None and ready.is_set()
             if report["ready"]:
                 test_file = Path(spec["test_file"])
-                targets = [f"{test_file.name}::{name}" for name in spec["tests"]] or [test_file.name]
+                if spec["runner"] == "unittest":  # (as `python3 file.py`: a TestResultCollector needs unittest's run)
+                    command = [sys.executable, test_file.name, "-v",
+                               *(name.replace("::", ".") for name in spec["tests"])]
+                else:
+                    targets = [f"{test_file.name}::{name}" for name in spec["tests"]] or [test_file.name]
+                    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o",
+                               "addopts=", "-v", f"--junitxml={out / 'junit.xml'}", *targets]
                 with open(out / "client.log", "w") as client_log:
-                    report["client_rc"] = subprocess.call(
-                        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o",
-                         "addopts=", "-v", f"--junitxml={out / 'junit.xml'}", *targets],
-                        cwd=test_file.parent, env=env, stdout=client_log, stderr=subprocess.STDOUT)
+                    report["client_rc"] = subprocess.call(command, cwd=test_file.parent, env=env, stdout=client_log,
+                                                          stderr=subprocess.STDOUT)
         finally:
             if server.poll() is None:
                 server.send_signal(signal.SIGINT)

@@ -30,8 +30,8 @@ IDENTITY = '''import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", r.get_input_tensor_by_name("INPUT0").as_numpy())])
-                for r in requests]
+        return [pb_utils.InferenceResponse(
+            [pb_utils.Tensor("OUTPUT0", r.get_input_tensor_by_name("INPUT0").as_numpy())]) for r in requests]
 '''
 
 # test.sh's servers: TEST_HEADER, and the server's options.

@@ -23,6 +23,7 @@ including the 500s it answers for unparsable JSON and values of the wrong JSON t
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -57,7 +58,29 @@ def parse_body(body: bytes | bytearray) -> dict[str, Any]:
         raise internal(f"failed to parse the request JSON buffer: {exc.msg}. at {exc.pos}") from None
     if not isinstance(obj, dict):
         raise internal("attempt to get members for non-object")
+    if _may_repeat_keys(body, obj):  # (orjson keeps the last of a repeated key; Triton reads every member in order)
+        repeated: Members = json.loads(body, object_pairs_hook=Members)
+        return repeated
     return obj
+
+
+class Members(dict[str, Any]):
+    """A JSON object of a body that may repeat a key: a dict (the last value of each key), and `pairs`, every member
+    in the body's order."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]):
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+def _may_repeat_keys(body: bytes | bytearray, obj: dict[str, Any]) -> bool:
+    """Whether a key of `obj` (or of its nested parameters) may appear twice in `body`: one of them written twice as
+    a quoted string, or an escape in the body (a key may be written another way)."""
+    if b"\\" in body:
+        return True
+    nested = obj.get(PARAMETERS)
+    keys = [*obj, *nested] if isinstance(nested, dict) else obj
+    return any(body.count(b'"' + key.encode() + b'"') > 1 for key in keys)
 
 
 def _parameter(name: str, value: Any) -> Any:
@@ -157,7 +180,7 @@ def generate_request(name: str, version: str, obj: dict[str, Any], inputs: dict[
     seen: set[str] = set()
 
     def convert(members: dict[str, Any], top: bool) -> None:
-        for key, value in members.items():
+        for key, value in members.pairs if isinstance(members, Members) else members.items():
             if top and key == PARAMETERS:
                 if key in inputs:
                     raise invalid_arg(f"Keyword '{key}' for nested schema also given as input tensor name")

@@ -112,6 +112,25 @@ def test_bodies_that_are_no_json_object(body, words):
     assert status is Status.INTERNAL and message.startswith("failed to parse the request JSON buffer: ")
 
 
+@pytest.mark.parametrize(("body", "words"), [
+    # Triton reads every member in order: the first input given a second time is refused (orjson kept the last)
+    (b'{"n": 1, "text_input": "a", "n": 2}', "input 'n' already exists in request"),
+    (b'{"n": 1, "text_input": "a", "text_input": "b", "n": 2}', "input 'text_input' already exists in request"),
+    (b'{"n": 1, "parameters": {"text_input": "a", "text_input": "b"}}',
+     "Converting keyword: 'parameters': [request id: <id_unknown>] input 'text_input' already exists in request"),
+    (b'{"n": 1, "\\u006e": 2}', "input 'n' already exists in request"),  # (the same key, written with an escape)
+])
+def test_an_input_given_twice_in_the_body_is_refused(body, words):
+    status, message = refusal(lambda: generate_request("m", "", parse_body(body), INPUTS))
+    assert status is Status.INVALID_ARG and message.endswith(words), message
+
+
+def test_a_repeated_parameter_keeps_its_last_value_and_a_value_naming_a_key_is_no_repeat():
+    request = generate_request("m", "", parse_body(b'{"n": 1, "x": 1, "x": 2, "text_input": "n", "y": "n"}'), INPUTS)
+    assert request.parameters == {"x": 2, "y": "n"}
+    assert sorted(t.name for t in request.inputs) == ["n", "text_input"]
+
+
 def _response(outputs, parameters=None, request_id=""):
     released = []
     response = InferResponse("m", "3", request_id, outputs, parameters or {}, lambda: released.append(True))
