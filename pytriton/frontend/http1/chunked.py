@@ -14,9 +14,10 @@ _REASONS = {s.value: s.phrase for s in HTTPStatus}
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-def chunked_head(status: int, headers: list[tuple[str, str]], keep_alive: int) -> bytes:
-    """The status line and headers of an answer whose body follows in chunks."""
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nTransfer-Encoding: chunked\r\n"]
+def chunked_head(status: int, headers: list[tuple[str, str]], keep_alive: int, chunked: bool = True) -> bytes:
+    """The status line and headers of an answer whose body follows in chunks (not `chunked`: a body that ends with the
+    connection, for an HTTP/1.0 client)."""
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n", "Transfer-Encoding: chunked\r\n" if chunked else ""]
     for name, value in headers:
         lines.append(f"{name}: {value}\r\n")
     if not keep_alive:

@@ -462,7 +462,9 @@ class HttpConnection(RequestReader):
                     finally:
                         self._request_done(item.body, charge)
                 if response.stream is not None:
-                    if not await self._send_stream(response, False if response.close else keep_alive):
+                    plain = isinstance(item, HttpRequest) and item.http10  # (its body ends when the connection does)
+                    if not await self._send_stream(response, False if response.close or plain else keep_alive,
+                                                   chunked=not plain):
                         return
                 elif not self._answer(item, response, keep_alive):
                     return
@@ -476,24 +478,25 @@ class HttpConnection(RequestReader):
             else:
                 self._answered_all()
 
-    async def _send_stream(self, response: HttpResponse, keep_alive: int) -> bool:
+    async def _send_stream(self, response: HttpResponse, keep_alive: int, chunked: bool = True) -> bool:
         """Send an answer whose body its stream yields, in chunks (chunked.py): the next part is taken only while less
         than `WRITE_HIGH` bytes wait unsent (a client that takes nothing for the body timeout is dropped, see
         `_drain`); the stream is closed however this ends (a lost connection cancels this task). False when the
-        connection ends with it."""
+        connection ends with it. Not `chunked` (an HTTP/1.0 client, which cannot read chunks: RFC 9112 section 6.1):
+        the parts are sent as they are and the body ends when the connection closes (`keep_alive` false)."""
         stream = response.stream
         assert stream is not None
         finished = False
         try:
             if self.transport is None:
                 return False
-            self.transport.write(chunked_head(response.status, response.headers, keep_alive))
+            self.transport.write(chunked_head(response.status, response.headers, keep_alive, chunked))
             try:
                 async for data in stream:
                     if self.transport is None:
                         return False
                     if data:
-                        self.transport.write(chunk(data))
+                        self.transport.write(chunk(data) if chunked else data)
                     if self._holding and self.transport.get_write_buffer_size() > WRITE_HIGH:
                         await self._drain()
             except Exception:  # a bug in the stream must not kill the connection's task; its body ends unfinished
@@ -501,7 +504,8 @@ class HttpConnection(RequestReader):
                 return False
             if self.transport is None:
                 return False
-            self.transport.write(LAST_CHUNK)
+            if chunked:
+                self.transport.write(LAST_CHUNK)
             finished = True
         finally:
             await stream.aclose()

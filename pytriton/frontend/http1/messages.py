@@ -24,7 +24,7 @@ _JSON = ("Content-Type", "application/json")
 
 
 class HttpRequest:
-    __slots__ = ("body", "headers", "method", "path", "peer", "query", "route")
+    __slots__ = ("body", "headers", "http10", "method", "path", "peer", "query", "route")
 
     def __init__(
         self, method: str, path: str, query: str, headers: dict[str, str], body: Any, peer: str | None = None
@@ -36,6 +36,7 @@ class HttpRequest:
         self.body = body  # bytes, or a bytearray for a large body received straight into its own buffer
         self.peer = peer  # client address (host), "" for a Unix socket
         self.route: Any = None  # what the application made of the path, kept for its handler (matched once)
+        self.http10 = False  # an HTTP/1.0 request: a streamed answer to it is not chunked (it cannot read chunks)
 
 
 class HttpResponse:

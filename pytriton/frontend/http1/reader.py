@@ -476,4 +476,6 @@ class RequestReader(BodyReceiver):
         """A request is read; `charge` is what its body is charged to the budget until the handler is done."""
         path, query = _target(self._url)
         request = HttpRequest(method.decode("ascii"), path, query, self._headers, body, self.peer)
+        if self._http10:
+            request.http10 = True
         self._enqueue(request, keep_alive, charge)

@@ -64,6 +64,25 @@ def test_a_streamed_answer_is_chunked_and_the_next_request_follows():
     run(test)
 
 
+def test_an_http10_client_gets_the_parts_unchunked_and_the_connection_closed():
+    # An HTTP/1.0 client cannot read chunks (RFC 9112 section 6.1: no Transfer-Encoding to a 1.0 request): the body
+    # is the parts as they come, ended by the close; it was chunked, which such a client takes for the body itself.
+    for connection in (b"", b"Connection: keep-alive\r\n"):
+        async def test() -> None:
+            parts = Parts(3)
+            client = streaming_client(parts)
+            client.send(b"GET /stream HTTP/1.0\r\n" + connection + b"\r\n")
+            await settle()
+            written = bytes(client.transport.written)
+            head, _, rest = written.partition(b"\r\n\r\n")
+            assert b"Transfer-Encoding" not in head and b"Content-Length" not in head
+            assert b"Connection: close" in head
+            assert rest == b"AAAAAAAAAABBBBBBBBBBCCCCCCCCCC"
+            assert parts.closed and client.transport.closed
+
+        run(test)
+
+
 def test_the_stream_waits_while_the_client_does_not_take_its_parts():
     async def test() -> None:
         parts = Parts(1000, size=1000)
