@@ -13,6 +13,13 @@ works and a region of that name, were one ever there, would fail the test instea
 segments are checked by the suite's /dev/shm check after every test.
 
     SOURCE  # a checkout of triton-inference-server/server (PYTRITON_TRITON_SERVER_SRC), or None
+
+The test files run with this interpreter (its tritonclient, numpy), or with PYTRITON_TRITON_QA_PYTHON's: some need
+what Triton's own test image has, e.g. numpy 1 (`np.NINF`) or tritonclient 2.51 (FP32 arrays for BF16 inputs):
+
+    python3 -m venv /tmp/qa-client
+    /tmp/qa-client/bin/pip install "numpy<2" "tritonclient[all]==2.51.0" pytest requests sseclient-py
+    PYTRITON_TRITON_QA_PYTHON=/tmp/qa-client/bin/python ...
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ SOURCE: Path | None = Path(_SOURCE_ENV) if _SOURCE_ENV else None
 """A checkout of Triton's server repository (or of its `qa` folder's parents), from PYTRITON_TRITON_SERVER_SRC."""
 
 SHIMS = Path(__file__).parent / "triton_qa_shims"
+CLIENT_PYTHON = os.environ.get("PYTRITON_TRITON_QA_PYTHON") or sys.executable
+"""The interpreter that runs Triton's test files."""
 
 
 def qa_folder() -> Path:
@@ -52,6 +61,14 @@ def network_namespaces() -> str:
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"unshare --net: {error}"
     return "" if done.returncode == 0 else f"unshare --net: {done.stderr.strip() or done.returncode}"
+
+
+@cache
+def client_numpy() -> str:
+    """The numpy version of the interpreter that runs the test files ('' if it has none)."""
+    done = subprocess.run([CLIENT_PYTHON, "-c", "import numpy; print(numpy.__version__)"], capture_output=True,
+                          text=True, timeout=60)
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 @dataclass
@@ -89,6 +106,7 @@ def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] 
         spec = {
             "test_file": str(test_file), "repository": str(repository), "tests": list(tests),
             "server_args": list(server_args), "env": dict(env or {}), "out": str(out), "runner": runner,
+            "client_python": CLIENT_PYTHON,
             "pythonpath": [str(SHIMS), str(qa_folder() / "common"), str(test_file.parent)],
         }
         command = ["unshare", "--net", "--", sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]
@@ -113,19 +131,26 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-# unittest's verbose line of a test: "test_x (module.Class.test_x) ... ok", a docstring's first line may follow the
-# parenthesis on the next line; the outcome words: ok, FAIL, ERROR, skipped '<why>', expected failure.
-_UNITTEST_LINE = re.compile(
-    r"^(\w+) \((?:[\w.]*\.)?(\w+)\.\1\)(?:\n[^\n]*?)? \.\.\. (ok|FAIL|ERROR|skipped|expected failure)", re.MULTILINE)
+# unittest's verbose line of a test: "test_x (module.Class.test_x) ... ok"; a docstring's first line may follow the
+# parenthesis on the next line, and what the test prints comes between the dots and the outcome (ok, FAIL, ERROR,
+# skipped '<why>', expected failure), which then ends a line of its own.
+_UNITTEST_TEST = re.compile(r"^(\w+) \((?:[\w.]*\.)?(\w+)\.\1\)", re.MULTILINE)
+_UNITTEST_OUTCOME = re.compile(r"(?:\.\.\. |^)(ok|FAIL|ERROR|skipped|expected failure)\b", re.MULTILINE)
 # its report of a failure or error: a line of '=', "FAIL: test_x (module.Class.test_x)", a line of '-', the traceback
 _UNITTEST_REPORT = re.compile(r"^(FAIL|ERROR): (\w+) \((?:[\w.]*\.)?(\w+)\.\2\)\n-+\n(.*?)(?=^=+$|^-+$)",
                               re.MULTILINE | re.DOTALL)
 
 
 def _read_unittest(log: str, result: QaRun) -> None:
-    for name, cls, word in _UNITTEST_LINE.findall(log):
-        result.outcomes[f"{cls}::{name}"] = {"ok": "passed", "FAIL": "failed", "ERROR": "error",
-                                             "expected failure": "passed"}.get(word, "skipped")
+    ends = [log.find("\n" + line * 70 + "\n") for line in "=-"]  # (the reports of failures, then the summary)
+    summary = min((end for end in ends if end >= 0), default=-1)
+    starts = list(_UNITTEST_TEST.finditer(log, 0, summary if summary >= 0 else len(log)))
+    for index, match in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else (summary if summary >= 0 else len(log))
+        found = _UNITTEST_OUTCOME.findall(log, match.end(), end)
+        word = found[-1] if found else "ERROR"  # (none: the run ended inside the test)
+        result.outcomes[f"{match.group(2)}::{match.group(1)}"] = {
+            "ok": "passed", "FAIL": "failed", "ERROR": "error", "expected failure": "passed"}.get(word, "skipped")
     for _, name, cls, text in _UNITTEST_REPORT.findall(log):
         lines = [line for line in text.strip().splitlines() if line.strip()]
         result.messages[f"{cls}::{name}"] = lines[-1] if lines else ""

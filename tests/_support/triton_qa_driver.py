@@ -66,12 +66,12 @@ def main(spec: dict) -> int:
             if report["ready"]:
                 test_file = Path(spec["test_file"])
                 if spec["runner"] == "unittest":  # (as `python3 file.py`: a TestResultCollector needs unittest's run)
-                    command = [sys.executable, test_file.name, "-v",
+                    command = [spec["client_python"], test_file.name, "-v",
                                *(name.replace("::", ".") for name in spec["tests"])]
                 else:
                     targets = [f"{test_file.name}::{name}" for name in spec["tests"]] or [test_file.name]
-                    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-o",
-                               "addopts=", "-v", f"--junitxml={out / 'junit.xml'}", *targets]
+                    command = [spec["client_python"], "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-v",
+                               f"--junitxml={out / 'junit.xml'}", *targets]
                 with open(out / "client.log", "w") as client_log:
                     report["client_rc"] = subprocess.call(command, cwd=test_file.parent, env=env, stdout=client_log,
                                                           stderr=subprocess.STDOUT)
