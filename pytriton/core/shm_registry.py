@@ -71,8 +71,10 @@ def shm_path(key: str) -> str:
 
 def check_key(name: str, key: str) -> None:
     stripped = key.lstrip("/")
+    if not stripped:  # (names no object: Triton's answer to a key shm_open cannot open, as for one that is not there)
+        raise ServerError(Status.INTERNAL, f"Unable to open shared memory region: '{key}'")
     # (a NUL would end the name for shm_open: the key would name another object than it says)
-    if not stripped or "/" in stripped or stripped in (".", "..") or "\0" in stripped:
+    if "/" in stripped or stripped in (".", "..") or "\0" in stripped:
         raise invalid_arg(f"cannot register shared memory region '{name}' - invalid shm key '{key}'")
     for prefix in RESERVED_PREFIXES:
         if stripped.startswith(prefix):
@@ -91,6 +93,8 @@ def decode_cuda_handle(raw_handle: bytes | str) -> bytes:
             raw_handle = base64.b64decode(raw_handle, validate=True)
         except (binascii.Error, ValueError):
             raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t") from None
+    elif len(raw_handle) != CUDA_IPC_HANDLE_SIZE:  # (gRPC's bytes: Triton's words, which name no region)
+        raise invalid_arg("failed to register shared memory region: invalid args")
     if len(raw_handle) != CUDA_IPC_HANDLE_SIZE:
         raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
     return bytes(raw_handle)

@@ -125,8 +125,12 @@ def test_registration_errors(identity_server, regions, protocol):
     key, _ = regions.create("r", 4096)
     invalid = "StatusCode.INVALID_ARGUMENT" if protocol == "grpc" else "400"
 
-    err = error_of(lambda: client.register_system_shared_memory("r", "/", 16))
-    assert (err.status(), err.message()) == (invalid, "cannot register shared memory region 'r' - invalid shm key '/'")
+    internal = "StatusCode.INTERNAL" if protocol == "grpc" else "500"
+    for empty in ("", "/"):  # (a key that names no object: tritonserver 2.51's code and words)
+        err = error_of(lambda: client.register_system_shared_memory("r", empty, 16))
+        assert (err.status(), err.message()) == (internal, f"Unable to open shared memory region: '{empty}'")
+    err = error_of(lambda: client.register_system_shared_memory("r", "/a/b", 16))
+    assert (err.status(), err.message()) == (invalid, "cannot register shared memory region 'r' - invalid shm key '/a/b'")
     err = error_of(lambda: client.register_system_shared_memory("r", "/triton_python_backend_shm_region_x", 16))
     assert err.message() == (
         "cannot register shared memory region 'r' with key '/triton_python_backend_shm_region_x' as the key "
@@ -581,7 +585,9 @@ def test_cuda_without_gpu(identity_server, protocol):
         err = error_of(lambda: client.register_cuda_shared_memory("c", handle, 0, 1024))
         assert err.message() == "failed to register CUDA shared memory region: 'c', GPUs not supported"
     err = error_of(lambda: client.register_cuda_shared_memory("c", base64.b64encode(b"\x01" * 10), 0, 1024))
-    assert err.message() == "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+    # (the raw bytes over gRPC, base64 text over HTTP: each in tritonserver 2.51's words)
+    assert err.message() == ("failed to register shared memory region: invalid args" if protocol == "grpc" else
+                             "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
     client.unregister_cuda_shared_memory()
     status = client.get_cuda_shared_memory_status()
     assert (len(status.regions) if protocol == "grpc" else len(status)) == 0
