@@ -372,10 +372,10 @@ def serve(
                 compile_forward_pattern(pattern)
             except re.error as exc:
                 raise click.BadParameter(f"invalid regular expression: {exc}", param_hint=option) from None
-    for option, specs in (("--http-restricted-api", http_restricted_api),
-                          ("--grpc-restricted-protocol", grpc_restricted_protocol)):
+    for option, specs, kind in (("--http-restricted-api", http_restricted_api, "api"),
+                                ("--grpc-restricted-protocol", grpc_restricted_protocol, "protocol")):
         try:
-            AccessPolicy.from_specs(list(specs))
+            AccessPolicy.from_specs(list(specs), kind=kind)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint=option) from None
     try:

@@ -47,8 +47,9 @@ class Restriction:
     value: str
 
 
-def parse_restriction(spec: str) -> tuple[list[str], Restriction]:
-    """`group1,group2:key=value` -> (groups, Restriction); ValueError with a clear message otherwise."""
+def parse_restriction(spec: str, kind: str = "api") -> tuple[list[str], Restriction]:
+    """`group1,group2:key=value` -> (groups, Restriction); ValueError with a clear message otherwise (Triton's words,
+    `kind` "api" for HTTP's --http-restricted-api, "protocol" for gRPC's --grpc-restricted-protocol)."""
     groups_text, sep, pair = spec.partition(":")  # the value may contain colons, group names cannot
     key, eq, value = pair.partition("=")
     if not sep or not eq or not key or not groups_text:
@@ -56,7 +57,7 @@ def parse_restriction(spec: str) -> tuple[list[str], Restriction]:
     groups = [g.strip() for g in groups_text.split(",") if g.strip()]
     unknown = [g for g in groups if g not in ENDPOINT_GROUPS]
     if unknown:
-        raise ValueError(f"unknown endpoint group(s) {unknown}; valid: {', '.join(ENDPOINT_GROUPS)}")
+        raise ValueError(f"unknown restricted {kind} '{unknown[0]}' (valid: {', '.join(ENDPOINT_GROUPS)})")
     return groups, Restriction(key.strip().lower(), value)
 
 
@@ -97,13 +98,16 @@ class AccessPolicy:
         self.header_prefix = header_prefix
 
     @classmethod
-    def from_specs(cls, specs: list[str], shm_local_only: bool = True, header_prefix: str = "") -> AccessPolicy:
+    def from_specs(cls, specs: list[str], shm_local_only: bool = True, header_prefix: str = "",
+                   kind: str = "api") -> AccessPolicy:
+        """The policy of restriction specs (`kind`: "api" for HTTP's, "protocol" for gRPC's, as Triton's errors name
+        them)."""
         restrictions: dict[str, Restriction] = {}
         for spec in specs:
-            groups, restriction = parse_restriction(spec)
+            groups, restriction = parse_restriction(spec, kind)
             for group in groups:
                 if group in restrictions:
-                    raise ValueError(f"endpoint group '{group}' is restricted more than once")
+                    raise ValueError(f"{kind} '{group}' can not be specified in multiple config groups")
                 restrictions[group] = restriction
         return cls(restrictions, shm_local_only, header_prefix)
 

@@ -181,7 +181,7 @@ class Server:
                     self.trace_settings,
                     header_forward_pattern=config.grpc_header_forward_pattern,
                     access=AccessPolicy.from_specs(
-                        config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX
+                        config.grpc_restricted_protocol, config.shm_local_only, GRPC_HEADER_PREFIX, "protocol"
                     ),
                     implementation=config.grpc_implementation,
                     limits=config.grpc_limits,

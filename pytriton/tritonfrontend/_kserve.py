@@ -152,7 +152,7 @@ class KServeGrpc(Frontend):
             options.address, options.port, process.log_settings, process.trace_settings,
             header_forward_pattern=text(options.forward_header_pattern),
             access=AccessPolicy.from_specs(config.grpc_restricted_protocol, config.shm_local_only,
-                                           GRPC_HEADER_PREFIX),
+                                           GRPC_HEADER_PREFIX, "protocol"),
             implementation=config.grpc_implementation, limits=limits, tracer=process.tracer,
             reuse_port=options.reuse_port, tls=_tls_of(options),
         )

@@ -106,7 +106,7 @@ def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] 
         spec = {
             "test_file": str(test_file), "repository": str(repository), "tests": list(tests),
             "server_args": list(server_args), "env": dict(env or {}), "out": str(out), "runner": runner,
-            "client_python": CLIENT_PYTHON,
+            "client_python": CLIENT_PYTHON, "client_timeout_s": max(timeout_s - 120.0, 30.0),
             "pythonpath": [str(SHIMS), str(qa_folder() / "common"), str(test_file.parent)],
         }
         command = ["unshare", "--net", "--", sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]

@@ -73,8 +73,14 @@ def main(spec: dict) -> int:
                     command = [spec["client_python"], "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-v",
                                f"--junitxml={out / 'junit.xml'}", *targets]
                 with open(out / "client.log", "w") as client_log:
-                    report["client_rc"] = subprocess.call(command, cwd=test_file.parent, env=env, stdout=client_log,
-                                                          stderr=subprocess.STDOUT)
+                    client = subprocess.Popen(command, cwd=test_file.parent, env=env, stdout=client_log,
+                                              stderr=subprocess.STDOUT)
+                    try:
+                        report["client_rc"] = client.wait(spec["client_timeout_s"])
+                    except subprocess.TimeoutExpired:  # (a test that hangs: its outcomes so far are kept)
+                        client.kill()
+                        client.wait()
+                        client_log.write(f"\n[triton_qa_driver] killed after {spec['client_timeout_s']} s\n")
         finally:
             if server.poll() is None:
                 server.send_signal(signal.SIGINT)

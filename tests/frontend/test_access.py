@@ -38,12 +38,17 @@ def test_parse_restriction():
     groups, restriction = parse_restriction("shared-memory,statistics:triton-access-token=abc:d=e")
     assert groups == ["shared-memory", "statistics"]
     assert (restriction.header, restriction.value) == ("triton-access-token", "abc:d=e")
-    with pytest.raises(ValueError, match="unknown endpoint group"):
+    # tritonserver 2.51's words (its qa/L0_http and qa/L0_grpc test.sh look for them in its log)
+    with pytest.raises(ValueError, match="^unknown restricted api 'sharedmemory' \\(valid: health, "):
         parse_restriction("sharedmemory:k=v")
+    with pytest.raises(ValueError, match="^unknown restricted protocol 'model-reposit' "):
+        AccessPolicy.from_specs(["model-reposit,health:k1=v1"], kind="protocol")
     with pytest.raises(ValueError, match="must be given as"):
         parse_restriction("shared-memory")
-    with pytest.raises(ValueError, match="more than once"):
+    with pytest.raises(ValueError, match="^api 'logging' can not be specified in multiple config groups$"):
         AccessPolicy.from_specs(["logging:a=b", "logging:c=d"])
+    with pytest.raises(ValueError, match="^protocol 'health' can not be specified in multiple config groups$"):
+        AccessPolicy.from_specs(["model-repository,health:k1=v1", "metadata,health:k2=v2"], kind="protocol")
 
 
 def test_token_and_local_rules():
