@@ -1,8 +1,10 @@
-"""Triton's client-API test files of `qa/L0_grpc` and `qa/L0_http`, unchanged, against `pytriton serve
+"""Triton's client-API test files of `qa/L0_grpc`, `qa/L0_http` and `qa/L0_logging`, unchanged, against `pytriton serve
 --model-repository`, each with the server options its test.sh gives it:
 
 - python_grpc_aio_test.py and python_http_aio_test.py: every call of the asyncio clients (health, metadata, config,
   index, load/unload, statistics, trace settings, system and CUDA shared memory);
+- logging_endpoint_test.py: the log settings, read and changed over HTTP and gRPC (with qa/L0_logging's test.sh
+  last server's options: none);
 - python_unit_test.py's RestrictedProtocolTest (--grpc-restricted-protocol) and http_restricted_api_test.py's
   RestrictedAPITest (--http-restricted-api);
 - the restriction options Triton refuses at start, with its words.
@@ -13,7 +15,8 @@ test.sh serves the whole example repository (7 or 8 models, ONNX and TensorFlow)
 only assertion that depends on that, listed in NEEDS.
 
 Slow; skipped unless PYTRITON_TRITON_SERVER_SRC names a checkout of triton-inference-server/server (r24.10) with
-qa/L0_grpc, qa/L0_http and qa/common, and this machine allows network namespaces (tests/_support/triton_qa.py).
+qa/L0_grpc, qa/L0_http, qa/L0_logging and qa/common, and this machine allows network namespaces
+(tests/_support/triton_qa.py).
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_grpc").is_dir()
-                       or not (qa_folder() / "L0_http").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_grpc and qa/L0_http"),
+    pytest.mark.skipif(SOURCE is None or not all((qa_folder() / name).is_dir()
+                                                 for name in ("L0_grpc", "L0_http", "L0_logging")),
+                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_grpc, L0_http and L0_logging"),
     pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
 ]
 
@@ -80,6 +83,9 @@ RUNS = {
                          "--grpc-restricted-protocol=inference,health:infer-key=infer-value"),
                         ("RestrictedProtocolTest",), "RestrictedProtocolTest",
                         ["test_health", "test_infer", "test_model_repository", "test_sanity", "test_stream_infer"]),
+    "log_settings": ("L0_logging/logging_endpoint_test.py", (), (), "LogEndpointTest",
+                     ["test_grpc_get_settings", "test_grpc_update_settings", "test_http_get_settings",
+                      "test_http_update_settings"]),
     "http_restricted": ("L0_http/http_restricted_api_test.py",
                         ("--http-restricted-api=model-repository:admin-key=admin-value",
                          "--http-restricted-api=inference,metadata:infer-key=infer-value"),
