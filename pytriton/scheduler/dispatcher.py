@@ -541,12 +541,22 @@ class ModelScheduler:
                 continue
             if self._delay_ns:
                 queued = self._queued_weight
-                if queued < self._target and queued not in self._preferred:
+                if queued < self._target and queued not in self._preferred and not self._batch_closed():
                     wait_ns = self._queue[0].enqueued_ns + self._delay_ns - time.perf_counter_ns()
                     if wait_ns > 0:
                         self._timer = self._loop.call_later(wait_ns / 1e9, self._schedule)
                         return
             self._start(self._take_batch())
+
+    def _batch_closed(self) -> bool:
+        """Whether a queued job cannot join the batch the first one starts (another signature: other inputs, or other
+        shapes): that batch can grow no more, so it starts now instead of after the queue delay, as Triton's dynamic
+        batcher sends it."""
+        queue = self._queue
+        if len(queue) < 2:
+            return False
+        head = queue[0].signature
+        return any(job.signature != head and job.state == QUEUED for job in queue)
 
     def _take_batch(self) -> list[Job]:
         assert self.batching is not None

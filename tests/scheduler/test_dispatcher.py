@@ -99,6 +99,34 @@ def test_queue_delay_waits_for_a_preferred_batch_size():
     run(main())
 
 
+def test_a_job_that_cannot_join_the_batch_starts_it_without_the_queue_delay():
+    # As Triton's dynamic batcher (its qa/L0_optional_input): a request whose inputs differ from the waiting batch's
+    # ends that batch, which is sent at once; the newcomer then waits for its own delay.
+    async def main():
+        scheduler = ModelScheduler("m", BatchPolicy(4, max_queue_delay_us=10_000_000, preferred_batch_sizes=(4,)))
+        instance = FakeInstance("i")
+        scheduler.add_instance(instance)
+        jobs = [make_job(i, signature=signature)[0] for i, signature in enumerate("xxy")]
+        scheduler.submit(jobs[0])
+        scheduler.submit(jobs[1])
+        await turns()
+        assert instance.executions == []  # two of the same kind wait for more
+        scheduler.submit(jobs[2])
+        assert [e.payloads for e in instance.executions] == [[0, 1]]  # the other kind closes their batch
+        instance.executions[0].reply()
+        await turns()
+        assert len(instance.executions) == 1  # the newcomer, alone, waits for its own delay
+        scheduler.submit(make_job(3, signature="y")[0])
+        scheduler.submit(later := make_job(4, signature="x")[0])
+        assert [e.payloads for e in instance.executions[1:]] == [[2, 3]]
+        for execution in instance.executions[1:]:
+            execution.reply()
+        await jobs[2].future
+        assert later.state != DONE
+
+    run(main())
+
+
 def test_a_withdrawn_queued_job_never_runs_and_ends_at_once():
     async def main():
         scheduler = ModelScheduler("m", pipeline_depth=1)
