@@ -297,6 +297,10 @@ class ModelScheduler:
         self._queue: Any = collections.deque() if queueing is None else PolicyQueue(queueing, self._reject)
         self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
         self._queued_weight = 0  # batch elements of the jobs that wait (what the queue delay compares with its target)
+        # The signature every queued job has, unless `_mixed` (a job of another was queued since the queue was last
+        # empty or all of one kind): `_batch_closed` looks through the queue only then.
+        self._queue_signature: Any = None
+        self._mixed = False
         self._timer: asyncio.TimerHandle | None = None
         self._unavailable: str | None = None
         self._scheduling = False  # _schedule is on the stack (an execution that fails at once must not recurse)
@@ -421,6 +425,7 @@ class ModelScheduler:
             job.execution = None
             self._queue.appendleft(job)
             self._queued_weight += job.weight
+            self._mixed = True  # (rare: `_batch_closed` looks)
 
     # ---- jobs ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
@@ -442,6 +447,10 @@ class ModelScheduler:
             if started is None and self._queue:  # its instance was gone: the job waits at the head for another
                 self._schedule()
             return
+        if not self._queue:
+            self._queue_signature = job.signature
+        elif job.signature != self._queue_signature:
+            self._mixed = True
         self._queue.append(job)  # (under a queue policy: UNAVAILABLE when the job's level is full)
         self._queued_weight += job.weight
         if self._free:
@@ -553,10 +562,13 @@ class ModelScheduler:
         shapes): that batch can grow no more, so it starts now instead of after the queue delay, as Triton's dynamic
         batcher sends it."""
         queue = self._queue
-        if len(queue) < 2:
+        if not self._mixed or len(queue) < 2:
             return False
         head = queue[0].signature
-        return any(job.signature != head and job.state == QUEUED for job in queue)
+        if any(job.signature != head and job.state == QUEUED for job in queue):
+            return True
+        self._queue_signature, self._mixed = head, False  # (all of one kind again)
+        return False
 
     def _take_batch(self) -> list[Job]:
         assert self.batching is not None
