@@ -373,11 +373,8 @@ class PythonModelBackend(CallableBackend):
                 passed.clear()
             passed[(output, array.dtype, array.shape)] = (datatype, client_shape)
             outputs.append((output, datatype, array if client_shape is None else array.reshape(client_shape)))
-        if requested:
-            returned = {t[0] for t in outputs}
-            missing = [o for o in requested if o not in returned]
-            if missing:
-                raise InferenceCallableError(f"model '{name}' did not return requested output '{missing[0]}'")
+        # A requested output the model did not return is left out of the answer, as Triton's Python backend leaves it
+        # (the client reads none; an ensemble's next step gets no such input, which an optional input allows).
         # (parameters set: as their JSON reads back, which is what the model would see of them on Triton)
         return outputs, "", json.loads(response.parameters()) if response._parameters else {}
 

@@ -53,6 +53,7 @@ class EnsembleRun:
         self.ensemble = ensemble
         self.request = request
         self.values: dict[str, Tensor] = {t.name: t for t in request.inputs}  # ensemble tensors that exist so far
+        self.absent: set[str] = set()  # ensemble tensors a step ran without returning (never to exist)
         self.source: dict[str, _Held] = {}  # ensemble tensor -> the response holding it
         self.held: list[_Held] = []
         self.inputs_of: dict[int, list[_Held]] = {}  # step index -> the responses its inputs came from
@@ -94,13 +95,14 @@ class EnsembleRun:
             holder.drop()
         for key, tensor in step.output_map.items():
             value = produced.get(key)
-            if value is None:
-                raise internal(f"in ensemble '{self.ensemble.name}', model '{step.model_name}' did not return output "
-                               f"'{key}' (ensemble tensor '{tensor}')")
+            if value is None:  # (as Triton: the steps that read it run without it, which an optional input allows,
+                self.absent.add(tensor)  # and the answer leaves it out)
+                continue
             self.values[tensor] = dataclasses.replace(value, name=tensor)
             self.source[tensor] = holder
         return [s for s in self.ensemble.steps if s.index not in self.inputs_of
-                and all(t in self.values or t not in self.ensemble.producer for t in s.input_map.values())]
+                and all(t in self.values or t in self.absent or t not in self.ensemble.producer
+                        for t in s.input_map.values())]
 
     async def _run_step(self, step: EnsembleStep, request: InferRequest) -> tuple[InferResponse, ExecutionStats]:
         return await self.core.infer_with_stats(request, internal=True)
@@ -134,6 +136,8 @@ class EnsembleRun:
             for name in self.wanted:
                 value = self.values.get(name)
                 if value is None:
+                    if name in self.absent:
+                        continue
                     raise internal(f"in ensemble '{self.ensemble.name}', output '{name}' was not written")
                 outputs.append(value)
             released = True
