@@ -57,9 +57,21 @@ class ModelError(str):
         return self
 
 
-def python_model_target(model_file: str) -> str:
-    """The worker target of the model file `<model>/<version>/<file>.py`."""
-    return PYTHON_MODEL_PREFIX + os.path.abspath(model_file)
+_RUNS = "\n"  # (between a version folder and the Python-based backend's model.py that serves it: in no path here)
+
+
+def python_model_target(model_file: str, version_dir: str | None = None) -> str:
+    """The worker target of the model file `<model>/<version>/<file>.py`, or of a Python-based backend's `model.py`
+    serving the model version `version_dir` (its `args["model_repository"]` and `args["model_version"]`)."""
+    if version_dir is None:
+        return PYTHON_MODEL_PREFIX + os.path.abspath(model_file)
+    return PYTHON_MODEL_PREFIX + os.path.abspath(version_dir) + _RUNS + os.path.abspath(model_file)
+
+
+def python_model_paths(target: str) -> tuple[str, str]:
+    """(the model.py a target runs, the version folder it serves)."""
+    version_dir, _, runs = target[len(PYTHON_MODEL_PREFIX):].partition(_RUNS)
+    return (runs, version_dir) if runs else (version_dir, os.path.dirname(version_dir))
 
 
 def is_python_model_target(target: str | None) -> bool:
@@ -83,10 +95,11 @@ def _type_shown(value: Any) -> str:
     return str(kind)
 
 
-def _import_model_file(path: str, model_name: str, version: str) -> Any:
-    """Import `model.py` in a package of its own, as Triton's stub does (see `exec_model_module`)."""
+def _import_model_file(path: str, model_name: str, version: str, version_dir: str) -> Any:
+    """Import `model.py` in a package of its own, as Triton's stub does (see `exec_model_module`). `version_dir`: the
+    model version's folder, which `pb_utils.get_model_dir()` gives (a Python-based backend reads its files there)."""
     sys.modules.setdefault(PB_UTILS_MODULE, pb_utils)
-    pb_utils._model_dir = os.path.dirname(os.path.abspath(path))  # (pb_utils.get_model_dir)
+    pb_utils._model_dir = os.path.abspath(version_dir)
     return exec_model_module(path, f"_pytriton_repository_model_{model_name}_{version}")
 
 
@@ -120,11 +133,10 @@ class PythonModelBackend(CallableBackend):
     `InferenceResponse`s become outputs (or per-request errors)."""
 
     def __init__(self, target: str, config: TritonModelConfig, instance: int = 0):
-        path = target[len(PYTHON_MODEL_PREFIX):]
-        version_dir = os.path.dirname(path)
+        path, version_dir = python_model_paths(target)
         model_dir = os.path.dirname(version_dir)
         version = os.path.basename(version_dir)
-        module = _import_model_file(path, config.model_name, version)
+        module = _import_model_file(path, config.model_name, version, version_dir)
         model_class = getattr(module, "TritonPythonModel", None)
         if model_class is None:
             raise AttributeError(f"'{path}' defines no class TritonPythonModel")

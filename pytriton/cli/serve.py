@@ -22,7 +22,13 @@ from pytriton.config.cache import parse_cache_config
 from pytriton.config.metrics import MetricsSettings
 from pytriton.config.platforms import vertex_ai_mode
 from pytriton.config.repository_limits import RepositoryLimits
-from pytriton.config.server import DEFAULT_METRICS_INTERVAL_MS, DEFAULT_SERVER_ID, ModelSpec, ServerConfig
+from pytriton.config.server import (
+    DEFAULT_BACKEND_DIRECTORY,
+    DEFAULT_METRICS_INTERVAL_MS,
+    DEFAULT_SERVER_ID,
+    ModelSpec,
+    ServerConfig,
+)
 from pytriton.config.tls import TlsSettings
 from pytriton.config.trace import parse_trace_config
 from pytriton.exceptions import PyTritonError
@@ -69,11 +75,12 @@ def check_target(text: str) -> CallableTarget:
 
 
 def _repository_models(folders: tuple[str, ...], auto_complete: bool,
-                       refused: dict[str, tuple[int | None, str]] | None) -> list[ModelSpec]:
+                       refused: dict[str, tuple[int | None, str]] | None, backend_directory: str) -> list[ModelSpec]:
     """The models of the --model-repository folders; a repository or config that cannot be served stops the start,
     or with `refused` (--exit-on-error false) a model that cannot is put there and the others are served."""
     try:
-        return [ModelSpec(m.config, m.target) for m in load_repositories(folders, auto_complete, refused)]
+        return [ModelSpec(m.config, m.target)
+                for m in load_repositories(folders, auto_complete, refused, backend_directory)]
     except ModelRepositoryError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -108,6 +115,11 @@ def main() -> None:
               help="Model control mode explicit: a repository model to load at start; repeatable; '*' loads all.")
 @click.option("--repository-poll-secs", type=click.IntRange(min=1), default=DEFAULT_POLL_SECS, show_default=True,
               help="Model control mode poll: seconds between two scans of the model repositories.")
+@click.option("--backend-directory", default=DEFAULT_BACKEND_DIRECTORY, show_default=True, metavar="DIR",
+              help="As Triton's: where Python-based backends are. A repository model whose config.pbtxt names a "
+                   "backend other than python (backend: \"NAME\") runs DIR/NAME/model.py, a TritonPythonModel shared "
+                   "by every model of that backend (e.g. Triton's vllm backend); its version folders hold what it "
+                   "reads.")
 @click.option("--disable-auto-complete-config", is_flag=True, default=False,
               help="Do not let repository models complete their configuration (TritonPythonModel."
                    "auto_complete_config); every model then needs a complete config.pbtxt. As Triton's option.")
@@ -269,6 +281,7 @@ def serve(
     model_control_mode: str,
     load_models: tuple[str, ...],
     repository_poll_secs: int,
+    backend_directory: str,
     disable_auto_complete_config: bool,
     strict_model_config: bool | None,
     allow_model_upload: bool,
@@ -402,8 +415,8 @@ def serve(
     repository_names = _repository_names(model_repositories)
     auto_complete = not (disable_auto_complete_config or strict_model_config)
     refused: dict[str, tuple[int | None, str]] = {}
-    models = _repository_models(model_repositories, auto_complete, None if exit_on_error else refused) \
-        if model_control_mode == "none" else []
+    models = _repository_models(model_repositories, auto_complete, None if exit_on_error else refused,
+                                backend_directory) if model_control_mode == "none" else []
     if callable_target is not None:
         config = build_model_config(callable_target, describe_target(callable_target), flags)
         if config.model_name in repository_names:
@@ -453,6 +466,7 @@ def serve(
             model_repositories=list(model_repositories) if model_control_mode != "none" else [],
             model_control_mode=model_control_mode,
             refused_models=refused,
+            backend_directory=backend_directory,
             load_models=list(load_models),
             repository_poll_secs=float(repository_poll_secs),
             auto_complete_config=auto_complete,

@@ -24,6 +24,9 @@ DEFAULT_SERVER_ID = "triton"  # Triton's `--id` default: the name in the server'
 DEFAULT_METRICS_INTERVAL_MS = 2000.0  # Triton's `--metrics-interval-ms` default
 
 
+DEFAULT_BACKEND_DIRECTORY = "/opt/tritonserver/backends"  # (Triton's default)
+
+
 @dataclasses.dataclass
 class ModelSpec:
     """A model to serve: its configuration and the import path of its inference callable."""
@@ -83,6 +86,9 @@ class ServerConfig:
     load_models: list[str] = dataclasses.field(default_factory=list)  # explicit mode: loaded at start ("*": all)
     repository_poll_secs: float = 15.0
     auto_complete_config: bool = True  # repository models' auto_complete_config completes their configuration
+    # Triton's --backend-directory: a repository model whose backend is NAME (not "python") runs NAME/model.py there
+    # (a Python-based backend)
+    backend_directory: str = DEFAULT_BACKEND_DIRECTORY
     # Model control "explicit": loads may give the model's files (`file:` parameters), which the server then runs
     allow_model_upload: bool = False
     repository_limits: RepositoryLimits = dataclasses.field(default_factory=RepositoryLimits)  # a load's bounds

@@ -92,6 +92,7 @@ class TritonModelConfig:
     # The instance groups of a repository's config.pbtxt (one or several), normalised as Triton does; empty: the one
     # group that `instance_count`, `gpus` and `kind_model` describe (a model bound in Python, or `pytriton serve`'s).
     instance_groups: list[InstanceGroup] = dataclasses.field(default_factory=list)
+    backend: str = "python"  # Triton's `backend`: "python", or a Python-based backend's name (its model.py runs)
 
     def __post_init__(self) -> None:
         name = self.model_name
@@ -201,7 +202,7 @@ class TritonModelConfig:
         config = {
             "name": self.model_name,
             "platform": "",
-            "backend": "python",
+            "backend": self.backend,
             "runtime": "",
             "version_policy": self.version_policy or {"specific": {"versions": [self.model_version]}},
             "max_batch_size": self.max_batch_size,

@@ -66,15 +66,27 @@ def select_versions(policy: dict[str, Any], available: list[int], path: str, mod
     return available[-count:]
 
 
+def python_based_backend(backend: str, backend_directory: str | None) -> str | None:
+    """The `model.py` of a Python-based backend (Triton's: `<backend directory>/<backend>/model.py`, a
+    `TritonPythonModel` every model naming the backend runs), or None when there is none."""
+    if not backend or backend == "python" or not backend_directory or os.sep in backend or backend in (".", ".."):
+        return None
+    found = os.path.join(backend_directory, backend, DEFAULT_MODEL_FILENAME)
+    return found if os.path.isfile(found) else None
+
+
 def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_complete: bool = True,
-                  served_name: str | None = None, forks: ForkServer | None = None) -> list[RepositoryModel]:
+                  served_name: str | None = None, forks: ForkServer | None = None,
+                  backend_directory: str | None = None) -> list[RepositoryModel]:
     """The model versions in `model_dir` its version policy serves (`config.pbtxt` and the version folders), lowest
     first; a ModelRepositoryError names what is wrong.
 
     `override` replaces the model's `config.pbtxt` (a load request's `config` parameter). With `auto_complete` (Triton's
     default) the model's `auto_complete_config` completes the configuration, which may then be partial or absent.
     `served_name` is the name a repository's name mapping gives the folder (the configuration's name is replaced by
-    it, as in Triton). `forks` runs auto-complete in its forked children (else each in a fresh interpreter)."""
+    it, as in Triton). `forks` runs auto-complete in its forked children (else each in a fresh interpreter). A model
+    whose backend is a Python-based backend of `backend_directory` runs that backend's model.py (its version folders
+    hold what the backend reads, e.g. a model.json)."""
     model_dir = os.path.abspath(model_dir)
     name = served_name or os.path.basename(model_dir)
     path = os.path.join(model_dir, CONFIG_FILE)
@@ -104,6 +116,15 @@ def load_versions(model_dir: str, override: pb.ModelConfig | None = None, auto_c
         return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name),
                                 ENSEMBLE_TARGET + path)
                 for version in versions]
+    backend_file = python_based_backend(proto.backend, backend_directory)
+    if backend_file is not None:
+        if auto_complete and (served_name is not None or proto.name == name):
+            proto = complete_config(proto, backend_file, forks)
+        return [RepositoryModel(to_model_config(proto, path, model_dir, version, gpus, served_name, python_based=True),
+                                python_model_target(backend_file, os.path.join(model_dir, str(version))))
+                for version in versions]
+    if proto.backend not in ("", "python"):  # (a backend that is not here: refused naming it, not for a model file)
+        to_model_config(proto, path, model_dir, versions[0], gpus, served_name)
     model_files = {}
     filename = proto.default_model_filename or DEFAULT_MODEL_FILENAME
     for version in versions:
@@ -153,7 +174,8 @@ def scan_repositories(folders: Sequence[str], mappings: Mapping[str, str] | None
 
 
 def load_repositories(folders: Sequence[str], auto_complete: bool = True,
-                      refused: dict[str, tuple[int | None, str]] | None = None) -> list[RepositoryModel]:
+                      refused: dict[str, tuple[int | None, str]] | None = None,
+                      backend_directory: str | None = None) -> list[RepositoryModel]:
     """Every model version of the repositories `folders` its policy selects (mode "none": all are served), each
     ensemble after the models its steps name (so that it is checked against them as it loads). The models'
     auto-complete runs in children of one fork-server.
@@ -165,7 +187,8 @@ def load_repositories(folders: Sequence[str], auto_complete: bool = True,
     with ForkServer() as forks:
         for name, model_dir in scan_repositories(folders).items():
             try:
-                models += load_versions(model_dir, auto_complete=auto_complete, forks=forks)
+                models += load_versions(model_dir, auto_complete=auto_complete, forks=forks,
+                                        backend_directory=backend_directory)
             except ModelRepositoryError as exc:
                 if refused is None:
                     raise
@@ -208,4 +231,4 @@ def serving_order(models: list[RepositoryModel]) -> list[RepositoryModel]:
 
 
 __all__ = ["ModelRepositoryError", "RepositoryModel", "load_model", "load_repositories", "load_versions",
-           "scan_repositories", "serving_order"]
+           "python_based_backend", "scan_repositories", "serving_order"]

@@ -230,12 +230,14 @@ def _ensemble_config(config: pb.ModelConfig, path: str, version: int, where: _Fi
 
 
 def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: int,
-                    gpus: Callable[[], Sequence[GpuDevice]], served_name: str | None = None) -> TritonModelConfig:
+                    gpus: Callable[[], Sequence[GpuDevice]], served_name: str | None = None,
+                    python_based: bool = False) -> TritonModelConfig:
     """The served configuration of `config` (read from `path`, in `model_dir`), serving `version`.
 
     `gpus` gives the visible GPUs (asked only for a KIND_GPU or KIND_AUTO instance group). `served_name`: the name a
     repository's name mapping gives the model folder; it replaces the configuration's name, as in Triton (without
-    one, the name must match the folder).
+    one, the name must match the folder). `python_based`: its backend is a Python-based backend (run as a Python
+    model, shown with its own name).
     """
     folder = os.path.basename(os.path.normpath(model_dir))
     name = served_name or config.name or folder
@@ -245,9 +247,11 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
                                   f"'{folder}'")
     if is_ensemble(config) or config.HasField("ensemble_scheduling"):
         return _ensemble_config(config, path, version, where)
-    if config.backend != "python":
+    if config.backend != "python" and not python_based:
         got = f"'{config.backend}'" if config.backend else "none"
-        raise where.error("backend", f"only Python-backend models are supported (backend: \"python\"), got {got}")
+        raise where.error("backend", f"only Python-backend models and Python-based backends are supported (backend: "
+                                     f"\"python\", or a backend whose model.py is in the backend directory: "
+                                     f"--backend-directory), got {got}")
     for field in UNSUPPORTED_FIELDS:
         if field in {f.name for f, _ in config.ListFields()}:
             raise where.error(field, "is not supported yet")
@@ -282,7 +286,7 @@ def to_model_config(config: pb.ModelConfig, path: str, model_dir: str, version: 
             sequence_batcher=sequence,
             response_cache=config.response_cache.enable, warmup=warmup,
             instance_groups=groups,
-            batch_inputs=batch_inputs, batch_outputs=batch_outputs,
+            batch_inputs=batch_inputs, batch_outputs=batch_outputs, backend=config.backend or "python",
         )
     except PyTritonError as exc:
         raise ModelRepositoryError(f"{path}: {exc}") from None

@@ -93,7 +93,7 @@ class ModelControl:
     def __init__(self, core: ServerCore, host: Any, folders: Sequence[str], mode: str,
                  poll_secs: float = DEFAULT_POLL_SECS, retire_timeout_s: float = 30.0, auto_complete: bool = True,
                  exit_on_error: bool = False, allow_uploads: bool = False, limits: RepositoryLimits | None = None,
-                 upload_parent: str | None = None):
+                 upload_parent: str | None = None, backend_directory: str | None = None):
         if mode not in ("explicit", "poll"):
             raise ValueError(f"model control mode '{mode}' has no controller")
         self.core = core
@@ -110,6 +110,7 @@ class ModelControl:
         self.allow_uploads = allow_uploads  # loads may give the model's files (`file:` parameters; off by default)
         self.limits = limits or RepositoryLimits()  # bounds of a load's configuration override and files
         self.upload_parent = upload_parent  # where uploads' folders go (the server's run directory)
+        self.backend_directory = backend_directory  # where Python-based backends are (Triton's --backend-directory)
         self._entries: dict[str, _Entry] = {}
         self._lock = asyncio.Lock()  # (poll mode's rounds; close waits for it)
         self._names = NameLocks()  # a load or unload holds its model's lock: other models' go on meanwhile
@@ -375,7 +376,7 @@ class ModelControl:
             # in a thread: auto-complete waits for a child process running the model's auto_complete_config
             served_name = name if self.mappings.get(name) == model_dir else None  # a mapped folder: named so
             models = await asyncio.to_thread(load_versions, model_dir, override, self.auto_complete, served_name,
-                                             self._forks)
+                                             self._forks, self.backend_directory)
             scheduling = models[-1].config.ensemble_scheduling
             if scheduling is not None:
                 steps = [s.model_name for s in ensemble_steps(scheduling)]

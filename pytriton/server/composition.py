@@ -159,7 +159,8 @@ class Server:
                                                   exit_on_error=config.exit_on_error,
                                                   allow_uploads=config.allow_model_upload,
                                                   limits=config.repository_limits,
-                                                  upload_parent=self.run_dir.path)
+                                                  upload_parent=self.run_dir.path,
+                                                  backend_directory=config.backend_directory)
                 core.repository = self.model_control
                 await self.model_control.start(config.load_models)
             peers = FrontendPeers.of(core, config.frontend_index, config.frontend_peer_ports)
@@ -368,7 +369,7 @@ def _models_at_start(config: ServerConfig, refused: dict[str, tuple[int | None, 
 
         specs += [ModelSpec(m.config, m.target)
                   for m in load_repositories(config.model_repositories, config.auto_complete_config,
-                                             None if config.exit_on_error else refused)]
+                                             None if config.exit_on_error else refused, config.backend_directory)]
     return specs
 
 

@@ -93,7 +93,6 @@ INERT_FIELDS = {
     "model_load_retry_count": "a failed load is not retried",
     "model_namespacing": "model names are global",
     "enable_peer_access": "pytriton does not set up GPU peer access",
-    "backend_directory": "the only backend is Python, built in",
     "repo_agent_directory": "pytriton has no repository agents",
     "model_load_device_limits": "device memory is not limited",
     "backend_configuration": "the Python backend takes no configuration",

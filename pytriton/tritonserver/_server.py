@@ -90,7 +90,8 @@ class Server:
         if mode == "none":
             try:
                 models = [ModelSpec(m.config, m.target) for m in
-                          load_repositories(folders, auto_complete, None if options.exit_on_error else refused)]
+                          load_repositories(folders, auto_complete, None if options.exit_on_error else refused,
+                                            options.backend_directory)]
             except ModelRepositoryError as exc:
                 # Triton's words; which model and why are in the cause (Triton logs them)
                 raise InternalError(FAILED_TO_LOAD_ALL) from exc
@@ -106,6 +107,7 @@ class Server:
             cache_config=caches,
             log_level=logs.worker_level, exit_timeout_s=float(options.exit_timeout),
             model_repositories=folders if mode != "none" else [], model_control_mode=mode, refused_models=refused,
+            backend_directory=options.backend_directory,
             load_models=list(options.startup_models), repository_poll_secs=_NEVER_S,
             server_id=options.server_id, exit_on_error=options.exit_on_error,
             strict_readiness=options.strict_readiness, allow_cpu_metrics=options.cpu_metrics,

@@ -376,7 +376,7 @@ def test_missing_backend_is_python_when_the_model_file_is_model_py(tmp_path):
     model_dir = make_model(tmp_path / "other", "m", 'default_model_filename: "net.py"' + TENSORS)
     (model_dir / "1" / "model.py").rename(model_dir / "1" / "net.py")  # no model.py: no backend filled in
     message = str(pytest.raises(ModelRepositoryError, load_model, str(model_dir)).value)
-    assert "field 'backend' of model 'm': only Python-backend models are supported" in message
+    assert "field 'backend' of model 'm': only Python-backend models and Python-based backends are supported" in message
 
 
 def test_missing_version_folder_and_model_file(tmp_path):
