@@ -36,8 +36,10 @@ def test_cuda_region_bookkeeping_without_a_gpu():
     assert registry.cuda_status() == [{"name": "c", "device_id": 1, "byte_size": 4096}]
     registry.release([region])
     assert removed == [region] and registry.cuda_status() == []
+    with pytest.raises(ServerError, match="^failed to register shared memory region: invalid args$"):
+        registry.register_cuda("d", b"short", 0, 16)  # (gRPC's raw bytes: tritonserver 2.51's words)
     with pytest.raises(ServerError, match="must be a valid base64 encoded cudaIpcMemHandle_t"):
-        registry.register_cuda("d", b"short", 0, 16)
+        registry.register_cuda("d", base64.b64encode(b"short").decode(), 0, 16)  # (HTTP's base64 text)
 
 
 def test_cuda_handle_base64_may_be_broken_into_lines():
