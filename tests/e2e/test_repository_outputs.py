@@ -1,6 +1,7 @@
-"""Outputs of a repository model whose numpy datatype differs from config.pbtxt: sent with the tensor's own
-datatype, as Triton's Python backend sends them (Triton's bls_decoupled example sums into an int64 array for a
-TYPE_INT32 output), with one warning in the server's log."""
+"""Outputs of a repository model whose numpy datatype or shape differs from config.pbtxt: sent as the tensor is, as
+Triton's Python backend sends them (Triton's bls_decoupled example sums into an int64 array for a TYPE_INT32 output;
+its QA models that run a unittest inside answer FP16 [1] for an FP32 [16] output), with one warning in the server's
+log."""
 
 from __future__ import annotations
 
@@ -33,3 +34,16 @@ def test_an_output_goes_out_with_the_datatype_the_model_made(server, protocol):
     assert server.wait_for_log("output 'TOTAL' of model 'count_up' has datatype INT64 (numpy int64), but its "
                                "config.pbtxt declares INT32: sent as INT64, as Triton does")
     assert server.log.count("output 'TOTAL' of model 'count_up' has datatype") == 1  # once, not per request
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_an_output_goes_out_with_the_shape_the_model_made(server, protocol):
+    client = client_for(server, protocol)
+    result = client.infer("unittest_flag", [])
+    flag = result.as_numpy("OUTPUT0")
+    assert flag.dtype == np.float16 and flag.tolist() == [1.0]
+    output = result.get_output("OUTPUT0")
+    assert (output["shape"] if protocol == "http" else list(output.shape)) == [1]
+    assert server.wait_for_log("output 'OUTPUT0' of model 'unittest_flag' has shape [1], but its config.pbtxt "
+                               "declares [16]: sent as it is, as Triton does")
+    assert server.log.count("output 'OUTPUT0' of model 'unittest_flag' has shape") == 1  # once, not per request
