@@ -69,6 +69,20 @@ _bls_client: Any = None
 _model_dir: str | None = None
 
 
+def _wrong_kind(call: str, argument: str, kind: str, value: Any) -> TypeError:
+    """An argument of the wrong kind: TypeError, as Triton's pybind11 bindings refuse it before the call runs."""
+    return TypeError(f"{call}: incompatible arguments: {argument} must be {kind}, got {type(value).__name__}")
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer))
+
+
+def _sequence(value: Any) -> bool:
+    """A list as pybind11 takes one for a `List[...]` argument: a list or a tuple (not a string, not None)."""
+    return isinstance(value, (list, tuple))
+
+
 def _not_supported(feature: str) -> NotImplementedError:
     return NotImplementedError(f"{feature} is not supported by pytriton yet (Triton Python-backend models: see "
                                "docs/guide/model-repositories.md)")
@@ -132,10 +146,13 @@ class Tensor:
     config sets FORCE_CPU_ONLY_INPUT_TENSORS to "no", device arrays (cupy) where the input lies on a GPU."""
 
     def __init__(self, name: str, tensor: Any):
+        if not isinstance(name, str):
+            raise _wrong_kind("Tensor()", "the name", "a str", name)
         if not isinstance(tensor, np.ndarray):
-            raise TritonModelException(
-                f"tensor '{name}': pb_utils.Tensor takes a numpy array, got {type(tensor).__name__} (use "
-                "pb_utils.Tensor.from_dlpack for other arrays)")
+            raise _wrong_kind("Tensor()", f"the array of tensor '{name}'", "a numpy array (use "
+                              "pb_utils.Tensor.from_dlpack for other arrays)", tensor)
+        if not name:
+            raise TritonModelException("Tensor name cannot be an empty string.")
         self._name = name
         self._array: Any = tensor
 
@@ -205,6 +222,10 @@ class Tensor:
     def from_dlpack(name: str, capsule: Any) -> Tensor:
         """A tensor from an object that exports DLPack: a CPU array, or a GPU one (torch, cupy: kept on the device,
         read with cupy)."""
+        if not isinstance(name, str):
+            raise _wrong_kind("from_dlpack()", "the name", "a str", name)
+        if not name:
+            raise TritonModelException("Tensor name cannot be an empty string.")
         if isinstance(capsule, np.ndarray):
             return Tensor(name, capsule)
         if type(capsule).__name__ == "PyCapsule":  # what to_dlpack() gives (this module's, torch's, cupy's)
@@ -212,7 +233,10 @@ class Tensor:
                 return Tensor._on_device(name, __import__("cupy").from_dlpack(capsule))
             return Tensor(name, np.from_dlpack(_Capsule(capsule)))
         device = getattr(capsule, "__dlpack_device__", None)
-        if device is not None and int(device()[0]) == _DL_CUDA:
+        if device is None or not hasattr(capsule, "__dlpack__"):
+            raise TritonModelException("Provided tensor is not supported. Tensor must be a DLPack capsule or have "
+                                       "`__dlpack__` and `__dlpack_device__` attributes")
+        if int(device()[0]) == _DL_CUDA:
             return Tensor._on_device(name, __import__("cupy").from_dlpack(capsule))
         return Tensor(name, np.from_dlpack(capsule))
 
@@ -261,9 +285,15 @@ class _Capsule:
 class InferenceResponse:
     """One request's answer: its output tensors, or an error (that fails only this request)."""
 
-    def __init__(self, output_tensors: list[Tensor] | None = None, error: TritonError | None = None,
+    def __init__(self, output_tensors: list[Tensor] | tuple[Tensor, ...] = (), error: TritonError | None = None,
                  parameters: dict[str, Any] | str | None = None):
-        self._outputs = list(output_tensors or [])
+        if not _sequence(output_tensors) or not all(t is None or isinstance(t, Tensor) for t in output_tensors):
+            raise _wrong_kind("InferenceResponse()", "output_tensors", "a list of pb_utils.Tensor", output_tensors)
+        if error is not None and not isinstance(error, TritonError):
+            raise _wrong_kind("InferenceResponse()", "error", "a pb_utils.TritonError or None", error)
+        if None in output_tensors:
+            raise TritonModelException("Output tensor for inference response should not be empty.")
+        self._outputs = list(output_tensors)
         self._error = error
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
@@ -308,22 +338,46 @@ class InferenceResponseSender:
         return self._cancelled is not None and self._cancelled()
 
 
+def _check_request_arguments(model_name: Any, inputs: Any, requested: Any, model_version: Any,
+                             kwargs: dict[str, Any]) -> None:
+    """InferenceRequest's arguments of the wrong kind, refused with TypeError as Triton's bindings refuse them."""
+    call = "InferenceRequest()"
+    if not isinstance(model_name, str):
+        raise _wrong_kind(call, "model_name", "a str", model_name)
+    if not _sequence(inputs) or not all(t is None or isinstance(t, Tensor) for t in inputs):
+        raise _wrong_kind(call, "inputs", "a list of pb_utils.Tensor", inputs)
+    if not _sequence(requested) or not all(isinstance(n, str) for n in requested):
+        raise _wrong_kind(call, "requested_output_names", "a list of str", requested)
+    if not _integer(model_version):
+        raise _wrong_kind(call, "model_version", "an int", model_version)
+    if "correlation_id" in kwargs and kwargs["correlation_id"] is None:  # (another kind: TritonModelException)
+        raise _wrong_kind(call, "correlation_id", "an int or a str", None)
+    for key, kind, wanted in (("request_id", "a str", str), ("flags", "an int", None), ("timeout", "an int", None),
+                              ("preferred_memory", "a pb_utils.PreferredMemory", PreferredMemory),
+                              ("trace", "a pb_utils.InferenceTrace", InferenceTrace)):
+        if key in kwargs:
+            value = kwargs[key]
+            if not (isinstance(value, wanted) if wanted is not None else _integer(value)):
+                raise _wrong_kind(call, key, kind, value)
+
+
 class InferenceRequest:
     """A request the model receives in `execute`; or one a model builds itself and runs with `exec()` or
     `async_exec()` on any model the server serves (BLS)."""
 
-    def __init__(self, model_name: str = "", inputs: list[Tensor] | None = None,
-                 requested_output_names: list[str] | None = None, model_version: int = -1, **kwargs: Any):
-        if isinstance(requested_output_names, (str, bytes)) or isinstance(inputs, (str, bytes, Tensor)):
-            raise TypeError("InferenceRequest(): inputs is a list of pb_utils.Tensor and requested_output_names a "
-                            f"list of names, got {type(inputs).__name__} and {type(requested_output_names).__name__}")
+    def __init__(self, model_name: str = "", inputs: list[Tensor] | tuple[Tensor, ...] = (),
+                 requested_output_names: list[str] | tuple[str, ...] = (), model_version: int = -1, **kwargs: Any):
+        _check_request_arguments(model_name, inputs, requested_output_names, model_version, kwargs)
+        self._request_id: str = kwargs.get("request_id", "")
+        if None in inputs:
+            raise TritonModelException(f"Input tensor for request with id '{self._request_id}' and model name "
+                                       f"'{model_name}' should not be empty.")
         self._model_name = model_name
         self._model_version = int(model_version)
-        self._inputs = list(inputs or [])
+        self._inputs = list(inputs)
         self._by_name = {t.name(): t for t in self._inputs}
-        self._requested = list(requested_output_names or [])
+        self._requested = list(requested_output_names)
         self._parameters: dict[str, Any] = dict(kwargs.get("parameters") or {})
-        self._request_id: str = kwargs.get("request_id", "")
         self._correlation_id: int | str = kwargs.get("correlation_id", 0)
         self._flags: int = kwargs.get("flags", 0)
         correlation_id = self._correlation_id
@@ -331,7 +385,7 @@ class InferenceRequest:
             raise TritonModelException("Correlation ID must be integer or string")
         self._timeout_us = int(kwargs.get("timeout", 0))  # BLS: microseconds to wait for the (first) answer; 0: no limit
         self._preferred_memory: PreferredMemory | None = kwargs.get("preferred_memory")
-        self._trace: InferenceTrace | None = kwargs.get("trace") or InferenceTrace()
+        self._trace: InferenceTrace | None = kwargs.get("trace", InferenceTrace())
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._sender: InferenceResponseSender | None = None
         self._cancelled: Callable[[], bool] | None = None  # a received request: whether its client left
@@ -464,23 +518,35 @@ class Logger:
     VERBOSE = _LogLevel.VERBOSE
 
     @staticmethod
-    def log(message: str, level: _LogLevel | int = _LogLevel.INFO) -> None:
-        _logger.log(_LOGGING_LEVEL[_LogLevel(level)], "%s", message)
+    def log(message: str, level: _LogLevel = _LogLevel.INFO) -> None:
+        if not isinstance(message, str):
+            raise _wrong_kind("log()", "message", "a str", message)
+        if not isinstance(level, _LogLevel):  # (a plain int too, as Triton's bindings refuse it)
+            raise _wrong_kind("log()", "level", "a pb_utils.Logger.LogLevel", level)
+        _logger.log(_LOGGING_LEVEL[level], "%s", message)
 
     @staticmethod
     def log_info(message: str) -> None:
+        if not isinstance(message, str):
+            raise _wrong_kind("log_info()", "message", "a str", message)
         _logger.info("%s", message)
 
     @staticmethod
     def log_warn(message: str) -> None:
+        if not isinstance(message, str):
+            raise _wrong_kind("log_warn()", "message", "a str", message)
         _logger.warning("%s", message)
 
     @staticmethod
     def log_error(message: str) -> None:
+        if not isinstance(message, str):
+            raise _wrong_kind("log_error()", "message", "a str", message)
         _logger.error("%s", message)
 
     @staticmethod
     def log_verbose(message: str) -> None:
+        if not isinstance(message, str):
+            raise _wrong_kind("log_verbose()", "message", "a str", message)
         _logger.debug("%s", message)
 
 

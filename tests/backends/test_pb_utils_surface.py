@@ -153,7 +153,7 @@ class _LegacyConsumer:
 
 
 def test_a_request_built_with_a_string_for_a_list_is_refused():
-    with pytest.raises(TypeError, match="requested_output_names a list of names"):
+    with pytest.raises(TypeError, match="requested_output_names must be a list of str, got str"):
         pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names="Y")
     assert pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=["Y"]).requested_output_names() \
         == {"Y"}  # (a set, as Triton 2.51 gives it)
