@@ -65,6 +65,8 @@ _logger = logging.getLogger("pytriton.backends.model")
 
 # The worker's BLS client (backends/bls.BlsClient), set once the worker serves; None elsewhere.
 _bls_client: Any = None
+# Set by the worker while the model's finalize() runs: BLS is refused there in Triton's words.
+_finalizing = False
 # The version folder of the model this process runs or auto-completes (get_model_dir); None elsewhere.
 _model_dir: str | None = None
 
@@ -490,6 +492,9 @@ class InferenceRequest:
 
 def _client() -> Any:
     if _bls_client is None:
+        if _finalizing:  # (Triton's words; BLS from initialize() is served here, so the note)
+            raise TritonModelException("BLS is only supported during the 'execute' function. (pytriton also serves "
+                                       "it in 'initialize'; never in 'finalize')")
         raise TritonModelException("BLS requests (InferenceRequest.exec) can be made only by a model that a pytriton "
                                    "server runs, once initialize() has returned")
     return _bls_client

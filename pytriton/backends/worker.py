@@ -192,10 +192,12 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         raise
     finally:
         pb_utils._bls_client = None
+        pb_utils._finalizing = True
         try:
             if isinstance(backend, PythonModelBackend):
                 backend.close()  # the model's finalize()
         finally:
+            pb_utils._finalizing = False
             pb_metrics.flush()  # (what finalize() updated, and the releases of what it dropped)
             pb_metrics._client = None
             endpoint.close()

@@ -164,3 +164,10 @@ def test_a_server_stopped_mid_call_exits_cleanly(tmp_path):
         release.touch()
         result = pending.result(30)  # drained: the request in flight completes
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), A + B)
+
+
+def test_a_bls_request_from_finalize_is_refused_in_tritons_words():
+    """As Triton's qa bls/test.sh checks for its bls_finalize_error model: the refusal says BLS runs in execute."""
+    with serve("--model-repository", str(REPOS / "bls_finalize")) as stopping:
+        pass
+    assert "finalize's BLS request raised: BLS is only supported during the 'execute' function." in stopping.log
