@@ -20,9 +20,12 @@ MODELS = REPO / "tests" / "repositories" / "arguments"
 
 # case -> "ok <what it gave>", "TypeError" (its words are pybind11's signature dump: not compared), or
 # "<exception>: <words>" (whitespace runs as one space: Triton's from_dlpack message has a run of nine)
+NOT_EMPTY = "TritonModelException: Input tensor for request with id '' and model name 'm' should not be empty."
+NOT_DLPACK = ("TritonModelException: Provided tensor is not supported. Tensor must be a DLPack capsule or have "
+              "`__dlpack__` and `__dlpack_device__` attributes")
 TRITON_2_51 = {
-    'request inputs [None]': "TritonModelException: Input tensor for request with id '' and model name 'm' should not be empty.",
-    'request inputs [None, tensor]': "TritonModelException: Input tensor for request with id '' and model name 'm' should not be empty.",
+    'request inputs [None]': NOT_EMPTY,
+    'request inputs [None, tensor]': NOT_EMPTY,
     'request inputs None': 'TypeError',
     'request inputs [1]': 'TypeError',
     'request inputs tuple': 'ok InferenceRequest',
@@ -57,8 +60,8 @@ TRITON_2_51 = {
     'tensor array None': 'TypeError',
     'tensor array list': 'TypeError',
     "tensor '' None": 'TypeError',
-    'from_dlpack None': 'TritonModelException: Provided tensor is not supported. Tensor must be a DLPack capsule or have `__dlpack__` and `__dlpack_device__` attributes',
-    'from_dlpack 5': 'TritonModelException: Provided tensor is not supported. Tensor must be a DLPack capsule or have `__dlpack__` and `__dlpack_device__` attributes',
+    'from_dlpack None': NOT_DLPACK,
+    'from_dlpack 5': NOT_DLPACK,
     "from_dlpack '' None": 'TritonModelException: Tensor name cannot be an empty string.',
     "from_dlpack '' array": 'TritonModelException: Tensor name cannot be an empty string.',
     'from_dlpack name None': 'TypeError',
