@@ -5,8 +5,8 @@ The server keeps the values (instances of a model share a family and, with the s
 checks each call itself, with Triton's wording, and gathers the updates: `increment`/`set`/`observe` cost no message of
 their own. What was gathered goes up in one METRICS message before each result the worker sends (so that a client
 that has its response finds the metrics updated), when the worker is idle, and before a call that needs an answer:
-creating a family (its kind may clash with one of that name) and `value()` (the server's value, which every instance
-updates). Dropping a `Metric` (or `MetricFamily`) object releases it, as in Triton; a worker that goes away releases
+creating a family (its kind may clash with one of that name), creating a metric (on /metrics once `Metric()` returns,
+as in Triton) and `value()` (the server's value, which every instance updates). Dropping a `Metric` (or `MetricFamily`) object releases it, as in Triton; a worker that goes away releases
 all of its own.
 """
 
@@ -107,14 +107,26 @@ class MetricsClient:
         return handle
 
     def new_metric(self, family: int, labels: dict[str, str], buckets: list[float] | None) -> int:
+        waits = threading.get_ident() == self.thread  # (another thread's goes with the worker's next flush)
         with self._lock:
             handle = self._next_handle()
+            if waits:
+                self._ops.extend(self._updates())  # (the creation last: the answer is about it)
             self._ops.append(MetricOp(kind=MetricOp.METRIC_NEW, handle=handle, family=family, labels=labels,
                                       buckets=buckets or ()))
             self._pending[handle] = _Pending(len(buckets) if buckets is not None else 0)
             if buckets is not None:
                 self._buckets[handle] = buckets
-        self.flush()  # shown at once (with its zero value), as Triton shows a metric it creates
+        if not waits:
+            return handle
+        # On /metrics (with its zero value) once this returns, as Triton shows a metric it creates: the server has
+        # it when it answers (a message sent without waiting may not be read before the model's own next scrape).
+        answer = self._call()
+        if answer.error:
+            with self._lock:
+                self._pending.pop(handle, None)
+                self._buckets.pop(handle, None)
+            raise self.refusal("Error when creating Metric", answer.error)
         return handle
 
     def release(self, handle: int, metric: bool) -> None:

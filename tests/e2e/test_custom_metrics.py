@@ -5,6 +5,7 @@ values intact, and an unload (explicit mode) takes the model's metrics away. Che
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests._support.clients import CLIENTS, client_for
@@ -200,3 +202,15 @@ def test_unload_takes_the_models_metrics_away(tmp_path: Path):
         assert "# TYPE nv_inference_count counter" in text  # the server's own metrics are still there
         client.load_model("metered")  # a new start: the metrics come back from zero
         assert infer(client, "http", [4.0]).as_numpy("REQUESTS").tolist() == [1.0]
+
+
+@pytest.mark.parametrize("kind", ["counter", "histogram"])
+def test_a_created_metric_is_on_metrics_when_its_creation_returns(kind):
+    """As in Triton (whose `qa/python_models/custom_metrics` reads /metrics from inside execute right after making a
+    metric): the model (tests/repositories/metrics_read/read_back) reads /metrics after each Metric() it makes, and
+    finds each one's zero line there every time."""
+    with serve("--model-repository", str(REPOS / "metrics_read")) as server, \
+            grpcclient.InferenceServerClient(server.grpc_url) as client:
+        result = client.infer("read_back", [], parameters={"metrics_url": server.metrics_url, "count": 200,
+                                                            "kind": kind})
+        assert json.loads(result.as_numpy("MISSED")[0]) == []
