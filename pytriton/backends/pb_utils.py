@@ -407,7 +407,7 @@ class InferenceRequest:
         request._requested = requested
         request._parameters = parameters
         request._request_id, request._correlation_id, request._flags = fields
-        request._timeout_us = 0
+        request._timeout_us = int(parameters.get("timeout", 0))  # the client's (or a BLS caller's), in microseconds
         request._preferred_memory = None
         request._trace = None
         request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL

@@ -97,6 +97,8 @@ class BlsBridge:
             parameters["sequence_start"] = True
         if flags & 2:
             parameters["sequence_end"] = True
+        if message.timeout_us:  # (the callee's request.timeout(), as a client's timeout parameter gives it)
+            parameters["timeout"] = message.timeout_us
         return InferRequest(message.model_name, message.model_version, request_id, inputs,
                             [RequestedOutput(name) for name in item.requested_outputs], parameters,
                             chain=decode_chain(item))

@@ -102,3 +102,15 @@ def test_bls_timeout_answers_triton_error_and_withdraws_the_request(server):
     result = client.infer("bls_timeout", [x_input("grpc")], parameters={"seconds": 0, "timeout_us": 5_000_000})
     assert result.as_numpy("ERROR")[0] == b""
     np.testing.assert_array_equal(result.as_numpy("Y"), 2 * X)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_model_sees_the_requests_timeout(server, protocol):
+    """request.timeout(): the client's `timeout` parameter or a BLS caller's `timeout` (microseconds; Triton's qa bls
+    test.sh looks for the 11 s its identity_fp32_timeout model logs), 0 when none was given; as tritonserver 2.51."""
+    client = client_for(server, protocol)
+    assert client.infer("seen_timeout", []).as_numpy("TIMEOUT").tolist() == [0]
+    assert client.infer("seen_timeout", [], timeout=7_000_000).as_numpy("TIMEOUT").tolist() == [7_000_000]
+    seen = client.infer("bls_timeout_seen", [], parameters={"bls_timeout": 11_000_000_000}).as_numpy("TIMEOUT")
+    assert seen.tolist() == [11_000_000_000]
+    assert client.infer("bls_timeout_seen", [], parameters={"bls_timeout": 0}).as_numpy("TIMEOUT").tolist() == [0]
