@@ -6,8 +6,8 @@ checks each call itself, with Triton's wording, and gathers the updates: `increm
 their own. What was gathered goes up in one METRICS message before each result the worker sends (so that a client
 that has its response finds the metrics updated), when the worker is idle, and before a call that needs an answer:
 creating a family (its kind may clash with one of that name), creating a metric (on /metrics once `Metric()` returns,
-as in Triton) and `value()` (the server's value, which every instance updates). Dropping a `Metric` (or `MetricFamily`) object releases it, as in Triton; a worker that goes away releases
-all of its own.
+as in Triton) and `value()` (the server's value, which every instance updates). Dropping a `Metric` (or
+`MetricFamily`) object releases it, as in Triton; a worker that goes away releases all of its own.
 """
 
 from __future__ import annotations
