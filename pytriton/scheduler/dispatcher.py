@@ -294,7 +294,8 @@ class ModelScheduler:
         # instance -> its executions in the order it received them (it runs them in that order)
         self._running: dict[Any, dict[_Execution, None]] = {}
         # Jobs that wait: one FIFO, or under a queue policy (priority levels, max queue size, timeouts) its queues
-        self._queue: Any = collections.deque() if queueing is None else PolicyQueue(queueing, self._reject)
+        self._queue: Any = collections.deque() if queueing is None else PolicyQueue(
+            queueing, self._reject, reordered=self._reordered)
         self._withdrawn = 0  # jobs in the queue whose caller went away (skipped when reached)
         self._queued_weight = 0  # batch elements of the jobs that wait (what the queue delay compares with its target)
         # The signature every queued job has, unless `_mixed` (a job of another was queued since the queue was last
@@ -518,6 +519,13 @@ class ModelScheduler:
         if isinstance(error, ServerError):
             error.failure_reason = "REJECTED"  # (Triton's reason for a request its queue policy rejected)
         job.fail(error)
+        if self._free and self._queue:  # (what waited behind it may make a batch now, as in Triton)
+            self._schedule()
+
+    def _reordered(self) -> None:
+        """A DELAY job moved behind its level's others at its timeout: those may make a batch now."""
+        if self._free and self._queue:
+            self._schedule()
 
     def _pop_withdrawn(self) -> None:
         queue = self._queue
@@ -549,10 +557,14 @@ class ModelScheduler:
                 self._start([job])
                 continue
             if self._delay_ns:
-                queued = self._queued_weight
-                if queued < self._target and queued not in self._preferred and not self._batch_closed():
-                    wait_ns = self._queue[0].enqueued_ns + self._delay_ns - time.perf_counter_ns()
-                    if wait_ns > 0:
+                wait_ns = self._queue[0].enqueued_ns + self._delay_ns - time.perf_counter_ns()
+                if wait_ns > 0:  # (the delay not over: a preferred batch the queue holds goes now, cut at its size)
+                    cut = self._preferred_cut() if self._preferred else 0
+                    if cut:
+                        self._start(self._take_batch(cut))
+                        continue
+                    queued = self._queued_weight
+                    if queued < self._target and not self._batch_closed():
                         self._timer = self._loop.call_later(wait_ns / 1e9, self._schedule)
                         return
             self._start(self._take_batch())
@@ -570,9 +582,34 @@ class ModelScheduler:
         self._queue_signature, self._mixed = head, False  # (all of one kind again)
         return False
 
-    def _take_batch(self) -> list[Job]:
+    def _preferred_cut(self) -> int:
+        """The batch size to start now before the queue delay is over, as Triton's dynamic batcher picks it: walking
+        the queue in order (jobs that batch with the first, up to max_batch_size), the largest preferred size the
+        batch passes through, or where one more job would take it past the largest preferred size; 0 when neither
+        is reached (the batch waits)."""
         assert self.batching is not None
         limit = self.batching.max_batch_size
+        best = total = 0
+        signature: Any = None
+        for job in self._queue:
+            if job.state != QUEUED:
+                continue
+            if total:
+                if total + job.weight > self._target:
+                    return best or total  # (the batch can grow no further within the preferred sizes)
+                if total + job.weight > limit or job.signature != signature:
+                    break
+            else:
+                signature = job.signature
+            total += job.weight
+            if total in self._preferred:
+                best = total
+        return best
+
+    def _take_batch(self, size: int = 0) -> list[Job]:
+        """The next batch: jobs that batch with the first, up to max_batch_size (or `size`, a cut the queue holds)."""
+        assert self.batching is not None
+        limit = size or self.batching.max_batch_size
         batch: list[Job] = []
         total = 0
         queue = self._queue

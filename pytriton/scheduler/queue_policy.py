@@ -122,14 +122,15 @@ class PolicyQueue:
     front)."""
 
     def __init__(self, rules: QueueRules, reject: Callable[[Job, ServerError], None],
-                 clock: Callable[[], int] = time.perf_counter_ns):
+                 clock: Callable[[], int] = time.perf_counter_ns, reordered: Callable[[], None] | None = None):
         self.rules = rules
         self._reject = reject
+        self._reordered = reordered  # told when a DELAY job moved behind its level's others (a batch may form now)
         self._clock = clock
         self._levels: dict[int, _Level] = {}
         self._order: list[int] = []  # the levels that exist, most urgent first
         self._deadline: dict[Job, int] = {}  # queued jobs with a timeout -> when it expires (clock ns)
-        self._timers: dict[Job, Any] = {}  # REJECT jobs with a timeout -> their timer (a handle with `cancel()`)
+        self._timers: dict[Job, Any] = {}  # queued jobs with a timeout -> their timer (a handle with `cancel()`)
         self.call_later: Callable[..., Any] = asyncio.get_running_loop().call_later  # (a test's fake clock: its own)
         self._size = 0  # entries, withdrawn ones included (as the deque's len)
 
@@ -163,8 +164,9 @@ class PolicyQueue:
         if timeout_us:
             deadline = self._clock() + timeout_us * 1000
             self._deadline[job] = deadline
-            if not policy.delay:  # a rejected caller hears at its deadline, not when an instance frees
-                self._timers[job] = self.call_later(timeout_us / 1e6, self._timed_out, job)
+            # at its deadline: a REJECT job's caller hears at once, not when an instance frees; a DELAY job moves
+            # behind its level's others then, as in Triton, so that those may batch without it
+            self._timers[job] = self.call_later(timeout_us / 1e6, self._timed_out, job)
 
     def appendleft(self, job: Job) -> None:
         """Put a job back at the front of its level (it was taken, and never started)."""
@@ -189,11 +191,24 @@ class PolicyQueue:
     # ---- timeouts ------------------------------------------------------------------------------
     def _timed_out(self, job: Job) -> None:
         self._timers.pop(job, None)
-        if job.state == QUEUED and job in self._deadline:
+        if job.state != QUEUED or job not in self._deadline:
+            return
+        level = self._level(self.rules.level_of(job.priority))
+        if not level.policy.delay:
             self._expire(job)
+            return
+        try:
+            level.waiting.remove(job)
+        except ValueError:  # (not waiting: taken already)
+            return
+        self._forget(job)
+        level.delayed.append(job)
+        if self._reordered is not None:
+            self._reordered()
 
     def reject_expired(self) -> None:
-        """End the queued jobs of REJECT levels whose deadline has passed (what their timers do, one by one)."""
+        """Apply the timeouts whose deadline has passed (what their timers do, one by one): REJECT jobs end, DELAY
+        jobs move behind their level's others."""
         now = self._clock()
         for job, deadline in list(self._deadline.items()):
             if deadline <= now and job in self._timers:

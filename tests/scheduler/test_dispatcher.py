@@ -127,6 +127,43 @@ def test_a_job_that_cannot_join_the_batch_starts_it_without_the_queue_delay():
     run(main())
 
 
+def test_a_preferred_batch_the_queue_holds_starts_cut_at_its_size():
+    # As Triton's dynamic batcher (its qa/L0_model_queue test_priority_levels): before the queue delay is over, the
+    # largest preferred size a prefix of the queue reaches starts at once, cut there; the rest waits for its delay.
+    async def main():
+        scheduler = ModelScheduler("m", BatchPolicy(32, max_queue_delay_us=10_000_000, preferred_batch_sizes=(4, 8)))
+        instance = FakeInstance("i")
+        scheduler.add_instance(instance)
+        first, _ = make_job(1, batch_size=3)
+        scheduler.submit(first)
+        scheduler.submit(make_job(2, batch_size=2)[0])  # 3, 5: no preferred size
+        await turns()
+        assert instance.executions == []
+        scheduler.submit(make_job(3, batch_size=3)[0])  # 3, 5, 8: a preferred size
+        assert [e.payloads for e in instance.executions] == [[1, 2, 3]]
+        instance.executions[0].reply()
+        await first.future
+        jobs = [make_job(i, batch_size=2)[0] for i in range(4, 7)]  # 2, 4, 6
+        for job in jobs:
+            scheduler.submit(job)
+        assert [e.payloads for e in instance.executions[1:]] == [[4, 5]]  # cut at 4, not the 6 queued
+        instance.executions[1].reply()
+        await jobs[1].future
+        assert len(instance.executions) == 2  # the third waits for the delay
+        # queued before an instance is there: 12 past the largest preferred size, cut where the batch passes 8
+        later = ModelScheduler("m", BatchPolicy(32, max_queue_delay_us=10_000_000, preferred_batch_sizes=(4, 8)))
+        many = [make_job(i, batch_size=1)[0] for i in range(12)]
+        for job in many:
+            later.submit(job)
+        idle = FakeInstance("j")
+        later.add_instance(idle)
+        assert [e.payloads for e in idle.executions] == [list(range(8))]
+        idle.executions[0].reply()
+        await many[7].future
+
+    run(main())
+
+
 def test_a_withdrawn_queued_job_never_runs_and_ends_at_once():
     async def main():
         scheduler = ModelScheduler("m", pipeline_depth=1)

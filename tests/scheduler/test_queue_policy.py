@@ -186,6 +186,26 @@ def test_delay_puts_a_job_past_its_timeout_behind_the_others_of_its_level():
     run(main())
 
 
+def test_at_a_delay_jobs_timeout_the_others_of_its_level_batch_without_it():
+    # As Triton (its qa/L0_model_queue test_priority_with_policy): at the deadline the DELAY job moves behind, and
+    # the jobs before and after it that make a preferred batch start then, not when something else wakes the queue.
+    async def main():
+        rules = QueueRules(default=LevelPolicy(timeout_us=LONG_US, allow_override=True, delay=True))
+        batching = BatchPolicy(8, max_queue_delay_us=LONG_US, preferred_batch_sizes=(4, 8))
+        scheduler, instance, clock = scheduler_with(rules, batching)
+        for payload, size, timeout in (("first", 2, 0), ("short", 1, 1000), ("third", 2, 0)):
+            job, _ = make_job(payload, batch_size=size)
+            job.timeout_us = timeout
+            scheduler.submit(job)
+        await turns()
+        assert instance.executions == []  # 2, 3, 5: no preferred size yet
+        clock.advance_us(1001)
+        scheduler._queue.reject_expired()  # what the job's timer does at its deadline
+        assert [e.payloads for e in instance.executions] == [["first", "third"]]
+
+    run(main())
+
+
 def test_a_request_timeout_only_shortens_the_policy_timeout_and_only_when_allowed():
     assert LevelPolicy(timeout_us=5000, allow_override=True).timeout_of(1000) == 1000
     assert LevelPolicy(timeout_us=5000, allow_override=True).timeout_of(9000) == 5000
