@@ -303,9 +303,9 @@ class PythonModelBackend(CallableBackend):
             if inspect.isawaitable(result):  # `async def execute`: run to completion on this thread's loop
                 result = self._loop_for().run_until_complete(result)
             if result is not None:
-                raise InferenceCallableError(
-                    f"execute() of decoupled model '{self.config.model_name}' must return None (its responses go "
-                    f"through the response sender), got {type(result).__name__}")
+                raise InferenceCallableError(  # (Triton's wording)
+                    f"Python model '{self.args['model_instance_name']}' is using the decoupled mode and the execute "
+                    "function must return None.")
         except BaseException:
             sent.put((-1, True, 0))
             raise

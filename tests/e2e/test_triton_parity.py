@@ -269,6 +269,8 @@ DEC_CASES = {
     "unknown_flag": [("response", "TritonModelException: Unable to send response. Unsupported flag provided.", True)],
     "send_after_final": [("response", "a", True)],
     "list_after_final": [("response", "x", True)],  # (execute's error comes after the final response: logged)
+    "list_returned": [("error", "Failed to process the request(s) for model 'dec_probe_0', message: Python model "
+                                "'dec_probe_0' is using the decoupled mode and the execute function must return None.")],
 }
 
 
@@ -285,7 +287,7 @@ def _dec_stream(grpc_url: str, case: str) -> list[tuple[Any, ...]]:
             result, error = answers.get(timeout=TIMEOUT_S)
             if error is not None:
                 got.append(("error", error.message()))
-                if case == "error_with_final":  # (the final flag rides on the error: nothing else comes)
+                if case in ("error_with_final", "list_returned"):  # (the final flag rides on the error)
                     return got
                 continue
             final = result.get_response().parameters["triton_final_response"].bool_param
