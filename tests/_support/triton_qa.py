@@ -93,10 +93,12 @@ class QaRun:
 
 def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] = (),
                      server_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                     timeout_s: float = 600.0, runner: str = "pytest") -> QaRun:
+                     server_log_name: str | None = None, timeout_s: float = 600.0, runner: str = "pytest") -> QaRun:
     """Serve `repository` with `pytriton serve --model-repository` (and `server_args`) on ports 8000, 8001 and 8002
     of a private loopback, run `test_file` there with pytest (only `tests`, each `Class::test`, when given), with
-    `env` added to the client's and the server's environment, and return the outcomes.
+    `env` added to the client's and the server's environment, and return the outcomes. With `server_log_name`, the
+    client runs in a scratch folder where the server's log is that file (Triton's test.sh writes its server log
+    into the test's folder, and some tests read it there), not in the test file's folder.
 
     `runner="unittest"` runs it as Triton's script does with `python3 file.py` (unittest's runner, needed by a
     test class based on qa/common's `TestResultCollector`); the outcomes are then read from unittest's verbose
@@ -107,6 +109,7 @@ def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] 
             "test_file": str(test_file), "repository": str(repository), "tests": list(tests),
             "server_args": list(server_args), "env": dict(env or {}), "out": str(out), "runner": runner,
             "client_python": CLIENT_PYTHON, "client_timeout_s": max(timeout_s - 120.0, 30.0),
+            "server_log_name": server_log_name,
             "pythonpath": [str(SHIMS), str(qa_folder() / "common"), str(test_file.parent)],
         }
         command = ["unshare", "--net", "--", sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]

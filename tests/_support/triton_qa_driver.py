@@ -65,16 +65,20 @@ def main(spec: dict) -> int:
             report["ready"] = server.poll() is None and ready.is_set()
             if report["ready"]:
                 test_file = Path(spec["test_file"])
+                cwd = test_file.parent
+                if spec.get("server_log_name"):  # (the client runs where the server's log has the name it reads)
+                    cwd = out / "cwd"
+                    cwd.mkdir()
+                    (cwd / spec["server_log_name"]).symlink_to(out / "server.log")
                 if spec["runner"] == "unittest":  # (as `python3 file.py`: a TestResultCollector needs unittest's run)
-                    command = [spec["client_python"], test_file.name, "-v",
+                    command = [spec["client_python"], str(test_file), "-v",
                                *(name.replace("::", ".") for name in spec["tests"])]
                 else:
-                    targets = [f"{test_file.name}::{name}" for name in spec["tests"]] or [test_file.name]
+                    targets = [f"{test_file}::{name}" for name in spec["tests"]] or [str(test_file)]
                     command = [spec["client_python"], "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-v",
                                f"--junitxml={out / 'junit.xml'}", *targets]
                 with open(out / "client.log", "w") as client_log:
-                    client = subprocess.Popen(command, cwd=test_file.parent, env=env, stdout=client_log,
-                                              stderr=subprocess.STDOUT)
+                    client = subprocess.Popen(command, cwd=cwd, env=env, stdout=client_log, stderr=subprocess.STDOUT)
                     try:
                         report["client_rc"] = client.wait(spec["client_timeout_s"])
                     except subprocess.TimeoutExpired:  # (a test that hangs: its outcomes so far are kept)

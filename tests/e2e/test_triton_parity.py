@@ -270,7 +270,8 @@ DEC_CASES = {
     "send_after_final": [("response", "a", True)],
     "list_after_final": [("response", "x", True)],  # (execute's error comes after the final response: logged)
     "list_returned": [("error", "Failed to process the request(s) for model 'dec_probe_0', message: Python model "
-                                "'dec_probe_0' is using the decoupled mode and the execute function must return None.")],
+                                "'dec_probe_0' is using the decoupled mode and the execute function must return "
+                                "None.")],
 }
 
 
