@@ -6,6 +6,7 @@ A worker is told to run one with the target `python-backend:/path/to/<model>/<ve
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import dataclasses
 import functools
@@ -164,6 +165,8 @@ class PythonModelBackend(CallableBackend):
         self._passed: dict[tuple[str, Any, tuple[int, ...]], tuple[str, tuple[int, ...] | None]] = {}
         self._execute_thread: concurrent.futures.ThreadPoolExecutor | None = None  # decoupled models' execute()
         self._executed: concurrent.futures.Future[Any] | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None  # `async def execute`'s (see _awaited)
+        self._event_loop_thread: threading.Thread | None = None
         if hasattr(self.model, "initialize"):
             self.model.initialize(self.args)
         super().__init__(self._run, config)
@@ -213,7 +216,7 @@ class PythonModelBackend(CallableBackend):
         pb_requests = self._requests(requests, [None] * len(requests))
         responses = self.model.execute(pb_requests)
         if inspect.isawaitable(responses):  # `async def execute` (its BLS calls may use async_exec)
-            responses = self._loop_for().run_until_complete(responses)
+            responses = self._awaited(responses)
         name = self.config.model_name
         if not isinstance(responses, (list, tuple)):
             raise InferenceCallableError(f"execute() of model '{name}' must return a list of pb_utils."
@@ -300,8 +303,8 @@ class PythonModelBackend(CallableBackend):
         the stream from the future), or None once it returned."""
         try:
             result = self.model.execute(requests)
-            if inspect.isawaitable(result):  # `async def execute`: run to completion on this thread's loop
-                result = self._loop_for().run_until_complete(result)
+            if inspect.isawaitable(result):  # `async def execute`: run to completion on the model's event loop
+                result = self._awaited(result)
             if result is not None:
                 raise InferenceCallableError(  # (Triton's wording)
                     f"Python model '{self.args['model_instance_name']}' is using the decoupled mode and the execute "
@@ -310,6 +313,18 @@ class PythonModelBackend(CallableBackend):
             sent.put((-1, True, 0))
             raise
         sent.put((-1, None, 0))
+
+    def _awaited(self, awaitable: Any) -> Any:
+        """What an `async def execute` returns: its coroutine runs to completion on the model's event loop, which
+        runs on a thread of its own for the life of the instance, as on Triton's stub. The tasks the coroutine
+        starts go on once it returned (e.g. responses a decoupled model sends later through its senders)."""
+        if self._event_loop is None:
+            self._event_loop = asyncio.new_event_loop()
+            self._event_loop_thread = threading.Thread(target=self._event_loop.run_forever, daemon=True,
+                                                       name=f"asyncio-{self.config.model_name}")
+            self._event_loop_thread.start()
+        coroutine = awaitable if asyncio.iscoroutine(awaitable) else _awaiting(awaitable)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop).result()
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._execute_thread is None:
@@ -405,7 +420,24 @@ class PythonModelBackend(CallableBackend):
             self._wait_executed(CLOSE_WAIT_S)
             if self._execute_thread is not None:
                 self._execute_thread.shutdown(wait=False)
+            self._stop_event_loop()  # (before finalize(), as Triton's stub stops it)
             if model is not None and hasattr(model, "finalize"):
                 model.finalize()
         finally:
             super().close()
+
+    def _stop_event_loop(self) -> None:
+        """Stop the model's event loop (its tasks still pending are left undone) and close it."""
+        loop, thread = self._event_loop, self._event_loop_thread
+        self._event_loop = self._event_loop_thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(CLOSE_WAIT_S)
+        if not thread.is_alive():  # (a callback that never returns keeps it running: it is left to the exit)
+            loop.close()
+
+
+async def _awaiting(awaitable: Any) -> Any:
+    """An awaitable that is not a coroutine, as a coroutine."""
+    return await awaitable

@@ -41,3 +41,28 @@ def test_first_response_arrives_while_execute_runs(server, tmp_path, from_thread
     finally:
         client.stop_stream()
         client.close()
+
+
+def test_a_task_of_async_execute_sends_after_execute_returned(server, tmp_path):
+    """`async def execute` runs on the model's event loop, which goes on running once execute returned (as on
+    Triton's stub): a task it started sends the request's last response and the final flag later."""
+    gate = tmp_path / "gate"
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    arrived: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: arrived.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([7], dtype=np.int32))
+        client.async_stream_infer("async_later", [tensor], parameters={"gate": str(gate)},
+                                  enable_empty_final_response=True)
+        result, error = arrived.get(timeout=60)
+        assert error is None, error
+        assert result.as_numpy("OUT").tolist() == [7]
+        gate.touch()  # (execute returned long ago: it sent the first response and returned)
+        result, error = arrived.get(timeout=60)
+        assert error is None, error
+        assert result.as_numpy("OUT").tolist() == [8]
+        assert result.get_response().parameters["triton_final_response"].bool_param
+    finally:
+        client.stop_stream()
+        client.close()
