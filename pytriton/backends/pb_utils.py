@@ -85,11 +85,6 @@ def _sequence(value: Any) -> bool:
     return isinstance(value, (list, tuple))
 
 
-def _not_supported(feature: str) -> NotImplementedError:
-    return NotImplementedError(f"{feature} is not supported by pytriton yet (Triton Python-backend models: see "
-                               "docs/guide/model-repositories.md)")
-
-
 class TritonModelException(Exception):
     """What Triton raises into a model when a pb_utils call fails."""
 
@@ -340,6 +335,38 @@ class InferenceResponseSender:
         return self._cancelled is not None and self._cancelled()
 
 
+class _OneResponseSender(InferenceResponseSender):
+    """The response sender of a model that is not decoupled (Triton's Python backend allows one): it answers its
+    request with one response, and the final flag (with that response or after it), during `execute` or after it
+    returned. Its refusals are Triton's, in Triton's words."""
+
+    def __init__(self, index: int, put: Callable[[int, InferenceResponse | None, int], None]):
+        super().__init__(index, put)
+        self._sent = 0  # (as Triton counts: every send, the final flag alone too)
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TypeError(f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        self._count(response, flags)
+        self._put(self._index, response, flags)
+
+    def _count(self, response: InferenceResponse | None, flags: int) -> None:
+        """Triton's checks of one more answer (a send, or the response `execute` returns for this request)."""
+        if response is not None and self._sent:
+            raise TritonModelException("Unable to send response. Non-decoupled model cannot send more than one "
+                                       "response.")
+        if response is None and flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL and not self._sent:
+            raise TritonModelException("Unable to send response. Non-decoupled model cannot send complete final "
+                                       "before sending a response.")
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        if flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._closed = True
+        self._sent += 1
+
+
 def _check_request_arguments(model_name: Any, inputs: Any, requested: Any, model_version: Any,
                              kwargs: dict[str, Any]) -> None:
     """InferenceRequest's arguments of the wrong kind, refused with TypeError as Triton's bindings refuse them."""
@@ -366,6 +393,9 @@ def _check_request_arguments(model_name: Any, inputs: Any, requested: Any, model
 class InferenceRequest:
     """A request the model receives in `execute`; or one a model builds itself and runs with `exec()` or
     `async_exec()` on any model the server serves (BLS)."""
+
+    # A received request of a model that is not decoupled: makes its response sender, once asked for (None elsewhere)
+    _make_sender: Callable[[], InferenceResponseSender] | None = None
 
     def __init__(self, model_name: str = "", inputs: list[Tensor] | tuple[Tensor, ...] = (),
                  requested_output_names: list[str] | tuple[str, ...] = (), model_version: int = -1, **kwargs: Any):
@@ -475,7 +505,10 @@ class InferenceRequest:
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
-            raise _not_supported("get_response_sender() in a model that is not decoupled")
+            if self._make_sender is None:
+                raise TritonModelException("a response sender is given only to the requests execute() receives")
+            self._sender = self._make_sender()
+            self._sender._cancelled = self._cancelled
         return self._sender
 
     def exec(self, decoupled: bool = False) -> Any:

@@ -129,6 +129,37 @@ class _OutputPlan:
         self.model_spec = spec if spec.reshape is None else dataclasses.replace(spec, shape=spec.reshape)
 
 
+class _SentAnswers:
+    """What the response senders of one execution's requests sent, for a model that is not decoupled: each request's
+    response (its first: the one its client gets, as on Triton, whatever comes after it). `senders[i]` is request
+    i's sender once the model asked for it."""
+
+    __slots__ = ("responses", "senders", "_sent")
+
+    def __init__(self, count: int):
+        self.responses: list[pb_utils.InferenceResponse | None] = [None] * count
+        self.senders: list[pb_utils._OneResponseSender | None] = [None] * count
+        self._sent = threading.Condition()
+
+    def sender(self, index: int) -> pb_utils.InferenceResponseSender:
+        sender = self.senders[index] = pb_utils._OneResponseSender(index, self._put)
+        return sender
+
+    def _put(self, index: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
+        if response is not None:
+            with self._sent:
+                self.responses[index] = response
+                self._sent.notify_all()
+
+    def wait(self, index: int) -> pb_utils.InferenceResponse:
+        """Request `index`'s response, once its sender sent it (during `execute` or after it returned)."""
+        with self._sent:
+            self._sent.wait_for(lambda: self.responses[index] is not None)
+        response = self.responses[index]
+        assert response is not None
+        return response
+
+
 class PythonModelBackend(CallableBackend):
     """A `TritonPythonModel` instance as the worker loop's backend: requests become `pb_utils.InferenceRequest`s, its
     `InferenceResponse`s become outputs (or per-request errors)."""
@@ -214,9 +245,19 @@ class PythonModelBackend(CallableBackend):
         if self.config.decoupled:
             return self._stream(requests)
         pb_requests = self._requests(requests, [None] * len(requests))
-        responses = self.model.execute(pb_requests)
-        if inspect.isawaitable(responses):  # `async def execute` (its BLS calls may use async_exec)
-            responses = self._awaited(responses)
+        answers = _SentAnswers(len(pb_requests))  # (a request's sender is made only if the model asks for it)
+        for index, request in enumerate(pb_requests):
+            request._make_sender = functools.partial(answers.sender, index)
+        try:
+            responses = self.model.execute(pb_requests)
+            if inspect.isawaitable(responses):  # `async def execute` (its BLS calls may use async_exec)
+                responses = self._awaited(responses)
+        except Exception as exc:
+            if not any(answers.responses):
+                raise
+            return self._answered_before(exc, answers)
+        if any(answers.senders):
+            responses = self._with_sent(responses, answers)
         name = self.config.model_name
         if not isinstance(responses, (list, tuple)):
             raise InferenceCallableError(f"execute() of model '{name}' must return a list of pb_utils."
@@ -234,6 +275,37 @@ class PythonModelBackend(CallableBackend):
                         f"type '{_type_shown(responses[index])}'.")
                 responses[index] = RESCHEDULED_RESPONSE
         return responses
+
+    def _with_sent(self, responses: Any, answers: _SentAnswers) -> Any:
+        """The responses of an execution whose model asked for response senders (not decoupled): a request whose
+        sender sent its response is answered with it, once sent (after `execute` returned, maybe); a response
+        `execute` returns for such a request is not sent (Triton's words for why are logged). `execute` may return
+        None when every request answers through its sender."""
+        if responses is None:
+            responses = [None] * len(answers.senders)
+        if not isinstance(responses, (list, tuple)) or len(responses) != len(answers.senders):
+            return responses  # (refused as any other execute's)
+        responses = list(responses)
+        for index, sender in enumerate(answers.senders):
+            if sender is None:
+                continue
+            if responses[index] is not None:
+                try:
+                    sender._count(responses[index], pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    continue  # (the returned response answers the request: its sender is closed)
+                except pb_utils.TritonModelException as exc:
+                    logger.error("model '%s': the response execute() returned for request %d is not sent: %s",
+                                 self.config.model_name, index, exc)
+            responses[index] = answers.wait(index)
+        return responses
+
+    def _answered_before(self, exc: Exception, answers: _SentAnswers) -> list[Any]:
+        """`execute` raised `exc` after some requests' senders sent their responses: those keep them (their clients
+        have them on Triton); the others answer the error."""
+        logger.error("model '%s': execute() failed after some of its requests were answered: %s: %s",
+                     self.config.model_name, type(exc).__name__, exc)
+        error = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{type(exc).__name__}: {exc}"))
+        return [error if response is None else response for response in answers.responses]
 
     def _stream(self, requests: list[Request]) -> Generator[StreamStep, None, None]:
         """A decoupled model: what the senders send (during `execute` or later, from any thread) is yielded as it

@@ -277,14 +277,36 @@ def test_decoupled_execute_errors_reach_the_worker(tmp_path):
     backend.close()
 
 
-def test_sender_refuses_after_final_and_non_decoupled_has_none():
+def test_sender_refuses_after_final_and_a_request_outside_execute_has_none():
     sender = pb_utils.InferenceResponseSender(0, lambda *args: None)
     sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
     with pytest.raises(pb_utils.TritonModelException, match="Response sender has been closed"):
         sender.send(pb_utils.InferenceResponse([]))
-    received = pb_utils.InferenceRequest._received({}, [], {}, None)
-    with pytest.raises(NotImplementedError, match="get_response_sender"):
+    received = pb_utils.InferenceRequest._received({}, [], {}, None)  # (no execution made it a sender)
+    with pytest.raises(pb_utils.TritonModelException, match="only to the requests execute"):
         received.get_response_sender()
+    built = pb_utils.InferenceRequest(model_name="other", inputs=[], requested_output_names=[])
+    with pytest.raises(pb_utils.TritonModelException, match="only to the requests execute"):
+        built.get_response_sender()
+
+
+def test_a_non_decoupled_sender_answers_once_in_tritons_words():
+    """Triton's checks of a non-decoupled model's response sender (its UpdateStateAndCounters), in its words."""
+    sent = []
+    final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    sender = pb_utils._OneResponseSender(0, lambda *args: sent.append(args))
+    with pytest.raises(pb_utils.TritonModelException, match="^Unable to send response. Non-decoupled model cannot "
+                                                            "send complete final before sending a response.$"):
+        sender.send(flags=final)
+    response = pb_utils.InferenceResponse([])
+    sender.send(response)
+    with pytest.raises(pb_utils.TritonModelException, match="^Unable to send response. Non-decoupled model cannot "
+                                                            "send more than one response.$"):
+        sender.send(response, flags=final)
+    sender.send(flags=final)
+    with pytest.raises(pb_utils.TritonModelException, match="Response sender has been closed"):
+        sender.send(flags=final)
+    assert sent == [(0, response, 0), (0, None, final)]
 
 
 def test_bls_outside_a_served_worker_says_why():
