@@ -367,8 +367,10 @@ class PythonModelBackend(CallableBackend):
             if filled:
                 yield step
         if carried is not None and carried[0] < 0 and carried[1] is not None:  # every request had its final response
-            logger.error("execute() of decoupled model '%s' failed after every request's final response: %s",
-                         self.config.model_name, executed.exception())
+            error = executed.exception()  # (logged in Triton's words: no client is left to hear of it)
+            what = str(error) if isinstance(error, InferenceCallableError) else f"{type(error).__name__}: {error}"
+            logger.error("Failed to process the request(s) for model '%s', message: %s (execute() failed after every "
+                         "request's final response)", self.args["model_instance_name"], what)
 
     def _execute_decoupled(self, requests: list[pb_utils.InferenceRequest], sent: queue.SimpleQueue[Any]) -> None:
         """(Execute thread) run `execute`; an item of index -1 follows what it sent: its error (then re-raised by

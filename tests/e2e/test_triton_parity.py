@@ -269,6 +269,7 @@ DEC_CASES = {
     "unknown_flag": [("response", "TritonModelException: Unable to send response. Unsupported flag provided.", True)],
     "send_after_final": [("response", "a", True)],
     "list_after_final": [("response", "x", True)],  # (execute's error comes after the final response: logged)
+    "raise_after_final": [("response", None, True)],  # (the error is logged: test_an_error_after_the_final_...)
     "list_returned": [("error", "Failed to process the request(s) for model 'dec_probe_0', message: Python model "
                                 "'dec_probe_0' is using the decoupled mode and the execute function must return "
                                 "None.")],
@@ -304,6 +305,15 @@ def _dec_stream(grpc_url: str, case: str) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize("case", DEC_CASES)
 def test_a_decoupled_models_sender_as_tritons(server, case):
     assert _dec_stream(server.grpc_url, case) == DEC_CASES[case]
+
+
+def test_an_error_after_the_final_responses_is_logged_in_tritons_words(server):
+    """tritonserver 2.51 logs `Failed to process the request(s) for model 'dec_probe_0', message: ValueError: raised
+    after the final response` and the model file's lines (Triton's QA async_execute/concurrency_test.py looks for the
+    exception's type and message in the log)."""
+    assert _dec_stream(server.grpc_url, "raise_after_final") == DEC_CASES["raise_after_final"]
+    assert server.wait_for_log("Failed to process the request(s) for model 'dec_probe_0', message: ValueError: raised "
+                               "after the final response"), server.log[-3000:]
 
 
 def test_the_server_lists_the_extensions_it_has(server):

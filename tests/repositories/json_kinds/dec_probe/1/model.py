@@ -1,7 +1,7 @@
 """A decoupled model in Triton's own API: its CASE input chooses what the response sender does (an error response then
 the final flag alone, an error response flagged final, an unknown flag, a send after the final one, a list returned
-from execute after the final response, a list returned with nothing sent), so that tests/e2e/test_triton_parity.py
-compares what a client of tritonserver 2.51 and of pytriton receives."""
+from execute after the final response, a list returned with nothing sent, an exception raised after the final flag),
+so that tests/e2e/test_triton_parity.py compares what a client of tritonserver 2.51 and of pytriton receives."""
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -43,4 +43,7 @@ class TritonPythonModel:
                 return [_out("y")]
             elif case == "list_returned":
                 return [_out("y")]
+            elif case == "raise_after_final":
+                sender.send(flags=FINAL)
+                raise ValueError("raised after the final response")
         return None
