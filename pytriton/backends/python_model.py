@@ -366,8 +366,13 @@ class PythonModelBackend(CallableBackend):
                     break
             if filled:
                 yield step
-        if carried is not None and carried[0] < 0 and carried[1] is not None:  # every request had its final response
-            error = executed.exception()  # (logged in Triton's words: no client is left to hear of it)
+        executed.add_done_callback(self._log_late_error)  # (every request had its final response)
+
+    def _log_late_error(self, executed: concurrent.futures.Future[Any]) -> None:
+        """The error of a decoupled `execute` that failed after every request's final response (now, or once it
+        ends), logged in Triton's words: no client is left to hear of it."""
+        error = None if executed.cancelled() else executed.exception()
+        if error is not None:
             what = str(error) if isinstance(error, InferenceCallableError) else f"{type(error).__name__}: {error}"
             logger.error("Failed to process the request(s) for model '%s', message: %s (execute() failed after every "
                          "request's final response)", self.args["model_instance_name"], what)
