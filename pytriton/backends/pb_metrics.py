@@ -70,6 +70,7 @@ class MetricsClient:
     def __init__(self, endpoint: Any, alive: Callable[[], bool], poll_ms: int, instance: str = ""):
         self.endpoint = endpoint
         self.thread = threading.get_ident()  # the worker's thread (initialize, execute, finalize run on it)
+        self.acting: int | None = None  # a thread the worker's thread waits for meanwhile (an `async def execute`'s)
         self.instance = instance  # Triton's instance name, in the wording of the errors the server side gives
         self.alive = alive
         self.poll_ms = poll_ms
@@ -89,7 +90,7 @@ class MetricsClient:
         return self._handles
 
     def _on_thread(self, what: str) -> None:
-        if threading.get_ident() != self.thread:
+        if threading.get_ident() not in (self.thread, self.acting):
             raise _model_exception(f"{what}: a MetricFamily can be created and a value() read only from the thread "
                                    "that runs initialize(), execute() and finalize(); other threads may update "
                                    "metrics")
@@ -107,7 +108,7 @@ class MetricsClient:
         return handle
 
     def new_metric(self, family: int, labels: dict[str, str], buckets: list[float] | None) -> int:
-        waits = threading.get_ident() == self.thread  # (another thread's goes with the worker's next flush)
+        waits = threading.get_ident() in (self.thread, self.acting)  # (another's goes with the worker's next flush)
         with self._lock:
             handle = self._next_handle()
             if waits:

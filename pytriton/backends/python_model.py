@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pytriton.backends import pb_utils
+from pytriton.backends import pb_metrics, pb_utils
 from pytriton.backends.callable_backend import (
     CallableBackend,
     CheckedResponse,
@@ -403,7 +403,15 @@ class PythonModelBackend(CallableBackend):
                                                        name=f"asyncio-{self.config.model_name}")
             self._event_loop_thread.start()
         coroutine = awaitable if asyncio.iscoroutine(awaitable) else _awaiting(awaitable)
-        return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop).result()
+        done = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop)
+        metrics = pb_metrics._client
+        if metrics is None or metrics.thread != threading.get_ident():
+            return done.result()
+        metrics.acting = self._event_loop_thread.ident if self._event_loop_thread is not None else None
+        try:  # (the loop acts for the worker's thread, which waits: it may create metric families, as execute may)
+            return done.result()
+        finally:
+            metrics.acting = None
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._execute_thread is None:

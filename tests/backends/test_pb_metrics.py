@@ -198,3 +198,31 @@ def test_outside_a_server():
         pb_utils.MetricFamily("c", "", pb_utils.MetricFamily.COUNTER)
     with pytest.raises(TypeError, match="kind must be"):
         pb_utils.MetricFamily("c", "", 5)
+
+
+ASYNC_METERED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        family = pb_utils.MetricFamily("made_in_execute", "", pb_utils.MetricFamily.GAUGE)
+        family.Metric().set(1)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", r.get_input_tensor_by_name("X").as_numpy()),
+                                            pb_utils.Tensor("Z", r.get_input_tensor_by_name("X").as_numpy())])
+                for r in requests]
+'''
+
+
+def test_an_async_execute_creates_families_as_a_plain_one_does(endpoint, tmp_path):
+    """`async def execute` runs on the model's event loop (another thread) while the worker's thread waits for it:
+    it may create a MetricFamily, as an `execute` on the worker's thread may."""
+    from tests.backends.test_python_model import backend_for, request  # noqa: PLC0415 - its model helpers
+
+    backend = backend_for(tmp_path, "async_metered", ASYNC_METERED)
+    try:
+        (outputs, error, _), = backend.check_outputs([request()], backend([request()]))
+        assert error == "" and [name for name, _, _ in outputs] == ["Y", "Z"]
+        assert kinds(endpoint.sent[0]) == ["FAMILY_NEW"]  # (created, with the server's answer)
+    finally:
+        backend.close()
