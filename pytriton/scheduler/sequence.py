@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from pytriton.exceptions import invalid_arg, unavailable
+from pytriton.exceptions import ServerError, Status, invalid_arg, unavailable
 from pytriton.model_config.sequence import SequenceBatcher, SequenceStrategy
 from pytriton.scheduler.dispatcher import RESCHEDULE_REFUSED, BatchPolicy, ModelScheduler, _Execution
 from pytriton.scheduler.job import QUEUED, ExecutionStats, Job
@@ -263,14 +263,44 @@ class SequenceScheduler(ModelScheduler):
             self._schedule()
 
     def withdraw(self, job: Job) -> None:
-        """The caller went away: a queued request is skipped when reached (an END still ends its sequence)."""
+        """The caller went away: a queued request is skipped when reached, and, as in Triton, its sequence ends: the
+        sequence's other queued requests are cancelled and its slot goes back once what runs has run (a backlogged
+        sequence leaves the backlog). An iterative sequence's request is only skipped (an END still ends it)."""
         if job.abandoned:
             return
         if job.state == QUEUED:
+            target = self._sequence_of(job)
             job.abandon()
             job.finish()
+            if target is not None:
+                self._cancel_sequence(*target)
             return
         super().withdraw(job)
+
+    def _sequence_of(self, job: Job) -> tuple[int | str, _Slot | _Backlog] | None:
+        """The sequence a queued request waits in (its correlation id, its slot or backlog), if not iterative."""
+        if self._iterative or job.payload is None:
+            return None
+        correlation_id = self.requests.fields(job.payload)[0]
+        target = self._sequences.get(correlation_id)
+        if target is None or not any(e.job is job for e in target.queue):
+            return None  # (its sequence ended already, or a new one of that id started)
+        return correlation_id, target
+
+    def _cancel_sequence(self, correlation_id: int | str, target: _Slot | _Backlog) -> None:
+        for entry in target.queue:
+            if entry.correlation_id == correlation_id and entry.job.state == QUEUED:
+                cancelled = ServerError(Status.CANCELLED, f"sequence {correlation_id} of model '{self.model_name}' "
+                                                          "was cancelled: a request of it was cancelled")
+                cancelled.failure_reason = "CANCELED"
+                entry.job.fail(cancelled)
+        if isinstance(target, _Slot):
+            self._end_sequence(correlation_id, target)
+        else:
+            self._backlog.remove(target)
+            del self._sequences[correlation_id]
+            self._last_ns.pop(correlation_id, None)
+            self._states.pop(correlation_id, None)
 
     def fail_all(self, reason: str) -> None:
         for slots in self._slots.values():
@@ -513,8 +543,8 @@ class SequenceScheduler(ModelScheduler):
             slot.queue.append(_Entry(job, correlation_id, False, False))
 
     def _end_sequence(self, correlation_id: int | str, slot: _Slot) -> None:
-        """An iterative sequence's request ended without being given back: the sequence ends, as Triton ends it with
-        a cancelled END request queued behind what its slot holds."""
+        """A sequence ends early (an iterative sequence's request ended without being given back, or a request of it
+        was cancelled), as Triton ends it with a cancelled END request queued behind what its slot holds."""
         if self._sequences.get(correlation_id) is not slot:
             return  # (ended already: an END request, idle release, a new START)
         del self._sequences[correlation_id]

@@ -197,6 +197,36 @@ def test_a_withdrawn_end_request_still_ends_its_sequence():
     run(main())
 
 
+def test_a_cancelled_queued_request_cancels_its_sequence_as_triton_does():
+    # Triton's qa/L0_request_cancellation scheduler_test: cancelling any queued request of a sequence cancels the
+    # sequence's other queued requests (CANCELLED) and ends it; what runs finishes; the slot then serves the next.
+    async def main():
+        scheduler = scheduler_of(SequenceBatcher())
+        a = FakeInstance("a")
+        scheduler.add_instance(a)
+        running = submit(scheduler, 1, "S", 1)
+        queued = [submit(scheduler, 1, "", 2), submit(scheduler, 1, "", 3)]
+        backlogged = [submit(scheduler, 2, "S", 4), submit(scheduler, 2, "", 5)]
+        scheduler.withdraw(queued[0])
+        with pytest.raises(ServerError) as caught:
+            await queued[1].future
+        assert caught.value.status is Status.CANCELLED and caught.value.failure_reason == "CANCELED"
+        scheduler.withdraw(backlogged[1])  # a backlogged sequence leaves the backlog
+        with pytest.raises(ServerError, match="was cancelled"):
+            await backlogged[0].future
+        a.executions[0].reply()
+        await running.future
+        assert len(a.executions) == 1 and scheduler.active_sequences == 0
+        with pytest.raises(ServerError, match="must specify the START flag"):
+            submit(scheduler, 1, "", 6)  # (the sequence is gone)
+        after = submit(scheduler, 3, "S", 7)  # the slot is free again
+        assert a.executions[1].payloads == [("req", 3, True, False, 7)]
+        a.executions[1].reply()
+        await after.future
+
+    run(main())
+
+
 def test_not_ready_rows_are_unwanted_jobs_whose_results_are_released_once():
     """A Direct batch's not-ready rows: one not-ready payload per batch, nobody awaits them, their results are released
     on arrival (once) and their slots are free for the next batch."""
