@@ -217,7 +217,7 @@ class TritonPythonModel:
 def test_an_async_execute_creates_families_as_a_plain_one_does(endpoint, tmp_path):
     """`async def execute` runs on the model's event loop (another thread) while the worker's thread waits for it:
     it may create a MetricFamily, as an `execute` on the worker's thread may."""
-    from tests.backends.test_python_model import backend_for, request  # noqa: PLC0415 - its model helpers
+    from tests.backends.python_models import backend_for, request  # noqa: PLC0415 - its model helpers
 
     backend = backend_for(tmp_path, "async_metered", ASYNC_METERED)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from pytriton.backends.callable_backend import InferenceCallableError
 from pytriton.backends.python_model import PB_UTILS_MODULE, PythonModelBackend, python_model_target, reshaped
 from pytriton.model_config.triton_model_config import TensorSpec, TritonModelConfig
 from pytriton.proxy.types import Request
+from tests.backends.python_models import backend_for, request
 
 MODEL = '''
 import json
@@ -56,23 +56,6 @@ class TritonPythonModel:
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.array([value], dtype=np.float32))]))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 '''
-
-
-def config(name: str, decoupled: bool = False) -> TritonModelConfig:
-    return TritonModelConfig(model_name=name, inputs=[TensorSpec("X", "FP32", (-1,))],
-                             outputs=[TensorSpec("Y", "FP32", (-1,)), TensorSpec("Z", "FP32", (-1,))],
-                             decoupled=decoupled)
-
-
-def backend_for(tmp_path: Path, name: str, source: str, decoupled: bool = False) -> PythonModelBackend:
-    version_dir = tmp_path / name / "3"
-    version_dir.mkdir(parents=True)
-    (version_dir / "model.py").write_text(source)
-    return PythonModelBackend(python_model_target(str(version_dir / "model.py")), config(name, decoupled))
-
-
-def request(mode: str = "ok", requested: list[str] | None = None) -> Request:
-    return Request({"X": np.array([1.0, 2.0], dtype=np.float32)}, {"mode": mode}, None, requested)
 
 
 def test_initialize_gets_tritons_args_and_finalize_runs_on_close(tmp_path):
