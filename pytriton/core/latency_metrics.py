@@ -21,6 +21,7 @@ RELATIVE_ERROR = 0.01  # a reported quantile is within 1% of the value of some o
 
 # The durations of ModelStatistics that have a summary, in the order record_success passes them.
 SUMMARY_STATISTICS = ("success", "queue", "compute_input", "compute_infer", "compute_output")
+CACHE_STATISTICS = ("cache_hit", "cache_miss")  # (summaries of a model whose response cache is on)
 
 _GAMMA = (1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR)  # the ratio of a bucket's upper to its lower bound
 _LOG_GAMMA = math.log(_GAMMA)
@@ -92,7 +93,7 @@ class LatencySummaries:
 
     def __init__(self, settings: MetricsSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self.quantiles = [q for q, _ in settings.summary_quantiles]
-        self.windows = {name: WindowedQuantiles(clock=clock) for name in SUMMARY_STATISTICS}
+        self.windows = {name: WindowedQuantiles(clock=clock) for name in (*SUMMARY_STATISTICS, *CACHE_STATISTICS)}
         self._ordered = [self.windows[name] for name in SUMMARY_STATISTICS]
         self._clock = clock
 
@@ -101,6 +102,10 @@ class LatencySummaries:
         now = self._clock()
         for window, ns in zip(self._ordered, durations_ns):
             window.observe(ns / 1000, now)
+
+    def observe_one(self, statistic: str, duration_ns: int) -> None:
+        """One duration of `statistic` (e.g. a response cache hit's lookup), in nanoseconds."""
+        self.windows[statistic].observe(duration_ns / 1000, self._clock())
 
 
 # Triton's default buckets of `nv_inference_first_response_histogram_ms`, in milliseconds (then +Inf).

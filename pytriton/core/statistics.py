@@ -67,6 +67,10 @@ class ModelStatistics:
         for name, ns in (("success", total_ns), ("queue", 0), ("cache_hit", lookup_ns)):
             d[name][0] += 1
             d[name][1] += ns
+        if self.summaries is not None:  # (the request and queue summaries include cached requests, as Triton says)
+            self.summaries.observe_one("success", total_ns)
+            self.summaries.observe_one("queue", 0)
+            self.summaries.observe_one("cache_hit", lookup_ns)
         self.last_inference_ms = int(time.time() * 1000)
 
     def record_cache_miss(self, miss_ns: int, answered: bool = True) -> None:
@@ -77,6 +81,8 @@ class ModelStatistics:
         entry = self.durations["cache_miss"]
         entry[0] += 1
         entry[1] += miss_ns
+        if self.summaries is not None:
+            self.summaries.observe_one("cache_miss", miss_ns)
 
     def record_failure(self, total_ns: int, reason: str = "OTHER") -> None:
         """One request failed (`reason`: one of FAILURE_REASONS)."""

@@ -98,6 +98,25 @@ def test_a_hit_does_not_reach_the_model_and_equals_the_computed_response():
         assert metric(server, "nv_cache_hit_duration_per_model") >= 0
 
 
+def test_summaries_of_cache_hits_and_misses_with_summary_latencies():
+    # As Triton's (its qa/L0_metrics metrics_config_test test_cache_summaries_exist): with summary_latencies, a model
+    # whose cache is on has nv_cache_hit_summary_us and nv_cache_miss_summary_us, and cached requests count in the
+    # request summary (they were in the counters only).
+    with serve("--model-repository", str(REPOS / "cache"), "--cache-config", "local,size=1048576",
+               "--metrics-config", "summary_latencies=true") as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        x = np.array([1, 2], dtype=np.float32)
+        for _ in range(3):
+            grpc_infer(client, x)  # one miss, then two hits
+        assert metric(server, "nv_cache_miss_summary_us_count") == 1
+        assert metric(server, "nv_cache_hit_summary_us_count") == 2
+        assert metric(server, "nv_inference_request_summary_us_count") == 3
+        text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+        hit = r'^nv_cache_hit_summary_us\{model="counted",version="1",quantile="0.5"\} \d+$'
+        assert re.search(hit, text, re.M), text
+        assert 'nv_cache_hit_summary_us_count{model="plain"' not in text  # (its cache is off)
+
+
 def test_an_ensemble_caches_its_own_responses():
     with serve("--model-repository", str(REPOS / "cache"), "--cache-config", "local,size=1048576") as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)

@@ -129,7 +129,7 @@ class TritonMetricsCollector:
         yield ready
         yield running
         yield stalled
-        yield from summary_metrics(models)
+        yield from summary_metrics(models, cache=self.core.response_cache is not None)
         yield from first_response_metrics(models)
 
         up = Metric("pytriton_model_instance_up", "1 if the worker process of the model instance is serving", "gauge")

@@ -26,15 +26,25 @@ SUMMARIES = (
 )
 
 
-def summary_metrics(models: Iterable[Model]) -> Iterator[Metric]:
+# Those of the response cache, for the models whose cache is on (with the server's cache: `--cache-config`).
+CACHE_SUMMARIES = (
+    ("nv_cache_hit_summary_us", "Summary of response cache hit duration in microseconds", "cache_hit"),
+    ("nv_cache_miss_summary_us", "Summary of response cache miss duration in microseconds", "cache_miss"),
+)
+
+
+def summary_metrics(models: Iterable[Model], cache: bool = False) -> Iterator[Metric]:
     """One summary family per duration, with a sample per quantile and `_count`/`_sum` for each model that has
-    summaries (none when they are off)."""
+    summaries (none when they are off); with `cache` (the server has a response cache), the cache's summaries of
+    the models whose cache is on."""
     models = [m for m in models if m.stats.summaries is not None]
     if not models:
         return
-    for name, doc, statistic in SUMMARIES:
+    cached = [m for m in models if m.config.response_cache] if cache else []
+    for family, members in [*((s, models) for s in SUMMARIES), *((s, cached) for s in CACHE_SUMMARIES if cached)]:
+        name, doc, statistic = family
         metric = Metric(name, doc, "summary")
-        for model in models:
+        for model in members:
             summaries = model.stats.summaries
             assert summaries is not None
             labels = {"model": model.name, "version": str(model.version)}
@@ -81,4 +91,4 @@ def _quantile_label(quantile: float) -> str:
     return repr(quantile) if not quantile.is_integer() else str(int(quantile))
 
 
-__all__ = ["FIRST_RESPONSE", "SUMMARIES", "first_response_metrics", "summary_metrics"]
+__all__ = ["CACHE_SUMMARIES", "FIRST_RESPONSE", "SUMMARIES", "first_response_metrics", "summary_metrics"]
