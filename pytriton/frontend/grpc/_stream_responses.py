@@ -10,10 +10,28 @@ from tritonclient.grpc import service_pb2 as pb
 
 from pytriton.core.registry import Model
 from pytriton.core.types import InferResponse
+from pytriton.exceptions import ServerError
 from pytriton.frontend.grpc._convert import to_infer_response
 from pytriton.frontend.grpc.wire import InferRequestView, StreamResponseWire, release_unsent
 
+# A stream's header asking that the first error a request meets once issued end the stream with its gRPC status
+# (Triton's "triton_grpc_error" mode; any other value than "true" leaves the stream as it is)
+GRPC_ERROR_HEADER = "triton_grpc_error"
+# The failure reasons (ServerError.failure_reason) of a request that failed once issued: its execution, its queue
+ISSUED_FAILURES = ("BACKEND", "REJECTED")
+
+
+class StreamError:
+    """(triton_grpc_error mode) The error that ends a stream: the stream's status becomes its status."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ServerError):
+        self.error = error
+
+
 StreamItem: TypeAlias = "StreamResponseWire | pb.ModelStreamInferResponse"  # what ModelStreamInfer yields
+Queued: TypeAlias = "StreamItem | StreamError"  # what waits on StreamResponses
 
 
 def stream_message(model: Model, request: InferRequestView, response: InferResponse | None, final: bool) -> StreamItem:
@@ -36,11 +54,11 @@ class StreamResponses:
     they go on in batches, not one response per turn of the loop."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[StreamItem | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[Queued | None] = asyncio.Queue()
         self._room = asyncio.Event()
         self._room.set()
 
-    async def put(self, item: StreamItem) -> None:
+    async def put(self, item: Queued) -> None:
         if self._queue.qsize() >= STREAM_RESPONSES_QUEUED:
             self._room.clear()
         if not self._room.is_set():
@@ -51,7 +69,7 @@ class StreamResponses:
                 raise
         self._queue.put_nowait(item)
 
-    async def get(self) -> StreamItem | None:
+    async def get(self) -> Queued | None:
         item = await self._queue.get()
         if not self._room.is_set() and self._queue.qsize() <= STREAM_RESPONSES_QUEUED // 2:
             self._room.set()

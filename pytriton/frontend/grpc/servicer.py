@@ -23,12 +23,20 @@ from pytriton.core.peers import register_shm, statistics_of_all, unregister_shm
 from pytriton.core.registry import Model
 from pytriton.core.server_core import ServerCore
 from pytriton.core.settings import LOG_FORMATS, LogSettings, TraceSettings
+from pytriton.core.types import InferRequest, InferResponse
 from pytriton.core.trace import GRPC_SEND_END, GRPC_SEND_START, GRPC_WAITREAD_END, Trace, Tracer, finish_on_sent
 from pytriton.exceptions import ServerError, Status, invalid_arg, unsupported
 from pytriton.frontend.access import GRPC_HEADER_PREFIX, AccessPolicy
 from pytriton.frontend.admission import Admission
 from pytriton.frontend.grpc._convert import error_status, to_infer_request, to_infer_response
-from pytriton.frontend.grpc._stream_responses import StreamItem, StreamResponses, stream_message
+from pytriton.frontend.grpc._stream_responses import (
+    GRPC_ERROR_HEADER,
+    ISSUED_FAILURES,
+    StreamError,
+    StreamItem,
+    StreamResponses,
+    stream_message,
+)
 from pytriton.frontend.grpc._trace import start_trace
 from pytriton.frontend.grpc.wire import InferRequestView, InferResponseWire, StreamResponseWire
 from pytriton.frontend.h2.message import RpcAbort
@@ -283,7 +291,10 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         """Bidirectional stream: requests run concurrently; each ends with a response carrying the final flag.
 
         A stream the client may not use ends at once with the access error, before any request is read; the
-        errors of one request are that request's `error_message`, and the stream goes on. At most
+        errors of one request are that request's `error_message`, and the stream goes on, unless the stream began
+        with the header `triton_grpc_error: true` (Triton's): then the first error a request meets once issued (its
+        model's error response, a failed execution) ends the stream with its gRPC status, and the requests still
+        running are cancelled (an error in the request itself, e.g. a wrong input, stays its `error_message`). At most
         `max_stream_requests_in_flight` requests run at once (the next is read when one ends), and their responses
         wait for the transport in a bounded queue: a producer awaits room, so a client that reads slowly slows its
         requests' streams down to the model (see `ServerCore.infer_stream`)."""
@@ -292,6 +303,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         except Exception as exc:  # noqa: BLE001 - _end_call raises again what has no status
             await _end_call(context, exc)
         responses = StreamResponses()
+        grpc_errors = _string_metadata(context).get(GRPC_ERROR_HEADER) == "true"
         room = asyncio.Semaphore(self.max_stream_requests_in_flight)
         tasks: set[asyncio.Task[None]] = set()
 
@@ -308,7 +320,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
                         request = await anext(iterator)
                     except StopAsyncIteration:
                         break
-                    task = asyncio.ensure_future(self._stream_one(request, context, responses))
+                    task = asyncio.ensure_future(self._stream_one(request, context, responses, grpc_errors))
                     tasks.add(task)
                     task.add_done_callback(ended)
                 if tasks:
@@ -319,6 +331,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         reader = asyncio.ensure_future(read())
         try:
             while (item := await responses.get()) is not None:
+                if isinstance(item, StreamError):  # (triton_grpc_error) the stream ends with the request's status
+                    await _end_call(context, item.error)
                 yield item
             await reader  # raises what ended the reading (e.g. a message that cannot be read)
         finally:
@@ -327,8 +341,10 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
                 task.cancel()
             responses.release_unsent()
 
-    async def _stream_one(self, request: InferRequestView, context: CallContext, responses: StreamResponses) -> None:
-        """Run one request of a stream; put its responses (or its error) on `responses`."""
+    async def _stream_one(self, request: InferRequestView, context: CallContext, responses: StreamResponses,
+                          grpc_errors: bool = False) -> None:
+        """Run one request of a stream; put its responses (or its error) on `responses`. `grpc_errors`: the stream's
+        triton_grpc_error mode, where an error the request meets once issued is put as a `StreamError`."""
         trace = start_trace(self.tracer, request, context) if self.tracer.active else None
         try:
             infer_request = to_infer_request(request)
@@ -337,7 +353,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             self.admission.admit(infer_request, context)
             model = self.core.registry.get(infer_request.model_name, infer_request.model_version)
             if not model.config.decoupled:
-                response = await self.core.infer(infer_request)
+                if grpc_errors:
+                    answer = await self._issued(infer_request, model)
+                    if isinstance(answer, StreamError):
+                        await responses.put(answer)
+                        return
+                    response = answer
+                else:
+                    response = await self.core.infer(infer_request)
                 if trace is not None:
                     trace.stamp(GRPC_SEND_START)
                 message = stream_message(model, request, response, True)
@@ -353,7 +376,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
                 async for response in stream:
                     ended = response.final
                     if response.error is not None:  # an error response: on the stream, which goes on (as Triton)
-                        await responses.put(pb.ModelStreamInferResponse(error_message=response.error.message))
+                        await responses.put(StreamError(response.error) if grpc_errors
+                                            else pb.ModelStreamInferResponse(error_message=response.error.message))
                         continue
                     await responses.put(stream_message(model, request, response, ended))
             finally:
@@ -365,11 +389,30 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             status = error_status(exc)
             if status is None:
                 logger.exception("stream request failed")
+            elif grpc_errors and isinstance(exc, ServerError) and exc.failure_reason in ISSUED_FAILURES:
+                await responses.put(StreamError(exc))  # (a decoupled model's failed execution)
+                return
             await responses.put(
                 pb.ModelStreamInferResponse(error_message=status[1] if status else f"internal error: {exc}"))
         finally:
             if trace is not None:  # a decoupled model's trace ends with its last response (or the request's error)
                 self.tracer.finish(trace)
+
+    async def _issued(self, request: InferRequest, model: Model) -> InferResponse | StreamError:
+        """(triton_grpc_error mode) The response of `request`, begun now (what is wrong with the request itself is
+        raised here), or the error it met once issued as a StreamError."""
+        call = self.core.begin(request, model)
+        try:
+            await call.future
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        except Exception:  # noqa: BLE001 - `result` raises it (settled and counted)
+            pass
+        try:
+            return call.result()
+        except ServerError as exc:
+            return StreamError(exc)
 
     # ---- settings ----------------------------------------------------------------------------
     @_grpc_handler("trace")
