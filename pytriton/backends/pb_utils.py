@@ -14,9 +14,12 @@ import enum
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pytriton.backends.model_log import ModelLogGate
 
 from pytriton.backends.pb_autocomplete import ModelConfig  # noqa: F401 - pb_utils.ModelConfig (auto-complete)
 from pytriton.backends.pb_bytes import (  # noqa: F401 - pb_utils' byte-tensor and datatype helpers
@@ -546,8 +549,22 @@ _LOGGING_LEVEL = {_LogLevel.INFO: logging.INFO, _LogLevel.WARNING: logging.WARNI
                   _LogLevel.VERBOSE: logging.DEBUG}
 
 
+# The server's logging settings as the worker's model logs follow them (set by the worker; None elsewhere)
+_log_gate: ModelLogGate | None = None
+
+
+def _log(level: _LogLevel, message: str) -> None:
+    gate = _log_gate
+    shown = None if gate is None else gate.allows(level)
+    if shown is None:  # (no settings changed by a client: the worker's logging level decides)
+        _logger.log(_LOGGING_LEVEL[level], "%s", message)
+    elif shown:
+        _logger.handle(_logger.makeRecord(_logger.name, _LOGGING_LEVEL[level], "(model)", 0, "%s", (message,), None))
+
+
 class Logger:
-    """Triton's model logger; lines go to the worker's log under `pytriton.backends.model` (VERBOSE as DEBUG)."""
+    """Triton's model logger; lines go to the worker's log under `pytriton.backends.model` (VERBOSE as DEBUG), shown
+    as the server's logging settings say once a client changed them (backends/model_log.py)."""
 
     LogLevel = _LogLevel
     INFO = _LogLevel.INFO
@@ -561,31 +578,31 @@ class Logger:
             raise _wrong_kind("log()", "message", "a str", message)
         if not isinstance(level, _LogLevel):  # (a plain int too, as Triton's bindings refuse it)
             raise _wrong_kind("log()", "level", "a pb_utils.Logger.LogLevel", level)
-        _logger.log(_LOGGING_LEVEL[level], "%s", message)
+        _log(level, message)
 
     @staticmethod
     def log_info(message: str) -> None:
         if not isinstance(message, str):
             raise _wrong_kind("log_info()", "message", "a str", message)
-        _logger.info("%s", message)
+        _log(_LogLevel.INFO, message)
 
     @staticmethod
     def log_warn(message: str) -> None:
         if not isinstance(message, str):
             raise _wrong_kind("log_warn()", "message", "a str", message)
-        _logger.warning("%s", message)
+        _log(_LogLevel.WARNING, message)
 
     @staticmethod
     def log_error(message: str) -> None:
         if not isinstance(message, str):
             raise _wrong_kind("log_error()", "message", "a str", message)
-        _logger.error("%s", message)
+        _log(_LogLevel.ERROR, message)
 
     @staticmethod
     def log_verbose(message: str) -> None:
         if not isinstance(message, str):
             raise _wrong_kind("log_verbose()", "message", "a str", message)
-        _logger.debug("%s", message)
+        _log(_LogLevel.VERBOSE, message)
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:

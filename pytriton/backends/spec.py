@@ -35,6 +35,7 @@ class WorkerSpec:
     callable: str | None = None  # import path ("module:attr") a worker process imports; None for a thread
     instance: int = 0
     log_level: str = "INFO"
+    model_log: str = ""  # the file of the server's logging settings its model's pb_utils.Logger follows (model_log.py)
     watch: str = "parent"
     arena_kind: str = "rsp"  # distinguishes the response arenas of several workers in one process
 
@@ -71,13 +72,14 @@ class WorkerSpec:
         callable: str,
         instance: int,
         log_level: str,
+        model_log: str = "",
         forked: bool = False,
     ) -> WorkerSpec:
         """A worker process that this (the server) process spawns: it imports `callable` and watches its parent, or
         the server's pidfd when it is `forked` from the worker template (whose child it is)."""
         return cls(address=address, identity=identity, tag=tag, server_pid=os.getpid(), inline_max=inline_max,
                    config=config, callable=callable, instance=instance, log_level=log_level,
-                   watch="pidfd" if forked else "parent")
+                   model_log=model_log, watch="pidfd" if forked else "parent")
 
     @classmethod
     def for_thread(cls, server: ServerInfo, identity: str, config: TritonModelConfig, instance: int) -> WorkerSpec:

@@ -30,6 +30,7 @@ from pytriton.backends.callable_backend import (
     inject_triton_context,
     load_callable,
 )
+from pytriton.backends.model_log import ModelLogGate
 from pytriton.backends.python_model import PythonModelBackend, instance_name, is_python_model_target
 from pytriton.backends.sequence_rows import SequenceRows, sequence_rows
 from pytriton.backends.spec import WorkerSpec
@@ -122,6 +123,8 @@ def serve(spec: WorkerSpec, infer_func: Any = None, stop: threading.Event | None
         try:
             if infer_func is None and is_python_model_target(spec.callable):
                 what = f"model '{config.model_name}' version {config.model_version}"
+                if spec.model_log:
+                    pb_utils._log_gate = ModelLogGate(spec.model_log)
                 pb_utils._bls_client = BlsClient(  # (initialize() may use BLS)
                     endpoint, config, alive, poll_ms, instance_name(config, spec.instance))
                 pb_metrics._client = pb_metrics.MetricsClient(  # (usable in initialize)

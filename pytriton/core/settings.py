@@ -36,6 +36,7 @@ class LogSettings:
             "log_format": "default",
         }
         self.locked: str | None = None  # why updates are refused (one of several front-end processes)
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []  # called with the values after every update
 
     def get(self) -> dict[str, Any]:
         return dict(self.values)
@@ -68,6 +69,8 @@ class LogSettings:
                 new[key] = value
         self.values = new
         self.apply()
+        for listener in self.listeners:
+            listener(self.get())
         return self.get()
 
     def level(self) -> int:

@@ -125,6 +125,7 @@ class Server:
             self.host = host = WorkerHost(self.run_dir.path, self.tag, config.inline_max_bytes, config.log_level,
                                           worker_template=config.worker_template)
             await host.start()
+            self.log_settings.listeners.append(host.follow_log_settings)
             self.core = core = ServerCore(
                 allow_client_shm=config.allow_client_shm,
                 gpu_available=gpu_available(),

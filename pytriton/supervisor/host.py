@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pytriton.backends.model_log import MODEL_LOG_FILE, write_model_log_settings
 from pytriton.model_config.triton_model_config import TritonModelConfig
 from pytriton.proxy.arena import SHM_DIR, ShmArena, segment_name
 from pytriton.proxy.router import ProxyRouter
@@ -53,6 +54,8 @@ class WorkerHost:
         self.tag = tag
         self.inline_max = inline_max
         self.log_level = log_level
+        # where the server writes its logging settings when a client changes them, for the models' pb_utils.Logger
+        self.model_log = os.path.join(run_dir, MODEL_LOG_FILE)
         self.router: ProxyRouter | None = None
         self.received: ReceiveSegments | None = None
         self._generation = 0
@@ -65,6 +68,11 @@ class WorkerHost:
     async def start(self) -> None:
         self.router = ProxyRouter(f"ipc://{self.run_dir}/workers.sock", self.tag, self.inline_max)
         self.received = ReceiveSegments(self.tag)
+
+    def follow_log_settings(self, values: dict[str, Any]) -> None:
+        """The server's logging settings changed (a client's POST /v2/logging, gRPC LogSettings): the models' log
+        lines follow them from now on, in every worker."""
+        write_model_log_settings(self.model_log, values)
 
     def serve_bls(self, infer: Any, infer_stream: Any) -> BlsBridge:
         """Serve the BLS requests of every worker with the core's `infer` and `infer_stream`."""
@@ -87,7 +95,8 @@ class WorkerHost:
         assert self.router is not None, "start() first"
         if self.template is not None:  # (started with the first pool: a server whose instances are all hosted
             self.template.start_soon()  # elsewhere (Triton.bind) has none; it imports while the pool gets ready)
-        return WorkerPool(self.router, config, callable_target, log_level=self.log_level, template=self.template)
+        return WorkerPool(self.router, config, callable_target, log_level=self.log_level, template=self.template,
+                          model_log=self.model_log)
 
     def external_instances(self, config: TritonModelConfig, ready_timeout_s: float = 300.0) -> ExternalInstances:
         """Instances another process hosts (Triton.bind threads); `identities()` says how they connect."""

@@ -150,8 +150,10 @@ class WorkerPool(InstanceRoster):
         start_timeout_s: float = 120.0,
         extra_env: dict[str, str] | None = None,
         template: WorkerTemplate | None = None,
+        model_log: str = "",
     ):
         super().__init__(router, config)
+        self.model_log = model_log  # the server's logging settings for the models' pb_utils.Logger (model_log.py)
         self.template = template  # None: every worker starts in a fresh interpreter
         self._fresh_reason: str | None = None  # why this model's workers start fresh (logged once)
         self.callable_target = callable_target
@@ -237,6 +239,7 @@ class WorkerPool(InstanceRoster):
             callable=self.callable_target,
             instance=instance.index,
             log_level=self.log_level,
+            model_log=self.model_log,
         )
         try:
             process = await self._start_process(instance, label, spec)
