@@ -45,6 +45,8 @@ SOURCE: Path | None = Path(_SOURCE_ENV) if _SOURCE_ENV else None
 SHIMS = Path(__file__).parent / "triton_qa_shims"
 CLIENT_PYTHON = os.environ.get("PYTRITON_TRITON_QA_PYTHON") or sys.executable
 """The interpreter that runs Triton's test files."""
+# A loopback and a /dev/shm of its own for each run: Triton's ports, and Triton's shm-region names, meet no other's
+NAMESPACES = ("unshare", "--net", "--mount", "--")
 
 
 def qa_folder() -> Path:
@@ -55,12 +57,12 @@ def qa_folder() -> Path:
 
 @cache
 def network_namespaces() -> str:
-    """'' when this machine lets a process have a network namespace of its own, else why not."""
+    """'' when this machine lets a process have network and mount namespaces of its own, else why not."""
     try:
-        done = subprocess.run(["unshare", "--net", "--", "true"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([*NAMESPACES, "true"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"unshare --net: {error}"
-    return "" if done.returncode == 0 else f"unshare --net: {done.stderr.strip() or done.returncode}"
+        return f"unshare --net --mount: {error}"
+    return "" if done.returncode == 0 else f"unshare --net --mount: {done.stderr.strip() or done.returncode}"
 
 
 @cache
@@ -74,7 +76,7 @@ def client_numpy() -> str:
 @dataclass
 class QaRun:
     """What one run gave: each test's outcome by `Class::test` ('passed', 'failed', 'error', 'skipped'), its
-    message, the client's and the server's output, and how each ended."""
+    message, the client's and the server's output, how each ended, and what they left in the run's own /dev/shm."""
 
     outcomes: dict[str, str] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
@@ -83,6 +85,7 @@ class QaRun:
     client_rc: int | None = None
     server_rc: int | None = None
     ready: bool = False
+    shm_left: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """The outcomes and the logs, for an assertion's message."""
@@ -93,26 +96,38 @@ class QaRun:
 
 def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] = (),
                      server_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                     server_log_name: str | None = None, timeout_s: float = 600.0, runner: str = "pytest") -> QaRun:
+                     server_log_name: str | None = None, timeout_s: float = 600.0, runner: str = "pytest",
+                     runs: int = 1, before: Sequence[Sequence[str]] = (),
+                     steps: Sequence[Sequence[str] | dict[str, Sequence[str]]] = ()) -> QaRun:
     """Serve `repository` with `pytriton serve --model-repository` (and `server_args`) on ports 8000, 8001 and 8002
-    of a private loopback, run `test_file` there with pytest (only `tests`, each `Class::test`, when given), with
-    `env` added to the client's and the server's environment, and return the outcomes. With `server_log_name`, the
-    client runs in a scratch folder where the server's log is that file (Triton's test.sh writes its server log
-    into the test's folder, and some tests read it there), not in the test file's folder.
+    of a private loopback, with a /dev/shm of its own, run `test_file` there with pytest (only `tests`, each
+    `Class::test`, when given), with `env` added to the client's and the server's environment, and return the
+    outcomes. With `server_log_name`, the client runs in a scratch folder where the server's log is that file
+    (Triton's test.sh writes its server log into the test's folder, and some tests read it there), not in the test
+    file's folder.
 
     `runner="unittest"` runs it as Triton's script does with `python3 file.py` (unittest's runner, needed by a
     test class based on qa/common's `TestResultCollector`); the outcomes are then read from unittest's verbose
-    lines."""
+    lines. `runs`: how many times the file runs on the same server (as some test.sh run it): a test's outcome is
+    that of its first run that did not pass, else 'passed'. `before`: commands run there once the server is ready,
+    before the file (as a test.sh's curl of a setting). `steps`, in place of those: what runs on the server, in
+    order, each {"tests": [Class::test, ...]} (the file, or those tests of it) or a command (with
+    PYTRITON_QA_SERVER_PID and PYTRITON_QA_SERVER_LOG in its environment), as a test.sh that acts on the server
+    between tests."""
+    if not steps:
+        steps = [*before, *({"tests": list(tests)} for _ in range(runs))]
     with tempfile.TemporaryDirectory(prefix="pytriton-qa-") as scratch:
         out = Path(scratch)
         spec = {
-            "test_file": str(test_file), "repository": str(repository), "tests": list(tests),
+            "test_file": str(test_file), "repository": str(repository),
+            "steps": [{"tests": list(step["tests"])} if isinstance(step, dict) else {"command": list(step)}
+                      for step in steps],
             "server_args": list(server_args), "env": dict(env or {}), "out": str(out), "runner": runner,
             "client_python": CLIENT_PYTHON, "client_timeout_s": max(timeout_s - 120.0, 30.0),
             "server_log_name": server_log_name,
             "pythonpath": [str(SHIMS), str(qa_folder() / "common"), str(test_file.parent)],
         }
-        command = ["unshare", "--net", "--", sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]
+        command = [*NAMESPACES, sys.executable, "-m", "tests._support.triton_qa_driver", json.dumps(spec)]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
                               env=dict(os.environ, PYTRITON_EXIT_WITH_PARENT="1"))
         result = QaRun()
@@ -120,13 +135,23 @@ def run_triton_tests(test_file: Path, repository: Path, *, tests: Sequence[str] 
         if report.exists():
             facts = json.loads(report.read_text())
             result.client_rc, result.server_rc, result.ready = facts["client_rc"], facts["server_rc"], facts["ready"]
-        result.client_log = _read(out / "client.log") + done.stdout + done.stderr
+            result.shm_left = facts.get("shm_left", [])
+        logs = [_read(out / f"client.{number}.log") for number in range(len(steps))]
+        result.client_log = "".join(logs) + done.stdout + done.stderr
         result.server_log = _read(out / "server.log")
-        junit = out / "junit.xml"
-        if junit.exists():
-            _read_junit(junit, result)
-        elif runner == "unittest":
-            _read_unittest(result.client_log, result)
+        for number, step in enumerate(steps):
+            if not isinstance(step, dict):
+                continue
+            junit = out / f"junit.{number}.xml"
+            step_result = QaRun()
+            if junit.exists():
+                _read_junit(junit, step_result)
+            elif runner == "unittest":
+                _read_unittest(logs[number], step_result)
+            for name, outcome in step_result.outcomes.items():  # (a step's failure is kept over later steps' passes)
+                if result.outcomes.get(name, "passed") == "passed":
+                    result.outcomes[name] = outcome
+                    result.messages[name] = step_result.messages.get(name, "")
         return result
 
 
