@@ -85,6 +85,15 @@ def test_a_decoupled_models_error_response_ends_the_stream(stream):
     assert stream.next() == ("error", "StatusCode.INTERNAL", "sent after Y")
 
 
+@pytest.mark.parametrize("stream", [GRPC_ERRORS], indirect=True)
+def test_a_decoupled_models_failed_execution_ends_the_stream(stream):
+    stream.send("sends_then_error", 3.0)
+    kind, status, message = stream.next()
+    assert (kind, status) == ("error", "StatusCode.INTERNAL") and "X[0] is 3" in message
+    with pytest.raises(InferenceServerException, match="The stream is no longer in valid state"):
+        stream.send("sends_then_error", 4.0)
+
+
 @pytest.mark.parametrize("stream", [None, {"triton_grpc_error": "false"}], indirect=True)
 def test_without_the_header_errors_are_answers_and_the_stream_goes_on(stream):
     stream.send("answer_or_error", 2.0)
