@@ -49,8 +49,8 @@ def run(tmp_path_factory) -> QaRun:
     folder.mkdir()
     shutil.copy(qa_folder() / "L0_backend_python" / "lifecycle" / "lifecycle_test.py", folder)
     # (test.sh's --log-verbose=1 is not an option of pytriton serve: the lines the test reads are INFO ones)
-    return run_triton_tests(folder / "lifecycle_test.py", scratch / "models", server_log=folder / "lifecycle_server.log",
-                            runs=RUNS)
+    return run_triton_tests(folder / "lifecycle_test.py", scratch / "models",
+                            server_log=folder / "lifecycle_server.log", runs=RUNS)
 
 
 def test_every_test_of_the_file_is_accounted_for(run):
