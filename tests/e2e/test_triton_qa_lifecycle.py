@@ -10,7 +10,6 @@ its `qa` folder) and this machine allows network and mount namespaces.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -41,16 +40,12 @@ PASSES = ["test_batch_error", "test_error_code", "test_execute_cancel", "test_in
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> QaRun:
-    scratch = tmp_path_factory.mktemp("qa-lifecycle")
-    stage(qa_folder().parent, scratch / "models", MODELS)
-    # test_execute_cancel reads the server's log as test.sh writes it: lifecycle_server.log beside the test file (a
-    # copy, so that nothing is written into the checkout)
-    folder = scratch / "lifecycle"
-    folder.mkdir()
-    shutil.copy(qa_folder() / "L0_backend_python" / "lifecycle" / "lifecycle_test.py", folder)
+    repository = tmp_path_factory.mktemp("qa-lifecycle") / "models"
+    stage(qa_folder().parent, repository, MODELS)
+    # test_execute_cancel reads the server's log as test.sh writes it: lifecycle_server.log in the client's folder
     # (test.sh's --log-verbose=1 is not an option of pytriton serve: the lines the test reads are INFO ones)
-    return run_triton_tests(folder / "lifecycle_test.py", scratch / "models",
-                            server_log=folder / "lifecycle_server.log", runs=RUNS)
+    return run_triton_tests(qa_folder() / "L0_backend_python" / "lifecycle" / "lifecycle_test.py", repository,
+                            server_log_name="lifecycle_server.log", runs=RUNS)
 
 
 def test_every_test_of_the_file_is_accounted_for(run):
