@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 from tests._support.paths import REPO
 
 _SOURCE_ENV = os.environ.get("PYTRITON_TRITON_SERVER_SRC")
@@ -53,6 +55,38 @@ def qa_folder() -> Path:
     """The checkout's `qa` folder."""
     assert SOURCE is not None
     return SOURCE / "qa" if (SOURCE / "qa").is_dir() else SOURCE
+
+
+def qa_marks(*folders: str) -> list[pytest.MarkDecorator]:
+    """A module of Triton's QA runs: slow; skipped without a checkout holding `qa/<folder>` of each of `folders`
+    (PYTRITON_TRITON_SERVER_SRC), or where this machine allows no network namespace."""
+    missing = SOURCE is None or not all((qa_folder() / folder).is_dir() for folder in folders)
+    where = ", ".join(f"qa/{folder}" for folder in folders) or "its qa folder"
+    return [
+        pytest.mark.slow,
+        pytest.mark.skipif(missing, reason=f"PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server with "
+                                           f"{where}"),
+        pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
+    ]
+
+
+ADD_SUB_MODEL = '''import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1 (what Triton's example `simple` and its QA's PyTorch
+    AddSubNet compute)."""
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b),
+                                                         pb_utils.Tensor("OUTPUT1", a - b)]))
+        return responses
+'''
+"""A Python-backend model.py standing in for Triton's add/sub models of other backends."""
 
 
 @cache

@@ -27,15 +27,9 @@ import sys
 import pytest
 
 from tests._support.paths import REPO
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import ADD_SUB_MODEL, qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not all((qa_folder() / name).is_dir()
-                                                 for name in ("L0_grpc", "L0_http", "L0_logging")),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_grpc, L0_http and L0_logging"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_grpc", "L0_http", "L0_logging")
 
 SIMPLE_CONFIG = """name: "simple"
 backend: "python"
@@ -50,21 +44,6 @@ output [
 ]
 """
 
-SIMPLE_MODEL = '''import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    """Triton's example `simple`: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1."""
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b),
-                                                         pb_utils.Tensor("OUTPUT1", a - b)]))
-        return responses
-'''
 
 AIO_CALLS = ["test_get_cuda_shared_memory_status", "test_get_inference_statistics", "test_get_model_config",
              "test_get_model_metadata", "test_get_server_metadata", "test_get_system_shared_memory_status",
@@ -99,7 +78,7 @@ def simple_repository(tmp_path):
     model = tmp_path / "models" / "simple"
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text(SIMPLE_CONFIG)
-    (model / "1" / "model.py").write_text(SIMPLE_MODEL)
+    (model / "1" / "model.py").write_text(ADD_SUB_MODEL)
     return tmp_path / "models"
 
 

@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_http").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_http"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_http")
 
 TESTS = ["test_0_dimension_output", "test_close_connection_during_streaming", "test_complex_schema",
          "test_duplicate_inputs", "test_generate", "test_generate_stream", "test_generate_stream_response_error",

@@ -17,16 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_http").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_http"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_http")
 
 # Triton's generator, with the dtypes, shapes and input counts gen_qa_identity_models.py gives these four models.
 GENERATE = """

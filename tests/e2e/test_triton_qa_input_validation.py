@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_input_validation").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_input_validation"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_input_validation")
 
 TESTS = ["test_input_validation_all_optional", "test_input_validation_optional", "test_input_validation_optional_empty",
          "test_input_validation_required_empty", "test_input_validation_required_missing"]

@@ -23,14 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_metrics").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_metrics"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_metrics")
 
 BACKENDS = ("--backend-directory", str(Path(__file__).resolve().parent.parent / "_support" / "triton_qa_backends"))
 QUEUE_TESTS = ["test_default_scheduler", "test_dynamic_batch_scheduler", "test_ensemble_scheduler",

@@ -16,14 +16,9 @@ import shutil
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, client_numpy, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import client_numpy, qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_nan_inf").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_nan_inf"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_nan_inf")
 
 
 def test_nan_inf_test_passes_as_on_tritonserver(tmp_path):

@@ -16,14 +16,9 @@ import shutil
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_parameters").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_parameters"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_parameters")
 
 IDENTITY = '''import triton_python_backend_utils as pb_utils
 

@@ -15,15 +15,10 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import ADD_SUB_MODEL, qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_backend_python", "python_models")
 
 PYTORCH_CONFIG = """backend: "python"
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
@@ -32,21 +27,6 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
 """
 
-PYTORCH_MODEL = '''import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    """What gen_qa_pytorch_model.py's AddSubNet computes: (INPUT0 + INPUT1, INPUT0 - INPUT1)."""
-
-    def execute(self, requests):
-        responses = []
-        for request in requests:
-            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", a + b),
-                                                         pb_utils.Tensor("OUTPUT1", a - b)]))
-        return responses
-'''
 
 TESTS = ["test_add_sub_models", "test_python_model", "test_pytorch_model"]
 
@@ -69,7 +49,7 @@ def test_python_based_backends_test_passes_as_on_tritonserver(tmp_path):
     shutil.copytree(repository / "add_sub" / "1", repository / "add_sub" / "2")
     (repository / "add_sub_pytorch" / "1").mkdir(parents=True)
     (repository / "add_sub_pytorch" / "config.pbtxt").write_text(PYTORCH_CONFIG)
-    (repository / "add_sub_pytorch" / "1" / "model.py").write_text(PYTORCH_MODEL)
+    (repository / "add_sub_pytorch" / "1" / "model.py").write_text(ADD_SUB_MODEL)
     suite = qa_folder() / "L0_backend_python" / "python_based_backends"
     run = run_triton_tests(suite / "python_based_backends_test.py", repository,
                            server_args=("--backend-directory", str(backends), "--model-control-mode", "explicit"))

@@ -21,14 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None or not (qa_folder() / "L0_request_cancellation").is_dir(),
-                       reason="PYTRITON_TRITON_SERVER_SRC names no checkout with qa/L0_request_cancellation"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_request_cancellation")
 
 BACKENDS = Path(__file__).resolve().parent.parent / "_support" / "triton_qa_backends"
 SERVER = ("--backend-directory", str(BACKENDS))
