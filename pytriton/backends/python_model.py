@@ -403,13 +403,14 @@ class PythonModelBackend(CallableBackend):
                                                        name=f"asyncio-{self.config.model_name}")
             self._event_loop_thread.start()
         coroutine = awaitable if asyncio.iscoroutine(awaitable) else _awaiting(awaitable)
-        done = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop)
         metrics = pb_metrics._client
         if metrics is None or metrics.thread != threading.get_ident():
-            return done.result()
+            return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop).result()
+        # (the loop acts for the worker's thread, which waits: it may create metric families, as execute may; said
+        # before the coroutine is handed over, which may run at once)
         metrics.acting = self._event_loop_thread.ident if self._event_loop_thread is not None else None
-        try:  # (the loop acts for the worker's thread, which waits: it may create metric families, as execute may)
-            return done.result()
+        try:
+            return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop).result()
         finally:
             metrics.acting = None
 
