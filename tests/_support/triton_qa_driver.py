@@ -70,11 +70,13 @@ def main(spec: dict) -> int:
     env["PYTHONPATH"] = os.pathsep.join([*spec["pythonpath"], env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     server_env = dict(os.environ, **spec["env"], PYTRITON_EXIT_WITH_PARENT="1")
     report = {"ready": False, "client_rc": None, "server_rc": None}
+    server_cwd = out / "server"  # (what the server writes by a relative name, e.g. a trace file, stays in the run)
+    server_cwd.mkdir()
     with open(out / "server.log", "w") as server_log:
         server = subprocess.Popen(
             [sys.executable, "-m", "pytriton.cli", "serve", "--model-repository", spec["repository"],
              *spec["server_args"]],
-            env=server_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cwd=server_cwd, env=server_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         ready = threading.Event()
         assert server.stdout is not None
         reader = threading.Thread(target=_copy_until_ready, args=(server.stdout, server_log, ready), daemon=True)

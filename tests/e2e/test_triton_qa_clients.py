@@ -5,6 +5,8 @@
   index, load/unload, statistics, trace settings, system and CUDA shared memory);
 - logging_endpoint_test.py: the log settings, read and changed over HTTP and gRPC (with qa/L0_logging's test.sh
   last server's options: none);
+- qa/L0_trace's trace_endpoint_test.py: the trace settings, global and per model, read, changed and cleared over HTTP
+  and gRPC (its test.sh's `--trace-config` options; the trace file by the relative name it gives);
 - python_unit_test.py's RestrictedProtocolTest (--grpc-restricted-protocol) and http_restricted_api_test.py's
   RestrictedAPITest (--http-restricted-api);
 - the restriction options Triton refuses at start, with its words.
@@ -29,7 +31,7 @@ import pytest
 from tests._support.paths import REPO
 from tests._support.triton_qa import ADD_SUB_MODEL, qa_folder, qa_marks, run_triton_tests
 
-pytestmark = qa_marks("L0_grpc", "L0_http", "L0_logging")
+pytestmark = qa_marks("L0_grpc", "L0_http", "L0_logging", "L0_trace")
 
 SIMPLE_CONFIG = """name: "simple"
 backend: "python"
@@ -65,6 +67,11 @@ RUNS = {
     "log_settings": ("L0_logging/logging_endpoint_test.py", (), (), "LogEndpointTest",
                      ["test_grpc_get_settings", "test_grpc_update_settings", "test_http_get_settings",
                       "test_http_update_settings"]),
+    "trace_settings": ("L0_trace/trace_endpoint_test.py",
+                       ("--trace-config", "triton,file=global_unittest.log", "--trace-config", "level=TIMESTAMPS",
+                        "--trace-config", "rate=1"), (), "TraceEndpointTest",
+                       ["test_grpc_clear_settings", "test_grpc_get_settings", "test_grpc_update_settings",
+                        "test_http_clear_settings", "test_http_get_settings", "test_http_update_settings"]),
     "http_restricted": ("L0_http/http_restricted_api_test.py",
                         ("--http-restricted-api=model-repository:admin-key=admin-value",
                          "--http-restricted-api=inference,metadata:infer-key=infer-value"),
