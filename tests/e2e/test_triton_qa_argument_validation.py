@@ -15,14 +15,9 @@ import re
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, QaRun, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import QaRun, qa_folder, qa_marks, run_triton_tests
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server "
-                                              "repository"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_backend_python", "python_models")
 
 IN_MODEL = ["test_infer_request_args", "test_infer_response_args", "test_tensor_args", "test_log_args"]
 

@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, QaRun, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import QaRun, qa_folder, qa_marks, run_triton_tests
 from tests.e2e.triton_qa_staging import stage
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server "
-                                              "repository"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_backend_python", "python_models")
 
 MODELS = ["async_execute_decouple", "async_execute_decouple_bls"]
 SERVER_LOG = "concurrency_test.server.log"  # (test.sh's name: test_model_raise_exception reads it, as SERVER_LOG)

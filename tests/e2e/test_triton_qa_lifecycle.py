@@ -18,16 +18,11 @@ import pytest
 from tests._support.paths import REPO
 from tests._support.ports import LOCAL_PORTS
 from tests._support.serving import serve
-from tests._support.triton_qa import SOURCE, QaRun, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import QaRun, qa_folder, qa_marks, run_triton_tests
 from tests.e2e.triton_qa_staging import stage
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(600),  # (the module fixture runs the file five times, about 35 s each)
-    pytest.mark.skipif(SOURCE is None, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server "
-                                              "repository"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+# (the module fixture runs the file five times, about 35 s each)
+pytestmark = [*qa_marks("L0_backend_python", "python_models"), pytest.mark.timeout(600)]
 
 # test.sh's first server
 MODELS = ["error_code", "execute_cancel", "execute_error", "execute_grpc_error", "execute_return_error", "wrong_model"]

@@ -15,15 +15,10 @@ import sys
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 from tests.e2e.triton_qa_staging import stage
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server "
-                                              "repository"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_backend_python", "python_models")
 
 POST = ("import sys, urllib.request\n"
         "for body in sys.argv[1:]:\n"

@@ -16,15 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests._support.triton_qa import SOURCE, network_namespaces, qa_folder, run_triton_tests
+from tests._support.triton_qa import qa_folder, qa_marks, run_triton_tests
 from tests.e2e.triton_qa_staging import stage
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SOURCE is None, reason="PYTRITON_TRITON_SERVER_SRC names no checkout of Triton's server "
-                                              "repository"),
-    pytest.mark.skipif(bool(network_namespaces()), reason=network_namespaces() or "-"),
-]
+pytestmark = qa_marks("L0_backend_python", "python_models")
 
 MODELS = ["bls_request_rescheduling", "request_rescheduling_addsub", "iterative_sequence", "wrong_return_type"]
 SERVER_ARGS = ["--model-control-mode", "explicit", "--load-model", "*"]
